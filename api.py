@@ -1,0 +1,84 @@
+"""The library API: read, convert, validate and write transcripts from Python.
+
+    import ctxpipe
+    transcript = ctxpipe.read_transcript("session.jsonl")          # format detected
+    messages = ctxpipe.convert(transcript, "anthropic")            # a new Transcript
+    ctxpipe.write_transcript(messages, "messages.jsonl")           # atomic
+    for finding in ctxpipe.validate_transcript(transcript):
+        print(finding.line, finding.severity, finding.message)
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+from pathlib import Path
+
+from .core.convert import ConvertReport, to_api_messages
+from .core.errors import InputError
+from .core.jsonl import OnError, ReadStats, iter_entries, write_entries
+from .core.model import Finding, Transcript
+from .formats import WriteOptions, detect, get
+
+
+def read_transcript(
+    source: str | os.PathLike[str] | bytes, format: str | None = None, on_error: OnError = "fail"
+) -> Transcript:
+    """A transcript from a path or from raw JSONL bytes; raises InputError on bad input."""
+    if isinstance(source, bytes):
+        name, stream = "<bytes>", io.BytesIO(source)
+    else:
+        name = str(source)
+        if Path(name).is_dir():
+            raise InputError(name, None, "is a directory, expected a transcript file")
+        try:
+            stream = open(name, "rb")  # noqa: SIM115 - closed below
+        except FileNotFoundError:
+            raise InputError(name, None, "no such file") from None
+    with stream:
+        entries = list(iter_entries(stream, name, on_error, ReadStats()))
+    chosen = get(format) if format else detect(entries, name)
+    return Transcript(entries, chosen.name, name)
+
+
+def convert(
+    transcript: Transcript, to: str, repair: bool = False, history: bool = False, options: WriteOptions | None = None
+) -> Transcript:
+    """`transcript` in format `to`; the same format (without repair) returns it unchanged."""
+    return convert_with_report(transcript, to, repair, history, options)[0]
+
+
+def convert_with_report(
+    transcript: Transcript, to: str, repair: bool = False, history: bool = False, options: WriteOptions | None = None
+) -> tuple[Transcript, ConvertReport]:
+    source_format, target = get(transcript.format), get(to)
+    if source_format.name == target.name and not repair and not history:
+        return transcript, ConvertReport()
+    messages = source_format.messages(transcript.entries, history=history)
+    api_messages, report = to_api_messages(messages, transcript.entries, repair=repair)
+    entries = target.from_messages(api_messages, options or WriteOptions())
+    return Transcript(entries, target.name, transcript.source), report
+
+
+def validate_transcript(transcript: Transcript) -> list[Finding]:
+    """Schema and structural findings, sorted by line."""
+    from .core.validate import schema_findings, sort_findings
+
+    chosen = get(transcript.format)
+    return sort_findings(schema_findings(transcript.entries, chosen.schema) + chosen.check(transcript.entries))
+
+
+def write_transcript(transcript: Transcript, path: str | os.PathLike[str]) -> None:
+    """Write atomically: a temporary file in the same folder, fsync, then rename over `path`."""
+    target = Path(path)
+    handle, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(handle, "wb") as out:
+            write_entries(transcript.entries, out)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temp_name, target)
+    except BaseException:
+        Path(temp_name).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,216 @@
+"""Build (or reuse) the benchmark corpus from the real transcripts in ../shared/corpus.
+
+    python bench/corpus.py            # build everything, print what is there
+
+Shapes, all under the data dir (default bench/.data/, env CTXPIPE_BENCH_DATA):
+
+- big.jsonl   one Claude Code file >= 200 MiB: the Claude Code corpus files concatenated,
+              repeated an even number of times;
+- half.jsonl  the first half of big.jsonl (half the copies), for the memory-growth check;
+- tree/       a ~/.claude/projects layout: <encoded-cwd>/<session-id>.jsonl, >= 500 sessions
+              and >= 200 MiB, each a byte copy of one corpus main session (plus its
+              <session-id>/subagents/agent-<id>.jsonl files), named with fresh uuid5s.
+
+Everything is a byte copy: nothing inside a line is rewritten, so identity conversion must
+reproduce the inputs exactly. Outputs are deterministic, so a cached file or tree is reused
+when every expected file has the expected size.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+MiB = 1024 * 1024
+BIG_MIN_BYTES = 200 * MiB
+TREE_MIN_BYTES = 200 * MiB
+TREE_MIN_SESSIONS = 500
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO_ROOT = BENCH_DIR.parent
+# Fixed namespace so session ids are the same on every machine and every rebuild.
+TREE_NAMESPACE = uuid.UUID("6f1c1d0e-8a43-4c55-9a2e-5b1f3c0de001")
+# Corpus file names flatten the repository path with "__"; subagent files keep their
+# original `<session-id>/subagents/agent-<id>.jsonl` path inside that name.
+SUBAGENT_RE = re.compile(r"__(?P<session>[0-9a-f-]{36})__subagents__(?P<agent>agent-.+\.jsonl)$")
+
+
+@dataclass(frozen=True)
+class Session:
+    """One Claude Code main session in the source corpus, with its subagent files."""
+
+    path: Path
+    encoded_cwd: str
+    subagents: tuple[tuple[str, Path], ...]  # (agent file name, source path)
+
+    @property
+    def size(self) -> int:
+        return self.path.stat().st_size + sum(p.stat().st_size for _, p in self.subagents)
+
+
+@dataclass(frozen=True)
+class Corpus:
+    claude_files: tuple[Path, ...]  # every Claude Code file, mains and subagents, sorted
+    sessions: tuple[Session, ...]  # main sessions, sorted by path
+
+
+def data_dir() -> Path:
+    return Path(os.environ.get("CTXPIPE_BENCH_DATA") or BENCH_DIR / ".data")
+
+
+def corpus_dir() -> Path:
+    return Path(os.environ.get("CTXPIPE_CORPUS") or REPO_ROOT.parent / "shared" / "corpus")
+
+
+def _first_record(path: Path) -> dict[str, object]:
+    with path.open("rb") as f:
+        value = orjson.loads(f.readline())
+    return value if isinstance(value, dict) else {}
+
+
+def _is_codex_rollout(path: Path) -> bool:
+    # Codex rollouts wrap every line as {"timestamp", "type", "payload"}; Claude Code lines
+    # never carry "payload" at the top level.
+    return "payload" in _first_record(path)
+
+
+def _encoded_cwd(path: Path) -> str:
+    """Claude Code's project folder name: the session's cwd with every non-alphanumeric
+    character replaced by "-" (/Users/a/b.c -> -Users-a-b-c)."""
+    with path.open("rb") as f:
+        for line in f:
+            record = orjson.loads(line)
+            cwd = record.get("cwd") if isinstance(record, dict) else None
+            if isinstance(cwd, str) and cwd:
+                return re.sub(r"[^A-Za-z0-9]", "-", cwd)
+    return "-bench-unknown-project"
+
+
+def load_corpus() -> Corpus:
+    root = corpus_dir()
+    files = sorted(root.rglob("*.jsonl")) if root.is_dir() else []
+    claude = [p for p in files if not _is_codex_rollout(p)]
+    if not claude:
+        sys.exit(
+            f"bench: no Claude Code transcripts found under {root}\n"
+            "bench: expected the shared corpus at ../shared/corpus next to the repository; "
+            "set CTXPIPE_CORPUS to its location"
+        )
+    subagents: dict[str, list[tuple[str, Path]]] = {}
+    mains: list[Path] = []
+    for p in claude:
+        m = SUBAGENT_RE.search(p.name)
+        if m:
+            subagents.setdefault(m["session"], []).append((m["agent"], p))
+        else:
+            mains.append(p)
+    sessions = tuple(
+        Session(p, _encoded_cwd(p), tuple(subagents.get(p.stem.rsplit("__", 1)[-1], ())))
+        for p in mains
+    )
+    return Corpus(tuple(claude), sessions)
+
+
+# ---------------------------------------------------------------------------------------
+# big.jsonl / half.jsonl
+
+
+def _copies(corpus: Corpus) -> int:
+    unit = sum(p.stat().st_size for p in corpus.claude_files)
+    n = -(-BIG_MIN_BYTES // unit)  # ceiling division
+    return n + (n % 2)  # even, so half.jsonl is exactly half of big.jsonl
+
+
+def _write_concat(dest: Path, files: tuple[Path, ...], copies: int) -> None:
+    unit = b"".join(p.read_bytes() for p in files)  # ~8 MB: fine to hold in memory
+    tmp = dest.with_suffix(".tmp")
+    with tmp.open("wb") as out:
+        for _ in range(copies):
+            out.write(unit)
+    os.replace(tmp, dest)  # never leave a half-written file that looks cached
+
+
+def ensure_big(corpus: Corpus | None = None) -> tuple[Path, Path]:
+    """Return (big.jsonl, half.jsonl), building them if missing or the wrong size."""
+    corpus = corpus or load_corpus()
+    unit = sum(p.stat().st_size for p in corpus.claude_files)
+    copies = _copies(corpus)
+    out = data_dir()
+    out.mkdir(parents=True, exist_ok=True)
+    big, half = out / "big.jsonl", out / "half.jsonl"
+    for dest, n in ((big, copies), (half, copies // 2)):
+        if not (dest.is_file() and dest.stat().st_size == unit * n):
+            print(f"bench: writing {dest} ({n} copies, {unit * n / MiB:.0f} MiB)", file=sys.stderr)
+            _write_concat(dest, corpus.claude_files, n)
+    return big, half
+
+
+# ---------------------------------------------------------------------------------------
+# tree/
+
+
+def _tree_plan(corpus: Corpus) -> Iterator[tuple[Path, Path]]:
+    """Yield (relative destination, source) pairs: main sessions round-robin, until there
+    are enough sessions and bytes."""
+    sessions, total, i = corpus.sessions, 0, 0
+    while i < TREE_MIN_SESSIONS or total < TREE_MIN_BYTES:
+        s = sessions[i % len(sessions)]
+        sid = str(uuid.uuid5(TREE_NAMESPACE, f"session-{i}"))
+        yield Path(s.encoded_cwd) / f"{sid}.jsonl", s.path
+        for agent_name, src in s.subagents:
+            yield Path(s.encoded_cwd) / sid / "subagents" / agent_name, src
+        total += s.size
+        i += 1
+
+
+def _tree_is_complete(tree: Path, plan: list[tuple[Path, Path]]) -> bool:
+    for rel, src in plan:
+        dest = tree / rel
+        if not dest.is_file() or dest.stat().st_size != src.stat().st_size:
+            return False
+    return True
+
+
+def ensure_tree(corpus: Corpus | None = None) -> Path:
+    """Return the tree/ folder (a ~/.claude/projects lookalike), building it if needed."""
+    corpus = corpus or load_corpus()
+    plan = list(_tree_plan(corpus))
+    tree = data_dir() / "tree"
+    if _tree_is_complete(tree, plan):
+        return tree
+    print(f"bench: writing {tree} ({len(plan)} files)", file=sys.stderr)
+    tmp = tree.with_name("tree.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    for rel, src in plan:
+        (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, tmp / rel)
+    shutil.rmtree(tree, ignore_errors=True)
+    tmp.rename(tree)
+    return tree
+
+
+def main() -> None:
+    corpus = load_corpus()
+    big, half = ensure_big(corpus)
+    tree = ensure_tree(corpus)
+    files = [p for p in tree.rglob("*.jsonl")]
+    mains = [p for p in files if p.parent.name != "subagents"]
+    print(f"{'corpus':<11}{corpus_dir()}  ({len(corpus.claude_files)} Claude Code files, "
+          f"{len(corpus.sessions)} main sessions)")
+    for p in (big, half):
+        print(f"{p.name:<11}{p}  {p.stat().st_size / MiB:.1f} MiB")
+    print(f"{'tree/':<11}{tree}  {len(mains)} sessions + {len(files) - len(mains)} subagent files, "
+          f"{len({p.parent for p in mains})} projects, "
+          f"{sum(p.stat().st_size for p in files) / MiB:.1f} MiB")
+
+
+if __name__ == "__main__":
+    main()

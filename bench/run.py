@@ -1,0 +1,369 @@
+"""Benchmark harness: wall time and peak RSS of ctxpipe against baselines measured in the same run.
+
+    python bench/run.py [--only NAME ...] [--repeat N] [--json FILE]
+
+Every ratio is relative to `orjson-loop` (orjson loads+dumps of each line of the same file),
+measured in the same run on the same machine, so figures from different machines compare.
+This is a report, not a test: a FAIL target does not change the exit status; only a command
+that cannot run or exits non-zero does (exit 1).
+
+To add a benchmark, append one `Bench(...)` to BENCHES.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import corpus  # bench/corpus.py; importable because bench/ is sys.path[0] when run as a script
+
+MiB = 1024 * 1024
+BASELINE = "orjson-loop"
+DEFAULT_REPEAT = 3
+COLD_START_RUNS = 10
+
+# The baseline: the least work a JSONL -> JSONL stage can do in Python (parse and serialise
+# each line with the fastest library), run as its own process like every other command.
+ORJSON_LOOP = """\
+import sys, orjson
+loads, dumps, nl = orjson.loads, orjson.dumps, orjson.OPT_APPEND_NEWLINE
+out = sys.stdout.buffer
+with open(sys.argv[1], "rb") as f:
+    for line in f:
+        out.write(dumps(loads(line), option=nl))
+"""
+
+
+class Unavailable(Exception):
+    """A command a benchmark needs is not installed."""
+
+
+class Inputs:
+    """What argv builders need; each part is built or located only if a selected bench uses it."""
+
+    @functools.cached_property
+    def _big_half(self) -> tuple[Path, Path]:
+        return corpus.ensure_big()
+
+    @property
+    def big(self) -> str:
+        return str(self._big_half[0])
+
+    @property
+    def half(self) -> str:
+        return str(self._big_half[1])
+
+    @functools.cached_property
+    def ctxpipe(self) -> str:
+        # Prefer the script of the interpreter running us (the dev venv) over another
+        # ctxpipe that happens to be on PATH.
+        beside = Path(sys.executable).parent / "ctxpipe"
+        found = str(beside) if beside.is_file() else shutil.which("ctxpipe")
+        if not found:
+            raise Unavailable(f"ctxpipe not found next to {sys.executable} or on PATH "
+                              "(pip install -e . first)")
+        return found
+
+    @functools.cached_property
+    def jq(self) -> str:
+        found = shutil.which("jq")
+        if not found:
+            raise Unavailable("jq not found on PATH")
+        return found
+
+
+@dataclass
+class Result:
+    name: str
+    argv: list[str]
+    seconds: list[float] = field(default_factory=list)
+    rss_kib: list[int] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def best(self) -> float:
+        return min(self.seconds)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.seconds)
+
+    @property
+    def peak_rss_mb(self) -> float:
+        return max(self.rss_kib) / 1024
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and bool(self.seconds)
+
+
+Results = Mapping[str, Result]
+
+
+@dataclass(frozen=True)
+class Target:
+    text: str
+    # None when it cannot be judged, e.g. a bench it compares with was not run.
+    check: Callable[[Result, Results], bool | None]
+
+
+@dataclass(frozen=True)
+class Bench:
+    name: str
+    argv: Callable[[Inputs], list[str]]
+    targets: tuple[Target, ...] = ()
+    runs: int | None = None  # fixed number of runs; None means --repeat
+    ratio: bool = True  # False when the input differs from the baseline's, so a ratio means nothing
+
+
+# --- target helpers -------------------------------------------------------------------------
+
+
+def _other(results: Results, name: str) -> Result | None:
+    r = results.get(name)
+    return r if r is not None and r.ok else None
+
+
+def time_ratio_at_most(factor: float) -> Target:
+    def check(me: Result, results: Results) -> bool | None:
+        base = _other(results, BASELINE)
+        return None if base is None else me.best <= factor * base.best
+
+    return Target(f"<= {factor:g}x {BASELINE}", check)
+
+
+def faster_than(name: str) -> Target:
+    def check(me: Result, results: Results) -> bool | None:
+        other = _other(results, name)
+        return None if other is None else me.best < other.best
+
+    return Target(f"faster than {name}", check)
+
+
+def rss_at_most(name: str, factor: float) -> Target:
+    def check(me: Result, results: Results) -> bool | None:
+        other = _other(results, name)
+        return None if other is None else me.peak_rss_mb <= factor * other.peak_rss_mb
+
+    return Target(f"RSS <= {factor:g}x {name}", check)
+
+
+def median_ms_at_most(ms: float) -> Target:
+    return Target(f"median <= {ms:g} ms", lambda me, _: me.median * 1000 <= ms)
+
+
+# --- the registry ---------------------------------------------------------------------------
+
+BENCHES: list[Bench] = [
+    Bench(BASELINE, lambda i: [sys.executable, "-c", ORJSON_LOOP, i.big]),
+    Bench("jq", lambda i: [i.jq, "-c", ".", i.big]),
+    Bench(
+        "convert-identity",
+        lambda i: [i.ctxpipe, "convert", "--to", "claude-code", i.big],
+        targets=(
+            time_ratio_at_most(2.0),
+            faster_than("jq"),
+            # Same command on half the input: a streaming stage's peak RSS must not grow.
+            rss_at_most("convert-identity-half", 1.25),
+        ),
+    ),
+    Bench(
+        "convert-identity-half",
+        lambda i: [i.ctxpipe, "convert", "--to", "claude-code", i.half],
+        ratio=False,
+    ),
+    Bench(
+        "help-cold-start",
+        lambda i: [i.ctxpipe, "--help"],
+        targets=(median_ms_at_most(150),),
+        runs=COLD_START_RUNS,
+        ratio=False,
+    ),
+]
+
+
+# --- measuring ------------------------------------------------------------------------------
+
+
+# Runs the command and reports "exit-code seconds maxrss" on the fd named in argv[1].
+# Why a separate small process: Popen starts children with vfork, and Linux carries the
+# peak RSS of the mm an exec replaces into the child's ru_maxrss, so os.wait4 straight from
+# this harness reports the harness's own peak (~30 MiB after reading the inputs) for every
+# command, even /bin/true. Forking from a bare `python -S` puts that floor at about 5 MiB.
+# Timing is taken here too, so the wrapper's own start-up is not counted.
+WRAPPER = """\
+import os, sys, time
+start = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execvp(sys.argv[2], sys.argv[2:])
+    finally:
+        os._exit(127)
+_, status, usage = os.wait4(pid, 0)
+elapsed = time.perf_counter() - start
+os.write(int(sys.argv[1]), b"%d %r %d" % (os.waitstatus_to_exitcode(status), elapsed, usage.ru_maxrss))
+"""
+
+
+def measure(argv: Sequence[str]) -> tuple[float, int]:
+    """Run argv once with stdout to /dev/null; return (wall seconds, peak RSS in KiB)."""
+    read_fd, write_fd = os.pipe()
+    try:
+        subprocess.run([sys.executable, "-S", "-c", WRAPPER, str(write_fd), *argv],
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                       pass_fds=(write_fd,), check=True)
+        os.close(write_fd)
+        write_fd = -1
+        with os.fdopen(read_fd, "rb") as f:
+            read_fd = -1
+            code, seconds, rss = f.read().split()
+    finally:
+        for fd in (read_fd, write_fd):
+            if fd >= 0:
+                os.close(fd)
+    if int(code) != 0:
+        raise subprocess.CalledProcessError(int(code), list(argv))
+    # ru_maxrss is KiB on Linux, bytes on macOS.
+    return float(seconds), int(rss) // 1024 if sys.platform == "darwin" else int(rss)
+
+
+def warm_page_cache(paths: Sequence[str]) -> None:
+    # The first timed run must not be the only one that reads from disk.
+    for p in paths:
+        with open(p, "rb") as f:
+            while f.read(16 * MiB):
+                pass
+
+
+def run(benches: Sequence[Bench], repeat: int, inputs: Inputs) -> dict[str, Result]:
+    results: dict[str, Result] = {}
+    for b in benches:
+        try:
+            results[b.name] = Result(b.name, b.argv(inputs))
+        except Unavailable as e:
+            results[b.name] = Result(b.name, [], error=str(e))
+    warm_page_cache(sorted({a for r in results.values() for a in r.argv if a.endswith(".jsonl")}))
+    # Interleave: round k runs every bench once, so slow drift (thermal, other load) spreads
+    # over all benches instead of penalising whichever ran last.
+    runs = {b.name: b.runs or repeat for b in benches}
+    for k in range(max(runs.values())):
+        for b in benches:
+            r = results[b.name]
+            if r.error is None and k < runs[b.name]:
+                print(f"bench: {b.name} run {k + 1}/{runs[b.name]}", file=sys.stderr)
+                try:
+                    seconds, rss = measure(r.argv)
+                except (OSError, subprocess.CalledProcessError) as e:
+                    r.error = str(e)
+                    continue
+                r.seconds.append(seconds)
+                r.rss_kib.append(rss)
+    return results
+
+
+# --- reporting ------------------------------------------------------------------------------
+
+
+def report(benches: Sequence[Bench], results: Results) -> list[dict[str, object]]:
+    base = results.get(BASELINE)
+    rows: list[dict[str, object]] = []
+    for b in benches:
+        r = results[b.name]
+        row: dict[str, object] = {"name": b.name, "argv": r.argv, "error": r.error}
+        if r.ok:
+            row |= {
+                "runs": len(r.seconds),
+                "seconds": r.seconds,
+                "best_s": r.best,
+                "median_s": r.median,
+                "peak_rss_mb": r.peak_rss_mb,
+                "ratio": r.best / base.best if b.ratio and base and base.ok else None,
+            }
+        row["targets"] = [
+            {"target": t.text, "pass": t.check(r, results) if r.ok else None} for t in b.targets
+        ]
+        rows.append(row)
+    return rows
+
+
+def print_table(rows: Sequence[Mapping[str, object]]) -> None:
+    head = ("name", "best s", "median s", "x base", "peak RSS MB", "target", "result")
+    lines: list[tuple[str, ...]] = [head]
+    for row in rows:
+        targets = row["targets"]
+        assert isinstance(targets, list)
+        if row["error"] is not None:
+            lines.append((str(row["name"]), "-", "-", "-", "-", "", f"ERROR: {row['error']}"))
+            continue
+        ratio = row["ratio"]
+        figures = (
+            f"{row['best_s']:.3f}",
+            f"{row['median_s']:.3f}",
+            "-" if ratio is None else f"{ratio:.2f}",
+            f"{row['peak_rss_mb']:.1f}",
+        )
+        verdicts = [(t["target"], {True: "PASS", False: "FAIL", None: "n/a"}[t["pass"]])
+                    for t in targets] or [("baseline" if row["name"] == BASELINE else "", "")]
+        for i, (text, verdict) in enumerate(verdicts):
+            # Extra targets of the same bench go on continuation lines.
+            left = (str(row["name"]), *figures) if i == 0 else ("",) * 5
+            lines.append((*left, text, verdict))
+    widths = [max(len(line[c]) for line in lines) for c in range(len(head))]
+    right = {1, 2, 3, 4}  # numbers right-aligned
+    for line in lines:
+        cells = (cell.rjust(w) if c in right else cell.ljust(w)
+                 for c, (cell, w) in enumerate(zip(line, widths)))
+        print("  ".join(cells).rstrip())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    names = [b.name for b in BENCHES]
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", nargs="+", action="extend", choices=names, metavar="NAME",
+                        help=f"run only these ({', '.join(names)}); {BASELINE} always runs")
+    parser.add_argument("--repeat", type=int, default=DEFAULT_REPEAT, metavar="N",
+                        help=f"runs per bench, best is reported (default {DEFAULT_REPEAT}; "
+                             f"help-cold-start always runs {COLD_START_RUNS})")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="also write all figures here")
+    args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
+
+    wanted = set(args.only or names) | {BASELINE}  # every ratio needs the baseline
+    benches = [b for b in BENCHES if b.name in wanted]
+    inputs = Inputs()
+    results = run(benches, args.repeat, inputs)
+    rows = report(benches, results)
+
+    sizes = {p: os.path.getsize(p) for p in (inputs.big, inputs.half)}
+    meta = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "repeat": args.repeat,
+        "inputs": sizes,
+        "ctxpipe": inputs.__dict__.get("ctxpipe"),  # set only if a bench resolved it
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    print(f"input {inputs.big} ({sizes[inputs.big] / MiB:.1f} MiB), half {sizes[inputs.half] / MiB:.1f} MiB; "
+          f"best of {args.repeat}; ratios are to {BASELINE} in this run; RSS in MiB")
+    print_table(rows)
+    if args.json:
+        args.json.write_text(json.dumps({"meta": meta, "results": rows}, indent=2) + "\n")
+    return 1 if any(row["error"] is not None for row in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

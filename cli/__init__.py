@@ -1,0 +1,1 @@
+"""The thin command-line layer over ctxpipe's core."""

@@ -1,0 +1,73 @@
+"""`ctxpipe convert`: change a transcript's format (an identity when the format stays)."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Optional
+
+import typer
+
+from .. import io
+from ..options import Format, InputPath, OnError, Output, format_name
+
+MAX_LISTED = 5
+
+
+class Target(str, Enum):
+    anthropic = "anthropic"
+    claude_code = "claude-code"
+
+
+def convert(
+    path: InputPath = None,
+    to: Annotated[Target, typer.Option("--to", "-t", help="Output format.", show_default=False)] = ...,  # type: ignore[assignment]
+    input_format: Format = None,
+    output: Output = None,
+    on_error: OnError = "fail",  # type: ignore[assignment]
+    repair: Annotated[bool, typer.Option("--repair", help="Answer each tool_use that has no result with a synthetic error result (and drop orphan results).")] = False,
+    history: Annotated[bool, typer.Option("--history", help="Follow the main chain across compact boundaries instead of converting only the active context.")] = False,
+    session_id: Annotated[Optional[str], typer.Option("--session-id", help="sessionId for lines written as claude-code (default: a new one).")] = None,
+    cwd: Annotated[str, typer.Option("--cwd", help="cwd recorded on lines written as claude-code.")] = ".",
+    start_time: Annotated[Optional[str], typer.Option("--start-time", help="ISO time of the first line written as claude-code (default: now).")] = None,
+    model: Annotated[Optional[str], typer.Option("--model", help="Model recorded on assistant lines written as claude-code.")] = None,
+) -> None:
+    """Convert a transcript to the Anthropic Messages form or to Claude Code JSONL.
+
+    Converting to the format the input is already in copies it byte for byte. Claude Code to
+    anthropic merges the lines of one API response, merges parallel tool results into one user
+    message, drops lines that are not messages and keeps roles alternating.
+
+    Example:  ctxpipe convert --to anthropic session.jsonl > messages.jsonl
+    """
+    from ...core.convert import to_api_messages
+    from ...formats import WriteOptions, get
+
+    source = io.source_name(path)
+    with io.open_input(path) as stream:
+        opened = io.stream_entries(stream, source, format_name(input_format), on_error.value)
+        target = get(to.value)
+        if opened.format.name == target.name and not repair and not history:
+            with io.open_output(output) as out:
+                io.write_transcript(opened.entries, out)
+            io.report_skipped(opened.stats, source)
+            return
+        entries = list(opened.entries)
+    messages = opened.format.messages(entries, history=history)
+    api_messages, report = to_api_messages(messages, entries, repair=repair)
+    options = WriteOptions(session_id=session_id, cwd=cwd, start_time=start_time, model=model)
+    written = target.from_messages(api_messages, options)
+    with io.open_output(output) as out:
+        io.write_transcript(written, out)
+    io.report_skipped(opened.stats, source)
+    _report_tool_problems(source, report.unanswered, "tool_use {} has no tool_result", repair, "answered with a synthetic error result")
+    _report_tool_problems(source, report.orphans, "tool_result for {} answers no tool_use in the previous message", repair, "dropped")
+
+
+def _report_tool_problems(source: str, problems: list, template: str, repaired: bool, fix: str) -> None:
+    for problem in problems[:MAX_LISTED]:
+        where = f"{source}:{problem.line}" if problem.line is not None else source
+        io.warn(f"{where}: {template.format(problem.tool_use_id)}" + (f" ({fix})" if repaired else ""))
+    if len(problems) > MAX_LISTED:
+        io.warn(f"{source}: {len(problems) - MAX_LISTED} more like this")
+    if problems and not repaired:
+        io.warn(f"{source}: the API rejects unpaired tool calls; --repair fixes them")

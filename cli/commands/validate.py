@@ -1,0 +1,78 @@
+"""`ctxpipe validate`: check transcripts against the line schemas and the structural rules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import io
+from ..options import Format, InputPaths, Json, OnError, format_name
+from ..status import ExitStatus
+
+
+def validate(
+    paths: InputPaths = None,
+    input_format: Format = None,
+    json_output: Json = False,
+    on_error: OnError = "fail",  # type: ignore[assignment]
+) -> None:
+    """Check each line against its format's JSON Schema and the transcript's structure.
+
+    Structure: tool_use/tool_result pairs (by id) in the active context, the lines of one API
+    response (message.id), and parent links. Bad lines are listed as errors; with
+    --on-error=skip they are only counted. Errors exit 1; warnings alone exit 0.
+
+    Example:  ctxpipe validate ~/.claude/projects/my-project/*.jsonl
+    """
+    import typer
+
+    from ...core.model import Finding
+    from ...core.validate import schema_findings, sort_findings
+
+    reports: list[dict[str, Any]] = []
+    for path in paths or [io.STDIN]:
+        source = io.source_name(path)
+        with io.open_input(path) as stream:
+            opened = io.stream_entries(stream, source, format_name(input_format), "skip")
+            entries = list(opened.entries)
+        findings: list[Finding] = []
+        if on_error.value == "fail":
+            findings += [Finding("error", "bad-line", what, line) for line, what in opened.stats.problems]
+        else:
+            io.report_skipped(opened.stats, source)
+        findings += schema_findings(entries, opened.format.schema)
+        findings += opened.format.check(entries)
+        findings = sort_findings(findings)
+        errors = sum(1 for finding in findings if finding.severity == "error")
+        reports.append({
+            "file": source,
+            "format": opened.format.name,
+            "entries": len(entries),
+            "valid": errors == 0,
+            "errors": errors,
+            "warnings": len(findings) - errors,
+            "findings": [finding.as_dict() for finding in findings],
+        })
+    if json_output or not io.stdout_is_terminal():
+        io.write_json_lines(reports)
+    else:
+        _print_tables(reports)
+    if any(not report["valid"] for report in reports):
+        raise typer.Exit(ExitStatus.ERROR)
+
+
+def _print_tables(reports: list[dict[str, Any]]) -> None:
+    from rich.table import Table
+
+    console = io.stdout_console()
+    for report in reports:
+        verdict = "[green]valid[/]" if report["valid"] else "[red]invalid[/]"
+        console.print(
+            f"[bold]{report['file']}[/] ({report['format']}, {report['entries']} entries): {verdict}, "
+            f"{report['errors']} errors, {report['warnings']} warnings"
+        )
+        if report["findings"]:
+            table = Table("line", "severity", "code", "message", show_edge=False)
+            for finding in report["findings"]:
+                style = "red" if finding["severity"] == "error" else "yellow"
+                table.add_row(str(finding["line"] or ""), f"[{style}]{finding['severity']}[/]", finding["code"], finding["message"])
+            console.print(table)

@@ -1,0 +1,175 @@
+"""The only module that touches the standard streams and the file system for commands.
+
+Inputs: a path, or stdin for "-" / no path. Transcripts are read as bytes, line by line.
+Outputs: stdout, or a file written atomically (temporary file in the same folder, fsync, rename),
+so an interrupted run never leaves a half-written file behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import sys
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, BinaryIO
+
+from ..core.errors import CtxpipeError, InputError
+from ..core.jsonl import Entry, OnError, ReadStats, iter_entries, write_entries
+from ..core.model import Transcript
+from ..formats import SNIFF_LINES, TranscriptFormat, detect, get
+
+STDIN = "-"
+OUTPUT_BUFFER = 1 << 20
+
+
+def source_name(path: str | None) -> str:
+    return STDIN if path in (None, STDIN) else str(path)
+
+
+@contextlib.contextmanager
+def open_input(path: str | None) -> Iterator[BinaryIO]:
+    """A binary stream for a path or stdin; a missing file or a folder is bad input (exit 1)."""
+    if path in (None, STDIN):
+        yield sys.stdin.buffer
+        return
+    target = Path(path)
+    if target.is_dir():
+        raise InputError(str(path), None, "is a directory, expected a transcript file")
+    try:
+        stream = open(target, "rb", buffering=OUTPUT_BUFFER)
+    except FileNotFoundError:
+        raise InputError(str(path), None, "no such file") from None
+    except PermissionError:
+        raise InputError(str(path), None, "permission denied") from None
+    except OSError as exc:
+        raise InputError(str(path), None, exc.strerror or str(exc)) from None
+    with stream:
+        yield stream
+
+
+@dataclass
+class EntryStream:
+    """Entries of one input, read lazily, with the format detected from its first lines."""
+
+    source: str
+    format: TranscriptFormat
+    entries: Iterator[Entry]
+    stats: ReadStats
+
+
+def stream_entries(stream: BinaryIO, source: str, format_name: str | None, on_error: OnError) -> EntryStream:
+    stats = ReadStats()
+    entries = iter_entries(stream, source, on_error, stats)
+    head = list(itertools.islice(entries, SNIFF_LINES))
+    chosen = get(format_name) if format_name else detect(head, source)
+    return EntryStream(source, chosen, itertools.chain(head, entries), stats)
+
+
+def read_transcript(stream: BinaryIO, source: str, format_name: str | None, on_error: OnError) -> tuple[Transcript, ReadStats]:
+    """The whole input in memory, for stages that need all of it."""
+    opened = stream_entries(stream, source, format_name, on_error)
+    entries = list(opened.entries)
+    return Transcript(entries, opened.format.name, source), opened.stats
+
+
+@contextlib.contextmanager
+def open_output(path: str | None) -> Iterator[BinaryIO]:
+    """stdout, or a temporary file renamed over `path` only when the block finishes without error."""
+    if path in (None, STDIN):
+        out = sys.stdout.buffer
+        yield out
+        out.flush()
+        return
+    target = Path(path)
+    if target.is_dir():
+        raise InputError(str(path), None, "is a directory, expected an output file path")
+    folder = target.parent if str(target.parent) else Path(".")
+    try:
+        handle, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise CtxpipeError(f"{path}: cannot write here ({exc.strerror or exc})") from None
+    try:
+        with os.fdopen(handle, "wb", buffering=OUTPUT_BUFFER) as out:
+            yield out
+            out.flush()
+            os.fsync(out.fileno())
+        if target.exists():
+            with contextlib.suppress(OSError):
+                os.chmod(temp_name, target.stat().st_mode & 0o7777)
+        else:
+            os.chmod(temp_name, 0o666 & ~_umask())
+        os.replace(temp_name, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp_name)
+        raise
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
+
+
+def write_transcript(entries: Iterable[Entry], out: BinaryIO) -> None:
+    write_entries(entries, out)
+
+
+def report_skipped(stats: ReadStats, source: str) -> None:
+    if stats.skipped:
+        first = ", ".join(str(line) for line, _ in stats.problems[:5])
+        more = "…" if stats.skipped > 5 else ""
+        warn(f"{source}: skipped {stats.skipped} bad line{'s' if stats.skipped != 1 else ''} (line {first}{more})")
+
+
+def warn(message: str) -> None:
+    print(f"ctxpipe: warning: {message}", file=sys.stderr)
+
+
+def note(message: str) -> None:
+    print(f"ctxpipe: {message}", file=sys.stderr)
+
+
+def error(message: str) -> None:
+    print(f"ctxpipe: error: {message}", file=sys.stderr)
+
+
+def stdout_is_terminal() -> bool:
+    return sys.stdout.isatty()
+
+
+def stdout_text() -> IO[str]:
+    return sys.stdout
+
+
+def write_json_lines(objects: Iterable[dict[str, Any]]) -> None:
+    import orjson
+
+    out = sys.stdout.buffer
+    for obj in objects:
+        out.write(orjson.dumps(obj, option=orjson.OPT_APPEND_NEWLINE))
+    out.flush()
+
+
+def stderr_console() -> Any:
+    """A rich console on stderr; no colour when NO_COLOR is set or stderr is not a terminal."""
+    from rich.console import Console
+
+    return Console(stderr=True, no_color=bool(os.environ.get("NO_COLOR")) or None)
+
+
+def stdout_console() -> Any:
+    from rich.console import Console
+
+    return Console(file=sys.stdout, no_color=bool(os.environ.get("NO_COLOR")) or None)
+
+
+__all__ = [
+    "EntryStream", "STDIN", "error", "note", "open_input", "open_output", "read_transcript",
+    "report_skipped", "source_name", "stderr_console", "stdout_console", "stdout_is_terminal",
+    "stream_entries", "warn", "write_json_lines", "write_transcript",
+]

@@ -1,0 +1,44 @@
+"""Option types shared by every command, so each flag is spelled and documented once."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Optional
+
+import typer
+
+from ..formats import NAMES
+
+
+class OnErrorChoice(str, Enum):
+    fail = "fail"
+    skip = "skip"
+
+
+FormatChoice = Enum("FormatChoice", {name.replace("-", "_"): name for name in NAMES}, type=str)  # type: ignore[misc]
+
+InputPath = Annotated[
+    Optional[str],
+    typer.Argument(help="Transcript file; '-' or nothing reads stdin.", show_default=False),
+]
+InputPaths = Annotated[
+    Optional[list[str]],
+    typer.Argument(help="Transcript files; '-' or nothing reads stdin.", show_default=False),
+]
+Format = Annotated[
+    Optional[FormatChoice],
+    typer.Option("--format", "-f", help="Input format; detected from the content when left out.", show_default=False),
+]
+OnError = Annotated[
+    OnErrorChoice,
+    typer.Option("--on-error", help="fail: stop at the first bad line. skip: leave bad lines out and count them on stderr."),
+]
+Output = Annotated[
+    Optional[str],
+    typer.Option("--output", "-o", help="Write to this file (atomically) instead of stdout.", show_default=False),
+]
+Json = Annotated[bool, typer.Option("--json", help="JSON Lines output (also the default when stdout is not a terminal).")]
+
+
+def format_name(choice: Optional[Enum]) -> Optional[str]:
+    return None if choice is None else str(choice.value)

@@ -1,0 +1,131 @@
+"""Turn a transcript's messages into a valid Messages API conversation.
+
+Rules (transcript-format.md §16): consecutive same-role messages merge (the API would merge them
+anyway); in a merged user message the tool_result blocks come first; every tool_use must be
+answered in the very next user message. What breaks that last rule is reported, and repaired
+with an explicit synthetic error result only when asked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .jsonl import Entry
+from .model import Message
+
+MISSING_RESULT_TEXT = "[ctxpipe: no result was recorded for this tool call; the session ended or was interrupted before it returned]"
+
+
+@dataclass
+class ToolProblem:
+    tool_use_id: str
+    line: int | None
+
+
+@dataclass
+class ConvertReport:
+    unanswered: list[ToolProblem] = field(default_factory=list)
+    orphans: list[ToolProblem] = field(default_factory=list)
+    repaired: int = 0
+    dropped_orphans: int = 0
+    messages: int = 0
+
+
+@dataclass
+class _Turn:
+    role: str
+    blocks: list[dict[str, Any]]
+    lines: list[int | None]  # source line of each block
+    text: str | None  # the plain string content, when the turn is exactly one string message
+
+
+def _line(entries: Sequence[Entry], index: int | None) -> int | None:
+    return entries[index].line if index is not None and 0 <= index < len(entries) else None
+
+
+def _merge_turns(messages: Sequence[Message], entries: Sequence[Entry]) -> list[_Turn]:
+    turns: list[_Turn] = []
+    for message in messages:
+        if not message.content:
+            continue
+        # An assistant message built from several lines: each block sits on its own line.
+        if len(message.entries) == len(message.content):
+            lines = [_line(entries, i) for i in message.entries]
+        else:
+            lines = [_line(entries, message.first_line)] * len(message.content)
+        if turns and turns[-1].role == message.role:
+            turns[-1].blocks.extend(message.content)
+            turns[-1].lines.extend(lines)
+            turns[-1].text = None
+        else:
+            turns.append(_Turn(message.role, list(message.content), lines, message.text_content))
+    for turn in turns:
+        if turn.role == "user" and len(turn.blocks) > 1:
+            order = sorted(range(len(turn.blocks)), key=lambda k: turn.blocks[k].get("type") != "tool_result")
+            turn.blocks = [turn.blocks[k] for k in order]
+            turn.lines = [turn.lines[k] for k in order]
+    return turns
+
+
+def _tool_use_ids(turn: _Turn) -> list[tuple[str, int | None]]:
+    return [
+        (block["id"], line)
+        for block, line in zip(turn.blocks, turn.lines)
+        if block.get("type") == "tool_use" and isinstance(block.get("id"), str)
+    ]
+
+
+def to_api_messages(
+    messages: Sequence[Message], entries: Sequence[Entry], repair: bool = False
+) -> tuple[list[dict[str, Any]], ConvertReport]:
+    """Messages API form of `messages`, plus what was wrong with their tool pairs."""
+    report = ConvertReport()
+    turns = _merge_turns(messages, entries)
+    for k, turn in enumerate(turns):
+        if turn.role != "user":
+            continue
+        previous = turns[k - 1] if k > 0 and turns[k - 1].role == "assistant" else None
+        asked = {tool_id for tool_id, _ in _tool_use_ids(previous)} if previous else set()
+        kept_blocks, kept_lines = [], []
+        for block, line in zip(turn.blocks, turn.lines):
+            if block.get("type") == "tool_result" and block.get("tool_use_id") not in asked:
+                report.orphans.append(ToolProblem(str(block.get("tool_use_id")), line))
+                if repair:
+                    report.dropped_orphans += 1
+                    continue
+            kept_blocks.append(block)
+            kept_lines.append(line)
+        if len(kept_blocks) != len(turn.blocks):
+            turn.blocks, turn.lines, turn.text = kept_blocks, kept_lines, None
+    for k, turn in enumerate(turns):
+        if turn.role != "assistant":
+            continue
+        following = turns[k + 1] if k + 1 < len(turns) else None
+        answered = {
+            block.get("tool_use_id") for block in following.blocks if block.get("type") == "tool_result"
+        } if following else set()
+        missing = [(tool_id, line) for tool_id, line in _tool_use_ids(turn) if tool_id not in answered]
+        for tool_id, line in missing:
+            report.unanswered.append(ToolProblem(tool_id, line))
+        if repair and missing:
+            synthetic = [
+                {"type": "tool_result", "tool_use_id": tool_id, "content": MISSING_RESULT_TEXT, "is_error": True}
+                for tool_id, _ in missing
+            ]
+            if following is None:
+                following = _Turn("user", [], [], None)
+                turns.insert(k + 1, following)
+            following.blocks[:0] = synthetic
+            following.lines[:0] = [None] * len(synthetic)
+            following.text = None
+            report.repaired += len(synthetic)
+    out: list[dict[str, Any]] = []
+    for turn in turns:
+        if not turn.blocks:
+            continue
+        content: Any = turn.text if turn.text is not None else turn.blocks
+        out.append({"role": turn.role, "content": content})
+    report.messages = len(out)
+    return out, report

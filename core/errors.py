@@ -1,0 +1,22 @@
+"""Errors the core raises; the CLI turns each into one line on stderr and an exit code."""
+
+from __future__ import annotations
+
+
+class CtxpipeError(Exception):
+    """A failure the user can act on: the message is shown as is, without a traceback."""
+
+
+class InputError(CtxpipeError):
+    """Bad input, located at a file and (when known) a line."""
+
+    def __init__(self, source: str, line: int | None, what: str) -> None:
+        self.source = source
+        self.line = line
+        self.what = what
+        where = f"{source}:{line}" if line is not None else source
+        super().__init__(f"{where}: {what}")
+
+
+class UnsupportedError(CtxpipeError):
+    """An operation the chosen format or command cannot perform."""

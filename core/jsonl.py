@@ -1,0 +1,137 @@
+"""Line-exact JSONL reading and writing.
+
+Every entry keeps the bytes it came with, so a stage that leaves an entry alone writes it back
+byte-identical. Lines are split on b"\\n" only: JSON strings may legally hold U+2028/U+2029,
+which str.splitlines() would break on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO, Literal
+
+import orjson
+
+from .errors import InputError
+
+OnError = Literal["fail", "skip"]
+BOM = b"\xef\xbb\xbf"
+
+
+class Entry:
+    """One JSONL line: its parsed object plus the exact bytes it was read from.
+
+    `raw` is None for an entry a stage built or changed; it is then serialised with orjson,
+    which reproduces Claude Code's own compact encoding.
+    """
+
+    __slots__ = ("line", "obj", "raw", "eol")
+
+    def __init__(self, obj: dict[str, Any], raw: bytes | None = None, line: int = 0, eol: bytes = b"\n") -> None:
+        self.obj = obj
+        self.raw = raw
+        self.line = line
+        self.eol = eol
+
+    @property
+    def changed(self) -> bool:
+        return self.raw is None
+
+    def encode(self) -> bytes:
+        """The line's bytes without its terminator."""
+        if self.raw is None:
+            self.raw = orjson.dumps(self.obj)
+        return self.raw
+
+    def replace(self, obj: dict[str, Any]) -> Entry:
+        """A changed copy at the same position (the caller hands in a new object, not a mutated one)."""
+        return Entry(obj, None, self.line, b"\r\n" if self.eol == b"\r\n" else b"\n")
+
+    def __repr__(self) -> str:
+        return f"Entry(line={self.line}, type={self.obj.get('type')!r}, changed={self.changed})"
+
+
+@dataclass
+class ReadStats:
+    """What a read had to leave out under --on-error=skip."""
+
+    skipped: int = 0
+    problems: list[tuple[int, str]] = field(default_factory=list)  # (line, what was wrong)
+
+
+def _describe_bad_line(raw: bytes, is_last_unterminated: bool, error: orjson.JSONDecodeError) -> str:
+    if b"\x00" in raw:
+        return "binary data, not a JSONL transcript (the line contains NUL bytes)"
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"invalid UTF-8 at byte {exc.start + 1} of the line"
+    if is_last_unterminated:
+        return (
+            "truncated last line: the file ends in the middle of a JSON object "
+            "(it was probably cut off while the agent was writing it; --on-error=skip drops it)"
+        )
+    return f"invalid JSON: {error.msg} (column {error.colno})"
+
+
+def _kind_of(value: object) -> str:
+    return {list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean"}.get(
+        type(value), "null"
+    )
+
+
+def iter_entries(
+    stream: BinaryIO | Iterable[bytes],
+    source: str,
+    on_error: OnError = "fail",
+    stats: ReadStats | None = None,
+) -> Iterator[Entry]:
+    """Parse a binary line stream into entries, raising InputError at the first bad line.
+
+    Accepted: a UTF-8 BOM (dropped), CRLF endings (the CR is kept in `eol` so untouched lines are
+    written back as they came), blank lines (skipped), lines of any length.
+    """
+    loads = orjson.loads
+    decode_error = orjson.JSONDecodeError
+    number = 0
+    for chunk in stream:
+        number += 1
+        if number == 1 and chunk.startswith(BOM):
+            chunk = chunk[3:]
+        if chunk.endswith(b"\n"):
+            if chunk.endswith(b"\r\n"):
+                raw, eol = chunk[:-2], b"\r\n"
+            else:
+                raw, eol = chunk[:-1], b"\n"
+        else:
+            raw, eol = chunk, b""
+        try:
+            obj = loads(raw)
+        except decode_error as exc:
+            if not raw.strip():
+                continue
+            what = _describe_bad_line(raw, eol == b"", exc)
+        else:
+            if type(obj) is dict:
+                yield Entry(obj, raw, number, eol)
+                continue
+            what = f"expected a JSON object, found {_kind_of(obj)}"
+        if on_error == "fail":
+            raise InputError(source, number, what)
+        if stats is not None:
+            stats.skipped += 1
+            stats.problems.append((number, what))
+
+
+def write_entries(entries: Iterable[Entry], out: BinaryIO) -> None:
+    """Write entries as JSONL; an unterminated last input line gets a newline only if more follows."""
+    write = out.write
+    pending_newline = False
+    for entry in entries:
+        if pending_newline:
+            write(b"\n")
+        raw = entry.raw if entry.raw is not None else entry.encode()
+        eol = entry.eol
+        write(raw + eol if eol else raw)
+        pending_newline = not eol

@@ -1,0 +1,56 @@
+"""The format-neutral transcript model that stages and reports work on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .jsonl import Entry
+
+Role = Literal["user", "assistant"]
+Severity = Literal["error", "warning"]
+
+
+@dataclass
+class Transcript:
+    """All entries of one input, in file order, and the format they are in."""
+
+    entries: list[Entry]
+    format: str
+    source: str = "-"
+
+
+@dataclass
+class Message:
+    """One API-level message, assembled from one or more entries.
+
+    `content` holds blocks in the Anthropic Messages form (a Claude Code response split over
+    several lines is one Message here). `entries` are indices into Transcript.entries.
+    """
+
+    role: Role
+    content: list[dict[str, Any]]
+    entries: list[int] = field(default_factory=list)
+    message_id: str | None = None
+    usage: dict[str, Any] | None = None
+    model: str | None = None
+    meta: bool = False
+    compact_summary: bool = False
+    text_content: str | None = None  # set when the source held a plain string, to write it back as one
+
+    @property
+    def first_line(self) -> int | None:
+        return self.entries[0] if self.entries else None
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem `validate` reports, located at a line when it has one."""
+
+    severity: Severity
+    code: str
+    message: str
+    line: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"severity": self.severity, "code": self.code, "line": self.line, "message": self.message}

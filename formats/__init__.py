@@ -1,0 +1,42 @@
+"""Transcript formats behind one contract (see base.TranscriptFormat), and their registry."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..core.errors import InputError
+from ..core.jsonl import Entry
+from . import anthropic, claude_code, codex
+from .base import TranscriptFormat, WriteOptions
+
+# Order matters for detection: the most specific signatures first.
+REGISTRY: dict[str, TranscriptFormat] = {
+    codex.FORMAT.name: codex.FORMAT,
+    anthropic.FORMAT.name: anthropic.FORMAT,
+    claude_code.FORMAT.name: claude_code.FORMAT,
+}
+NAMES = tuple(sorted(REGISTRY))
+DEFAULT = claude_code.FORMAT.name
+SNIFF_LINES = 50
+
+
+def get(name: str) -> TranscriptFormat:
+    return REGISTRY[name]
+
+
+def detect(entries: Sequence[Entry], source: str) -> TranscriptFormat:
+    """The format of the first line that some format claims; an empty input is Claude Code."""
+    for entry in entries[:SNIFF_LINES]:
+        for candidate in REGISTRY.values():
+            if candidate.sniff(entry.obj):
+                return candidate
+    if not entries:
+        return REGISTRY[DEFAULT]
+    raise InputError(
+        source,
+        entries[0].line,
+        f"cannot tell the transcript format from the first lines (known: {', '.join(NAMES)}); use --format",
+    )
+
+
+__all__ = ["REGISTRY", "NAMES", "DEFAULT", "TranscriptFormat", "WriteOptions", "detect", "get"]

@@ -1,0 +1,75 @@
+"""Anthropic Messages API form: one message per line.
+
+    {"role":"user","content":"Fix the failing test"}
+    {"role":"assistant","content":[{"type":"tool_use","id":"toolu_01","name":"Bash","input":{"command":"pytest"}}]}
+    {"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_01","content":"1 failed"}]}
+
+A line that carries an `id` and `usage` (a stored API response) keeps them; they are read as the
+response's recorded usage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..core.convert import to_api_messages
+from ..core.jsonl import Entry
+from ..core.model import Finding, Message
+from .base import WriteOptions
+
+ROLES = ("user", "assistant")
+
+
+class AnthropicFormat:
+    name = "anthropic"
+    summary = "Anthropic Messages API messages, one {role, content} object per line"
+    schema = "anthropic.message.schema.json"
+
+    def sniff(self, obj: dict[str, Any]) -> bool | None:
+        if "role" in obj and "content" in obj and "uuid" not in obj and "payload" not in obj:
+            return True
+        return False
+
+    def messages(self, entries: Sequence[Entry], history: bool = False) -> list[Message]:
+        messages = []
+        for position, entry in enumerate(entries):
+            obj = entry.obj
+            role = obj.get("role")
+            if role not in ROLES:
+                continue
+            content = obj.get("content")
+            blocks = [{"type": "text", "text": content}] if isinstance(content, str) else [
+                block for block in content if isinstance(block, dict)
+            ] if isinstance(content, list) else []
+            usage = obj.get("usage") if isinstance(obj.get("usage"), dict) else None
+            messages.append(
+                Message(role, blocks, [position], obj.get("id") if isinstance(obj.get("id"), str) else None,
+                        usage, obj.get("model") if isinstance(obj.get("model"), str) else None,
+                        text_content=content if isinstance(content, str) else None)
+            )
+        return messages
+
+    def from_messages(self, messages: Sequence[dict[str, Any]], options: WriteOptions) -> list[Entry]:
+        return [Entry(dict(message)) for message in messages]
+
+    def check(self, entries: Sequence[Entry]) -> list[Finding]:
+        findings: list[Finding] = []
+        messages = self.messages(entries)
+        if messages and messages[0].role != "user":
+            findings.append(Finding("warning", "first-not-user", "the first message is not from the user; the API expects a user turn first", entries[messages[0].entries[0]].line))
+        for previous, current in zip(messages, messages[1:]):
+            if previous.role == current.role:
+                findings.append(Finding("warning", "same-role", f"two {current.role} messages in a row; the API merges them", entries[current.entries[0]].line))
+        _, report = to_api_messages(messages, entries)
+        for problem in report.orphans:
+            findings.append(Finding("error", "orphan-tool-result", f"tool_result for {problem.tool_use_id} does not answer a tool_use in the previous assistant message", problem.line))
+        last_assistant = max((m.entries[0] for m in messages if m.role == "assistant"), default=-1)
+        for problem in report.unanswered:
+            at_end = problem.line is not None and problem.line >= entries[last_assistant].line
+            severity = "warning" if at_end else "error"
+            findings.append(Finding(severity, "unanswered-tool-use", f"tool_use {problem.tool_use_id} is not answered in the next user message", problem.line))
+        return findings
+
+
+FORMAT = AnthropicFormat()

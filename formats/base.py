@@ -1,0 +1,44 @@
+"""The one contract every transcript format implements.
+
+All formats here are JSONL, so reading lines and writing them back is shared (core.jsonl); a
+format decides only what its lines mean: whether a line looks like its own (sniff), how its
+entries form API messages (messages), how API messages become its entries (from_messages), and
+which structural rules its files must keep (check).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..core.jsonl import Entry
+from ..core.model import Finding, Message
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    """What a format needs to invent when it builds entries the source did not have."""
+
+    session_id: str | None = None
+    cwd: str = "."
+    start_time: str | None = None  # ISO 8601; None means now
+    model: str | None = None
+
+
+class TranscriptFormat(Protocol):
+    name: str
+    summary: str
+    schema: str  # file name in schemas/ that one line must validate against
+
+    def sniff(self, obj: dict[str, Any]) -> bool | None:
+        """True: this line is ours; False: it cannot be ours; None: cannot tell from this line."""
+
+    def messages(self, entries: Sequence[Entry], history: bool = False) -> list[Message]:
+        """The API messages of the active context (or of the whole main chain with history=True)."""
+
+    def from_messages(self, messages: Sequence[dict[str, Any]], options: WriteOptions) -> list[Entry]:
+        """Entries in this format holding the given Messages-API messages."""
+
+    def check(self, entries: Sequence[Entry]) -> list[Finding]:
+        """Structural problems beyond what the line schema sees."""

@@ -1,0 +1,326 @@
+"""Claude Code session JSONL (~/.claude/projects/<encoded-cwd>/<session-id>.jsonl).
+
+Each line is one entry: `user`, `assistant` (exactly one content block per line; one API response
+spans every line sharing `message.id`), `system` (hooks, `compact_boundary`, ...), `progress`,
+`attachment`, and entries outside the conversation tree (`summary`, `file-history-snapshot`,
+`queue-operation`, ...). Entries form a tree through uuid/parentUuid; the active context is the
+main chain from the last user/assistant line back to the last `compact_boundary`.
+
+    {"parentUuid":null,"isSidechain":false,"type":"user","message":{"role":"user","content":"Fix the test"},"uuid":"…","timestamp":"…","sessionId":"…"}
+"""
+
+from __future__ import annotations
+
+import uuid as uuidlib
+from collections.abc import Sequence
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from ..core.jsonl import Entry
+from ..core.model import Finding, Message
+from .base import WriteOptions
+
+TREE_TYPES = frozenset({"user", "assistant", "system", "progress", "attachment"})
+MESSAGE_TYPES = frozenset({"user", "assistant"})
+CTXPIPE_NAMESPACE = uuidlib.UUID("6f1d2c1e-7f3b-4c1a-9a51-0c7e1d2b9a10")
+
+
+def is_compact_boundary(obj: dict[str, Any]) -> bool:
+    return obj.get("type") == "system" and obj.get("subtype") == "compact_boundary"
+
+
+def uuid_index(entries: Sequence[Entry]) -> dict[str, int]:
+    """uuid -> position; when a uuid repeats, the later line wins (as Claude Code loads it)."""
+    index: dict[str, int] = {}
+    for position, entry in enumerate(entries):
+        value = entry.obj.get("uuid")
+        if isinstance(value, str):
+            index[value] = position
+    return index
+
+
+def find_leaf(entries: Sequence[Entry]) -> int | None:
+    """The last user/assistant line of the main thread (of the sidechain, in a subagent file)."""
+    fallback = None
+    for position in range(len(entries) - 1, -1, -1):
+        obj = entries[position].obj
+        if obj.get("type") in MESSAGE_TYPES:
+            if not obj.get("isSidechain"):
+                return position
+            if fallback is None:
+                fallback = position
+    return fallback
+
+
+def main_chain(entries: Sequence[Entry], history: bool = False) -> list[int]:
+    """Positions on the path from the root (or the last compact boundary) to the leaf, in file order.
+
+    With history=True the walk crosses compact boundaries through `logicalParentUuid`.
+    """
+    leaf = find_leaf(entries)
+    if leaf is None:
+        return []
+    index = uuid_index(entries)
+    chain: list[int] = []
+    seen: set[int] = set()
+    position: int | None = leaf
+    while position is not None and position not in seen:
+        seen.add(position)
+        chain.append(position)
+        obj = entries[position].obj
+        if is_compact_boundary(obj):
+            if not history:
+                break
+            parent = obj.get("logicalParentUuid")
+        else:
+            parent = obj.get("parentUuid")
+        position = index.get(parent) if isinstance(parent, str) else None
+    chain.reverse()
+    return chain
+
+
+def context_positions(entries: Sequence[Entry], history: bool = False) -> list[int]:
+    """The main chain plus the lines that hang off it as siblings, in file order.
+
+    Parallel tool calls branch: each tool_result line's parent is its own tool_use line, so the
+    walk from the leaf passes only the last one. The other results (matched by tool_use id) and
+    the other lines of a response on the chain (matched by message.id) belong to the context too.
+    """
+    chain = main_chain(entries, history)
+    if not chain:
+        return chain
+    on_chain = set(chain)
+    response_ids: set[str] = set()
+    tool_ids: set[str] = set()
+    for position in chain:
+        obj = entries[position].obj
+        payload = obj.get("message")
+        if obj.get("type") != "assistant" or not isinstance(payload, dict):
+            continue
+        if isinstance(payload.get("id"), str):
+            response_ids.add(payload["id"])
+        for block in _blocks(payload.get("content")):
+            if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
+                tool_ids.add(block["id"])
+    sidechain = bool(entries[chain[-1]].obj.get("isSidechain"))
+    extra = []
+    # File order: a response's tool_use lines come before the results that answer them.
+    for position in range(chain[0] + 1, len(entries)):
+        if position in on_chain:
+            continue
+        obj = entries[position].obj
+        if bool(obj.get("isSidechain")) != sidechain:
+            continue
+        payload = obj.get("message")
+        if not isinstance(payload, dict):
+            continue
+        kind = obj.get("type")
+        if kind == "assistant" and payload.get("id") in response_ids:
+            extra.append(position)
+            for block in _blocks(payload.get("content")):
+                if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
+                    tool_ids.add(block["id"])
+        elif kind == "user" and any(
+            block.get("type") == "tool_result" and block.get("tool_use_id") in tool_ids
+            for block in _blocks(payload.get("content"))
+        ):
+            extra.append(position)
+    if not extra:
+        return chain
+    return sorted(on_chain.union(extra))
+
+
+def _blocks(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if isinstance(content, list):
+        return [block for block in content if isinstance(block, dict)]
+    return []
+
+
+def build_messages(entries: Sequence[Entry], positions: Sequence[int]) -> list[Message]:
+    """Messages from the given entries: assistant lines merged by message.id, usage from the last."""
+    messages: list[Message] = []
+    responses: dict[str, Message] = {}
+    for position in positions:
+        obj = entries[position].obj
+        kind = obj.get("type")
+        if kind not in MESSAGE_TYPES:
+            continue
+        payload = obj.get("message")
+        if not isinstance(payload, dict):
+            continue
+        content = payload.get("content")
+        if kind == "assistant":
+            message_id = payload.get("id") if isinstance(payload.get("id"), str) else None
+            usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else None
+            known = responses.get(message_id) if message_id else None
+            if known is not None:
+                known.content.extend(_blocks(content))
+                known.entries.append(position)
+                if usage is not None:
+                    known.usage = usage
+                continue
+            message = Message("assistant", _blocks(content), [position], message_id, usage, payload.get("model"))
+            if message_id:
+                responses[message_id] = message
+            messages.append(message)
+        else:
+            messages.append(
+                Message(
+                    "user",
+                    _blocks(content),
+                    [position],
+                    meta=bool(obj.get("isMeta")),
+                    compact_summary=bool(obj.get("isCompactSummary")),
+                    text_content=content if isinstance(content, str) else None,
+                )
+            )
+    return messages
+
+
+def _timestamps(start: str | None) -> Any:
+    if start:
+        moment = datetime.fromisoformat(start.replace("Z", "+00:00"))
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=timezone.utc)
+    else:
+        moment = datetime.now(timezone.utc)
+    while True:
+        yield moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+        moment += timedelta(milliseconds=1)
+
+
+class ClaudeCodeFormat:
+    name = "claude-code"
+    summary = "Claude Code session JSONL (~/.claude/projects/…/<session-id>.jsonl)"
+    schema = "claude-code.entry.schema.json"
+
+    def sniff(self, obj: dict[str, Any]) -> bool | None:
+        kind = obj.get("type")
+        if not isinstance(kind, str):
+            return False
+        if "payload" in obj:  # a Codex rollout line
+            return False
+        return True
+
+    def messages(self, entries: Sequence[Entry], history: bool = False) -> list[Message]:
+        return build_messages(entries, context_positions(entries, history))
+
+    def from_messages(self, messages: Sequence[dict[str, Any]], options: WriteOptions) -> list[Entry]:
+        """One line per assistant block (sharing a message id), one line per tool result."""
+        session_id = options.session_id or str(uuidlib.uuid4())
+        clock = _timestamps(options.start_time)
+        out: list[Entry] = []
+        parent: str | None = None
+
+        def add(kind: str, message: dict[str, Any]) -> None:
+            nonlocal parent
+            line_uuid = str(uuidlib.uuid5(CTXPIPE_NAMESPACE, f"{session_id}:{len(out)}"))
+            obj = {
+                "parentUuid": parent,
+                "isSidechain": False,
+                "userType": "external",
+                "cwd": options.cwd,
+                "sessionId": session_id,
+                "version": "ctxpipe",
+                "type": kind,
+                "message": message,
+                "uuid": line_uuid,
+                "timestamp": next(clock),
+            }
+            out.append(Entry(obj))
+            parent = line_uuid
+
+        for number, api_message in enumerate(messages):
+            content = api_message.get("content")
+            if api_message.get("role") == "assistant":
+                message_id = f"msg_ctxpipe_{uuidlib.uuid5(CTXPIPE_NAMESPACE, f'{session_id}:msg:{number}').hex[:24]}"
+                for block in _blocks(content):
+                    payload: dict[str, Any] = {"id": message_id, "type": "message", "role": "assistant"}
+                    if options.model:
+                        payload["model"] = options.model
+                    payload.update({"content": [block], "stop_reason": None, "stop_sequence": None})
+                    add("assistant", payload)
+            elif isinstance(content, str):
+                add("user", {"role": "user", "content": content})
+            else:
+                blocks = _blocks(content)
+                for block in blocks:
+                    if block.get("type") == "tool_result":
+                        add("user", {"role": "user", "content": [block]})
+                rest = [block for block in blocks if block.get("type") != "tool_result"]
+                if rest:
+                    add("user", {"role": "user", "content": rest})
+        return out
+
+    def check(self, entries: Sequence[Entry]) -> list[Finding]:
+        findings: list[Finding] = []
+        first_line_of: dict[str, int] = {}
+        for entry in entries:
+            value = entry.obj.get("uuid")
+            if isinstance(value, str):
+                if value in first_line_of:
+                    findings.append(Finding("warning", "duplicate-uuid", f"uuid {value} also on line {first_line_of[value]}; the later line wins", entry.line))
+                else:
+                    first_line_of[value] = entry.line
+        for entry in entries:
+            obj = entry.obj
+            if obj.get("type") not in TREE_TYPES:
+                continue
+            parent = obj.get("parentUuid")
+            if isinstance(parent, str) and parent not in first_line_of:
+                findings.append(Finding("warning", "dangling-parent", f"parentUuid {parent} names no line in this file", entry.line))
+        findings.extend(_check_response_groups(entries))
+        findings.extend(_check_tool_pairs(entries, context_positions(entries)))
+        return findings
+
+
+def _check_response_groups(entries: Sequence[Entry]) -> list[Finding]:
+    """All lines of one message.id must agree on requestId and on being a sidechain."""
+    findings: list[Finding] = []
+    seen: dict[str, tuple[Any, Any, int]] = {}
+    for entry in entries:
+        obj = entry.obj
+        if obj.get("type") != "assistant" or not isinstance(obj.get("message"), dict):
+            continue
+        message_id = obj["message"].get("id")
+        if not isinstance(message_id, str):
+            continue
+        shape = (obj.get("requestId"), bool(obj.get("isSidechain")))
+        if message_id not in seen:
+            seen[message_id] = (*shape, entry.line)
+            continue
+        request_id, sidechain, first = seen[message_id]
+        if sidechain != shape[1]:
+            findings.append(Finding("error", "split-response", f"message {message_id} spans main chain and sidechain (first line {first})", entry.line))
+        elif request_id != shape[0] and request_id and shape[0]:
+            findings.append(Finding("warning", "request-mismatch", f"message {message_id} has requestId {shape[0]}, line {first} has {request_id}", entry.line))
+    return findings
+
+
+def _check_tool_pairs(entries: Sequence[Entry], chain: Sequence[int]) -> list[Finding]:
+    """In the active context every tool_use needs its tool_result (by id) and vice versa."""
+    uses: dict[str, int] = {}
+    results: dict[str, int] = {}
+    for position in chain:
+        obj = entries[position].obj
+        payload = obj.get("message")
+        if obj.get("type") not in MESSAGE_TYPES or not isinstance(payload, dict):
+            continue
+        for block in _blocks(payload.get("content")):
+            if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
+                uses.setdefault(block["id"], entries[position].line)
+            elif block.get("type") == "tool_result" and isinstance(block.get("tool_use_id"), str):
+                results.setdefault(block["tool_use_id"], entries[position].line)
+    findings: list[Finding] = []
+    for tool_id, line in results.items():
+        if tool_id not in uses:
+            findings.append(Finding("error", "orphan-tool-result", f"tool_result for {tool_id} has no tool_use in the active context", line))
+    for tool_id, line in uses.items():
+        if tool_id not in results:
+            findings.append(Finding("warning", "unanswered-tool-use", f"tool_use {tool_id} has no tool_result (interrupted?)", line))
+    return findings
+
+
+FORMAT = ClaudeCodeFormat()

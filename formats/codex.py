@@ -1,0 +1,171 @@
+"""Codex CLI rollout JSONL (~/.codex/sessions/YYYY/MM/DD/rollout-…-<uuid>.jsonl), read only.
+
+Each line is {"timestamp", "type", "payload"}. Conversation items are `response_item` lines
+(messages, function calls and their outputs, linked by `call_id`); `event_msg` lines are UI
+events, except `token_count`, which carries the usage of the last model call; a top-level
+`compacted` line replaces the history before it.
+
+    {"timestamp":"…","type":"response_item","payload":{"type":"function_call","name":"shell","arguments":"{\\"command\\":[\\"ls\\"]}","call_id":"call_1"}}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from ..core.errors import UnsupportedError
+from ..core.jsonl import Entry
+from ..core.model import Finding, Message
+from .base import WriteOptions
+
+LINE_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
+TEXT_PARTS = frozenset({"input_text", "output_text", "text"})
+
+
+def _text_blocks(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    blocks = []
+    for part in content if isinstance(content, list) else []:
+        if isinstance(part, dict) and part.get("type") in TEXT_PARTS and isinstance(part.get("text"), str):
+            blocks.append({"type": "text", "text": part["text"]})
+        elif isinstance(part, dict) and part.get("type") == "input_image":
+            blocks.append({"type": "image", "source": {"type": "url", "url": str(part.get("image_url", ""))}})
+    return blocks
+
+
+def _arguments(raw: Any) -> dict[str, Any]:
+    if isinstance(raw, dict):
+        return raw
+    if isinstance(raw, str):
+        try:
+            parsed = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return {"arguments": raw}
+        return parsed if isinstance(parsed, dict) else {"arguments": parsed}
+    return {}
+
+
+def _output_text(output: Any) -> str:
+    if isinstance(output, str):
+        return output
+    if isinstance(output, dict) and isinstance(output.get("output"), str):
+        return output["output"]
+    if isinstance(output, list):
+        return "".join(part.get("text", "") for part in output if isinstance(part, dict))
+    return orjson.dumps(output).decode()
+
+
+def _item_message(item: dict[str, Any], position: int) -> Message | None:
+    kind = item.get("type")
+    if kind == "message":
+        role = item.get("role")
+        if role not in ("user", "assistant"):
+            return None  # developer/system instructions are not conversation turns
+        blocks = _text_blocks(item.get("content"))
+        text = "".join(b.get("text", "") for b in blocks)
+        injected = role == "user" and text.lstrip().startswith(("<environment_context>", "<user_instructions>", "# AGENTS.md"))
+        return Message(role, blocks, [position], meta=injected)
+    if kind in ("function_call", "custom_tool_call", "local_shell_call"):
+        call_id = item.get("call_id") or item.get("id")
+        if kind == "function_call":
+            tool_input = _arguments(item.get("arguments"))
+        elif kind == "custom_tool_call":
+            tool_input = {"input": item.get("input")}
+        else:
+            tool_input = {"action": item.get("action")}
+        name = item.get("name") or ("local_shell" if kind == "local_shell_call" else "tool")
+        return Message("assistant", [{"type": "tool_use", "id": str(call_id), "name": str(name), "input": tool_input}], [position])
+    if kind in ("function_call_output", "custom_tool_call_output"):
+        block = {"type": "tool_result", "tool_use_id": str(item.get("call_id")), "content": _output_text(item.get("output"))}
+        return Message("user", [block], [position])
+    return None  # reasoning (encrypted), web_search_call, ghost_snapshot, …
+
+
+def _usage(info: Any) -> dict[str, Any] | None:
+    last = info.get("last_token_usage") if isinstance(info, dict) else None
+    if not isinstance(last, dict):
+        return None
+    total_input = int(last.get("input_tokens") or 0)
+    cached = int(last.get("cached_input_tokens") or 0)
+    # OpenAI counts cached tokens inside input_tokens; Anthropic's usage keeps them apart.
+    return {
+        "input_tokens": total_input - cached,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": cached,
+        "output_tokens": int(last.get("output_tokens") or 0),
+    }
+
+
+class CodexFormat:
+    name = "codex"
+    summary = "Codex CLI rollout JSONL (~/.codex/sessions/…/rollout-*.jsonl), read only"
+    schema = "codex.line.schema.json"
+
+    def sniff(self, obj: dict[str, Any]) -> bool | None:
+        return obj.get("type") in LINE_TYPES and isinstance(obj.get("payload"), dict)
+
+    def messages(self, entries: Sequence[Entry], history: bool = False) -> list[Message]:
+        messages: list[Message] = []
+        model: str | None = None
+        for position, entry in enumerate(entries):
+            obj = entry.obj
+            kind, payload = obj.get("type"), obj.get("payload")
+            if not isinstance(payload, dict):
+                continue
+            if kind == "turn_context" and isinstance(payload.get("model"), str):
+                model = payload["model"]
+            elif kind == "response_item":
+                message = _item_message(payload, position)
+                if message is not None:
+                    if message.role == "assistant":
+                        message.model = model
+                    messages.append(message)
+            elif kind == "event_msg" and payload.get("type") == "token_count":
+                usage = _usage(payload.get("info"))
+                last_assistant = next((m for m in reversed(messages) if m.role == "assistant"), None)
+                if usage is not None and last_assistant is not None:
+                    last_assistant.usage = usage
+            elif kind == "compacted" and not history:
+                replacement = payload.get("replacement_history")
+                messages = []
+                if isinstance(replacement, list):
+                    for item in replacement:
+                        message = _item_message(item, position) if isinstance(item, dict) else None
+                        if message is not None:
+                            messages.append(message)
+                elif isinstance(payload.get("message"), str):
+                    messages.append(Message("user", [{"type": "text", "text": payload["message"]}], [position], compact_summary=True))
+        return messages
+
+    def from_messages(self, messages: Sequence[dict[str, Any]], options: WriteOptions) -> list[Entry]:
+        raise UnsupportedError("ctxpipe reads the codex format but does not write it; convert to anthropic or claude-code")
+
+    def check(self, entries: Sequence[Entry]) -> list[Finding]:
+        calls: dict[str, int] = {}
+        outputs: dict[str, int] = {}
+        for entry in entries:
+            payload = entry.obj.get("payload")
+            if entry.obj.get("type") != "response_item" or not isinstance(payload, dict):
+                continue
+            call_id = payload.get("call_id")
+            if not isinstance(call_id, str):
+                continue
+            if payload.get("type") in ("function_call", "custom_tool_call", "local_shell_call"):
+                calls.setdefault(call_id, entry.line)
+            elif payload.get("type") in ("function_call_output", "custom_tool_call_output"):
+                outputs.setdefault(call_id, entry.line)
+        findings = [
+            Finding("error", "orphan-tool-result", f"output for call {call_id} has no call", line)
+            for call_id, line in outputs.items() if call_id not in calls
+        ]
+        findings += [
+            Finding("warning", "unanswered-tool-use", f"call {call_id} has no output (interrupted?)", line)
+            for call_id, line in calls.items() if call_id not in outputs
+        ]
+        return findings
+
+
+FORMAT = CodexFormat()
