@@ -3,7 +3,7 @@
     python bench/run.py [--only NAME ...] [--repeat N] [--json FILE]
 
 Every ratio is relative to `orjson-loop` (orjson loads+dumps of each line of the same file),
-measured in the same run on the same machine, so figures from different machines compare.
+measured in the same run on the same machine, so ratios from different machines compare.
 This is a report, not a test: a FAIL target does not change the exit status; only a command
 that cannot run or exits non-zero does (exit 1).
 
@@ -100,7 +100,7 @@ class Result:
         return statistics.median(self.seconds)
 
     @property
-    def peak_rss_mb(self) -> float:
+    def peak_rss_mib(self) -> float:
         return max(self.rss_kib) / 1024
 
     @property
@@ -154,7 +154,7 @@ def faster_than(name: str) -> Target:
 def rss_at_most(name: str, factor: float) -> Target:
     def check(me: Result, results: Results) -> bool | None:
         other = _other(results, name)
-        return None if other is None else me.peak_rss_mb <= factor * other.peak_rss_mb
+        return None if other is None else me.peak_rss_mib <= factor * other.peak_rss_mib
 
     return Target(f"RSS <= {factor:g}x {name}", check)
 
@@ -197,11 +197,11 @@ BENCHES: list[Bench] = [
 
 
 # Runs the command and reports "exit-code seconds maxrss" on the fd named in argv[1].
-# Why a separate small process: Popen starts children with vfork, and Linux carries the
-# peak RSS of the mm an exec replaces into the child's ru_maxrss, so os.wait4 straight from
-# this harness reports the harness's own peak (~30 MiB after reading the inputs) for every
-# command, even /bin/true. Forking from a bare `python -S` puts that floor at about 5 MiB.
-# Timing is taken here too, so the wrapper's own start-up is not counted.
+# Why a separate small process: on Linux a child's ru_maxrss starts from the peak RSS of the
+# process it was forked (or vforked) from, carried over at exec, so os.wait4 straight from
+# this harness reports at least the harness's own peak (~30 MiB after reading the inputs) for
+# every command, even /bin/true. Forking from a bare `python -S` lowers that floor to ~5 MiB.
+# Timing is taken in the wrapper too, so its own start-up is not counted.
 WRAPPER = """\
 import os, sys, time
 start = time.perf_counter()
@@ -209,8 +209,9 @@ pid = os.fork()
 if pid == 0:
     try:
         os.execvp(sys.argv[2], sys.argv[2:])
-    finally:
-        os._exit(127)
+    except OSError as e:
+        os.write(2, ("bench: %s: %s\n" % (sys.argv[2], e.strerror)).encode())
+    os._exit(127)
 _, status, usage = os.wait4(pid, 0)
 elapsed = time.perf_counter() - start
 os.write(int(sys.argv[1]), b"%d %r %d" % (os.waitstatus_to_exitcode(status), elapsed, usage.ru_maxrss))
@@ -220,19 +221,14 @@ os.write(int(sys.argv[1]), b"%d %r %d" % (os.waitstatus_to_exitcode(status), ela
 def measure(argv: Sequence[str]) -> tuple[float, int]:
     """Run argv once with stdout to /dev/null; return (wall seconds, peak RSS in KiB)."""
     read_fd, write_fd = os.pipe()
-    try:
-        subprocess.run([sys.executable, "-S", "-c", WRAPPER, str(write_fd), *argv],
-                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                       pass_fds=(write_fd,), check=True)
-        os.close(write_fd)
-        write_fd = -1
-        with os.fdopen(read_fd, "rb") as f:
-            read_fd = -1
-            code, seconds, rss = f.read().split()
-    finally:
-        for fd in (read_fd, write_fd):
-            if fd >= 0:
-                os.close(fd)
+    with os.fdopen(read_fd, "rb") as wrapper_report:
+        try:
+            subprocess.run([sys.executable, "-S", "-c", WRAPPER, str(write_fd), *argv],
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           pass_fds=(write_fd,), check=True)
+        finally:
+            os.close(write_fd)
+        code, seconds, rss = wrapper_report.read().split()
     if int(code) != 0:
         raise subprocess.CalledProcessError(int(code), list(argv))
     # ru_maxrss is KiB on Linux, bytes on macOS.
@@ -288,7 +284,7 @@ def report(benches: Sequence[Bench], results: Results) -> list[dict[str, object]
                 "seconds": r.seconds,
                 "best_s": r.best,
                 "median_s": r.median,
-                "peak_rss_mb": r.peak_rss_mb,
+                "peak_rss_mib": r.peak_rss_mib,
                 "ratio": r.best / base.best if b.ratio and base and base.ok else None,
             }
         row["targets"] = [
@@ -299,7 +295,7 @@ def report(benches: Sequence[Bench], results: Results) -> list[dict[str, object]
 
 
 def print_table(rows: Sequence[Mapping[str, object]]) -> None:
-    head = ("name", "best s", "median s", "x base", "peak RSS MB", "target", "result")
+    head = ("name", "best s", "median s", "x base", "peak RSS MiB", "target", "result")
     lines: list[tuple[str, ...]] = [head]
     for row in rows:
         targets = row["targets"]
@@ -312,7 +308,7 @@ def print_table(rows: Sequence[Mapping[str, object]]) -> None:
             f"{row['best_s']:.3f}",
             f"{row['median_s']:.3f}",
             "-" if ratio is None else f"{ratio:.2f}",
-            f"{row['peak_rss_mb']:.1f}",
+            f"{row['peak_rss_mib']:.1f}",
         )
         verdicts = [(t["target"], {True: "PASS", False: "FAIL", None: "n/a"}[t["pass"]])
                     for t in targets] or [("baseline" if row["name"] == BASELINE else "", "")]
@@ -347,7 +343,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = run(benches, args.repeat, inputs)
     rows = report(benches, results)
 
-    sizes = {p: os.path.getsize(p) for p in (inputs.big, inputs.half)}
+    sizes = {name: {"path": p, "bytes": os.path.getsize(p)}
+             for name, p in (("big", inputs.big), ("half", inputs.half))}
     meta = {
         "python": platform.python_version(),
         "platform": platform.platform(),
@@ -357,8 +354,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "ctxpipe": inputs.__dict__.get("ctxpipe"),  # set only if a bench resolved it
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
-    print(f"input {inputs.big} ({sizes[inputs.big] / MiB:.1f} MiB), half {sizes[inputs.half] / MiB:.1f} MiB; "
-          f"best of {args.repeat}; ratios are to {BASELINE} in this run; RSS in MiB")
+    print(f"input {inputs.big} ({os.path.getsize(inputs.big) / MiB:.1f} MiB, "
+          f"half {os.path.getsize(inputs.half) / MiB:.1f} MiB); best of {args.repeat}; "
+          f"ratios are to {BASELINE} in this run")
     print_table(rows)
     if args.json:
         args.json.write_text(json.dumps({"meta": meta, "results": rows}, indent=2) + "\n")

@@ -12,7 +12,7 @@ main chain from the last user/assistant line back to the last `compact_boundary`
 from __future__ import annotations
 
 import uuid as uuidlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -299,11 +299,11 @@ def _check_response_groups(entries: Sequence[Entry]) -> list[Finding]:
     return findings
 
 
-def _check_tool_pairs(entries: Sequence[Entry], chain: Sequence[int]) -> list[Finding]:
-    """In the active context every tool_use needs its tool_result (by id) and vice versa."""
+def _tool_blocks(entries: Sequence[Entry], positions: Iterable[int]) -> tuple[dict[str, int], dict[str, int]]:
+    """tool_use id -> first line, tool_result id -> first line, over the given positions."""
     uses: dict[str, int] = {}
     results: dict[str, int] = {}
-    for position in chain:
+    for position in positions:
         obj = entries[position].obj
         payload = obj.get("message")
         if obj.get("type") not in MESSAGE_TYPES or not isinstance(payload, dict):
@@ -313,10 +313,19 @@ def _check_tool_pairs(entries: Sequence[Entry], chain: Sequence[int]) -> list[Fi
                 uses.setdefault(block["id"], entries[position].line)
             elif block.get("type") == "tool_result" and isinstance(block.get("tool_use_id"), str):
                 results.setdefault(block["tool_use_id"], entries[position].line)
+    return uses, results
+
+
+def _check_tool_pairs(entries: Sequence[Entry], context: Sequence[int]) -> list[Finding]:
+    """Results need a tool_use somewhere in the file; in the active context, pairs must be whole."""
+    all_uses, all_results = _tool_blocks(entries, range(len(entries)))
+    uses, results = _tool_blocks(entries, context)
     findings: list[Finding] = []
-    for tool_id, line in results.items():
-        if tool_id not in uses:
-            findings.append(Finding("error", "orphan-tool-result", f"tool_result for {tool_id} has no tool_use in the active context", line))
+    for tool_id, line in all_results.items():
+        if tool_id not in all_uses:
+            findings.append(Finding("error", "orphan-tool-result", f"tool_result for {tool_id} has no tool_use in this file", line))
+        elif tool_id in results and tool_id not in uses:
+            findings.append(Finding("error", "orphan-tool-result", f"tool_result for {tool_id} answers a tool_use outside the active context", line))
     for tool_id, line in uses.items():
         if tool_id not in results:
             findings.append(Finding("warning", "unanswered-tool-use", f"tool_use {tool_id} has no tool_result (interrupted?)", line))

@@ -50,6 +50,14 @@ def _arguments(raw: Any) -> dict[str, Any]:
 
 def _output_text(output: Any) -> str:
     if isinstance(output, str):
+        # Older rollouts store the shell result as a JSON string {"output": …, "metadata": …}.
+        if output.startswith('{"output"'):
+            try:
+                wrapped = orjson.loads(output)
+            except orjson.JSONDecodeError:
+                return output
+            if isinstance(wrapped, dict) and isinstance(wrapped.get("output"), str):
+                return wrapped["output"]
         return output
     if isinstance(output, dict) and isinstance(output.get("output"), str):
         return output["output"]

@@ -46,6 +46,9 @@ def convert(
     with io.open_input(path) as stream:
         opened = io.stream_entries(stream, source, format_name(input_format), on_error.value)
         target = get(to.value)
+        if opened.format.name == target.name == "claude-code" and (repair or history):
+            # Rebuilding Claude Code lines from API messages would drop every envelope field.
+            raise typer.BadParameter("--repair and --history rebuild messages; use them with --to anthropic", param_hint="--to")
         if opened.format.name == target.name and not repair and not history:
             with io.open_output(output) as out:
                 io.write_transcript(opened.entries, out)
