@@ -10,6 +10,6 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .api import convert, read_transcript, validate_transcript, write_transcript
+from .api import api_messages, convert, convert_with_report, read_transcript, validate_transcript, write_transcript
 
-__all__ = ["__version__", "convert", "read_transcript", "validate_transcript", "write_transcript"]
+__all__ = ["__version__", "api_messages", "convert", "convert_with_report", "read_transcript", "validate_transcript", "write_transcript"]

@@ -14,6 +14,7 @@ import io
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from .core.convert import ConvertReport, to_api_messages
 from .core.errors import InputError
@@ -59,6 +60,12 @@ def convert_with_report(
     api_messages, report = to_api_messages(messages, transcript.entries, repair=repair)
     entries = target.from_messages(api_messages, options or WriteOptions())
     return Transcript(entries, target.name, transcript.source), report
+
+
+def api_messages(transcript: Transcript, history: bool = False, repair: bool = False) -> list[dict[str, Any]]:
+    """The Messages API conversation of the active context (the whole main chain with history)."""
+    messages = get(transcript.format).messages(transcript.entries, history=history)
+    return to_api_messages(messages, transcript.entries, repair=repair)[0]
 
 
 def validate_transcript(transcript: Transcript) -> list[Finding]:

@@ -65,6 +65,10 @@ class Inputs:
         return str(self._big_half[1])
 
     @functools.cached_property
+    def tree(self) -> str:
+        return str(corpus.ensure_tree())
+
+    @functools.cached_property
     def ctxpipe(self) -> str:
         # Prefer the script of the interpreter running us (the dev venv) over another
         # ctxpipe that happens to be on PATH.
@@ -210,7 +214,7 @@ if pid == 0:
     try:
         os.execvp(sys.argv[2], sys.argv[2:])
     except OSError as e:
-        os.write(2, ("bench: %s: %s\n" % (sys.argv[2], e.strerror)).encode())
+        os.write(2, ("bench: %s: %s\\n" % (sys.argv[2], e.strerror)).encode())
     os._exit(127)
 _, status, usage = os.wait4(pid, 0)
 elapsed = time.perf_counter() - start
@@ -223,12 +227,15 @@ def measure(argv: Sequence[str]) -> tuple[float, int]:
     read_fd, write_fd = os.pipe()
     with os.fdopen(read_fd, "rb") as wrapper_report:
         try:
-            subprocess.run([sys.executable, "-S", "-c", WRAPPER, str(write_fd), *argv],
-                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                           pass_fds=(write_fd,), check=True)
+            wrapper = subprocess.run([sys.executable, "-S", "-c", WRAPPER, str(write_fd), *argv],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     pass_fds=(write_fd,))
         finally:
             os.close(write_fd)
-        code, seconds, rss = wrapper_report.read().split()
+        figures = wrapper_report.read().split()
+    if len(figures) != 3:  # the wrapper itself failed; its traceback is on stderr
+        raise subprocess.CalledProcessError(wrapper.returncode, "measuring wrapper")
+    code, seconds, rss = figures
     if int(code) != 0:
         raise subprocess.CalledProcessError(int(code), list(argv))
     # ru_maxrss is KiB on Linux, bytes on macOS.

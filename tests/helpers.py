@@ -1,0 +1,42 @@
+"""Shared test helpers (import with `from helpers import ...`): run the real CLI in a subprocess, locate fixtures and the shared corpus."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+CORPUS = Path(os.environ.get("CTXPIPE_CORPUS", ROOT.parent / "shared" / "corpus"))
+
+
+def corpus_files(kind: str = "claude-code") -> list[Path]:
+    """Real transcripts from ../shared/corpus (empty when it is not there)."""
+    if not CORPUS.is_dir():
+        return []
+    files = sorted(CORPUS.glob("*/*.jsonl"))
+    codex = [f for f in files if "codex" in f.name]
+    return codex if kind == "codex" else [f for f in files if f not in codex]
+
+
+needs_corpus = pytest.mark.skipif(
+    not CORPUS.is_dir(), reason=f"the shared corpus is not beside this checkout ({CORPUS}); these tests read real transcripts from it"
+)
+
+
+def run_cli(*args: str | os.PathLike[str], stdin: bytes | None = b"", env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
+    """Run `python -m ctxpipe ARGS` as a user would, capturing bytes."""
+    full_env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "120", **(env or {})}
+    full_env.pop("CTXPIPE_DEBUG", None)
+    return subprocess.run(
+        [sys.executable, "-m", "ctxpipe", *map(str, args)],
+        input=stdin,
+        capture_output=True,
+        env=full_env,
+        cwd=cwd,
+        timeout=120,
+    )

@@ -1,0 +1,184 @@
+"""Formats: detection, the active context of Claude Code files, conversion rules."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+import ctxpipe
+from ctxpipe.core.convert import MISSING_RESULT_TEXT, to_api_messages
+from ctxpipe.core.errors import InputError, UnsupportedError
+from ctxpipe.formats import WriteOptions, detect, get
+from ctxpipe.formats.claude_code import context_positions, main_chain
+from helpers import FIXTURES
+
+
+def load(name: str) -> ctxpipe.core.model.Transcript:  # type: ignore[name-defined]
+    return ctxpipe.read_transcript(FIXTURES / name)
+
+
+def texts(messages: list[dict]) -> list[str]:
+    out = []
+    for message in messages:
+        content = message["content"]
+        if isinstance(content, str):
+            out.append(content)
+        else:
+            out.extend(block.get("text", block.get("type")) for block in content)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("claude-code/basic.jsonl", "claude-code"),
+        ("claude-code/parallel.jsonl", "claude-code"),
+        ("anthropic/basic.jsonl", "anthropic"),
+        ("codex/rollout.jsonl", "codex"),
+    ],
+)
+def test_format_is_detected_from_content(name: str, expected: str) -> None:
+    assert load(name).format == expected
+
+
+def test_undetectable_content_asks_for_format() -> None:
+    with pytest.raises(InputError, match="--format"):
+        ctxpipe.read_transcript(b'{"foo":1}\n')
+
+
+def test_empty_input_is_an_empty_claude_code_transcript() -> None:
+    transcript = ctxpipe.read_transcript(b"")
+    assert transcript.entries == [] and transcript.format == "claude-code"
+
+
+def test_response_lines_merge_by_message_id_with_usage_from_the_last() -> None:
+    transcript = load("claude-code/basic.jsonl")
+    messages = get("claude-code").messages(transcript.entries)
+    first = messages[1]
+    assert first.message_id == "msg_01AAA"
+    assert [block["type"] for block in first.content] == ["thinking", "text", "tool_use"]
+    assert first.usage is not None and first.usage["output_tokens"] == 61  # the last fragment's value
+
+
+def test_parallel_results_that_branch_off_the_chain_are_in_the_context() -> None:
+    transcript = load("claude-code/parallel.jsonl")
+    chain = main_chain(transcript.entries)
+    context = context_positions(transcript.entries)
+    # The first result's parent is its own tool_use line, so the leaf's walk misses it.
+    first_result = next(i for i, e in enumerate(transcript.entries) if "toolu_01CART" in str(e.obj.get("message", {}).get("content")) and e.obj["type"] == "user")
+    assert first_result not in chain
+    assert first_result in context
+    api, report = to_api_messages(get("claude-code").messages(transcript.entries), transcript.entries)
+    assert not report.unanswered and not report.orphans
+    assert [block["tool_use_id"] for block in api[2]["content"]] == ["toolu_01CART", "toolu_01PRICE"]
+
+
+def test_rewound_branch_is_not_in_the_context() -> None:
+    transcript = load("claude-code/rewind.jsonl")
+    words = " ".join(texts(ctxpipe.api_messages(transcript)))
+    assert "alias" in words
+    assert "Renaming in cli.py" not in words
+
+
+def test_active_context_starts_at_the_last_compact_boundary() -> None:
+    transcript = load("claude-code/compacted.jsonl")
+    active = texts(ctxpipe.api_messages(transcript))
+    assert active[0].startswith("This session is being continued")
+    assert "I will add a limiter decorator." not in active
+    full = texts(ctxpipe.api_messages(transcript, history=True))
+    assert full[0] == "Add rate limiting to the /login endpoint."
+    assert "I will add a limiter decorator." in full
+
+
+def test_inline_sidechain_is_not_part_of_the_main_conversation() -> None:
+    transcript = load("claude-code/sidechain.jsonl")
+    api = ctxpipe.api_messages(transcript)
+    assert "List every TODO comment with its file." not in texts(api)  # the subagent's own prompt
+    assert len(api) == 4
+
+
+def test_subagent_file_conversation_is_the_sidechain_itself() -> None:
+    lines = [e.obj for e in load("claude-code/sidechain.jsonl").entries if e.obj.get("isSidechain")]
+    transcript = ctxpipe.read_transcript(b"".join(orjson.dumps(obj) + b"\n" for obj in lines))
+    api = ctxpipe.api_messages(transcript)
+    assert texts(api)[0] == "List every TODO comment with its file."
+
+
+def test_unanswered_tool_use_is_reported_and_repaired_only_when_asked() -> None:
+    transcript = load("claude-code/interrupted.jsonl")
+    messages = get("claude-code").messages(transcript.entries)
+    api, report = to_api_messages(messages, transcript.entries)
+    assert [p.tool_use_id for p in report.unanswered] == ["toolu_01E2E"]
+    assert report.unanswered[0].line == 2
+    assert api[-1]["role"] == "assistant"
+    repaired, report = to_api_messages(messages, transcript.entries, repair=True)
+    assert repaired[-1] == {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": "toolu_01E2E", "content": MISSING_RESULT_TEXT, "is_error": True}],
+    }
+    assert report.repaired == 1
+
+
+def test_orphan_results_are_reported_and_dropped_on_repair() -> None:
+    data = b'{"role":"user","content":"hi"}\n{"role":"assistant","content":[{"type":"text","text":"hello"}]}\n{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_X","content":"?"},{"type":"text","text":"go on"}]}\n'
+    transcript = ctxpipe.read_transcript(data)
+    messages = get("anthropic").messages(transcript.entries)
+    _, report = to_api_messages(messages, transcript.entries)
+    assert [(p.tool_use_id, p.line) for p in report.orphans] == [("toolu_X", 3)]
+    repaired, report = to_api_messages(messages, transcript.entries, repair=True)
+    assert repaired[-1]["content"] == [{"type": "text", "text": "go on"}]
+    assert report.dropped_orphans == 1
+
+
+def test_anthropic_round_trips_through_claude_code() -> None:
+    original = load("anthropic/basic.jsonl")
+    options = WriteOptions(session_id="33333333-3333-4333-8333-333333333333", start_time="2026-01-01T00:00:00Z")
+    as_claude = ctxpipe.convert(original, "claude-code", options=options)
+    assert [e.obj["type"] for e in as_claude.entries].count("assistant") == 5  # one line per block
+    back = ctxpipe.convert(as_claude, "anthropic")
+    assert [e.obj for e in back.entries] == [e.obj for e in original.entries]
+
+
+def test_claude_code_lines_written_by_ctxpipe_form_one_chain() -> None:
+    original = load("anthropic/basic.jsonl")
+    as_claude = ctxpipe.convert(original, "claude-code", options=WriteOptions(session_id="s", start_time="2026-01-01T00:00:00Z"))
+    uuids = [e.obj["uuid"] for e in as_claude.entries]
+    assert len(set(uuids)) == len(uuids)
+    assert [e.obj["parentUuid"] for e in as_claude.entries] == [None, *uuids[:-1]]
+    assert main_chain(as_claude.entries) == list(range(len(uuids)))
+    assert ctxpipe.validate_transcript(as_claude) == []
+
+
+def test_codex_rollout_reads_calls_results_and_usage() -> None:
+    transcript = load("codex/rollout.jsonl")
+    messages = get("codex").messages(transcript.entries)
+    tool_use = next(m for m in messages if m.content[0]["type"] == "tool_use")
+    assert tool_use.content[0]["input"] == {"command": ["bash", "-lc", "find src -name '*.py' | wc -l"]}
+    assert tool_use.model == "gpt-5.2-codex"
+    # Cached tokens are inside OpenAI's input_tokens; they are split out like Anthropic usage.
+    assert tool_use.usage == {"input_tokens": 400, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 4800, "output_tokens": 60}
+    final = messages[-1]
+    assert final.usage == {"input_tokens": 260, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 5100, "output_tokens": 15}
+    assert messages[0].meta  # <environment_context> is injected, not typed
+    assert not any(m.role == "user" and "You are Codex" in str(m.content) for m in messages)
+
+
+def test_codex_compacted_line_replaces_the_history_before_it() -> None:
+    data = (
+        b'{"timestamp":"t","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"old question"}]}}\n'
+        b'{"timestamp":"t","type":"compacted","payload":{"message":"Summary of the earlier work."}}\n'
+        b'{"timestamp":"t","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"new question"}]}}\n'
+    )
+    transcript = ctxpipe.read_transcript(data)
+    assert texts(ctxpipe.api_messages(transcript)) == ["Summary of the earlier work.", "new question"]
+    assert "old question" in texts(ctxpipe.api_messages(transcript, history=True))
+
+
+def test_codex_is_read_only() -> None:
+    with pytest.raises(UnsupportedError):
+        get("codex").from_messages([{"role": "user", "content": "x"}], WriteOptions())
+
+
+def test_detect_prefers_a_line_that_some_format_claims() -> None:
+    entries = ctxpipe.read_transcript(b'{"type":"summary","summary":"t","leafUuid":"x"}\n').entries
+    assert detect(entries, "x").name == "claude-code"
