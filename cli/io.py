@@ -20,7 +20,7 @@ from typing import IO, Any, BinaryIO
 from ..core.errors import CtxpipeError, InputError
 from ..core.jsonl import Entry, OnError, ReadStats, iter_entries, write_entries
 from ..core.model import Transcript
-from ..formats import SNIFF_LINES, TranscriptFormat, detect, get
+from ..formats import SNIFF_LINES, TranscriptFormat, claim, detect, get
 
 STDIN = "-"
 OUTPUT_BUFFER = 1 << 20
@@ -64,9 +64,15 @@ class EntryStream:
 def stream_entries(stream: BinaryIO, source: str, format_name: str | None, on_error: OnError) -> EntryStream:
     stats = ReadStats()
     entries = iter_entries(stream, source, on_error, stats)
-    head = list(itertools.islice(entries, SNIFF_LINES))
-    chosen = get(format_name) if format_name else detect(head, source)
-    return EntryStream(source, chosen, itertools.chain(head, entries), stats)
+    if format_name:
+        return EntryStream(source, get(format_name), entries, stats)
+    # Read only until a line gives the format away, so `tail -f` pipes are not held up.
+    head: list[Entry] = []
+    for entry in entries:
+        head.append(entry)
+        if claim(entry.obj) is not None or len(head) >= SNIFF_LINES:
+            break
+    return EntryStream(source, detect(head, source), itertools.chain(head, entries), stats)
 
 
 def read_transcript(stream: BinaryIO, source: str, format_name: str | None, on_error: OnError) -> tuple[Transcript, ReadStats]:
@@ -115,8 +121,9 @@ def _umask() -> int:
     return current
 
 
-def write_transcript(entries: Iterable[Entry], out: BinaryIO) -> None:
-    write_entries(entries, out)
+def write_transcript(entries: Iterable[Entry], out: BinaryIO, unbuffered: bool = False) -> None:
+    """Write JSONL; line by line when asked or when a person is watching the terminal."""
+    write_entries(entries, out, flush_each=unbuffered or out.isatty())
 
 
 def report_skipped(stats: ReadStats, source: str) -> None:

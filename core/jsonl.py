@@ -124,8 +124,11 @@ def iter_entries(
             stats.problems.append((number, what))
 
 
-def write_entries(entries: Iterable[Entry], out: BinaryIO) -> None:
-    """Write entries as JSONL; an unterminated last input line gets a newline only if more follows."""
+def write_entries(entries: Iterable[Entry], out: BinaryIO, flush_each: bool = False) -> None:
+    """Write entries as JSONL; an unterminated last input line gets a newline only if more follows.
+
+    flush_each pushes every line out at once (for `tail -f … | ctxpipe … -u`), at some cost.
+    """
     write = out.write
     pending_newline = False
     for entry in entries:
@@ -135,3 +138,5 @@ def write_entries(entries: Iterable[Entry], out: BinaryIO) -> None:
         eol = entry.eol
         write(raw + eol if eol else raw)
         pending_newline = not eol
+        if flush_each:
+            out.flush()

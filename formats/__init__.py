@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from ..core.errors import InputError
 from ..core.jsonl import Entry
@@ -24,12 +25,20 @@ def get(name: str) -> TranscriptFormat:
     return REGISTRY[name]
 
 
+def claim(obj: dict[str, Any]) -> TranscriptFormat | None:
+    """The format that claims this line, if any."""
+    for candidate in REGISTRY.values():
+        if candidate.sniff(obj):
+            return candidate
+    return None
+
+
 def detect(entries: Sequence[Entry], source: str) -> TranscriptFormat:
     """The format of the first line that some format claims; an empty input is Claude Code."""
     for entry in entries[:SNIFF_LINES]:
-        for candidate in REGISTRY.values():
-            if candidate.sniff(entry.obj):
-                return candidate
+        found = claim(entry.obj)
+        if found is not None:
+            return found
     if not entries:
         return REGISTRY[DEFAULT]
     raise InputError(
@@ -39,4 +48,4 @@ def detect(entries: Sequence[Entry], source: str) -> TranscriptFormat:
     )
 
 
-__all__ = ["REGISTRY", "NAMES", "DEFAULT", "TranscriptFormat", "WriteOptions", "detect", "get"]
+__all__ = ["REGISTRY", "NAMES", "DEFAULT", "TranscriptFormat", "WriteOptions", "claim", "detect", "get"]

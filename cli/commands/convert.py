@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from .. import io
-from ..options import Format, InputPath, OnError, Output, format_name
+from ..options import Format, InputPath, OnError, Output, Unbuffered, format_name
 
 MAX_LISTED = 5
 
@@ -23,6 +23,7 @@ def convert(
     to: Annotated[Target, typer.Option("--to", "-t", help="Output format.", show_default=False)] = ...,  # type: ignore[assignment]
     input_format: Format = None,
     output: Output = None,
+    unbuffered: Unbuffered = False,
     on_error: OnError = "fail",  # type: ignore[assignment]
     repair: Annotated[bool, typer.Option("--repair", help="Answer each tool_use that has no result with a synthetic error result (and drop orphan results).")] = False,
     history: Annotated[bool, typer.Option("--history", help="Follow the main chain across compact boundaries instead of converting only the active context.")] = False,
@@ -51,7 +52,7 @@ def convert(
             raise typer.BadParameter("--repair and --history rebuild messages; use them with --to anthropic", param_hint="--to")
         if opened.format.name == target.name and not repair and not history:
             with io.open_output(output) as out:
-                io.write_transcript(opened.entries, out)
+                io.write_transcript(opened.entries, out, unbuffered)
             io.report_skipped(opened.stats, source)
             return
         entries = list(opened.entries)
@@ -60,7 +61,7 @@ def convert(
     options = WriteOptions(session_id=session_id, cwd=cwd, start_time=start_time, model=model)
     written = target.from_messages(api_messages, options)
     with io.open_output(output) as out:
-        io.write_transcript(written, out)
+        io.write_transcript(written, out, unbuffered)
     io.report_skipped(opened.stats, source)
     _report_tool_problems(source, report.unanswered, "tool_use {} has no tool_result", repair, "answered with a synthetic error result")
     _report_tool_problems(source, report.orphans, "tool_result for {} answers no tool_use in the previous message", repair, "dropped")
