@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
+from collections.abc import Callable
 
 import typer
 
@@ -28,25 +30,57 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
     rich_markup_mode=None,
 )
-app.command()(convert)
-app.command()(validate)
+
+
+class PipeClosed(Exception):
+    """stdout's reader went away; not an OSError, so typer does not turn it into exit 1."""
+
+
+def pipe_safe(command: Callable[..., None]) -> Callable[..., None]:
+    @functools.wraps(command)
+    def run(*args: object, **kwargs: object) -> None:
+        try:
+            command(*args, **kwargs)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            raise PipeClosed() from None
+
+    return run
+
+
+for command in (convert, validate):
+    app.command()(pipe_safe(command))
 
 
 def main() -> None:
     """Console entry point: one place for bad input, broken pipes and interrupts."""
+    from typer.exceptions import Abort, TyperException
+
     from ..core.errors import CtxpipeError
 
     try:
-        app(prog_name="ctxpipe")
+        # standalone_mode=False: click would otherwise turn a closed pipe into exit 1 itself.
+        status = app(prog_name="ctxpipe", standalone_mode=False)
+    except TyperException as exc:  # usage errors (typer vendors click; these derive from it)
+        show = getattr(exc, "show", None)
+        if show is not None:
+            show()
+        else:
+            print(f"ctxpipe: error: {exc.format_message()}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except Abort:
+        print("Aborted.", file=sys.stderr)
+        sys.exit(ExitStatus.INTERRUPTED)
     except CtxpipeError as exc:
         if os.environ.get("CTXPIPE_DEBUG"):
             raise
         print(f"ctxpipe: error: {exc}", file=sys.stderr)
         sys.exit(ExitStatus.ERROR)
-    except BrokenPipeError:
+    except (BrokenPipeError, PipeClosed):
         _quiet_broken_pipe()
     except KeyboardInterrupt:
         sys.exit(ExitStatus.INTERRUPTED)
+    sys.exit(status if isinstance(status, int) else ExitStatus.OK)
 
 
 def _quiet_broken_pipe() -> None:

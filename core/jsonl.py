@@ -11,6 +11,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Literal
 
+import json
+import re
+
 import orjson
 
 from .errors import InputError
@@ -41,7 +44,7 @@ class Entry:
     def encode(self) -> bytes:
         """The line's bytes without its terminator."""
         if self.raw is None:
-            self.raw = orjson.dumps(self.obj)
+            self.raw = _dumps(self.obj)
         return self.raw
 
     def replace(self, obj: dict[str, Any]) -> Entry:
@@ -60,19 +63,42 @@ class ReadStats:
     problems: list[tuple[int, str]] = field(default_factory=list)  # (line, what was wrong)
 
 
+TRUNCATED = (
+    "truncated last line: the file ends in the middle of a JSON object "
+    "(it was probably cut off while the agent was writing it; --on-error=skip drops it)"
+)
+
+
 def _describe_bad_line(raw: bytes, is_last_unterminated: bool, error: orjson.JSONDecodeError) -> str:
     if b"\x00" in raw:
         return "binary data, not a JSONL transcript (the line contains NUL bytes)"
     try:
         raw.decode("utf-8")
     except UnicodeDecodeError as exc:
+        # A file cut off at an arbitrary byte often ends inside a multi-byte character.
+        if is_last_unterminated and exc.reason == "unexpected end of data":
+            return TRUNCATED
         return f"invalid UTF-8 at byte {exc.start + 1} of the line"
     if is_last_unterminated:
-        return (
-            "truncated last line: the file ends in the middle of a JSON object "
-            "(it was probably cut off while the agent was writing it; --on-error=skip drops it)"
-        )
+        return TRUNCATED
     return f"invalid JSON: {error.msg} (column {error.colno})"
+
+
+def _loads_with_lone_surrogates(raw: bytes) -> Any:
+    """JavaScript writes a string cut inside an emoji as a lone escape ("\\ud83d"); that is legal
+    JSON, which orjson rejects and the standard library reads."""
+    return json.loads(raw)
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _dumps(obj: dict[str, Any]) -> bytes:
+    try:
+        return orjson.dumps(obj)
+    except orjson.JSONEncodeError:
+        text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+        return _LONE_SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text).encode()
 
 
 def _kind_of(value: object) -> str:
@@ -111,6 +137,15 @@ def iter_entries(
         except decode_error as exc:
             if not raw.strip():
                 continue
+            if "surrogate" in exc.msg:
+                try:
+                    obj = _loads_with_lone_surrogates(raw)
+                except ValueError:
+                    pass
+                else:
+                    if type(obj) is dict:
+                        yield Entry(obj, raw, number, eol)
+                        continue
             what = _describe_bad_line(raw, eol == b"", exc)
         else:
             if type(obj) is dict:
