@@ -10,7 +10,9 @@ from collections.abc import Callable
 import typer
 
 from .commands.convert import convert
+from .commands.count import count
 from .commands.validate import validate
+from .commands.warn import warn
 from .status import ExitStatus
 
 HELP = """Manage the context window of saved AI coding-agent sessions (Claude Code JSONL and more).
@@ -48,7 +50,7 @@ def pipe_safe(command: Callable[..., None]) -> Callable[..., None]:
     return run
 
 
-for command in (convert, validate):
+for command in (convert, validate, count, warn):
     app.command()(pipe_safe(command))
 
 

@@ -166,13 +166,13 @@ def stderr_console() -> Any:
     """A rich console on stderr; no colour when NO_COLOR is set or stderr is not a terminal."""
     from rich.console import Console
 
-    return Console(stderr=True, no_color=bool(os.environ.get("NO_COLOR")) or None)
+    return Console(stderr=True, no_color=bool(os.environ.get("NO_COLOR")) or None, soft_wrap=True)
 
 
 def stdout_console() -> Any:
     from rich.console import Console
 
-    return Console(file=sys.stdout, no_color=bool(os.environ.get("NO_COLOR")) or None)
+    return Console(file=sys.stdout, no_color=bool(os.environ.get("NO_COLOR")) or None, soft_wrap=not sys.stdout.isatty())
 
 
 __all__ = [

@@ -60,7 +60,7 @@ class Marker:
     """A stage's record that content the last usage covered has since been removed."""
 
     position: int  # index into the transcript's entries
-    line: int
+    line: int | None  # None where the reader did not number lines
     kind: str
     tokens_saved: int
 

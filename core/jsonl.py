@@ -107,6 +107,31 @@ def _kind_of(value: object) -> str:
     )
 
 
+class _BadLine(str):
+    """What is wrong with a line (a str, so it cannot be mistaken for a parsed object)."""
+
+
+def _parse_slowly(raw: bytes, is_last_unterminated: bool, error: orjson.JSONDecodeError) -> Any:
+    """The parsed line after orjson refused it, None for a blank line, or a _BadLine."""
+    if not raw.strip():
+        return None
+    if "surrogate" in error.msg:
+        try:
+            return _loads_with_lone_surrogates(raw)
+        except ValueError:
+            pass
+    return _BadLine(_describe_bad_line(raw, is_last_unterminated, error))
+
+
+def _bad_line(source: str, line: int, parsed: Any, on_error: OnError, stats: ReadStats | None) -> None:
+    what = str(parsed) if isinstance(parsed, _BadLine) else f"expected a JSON object, found {_kind_of(parsed)}"
+    if on_error == "fail":
+        raise InputError(source, line, what)
+    if stats is not None:
+        stats.skipped += 1
+        stats.problems.append((line, what))
+
+
 def iter_entries(
     stream: BinaryIO | Iterable[bytes],
     source: str,
@@ -135,28 +160,13 @@ def iter_entries(
         try:
             obj = loads(raw)
         except decode_error as exc:
-            if not raw.strip():
+            obj = _parse_slowly(raw, eol == b"", exc)
+            if obj is None:
                 continue
-            if "surrogate" in exc.msg:
-                try:
-                    obj = _loads_with_lone_surrogates(raw)
-                except ValueError:
-                    pass
-                else:
-                    if type(obj) is dict:
-                        yield Entry(obj, raw, number, eol)
-                        continue
-            what = _describe_bad_line(raw, eol == b"", exc)
+        if type(obj) is dict:
+            yield Entry(obj, raw, number, eol)
         else:
-            if type(obj) is dict:
-                yield Entry(obj, raw, number, eol)
-                continue
-            what = f"expected a JSON object, found {_kind_of(obj)}"
-        if on_error == "fail":
-            raise InputError(source, number, what)
-        if stats is not None:
-            stats.skipped += 1
-            stats.problems.append((number, what))
+            _bad_line(source, number, obj, on_error, stats)
 
 
 def write_entries(entries: Iterable[Entry], out: BinaryIO, flush_each: bool = False) -> None:
@@ -175,3 +185,54 @@ def write_entries(entries: Iterable[Entry], out: BinaryIO, flush_each: bool = Fa
         pending_newline = not eol
         if flush_each:
             out.flush()
+
+
+
+def line_number(buffer: Any, offset: int, chunk: int = 1 << 24) -> int:
+    """The 1-based number of the line that starts at byte `offset` (counts the newlines before it)."""
+    count = 0
+    for position in range(0, offset, chunk):
+        count += bytes(buffer[position : min(offset, position + chunk)]).count(b"\n")
+    return count + 1
+
+
+def iter_lines_reversed(buffer: Any) -> Iterator[tuple[int, int, bytes]]:
+    """(start, content end, eol) of each line of a bytes-like buffer, from the last to the first."""
+    size = len(buffer)
+    terminated = size > 0 and buffer[size - 1 : size] == b"\n"
+    line_end = size - 1 if terminated else size
+    while True:
+        start = buffer.rfind(b"\n", 0, line_end) + 1
+        if terminated and line_end > start and buffer[line_end - 1 : line_end] == b"\r":
+            yield start, line_end - 1, b"\r\n"
+        else:
+            yield start, line_end, b"\n" if terminated else b""
+        if start == 0:
+            return
+        line_end, terminated = start - 1, True
+
+
+def iter_entries_reversed(
+    buffer: Any, source: str, on_error: OnError = "fail", stats: ReadStats | None = None
+) -> Iterator[tuple[int, Entry]]:
+    """(byte offset, entry) from the last line of a buffer (an mmap) back to the first.
+
+    For readers that need only the end of a file: nothing before the point where they stop is
+    parsed or copied. Entries carry no raw bytes and line 0; a bad line is located on demand.
+    """
+    loads = orjson.loads
+    with memoryview(buffer) as view:
+        for start, content_end, eol in iter_lines_reversed(buffer):
+            raw = view[start:content_end]
+            if start == 0 and raw[:3] == BOM:
+                raw = raw[3:]
+            try:
+                obj = loads(raw)
+            except orjson.JSONDecodeError as exc:
+                obj = _parse_slowly(bytes(raw), eol == b"", exc)
+                if obj is None:
+                    continue
+            if type(obj) is dict:
+                yield start, Entry(obj, None, 0, eol)
+            else:
+                _bad_line(source, line_number(buffer, start), obj, on_error, stats)

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..core.jsonl import Entry
+from ..core.count import Marker
+from ..core.jsonl import Entry, OnError, ReadStats
 from ..core.model import Finding, Message
 
 
@@ -39,6 +40,12 @@ class TranscriptFormat(Protocol):
 
     def from_messages(self, messages: Sequence[dict[str, Any]], options: WriteOptions) -> list[Entry]:
         """Entries in this format holding the given Messages-API messages."""
+
+    def read_context(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats) -> list[Entry]:
+        """At least the entries the active context needs, from a whole file's bytes (an mmap)."""
+
+    def markers(self, entries: Sequence[Entry]) -> list[Marker]:
+        """Stage records (microcompact, collapse, …) saying how many tokens they removed."""
 
     def check(self, entries: Sequence[Entry]) -> list[Finding]:
         """Structural problems beyond what the line schema sees."""

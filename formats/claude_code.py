@@ -16,7 +16,8 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from ..core.jsonl import Entry
+from ..core.count import Marker
+from ..core.jsonl import Entry, OnError, ReadStats, iter_entries_reversed
 from ..core.model import Finding, Message
 from .base import WriteOptions
 
@@ -253,6 +254,44 @@ class ClaudeCodeFormat:
                 if rest:
                     add("user", {"role": "user", "content": rest})
         return out
+
+    def read_context(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats) -> list[Entry]:
+        """The file from the start of the active context to its end, parsed from the end backwards.
+
+        Walks the chain from the leaf as lines come in and stops at its root or at the last compact
+        boundary, so the history above a boundary is never parsed. Entries carry no line numbers.
+        """
+        collected: list[Entry] = []
+        wanted: str | None = None
+        leaf_seen = False
+        for _, entry in iter_entries_reversed(buffer, source, on_error, stats):
+            collected.append(entry)
+            obj = entry.obj
+            if not leaf_seen:
+                if obj.get("type") not in MESSAGE_TYPES or obj.get("isSidechain"):
+                    continue
+                leaf_seen = True
+            elif obj.get("uuid") != wanted:
+                continue
+            parent = obj.get("parentUuid")
+            if is_compact_boundary(obj) or not isinstance(parent, str):
+                break
+            wanted = parent
+        collected.reverse()
+        return collected
+
+    def markers(self, entries: Sequence[Entry]) -> list[Marker]:
+        """Records of stages that removed content from the context (microcompact, collapse, …)."""
+        found = []
+        for position, entry in enumerate(entries):
+            obj = entry.obj
+            if obj.get("type") != "system":
+                continue
+            metadata = obj.get("microcompactMetadata") or obj.get("ctxpipeMetadata")
+            if isinstance(metadata, dict) and isinstance(metadata.get("tokensSaved"), int):
+                kind = str(obj.get("subtype") or "marker")
+                found.append(Marker(position, entry.line or None, kind, metadata["tokensSaved"]))
+        return found
 
     def check(self, entries: Sequence[Entry]) -> list[Finding]:
         findings: list[Finding] = []

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import FIXTURES, run_cli
+from helpers import FIXTURES, ROOT, run_cli
 
 # Commands whose output is not a transcript or report worth freezing would be listed here.
 COMMANDS_WITHOUT_GOLDEN: set[str] = set()
@@ -32,7 +32,7 @@ def test_golden_case(args_file: Path) -> None:
     case = args_file.with_suffix("")
     command = args_file.parent.name
     stdin = case.with_suffix(".in.jsonl").read_bytes()
-    result = run_cli(command, *shlex.split(args_file.read_text()), stdin=stdin)
+    result = run_cli(command, *shlex.split(args_file.read_text()), stdin=stdin, cwd=ROOT)
     expected_code = int(case.with_suffix(".code").read_text()) if case.with_suffix(".code").exists() else 0
     assert result.returncode == expected_code, result.stderr.decode()
     assert result.stdout == case.with_suffix(".out.jsonl").read_bytes()

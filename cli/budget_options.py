@@ -1,0 +1,52 @@
+"""Budget settings from the environment, as Claude Code reads them, with flags taking precedence."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Annotated, Optional
+
+import typer
+
+from ..core.budget import BudgetSettings, Setting
+
+ENVIRONMENT = {
+    "auto_compact_window": "CLAUDE_CODE_AUTO_COMPACT_WINDOW",
+    "autocompact_pct": "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE",
+    "max_output_tokens": "CLAUDE_CODE_MAX_OUTPUT_TOKENS",
+    "blocking_limit": "CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE",
+    "disable_auto_compact": "DISABLE_AUTO_COMPACT",
+    "disable_compact": "DISABLE_COMPACT",
+    "disable_1m": "CLAUDE_CODE_DISABLE_1M_CONTEXT",
+}
+
+Window = Annotated[Optional[int], typer.Option("--window", help="Context window in tokens (default: from the model; 1M for [1m] names).", show_default=False)]
+AutocompactPct = Annotated[Optional[float], typer.Option("--autocompact-pct", help="Autocompact at this percentage of the effective window (can only lower the threshold).", show_default=False)]
+MaxOutput = Annotated[Optional[int], typer.Option("--max-output-tokens", help="The model's max output tokens (sets the reserve: min(this, 20,000)).", show_default=False)]
+BlockingLimit = Annotated[Optional[int], typer.Option("--blocking-limit", help="Replace the blocking limit.", show_default=False)]
+NoAutoCompact = Annotated[bool, typer.Option("--no-auto-compact", help="As DISABLE_AUTO_COMPACT: no autocompact level.")]
+Model = Annotated[Optional[str], typer.Option("--model", "-m", help="Model name (default: the one recorded in the transcript).", show_default=False)]
+
+
+def budget_settings(
+    environ: Mapping[str, str] | None = None,
+    autocompact_pct: float | None = None,
+    max_output_tokens: int | None = None,
+    blocking_limit: int | None = None,
+    no_auto_compact: bool = False,
+) -> BudgetSettings:
+    environ = os.environ if environ is None else environ
+    values: dict[str, Setting | None] = {
+        field: Setting(environ[name], name) if environ.get(name, "") != "" else None for field, name in ENVIRONMENT.items()
+    }
+    flags = {
+        "autocompact_pct": (autocompact_pct, "--autocompact-pct"),
+        "max_output_tokens": (max_output_tokens, "--max-output-tokens"),
+        "blocking_limit": (blocking_limit, "--blocking-limit"),
+    }
+    for field, (value, flag) in flags.items():
+        if value is not None:
+            values[field] = Setting(f"{value:g}" if isinstance(value, float) else str(value), flag)
+    if no_auto_compact:
+        values["disable_auto_compact"] = Setting("1", "--no-auto-compact")
+    return BudgetSettings(**values)

@@ -1,0 +1,168 @@
+"""`ctxpipe count`: the active context's size, exact and estimated parts apart."""
+
+from __future__ import annotations
+
+import functools
+from enum import Enum
+from typing import Annotated, Any, Optional
+
+import typer
+
+from .. import io
+from ..budget_options import AutocompactPct, BlockingLimit, MaxOutput, Model, NoAutoCompact, Window, budget_settings
+from ..options import Format, InputPaths, Json, OnError, format_name
+from ..status import ExitStatus
+
+
+class Tokenizer(str, Enum):
+    calibrated = "calibrated"
+    pieces = "pieces"
+    rough = "rough"
+    cl100k = "tiktoken:cl100k_base"
+    o200k = "tiktoken:o200k_base"
+
+
+class By(str, Enum):
+    role = "role"
+    block = "block"
+    tool = "tool"
+
+
+def count(
+    paths: InputPaths = None,
+    input_format: Format = None,
+    model: Model = None,
+    window: Window = None,
+    tokenizer: Annotated[Tokenizer, typer.Option("--tokenizer", "-t", help="Estimator for what came after the last recorded usage.")] = Tokenizer.calibrated,
+    calibrate: Annotated[Optional[bool], typer.Option("--calibrate/--no-calibrate", help="Fit the estimator to the transcript's recorded usage (default: only for 'calibrated').", show_default=False)] = None,
+    as_claude_code: Annotated[bool, typer.Option("--as-claude-code", help="Reproduce Claude Code's own figure (characters/4, no calibration).")] = False,
+    by: Annotated[Optional[By], typer.Option("--by", help="Break the active context down by role, block type or tool.", show_default=False)] = None,
+    top: Annotated[int, typer.Option("--top", help="List the N largest lines of the active context.", min=0)] = 0,
+    timeline: Annotated[bool, typer.Option("--timeline", help="Chart the context size at every API call across the session.")] = False,
+    svg: Annotated[Optional[str], typer.Option("--svg", help="Save the timeline chart as an SVG picture.", show_default=False)] = None,
+    json_output: Json = False,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Worker processes for many files (0: one per core).", min=0)] = 0,
+    subagents: Annotated[bool, typer.Option("--subagents/--no-subagents", help="Include subagent files found in folders.")] = True,
+    on_error: OnError = "fail",  # type: ignore[assignment]
+    autocompact_pct: AutocompactPct = None,
+    max_output_tokens: MaxOutput = None,
+    blocking_limit: BlockingLimit = None,
+    no_auto_compact: NoAutoCompact = False,
+) -> None:
+    """Count the tokens of each transcript's active context.
+
+    The figure is the last recorded API usage (exact: input + cache writes + cache reads + output
+    of the last main-chain response) plus an estimate of everything after it, as Claude Code
+    computes it. The estimate is calibrated on the usage recorded earlier in the same transcript.
+    Folders are searched for session files (main sessions and subagents, every layout). Only the
+    end of each file is read unless --by, --top or --timeline need it all.
+
+    Example:  ctxpipe count ~/.claude/projects/-home-me-app/
+    """
+    from ...counting import CountOptions, count_file
+    from ...sessions import find_sessions
+    from ..batch import default_jobs, run_all
+
+    options = CountOptions(
+        tokenizer=tokenizer.value,
+        calibrate=calibrate,
+        as_claude_code=as_claude_code,
+        model=model,
+        window=window,
+        format=format_name(input_format),
+        on_error=on_error.value,
+        by=by.value if by else None,
+        top=top,
+        timeline=timeline or svg is not None,
+        budget=budget_settings(autocompact_pct=autocompact_pct, max_output_tokens=max_output_tokens, blocking_limit=blocking_limit, no_auto_compact=no_auto_compact),
+    )
+    if not paths or paths == [io.STDIN]:
+        results = [(True, count_file(None, options))]
+        inputs_shown = [io.STDIN]
+    else:
+        files = find_sessions(paths, subagents)
+        if not files:
+            raise typer.BadParameter("no session files (*.jsonl) found", param_hint="PATHS")
+        job = functools.partial(_count_one, options=options)
+        results = run_all(job, [(str(f.path), f.kind, f.shown) for f in files], jobs or default_jobs(), sum(f.size for f in files))
+        inputs_shown = [f.shown for f in files]
+    counted = [value for ok, value in results if ok]
+    failures = [value for ok, value in results if not ok]
+    if len(results) == 1 and failures:
+        raise failures[0]
+    for failure in failures:
+        io.error(str(failure))
+    for result in counted:
+        if result.skipped_lines:
+            io.warn(f"{result.file}: skipped {result.skipped_lines} bad line{'s' if result.skipped_lines != 1 else ''}")
+    rows = [result.as_dict() for result in counted]
+    if len(inputs_shown) > 1:
+        rows.append(_total(rows, len(failures)))
+    if svg is not None and counted:
+        from ..chart import timeline_svg
+
+        with io.open_output(svg) as out:
+            out.write(timeline_svg(counted[0]).encode())
+    if json_output or not io.stdout_is_terminal():
+        io.write_json_lines(rows)
+    else:
+        _print(counted, rows, timeline, options.by)
+    if failures:
+        raise typer.Exit(ExitStatus.ERROR)
+
+
+def _count_one(item: tuple[str, str, str], options: Any) -> Any:
+    from ...counting import count_file
+
+    path, kind, shown = item
+    return count_file(path, options, kind, shown)
+
+
+def _total(rows: list[dict[str, Any]], failed: int) -> dict[str, Any]:
+    return {
+        "file": None,
+        "total": True,
+        "files": len(rows),
+        "failed": failed,
+        "tokens": sum(row["tokens"] for row in rows),
+        "exact_tokens": sum(row["exact_tokens"] for row in rows),
+        "estimated_tokens": sum(row["estimated_tokens"] for row in rows),
+        "messages": sum(row["messages"] for row in rows),
+    }
+
+
+def _print(counted: list[Any], rows: list[dict[str, Any]], timeline: bool, by: str | None) -> None:
+    from rich.table import Table
+
+    console = io.stdout_console()
+    table = Table(show_edge=False, header_style="bold")
+    for column, justify in (("file", "left"), ("model", "left"), ("window", "right"), ("tokens", "right"), ("exact", "right"), ("estimated", "right"), ("used", "right"), ("messages", "right")):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for row in rows:
+        if row.get("total"):
+            table.add_row("[bold]total[/]", "", "", f"[bold]{row['tokens']:,}[/]", f"{row['exact_tokens']:,}", f"{row['estimated_tokens']:,}", "", f"{row['messages']:,}")
+            continue
+        table.add_row(row["file"], row["model"] or "?", f"{row['context_window']:,}", f"[bold]{row['tokens']:,}[/]", f"{row['exact_tokens']:,}", f"{row['estimated_tokens']:,}", f"{row['percent_of_window']}%", f"{row['messages']:,}")
+    console.print(table)
+    for result in counted:
+        data = result.as_dict()
+        for adjustment in data["adjustments"]:
+            console.print(f"  {data['file']}: {adjustment['tokens']:+,} tokens ({adjustment['note']}, line {adjustment['line']})")
+        if len(counted) == 1:
+            console.print(f"[dim]estimator: {data['tokenizer']}; exact part from the last recorded usage, estimated part for the {data['estimated_messages']} message(s) after it[/]")
+        if "breakdown" in data:
+            console.print(f"[bold]{data['file']}[/]: estimated tokens by {by}")
+            breakdown = Table("group", "tokens", "share", "blocks", show_edge=False)
+            for item in data["breakdown"]:
+                breakdown.add_row(item["key"], f"{item['tokens']:,}", f"{item['share']}%", str(item["blocks"]))
+            console.print(breakdown)
+        if "top" in data:
+            console.print(f"[bold]{data['file']}[/]: largest lines")
+            largest = Table("line", "role", "block", "tool", "tokens", show_edge=False)
+            for item in data["top"]:
+                largest.add_row(str(item["line"] or ""), item["role"], item["block"], item["tool"] or "", f"{item['tokens']:,}")
+            console.print(largest)
+        if timeline and "timeline" in data:
+            from ..chart import timeline_text
+
+            console.print(timeline_text(result, console.width))

@@ -1,0 +1,110 @@
+"""`ctxpipe warn`: the warning level of a transcript's active context, as an exit code."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from .. import io
+from ..budget_options import AutocompactPct, BlockingLimit, MaxOutput, Model, NoAutoCompact, Window, budget_settings
+from ..options import Format, InputPath, Json, OnError, format_name
+
+LEVEL_EXIT = {"normal": 0, "warning": 3, "autocompact": 4, "blocking": 5}
+LEVEL_STYLE = {"normal": "green", "warning": "yellow", "autocompact": "magenta", "blocking": "bold red"}
+
+
+def warn(
+    path: InputPath = None,
+    input_format: Format = None,
+    model: Model = None,
+    window: Window = None,
+    autocompact_pct: AutocompactPct = None,
+    max_output_tokens: MaxOutput = None,
+    blocking_limit: BlockingLimit = None,
+    no_auto_compact: NoAutoCompact = False,
+    json_output: Json = False,
+    explain: Annotated[bool, typer.Option("--explain", help="Show where each threshold came from, and any override that was ignored and why.")] = False,
+    pass_through: Annotated[bool, typer.Option("--pass-through", help="Copy the input to stdout unchanged and report on stderr, to sit inside a pipe.")] = False,
+    on_error: OnError = "fail",  # type: ignore[assignment]
+) -> None:
+    """Report the context's level and exit with it: 0 normal, 3 warning, 4 autocompact, 5 blocking.
+
+    Thresholds follow Claude Code: effective window = window − min(max output, 20,000);
+    autocompact = effective − 13,000; warning = autocompact − 20,000; blocking = effective − 3,000.
+    The environment variables Claude Code reads (CLAUDE_CODE_AUTO_COMPACT_WINDOW,
+    CLAUDE_AUTOCOMPACT_PCT_OVERRIDE, CLAUDE_CODE_MAX_OUTPUT_TOKENS,
+    CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE, DISABLE_AUTO_COMPACT, DISABLE_COMPACT) apply; flags win.
+
+    Example:  ctxpipe warn session.jsonl || ctxpipe compact --in-place session.jsonl
+    """
+    from ...counting import CountOptions, count_buffer, mapped
+
+    options = CountOptions(
+        model=model,
+        window=window,
+        format=format_name(input_format),
+        on_error=on_error.value,
+        budget=budget_settings(autocompact_pct=autocompact_pct, max_output_tokens=max_output_tokens, blocking_limit=blocking_limit, no_auto_compact=no_auto_compact),
+    )
+    source = io.source_name(path)
+    with mapped(path) as buffer:
+        result = count_buffer(buffer, source, options)
+        if pass_through:
+            with io.open_output(None) as out:
+                out.write(buffer)
+    report = _report(result)
+    if pass_through:
+        _print_brief(report, to_stderr=True)
+    elif json_output or not io.stdout_is_terminal():
+        io.write_json_lines([report])
+    else:
+        _print_brief(report, to_stderr=False)
+    if explain and (pass_through or not (json_output or not io.stdout_is_terminal())):
+        _print_explanation(result, to_stderr=pass_through)  # the JSON report carries it already
+    raise typer.Exit(LEVEL_EXIT[report["level"]])
+
+
+def _report(result: Any) -> dict[str, Any]:
+    levels = result.thresholds
+    tokens = result.count.tokens
+    return {
+        "file": result.file,
+        "model": result.count.model,
+        "level": levels.level(tokens),
+        "tokens": tokens,
+        "exact_tokens": result.count.exact_tokens,
+        "estimated_tokens": result.count.estimated_tokens,
+        "context_window": levels.window,
+        "effective_window": levels.effective_window,
+        "max_output_tokens": levels.max_output_tokens,
+        "thresholds": {
+            "warning": levels.warning,
+            "error": levels.error,
+            "autocompact": levels.autocompact,
+            "blocking": levels.blocking,
+        },
+        "percent_left": levels.percent_left(tokens),
+        "percent_used": round(100 * tokens / levels.window, 1),
+        "explanations": list(levels.explanations),
+        "ignored": list(levels.ignored),
+    }
+
+
+def _print_brief(report: dict[str, Any], to_stderr: bool) -> None:
+    console = io.stderr_console() if to_stderr else io.stdout_console()
+    level = report["level"]
+    autocompact = report["thresholds"]["autocompact"]
+    target = f"autocompact at {autocompact:,}" if autocompact is not None else "autocompact off"
+    console.print(
+        f"{report['file']}: [{LEVEL_STYLE[level]}]{level}[/] — {report['tokens']:,} tokens "
+        f"({report['percent_used']}% of {report['context_window']:,}; {report['percent_left']}% left before {target})"
+    )
+
+
+def _print_explanation(result: Any, to_stderr: bool) -> None:
+    console = io.stderr_console() if to_stderr else io.stdout_console()
+    for line in result.thresholds.explanations:
+        console.print(f"  {line}")
+    for line in result.thresholds.ignored:
+        console.print(f"  [yellow]{line}[/]")
