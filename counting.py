@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from .core.budget import ONE_MILLION, BudgetSettings, Thresholds, model_window, thresholds
-from .core.count import UNCALIBRATED, Calibration, ContextCount, Estimates, calibrate, count_context, usage_prompt
+from .core.count import CALIBRATION_WINDOW, UNCALIBRATED, Calibration, ContextCount, Estimates, calibrate, count_context, usage_prompt
 from .core.errors import InputError
-from .core.jsonl import Entry, OnError, ReadStats, iter_entries
+from .core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries, iter_entries
 from .core.model import Message
-from .core.tokens import TextCounter, block_texts, counter_named
+from .core.tokens import TextCounter, block_texts, counter_named, estimate_each
 from .formats import claim, detect, get
 
 DEFAULT_TOKENIZER = "calibrated"
@@ -40,16 +40,18 @@ class CountOptions:
     by: str | None = None  # role | block | tool
     top: int = 0
     timeline: bool = False
+    whole: bool = False  # parse every line, for an exact message count
     budget: BudgetSettings = field(default_factory=BudgetSettings)
+    threads: int = 1  # tokenizer threads (tiktoken only)
 
     @property
     def full(self) -> bool:
-        return bool(self.by or self.top or self.timeline)
+        return bool(self.whole or self.by or self.top or self.timeline)
 
     def counter(self) -> TextCounter:
         if self.as_claude_code:
             return counter_named("rough")
-        return counter_named(CALIBRATED_BASE if self.tokenizer == DEFAULT_TOKENIZER else self.tokenizer)
+        return counter_named(CALIBRATED_BASE if self.tokenizer == DEFAULT_TOKENIZER else self.tokenizer, self.threads)
 
     @property
     def calibrating(self) -> bool:
@@ -158,11 +160,11 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: str | No
     transcript_format = get(format_name)
     stats = ReadStats()
     if options.full:
-        import io
-
-        entries = list(iter_entries(io.BytesIO(buffer), source, options.on_error, stats))
+        entries, complete = list(iter_buffer_entries(buffer, source, options.on_error, stats)), True
     else:
-        entries = transcript_format.read_context(buffer, source, options.on_error, stats)
+        # Enough responses for the calibration window, and the one before it for its first gap.
+        needed = CALIBRATION_WINDOW + 1 if options.calibrating else 1
+        entries, complete = transcript_format.read_context(buffer, source, options.on_error, stats, needed)
     messages = transcript_format.messages(entries)
     counter = options.counter()
     estimates = Estimates(messages, counter)
@@ -176,6 +178,8 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: str | No
     anchor_uuid = None
     if counted.anchor is not None and messages[counted.anchor].entries:
         anchor_uuid = entries[messages[counted.anchor].entries[-1]].obj.get("uuid")
+    if not complete:
+        counted.messages = None
     result = FileCount(source, format_name, kind, counted, levels.window, reason, levels, _tokenizer_label(options, calibration), anchor_uuid, stats.skipped)
     if options.by:
         result.breakdown = breakdown(messages, estimates, calibration, options.by)
@@ -221,9 +225,11 @@ def _tool_names(messages: Sequence[Message]) -> dict[str, str]:
     }
 
 
-def _block_tokens(block: dict[str, Any], counter: TextCounter, calibration: Calibration) -> int:
-    texts, flat = block_texts(block)
-    return round(calibration.slope * sum(counter.count_many(texts))) + flat if texts else flat
+def _block_tokens(messages: Sequence[Message], counter: TextCounter, calibration: Calibration) -> list[int]:
+    """Calibrated tokens of every block of `messages`, in order (one tokenizer batch)."""
+    blocks = [block for message in messages for block in message.content]
+    flat = [block_texts(block)[1] for block in blocks]
+    return [round(calibration.slope * (tokens - image)) + image for tokens, image in zip(estimate_each(blocks, counter), flat)]
 
 
 def breakdown(messages: Sequence[Message], estimates: Estimates, calibration: Calibration, by: str) -> list[dict[str, Any]]:
@@ -231,10 +237,11 @@ def breakdown(messages: Sequence[Message], estimates: Estimates, calibration: Ca
     names = _tool_names(messages)
     totals: dict[str, int] = defaultdict(int)
     counts: dict[str, int] = defaultdict(int)
+    tokens = iter(_block_tokens(messages, estimates.counter, calibration))
     for message in messages:
         for block in message.content:
             key = _block_key(block, by, names, message.role)
-            totals[key] += _block_tokens(block, estimates.counter, calibration)
+            totals[key] += next(tokens)
             counts[key] += 1
     grand = sum(totals.values()) or 1
     return [
@@ -247,6 +254,7 @@ def largest_entries(messages: Sequence[Message], entries: Sequence[Entry], count
     """The `limit` lines of the active context that cost the most, with what they hold."""
     names = _tool_names(messages)
     rows: list[dict[str, Any]] = []
+    tokens = iter(_block_tokens(messages, counter, calibration))
     for message in messages:
         per_line = len(message.entries) == len(message.content)
         for number, block in enumerate(message.content):
@@ -258,7 +266,7 @@ def largest_entries(messages: Sequence[Message], entries: Sequence[Entry], count
                 "role": message.role,
                 "block": kind,
                 "tool": tool,
-                "tokens": _block_tokens(block, counter, calibration),
+                "tokens": next(tokens),
             })
     rows.sort(key=lambda row: -row["tokens"])
     return rows[:limit]

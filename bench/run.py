@@ -45,6 +45,9 @@ with open(sys.argv[1], "rb") as f:
 """
 
 
+CCUSAGE = "ccusage@20.0.24"
+
+
 class Unavailable(Exception):
     """A command a benchmark needs is not installed."""
 
@@ -78,6 +81,32 @@ class Inputs:
             raise Unavailable(f"ctxpipe not found next to {sys.executable} or on PATH "
                               "(pip install -e . first)")
         return found
+
+    @functools.cached_property
+    def ccusage_config(self) -> str:
+        """A CLAUDE_CONFIG_DIR whose projects/ is the tree, for ccusage to read."""
+        config = Path(self.tree).parent / "ccusage-config"
+        config.mkdir(exist_ok=True)
+        link = config / "projects"
+        if not link.exists():
+            link.symlink_to(Path(self.tree).resolve(), target_is_directory=True)
+        return str(config)
+
+    @functools.cached_property
+    def ccusage(self) -> str:
+        """ccusage (npm ccusage@20.0.24 with its native package), installed into the data folder."""
+        local = Path(self.tree).parent / "node_modules" / ".bin" / "ccusage"
+        found = shutil.which("ccusage") or (str(local) if local.exists() else None)
+        if found:
+            return found
+        npm = shutil.which("npm")
+        if not npm:
+            raise Unavailable("ccusage not installed and npm not found")
+        subprocess.run([npm, "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(local.parents[2]), CCUSAGE],
+                       check=False, capture_output=True)
+        if not local.exists():
+            raise Unavailable(f"could not install {CCUSAGE} with npm")
+        return str(local)
 
     @functools.cached_property
     def jq(self) -> str:
@@ -185,6 +214,32 @@ BENCHES: list[Bench] = [
     Bench(
         "convert-identity-half",
         lambda i: [i.ctxpipe, "convert", "--to", "claude-code", i.half],
+        ratio=False,
+    ),
+    Bench(
+        "count-big",
+        lambda i: [i.ctxpipe, "count", "--json", i.big],
+        targets=(time_ratio_at_most(1.5),),
+    ),
+    Bench(
+        # Every line parsed (what --by/--top/--timeline cost): shows what reading only the end saves.
+        "count-big-full",
+        lambda i: [i.ctxpipe, "count", "--json", "--full", i.big],
+    ),
+    Bench(
+        "ccusage-tree",
+        lambda i: ["env", f"CLAUDE_CONFIG_DIR={i.ccusage_config}", i.ccusage, "claude", "session", "--json", "--offline"],
+        ratio=False,
+    ),
+    Bench(
+        "count-tree",
+        lambda i: [i.ctxpipe, "count", "--json", i.tree],
+        targets=(faster_than("ccusage-tree"),),
+        ratio=False,
+    ),
+    Bench(
+        "count-tree-1-job",
+        lambda i: [i.ctxpipe, "count", "--json", "--jobs", "1", i.tree],
         ratio=False,
     ),
     Bench(

@@ -10,15 +10,15 @@ responses tells how many tokens the content between them really cost.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .model import Message
-from .tokens import TextCounter, estimate_blocks
+from .tokens import TextCounter, estimate_blocks, estimate_each
 
 SYNTHETIC_MODEL = "<synthetic>"
-CALIBRATION_WINDOW = 30  # the most recent response pairs used for the fit
+CALIBRATION_WINDOW = 10  # the most recent response pairs used for the fit (bench/accuracy.py: 30 gains little)
 MIN_PAIRS = 3
 MIN_SLOPE_GAP = 20  # gaps this small say nothing about the slope, only about fixed overhead
 SLOPE_LIMITS = (0.5, 4.0)
@@ -81,7 +81,7 @@ class ContextCount:
     tokens: int
     exact_tokens: int
     estimated_tokens: int
-    messages: int
+    messages: int | None  # None when only the end of the context was read
     estimated_messages: int
     model: str | None
     anchor: int | None  # index of the anchoring message
@@ -122,7 +122,18 @@ class Estimates:
         return self._cache[index]
 
     def between(self, start: int, stop: int) -> int:
-        return sum(self.of(index) for index in range(start, stop))
+        self.prefetch(range(start, stop))
+        return sum(self._cache[index] for index in range(start, stop))
+
+    def prefetch(self, indices: Iterable[int]) -> None:
+        """Estimate the given messages in one batch (a real tokenizer is much faster that way)."""
+        missing = [index for index in indices if index not in self._cache]
+        if not missing:
+            return
+        blocks = [block for index in missing for block in self.messages[index].content]
+        per_block = iter(estimate_each(blocks, self.counter))
+        for index in missing:
+            self._cache[index] = sum(next(per_block) for _ in self.messages[index].content)
 
 
 def output_shortfall(estimates: Estimates, index: int) -> int:
@@ -140,7 +151,10 @@ def calibration_pairs(estimates: Estimates, window: int = CALIBRATION_WINDOW) ->
     messages = estimates.messages
     anchors = response_indices(messages)
     pairs: list[tuple[int, int]] = []
-    for before, after in list(zip(anchors, anchors[1:]))[-window:]:
+    recent = list(zip(anchors, anchors[1:]))[-window:]
+    if recent:
+        estimates.prefetch(range(recent[0][0], recent[-1][1]))
+    for before, after in recent:
         if any(m.compact_summary for m in messages[before + 1 : after]):
             continue  # a summary replaced the history in between: the usages are not comparable
         estimated = estimates.between(before + 1, after) + output_shortfall(estimates, before)

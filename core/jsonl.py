@@ -236,3 +236,32 @@ def iter_entries_reversed(
                 yield start, Entry(obj, None, 0, eol)
             else:
                 _bad_line(source, line_number(buffer, start), obj, on_error, stats)
+
+
+def iter_buffer_entries(buffer: Any, source: str, on_error: OnError = "fail", stats: ReadStats | None = None) -> Iterator[Entry]:
+    """Entries of a whole bytes-like buffer (an mmap), numbered, without copying their bytes.
+
+    For reports that read everything but write nothing: entries keep no raw bytes.
+    """
+    loads = orjson.loads
+    size = len(buffer)
+    start = 3 if buffer[:3] == BOM else 0
+    number = 0
+    with memoryview(buffer) as view:
+        while start < size:
+            number += 1
+            newline = buffer.find(b"\n", start)
+            end = size if newline < 0 else newline
+            content_end, eol = (end - 1, b"\r\n") if newline >= 0 and end > start and buffer[end - 1 : end] == b"\r" else (end, b"" if newline < 0 else b"\n")
+            raw = view[start:content_end]
+            start = end + 1
+            try:
+                obj = loads(raw)
+            except orjson.JSONDecodeError as exc:
+                obj = _parse_slowly(bytes(raw), eol == b"", exc)
+                if obj is None:
+                    continue
+            if type(obj) is dict:
+                yield Entry(obj, None, number, eol)
+            else:
+                _bad_line(source, number, obj, on_error, stats)

@@ -10,13 +10,12 @@ response's recorded usage.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 from typing import Any
 
 from ..core.convert import to_api_messages
 from ..core.count import Marker
-from ..core.jsonl import Entry, OnError, ReadStats, iter_entries
+from ..core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries
 from ..core.model import Finding, Message
 from .base import WriteOptions
 
@@ -55,8 +54,8 @@ class AnthropicFormat:
     def from_messages(self, messages: Sequence[dict[str, Any]], options: WriteOptions) -> list[Entry]:
         return [Entry(dict(message)) for message in messages]
 
-    def read_context(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats) -> list[Entry]:
-        return list(iter_entries(io.BytesIO(buffer), source, on_error, stats))
+    def read_context(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats, responses: int | None = None) -> tuple[list[Entry], bool]:
+        return list(iter_buffer_entries(buffer, source, on_error, stats)), True
 
     def markers(self, entries: Sequence[Entry]) -> list[Marker]:
         return []

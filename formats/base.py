@@ -41,8 +41,10 @@ class TranscriptFormat(Protocol):
     def from_messages(self, messages: Sequence[dict[str, Any]], options: WriteOptions) -> list[Entry]:
         """Entries in this format holding the given Messages-API messages."""
 
-    def read_context(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats) -> list[Entry]:
-        """At least the entries the active context needs, from a whole file's bytes (an mmap)."""
+    def read_context(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats, responses: int | None = None) -> tuple[list[Entry], bool]:
+        """The entries a count needs from a whole file's bytes (an mmap): at least the last
+        `responses` API responses of the active context and all after them (all of it when None),
+        and whether they reach the start of the active context."""
 
     def markers(self, entries: Sequence[Entry]) -> list[Marker]:
         """Stage records (microcompact, collapse, …) saying how many tokens they removed."""

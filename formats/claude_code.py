@@ -131,6 +131,17 @@ def context_positions(entries: Sequence[Entry], history: bool = False) -> list[i
     return sorted(on_chain.union(extra))
 
 
+def _response_id(obj: dict[str, Any]) -> str | None:
+    """The message.id of a real API response line (one with usage, not a synthetic error)."""
+    payload = obj.get("message")
+    if obj.get("type") != "assistant" or not isinstance(payload, dict) or "usage" not in payload:
+        return None
+    if payload.get("model") == "<synthetic>":
+        return None
+    message_id = payload.get("id")
+    return message_id if isinstance(message_id, str) else None
+
+
 def _blocks(content: Any) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
@@ -255,30 +266,41 @@ class ClaudeCodeFormat:
                     add("user", {"role": "user", "content": rest})
         return out
 
-    def read_context(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats) -> list[Entry]:
-        """The file from the start of the active context to its end, parsed from the end backwards.
+    def read_context(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats, responses: int | None = None) -> tuple[list[Entry], bool]:
+        """The end of the file back to the start of the active context, parsed backwards.
 
         Walks the chain from the leaf as lines come in and stops at its root or at the last compact
-        boundary, so the history above a boundary is never parsed. Entries carry no line numbers.
+        boundary, so history above a boundary is never parsed; with `responses`, it stops as soon as
+        that many whole API responses of the chain are in hand. Returns the entries (in file order,
+        without line numbers) and whether they reach the start of the active context.
         """
         collected: list[Entry] = []
         wanted: str | None = None
         leaf_seen = False
+        seen_responses: set[str] = set()
+        complete = True
         for _, entry in iter_entries_reversed(buffer, source, on_error, stats):
-            collected.append(entry)
             obj = entry.obj
+            if leaf_seen and obj.get("uuid") == wanted and responses is not None and _response_id(obj) not in seen_responses:
+                if len(seen_responses) >= responses and _response_id(obj) is not None:
+                    complete = False  # every line of the responses counted so far is in hand
+                    break
+            collected.append(entry)
             if not leaf_seen:
                 if obj.get("type") not in MESSAGE_TYPES or obj.get("isSidechain"):
                     continue
                 leaf_seen = True
             elif obj.get("uuid") != wanted:
                 continue
+            response = _response_id(obj)
+            if response is not None:
+                seen_responses.add(response)
             parent = obj.get("parentUuid")
             if is_compact_boundary(obj) or not isinstance(parent, str):
                 break
             wanted = parent
         collected.reverse()
-        return collected
+        return collected, complete
 
     def markers(self, entries: Sequence[Entry]) -> list[Marker]:
         """Records of stages that removed content from the context (microcompact, collapse, …)."""

@@ -10,7 +10,6 @@ events, except `token_count`, which carries the usage of the last model call; a 
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,7 +17,7 @@ import orjson
 
 from ..core.errors import UnsupportedError
 from ..core.count import Marker
-from ..core.jsonl import Entry, OnError, ReadStats, iter_entries
+from ..core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries
 from ..core.model import Finding, Message
 from .base import WriteOptions
 
@@ -153,8 +152,8 @@ class CodexFormat:
     def from_messages(self, messages: Sequence[dict[str, Any]], options: WriteOptions) -> list[Entry]:
         raise UnsupportedError("ctxpipe reads the codex format but does not write it; convert to anthropic or claude-code")
 
-    def read_context(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats) -> list[Entry]:
-        return list(iter_entries(io.BytesIO(buffer), source, on_error, stats))
+    def read_context(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats, responses: int | None = None) -> tuple[list[Entry], bool]:
+        return list(iter_buffer_entries(buffer, source, on_error, stats)), True
 
     def markers(self, entries: Sequence[Entry]) -> list[Marker]:
         return []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 from enum import Enum
 from typing import Annotated, Any, Optional
 
@@ -39,6 +40,7 @@ def count(
     by: Annotated[Optional[By], typer.Option("--by", help="Break the active context down by role, block type or tool.", show_default=False)] = None,
     top: Annotated[int, typer.Option("--top", help="List the N largest lines of the active context.", min=0)] = 0,
     timeline: Annotated[bool, typer.Option("--timeline", help="Chart the context size at every API call across the session.")] = False,
+    full: Annotated[bool, typer.Option("--full", help="Parse every line (an exact message count; slower on big folders).")] = False,
     svg: Annotated[Optional[str], typer.Option("--svg", help="Save the timeline chart as an SVG picture.", show_default=False)] = None,
     json_output: Json = False,
     jobs: Annotated[int, typer.Option("--jobs", "-j", help="Worker processes for many files (0: one per core).", min=0)] = 0,
@@ -55,7 +57,9 @@ def count(
     of the last main-chain response) plus an estimate of everything after it, as Claude Code
     computes it. The estimate is calibrated on the usage recorded earlier in the same transcript.
     Folders are searched for session files (main sessions and subagents, every layout). Only the
-    end of each file is read unless --by, --top or --timeline need it all.
+    end of each file is read (back to the calibration window), unless --full, --by, --top or
+    --timeline need it all; the message count is then given only where the read reached the
+    start of the active context.
 
     Example:  ctxpipe count ~/.claude/projects/-home-me-app/
     """
@@ -74,17 +78,21 @@ def count(
         by=by.value if by else None,
         top=top,
         timeline=timeline or svg is not None,
+        whole=full,
         budget=budget_settings(autocompact_pct=autocompact_pct, max_output_tokens=max_output_tokens, blocking_limit=blocking_limit, no_auto_compact=no_auto_compact),
     )
+    workers = jobs or default_jobs()
     if not paths or paths == [io.STDIN]:
-        results = [(True, count_file(None, options))]
+        results = [(True, count_file(None, replace(options, threads=workers)))]
         inputs_shown = [io.STDIN]
     else:
         files = find_sessions(paths, subagents)
         if not files:
             raise typer.BadParameter("no session files (*.jsonl) found", param_hint="PATHS")
+        # One file: the tokenizer may use every core; many: the files are spread over them instead.
+        options = replace(options, threads=workers if len(files) == 1 else 1)
         job = functools.partial(_count_one, options=options)
-        results = run_all(job, [(str(f.path), f.kind, f.shown) for f in files], jobs or default_jobs(), sum(f.size for f in files))
+        results = run_all(job, [(str(f.path), f.kind, f.shown) for f in files], workers, sum(f.size for f in files))
         inputs_shown = [f.shown for f in files]
     counted = [value for ok, value in results if ok]
     failures = [value for ok, value in results if not ok]
@@ -127,8 +135,12 @@ def _total(rows: list[dict[str, Any]], failed: int) -> dict[str, Any]:
         "tokens": sum(row["tokens"] for row in rows),
         "exact_tokens": sum(row["exact_tokens"] for row in rows),
         "estimated_tokens": sum(row["estimated_tokens"] for row in rows),
-        "messages": sum(row["messages"] for row in rows),
+        "messages": sum(row["messages"] for row in rows) if all(row["messages"] is not None for row in rows) else None,
     }
+
+
+def _messages(value: int | None) -> str:
+    return "—" if value is None else f"{value:,}"
 
 
 def _print(counted: list[Any], rows: list[dict[str, Any]], timeline: bool, by: str | None) -> None:
@@ -140,9 +152,9 @@ def _print(counted: list[Any], rows: list[dict[str, Any]], timeline: bool, by: s
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     for row in rows:
         if row.get("total"):
-            table.add_row("[bold]total[/]", "", "", f"[bold]{row['tokens']:,}[/]", f"{row['exact_tokens']:,}", f"{row['estimated_tokens']:,}", "", f"{row['messages']:,}")
+            table.add_row("[bold]total[/]", "", "", f"[bold]{row['tokens']:,}[/]", f"{row['exact_tokens']:,}", f"{row['estimated_tokens']:,}", "", _messages(row["messages"]))
             continue
-        table.add_row(row["file"], row["model"] or "?", f"{row['context_window']:,}", f"[bold]{row['tokens']:,}[/]", f"{row['exact_tokens']:,}", f"{row['estimated_tokens']:,}", f"{row['percent_of_window']}%", f"{row['messages']:,}")
+        table.add_row(row["file"], row["model"] or "?", f"{row['context_window']:,}", f"[bold]{row['tokens']:,}[/]", f"{row['exact_tokens']:,}", f"{row['estimated_tokens']:,}", f"{row['percent_of_window']}%", _messages(row["messages"]))
     console.print(table)
     for result in counted:
         data = result.as_dict()
