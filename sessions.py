@@ -43,7 +43,7 @@ def find_sessions(paths: Iterable[str], subagents: bool = True) -> list[SessionF
     """Files as given, and every session file below each folder, in a stable order."""
     found: list[SessionFile] = []
     for given in paths:
-        path = Path(given)
+        path = Path(given).expanduser()
         if path.is_dir():
             for root, folders, files in os.walk(path):
                 folders.sort()
