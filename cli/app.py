@@ -11,6 +11,8 @@ import typer
 
 from .commands.convert import convert
 from .commands.count import count
+from .commands.expand import expand
+from .commands.microcompact import microcompact
 from .commands.validate import validate
 from .commands.warn import warn
 from .status import ExitStatus
@@ -50,7 +52,7 @@ def pipe_safe(command: Callable[..., None]) -> Callable[..., None]:
     return run
 
 
-for command in (convert, validate, count, warn):
+for command in (convert, validate, count, warn, microcompact, expand):
     app.command()(pipe_safe(command))
 
 

@@ -213,12 +213,13 @@ def iter_lines_reversed(buffer: Any) -> Iterator[tuple[int, int, bytes]]:
 
 
 def iter_entries_reversed(
-    buffer: Any, source: str, on_error: OnError = "fail", stats: ReadStats | None = None
+    buffer: Any, source: str, on_error: OnError = "fail", stats: ReadStats | None = None, keep_raw: bool = False
 ) -> Iterator[tuple[int, Entry]]:
     """(byte offset, entry) from the last line of a buffer (an mmap) back to the first.
 
     For readers that need only the end of a file: nothing before the point where they stop is
-    parsed or copied. Entries carry no raw bytes and line 0; a bad line is located on demand.
+    parsed or copied. Entries carry line 0 and, unless keep_raw, no raw bytes; a bad line is
+    located on demand.
     """
     loads = orjson.loads
     with memoryview(buffer) as view:
@@ -233,7 +234,7 @@ def iter_entries_reversed(
                 if obj is None:
                     continue
             if type(obj) is dict:
-                yield start, Entry(obj, None, 0, eol)
+                yield start, Entry(obj, bytes(raw) if keep_raw else None, 0, eol)
             else:
                 _bad_line(source, line_number(buffer, start), obj, on_error, stats)
 

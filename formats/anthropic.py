@@ -10,12 +10,13 @@ response's recorded usage.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from typing import Any
 
 from ..core.convert import to_api_messages
 from ..core.count import Marker
-from ..core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries
+from ..core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries, iter_entries
 from ..core.model import Finding, Message
 from .base import WriteOptions
 
@@ -40,22 +41,38 @@ class AnthropicFormat:
             if role not in ROLES:
                 continue
             content = obj.get("content")
-            blocks = [{"type": "text", "text": content}] if isinstance(content, str) else [
-                block for block in content if isinstance(block, dict)
-            ] if isinstance(content, list) else []
+            if isinstance(content, str):
+                indexed = [(-1, {"type": "text", "text": content})]
+            else:
+                indexed = [(index, block) for index, block in enumerate(content) if isinstance(block, dict)] if isinstance(content, list) else []
             usage = obj.get("usage") if isinstance(obj.get("usage"), dict) else None
             messages.append(
-                Message(role, blocks, [position], obj.get("id") if isinstance(obj.get("id"), str) else None,
+                Message(role, [block for _, block in indexed], [position], obj.get("id") if isinstance(obj.get("id"), str) else None,
                         usage, obj.get("model") if isinstance(obj.get("model"), str) else None,
-                        text_content=content if isinstance(content, str) else None)
+                        text_content=content if isinstance(content, str) else None,
+                        refs=[(position, index) for index, _ in indexed])
             )
         return messages
 
     def from_messages(self, messages: Sequence[dict[str, Any]], options: WriteOptions) -> list[Entry]:
         return [Entry(dict(message)) for message in messages]
 
+    def read_region(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats) -> tuple[int, list[Entry]]:
+        return 0, list(iter_entries(io.BytesIO(buffer), source, on_error, stats))
+
     def read_context(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats, responses: int | None = None) -> tuple[list[Entry], bool]:
         return list(iter_buffer_entries(buffer, source, on_error, stats)), True
+
+    def replace_blocks(self, entry: Entry, blocks: dict[int, dict[str, Any]]) -> Entry:
+        obj = dict(entry.obj)
+        content = list(obj["content"])
+        for index, block in blocks.items():
+            content[index] = block
+        obj["content"] = content
+        return entry.replace(obj)
+
+    def marker(self, entries: Sequence[Entry], subtype: str, text: str, metadata_key: str, metadata: dict[str, Any], when: str) -> Entry | None:
+        return None  # every line of this format is a message: there is nowhere to record a stage
 
     def markers(self, entries: Sequence[Entry]) -> list[Marker]:
         return []

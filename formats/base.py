@@ -46,6 +46,15 @@ class TranscriptFormat(Protocol):
         `responses` API responses of the active context and all after them (all of it when None),
         and whether they reach the start of the active context."""
 
+    def read_region(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats) -> tuple[int, list[Entry]]:
+        """Where the active context starts (byte offset) and every entry from there on, bytes kept."""
+
+    def replace_blocks(self, entry: Entry, blocks: dict[int, dict[str, Any]]) -> Entry:
+        """A changed copy of `entry` with content blocks replaced by index."""
+
+    def marker(self, entries: Sequence[Entry], subtype: str, text: str, metadata_key: str, metadata: dict[str, Any], when: str) -> Entry | None:
+        """A line recording what a stage did, in this format's vocabulary (None: it has none)."""
+
     def markers(self, entries: Sequence[Entry]) -> list[Marker]:
         """Stage records (microcompact, collapse, …) saying how many tokens they removed."""
 

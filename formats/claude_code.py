@@ -16,6 +16,8 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import orjson
+
 from ..core.count import Marker
 from ..core.jsonl import Entry, OnError, ReadStats, iter_entries_reversed
 from ..core.model import Finding, Message
@@ -150,6 +152,14 @@ def _blocks(content: Any) -> list[dict[str, Any]]:
     return []
 
 
+def _blocks_with_index(content: Any) -> list[tuple[int, dict[str, Any]]]:
+    if isinstance(content, str):
+        return [(-1, {"type": "text", "text": content})]
+    if isinstance(content, list):
+        return [(index, block) for index, block in enumerate(content) if isinstance(block, dict)]
+    return []
+
+
 def build_messages(entries: Sequence[Entry], positions: Sequence[int]) -> list[Message]:
     """Messages from the given entries: assistant lines merged by message.id, usage from the last."""
     messages: list[Message] = []
@@ -163,17 +173,21 @@ def build_messages(entries: Sequence[Entry], positions: Sequence[int]) -> list[M
         if not isinstance(payload, dict):
             continue
         content = payload.get("content")
+        indexed = _blocks_with_index(content)
+        blocks = [block for _, block in indexed]
+        refs = [(position, index) for index, _ in indexed]
         if kind == "assistant":
             message_id = payload.get("id") if isinstance(payload.get("id"), str) else None
             usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else None
             known = responses.get(message_id) if message_id else None
             if known is not None:
-                known.content.extend(_blocks(content))
+                known.content.extend(blocks)
+                known.refs.extend(refs)
                 known.entries.append(position)
                 if usage is not None:
                     known.usage = usage
                 continue
-            message = Message("assistant", _blocks(content), [position], message_id, usage, payload.get("model"))
+            message = Message("assistant", blocks, [position], message_id, usage, payload.get("model"), refs=refs)
             if message_id:
                 responses[message_id] = message
             messages.append(message)
@@ -181,11 +195,12 @@ def build_messages(entries: Sequence[Entry], positions: Sequence[int]) -> list[M
             messages.append(
                 Message(
                     "user",
-                    _blocks(content),
+                    blocks,
                     [position],
                     meta=bool(obj.get("isMeta")),
                     compact_summary=bool(obj.get("isCompactSummary")),
                     text_content=content if isinstance(content, str) else None,
+                    refs=refs,
                 )
             )
     return messages
@@ -274,18 +289,33 @@ class ClaudeCodeFormat:
         that many whole API responses of the chain are in hand. Returns the entries (in file order,
         without line numbers) and whether they reach the start of the active context.
         """
+        entries, complete, _ = self._walk_back(buffer, source, on_error, stats, responses, keep_raw=False)
+        return entries, complete
+
+    def read_region(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats) -> tuple[int, list[Entry]]:
+        """Where the active context starts (a byte offset) and every line from there on, with its bytes.
+
+        Stages edit only this region; the bytes before it pass through untouched, unparsed.
+        """
+        entries, _, offset = self._walk_back(buffer, source, on_error, stats, None, keep_raw=True)
+        return offset, entries
+
+    def _walk_back(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats, responses: int | None, keep_raw: bool) -> tuple[list[Entry], bool, int]:
         collected: list[Entry] = []
         wanted: str | None = None
         leaf_seen = False
         seen_responses: set[str] = set()
         complete = True
-        for _, entry in iter_entries_reversed(buffer, source, on_error, stats):
+        offset = 0
+        for start, entry in iter_entries_reversed(buffer, source, on_error, stats, keep_raw):
             obj = entry.obj
-            if leaf_seen and obj.get("uuid") == wanted and responses is not None and _response_id(obj) not in seen_responses:
-                if len(seen_responses) >= responses and _response_id(obj) is not None:
+            if leaf_seen and responses is not None and obj.get("uuid") == wanted:
+                response = _response_id(obj)
+                if response is not None and response not in seen_responses and len(seen_responses) >= responses:
                     complete = False  # every line of the responses counted so far is in hand
                     break
             collected.append(entry)
+            offset = start
             if not leaf_seen:
                 if obj.get("type") not in MESSAGE_TYPES or obj.get("isSidechain"):
                     continue
@@ -300,7 +330,45 @@ class ClaudeCodeFormat:
                 break
             wanted = parent
         collected.reverse()
-        return collected, complete
+        return collected, complete, offset
+
+    def replace_blocks(self, entry: Entry, blocks: dict[int, dict[str, Any]]) -> Entry:
+        """A copy of `entry` whose message content has the given blocks (by index) replaced."""
+        obj = dict(entry.obj)
+        message = dict(obj["message"])
+        content = list(message["content"])
+        for index, block in blocks.items():
+            content[index] = block
+        message["content"] = content
+        obj["message"] = message
+        return entry.replace(obj)
+
+    def marker(self, entries: Sequence[Entry], subtype: str, text: str, metadata_key: str, metadata: dict[str, Any], when: str) -> Entry | None:
+        """A system line recording what a stage did, appended as a child of the last line.
+
+        It carries the envelope of the last conversation line (session, cwd, version) and a uuid
+        derived from its content, so the same run gives the same bytes.
+        """
+        last = next((e.obj for e in reversed(entries) if isinstance(e.obj.get("uuid"), str)), None)
+        if last is None:
+            return None
+        envelope = next((e.obj for e in reversed(entries) if e.obj.get("type") in MESSAGE_TYPES), last)
+        body = orjson.dumps([subtype, metadata, last["uuid"]])
+        obj: dict[str, Any] = {"parentUuid": last["uuid"], "isSidechain": False}
+        for key in ("userType", "cwd", "sessionId", "version", "gitBranch", "slug"):
+            if key in envelope:
+                obj[key] = envelope[key]
+        obj.update({
+            "type": "system",
+            "subtype": subtype,
+            "content": text,
+            "isMeta": False,
+            "level": "info",
+            metadata_key: metadata,
+            "uuid": str(uuidlib.uuid5(CTXPIPE_NAMESPACE, body.decode())),
+            "timestamp": when,
+        })
+        return Entry(obj)
 
     def markers(self, entries: Sequence[Entry]) -> list[Marker]:
         """Records of stages that removed content from the context (microcompact, collapse, …)."""

@@ -10,6 +10,7 @@ events, except `token_count`, which carries the usage of the last model call; a 
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,7 +18,7 @@ import orjson
 
 from ..core.errors import UnsupportedError
 from ..core.count import Marker
-from ..core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries
+from ..core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries, iter_entries
 from ..core.model import Finding, Message
 from .base import WriteOptions
 
@@ -152,8 +153,17 @@ class CodexFormat:
     def from_messages(self, messages: Sequence[dict[str, Any]], options: WriteOptions) -> list[Entry]:
         raise UnsupportedError("ctxpipe reads the codex format but does not write it; convert to anthropic or claude-code")
 
+    def read_region(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats) -> tuple[int, list[Entry]]:
+        return 0, list(iter_entries(io.BytesIO(buffer), source, on_error, stats))
+
     def read_context(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats, responses: int | None = None) -> tuple[list[Entry], bool]:
         return list(iter_buffer_entries(buffer, source, on_error, stats)), True
+
+    def replace_blocks(self, entry: Entry, blocks: dict[int, dict[str, Any]]) -> Entry:
+        raise UnsupportedError("ctxpipe reads the codex format but does not edit it; convert to claude-code or anthropic first")
+
+    def marker(self, entries: Sequence[Entry], subtype: str, text: str, metadata_key: str, metadata: dict[str, Any], when: str) -> Entry | None:
+        raise UnsupportedError("ctxpipe reads the codex format but does not edit it; convert to claude-code or anthropic first")
 
     def markers(self, entries: Sequence[Entry]) -> list[Marker]:
         return []

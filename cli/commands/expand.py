@@ -1,0 +1,40 @@
+"""`ctxpipe expand`: put back what stages removed, from their ledger."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from .. import io
+from ..options import InputPath, Output
+
+
+def expand(
+    path: InputPath = None,
+    ledger: Annotated[str, typer.Option("--ledger", help="The ledger file the stages appended to.", show_default=False)] = ...,  # type: ignore[assignment]
+    output: Output = None,
+) -> None:
+    """Rebuild the transcript a chain of stages started from, byte for byte.
+
+    Each stage run with --ledger FILE appended what it removed; expand undoes those runs newest
+    first, checking each against the exact bytes it produced (records for other files are skipped).
+
+    Example:  ctxpipe microcompact --force --ledger undo.jsonl s.jsonl | ctxpipe collapse --ledger undo.jsonl > small.jsonl
+              ctxpipe expand --ledger undo.jsonl small.jsonl > s-again.jsonl
+    """
+    from ...core.errors import CtxpipeError
+    from ...core.stage import expand as undo, read_ledger
+    from ...counting import mapped
+
+    with mapped(ledger) as ledger_bytes:
+        records = read_ledger(bytes(ledger_bytes), ledger)
+    source = io.source_name(path)
+    with mapped(path) as buffer:
+        data = bytes(buffer)
+    original, undone = undo(data, records)
+    if records and not undone:
+        raise CtxpipeError(f"{source}: no record in {ledger} was written for this transcript (it may have changed since)")
+    with io.open_output(output) as out:
+        out.write(original)
+    io.note(f"expand: undid {undone} stage run{'s' if undone != 1 else ''}")

@@ -1,0 +1,102 @@
+"""Running one transforming stage: read the region it may edit, write the result, keep the ledger."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Annotated, Any, Optional
+
+import orjson
+import typer
+
+from ..core.errors import UnsupportedError
+from ..core.jsonl import Entry, ReadStats
+from ..core.stage import Outcome, ledger_record
+from . import io
+from .options import format_name
+
+Ledger = Annotated[Optional[str], typer.Option("--ledger", help="Append what this stage removed to FILE, so `ctxpipe expand` can put it back.", show_default=False)]
+ReportJson = Annotated[Optional[str], typer.Option("--report-json", help="Write what the stage did to FILE as JSON.", show_default=False)]
+Report = Annotated[bool, typer.Option("--report", help="Print what the stage did on stderr, in detail.")]
+Now = Annotated[Optional[str], typer.Option("--now", help="The current time (ISO 8601) for time-based decisions and markers.", show_default=False)]
+
+
+def parse_now(value: str | None) -> datetime:
+    if value is None:
+        return datetime.now(timezone.utc)
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise typer.BadParameter(f"{value!r} is not an ISO 8601 time", param_hint="--now") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def run_stage(
+    name: str,
+    path: str | None,
+    input_format: Any,
+    on_error: Any,
+    output: str | None,
+    ledger: str | None,
+    report_json: str | None,
+    transform: Callable[[list[Entry], Any], Outcome],
+    unbuffered: bool = False,
+) -> Outcome:
+    """Read, transform and write one transcript; an untouched input is copied byte for byte."""
+    from ..counting import _first_line_format, mapped
+    from ..formats import get
+
+    source = io.source_name(path)
+    stats = ReadStats()
+    with mapped(path) as buffer:
+        transcript_format = get(format_name(input_format) or _first_line_format(buffer, source))
+        if transcript_format.name == "codex":
+            raise UnsupportedError(f"{source}: {name} edits claude-code and anthropic transcripts; convert a codex rollout first")
+        offset, entries = transcript_format.read_region(buffer, source, on_error.value, stats)
+        outcome = transform(entries, transcript_format)
+        with io.open_output(output) as out:
+            if not outcome.changed and not stats.skipped:
+                out.write(buffer)
+            else:
+                prefix = memoryview(buffer)[:offset]
+                record, pieces = ledger_record(name, prefix, entries, outcome.entries, outcome.removed)
+                if ledger and outcome.changed:
+                    # Appended before the output is written, so the next stage of a pipe appends after it.
+                    append_ledger(ledger, record)
+                out.write(prefix)
+                for piece in pieces:
+                    out.write(piece)
+                    if unbuffered:
+                        out.flush()
+                prefix.release()
+    io.report_skipped(stats, source)
+    io.note(f"{name}: {outcome.note}")
+    if report_json:
+        with io.open_output(report_json) as out:
+            out.write(orjson.dumps({"file": source, **outcome.report}, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
+    return outcome
+
+
+def append_ledger(path: str, record: dict[str, Any]) -> None:
+    line = orjson.dumps(record) + b"\n"
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        written = 0
+        while written < len(line):
+            written += os.write(descriptor, line[written:])
+    finally:
+        os.close(descriptor)
+
+
+def print_report(report: dict[str, Any]) -> None:
+    """The stage's per-tool figures as a small table on stderr."""
+    from rich.table import Table
+
+    by_tool = report.get("by_tool") or {}
+    if not by_tool:
+        return
+    table = Table("tool", "results", "tokens freed", show_edge=False)
+    for tool, figures in sorted(by_tool.items(), key=lambda item: -item[1]["tokens"]):
+        table.add_row(tool, str(figures["results"]), f"{figures['tokens']:,}")
+    io.stderr_console().print(table)

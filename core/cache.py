@@ -1,0 +1,139 @@
+"""Is clearing worth breaking the prompt cache? A cost model for `microcompact --cache-aware`.
+
+Changing a block of the prompt invalidates the cache from that block on: the next request writes
+everything after it to the cache again (cache-write price) instead of reading it (cache-read price).
+Clearing pays when the smaller prompt of the following turns saves more than that one-off write
+costs. When the cache has expired anyway (idle longer than its TTL), the whole prompt is written
+again either way, so clearing always pays: that is Claude Code's time-based trigger.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from .count import usage_total
+from .jsonl import Entry
+from .model import Message
+
+
+@dataclass(frozen=True)
+class Prices:
+    """US dollars per million tokens."""
+
+    input: float
+    cache_write_5m: float
+    cache_write_1h: float
+    cache_read: float
+    output: float
+
+    def as_dict(self) -> dict[str, float]:
+        return {"input": self.input, "cache_write_5m": self.cache_write_5m, "cache_write_1h": self.cache_write_1h, "cache_read": self.cache_read, "output": self.output}
+
+
+# Anthropic's list prices; the first name fragment that matches wins. --prices FILE adds its own first.
+DEFAULT_PRICES: tuple[tuple[str, Prices], ...] = (
+    ("opus-4-5", Prices(5.0, 6.25, 10.0, 0.50, 25.0)),
+    ("opus-4-6", Prices(5.0, 6.25, 10.0, 0.50, 25.0)),
+    ("opus-4-7", Prices(5.0, 6.25, 10.0, 0.50, 25.0)),
+    ("opus-4", Prices(15.0, 18.75, 30.0, 1.50, 75.0)),
+    ("sonnet", Prices(3.0, 3.75, 6.0, 0.30, 15.0)),
+    ("haiku-4", Prices(1.0, 1.25, 2.0, 0.10, 5.0)),
+    ("haiku", Prices(0.80, 1.0, 1.6, 0.08, 4.0)),
+)
+FALLBACK_PRICES = Prices(3.0, 3.75, 6.0, 0.30, 15.0)
+
+
+@dataclass(frozen=True)
+class CachePolicy:
+    clear_at_least: int = 10_000  # tokens: smaller savings are not worth a cache break
+    horizon: int = 5  # further turns over which the break must pay for itself
+    prices: tuple[tuple[str, Prices], ...] = DEFAULT_PRICES
+    model: str | None = None
+
+    def prices_for(self, model: str | None) -> Prices:
+        name = (self.model or model or "").lower()
+        for fragment, prices in self.prices:
+            if fragment in name:
+                return prices
+        return FALLBACK_PRICES
+
+
+def prices_from(table: Mapping[str, Mapping[str, float]]) -> tuple[tuple[str, Prices], ...]:
+    """A user's price table ({"model fragment": {"input": …, "cache_write_5m": …, …}}) before ours."""
+    own = tuple((fragment.lower(), Prices(**{key: float(value) for key, value in row.items()})) for fragment, row in table.items())
+    return own + DEFAULT_PRICES
+
+
+@dataclass
+class CacheDecision:
+    clear: bool
+    reason: str
+    tokens_freed: int
+    prompt_tokens: int
+    kept_prefix_tokens: int
+    warm: bool
+    ttl_minutes: int
+    horizon: int
+    cost_keep: float
+    cost_clear: float
+    break_even_turn: int | None
+    prices: Prices
+    per_turn: list[dict[str, float]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "clear": self.clear,
+            "reason": self.reason,
+            "tokens_freed": self.tokens_freed,
+            "prompt_tokens": self.prompt_tokens,
+            "kept_prefix_tokens": self.kept_prefix_tokens,
+            "cache_warm": self.warm,
+            "ttl_minutes": self.ttl_minutes,
+            "horizon": self.horizon,
+            "cost_keep_usd": round(self.cost_keep, 6),
+            "cost_clear_usd": round(self.cost_clear, 6),
+            "break_even_turn": self.break_even_turn,
+            "prices_per_mtok": self.prices.as_dict(),
+        }
+
+
+def costs(prompt: int, freed: int, kept_prefix: int, warm: bool, write: float, read: float, turns: int) -> tuple[list[float], list[float]]:
+    """Cumulative dollars over `turns` requests, keeping the results vs clearing them now."""
+    million = 1_000_000
+    kept_prefix = min(kept_prefix, prompt - freed)
+    first_keep = prompt * (read if warm else write)
+    first_clear = kept_prefix * (read if warm else write) + (prompt - freed - kept_prefix) * write
+    keep, clear = [first_keep / million], [first_clear / million]
+    for _ in range(1, turns):
+        keep.append(keep[-1] + prompt * read / million)
+        clear.append(clear[-1] + (prompt - freed) * read / million)
+    return keep, clear
+
+
+def decide(messages: Sequence[Message], entries: Sequence[Entry], freed: int, kept_prefix: int, policy: CachePolicy, now: datetime) -> CacheDecision:
+    from .microcompact import timestamp_of
+
+    response = next((m for m in reversed(messages) if m.role == "assistant" and m.usage), None)
+    usage = response.usage if response and response.usage else {}
+    prompt = usage_total(usage) if usage else 0
+    creation = usage.get("cache_creation") if isinstance(usage.get("cache_creation"), dict) else {}
+    ttl = 60 if int(creation.get("ephemeral_1h_input_tokens") or 0) > 0 else 5
+    moment = timestamp_of(entries[response.entries[-1]].obj) if response else None
+    warm = moment is not None and (now - moment).total_seconds() < ttl * 60
+    prices = policy.prices_for(response.model if response else None)
+    write = prices.cache_write_1h if ttl == 60 else prices.cache_write_5m
+    horizon = max(1, policy.horizon)
+    keep, clear = costs(max(prompt, freed), freed, kept_prefix, warm, write, prices.cache_read, horizon)
+    break_even = next((turn + 1 for turn in range(horizon) if clear[turn] <= keep[turn]), None)
+    per_turn = [{"turn": turn + 1, "keep_usd": round(keep[turn], 6), "clear_usd": round(clear[turn], 6)} for turn in range(horizon)]
+    if freed < policy.clear_at_least:
+        verdict, reason = False, f"{freed:,} tokens freed is under --clear-at-least {policy.clear_at_least:,}"
+    elif break_even is None:
+        verdict, reason = False, f"the cache break would not pay for itself within {horizon} turns (${clear[-1]:.4f} vs ${keep[-1]:.4f})"
+    else:
+        state = "warm" if warm else f"expired (idle over {ttl} min)"
+        verdict, reason = True, f"pays for itself by turn {break_even} of {horizon} (cache {state}; ${clear[-1]:.4f} vs ${keep[-1]:.4f} over {horizon} turns)"
+    return CacheDecision(verdict, reason, freed, prompt, kept_prefix, warm, ttl, horizon, keep[-1], clear[-1], break_even, prices, per_turn)

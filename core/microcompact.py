@@ -1,0 +1,181 @@
+"""`microcompact`: clear old tool results without a model call, as Claude Code's time-based path does.
+
+The content of older results of compactable tools becomes the exact placeholder Claude Code uses;
+the most recent `keep_recent` stay. It fires only when the prompt cache has expired anyway (the
+last response is at least `gap_minutes` old), unless forced or judged worth it by the cache-aware
+cost model. Results of subagent (Task/Agent) and MCP tools are never cleared: they cannot be
+reproduced by running the tool again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from .cache import CacheDecision, CachePolicy, decide
+from .count import Calibration, Estimates, calibrate, count_context
+from .jsonl import Entry
+from .model import Message
+from .stage import Outcome
+from .tokens import PiecesCounter, block_texts, estimate_each
+
+PLACEHOLDER = "[Old tool result content cleared]"
+COMPACTABLE_TOOLS = frozenset({"Read", "Bash", "PowerShell", "Grep", "Glob", "WebSearch", "WebFetch", "Edit", "Write", "MultiEdit", "NotebookEdit"})
+NEVER_CLEARED = frozenset({"Task", "Agent"})
+
+
+def never_cleared(name: str) -> bool:
+    return name in NEVER_CLEARED or name.startswith("mcp__")
+
+
+@dataclass(frozen=True)
+class MicrocompactConfig:
+    tools: frozenset[str] = COMPACTABLE_TOOLS
+    keep_recent: int = 5
+    gap_minutes: float = 60.0
+    now: datetime | None = None
+    force: bool = False
+    marker: bool = True
+    cache: CachePolicy | None = None  # cache-aware mode replaces the time trigger
+
+
+@dataclass
+class ToolCall:
+    id: str
+    name: str
+    result: tuple[Message, int] | None = None  # the user message and the block index holding the result
+
+
+def tool_calls(messages: Sequence[Message]) -> list[ToolCall]:
+    """Every tool_use of the context in order, with the block that answers it (by id)."""
+    calls: dict[str, ToolCall] = {}
+    for message in messages:
+        for index, block in enumerate(message.content):
+            kind = block.get("type")
+            if kind == "tool_use" and isinstance(block.get("id"), str):
+                calls.setdefault(block["id"], ToolCall(block["id"], str(block.get("name", ""))))
+            elif kind == "tool_result" and block.get("tool_use_id") in calls:
+                calls[block["tool_use_id"]].result = (message, index)
+    return list(calls.values())
+
+
+def result_text_size(block: dict[str, Any]) -> int:
+    texts, flat = block_texts(block)
+    return sum(len(text) for text in texts) + (len(PLACEHOLDER) if flat else 0)
+
+
+def timestamp_of(obj: dict[str, Any]) -> datetime | None:
+    value = obj.get("timestamp")
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def iso(moment: datetime) -> str:
+    moment = moment.astimezone(timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+@dataclass
+class Plan:
+    """What would be cleared, and what it is worth."""
+
+    calls: list[ToolCall] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+
+    @property
+    def tokens_freed(self) -> int:
+        return sum(self.tokens)
+
+
+def plan(messages: Sequence[Message], config: MicrocompactConfig, calibration: Calibration) -> Plan:
+    """The results to clear: compactable, not among the most recent, and longer than the placeholder."""
+    tools = {name for name in config.tools if not never_cleared(name)}
+    compactable = [call for call in tool_calls(messages) if call.name in tools]
+    keep = max(1, config.keep_recent)
+    chosen = Plan()
+    counter = PiecesCounter()
+    placeholder_tokens = counter.count(PLACEHOLDER)
+    for call in compactable[:-keep]:
+        if call.result is None:
+            continue
+        message, index = call.result
+        block = message.content[index]
+        if block.get("content") == PLACEHOLDER or result_text_size(block) <= len(PLACEHOLDER):
+            continue
+        texts, flat = block_texts(block)
+        raw = sum(counter.count_many(texts)) if texts else 0
+        chosen.calls.append(call)
+        chosen.tokens.append(max(0, round(calibration.slope * (raw - placeholder_tokens)) + flat))
+    return chosen
+
+
+def microcompact(entries: list[Entry], transcript_format: Any, config: MicrocompactConfig) -> Outcome:
+    messages = transcript_format.messages(entries)
+    estimates = Estimates(messages, PiecesCounter())
+    calibration = calibrate(estimates)
+    chosen = plan(messages, config, calibration)
+    if not chosen.calls:
+        return Outcome(entries, False, "nothing to clear: no compactable tool result older than the last "
+                       f"{max(1, config.keep_recent)} is longer than the placeholder")
+    now = config.now or datetime.now(timezone.utc)
+    trigger = "manual" if config.force else "auto"
+    decision: CacheDecision | None = None
+    if config.cache is not None and not config.force:
+        decision = decide(messages, entries, chosen.tokens_freed, first_changed_block_tokens(messages, chosen, estimates), config.cache, now)
+        if not decision.clear:
+            return Outcome(entries, False, f"not clearing: {decision.reason}", {"cache": decision.as_dict()})
+        trigger = "cache-aware"
+    elif not config.force:
+        last = next((entries[m.entries[-1]].obj for m in reversed(messages) if m.role == "assistant"), None)
+        moment = timestamp_of(last) if last else None
+        if moment is None:
+            return Outcome(entries, False, "not triggered: the transcript records no time for its last response (use --force)")
+        gap = (now - moment).total_seconds() / 60
+        if gap < config.gap_minutes:
+            return Outcome(entries, False, f"not triggered: {gap:.0f} min since the last response, under --gap-minutes {config.gap_minutes:g} "
+                           "(the prompt cache may still be warm; --force clears anyway)")
+    pre_tokens = count_context(estimates, calibration).tokens
+    by_entry: dict[int, dict[int, dict[str, Any]]] = {}
+    removed = []
+    per_tool: dict[str, dict[str, int]] = {}
+    for call, tokens in zip(chosen.calls, chosen.tokens):
+        message, index = call.result  # type: ignore[misc]
+        position, block_index = message.refs[index]
+        block = dict(message.content[index])
+        block["content"] = PLACEHOLDER
+        by_entry.setdefault(position, {})[block_index] = block
+        removed.append({"uuid": entries[position].obj.get("uuid"), "block": block_index, "tool_use_id": call.id, "tool": call.name})
+        stats = per_tool.setdefault(call.name, {"results": 0, "tokens": 0})
+        stats["results"] += 1
+        stats["tokens"] += tokens
+    result = list(entries)
+    for position, blocks in by_entry.items():
+        result[position] = transcript_format.replace_blocks(entries[position], blocks)
+    metadata = {
+        "trigger": trigger,
+        "preTokens": pre_tokens,
+        "tokensSaved": chosen.tokens_freed,
+        "compactedToolIds": [call.id for call in chosen.calls],
+    }
+    if config.marker:
+        marker = transcript_format.marker(result, "microcompact_boundary", "Context microcompacted", "microcompactMetadata", metadata, iso(now))
+        if marker is not None:
+            result.append(marker)
+    report: dict[str, Any] = {"stage": "microcompact", "cleared": len(chosen.calls), "tokens_freed": chosen.tokens_freed, "pre_tokens": pre_tokens, "by_tool": per_tool}
+    if decision is not None:
+        report["cache"] = decision.as_dict()
+    note = f"cleared {len(chosen.calls)} tool result{'s' if len(chosen.calls) != 1 else ''}, about {chosen.tokens_freed:,} tokens"
+    return Outcome(result, True, note, report, removed)
+
+
+def first_changed_block_tokens(messages: Sequence[Message], chosen: Plan, estimates: Estimates) -> int:
+    """Estimated tokens of the prompt before the first cleared result: the part whose cache survives."""
+    first = min((messages.index(call.result[0]) for call in chosen.calls if call.result), default=0)
+    return estimates.between(0, first)

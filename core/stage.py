@@ -1,0 +1,145 @@
+"""What every transforming stage shares: the region it may edit, the outcome, and the ledger.
+
+A stage reads a transcript as `prefix` (bytes before the active context, passed through unparsed)
+plus `entries` (the active context's region, parsed). It returns a new entry list in which every
+entry it did not change is the very same object, so the writer emits its original bytes, and the
+ledger can tell changed lines from untouched ones by identity alone.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import orjson
+
+from .errors import CtxpipeError
+from .jsonl import Entry
+
+LEDGER_VERSION = 1
+
+
+@dataclass
+class Outcome:
+    """A stage's result: the new region, whether it changed anything, and what it did."""
+
+    entries: list[Entry]
+    changed: bool
+    note: str  # one line for stderr: what was done, or why nothing was
+    report: dict[str, Any] = field(default_factory=dict)
+    removed: list[dict[str, Any]] = field(default_factory=list)  # human-readable: uuid, block, tool_use_id
+
+
+def line_bytes(entries: Iterable[Entry]) -> list[bytes]:
+    """Each entry's bytes as the writer emits them (an unterminated line gets a newline if more follow)."""
+    pieces: list[bytes] = []
+    for entry in entries:
+        if pieces and not pieces[-1].endswith(b"\n"):
+            pieces[-1] += b"\n"
+        pieces.append(entry.encode() + entry.eol)
+    return pieces
+
+
+def _text(raw: bytes) -> dict[str, str]:
+    try:
+        return {"raw": raw.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"b64": base64.b64encode(raw).decode("ascii")}
+
+
+def ledger_record(stage: str, prefix: bytes | memoryview, before: Sequence[Entry], after: Sequence[Entry], removed: list[dict[str, Any]]) -> tuple[dict[str, Any], list[bytes]]:
+    """The ledger line that lets `expand` rebuild the input from the output, and the output's lines.
+
+    The recipe lists the input's lines in order: a range [a, b] copies output lines a..b-1 (entries
+    the stage left alone), an object gives an original line's exact bytes (changed or removed).
+    """
+    output = line_bytes(after)
+    position = {id(entry): index for index, entry in enumerate(after)}
+    recipe: list[Any] = []
+    for entry in before:
+        index = position.get(id(entry))
+        # An unterminated last line may have gained a newline in the output: keep its own bytes.
+        if index is not None and entry.eol:
+            if recipe and isinstance(recipe[-1], list) and recipe[-1][1] == index:
+                recipe[-1][1] = index + 1
+            else:
+                recipe.append([index, index + 1])
+        else:
+            recipe.append(_text(entry.encode() + entry.eol))
+    digest_in = hashlib.sha256(prefix)
+    for piece in line_bytes(before):
+        digest_in.update(piece)
+    digest_out = hashlib.sha256(prefix)
+    for piece in output:
+        digest_out.update(piece)
+    record = {
+        "ctxpipe_ledger": LEDGER_VERSION,
+        "stage": stage,
+        "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z",
+        "input_sha256": digest_in.hexdigest(),
+        "output_sha256": digest_out.hexdigest(),
+        "prefix_bytes": len(prefix),
+        "removed": removed,
+        "recipe": recipe,
+    }
+    return record, output
+
+
+def split_lines(data: bytes) -> list[bytes]:
+    """Lines with their terminators (the last may have none)."""
+    lines = data.split(b"\n")
+    pieces = [line + b"\n" for line in lines[:-1]]
+    if lines[-1]:
+        pieces.append(lines[-1])
+    return pieces
+
+
+def expand(data: bytes, records: Sequence[dict[str, Any]]) -> tuple[bytes, int]:
+    """Undo the recorded stages, newest first; returns the original bytes and how many were undone.
+
+    A record applies only to the exact bytes it produced (its output_sha256), so a ledger shared by
+    several files or runs is safe: records for other outputs are skipped.
+    """
+    undone = 0
+    for record in reversed(records):
+        if record.get("ctxpipe_ledger") != LEDGER_VERSION:
+            continue
+        if hashlib.sha256(data).hexdigest() != record["output_sha256"]:
+            continue
+        prefix_size = int(record["prefix_bytes"])
+        prefix, lines = data[:prefix_size], split_lines(data[prefix_size:])
+        pieces = [prefix]
+        for item in record["recipe"]:
+            if isinstance(item, list):
+                pieces.extend(lines[item[0] : item[1]])
+            elif "raw" in item:
+                pieces.append(item["raw"].encode("utf-8"))
+            else:
+                pieces.append(base64.b64decode(item["b64"]))
+        rebuilt = b"".join(pieces)
+        if hashlib.sha256(rebuilt).hexdigest() != record["input_sha256"]:
+            raise CtxpipeError(f"the ledger's {record.get('stage')} record did not rebuild its input (the ledger is damaged)")
+        data = rebuilt
+        undone += 1
+    return data, undone
+
+
+def read_ledger(data: bytes, source: str) -> list[dict[str, Any]]:
+    from .errors import InputError
+
+    records = []
+    for number, line in enumerate(data.split(b"\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise InputError(source, number, f"not a ledger line: {exc.msg}") from None
+        if not isinstance(record, dict) or "ctxpipe_ledger" not in record:
+            raise InputError(source, number, "not a ctxpipe ledger record")
+        records.append(record)
+    return records
