@@ -9,10 +9,12 @@ from collections.abc import Callable
 
 import typer
 
+from .commands.collapse import collapse
 from .commands.convert import convert
 from .commands.count import count
 from .commands.expand import expand
 from .commands.microcompact import microcompact
+from .commands.snip import snip
 from .commands.validate import validate
 from .commands.warn import warn
 from .status import ExitStatus
@@ -52,7 +54,7 @@ def pipe_safe(command: Callable[..., None]) -> Callable[..., None]:
     return run
 
 
-for command in (convert, validate, count, warn, microcompact, expand):
+for command in (convert, validate, count, warn, microcompact, collapse, snip, expand):
     app.command()(pipe_safe(command))
 
 

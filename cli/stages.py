@@ -11,7 +11,9 @@ import orjson
 import typer
 
 from ..core.errors import UnsupportedError
-from ..core.jsonl import Entry, ReadStats
+import io as io_module
+
+from ..core.jsonl import Entry, ReadStats, iter_entries
 from ..core.stage import Outcome, ledger_record
 from . import io
 from .options import format_name
@@ -42,6 +44,7 @@ def run_stage(
     report_json: str | None,
     transform: Callable[[list[Entry], Any], Outcome],
     unbuffered: bool = False,
+    whole: bool = False,
 ) -> Outcome:
     """Read, transform and write one transcript; an untouched input is copied byte for byte."""
     from ..counting import _first_line_format, mapped
@@ -53,7 +56,10 @@ def run_stage(
         transcript_format = get(format_name(input_format) or _first_line_format(buffer, source))
         if transcript_format.name == "codex":
             raise UnsupportedError(f"{source}: {name} edits claude-code and anthropic transcripts; convert a codex rollout first")
-        offset, entries = transcript_format.read_region(buffer, source, on_error.value, stats)
+        if whole:  # the stage needs every line, numbered (e.g. ranges given by line number)
+            offset, entries = 0, list(iter_entries(io_module.BytesIO(buffer), source, on_error.value, stats))
+        else:
+            offset, entries = transcript_format.read_region(buffer, source, on_error.value, stats)
         outcome = transform(entries, transcript_format)
         with io.open_output(output) as out:
             if not outcome.changed and not stats.skipped:

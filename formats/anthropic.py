@@ -54,6 +54,9 @@ class AnthropicFormat:
             )
         return messages
 
+    def context_positions(self, entries: Sequence[Entry]) -> list[int]:
+        return list(range(len(entries)))
+
     def from_messages(self, messages: Sequence[dict[str, Any]], options: WriteOptions) -> list[Entry]:
         return [Entry(dict(message)) for message in messages]
 

@@ -38,6 +38,9 @@ class TranscriptFormat(Protocol):
     def messages(self, entries: Sequence[Entry], history: bool = False) -> list[Message]:
         """The API messages of the active context (or of the whole main chain with history=True)."""
 
+    def context_positions(self, entries: Sequence[Entry]) -> list[int]:
+        """Positions of the entries that make up the active context."""
+
     def from_messages(self, messages: Sequence[dict[str, Any]], options: WriteOptions) -> list[Entry]:
         """Entries in this format holding the given Messages-API messages."""
 

@@ -234,6 +234,9 @@ class ClaudeCodeFormat:
     def messages(self, entries: Sequence[Entry], history: bool = False) -> list[Message]:
         return build_messages(entries, context_positions(entries, history))
 
+    def context_positions(self, entries: Sequence[Entry]) -> list[int]:
+        return context_positions(entries)
+
     def from_messages(self, messages: Sequence[dict[str, Any]], options: WriteOptions) -> list[Entry]:
         """One line per assistant block (sharing a message id), one line per tool result."""
         session_id = options.session_id or str(uuidlib.uuid4())
@@ -377,7 +380,7 @@ class ClaudeCodeFormat:
             obj = entry.obj
             if obj.get("type") != "system":
                 continue
-            metadata = obj.get("microcompactMetadata") or obj.get("ctxpipeMetadata")
+            metadata = obj.get("microcompactMetadata") or obj.get("snipMetadata") or obj.get("ctxpipeMetadata")
             if isinstance(metadata, dict) and isinstance(metadata.get("tokensSaved"), int):
                 kind = str(obj.get("subtype") or "marker")
                 found.append(Marker(position, entry.line or None, kind, metadata["tokensSaved"]))

@@ -1,0 +1,120 @@
+"""`collapse`: fold repeated identical tool results into a pointer to the latest copy.
+
+When a later result in the active context carries exactly what an earlier one did (the same file
+read again with nothing changed, the same `git status` twice), the earlier copy becomes a short
+stub naming the tool, its input and the later call. The latest copy stays whole: it is the one
+most likely to survive a later summary. Claude Code's own "file unchanged since last read" stub is
+never counted as a copy, so the full result it refers to is never folded away.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+import orjson
+
+from .count import Estimates, calibrate
+from .jsonl import Entry
+from .microcompact import PLACEHOLDER, ToolCall, iso, tool_calls
+from .stage import Outcome
+from .tokens import PiecesCounter, block_texts
+
+FILE_UNCHANGED_STUB = "File unchanged since last read."
+STUB_PREFIX = "[ctxpipe collapse:"
+INPUT_KEYS = ("file_path", "notebook_path", "path", "command", "pattern", "url", "query")
+
+
+@dataclass(frozen=True)
+class CollapseConfig:
+    marker: bool = True
+    now: datetime | None = None
+
+
+def describe_input(tool_input: Any) -> str:
+    if isinstance(tool_input, dict):
+        for key in INPUT_KEYS:
+            if isinstance(tool_input.get(key), str):
+                extra = [f"{k}={tool_input[k]}" for k in ("offset", "limit") if k in tool_input]
+                return tool_input[key] + (f" ({', '.join(extra)})" if extra else "")
+    text = orjson.dumps(tool_input).decode()
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def stub(name: str, tool_input: Any, later: str) -> str:
+    return f"{STUB_PREFIX} {name} {describe_input(tool_input)} returned exactly what the later call {later} returned; see that result]"
+
+
+def _content_key(block: dict[str, Any]) -> str | None:
+    content = block.get("content")
+    text = content if isinstance(content, str) else orjson.dumps(content).decode()
+    if text.startswith((FILE_UNCHANGED_STUB, STUB_PREFIX)) or text == PLACEHOLDER:
+        return None
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def collapse(entries: list[Entry], transcript_format: Any, config: CollapseConfig) -> Outcome:
+    messages = transcript_format.messages(entries)
+    inputs: dict[str, Any] = {
+        str(block.get("id")): block.get("input")
+        for message in messages
+        for block in message.content
+        if block.get("type") == "tool_use"
+    }
+    groups: dict[tuple[str, bytes, str], list[ToolCall]] = {}
+    for call in tool_calls(messages):
+        if call.result is None:
+            continue
+        message, index = call.result
+        key = _content_key(message.content[index])
+        if key is None:
+            continue
+        signature = orjson.dumps(inputs.get(call.id), option=orjson.OPT_SORT_KEYS)
+        groups.setdefault((call.name, signature, key), []).append(call)
+    estimates = Estimates(messages, PiecesCounter())
+    calibration = calibrate(estimates)
+    counter = PiecesCounter()
+    by_entry: dict[int, dict[int, dict[str, Any]]] = {}
+    folded: list[dict[str, Any]] = []
+    removed: list[dict[str, Any]] = []
+    saved = 0
+    for (name, _, _), calls in groups.items():
+        if len(calls) < 2:
+            continue
+        survivor = calls[-1]
+        for call in calls[:-1]:
+            message, index = call.result  # type: ignore[misc]
+            block = message.content[index]
+            text = stub(name, inputs.get(call.id), survivor.id)
+            texts, flat = block_texts(block)
+            if sum(len(t) for t in texts) + (len(text) + 1 if flat else 0) <= len(text):
+                continue  # the stub would not be shorter
+            position, block_index = message.refs[index]
+            replaced = dict(block)
+            replaced["content"] = text
+            by_entry.setdefault(position, {})[block_index] = replaced
+            tokens = max(0, round(calibration.slope * (sum(counter.count_many(texts)) - counter.count(text))) + flat)
+            saved += tokens
+            folded.append({"tool_use_id": call.id, "tool": name, "survivor": survivor.id, "tokens": tokens})
+            removed.append({"uuid": entries[position].obj.get("uuid"), "block": block_index, "tool_use_id": call.id, "tool": name})
+    if not folded:
+        return Outcome(entries, False, "nothing to fold: no tool result repeats a later one exactly")
+    result = list(entries)
+    for position, blocks in by_entry.items():
+        result[position] = transcript_format.replace_blocks(entries[position], blocks)
+    metadata = {"stage": "collapse", "tokensSaved": saved, "foldedToolIds": [item["tool_use_id"] for item in folded]}
+    if config.marker:
+        marker = transcript_format.marker(result, "ctxpipe_collapse", "Repeated tool results folded", "ctxpipeMetadata", metadata,
+                                          iso(config.now or datetime.now(timezone.utc)))
+        if marker is not None:
+            result.append(marker)
+    per_tool: dict[str, dict[str, int]] = {}
+    for item in folded:
+        stats = per_tool.setdefault(item["tool"], {"results": 0, "tokens": 0})
+        stats["results"] += 1
+        stats["tokens"] += item["tokens"]
+    report = {"stage": "collapse", "folded": len(folded), "tokens_freed": saved, "by_tool": per_tool, "folds": folded}
+    return Outcome(result, True, f"folded {len(folded)} repeated result{'s' if len(folded) != 1 else ''}, about {saved:,} tokens", report, removed)

@@ -1,0 +1,149 @@
+"""`snip`: remove a range of the active context on request, keeping every pair and response whole.
+
+The cut is widened until no tool_use is separated from its tool_result and no API response (the
+lines of one message.id) is split. Lines whose parent was removed are re-parented to their nearest
+surviving ancestor, and a `snip_boundary` record lists the removed uuids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from .count import Estimates, calibrate
+from .errors import CtxpipeError
+from .jsonl import Entry
+from .microcompact import iso
+from .model import Message
+from .stage import Outcome
+from .tokens import PiecesCounter
+
+
+@dataclass(frozen=True)
+class SnipConfig:
+    before: str | None = None  # uuid: remove what lies between the opening message and this line
+    range: tuple[str, str] | None = None  # uuids or line numbers, inclusive
+    keep_last: int | None = None  # messages kept after the opening one
+    marker: bool = True
+    now: datetime | None = None
+
+
+def _index_of(messages: Sequence[Message], entries: Sequence[Entry], key: str) -> int | None:
+    """The message holding the line with this uuid, or starting at this line number."""
+    for index, message in enumerate(messages):
+        for position in message.entries:
+            obj = entries[position].obj
+            if obj.get("uuid") == key or (key.isdigit() and entries[position].line == int(key)):
+                return index
+    return None
+
+
+def _widen(messages: Sequence[Message], first: int, last: int) -> tuple[int, int]:
+    """Grow [first, last] until every tool pair touching it lies wholly inside it."""
+    home: dict[str, int] = {}
+    answer: dict[str, int] = {}
+    for index, message in enumerate(messages):
+        for block in message.content:
+            if block.get("type") == "tool_use":
+                home[str(block.get("id"))] = index
+            elif block.get("type") == "tool_result":
+                answer[str(block.get("tool_use_id"))] = index
+    changed = True
+    while changed:
+        changed = False
+        for tool_id, use in home.items():
+            result = answer.get(tool_id)
+            if result is None:
+                continue
+            if first <= use <= last < result:
+                last, changed = result, True
+            elif use < first <= result <= last:
+                first, changed = use, True
+    return first, last
+
+
+def _crossing(messages: Sequence[Message]) -> list[tuple[int, int]]:
+    """(tool_use message, tool_result message) index pairs."""
+    uses: dict[str, int] = {}
+    pairs = []
+    for index, message in enumerate(messages):
+        for block in message.content:
+            if block.get("type") == "tool_use":
+                uses[str(block.get("id"))] = index
+            elif block.get("type") == "tool_result" and str(block.get("tool_use_id")) in uses:
+                pairs.append((uses[str(block.get("tool_use_id"))], index))
+    return pairs
+
+
+def _tail_start(messages: Sequence[Message], wanted: int) -> int | None:
+    """The latest index at or before `wanted` where the kept tail can begin: no tool pair crosses
+    it. The opening message (the task, or the compact summary) always stays, so the context still
+    starts with a user turn; None when nothing between it and the tail can go."""
+    pairs = _crossing(messages)
+    for cut in range(min(wanted, len(messages) - 1), 1, -1):
+        if not any(use < cut <= result for use, result in pairs):
+            return cut
+    return None
+
+
+def snip(entries: list[Entry], transcript_format: Any, config: SnipConfig, previously_removed: set[str] | None = None) -> Outcome:
+    messages = transcript_format.messages(entries)
+    if not messages:
+        return Outcome(entries, False, "nothing to snip: the active context is empty")
+    previously_removed = previously_removed or set()
+    if config.keep_last is not None or config.before is not None:
+        if config.keep_last is not None:
+            wanted = len(messages) - config.keep_last
+        else:
+            found = _index_of(messages, entries, config.before)  # type: ignore[arg-type]
+            if found is None:
+                if config.before in previously_removed:
+                    return Outcome(entries, False, f"nothing to snip: {config.before} was snipped already")
+                raise CtxpipeError(f"--before {config.before}: no message of the active context has this uuid")
+            wanted = found
+        cut = _tail_start(messages, wanted)
+        if cut is None:
+            return Outcome(entries, False, "nothing to snip: only the opening message lies before the tail")
+        first, last = 1, cut - 1
+    else:
+        start_key, end_key = config.range  # type: ignore[misc]
+        start, end = _index_of(messages, entries, start_key), _index_of(messages, entries, end_key)
+        if start is None or end is None:
+            missing = start_key if start is None else end_key
+            if missing in previously_removed:
+                return Outcome(entries, False, f"nothing to snip: {missing} was snipped already")
+            raise CtxpipeError(f"--range: {missing} is not a line or uuid of a message in the active context")
+        first, last = _widen(messages, min(start, end), max(start, end))
+    removed_messages = messages[first : last + 1]
+    doomed = {position for message in removed_messages for position in message.entries}
+    # Lines of the chain between the removed messages (progress, attachments, hooks) go with them.
+    kept = {position for message in messages[:first] + messages[last + 1 :] for position in message.entries}
+    low, high = min(doomed), max(doomed)
+    for position in transcript_format.context_positions(entries):
+        if low < position < high and position not in kept and entries[position].obj.get("type") not in ("user", "assistant"):
+            doomed.add(position)
+    estimates = Estimates(messages, PiecesCounter())
+    calibration = calibrate(estimates)
+    saved = round(calibration.slope * estimates.between(first, last + 1))
+    removed_uuids = [entries[p].obj["uuid"] for p in sorted(doomed) if isinstance(entries[p].obj.get("uuid"), str)]
+    parent_of = {entries[p].obj["uuid"]: entries[p].obj.get("parentUuid") for p in doomed if isinstance(entries[p].obj.get("uuid"), str)}
+    result: list[Entry] = []
+    for position, entry in enumerate(entries):
+        if position in doomed:
+            continue
+        parent = entry.obj.get("parentUuid")
+        if isinstance(parent, str) and parent in parent_of:
+            while isinstance(parent, str) and parent in parent_of:
+                parent = parent_of[parent]
+            entry = entry.replace({**entry.obj, "parentUuid": parent})
+        result.append(entry)
+    metadata = {"removedUuids": removed_uuids, "removedMessages": len(removed_messages), "tokensSaved": saved}
+    if config.marker:
+        marker = transcript_format.marker(result, "snip_boundary", "History snipped", "snipMetadata", metadata, iso(config.now or datetime.now(timezone.utc)))
+        if marker is not None:
+            result.append(marker)
+    removed = [{"uuid": entries[p].obj.get("uuid"), "line": entries[p].line or None} for p in sorted(doomed)]
+    report = {"stage": "snip", "removed_messages": len(removed_messages), "removed_lines": len(doomed), "tokens_freed": saved}
+    return Outcome(result, True, f"removed {len(removed_messages)} message{'s' if len(removed_messages) != 1 else ''} ({len(doomed)} lines), about {saved:,} tokens", report, removed)
