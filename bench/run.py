@@ -192,6 +192,14 @@ def rss_at_most(name: str, factor: float) -> Target:
     return Target(f"RSS <= {factor:g}x {name}", check)
 
 
+def faster_than_share_of(name: str, factor: float) -> Target:
+    def check(result: Result, results: Results) -> bool | None:
+        other = _other(results, name)
+        return None if other is None else result.best <= factor * other.best
+
+    return Target(f"<= {factor:g}x {name}", check)
+
+
 def median_ms_at_most(ms: float) -> Target:
     return Target(f"median <= {ms:g} ms", lambda me, _: me.median * 1000 <= ms)
 
@@ -241,6 +249,36 @@ BENCHES: list[Bench] = [
         "count-tree-1-job",
         lambda i: [i.ctxpipe, "count", "--json", "--jobs", "1", i.tree],
         ratio=False,
+    ),
+    Bench(
+        "microcompact",
+        lambda i: [i.ctxpipe, "microcompact", "--force", i.big],
+        targets=(time_ratio_at_most(2.0),),
+    ),
+    Bench(
+        "collapse",
+        lambda i: [i.ctxpipe, "collapse", i.big],
+        targets=(time_ratio_at_most(2.0),),
+    ),
+    Bench(
+        "snip",
+        lambda i: [i.ctxpipe, "snip", "--keep-last", "40", i.big],
+        targets=(time_ratio_at_most(2.0),),
+    ),
+    Bench(
+        # Into a pipe the untouched head of the file is really copied (into /dev/null it is not).
+        "microcompact-piped",
+        lambda i: ["bash", "-o", "pipefail", "-c", f"{i.ctxpipe} microcompact --force {i.big} 2>/dev/null | cat"],
+        targets=(time_ratio_at_most(2.0),),
+    ),
+    Bench(
+        # Six stages in one shell pipe, against microcompact alone: what composing costs.
+        "six-stage-pipe",
+        lambda i: ["bash", "-o", "pipefail", "-c",
+                   f"{i.ctxpipe} microcompact --force {i.big} 2>/dev/null | {i.ctxpipe} collapse 2>/dev/null"
+                   f" | {i.ctxpipe} snip --keep-last 40 2>/dev/null | {i.ctxpipe} microcompact --force 2>/dev/null"
+                   f" | {i.ctxpipe} collapse 2>/dev/null | {i.ctxpipe} convert --to claude-code"],
+        targets=(time_ratio_at_most(6.0), faster_than_share_of("microcompact-piped", 6.0)),
     ),
     Bench(
         "help-cold-start",

@@ -14,7 +14,7 @@ from ..core.errors import UnsupportedError
 import io as io_module
 
 from ..core.jsonl import Entry, ReadStats, iter_entries
-from ..core.stage import Outcome, ledger_record
+from ..core.stage import Outcome, ledger_record, line_bytes
 from . import io
 from .options import format_name
 
@@ -66,10 +66,12 @@ def run_stage(
                 out.write(buffer)
             else:
                 prefix = memoryview(buffer)[:offset]
-                record, pieces = ledger_record(name, prefix, entries, outcome.entries, outcome.removed)
                 if ledger and outcome.changed:
+                    record, pieces = ledger_record(name, prefix, entries, outcome.entries, outcome.removed)
                     # Appended before the output is written, so the next stage of a pipe appends after it.
                     append_ledger(ledger, record)
+                else:
+                    pieces = line_bytes(outcome.entries)
                 out.write(prefix)
                 for piece in pieces:
                     out.write(piece)

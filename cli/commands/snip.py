@@ -52,7 +52,9 @@ def snip(
     def transform(entries: list, fmt: object) -> object:
         return run(entries, fmt, config, _snipped_before(entries))
 
-    outcome = run_stage("snip", path, input_format, on_error, output, ledger, report_json, transform, unbuffered, whole=True)
+    # Line numbers need every line counted; uuids and --keep-last need only the active context.
+    by_line = span is not None and any(part.isdigit() for part in span)
+    outcome = run_stage("snip", path, input_format, on_error, output, ledger, report_json, transform, unbuffered, whole=by_line)
     if report:
         from .. import io
 
