@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .core.budget import ONE_MILLION, BudgetSettings, Thresholds, model_window, thresholds
+from .core.budget import ONE_MILLION, BudgetSettings, Thresholds, model_window, thresholds, truthy
 from .core.count import CALIBRATION_WINDOW, UNCALIBRATED, Calibration, ContextCount, Estimates, calibrate, count_context, usage_prompt
 from .core.errors import InputError
 from .core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries, iter_entries
@@ -148,7 +148,7 @@ def _first_line_format(buffer: Any, source: str) -> str:
 def _window(options: CountOptions, model: str | None, largest_prompt: int, budget: BudgetSettings) -> tuple[int, str]:
     if options.window:
         return options.window, "--window"
-    window, reason = model_window(model, budget.disable_1m is not None)
+    window, reason = model_window(model, truthy(budget.disable_1m))
     if window < ONE_MILLION and largest_prompt > window:
         return ONE_MILLION, f"a recorded prompt of {largest_prompt:,} tokens does not fit {window:,}"
     return window, reason
@@ -174,7 +174,7 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: str | No
     counted.model = model
     largest = max((usage_prompt(m.usage) for m in messages if m.usage), default=0)
     window, reason = _window(options, model, largest, options.budget)
-    levels = thresholds(model, options.budget, window, reason)
+    levels = thresholds(model, options.budget, window, reason, window_flag=bool(options.window))
     anchor_uuid = None
     if counted.anchor is not None and messages[counted.anchor].entries:
         anchor_uuid = entries[messages[counted.anchor].entries[-1]].obj.get("uuid")

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import typer
 
+from .commands.api_edits import api_edits
 from .commands.collapse import collapse
 from .commands.convert import convert
 from .commands.count import count
@@ -56,6 +57,7 @@ def pipe_safe(command: Callable[..., None]) -> Callable[..., None]:
 
 for command in (convert, validate, count, warn, microcompact, collapse, snip, expand):
     app.command()(pipe_safe(command))
+app.command("api-edits")(pipe_safe(api_edits))
 
 
 def main() -> None:

@@ -45,19 +45,20 @@ def timeline_text(result: Any, width: int) -> Any:
     text.append(f"{result.file}: context size at each of {len(points)} API calls\n", style="bold")
     for row in range(rows, 0, -1):
         low, high = (row - 1) / rows * top, row / rows * top
-        label = next(((name, value, style) for name, value, style in lines if low <= value < high), None)
+        # Several thresholds can fall in one row (on a 1M window they are 10K apart): name them all.
+        here = [(name, value, style) for name, value, style in lines if low <= value < high]
         text.append(f"{_short(high):>6} │", style="dim")
         for value in columns:
             if value >= high:
                 text.append("█", style="cyan")
             elif value > low:
                 text.append(BARS[max(1, round((value - low) / (high - low) * 8))], style="cyan")
-            elif label:
-                text.append("─", style=label[2])
+            elif here:
+                text.append("─", style=here[-1][2])
             else:
                 text.append(" ")
-        if label:
-            text.append(f" {label[0]} {_short(label[1])}", style=label[2])
+        for name, value, style in here:
+            text.append(f" {name} {_short(value)}", style=style)
         text.append("\n")
     text.append(" " * 7 + "└" + "─" * len(columns) + "\n", style="dim")
     first, last = points[0].get("timestamp") or "", points[-1].get("timestamp") or ""

@@ -89,7 +89,8 @@ class Thresholds:
         return max(0, round((threshold - tokens) / threshold * 100)) if threshold > 0 else 0
 
 
-def _truthy(setting: Setting | None) -> bool:
+def truthy(setting: Setting | None) -> bool:
+    """An environment flag as Claude Code reads it: set and not 0/false/no/off."""
     return setting is not None and setting.value.strip().lower() not in ("", "0", "false", "no", "off")
 
 
@@ -123,20 +124,23 @@ def max_output_for(model: str | None) -> tuple[int, int]:
     return FALLBACK_MAX_OUTPUT
 
 
-def thresholds(model: str | None, settings: BudgetSettings = BudgetSettings(), window: int | None = None, window_reason: str | None = None) -> Thresholds:
+def thresholds(model: str | None, settings: BudgetSettings = BudgetSettings(), window: int | None = None, window_reason: str | None = None, window_flag: bool = False) -> Thresholds:
     """Every level for `model` under `settings`, with a line of explanation for each value.
 
-    `window` overrides the model's window (e.g. one inferred from recorded usage).
+    `window` overrides the model's window (e.g. one inferred from recorded usage); with
+    window_flag it was given on the command line and the environment's cap does not apply.
     """
     explain: list[str] = []
     ignored: list[str] = []
     if window is None:
-        window, reason = model_window(model, _truthy(settings.disable_1m))
+        window, reason = model_window(model, truthy(settings.disable_1m))
     else:
         reason = window_reason or "given"
     explain.append(f"window {window:,}: {reason}")
     cap = _positive_int(settings.auto_compact_window, ignored)
-    if cap is not None:
+    if cap is not None and window_flag:
+        ignored.append(f"{settings.auto_compact_window.source}={cap} ignored: --window was given")  # type: ignore[union-attr]
+    elif cap is not None:
         if cap < window:
             explain.append(f"window {cap:,}: {settings.auto_compact_window.source} caps the window")  # type: ignore[union-attr]
             window = cap
@@ -156,7 +160,7 @@ def thresholds(model: str | None, settings: BudgetSettings = BudgetSettings(), w
     effective = window - reserve
     explain.append(f"effective window {effective:,} = window {window:,} − reserve {reserve:,} (min(max output, 20,000))")
 
-    auto_off = _truthy(settings.disable_compact) or _truthy(settings.disable_auto_compact)
+    auto_off = truthy(settings.disable_compact) or truthy(settings.disable_auto_compact)
     autocompact: int | None = effective - AUTOCOMPACT_BUFFER
     if auto_off:
         source = (settings.disable_compact or settings.disable_auto_compact).source  # type: ignore[union-attr]

@@ -17,6 +17,10 @@ class InputError(CtxpipeError):
         where = f"{source}:{line}" if line is not None else source
         super().__init__(f"{where}: {what}")
 
+    def __reduce__(self) -> tuple[type[InputError], tuple[str, int | None, str]]:
+        # Raised in worker processes: it must travel back through pickle.
+        return (InputError, (self.source, self.line, self.what))
+
 
 class UnsupportedError(CtxpipeError):
     """An operation the chosen format or command cannot perform."""

@@ -224,17 +224,17 @@ def iter_entries_reversed(
     loads = orjson.loads
     with memoryview(buffer) as view:
         for start, content_end, eol in iter_lines_reversed(buffer):
-            raw = view[start:content_end]
-            if start == 0 and raw[:3] == BOM:
-                raw = raw[3:]
+            raw = view[start + 3 if start == 0 and view[:3] == BOM else start : content_end]
             try:
                 obj = loads(raw)
             except orjson.JSONDecodeError as exc:
                 obj = _parse_slowly(bytes(raw), eol == b"", exc)
-                if obj is None:
-                    continue
+            kept = bytes(raw) if keep_raw and type(obj) is dict else None
+            raw.release()  # no view may outlive the loop: the caller closes the mmap behind it
+            if obj is None:
+                continue
             if type(obj) is dict:
-                yield start, Entry(obj, bytes(raw) if keep_raw else None, 0, eol)
+                yield start, Entry(obj, kept, 0, eol)
             else:
                 _bad_line(source, line_number(buffer, start), obj, on_error, stats)
 
@@ -260,8 +260,9 @@ def iter_buffer_entries(buffer: Any, source: str, on_error: OnError = "fail", st
                 obj = loads(raw)
             except orjson.JSONDecodeError as exc:
                 obj = _parse_slowly(bytes(raw), eol == b"", exc)
-                if obj is None:
-                    continue
+            raw.release()  # no view may outlive the loop: the caller closes the mmap behind it
+            if obj is None:
+                continue
             if type(obj) is dict:
                 yield Entry(obj, None, number, eol)
             else:

@@ -11,6 +11,7 @@ import base64
 import re
 import gzip
 import hashlib
+import math
 from collections.abc import Iterable
 from functools import cache
 from typing import Any, Protocol
@@ -34,16 +35,21 @@ class TextCounter(Protocol):
     def count_many(self, texts: list[str]) -> list[int]: ...
 
 
+def js_length(text: str) -> int:
+    """JavaScript's String.length: UTF-16 code units (an emoji counts 2)."""
+    return len(text) if text.isascii() else len(text.encode("utf-16-le")) // 2
+
+
 class RoughCounter:
-    """Claude Code's roughTokenCountEstimation: round(len(text) / 4)."""
+    """Claude Code's roughTokenCountEstimation: Math.round(text.length / 4), in JavaScript terms."""
 
     name = "rough"
 
     def count(self, text: str) -> int:
-        return round(len(text) / 4)
+        return math.floor(js_length(text) / 4 + 0.5)  # Math.round rounds halves up, round() to even
 
     def count_many(self, texts: list[str]) -> list[int]:
-        return [round(len(text) / 4) for text in texts]
+        return [self.count(text) for text in texts]
 
 
 class TiktokenCounter:

@@ -23,10 +23,18 @@ READERS: list[tuple[str, list[str]]] = [
     ("convert", ["convert", "--to", "claude-code"]),
     ("convert-anthropic", ["convert", "--to", "anthropic"]),
     ("validate", ["validate"]),
+    ("count", ["count"]),
+    ("warn", ["warn"]),
+    ("api-edits", ["api-edits"]),
 ]
 
 # Readers that report bad lines as findings on stdout (JSON) instead of failing with `ctxpipe: error:`.
 REPORTS_BAD_LINES = {"validate"}
+# Readers that parse a file from its end back to the start of the active context (count, warn): the
+# first bad line they meet is the last one, so in a file of garbage they name its last line.
+READS_FROM_THE_END = {"count", "warn"}
+# Readers that search a folder for session files instead of refusing it.
+SEARCHES_FOLDERS = {"count"}
 # Readers that write a Claude Code input back unchanged (an identity conversion).
 IDENTITY = {"convert"}
 # Readers that write a transcript (empty input gives empty output) and take `-o FILE`.
@@ -97,6 +105,10 @@ def jsonl(lines: list[bytes], eol: bytes = b"\n") -> bytes:
 
 
 # --- running readers ---------------------------------------------------------------------------
+
+
+def last_line_number(data: bytes) -> int:
+    return data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
 
 
 def run_reader(argv: list[str], data: bytes, via: str, tmp_path: Path, *extra: str, name: str = "in.jsonl"):
@@ -186,8 +198,10 @@ BAD_LINE_CASES = [
 @pytest.mark.parametrize("via", VIA)
 @pytest.mark.parametrize("case, data, line, keywords", BAD_LINE_CASES, ids=[case[0] for case in BAD_LINE_CASES])
 @pytest.mark.parametrize("reader, argv", READERS, ids=READER_IDS)
-def test_bad_line_is_reported_with_file_and_line(reader, argv, case, data, line, keywords, via, tmp_path):
+def test_bad_line_is_reported_with_file_and_line(reader, argv, case, data, line, keywords, via, tmp_path, request):
     result, source = run_reader(argv, data, via, tmp_path)
+    if reader in READS_FROM_THE_END and case == "binary-garbage":
+        line = last_line_number(data)  # every line is garbage; the last is read first
     if reader in REPORTS_BAD_LINES:
         # Every line of binary garbage is a bad line; the other cases have exactly one.
         assert_bad_line_finding(result, source, line, *keywords, only=case != "binary-garbage")
@@ -211,6 +225,13 @@ def test_directory_instead_of_file(reader, argv, tmp_path):
     folder.mkdir()
     (folder / "x.jsonl").write_bytes(jsonl(GOOD))
     result = run_cli(*argv, folder)
+    if reader in SEARCHES_FOLDERS:
+        # count takes folders of sessions: the folder is searched, not refused.
+        assert result.returncode == 0, result.stderr
+        assert_no_traceback(result)
+        [report] = reports(result)
+        assert report["file"] == str(folder / "x.jsonl")
+        return
     assert result.returncode == 1, result.stderr
     message = error_line(result)
     assert str(folder) in message
@@ -223,7 +244,7 @@ TRUNCATED_MID_CHARACTER = jsonl(GOOD[:2]) + b'{"type":"user","message":{"role":"
 
 @pytest.mark.parametrize("via", VIA)
 @pytest.mark.parametrize("reader, argv", READERS, ids=READER_IDS)
-def test_truncated_inside_a_utf8_character_is_a_truncated_last_line(reader, argv, via, tmp_path):
+def test_truncated_inside_a_utf8_character_is_a_truncated_last_line(reader, argv, via, tmp_path, request):
     # A file cut at an arbitrary byte (crash, full disk) often ends inside a non-ASCII character.
     result, source = run_reader(argv, TRUNCATED_MID_CHARACTER, via, tmp_path)
     if reader in REPORTS_BAD_LINES:
@@ -314,6 +335,10 @@ def test_empty_file_is_accepted(reader, argv, via, tmp_path):
         [report] = reports(result)
         assert report["file"] == source
         assert report["valid"] is True and report["entries"] == 0
+    if reader in READS_FROM_THE_END:
+        [report] = reports(result)
+        assert report["file"] == source
+        assert report["tokens"] == report["exact_tokens"] == 0
 
 
 UNKNOWN = jsonl([
@@ -444,7 +469,7 @@ def test_lone_surrogate_escape_is_accepted(reader, argv, tmp_path):
 
 @pytest.mark.parametrize("via", VIA)
 @pytest.mark.parametrize("reader, argv", READERS, ids=READER_IDS)
-def test_on_error_skip_leaves_the_bad_line_out(reader, argv, via, tmp_path):
+def test_on_error_skip_leaves_the_bad_line_out(reader, argv, via, tmp_path, request):
     lines = good_lines(5)
     bad = b'{"type":"user","message":{oops'
     data = jsonl([lines[0], lines[1], bad, lines[2], lines[3], lines[4]])

@@ -53,6 +53,8 @@ def warn(
         if pass_through:
             with io.open_output(None) as out:
                 out.write(buffer)
+    if result.skipped_lines:
+        io.warn(f"{source}: skipped {result.skipped_lines} bad line{'s' if result.skipped_lines != 1 else ''}")
     report = _report(result)
     if pass_through:
         _print_brief(report, to_stderr=True)

@@ -1,0 +1,147 @@
+"""`ctxpipe api-edits`: the `context_management` request parameter that clears a transcript's context server-side."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any, Optional
+
+import typer
+
+from .. import io
+from ..budget_options import AutocompactPct, MaxOutput, Model, NoAutoCompact, Window, budget_settings
+from ..options import Format, InputPath, Json, OnError, format_name
+
+
+def api_edits(
+    path: InputPath = None,
+    input_format: Format = None,
+    model: Model = None,
+    window: Window = None,
+    autocompact_pct: AutocompactPct = None,
+    max_output_tokens: MaxOutput = None,
+    no_auto_compact: NoAutoCompact = False,
+    trigger: Annotated[Optional[int], typer.Option("--trigger", help="Clear tool uses once the prompt reaches N input tokens (default: the transcript's autocompact threshold).", min=1, show_default=False)] = None,
+    trigger_tool_uses: Annotated[Optional[int], typer.Option("--trigger-tool-uses", help="Clear once the prompt holds N tool uses, instead of a token trigger.", min=1, show_default=False)] = None,
+    keep: Annotated[Optional[int], typer.Option("--keep", help="Keep the N most recent tool uses (default 5, as microcompact).", min=1, show_default=False)] = None,
+    clear_at_least: Annotated[Optional[int], typer.Option("--clear-at-least", help="Clear only if at least N input tokens go (worth a cache break).", min=1, show_default=False)] = None,
+    exclude_tool: Annotated[Optional[list[str]], typer.Option("--exclude-tool", help="Never clear this tool's uses (repeatable; Task/Agent and mcp__ tools in the transcript are excluded already).", metavar="NAME", show_default=False)] = None,
+    clear_tool_inputs: Annotated[bool, typer.Option("--clear-tool-inputs", help="Clear the inputs of cleared tool uses too.")] = False,
+    clear_tool_inputs_for: Annotated[Optional[list[str]], typer.Option("--clear-tool-inputs-for", help="Clear the inputs of this tool's cleared uses (repeatable).", metavar="NAME", show_default=False)] = None,
+    thinking: Annotated[Optional[bool], typer.Option("--thinking/--no-thinking", help="Add or leave out the thinking edit (default: when the transcript has thinking blocks).", show_default=False)] = None,
+    thinking_keep: Annotated[str, typer.Option("--thinking-keep", help="Thinking to keep: 'all' (as Claude Code sends) or the N most recent assistant turns.", metavar="all|N")] = "all",
+    compact: Annotated[bool, typer.Option("--compact", help="Add the server-side compaction edit (beta compact-2026-01-12).")] = False,
+    compact_trigger: Annotated[Optional[int], typer.Option("--compact-trigger", help="Compact once the prompt reaches N input tokens (default 150,000).", min=1, show_default=False)] = None,
+    compact_instructions: Annotated[Optional[str], typer.Option("--compact-instructions", help="Extra instructions for the server's summary.", metavar="TEXT", show_default=False)] = None,
+    pause_after_compaction: Annotated[bool, typer.Option("--pause-after-compaction", help="Stop the response after the compaction block.")] = False,
+    json_output: Json = False,
+    explain: Annotated[bool, typer.Option("--explain", help="Say on stderr why each value was chosen.")] = False,
+    on_error: OnError = "fail",  # type: ignore[assignment]
+) -> None:
+    """Print the context_management request parameter that makes the API clear this context itself.
+
+    The object holds the beta headers (context-management-2025-06-27, plus compact-2026-01-12 with
+    --compact) and the edits: clear_thinking_20251015 first when the transcript thinks (keep "all",
+    as Claude Code sends), then clear_tool_uses_20250919 triggered at the transcript's autocompact
+    threshold, keeping the 5 most recent tool uses and never clearing the Task/Agent and mcp__ tools
+    it uses. Pretty-printed on a terminal, one JSON line otherwise.
+
+    Example:  ctxpipe api-edits session.jsonl | jq '.context_management'
+    """
+    from ...core.api_edits import ApiEditsOptions, build_api_edits, parse_thinking_keep, transcript_facts
+    from ...core.jsonl import ReadStats
+    from ...counting import CountOptions, count_buffer, mapped
+    from ...formats import get
+
+    compact_only = [flag for flag, given in (
+        ("--compact-trigger", compact_trigger is not None),
+        ("--compact-instructions", compact_instructions is not None),
+        ("--pause-after-compaction", pause_after_compaction),
+    ) if given]
+    if compact_only and not compact:
+        raise typer.BadParameter(f"{', '.join(compact_only)} only apply with --compact", param_hint="--compact")
+    if thinking is False and thinking_keep.strip().lower() != "all":
+        raise typer.BadParameter("--thinking-keep cannot apply with --no-thinking", param_hint="--thinking-keep")
+    try:
+        kept_thinking = parse_thinking_keep(thinking_keep)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--thinking-keep") from None
+    try:
+        options = ApiEditsOptions(
+            trigger_tokens=trigger,
+            trigger_tool_uses=trigger_tool_uses,
+            keep=keep,
+            clear_at_least=clear_at_least,
+            exclude_tools=tuple(exclude_tool or ()),
+            clear_tool_inputs=clear_tool_inputs,
+            clear_tool_inputs_for=tuple(clear_tool_inputs_for or ()),
+            thinking=thinking,
+            thinking_keep=kept_thinking,
+            compact=compact,
+            compact_trigger=compact_trigger,
+            compact_instructions=compact_instructions,
+            pause_after_compaction=pause_after_compaction,
+        )
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+    count_options = CountOptions(
+        model=model,
+        window=window,
+        format=format_name(input_format),
+        on_error=on_error.value,
+        budget=budget_settings(autocompact_pct=autocompact_pct, max_output_tokens=max_output_tokens, no_auto_compact=no_auto_compact),
+    )
+    source = io.source_name(path)
+    with mapped(path) as buffer:
+        stats = ReadStats()
+        # Every line, from the start: the tools and thinking of the whole active context.
+        entries = _all_entries(buffer, source, count_options.on_error, stats)
+        counted = count_buffer(buffer, source, count_options)
+    io.report_skipped(stats, source)
+    tool_names, thinking_blocks = transcript_facts(get(counted.format).messages(entries))
+    result = build_api_edits(
+        options,
+        tool_names=tool_names,
+        thinking_blocks=thinking_blocks,
+        tokens=counted.count.tokens,
+        model=counted.count.model,
+        autocompact_threshold=counted.thresholds.autocompact,
+    )
+    if json_output or not io.stdout_is_terminal():
+        io.write_json_lines([result.request])
+    else:
+        _print_pretty(result.request)
+    if explain:
+        _print_explanation(source, result.explanations, counted.thresholds.explanations, options)
+
+
+def _all_entries(buffer: Any, source: str, on_error: Any, stats: Any) -> list[Any]:
+    """Every entry of `buffer`. A bad line's error is raised again outside the handler: the original
+    traceback keeps a view into the memory map alive, and the map could not be closed."""
+    from ...core.errors import InputError
+    from ...core.jsonl import iter_buffer_entries
+
+    try:
+        return list(iter_buffer_entries(buffer, source, on_error, stats))
+    except InputError as exc:
+        failure = InputError(exc.source, exc.line, exc.what)
+    raise failure
+
+
+def _print_pretty(obj: dict[str, Any]) -> None:
+    import orjson
+
+    out = sys.stdout.buffer
+    out.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
+    out.flush()
+
+
+def _print_explanation(source: str, lines: tuple[str, ...], threshold_lines: tuple[str, ...], options: Any) -> None:
+    err = sys.stderr
+    print(f"{source}:", file=err)
+    for line in lines:
+        print(f"  {line}", file=err)
+    if options.trigger_tokens is None and options.trigger_tool_uses is None:
+        print("  where the autocompact threshold comes from:", file=err)
+        for line in threshold_lines:
+            print(f"    {line}", file=err)
