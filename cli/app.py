@@ -16,6 +16,7 @@ from .commands.count import count
 from .commands.expand import expand
 from .commands.microcompact import microcompact
 from .commands.snip import snip
+from .commands.summarize import summarize
 from .commands.validate import validate
 from .commands.warn import warn
 from .status import ExitStatus
@@ -55,7 +56,7 @@ def pipe_safe(command: Callable[..., None]) -> Callable[..., None]:
     return run
 
 
-for command in (convert, validate, count, warn, microcompact, collapse, snip, expand):
+for command in (convert, validate, count, warn, microcompact, collapse, snip, summarize, expand):
     app.command()(pipe_safe(command))
 app.command("api-edits")(pipe_safe(api_edits))
 

@@ -162,6 +162,17 @@ def write_json_lines(objects: Iterable[dict[str, Any]]) -> None:
     out.flush()
 
 
+@contextlib.contextmanager
+def progress(label: str) -> Iterator[Any]:
+    """A spinner on stderr while waiting, on a terminal only; yields a function that shows a note."""
+    if not sys.stderr.isatty():
+        yield lambda text: note(text)
+        return
+    console = stderr_console()
+    with console.status(f"{label}…") as status:
+        yield lambda text: status.update(f"{label}… {text}")
+
+
 def stderr_console() -> Any:
     """A rich console on stderr; no colour when NO_COLOR is set or stderr is not a terminal."""
     from rich.console import Console

@@ -104,6 +104,11 @@ def is_real_response(message: Message) -> bool:
     return message.role == "assistant" and message.usage is not None and message.model != SYNTHETIC_MODEL
 
 
+def is_anchor(message: Message) -> bool:
+    """A response whose usage still describes the context (not one kept through a compaction)."""
+    return is_real_response(message) and not message.usage_stale
+
+
 def response_indices(messages: Sequence[Message]) -> list[int]:
     return [index for index, message in enumerate(messages) if is_real_response(message)]
 
@@ -198,7 +203,7 @@ def count_context(
     """
     messages, counter = estimates.messages, estimates.counter
     calibration = calibration or UNCALIBRATED
-    anchors = response_indices(messages)
+    anchors = [index for index, message in enumerate(messages) if is_anchor(message)]
     model = next((m.model for m in reversed(messages) if m.role == "assistant" and m.model and m.model != SYNTHETIC_MODEL), None)
     if not anchors:
         raw = estimates.between(0, len(messages))

@@ -74,6 +74,9 @@ class AnthropicFormat:
         obj["content"] = content
         return entry.replace(obj)
 
+    def compacted(self, entries: Sequence[Entry], tail: Sequence[int], summary: str, metadata: dict[str, Any], when: str) -> list[Entry]:
+        return [Entry({"role": "user", "content": summary})] + [entries[p] for p in tail]
+
     def marker(self, entries: Sequence[Entry], subtype: str, text: str, metadata_key: str, metadata: dict[str, Any], when: str) -> Entry | None:
         return None  # every line of this format is a message: there is nowhere to record a stage
 

@@ -55,6 +55,9 @@ class TranscriptFormat(Protocol):
     def replace_blocks(self, entry: Entry, blocks: dict[int, dict[str, Any]]) -> Entry:
         """A changed copy of `entry` with content blocks replaced by index."""
 
+    def compacted(self, entries: Sequence[Entry], tail: Sequence[int], summary: str, metadata: dict[str, Any], when: str) -> list[Entry]:
+        """The entries a summary adds: its record(s) in this format, then the kept tail."""
+
     def marker(self, entries: Sequence[Entry], subtype: str, text: str, metadata_key: str, metadata: dict[str, Any], when: str) -> Entry | None:
         """A line recording what a stage did, in this format's vocabulary (None: it has none)."""
 

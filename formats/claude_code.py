@@ -232,7 +232,18 @@ class ClaudeCodeFormat:
         return True
 
     def messages(self, entries: Sequence[Entry], history: bool = False) -> list[Message]:
-        return build_messages(entries, context_positions(entries, history))
+        positions = context_positions(entries, history)
+        messages = build_messages(entries, positions)
+        if positions and not history and is_compact_boundary(entries[positions[0]].obj):
+            # A tail kept through a compaction still carries usage measured on the old, longer
+            # prompt: it must not anchor a count of the compacted context.
+            compacted_at = entries[positions[0]].obj.get("timestamp")
+            if isinstance(compacted_at, str):
+                for message in messages:
+                    stamp = entries[message.entries[-1]].obj.get("timestamp")
+                    if message.role == "assistant" and isinstance(stamp, str) and stamp < compacted_at:
+                        message.usage_stale = True
+        return messages
 
     def context_positions(self, entries: Sequence[Entry]) -> list[int]:
         return context_positions(entries)
@@ -372,6 +383,35 @@ class ClaudeCodeFormat:
             "timestamp": when,
         })
         return Entry(obj)
+
+    def compacted(self, entries: Sequence[Entry], tail: Sequence[int], summary: str, metadata: dict[str, Any], when: str) -> list[Entry]:
+        """The lines a summary appends: a compact_boundary (a root whose logicalParentUuid is the last
+        line), the isCompactSummary user line, then the kept tail again under its own uuids.
+
+        Claude Code loads the later line of a uuid, so re-emitting the tail (its first lines
+        re-parented to the summary) makes the compacted chain the one it resumes.
+        """
+        last = next((e.obj for e in reversed(entries) if isinstance(e.obj.get("uuid"), str)), {})
+        envelope = next((e.obj for e in reversed(entries) if e.obj.get("type") in MESSAGE_TYPES), last)
+        session = str(envelope.get("sessionId", ""))
+        base = {key: envelope[key] for key in ("isSidechain", "userType", "cwd", "sessionId", "version", "gitBranch", "slug") if key in envelope}
+        base["isSidechain"] = False
+        seed = orjson.dumps([session, last.get("uuid"), summary]).decode()
+        boundary_uuid = str(uuidlib.uuid5(CTXPIPE_NAMESPACE, "boundary:" + seed))
+        summary_uuid = str(uuidlib.uuid5(CTXPIPE_NAMESPACE, "summary:" + seed))
+        boundary = {"parentUuid": None, "logicalParentUuid": last.get("uuid"), **base, "type": "system", "subtype": "compact_boundary",
+                    "content": "Conversation compacted", "isMeta": False, "timestamp": when, "uuid": boundary_uuid, "level": "info",
+                    "compactMetadata": metadata}
+        summary_line = {"parentUuid": boundary_uuid, **base, "type": "user", "message": {"role": "user", "content": summary},
+                        "isVisibleInTranscriptOnly": True, "isCompactSummary": True, "uuid": summary_uuid, "timestamp": when}
+        out = [Entry(boundary), Entry(summary_line)]
+        kept = {entries[p].obj.get("uuid") for p in tail}
+        for position in tail:
+            entry = entries[position]
+            if entry.obj.get("parentUuid") not in kept:
+                entry = entry.replace({**entry.obj, "parentUuid": summary_uuid})
+            out.append(entry)
+        return out
 
     def markers(self, entries: Sequence[Entry]) -> list[Marker]:
         """Records of stages that removed content from the context (microcompact, collapse, …)."""

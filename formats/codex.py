@@ -162,6 +162,9 @@ class CodexFormat:
     def replace_blocks(self, entry: Entry, blocks: dict[int, dict[str, Any]]) -> Entry:
         raise UnsupportedError("ctxpipe reads the codex format but does not edit it; convert to claude-code or anthropic first")
 
+    def compacted(self, entries: Sequence[Entry], tail: Sequence[int], summary: str, metadata: dict[str, Any], when: str) -> list[Entry]:
+        raise UnsupportedError("ctxpipe reads the codex format but does not edit it; convert to claude-code or anthropic first")
+
     def marker(self, entries: Sequence[Entry], subtype: str, text: str, metadata_key: str, metadata: dict[str, Any], when: str) -> Entry | None:
         raise UnsupportedError("ctxpipe reads the codex format but does not edit it; convert to claude-code or anthropic first")
 

@@ -1,0 +1,136 @@
+"""Summarizing one transcript: split, pick the engine, verify, write back. The I/O around core.summarize."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from .core.count import Estimates, calibrate, count_context
+from .core.errors import CtxpipeError
+from .core.jsonl import Entry
+from .core.microcompact import iso
+from .core.model import Message
+from .core.stage import Outcome
+from .core.summarize import SplitConfig, context_text, facts_to_keep, key_facts, offline_summary, summary_message_text, tail_start, verify
+from .core.summarize_engines import Breaker, LlmConfig, SummaryFailed, find_session_memory, llm_summary, notes_summary, repair_summary, usable_notes
+from .core.tokens import PiecesCounter
+
+ENGINES = ("auto", "session-memory", "llm", "offline")
+
+
+@dataclass
+class SummarizeOptions:
+    engine: str = "auto"
+    split: SplitConfig = field(default_factory=SplitConfig)
+    session_memory: str | None = None
+    transcript_path: str | None = None  # where the notes are looked for, and named in the summary
+    llm: LlmConfig | None = None  # model, key, base URL, instructions
+    verify: bool = True
+    drop_history: bool = False
+    now: datetime | None = None
+    trigger: str = "manual"
+
+
+def _session_id(entries: Sequence[Entry]) -> str | None:
+    return next((e.obj["sessionId"] for e in reversed(entries) if isinstance(e.obj.get("sessionId"), str)), None)
+
+
+def choose_engine(options: SummarizeOptions, entries: Sequence[Entry], breaker: Breaker) -> tuple[str, str | None, str]:
+    """(engine, notes path, why) — auto: notes if found, else the model if a key is set, else offline."""
+    notes = options.session_memory
+    if notes is None and options.transcript_path and options.transcript_path != "-":
+        found = find_session_memory(Path(options.transcript_path), _session_id(entries))
+        notes = str(found) if found else None
+    if options.engine == "session-memory":
+        if notes is None:
+            raise CtxpipeError("--engine session-memory: no notes file found (give --session-memory FILE)")
+        return "session-memory", notes, "asked for"
+    if options.engine in ("llm", "offline"):
+        return options.engine, None, "asked for"
+    if notes is not None and usable_notes(Path(notes).read_text(encoding="utf-8", errors="replace")):
+        return "session-memory", notes, f"found the session notes at {notes}"
+    if options.llm is not None and options.llm.api_key:
+        if breaker.open:
+            return "offline", None, f"{breaker.limit} summaries in a row failed in this run: the model is not asked again"
+        return "llm", None, "ANTHROPIC_API_KEY is set"
+    return "offline", None, "no session notes and no ANTHROPIC_API_KEY"
+
+
+def summarize_entries(entries: list[Entry], transcript_format: Any, options: SummarizeOptions, breaker: Breaker,
+                      progress: Callable[[str], None] | None = None) -> Outcome:
+    messages: list[Message] = transcript_format.messages(entries)
+    start = tail_start(messages, options.split)
+    history, tail = messages[:start], messages[start:]
+    if not [m for m in history if not m.compact_summary]:
+        return Outcome(entries, False, "nothing to summarize: the whole active context fits in the tail")
+    engine, notes, why = choose_engine(options, entries, breaker)
+    report: dict[str, Any] = {"stage": "summarize", "engine": engine, "engine_reason": why, "history_messages": len(history), "tail_messages": len(tail)}
+    fell_back = None
+    if engine == "session-memory":
+        summary = notes_summary(Path(notes).read_text(encoding="utf-8", errors="replace"), notes)  # type: ignore[arg-type]
+        if not usable_notes(summary.split("\n", 1)[1]):
+            raise CtxpipeError(f"{notes}: the session notes are empty or still the template")
+    elif engine == "llm":
+        try:
+            result = llm_summary(history, options.llm, progress)  # type: ignore[arg-type]
+            breaker.record(True)
+            summary = result.text
+            report.update({"llm_attempts": result.attempts, "dropped_api_rounds": result.dropped_groups, "llm_usage": result.usage})
+        except SummaryFailed as exc:
+            breaker.record(False)
+            fell_back = str(exc)
+            engine = "offline"
+            summary = offline_summary(history)
+            report.update({"engine": "offline", "fallback_reason": fell_back})
+    else:
+        summary = offline_summary(history)
+    if options.verify:
+        facts = key_facts(history, tail)
+        checked = verify(facts, summary + "\n" + context_text(tail))
+        report["verification_before_repair"] = checked.as_dict()
+        if checked.missing and engine == "llm":
+            try:
+                summary = repair_summary(summary, [f.text for f in checked.missing], options.llm)  # type: ignore[arg-type]
+                checked = verify(facts, summary + "\n" + context_text(tail))
+                report["repaired"] = True
+            except SummaryFailed as exc:
+                report["repair_error"] = str(exc)
+        if checked.missing:
+            summary = summary + "\n\n" + facts_to_keep(checked.missing)
+            checked = verify(facts, summary + "\n" + context_text(tail))
+        report["verification"] = checked.as_dict()
+    text = summary_message_text(summary, options.transcript_path if options.transcript_path not in (None, "-") else None, bool(tail))
+    estimates = Estimates(messages, PiecesCounter())
+    calibration = calibrate(estimates)
+    pre = count_context(estimates, calibration).tokens
+    tail_positions = []
+    if tail:
+        first_tail_entry = min(p for m in tail for p in m.entries)
+        tail_positions = [p for p in transcript_format.context_positions(entries) if p >= first_tail_entry]
+    when = iso(options.now or datetime.now(timezone.utc))
+    metadata: dict[str, Any] = {"trigger": options.trigger, "preTokens": pre}
+    added = transcript_format.compacted(entries, tail_positions, text, metadata, when)
+    after = transcript_format.messages(added) if transcript_format.name != "claude-code" else transcript_format.messages(list(entries) + added)
+    post_estimates = Estimates(after, PiecesCounter())
+    post = count_context(post_estimates, calibrate(post_estimates)).tokens
+    metadata["postTokens"] = post
+    added = transcript_format.compacted(entries, tail_positions, text, metadata, when)
+    result = added if options.drop_history or transcript_format.name != "claude-code" else list(entries) + added
+    if tail and pre > post:
+        # The kept tail still carries usage measured on the old prompt, and a reader of the file's
+        # end (count) may not reach the boundary: this record says how much of it is gone.
+        marker = transcript_format.marker(result, "ctxpipe_compact", "Context summarized", "ctxpipeMetadata",
+                                          {"stage": "summarize", "tokensSaved": pre - post}, when)
+        if marker is not None:
+            result.append(marker)
+    report.update({"pre_tokens": pre, "post_tokens": post, "reduction": round(1 - post / pre, 4) if pre else 0.0})
+    note = f"summarized {len(history)} messages with the {engine} engine ({why}); kept {len(tail)}; {pre:,} → {post:,} tokens"
+    if fell_back:
+        note += f"; the model failed ({fell_back}), so the offline engine ran"
+    if options.verify:
+        note += f"; verifier recall {report['verification']['recall']:.0%}"
+    return Outcome(result, True, note, report)
