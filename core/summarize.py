@@ -281,8 +281,9 @@ def _normal(text: str) -> str:
 
 def carried(fact: Fact, context_text: str) -> bool:
     """Verbatim (whitespace and case aside), or, for long instructions, 80 % of their words."""
-    needle, haystack = _normal(fact.text), _normal(context_text)
-    if needle[:GIANT_PASTE] in haystack:
+    # A giant paste is carried as its first GIANT_PASTE characters (see _trim).
+    needle, haystack = _normal(fact.text[:GIANT_PASTE]), _normal(context_text)
+    if needle in haystack:
         return True
     if fact.kind in ("instruction", "last-request"):
         words = {w for w in re.findall(r"[a-z0-9_./-]{4,}", needle)}

@@ -1,0 +1,226 @@
+"""Run the real Claude Code CLI (pinned version) against the fake Messages API, to check what it resumes.
+
+    from claude_code import resume
+    from messages_server import MessagesServer
+
+    with MessagesServer() as server:
+        result = resume(session_bytes, session_id, cwd=project_dir, prompt="go on", server=server)
+    result.body["messages"]   # the conversation Claude Code sent: what it loaded from the transcript
+
+Claude Code is installed once with npm into a cache folder (CTXPIPE_CLAUDE_CODE_DIR, default
+~/.cache/ctxpipe-tests/claude-code-<version>) and reused; the first install downloads about 100 MB
+from the npm registry and takes from a few seconds to a minute. The calling test is skipped (with
+the reason) when node or npm is missing or the install fails.
+
+Every run gets a fresh HOME, a minimal environment (nothing inherited that could point Claude Code
+elsewhere: ANTHROPIC_*, CLAUDE_*, proxies), and the switches 2.1.88 honours to stay quiet
+(CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC covers telemetry, auto-update, release notes, model
+capabilities...). As a safety net the fake server is also its HTTP(S) proxy, with 127.0.0.1
+exempt: whatever still aims at the internet lands on the fake, is refused and is recorded
+(`ResumeResult.external`) instead of leaving the machine.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from messages_server import MessagesServer, RecordedRequest
+
+CLAUDE_CODE_VERSION = "2.1.88"
+INSTALL_TIMEOUT = 600  # a cold npm cache on a slow link; a warm one takes seconds
+
+# What 2.1.88 reads (grepped from its cli.js): the first one switches off all nonessential traffic
+# (telemetry, error reporting, auto-update checks, release notes, grove, model capabilities); the
+# others are the narrower switches, set too in case a code path checks only its own.
+QUIET_ENV = {
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    "DISABLE_TELEMETRY": "1",
+    "DISABLE_ERROR_REPORTING": "1",
+    "DISABLE_AUTOUPDATER": "1",
+    "DISABLE_INSTALLATION_CHECKS": "1",
+    "CLAUDE_CODE_DISABLE_FEEDBACK_SURVEY": "1",
+    "CLAUDE_CODE_DISABLE_TERMINAL_TITLE": "1",
+    "CLAUDE_CODE_DISABLE_AUTO_MEMORY": "1",
+    "CLAUDE_CODE_DISABLE_BACKGROUND_TASKS": "1",
+}
+
+# Kept from the caller's environment; everything else is dropped (a test run inside Claude Code
+# has CLAUDECODE, CLAUDE_CODE_ENTRYPOINT, ANTHROPIC_* ... that would change what the child does).
+_PASS_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "TMPDIR", "SYSTEMROOT")
+
+
+def cache_dir() -> Path:
+    default = Path.home() / ".cache" / "ctxpipe-tests" / f"claude-code-{CLAUDE_CODE_VERSION}"
+    return Path(os.environ.get("CTXPIPE_CLAUDE_CODE_DIR") or default)
+
+
+def _installed_cli(folder: Path) -> Path | None:
+    package = folder / "node_modules" / "@anthropic-ai" / "claude-code"
+    try:
+        version = json.loads((package / "package.json").read_text())["version"]
+    except (OSError, ValueError, KeyError):
+        return None
+    cli = package / "cli.js"
+    return cli if version == CLAUDE_CODE_VERSION and cli.is_file() else None
+
+
+_install_failure: str | None = None  # one failed install per test session, not one per test
+
+
+def claude_code_cli() -> Path:
+    """The pinned Claude Code's cli.js, installed on first use; skips the calling test when that cannot be done."""
+    global _install_failure
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        pytest.skip("Claude Code tests need node and npm on PATH (Node.js 18 or newer)")
+    if _install_failure is not None:
+        pytest.skip(_install_failure)
+    folder = cache_dir()
+    if (cli := _installed_cli(folder)) is not None:
+        return cli
+    folder.mkdir(parents=True, exist_ok=True)
+    # Parallel test workers install once: the others wait on the lock, then find it done.
+    with open(folder / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (cli := _installed_cli(folder)) is not None:
+            return cli
+        try:
+            proc = subprocess.run(
+                [npm, "install", "--prefix", str(folder), "--no-audit", "--no-fund", "--ignore-scripts", "--save-exact", "--loglevel=error",
+                 f"@anthropic-ai/claude-code@{CLAUDE_CODE_VERSION}"],
+                capture_output=True, text=True, timeout=INSTALL_TIMEOUT, stdin=subprocess.DEVNULL,
+            )  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            _install_failure = f"could not install Claude Code {CLAUDE_CODE_VERSION} with npm into {folder}: {exc}"
+            pytest.skip(_install_failure)
+        if (cli := _installed_cli(folder)) is None:
+            errors = [line for line in (proc.stderr or proc.stdout).splitlines() if line.strip() and not line.startswith("npm error   ")]
+            _install_failure = f"npm install of Claude Code {CLAUDE_CODE_VERSION} into {folder} failed (exit {proc.returncode}): " + " | ".join(errors[:3])
+            pytest.skip(_install_failure)
+        return cli
+
+
+def project_dir_name(cwd: str | os.PathLike[str]) -> str:
+    """The folder under ~/.claude/projects where Claude Code keeps the sessions of `cwd`.
+
+    Every character that is not an ASCII letter or digit becomes "-" (so "/" and "." do); names
+    longer than 200 characters get a hash suffix in Claude Code, which this does not reproduce.
+    """
+    name = re.sub(r"[^a-zA-Z0-9]", "-", os.path.realpath(cwd))
+    if len(name) > 200:
+        raise ValueError(f"cwd too long for the simple project-folder encoding: {cwd}")
+    return name
+
+
+@dataclass
+class ResumeResult:
+    body: dict[str, Any]  # the main conversation request: what Claude Code resumed, plus the new prompt
+    requests: list[RecordedRequest]  # everything the run sent to the fake, in order
+    returncode: int
+    stdout: str
+    stderr: str
+    session_after: bytes  # the session file after the run (Claude Code appends the new turn)
+    home: Path | None  # the HOME used, when the caller provided it (a temporary one is removed)
+    external: list[RecordedRequest] = field(default_factory=list)  # attempts to reach the internet, refused
+
+    def debug(self) -> str:
+        lines = [f"exit {self.returncode}", f"stdout: {self.stdout[-2000:]}", f"stderr: {self.stderr[-2000:]}"]
+        lines += [f"{r.method} {r.path} -> {r.status} ({r.reply_kind}) model={(r.body or {}).get('model') if isinstance(r.body, dict) else None}" for r in self.requests]
+        return "\n".join(lines)
+
+
+def _text_of(message: dict) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    return "\n".join(b.get("text", "") for b in content or [] if isinstance(b, dict))
+
+
+def main_request(requests: list[RecordedRequest], prompt: str) -> RecordedRequest | None:
+    """The conversation request among side calls (title, topic, quota checks...): the largest one
+    whose last message carries the prompt, or failing that the largest of all."""
+    calls = [r for r in requests if r.is_messages and isinstance(r.body, dict) and isinstance(r.body.get("messages"), list) and r.body["messages"]]
+    with_prompt = [r for r in calls if prompt in _text_of(r.body["messages"][-1])]
+    pool = with_prompt or calls
+    return max(pool, key=lambda r: (len(r.body["messages"]), len(json.dumps(r.body))), default=None)
+
+
+def resume(
+    session_jsonl: bytes,
+    session_id: str,
+    cwd: str | os.PathLike[str],
+    prompt: str,
+    server: MessagesServer,
+    *,
+    home: str | os.PathLike[str] | None = None,
+    timeout: float = 120,
+    args: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+) -> ResumeResult:
+    """Run `claude -p --resume SESSION_ID PROMPT` in `cwd` on the given transcript, against `server`.
+
+    `cwd` is created if missing and should be what the transcript's `cwd` fields say. `home` keeps
+    the HOME (to look at what Claude Code wrote); by default a temporary one is used and removed.
+    `args` go before the prompt, `env` is added last. Fails the test (with the run's output and
+    requests) when Claude Code sent no conversation request.
+    """
+    cli = claude_code_cli()
+    cwd = Path(cwd)
+    cwd.mkdir(parents=True, exist_ok=True)
+    own_home = home is None
+    home_path = Path(tempfile.mkdtemp(prefix="ctxpipe-claude-home-")) if own_home else Path(home)
+    try:
+        sessions = home_path / ".claude" / "projects" / project_dir_name(cwd)
+        sessions.mkdir(parents=True, exist_ok=True)
+        session_path = sessions / f"{session_id}.jsonl"
+        session_path.write_bytes(session_jsonl)
+
+        child_env = {k: os.environ[k] for k in _PASS_ENV if k in os.environ}
+        child_env.update(QUIET_ENV)
+        child_env.update(
+            HOME=str(home_path),
+            ANTHROPIC_BASE_URL=server.url,
+            ANTHROPIC_API_KEY="test-key",
+            HTTPS_PROXY=server.url,
+            HTTP_PROXY=server.url,
+            NO_PROXY="127.0.0.1,localhost",
+            TERM="dumb",
+            NO_COLOR="1",
+        )
+        child_env.update(env or {})
+        before = len(server.requests)
+        proc = subprocess.run(
+            [shutil.which("node") or "node", str(cli), "-p", "--resume", session_id, *args, prompt],
+            cwd=cwd, env=child_env, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout,
+        )  # fmt: skip
+        requests = server.requests[before:]
+        session_after = session_path.read_bytes() if session_path.exists() else b""
+    finally:
+        if own_home:
+            shutil.rmtree(home_path, ignore_errors=True)
+    result = ResumeResult(
+        body={},
+        requests=requests,
+        returncode=proc.returncode,
+        stdout=proc.stdout.decode(errors="replace"),
+        stderr=proc.stderr.decode(errors="replace"),
+        session_after=session_after,
+        home=None if own_home else home_path,
+        external=[r for r in requests if r.reply_kind == "external"],
+    )
+    main = main_request(requests, prompt)
+    if main is None:
+        pytest.fail(f"Claude Code sent no /v1/messages conversation request\n{result.debug()}")
+    result.body = main.body
+    return result
