@@ -67,7 +67,9 @@ def run_stage(
             else:
                 prefix = memoryview(buffer)[:offset]
                 if ledger and outcome.changed:
-                    record, pieces = ledger_record(name, prefix, entries, outcome.entries, outcome.removed)
+                    region = memoryview(buffer)[offset:]
+                    record, pieces = ledger_record(name, prefix, entries, outcome.entries, outcome.removed, region)
+                    region.release()
                     # Appended before the output is written, so the next stage of a pipe appends after it.
                     append_ledger(ledger, record)
                 else:

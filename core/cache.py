@@ -63,7 +63,9 @@ class CachePolicy:
 
 def prices_from(table: Mapping[str, Mapping[str, float]]) -> tuple[tuple[str, Prices], ...]:
     """A user's price table ({"model fragment": {"input": …, "cache_write_5m": …, …}}) before ours."""
-    own = tuple((fragment.lower(), Prices(**{key: float(value) for key, value in row.items()})) for fragment, row in table.items())
+    if not isinstance(table, Mapping) or not all(isinstance(row, Mapping) for row in table.values()):
+        raise ValueError("expected {\"model fragment\": {\"input\": …, \"cache_write_5m\": …, …}}")
+    own = tuple((str(fragment).lower(), Prices(**{key: float(value) for key, value in row.items()})) for fragment, row in table.items())
     return own + DEFAULT_PRICES
 
 

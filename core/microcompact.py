@@ -107,9 +107,9 @@ def plan(messages: Sequence[Message], config: MicrocompactConfig, calibration: C
             continue
         message, index = call.result
         block = message.content[index]
-        if block.get("content") == PLACEHOLDER or result_text_size(block) <= len(PLACEHOLDER):
-            continue
         texts, flat = block_texts(block)
+        if block.get("content") == PLACEHOLDER or (not flat and result_text_size(block) <= len(PLACEHOLDER)):
+            continue  # an image always outweighs the placeholder
         raw = sum(counter.count_many(texts)) if texts else 0
         chosen.calls.append(call)
         chosen.tokens.append(max(0, round(calibration.slope * (raw - placeholder_tokens)) + flat))

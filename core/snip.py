@@ -130,11 +130,13 @@ def snip(entries: list[Entry], transcript_format: Any, config: SnipConfig, previ
     removed_uuids = [entries[p].obj["uuid"] for p in sorted(doomed) if isinstance(entries[p].obj.get("uuid"), str)]
     parent_of = {entries[p].obj["uuid"]: entries[p].obj.get("parentUuid") for p in doomed if isinstance(entries[p].obj.get("uuid"), str)}
     result: list[Entry] = []
+    # Only the active context is re-linked: history above a boundary may share uuids with a kept tail.
+    context_start = min(transcript_format.context_positions(entries), default=0)
     for position, entry in enumerate(entries):
         if position in doomed:
             continue
         parent = entry.obj.get("parentUuid")
-        if isinstance(parent, str) and parent in parent_of:
+        if position >= context_start and isinstance(parent, str) and parent in parent_of:
             while isinstance(parent, str) and parent in parent_of:
                 parent = parent_of[parent]
             entry = entry.replace({**entry.obj, "parentUuid": parent})

@@ -51,16 +51,20 @@ def _text(raw: bytes) -> dict[str, str]:
         return {"b64": base64.b64encode(raw).decode("ascii")}
 
 
-def ledger_record(stage: str, prefix: bytes | memoryview, before: Sequence[Entry], after: Sequence[Entry], removed: list[dict[str, Any]]) -> tuple[dict[str, Any], list[bytes]]:
+def ledger_record(stage: str, prefix: bytes | memoryview, before: Sequence[Entry], after: Sequence[Entry], removed: list[dict[str, Any]],
+                  region: bytes | memoryview | None = None) -> tuple[dict[str, Any], list[bytes]]:
     """The ledger line that lets `expand` rebuild the input from the output, and the output's lines.
 
     The recipe lists the input's lines in order: a range [a, b] copies output lines a..b-1 (entries
     the stage left alone), an object gives an original line's exact bytes (changed or removed).
+    `region` is the input's bytes after the prefix as they really were: when they hold more than
+    the entries do (blank lines, a BOM, lines skipped as bad), the recipe keeps them whole.
     """
     output = line_bytes(after)
     position = {id(entry): index for index, entry in enumerate(after)}
     recipe: list[Any] = []
-    for entry in before:
+    exact = region is None or bytes(region) == b"".join(line_bytes(before))
+    for entry in before if exact else ():
         index = position.get(id(entry))
         # An unterminated last line may have gained a newline in the output: keep its own bytes.
         if index is not None and entry.eol:
@@ -70,8 +74,10 @@ def ledger_record(stage: str, prefix: bytes | memoryview, before: Sequence[Entry
                 recipe.append([index, index + 1])
         else:
             recipe.append(_text(entry.encode() + entry.eol))
+    if not exact:
+        recipe = [_text(bytes(region))]  # type: ignore[arg-type]
     digest_in = hashlib.sha256(prefix)
-    for piece in line_bytes(before):
+    for piece in line_bytes(before) if exact else [bytes(region)]:  # type: ignore[arg-type]
         digest_in.update(piece)
     digest_out = hashlib.sha256(prefix)
     for piece in output:

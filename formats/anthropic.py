@@ -77,6 +77,9 @@ class AnthropicFormat:
     def compacted(self, entries: Sequence[Entry], tail: Sequence[int], summary: str, metadata: dict[str, Any], when: str) -> list[Entry]:
         return [Entry({"role": "user", "content": summary})] + [entries[p] for p in tail]
 
+    def meta_entries(self, entries: Sequence[Entry], texts: Sequence[str], when: str) -> list[Entry]:
+        return [Entry({"role": "user", "content": text}) for text in texts]
+
     def marker(self, entries: Sequence[Entry], subtype: str, text: str, metadata_key: str, metadata: dict[str, Any], when: str) -> Entry | None:
         return None  # every line of this format is a message: there is nowhere to record a stage
 

@@ -58,14 +58,21 @@ def find_leaf(entries: Sequence[Entry]) -> int | None:
 def main_chain(entries: Sequence[Entry], history: bool = False) -> list[int]:
     """Positions on the path from the root (or the last compact boundary) to the leaf, in file order.
 
-    With history=True the walk crosses compact boundaries through `logicalParentUuid`.
+    With history=True the walk crosses compact boundaries through `logicalParentUuid`; past a
+    boundary it looks only at lines above it (a kept tail re-emitted below a boundary shares uuids
+    with the history above it, and the later line of a uuid wins only within its own segment).
     """
     leaf = find_leaf(entries)
     if leaf is None:
         return []
-    index = uuid_index(entries)
+    places: dict[str, list[int]] = {}
+    for position, entry in enumerate(entries):
+        value = entry.obj.get("uuid")
+        if isinstance(value, str):
+            places.setdefault(value, []).append(position)
     chain: list[int] = []
     seen: set[int] = set()
+    limit = len(entries)
     position: int | None = leaf
     while position is not None and position not in seen:
         seen.add(position)
@@ -75,9 +82,11 @@ def main_chain(entries: Sequence[Entry], history: bool = False) -> list[int]:
             if not history:
                 break
             parent = obj.get("logicalParentUuid")
+            limit = position
         else:
             parent = obj.get("parentUuid")
-        position = index.get(parent) if isinstance(parent, str) else None
+        candidates = places.get(parent, []) if isinstance(parent, str) else []
+        position = next((p for p in reversed(candidates) if p < limit), None)
     chain.reverse()
     return chain
 
@@ -356,6 +365,20 @@ class ClaudeCodeFormat:
         message["content"] = content
         obj["message"] = message
         return entry.replace(obj)
+
+    def meta_entries(self, entries: Sequence[Entry], texts: Sequence[str], when: str) -> list[Entry]:
+        """isMeta user lines holding injected text, chained one after another below the last line."""
+        last = next((e.obj for e in reversed(entries) if isinstance(e.obj.get("uuid"), str)), {})
+        envelope = next((e.obj for e in reversed(entries) if e.obj.get("type") in MESSAGE_TYPES), last)
+        base = {key: envelope[key] for key in ("userType", "cwd", "sessionId", "version", "gitBranch", "slug") if key in envelope}
+        parent = last.get("uuid")
+        out = []
+        for text in texts:
+            line_uuid = str(uuidlib.uuid5(CTXPIPE_NAMESPACE, orjson.dumps(["meta", parent, text]).decode()))
+            out.append(Entry({"parentUuid": parent, "isSidechain": False, **base, "type": "user",
+                              "message": {"role": "user", "content": text}, "isMeta": True, "uuid": line_uuid, "timestamp": when}))
+            parent = line_uuid
+        return out
 
     def marker(self, entries: Sequence[Entry], subtype: str, text: str, metadata_key: str, metadata: dict[str, Any], when: str) -> Entry | None:
         """A system line recording what a stage did, appended as a child of the last line.

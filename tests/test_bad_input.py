@@ -26,19 +26,30 @@ READERS: list[tuple[str, list[str]]] = [
     ("count", ["count"]),
     ("warn", ["warn"]),
     ("api-edits", ["api-edits"]),
+    ("microcompact", ["microcompact", "--force", "--now", "2026-06-01T00:00:00Z"]),
+    ("collapse", ["collapse", "--now", "2026-06-01T00:00:00Z"]),
+    ("snip", ["snip", "--keep-last", "1", "--now", "2026-06-01T00:00:00Z"]),
 ]
 
 # Readers that report bad lines as findings on stdout (JSON) instead of failing with `ctxpipe: error:`.
 REPORTS_BAD_LINES = {"validate"}
-# Readers that parse a file from its end back to the start of the active context (count, warn): the
-# first bad line they meet is the last one, so in a file of garbage they name its last line.
-READS_FROM_THE_END = {"count", "warn"}
+# Readers that parse a file from its end back to the start of the active context (count, warn, the
+# stages): the first bad line they meet is the last one, so in a file of garbage they name its last
+# line; a bad line before the start of the active context is never parsed.
+READS_FROM_THE_END = {"count", "warn", "microcompact", "collapse", "snip"}
+# Readers that report the active context's tokens (JSON on stdout in a pipe).
+REPORTS_TOKENS = {"count", "warn"}
 # Readers that search a folder for session files instead of refusing it.
 SEARCHES_FOLDERS = {"count"}
 # Readers that write a Claude Code input back unchanged (an identity conversion).
 IDENTITY = {"convert"}
+# Stages that find nothing to do in the small conversations below (no tool results): they copy
+# their input to stdout byte for byte (a BOM included: they pass the input through unparsed).
+PASSES_THROUGH = {"microcompact", "collapse"}
+# Stages that do change them (snip --keep-last 1 removes the middle of user, assistant, user).
+CHANGES = {"snip"}
 # Readers that write a transcript (empty input gives empty output) and take `-o FILE`.
-WRITES_TRANSCRIPTS = {"convert", "convert-anthropic"}
+WRITES_TRANSCRIPTS = {"convert", "convert-anthropic"} | PASSES_THROUGH | CHANGES
 WRITERS = [(name, argv) for name, argv in READERS if name in WRITES_TRANSCRIPTS]
 
 READER_IDS = [name for name, _ in READERS]
@@ -219,6 +230,28 @@ def test_missing_file(reader, argv, tmp_path):
     assert result.stdout == b""
 
 
+STAGE_READERS = [(name, argv) for name, argv in READERS if name in PASSES_THROUGH | CHANGES]
+# A bad line, then a conversation whose chain starts after it (its first line has no parent).
+BAD_BEFORE_THE_CONTEXT = jsonl([b'{"type":"user","message":{broken', *good_lines(3)])
+
+
+@pytest.mark.parametrize("via", VIA)
+@pytest.mark.parametrize("reader, argv", STAGE_READERS, ids=[name for name, _ in STAGE_READERS])
+def test_a_stage_passes_a_bad_line_before_the_active_context_through(reader, argv, via, tmp_path):
+    # Stages read from the end back to the start of the active context; what lies before it is
+    # copied unparsed, so a bad line there is neither reported nor lost (validate checks every line).
+    result, _ = run_reader(argv, BAD_BEFORE_THE_CONTEXT, via, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert_no_traceback(result)
+    assert result.stdout.startswith(b'{"type":"user","message":{broken\n')
+    if reader in PASSES_THROUGH:
+        assert result.stdout == BAD_BEFORE_THE_CONTEXT
+    # A snip by line numbers reads every line, and so finds it.
+    if reader == "snip":
+        numbered, source = run_reader(["snip", "--range", "3..3"], BAD_BEFORE_THE_CONTEXT, via, tmp_path, name="numbered.jsonl")
+        assert_line_error(numbered, source, 1, "json")
+
+
 @pytest.mark.parametrize("reader, argv", READERS, ids=READER_IDS)
 def test_directory_instead_of_file(reader, argv, tmp_path):
     folder = tmp_path / "a-folder"
@@ -298,7 +331,10 @@ def test_utf8_bom_is_accepted(reader, argv, via, tmp_path):
     odd, reference = run_twice(argv, b"\xef\xbb\xbf" + plain, plain, via, tmp_path)
     if reader in IDENTITY:
         assert odd.stdout == plain  # the input minus the BOM
-    assert odd.stdout == reference.stdout
+    if reader in PASSES_THROUGH:
+        assert odd.stdout == b"\xef\xbb\xbf" + plain and reference.stdout == plain  # copied unparsed
+    else:
+        assert odd.stdout == reference.stdout
     assert odd.stderr == reference.stderr
 
 
@@ -307,7 +343,7 @@ def test_utf8_bom_is_accepted(reader, argv, via, tmp_path):
 def test_crlf_line_endings_are_accepted(reader, argv, via, tmp_path):
     crlf, plain = jsonl(GOOD, b"\r\n"), jsonl(GOOD)
     odd, reference = run_twice(argv, crlf, plain, via, tmp_path)
-    if reader in IDENTITY:
+    if reader in IDENTITY | PASSES_THROUGH:
         assert odd.stdout == crlf  # written back byte for byte, CRLF included
     else:
         assert odd.stdout.replace(b"\r\n", b"\n") == reference.stdout
@@ -335,7 +371,7 @@ def test_empty_file_is_accepted(reader, argv, via, tmp_path):
         [report] = reports(result)
         assert report["file"] == source
         assert report["valid"] is True and report["entries"] == 0
-    if reader in READS_FROM_THE_END:
+    if reader in REPORTS_TOKENS:
         [report] = reports(result)
         assert report["file"] == source
         assert report["tokens"] == report["exact_tokens"] == 0
@@ -356,8 +392,12 @@ def test_unknown_types_and_fields_are_accepted(reader, argv, via, tmp_path):
     result, _ = run_reader(argv, UNKNOWN, via, tmp_path)
     assert result.returncode == 0, result.stderr
     assert_no_traceback(result)
-    if reader in IDENTITY:
+    if reader in IDENTITY | PASSES_THROUGH:
         assert result.stdout == UNKNOWN  # byte-identical, unknown lines and fields included
+    if reader in CHANGES:
+        # The unknown lines and the opening message pass through byte for byte.
+        lines = UNKNOWN.splitlines(keepends=True)
+        assert result.stdout.startswith(lines[0] + lines[1]) and lines[3] in result.stdout
     if reader == "convert-anthropic":
         messages = reports(result)
         assert [m["role"] for m in messages] == ["user", "assistant", "user"]
@@ -383,7 +423,7 @@ def test_12mb_line_is_accepted(reader, argv, via, big_line_file, tmp_path):
     result, _ = run_reader(argv, big_line_file, via, tmp_path)
     assert result.returncode == 0, result.stderr[:2000]
     assert_no_traceback(result)
-    if reader in IDENTITY:
+    if reader in IDENTITY | PASSES_THROUGH | CHANGES:  # two messages: nothing between them to snip
         assert result.stdout == big_line_file
     if reader == "convert-anthropic":
         messages = reports(result)
@@ -407,8 +447,10 @@ def test_u2028_u2029_inside_strings_do_not_split_lines(reader, argv, via, tmp_pa
     result, _ = run_reader(argv, U2028, via, tmp_path)
     assert result.returncode == 0, result.stderr
     assert_no_traceback(result)
-    if reader in IDENTITY:
+    if reader in IDENTITY | PASSES_THROUGH:
         assert result.stdout == U2028
+    if reader in CHANGES:
+        assert result.stdout.startswith(U2028.split(b"\n")[0] + b"\n")  # the opening message, byte for byte
     if reader == "convert-anthropic":
         messages = reports(result)
         assert len(messages) == 3
@@ -442,7 +484,7 @@ def test_complete_last_line_without_newline_is_accepted(reader, argv, via, tmp_p
     result, _ = run_reader(argv, data, via, tmp_path)
     assert result.returncode == 0, result.stderr
     assert_no_traceback(result)
-    if reader in IDENTITY:
+    if reader in IDENTITY | PASSES_THROUGH:
         assert result.stdout == data
     if reader in REPORTS_BAD_LINES:
         [report] = reports(result)
@@ -460,7 +502,7 @@ def test_lone_surrogate_escape_is_accepted(reader, argv, tmp_path):
     json.loads(LONE_SURROGATE.splitlines()[2])  # legal JSON (RFC 8259 grammar; Python reads it)
     result, _ = run_reader(argv, LONE_SURROGATE, "path", tmp_path)
     assert result.returncode == 0, result.stderr
-    if reader in IDENTITY:
+    if reader in IDENTITY | PASSES_THROUGH:
         assert result.stdout == LONE_SURROGATE
 
 
@@ -481,9 +523,9 @@ def test_on_error_skip_leaves_the_bad_line_out(reader, argv, via, tmp_path, requ
     assert "skipped 1 bad line" in err, err
     assert source in err
     assert bad not in result.stdout
-    if reader in IDENTITY:
+    if reader in IDENTITY | PASSES_THROUGH:
         assert result.stdout == jsonl(lines)
-    if reader == "convert-anthropic":
+    if reader == "convert-anthropic" or reader in CHANGES:
         assert result.stdout == clean.stdout
     if reader in REPORTS_BAD_LINES:
         [report] = reports(result)

@@ -1,0 +1,332 @@
+"""`restore`: after a summary, re-inject what the model needs to carry on.
+
+The file-state view of the history before the last compact boundary is rebuilt the way Claude
+Code's FileStateCache would hold it (Read stores content, offset and limit; Edit and Write update
+it; partial reads are marked), then the most recently used files come back — at most 5 files,
+5,000 tokens each and 50,000 in all, newest first, skipping any whose full read is still in the
+kept tail — together with the latest plan, the invoked skills (5,000 tokens each, 25,000 in all)
+and the latest todo list. Each item is its own entry with a one-line header saying what it is.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+from .jsonl import Entry
+from .model import Message
+from .tokens import RoughCounter
+
+MAX_FILES = 5
+MAX_TOKENS_PER_FILE = 5_000
+FILES_BUDGET = 50_000
+MAX_TOKENS_PER_SKILL = 5_000
+SKILLS_BUDGET = 25_000
+SKILL_TRUNCATED = "\n\n[... skill content truncated for compaction; use Read on the skill path if you need the full text]"
+RESTORED_PREFIX = "[restored "
+MEMORY_FILES = ("CLAUDE.md", "CLAUDE.local.md")
+
+
+@dataclass
+class FileState:
+    path: str
+    content: str | None
+    timestamp: str
+    offset: int | None = None
+    limit: int | None = None
+    partial: bool = False
+    action: str = "read"
+
+
+@dataclass
+class Candidate:
+    kind: str  # file | plan | skill | todos
+    name: str
+    text: str | None
+    tokens: int
+    chosen: bool = False
+    reason: str = ""
+    header: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "name": self.name, "tokens": self.tokens, "chosen": self.chosen, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class RestoreConfig:
+    source: str = "auto"  # disk | transcript | auto
+    root: str | None = None  # default: the transcript's cwd
+    allow_outside_root: bool = False
+    max_files: int = MAX_FILES
+    max_tokens_per_file: int = MAX_TOKENS_PER_FILE
+    files_budget: int = FILES_BUDGET
+
+
+def tokens_of(text: str) -> int:
+    return RoughCounter().count(text)
+
+
+def normalise(path: str, cwd: str | None) -> str:
+    """One spelling per file: absolute, no `.`/`..`, no doubled slashes."""
+    if not posixpath.isabs(path) and cwd:
+        path = posixpath.join(cwd, path)
+    return posixpath.normpath(path)
+
+
+def _strip_line_numbers(text: str) -> str:
+    """Read results come as `cat -n` output ("     1\\tline"); the file's text is what follows the tab."""
+    lines = text.split("\n")
+    if lines and all((not line) or ("\t" in line and line.split("\t", 1)[0].strip().isdigit()) for line in lines[:50]):
+        return "\n".join(line.split("\t", 1)[1] if "\t" in line else line for line in lines)
+    return text
+
+
+def file_states(messages: Sequence[Message], entries: Sequence[Entry], cwd: str | None) -> dict[str, FileState]:
+    """The files the history touched, as its last action left them (a Read, Edit or Write)."""
+    states: dict[str, FileState] = {}
+    calls: dict[str, tuple[str, dict[str, Any], str]] = {}
+    for message in messages:
+        stamp = str(entries[message.entries[-1]].obj.get("timestamp", "")) if message.entries else ""
+        for index, block in enumerate(message.content):
+            kind = block.get("type")
+            if kind == "tool_use" and isinstance(block.get("input"), dict):
+                calls[str(block.get("id"))] = (str(block.get("name")), block["input"], stamp)
+            elif kind == "tool_result" and str(block.get("tool_use_id")) in calls and not block.get("is_error"):
+                name, tool_input, _ = calls[str(block.get("tool_use_id"))]
+                raw_path = tool_input.get("file_path") or tool_input.get("notebook_path")
+                if not isinstance(raw_path, str):
+                    continue
+                path = normalise(raw_path, cwd)
+                position = message.refs[index][0] if index < len(message.refs) else None
+                structured = entries[position].obj.get("toolUseResult") if position is not None else None
+                if name == "Read":
+                    content = None
+                    if isinstance(structured, dict) and isinstance(structured.get("file"), dict):
+                        content = structured["file"].get("content")
+                    if not isinstance(content, str):
+                        result = block.get("content")
+                        content = _strip_line_numbers(result) if isinstance(result, str) else None
+                    if content is not None and content.startswith("File unchanged since last read"):
+                        continue  # a stub is no content seen: the earlier read stays the state
+                    offset, limit = tool_input.get("offset"), tool_input.get("limit")
+                    states[path] = FileState(path, content, stamp, offset, limit, partial=offset is not None or limit is not None)
+                elif name == "Write" and isinstance(tool_input.get("content"), str):
+                    states[path] = FileState(path, tool_input["content"], stamp, action="written")
+                elif name in ("Edit", "MultiEdit"):
+                    state = states.get(path)
+                    edits = tool_input.get("edits") if name == "MultiEdit" else [tool_input]
+                    content = state.content if state else None
+                    for edit in edits if isinstance(edits, list) else []:
+                        old, new = edit.get("old_string"), edit.get("new_string")
+                        if content is not None and isinstance(old, str) and isinstance(new, str) and old in content:
+                            content = content.replace(old, new) if edit.get("replace_all") else content.replace(old, new, 1)
+                        else:
+                            content = None  # the edit cannot be replayed on what the history showed
+                    states[path] = FileState(path, content, stamp, partial=state.partial if state else True, action="edited")
+    return states
+
+
+def read_from_disk(path: str, root: str, allow_outside: bool) -> tuple[str | None, str]:
+    """The file's text if it is under `root` (symlinks resolved); else None and why."""
+    real_root = os.path.realpath(root)
+    real = os.path.realpath(path if os.path.isabs(path) else os.path.join(real_root, path))
+    inside = real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
+    if not inside and not allow_outside:
+        return None, f"outside the project root {root} (after resolving links); --allow-outside-root reads it"
+    if not os.path.isfile(real):
+        return None, "not on disk"
+    try:
+        with open(real, encoding="utf-8") as handle:
+            return handle.read(), "from disk"
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, f"unreadable ({exc.__class__.__name__})"
+
+
+def _numbered(text: str, start: int = 1) -> str:
+    return "\n".join(f"{number:6d}\t{line}" for number, line in enumerate(text.split("\n"), start))
+
+
+def plan_restore(history: Sequence[Message], history_entries: Sequence[Entry], tail: Sequence[Message], config: RestoreConfig, cwd: str | None) -> list[Candidate]:
+    """Every candidate, chosen or not and why, in the order they would be written."""
+    states = file_states(history, history_entries, cwd)
+    visible = set()
+    for message in tail:
+        for block in message.content:
+            if block.get("type") == "tool_use" and block.get("name") == "Read" and isinstance(block.get("input"), dict):
+                tool_input = block["input"]
+                if isinstance(tool_input.get("file_path"), str) and tool_input.get("offset") is None and tool_input.get("limit") is None:
+                    visible.add(normalise(tool_input["file_path"], cwd))
+    root = config.root or cwd or "."
+    candidates: list[Candidate] = []
+    used = 0
+    chosen_files = 0
+    for state in sorted(states.values(), key=lambda s: s.timestamp, reverse=True):
+        name = state.path
+        shown = posixpath.relpath(name, cwd) if cwd and name.startswith(cwd.rstrip("/") + "/") else name
+        candidate = Candidate("file", shown, None, 0)
+        candidates.append(candidate)
+        if posixpath.basename(name) in MEMORY_FILES or "/.claude/plans/" in name:
+            candidate.reason = "memory or plan file: restored by its own mechanism"
+            continue
+        if name in visible:
+            candidate.reason = "its full read is still in the kept tail"
+            continue
+        if chosen_files >= config.max_files:
+            candidate.reason = f"only the {config.max_files} most recent files come back"
+            continue
+        text, origin = None, ""
+        if config.source in ("disk", "auto"):
+            text, origin = read_from_disk(name, root, config.allow_outside_root)
+        if text is None and config.source in ("transcript", "auto"):
+            if state.content is not None:
+                text, origin = state.content, "as last seen in the transcript"
+        if text is None:
+            candidate.reason = origin or "no content known"
+            continue
+        tokens = tokens_of(text)
+        candidate.tokens = tokens
+        lines = text.count("\n") + 1
+        if tokens > config.max_tokens_per_file or used + min(tokens, config.max_tokens_per_file) > config.files_budget:
+            over = "over the per-file budget" if tokens > config.max_tokens_per_file else "over the total budget"
+            candidate.text = (f"The file {shown} was read before the conversation was summarized, but at {tokens:,} tokens it is "
+                              f"{over} for restoring. Use the Read tool to see it again.")
+            candidate.header = f"[restored file reference] {shown} ({tokens:,} tokens, {over}; use Read)"
+            candidate.tokens = tokens_of(candidate.text)
+            candidate.chosen, candidate.reason = True, f"{over}: its path comes back with a note"
+        else:
+            partial = " partial view," if state.partial else ""
+            candidate.text = _numbered(text)
+            candidate.header = f"[restored file] {shown} (lines 1-{lines},{partial} {tokens:,} tokens, {origin})"
+            candidate.chosen, candidate.reason = True, origin
+        used += candidate.tokens
+        chosen_files += 1
+    candidates += _plan_and_todos(history)
+    candidates += _skills(history, history_entries)
+    return candidates
+
+
+def _plan_and_todos(history: Sequence[Message]) -> list[Candidate]:
+    plan = todos = None
+    for message in history:
+        for block in message.content:
+            if block.get("type") != "tool_use" or not isinstance(block.get("input"), dict):
+                continue
+            if block.get("name") == "ExitPlanMode" and isinstance(block["input"].get("plan"), str):
+                plan = block["input"]["plan"]
+            elif block.get("name") == "TodoWrite" and isinstance(block["input"].get("todos"), list):
+                todos = block["input"]["todos"]
+    out = []
+    if plan:
+        out.append(Candidate("plan", "latest plan", plan, tokens_of(plan), True, "the latest ExitPlanMode plan", f"[restored plan] the latest plan ({tokens_of(plan):,} tokens)"))
+    if todos:
+        text = "\n".join(f"- [{t.get('status', 'pending')}] {t.get('content', '')}" for t in todos if isinstance(t, dict))
+        out.append(Candidate("todos", "todo list", text, tokens_of(text), True, "the latest TodoWrite list", f"[restored todo list] {len(todos)} items"))
+    return out
+
+
+def _skills(history: Sequence[Message], entries: Sequence[Entry]) -> list[Candidate]:
+    """Skill bodies Claude Code injected (isMeta user lines with sourceToolUseID), newest first."""
+    found: list[tuple[str, str]] = []
+    for message in history:
+        if not message.meta or not message.entries:
+            continue
+        obj = entries[message.entries[0]].obj
+        if not obj.get("sourceToolUseID"):
+            continue
+        text = "\n".join(str(b.get("text", "")) for b in message.content if b.get("type") == "text")
+        first = text.split("\n", 1)[0]
+        name = first.split(":", 1)[1].strip() if first.startswith("Base directory for this skill:") else first[:60]
+        found.append((name, text))
+    out, used = [], 0
+    for name, text in reversed(found):
+        if tokens_of(text) > MAX_TOKENS_PER_SKILL:
+            text = text[: MAX_TOKENS_PER_SKILL * 4 - len(SKILL_TRUNCATED)] + SKILL_TRUNCATED
+        tokens = tokens_of(text)
+        candidate = Candidate("skill", name, text, tokens, header=f"[restored skill] {name} ({tokens:,} tokens)")
+        if used + tokens > SKILLS_BUDGET:
+            candidate.reason = "over the skills budget"
+        else:
+            candidate.chosen, candidate.reason = True, "invoked in the history"
+            used += tokens
+        out.append(candidate)
+    return out
+
+
+def restored_text(candidate: Candidate) -> str:
+    return f"{candidate.header}\n{candidate.text}"
+
+
+def already_restored(tail_entries: Sequence[Entry]) -> bool:
+    for entry in tail_entries:
+        message = entry.obj.get("message")
+        content = message.get("content") if isinstance(message, dict) else entry.obj.get("content")
+        if isinstance(content, str) and content.startswith(RESTORED_PREFIX):
+            return True
+    return False
+
+
+@dataclass
+class RestoreResult:
+    candidates: list[Candidate] = field(default_factory=list)
+    added: list[dict[str, Any]] = field(default_factory=list)
+
+
+def restore_objects(candidates: Sequence[Candidate], make: Callable[[str, str | None], dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per chosen item, chained after the last line (`make(text, parent) -> obj`)."""
+    out: list[dict[str, Any]] = []
+    parent: str | None = None
+    for candidate in candidates:
+        if candidate.chosen and candidate.text is not None:
+            obj = make(restored_text(candidate), parent)
+            out.append(obj)
+            parent = obj.get("uuid")
+    return out
+
+
+
+
+def split_at_boundary(entries: Sequence[Entry], transcript_format: Any) -> tuple[list[Message], list[Message]] | None:
+    """(history before the last compact boundary, active context after it); None without a boundary."""
+    from ..formats.claude_code import build_messages, context_positions, is_compact_boundary
+
+    if transcript_format.name != "claude-code":
+        return None
+    everything = context_positions(entries, history=True)
+    boundaries = [p for p in everything if is_compact_boundary(entries[p].obj)]
+    if not boundaries:
+        return None
+    last = boundaries[-1]
+    return build_messages(entries, [p for p in everything if p < last]), transcript_format.messages(entries)
+
+
+def restore(entries: list[Entry], transcript_format: Any, config: RestoreConfig, when: str,
+            original: tuple[list[Message], Sequence[Entry]] | None = None) -> tuple[Any, list[Candidate]]:
+    """The restore stage: (Outcome, candidates). `original` supplies the history from --from."""
+    from .stage import Outcome
+
+    tail = transcript_format.messages(entries)
+    if original is not None:
+        history, history_entries = original
+    else:
+        split = split_at_boundary(entries, transcript_format)
+        if split is None:
+            return Outcome(entries, False, "nothing to restore: no compact boundary (summarize first, or give --from ORIGINAL)"), []
+        history, history_entries = split[0], entries
+    cwd = next((e.obj["cwd"] for e in reversed(list(history_entries)) if isinstance(e.obj.get("cwd"), str)), None)
+    candidates = plan_restore(history, history_entries, tail, config, cwd)
+    chosen = [c for c in candidates if c.chosen and c.text is not None]
+    active_entries = [entries[p] for m in tail for p in m.entries]
+    if already_restored(active_entries):
+        return Outcome(entries, False, "nothing to restore: this context was restored already"), candidates
+    if not chosen:
+        return Outcome(entries, False, "nothing to restore: no file, plan, skill or todo list to bring back"), candidates
+    added = transcript_format.meta_entries(entries, [restored_text(c) for c in chosen], when)
+    tokens = sum(c.tokens for c in chosen)
+    report = {"stage": "restore", "restored": [c.as_dict() for c in chosen], "tokens": tokens,
+              "skipped": [c.as_dict() for c in candidates if not c.chosen]}
+    kinds = ", ".join(f"{sum(1 for c in chosen if c.kind == k)} {k}" for k in ("file", "plan", "skill", "todos") if any(c.kind == k for c in chosen))
+    return Outcome(list(entries) + added, True, f"restored {kinds} ({tokens:,} tokens)", report), candidates
