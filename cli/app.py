@@ -11,10 +11,12 @@ import typer
 
 from .commands.api_edits import api_edits
 from .commands.collapse import collapse
+from .commands.compact import compact
 from .commands.convert import convert
 from .commands.count import count
 from .commands.expand import expand
 from .commands.microcompact import microcompact
+from .commands.restore import restore
 from .commands.snip import snip
 from .commands.summarize import summarize
 from .commands.validate import validate
@@ -56,7 +58,7 @@ def pipe_safe(command: Callable[..., None]) -> Callable[..., None]:
     return run
 
 
-for command in (convert, validate, count, warn, microcompact, collapse, snip, summarize, expand):
+for command in (convert, validate, count, warn, microcompact, collapse, snip, summarize, restore, compact, expand):
     app.command()(pipe_safe(command))
 app.command("api-edits")(pipe_safe(api_edits))
 

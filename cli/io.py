@@ -173,6 +173,27 @@ def progress(label: str) -> Iterator[Any]:
         yield lambda text: status.update(f"{label}… {text}")
 
 
+@contextlib.contextmanager
+def batch_progress(total: int) -> Iterator[Any]:
+    """A progress bar on stderr (files done, errors), on a terminal only; yields advance(ok)."""
+    if not sys.stderr.isatty():
+        yield lambda ok: None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    errors = 0
+    with Progress(TextColumn("compacting"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[errors]} errors"),
+                  TimeElapsedColumn(), console=stderr_console()) as progress:
+        task = progress.add_task("files", total=total, errors=0)
+
+        def advance(ok: bool) -> None:
+            nonlocal errors
+            errors += 0 if ok else 1
+            progress.update(task, advance=1, errors=errors)
+
+        yield advance
+
+
 def stderr_console() -> Any:
     """A rich console on stderr; no colour when NO_COLOR is set or stderr is not a terminal."""
     from rich.console import Console

@@ -1,0 +1,191 @@
+"""`ctxpipe compact`: the main job — microcompact, collapse, summarize when needed, restore."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from .. import io
+from ..budget_options import AutocompactPct, MaxOutput, Model, NoAutoCompact, Window, budget_settings
+from ..options import Format, InputPaths, Json, OnError
+from ..stages import Now, parse_now
+from ..status import ExitStatus
+
+
+def compact(
+    paths: InputPaths = None,
+    input_format: Format = None,
+    out_dir: Annotated[Optional[str], typer.Option("--out-dir", help="Write each result here, mirroring the input tree.", show_default=False)] = None,
+    in_place: Annotated[bool, typer.Option("--in-place", help="Replace each file atomically (temp file in the same folder, fsync, rename).")] = False,
+    backup: Annotated[Optional[str], typer.Option("--backup", help="With --in-place: keep the original as FILE+SUFFIX.", show_default=False)] = None,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Worker processes (0: one per core).", min=0)] = 0,
+    force: Annotated[bool, typer.Option("--force", help="Summarize even below the autocompact threshold (microcompact is forced too).")] = False,
+    target_tokens: Annotated[Optional[int], typer.Option("--target-tokens", help="Summarize when the context is above this many tokens.", show_default=False)] = None,
+    engine: Annotated[str, typer.Option("--engine", "-e", help="Summary engine: auto | session-memory | llm | offline.")] = "auto",
+    keep_recent: Annotated[int, typer.Option("--keep-recent", help="microcompact: results of the last N compactable calls stay.")] = 5,
+    gap_minutes: Annotated[float, typer.Option("--gap-minutes", help="microcompact: clear only after this idle gap.")] = 60.0,
+    keep_min_tokens: Annotated[int, typer.Option("--keep-min-tokens", help="summarize: the tail holds at least this many tokens…")] = 10_000,
+    keep_min_text_messages: Annotated[int, typer.Option("--keep-min-text-messages", help="…and this many messages with text…")] = 5,
+    keep_max_tokens: Annotated[int, typer.Option("--keep-max-tokens", help="…at most this many tokens.")] = 40_000,
+    keep_last: Annotated[Optional[int], typer.Option("--keep-last", help="summarize: keep exactly the last N messages.", min=0, show_default=False)] = None,
+    base_url: Annotated[Optional[str], typer.Option("--base-url", help="llm engine: a Messages-API-compatible endpoint.", show_default=False)] = None,
+    instructions: Annotated[Optional[str], typer.Option("--instructions", help="llm engine: custom instructions.", show_default=False)] = None,
+    root: Annotated[Optional[str], typer.Option("--root", help="restore: project root files are read from (default: each transcript's cwd).", show_default=False)] = None,
+    source: Annotated[str, typer.Option("--source", help="restore: disk | transcript | auto.")] = "auto",
+    model: Model = None,
+    window: Window = None,
+    autocompact_pct: AutocompactPct = None,
+    max_output_tokens: MaxOutput = None,
+    no_auto_compact: NoAutoCompact = False,
+    subagents: Annotated[bool, typer.Option("--subagents/--no-subagents", help="Include subagent files found in folders.")] = True,
+    now: Now = None,
+    json_output: Json = False,
+    on_error: OnError = "fail",  # type: ignore[assignment]
+) -> None:
+    """Compact transcripts: microcompact → collapse → summarize (when needed) → restore.
+
+    Summarizes only when the active context is at or above the autocompact threshold, above
+    --target-tokens, or with --force. One input without --out-dir/--in-place goes to stdout, like
+    any stage; folders are searched for session files and processed on --jobs workers with a
+    progress bar, each written atomically; a bad file is listed at the end (exit 1) and the rest
+    go on. A run killed at any moment leaves every file old or new, never half-written.
+
+    Example:  ctxpipe compact --out-dir compacted/ ~/.claude/projects/
+    """
+    from ...compacting import CompactOptions
+    from ...core.collapse import CollapseConfig
+    from ...core.microcompact import MicrocompactConfig
+    from ...core.restore import RestoreConfig
+    from ...core.summarize import SplitConfig
+    from ...core.summarize_engines import LlmConfig
+    from ...summarizing import ENGINES, SummarizeOptions
+
+    if engine not in ENGINES:
+        raise typer.BadParameter(f"expected one of {', '.join(ENGINES)}", param_hint="--engine")
+    if in_place and out_dir:
+        raise typer.BadParameter("give --in-place or --out-dir, not both", param_hint="--in-place")
+    if backup and not in_place:
+        raise typer.BadParameter("--backup goes with --in-place", param_hint="--backup")
+    moment = parse_now(now)
+    api_key = os.environ.get("ANTHROPIC_API_KEY") or None
+    llm = LlmConfig(model or "claude-sonnet-4-5", api_key, base_url or os.environ.get("ANTHROPIC_BASE_URL") or None, instructions)
+    options = CompactOptions(
+        microcompact=MicrocompactConfig(keep_recent=keep_recent, gap_minutes=gap_minutes, now=moment, force=force),
+        collapse=CollapseConfig(now=moment),
+        summarize=SummarizeOptions(engine, SplitConfig(keep_min_tokens, keep_min_text_messages, keep_max_tokens, keep_last), llm=llm, now=moment),
+        restore=RestoreConfig(source, root),
+        force_summary=force,
+        target_tokens=target_tokens,
+        budget=budget_settings(autocompact_pct=autocompact_pct, max_output_tokens=max_output_tokens, no_auto_compact=no_auto_compact),
+        model=model,
+        format=input_format.value if input_format else None,
+        on_error=on_error.value,
+        now=moment,
+    )
+    if window:
+        options = replace(options, budget=replace(options.budget, auto_compact_window=None))
+    single = not paths or paths == [io.STDIN] or (len(paths) == 1 and not Path(paths[0]).is_dir())
+    if single and not out_dir and not in_place:
+        _to_stdout(paths[0] if paths else None, options, json_output)
+        return
+    if not paths or paths == [io.STDIN]:
+        raise typer.BadParameter("--out-dir and --in-place need files or folders, not stdin", param_hint="PATHS")
+    _batch(paths, options, out_dir, in_place, backup, jobs, subagents, json_output)
+
+
+def _to_stdout(path: str | None, options: Any, json_output: bool) -> None:
+    from ...compacting import compact_buffer
+    from ...counting import mapped
+    from ..commands.summarize import shared_breaker
+
+    source = io.source_name(path)
+    with mapped(path) as buffer:
+        pieces, report = compact_buffer(buffer, source, replace(options, summarize=replace(options.summarize, transcript_path=path)), shared_breaker())
+    with io.open_output(None) as out:
+        for piece in pieces:
+            out.write(piece)
+    _say(report)
+
+
+def _say(report: dict[str, Any]) -> None:
+    for stage in report["stages"]:
+        io.note(f"{stage['stage']}: {stage['note']}")
+    io.note(f"compact: {report['file']}: {report['tokens_before']:,} → {report['tokens_after']:,} tokens")
+
+
+def _target(file: Any, given: list[str], out_dir: str | None, in_place: bool) -> Path:
+    if in_place:
+        return Path(file.path)
+    for root in given:
+        base = Path(root).expanduser()
+        if base.is_dir():
+            try:
+                return Path(out_dir) / Path(file.path).relative_to(base)  # type: ignore[arg-type]
+            except ValueError:
+                continue
+    return Path(out_dir) / Path(file.path).name  # type: ignore[arg-type]
+
+
+def compact_one(item: tuple[str, str, str], options: Any, backup: str | None) -> dict[str, Any]:
+    """Worker: compact one file into its target, atomically. Runs in a worker process."""
+    from ...compacting import compact_buffer
+    from ...counting import mapped
+    from ..batch import worker_breaker
+    from ..io import open_output
+
+    path, shown, target = item
+    with mapped(path) as buffer:
+        pieces, report = compact_buffer(buffer, shown, replace(options, summarize=replace(options.summarize, transcript_path=path)), worker_breaker())
+    Path(target).parent.mkdir(parents=True, exist_ok=True)
+    if backup and report["changed"]:
+        shutil.copy2(path, path + backup)
+    if report["changed"] or path != target:
+        with open_output(target) as out:
+            for piece in pieces:
+                out.write(piece)
+    report["output"] = target
+    return report
+
+
+def _batch(paths: list[str], options: Any, out_dir: str | None, in_place: bool, backup: str | None, jobs: int, subagents: bool, json_output: bool) -> None:
+    import functools
+
+    from ...sessions import find_sessions
+    from ..batch import default_jobs, run_all
+
+    files = find_sessions(paths, subagents)
+    if not files:
+        raise typer.BadParameter("no session files (*.jsonl) found", param_hint="PATHS")
+    items = [(str(f.path), f.shown, str(_target(f, paths, out_dir, in_place))) for f in files]
+    job = functools.partial(compact_one, options=options, backup=backup)
+    with io.batch_progress(len(items)) as advance:
+        results = run_all(job, items, jobs or default_jobs(), sum(f.size for f in files), on_done=advance, shared_breaker=True)
+    reports = [value for ok, value in results if ok]
+    failures = [(item[1], value) for item, (ok, value) in zip(items, results) if not ok]
+    if json_output or not io.stdout_is_terminal():
+        io.write_json_lines([{k: v for k, v in r.items() if k != "stages"} | {"stages": r["stages"]} for r in reports])
+    else:
+        _table(reports)
+    for shown, failure in failures:
+        io.error(str(failure))
+    if failures:
+        io.note(f"compact: {len(failures)} of {len(items)} files failed")
+        raise typer.Exit(ExitStatus.ERROR)
+
+
+def _table(reports: list[dict[str, Any]]) -> None:
+    from rich.table import Table
+
+    table = Table("file", "before", "after", "summarized", show_edge=False)
+    for report in reports:
+        summarized = next((s for s in report["stages"] if s["stage"] == "summarize"), {})
+        table.add_row(report["file"], f"{report['tokens_before']:,}", f"{report['tokens_after']:,}", "yes" if summarized.get("changed") else "no")
+    before = sum(r["tokens_before"] for r in reports)
+    after = sum(r["tokens_after"] for r in reports)
+    table.add_row("[bold]total[/]", f"{before:,}", f"{after:,}", "")
+    io.stdout_console().print(table)

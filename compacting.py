@@ -1,0 +1,98 @@
+"""`compact`: the whole pipeline on one transcript, in the seed's order, with its guards.
+
+microcompact → collapse → summarize (only at or above the autocompact threshold, above
+--target-tokens, or forced) → restore (only after a summary). Each stage sees what the one before
+it left; untouched lines stay byte-identical; the report says what each stage freed.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from .core.budget import BudgetSettings, thresholds
+from .core.collapse import CollapseConfig, collapse
+from .core.count import Estimates, calibrate, count_context
+from .core.errors import UnsupportedError
+from .core.jsonl import Entry, OnError, ReadStats, iter_entries
+from .core.microcompact import MicrocompactConfig, iso, microcompact
+from .core.restore import RestoreConfig, restore
+from .core.stage import line_bytes
+from .core.summarize_engines import Breaker
+from .core.tokens import PiecesCounter
+from .counting import _first_line_format
+from .formats import get
+from .summarizing import SummarizeOptions, summarize_entries
+
+
+@dataclass
+class CompactOptions:
+    microcompact: MicrocompactConfig = field(default_factory=MicrocompactConfig)
+    collapse: CollapseConfig = field(default_factory=CollapseConfig)
+    summarize: SummarizeOptions = field(default_factory=SummarizeOptions)
+    restore: RestoreConfig = field(default_factory=RestoreConfig)
+    force_summary: bool = False
+    target_tokens: int | None = None
+    budget: BudgetSettings = field(default_factory=BudgetSettings)
+    model: str | None = None
+    format: str | None = None
+    on_error: OnError = "fail"
+    now: datetime | None = None
+
+
+def _tokens(entries: list[Entry], transcript_format: Any) -> tuple[int, str | None]:
+    messages = transcript_format.messages(entries)
+    estimates = Estimates(messages, PiecesCounter())
+    counted = count_context(estimates, calibrate(estimates), transcript_format.markers(entries))
+    return counted.tokens, counted.model
+
+
+def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: Breaker) -> tuple[list[bytes], dict[str, Any]]:
+    """The compacted transcript's bytes (as pieces) and the report."""
+    transcript_format = get(options.format or _first_line_format(buffer, source))
+    if transcript_format.name == "codex":
+        raise UnsupportedError(f"{source}: compact edits claude-code and anthropic transcripts; convert a codex rollout first")
+    stats = ReadStats()
+    offset, entries = transcript_format.read_region(buffer, source, options.on_error, stats)
+    original = entries
+    now = options.now or datetime.now(timezone.utc)
+    before, model = _tokens(entries, transcript_format)
+    report: dict[str, Any] = {"file": source, "format": transcript_format.name, "tokens_before": before, "stages": []}
+    for name, run in (("microcompact", lambda e: microcompact(e, transcript_format, options.microcompact)),
+                      ("collapse", lambda e: collapse(e, transcript_format, options.collapse))):
+        outcome = run(entries)
+        entries = outcome.entries
+        report["stages"].append({"stage": name, "changed": outcome.changed, "note": outcome.note, "tokens_freed": outcome.report.get("tokens_freed", 0)})
+    middle, _ = _tokens(entries, transcript_format)
+    limits = thresholds(options.model or model, options.budget)
+    threshold = limits.autocompact if limits.autocompact is not None else limits.effective_window
+    reasons = []
+    if options.force_summary:
+        reasons.append("--force")
+    if middle >= threshold:
+        reasons.append(f"{middle:,} tokens ≥ the autocompact threshold {threshold:,}")
+    if options.target_tokens is not None and middle > options.target_tokens:
+        reasons.append(f"{middle:,} tokens > --target-tokens {options.target_tokens:,}")
+    prefix_entries: list[Entry] | None = None
+    if reasons:
+        outcome = summarize_entries(entries, transcript_format, options.summarize, breaker)
+        report["stages"].append({"stage": "summarize", "changed": outcome.changed, "note": outcome.note, "why": "; ".join(reasons),
+                                 "engine": outcome.report.get("engine"), "verification": outcome.report.get("verification")})
+        if outcome.changed:
+            entries = outcome.entries
+            # restore looks at the history above the boundary: parse the untouched head now.
+            prefix_entries = list(iter_entries(io.BytesIO(bytes(buffer[:offset])), source, options.on_error, stats))
+            restored, _ = restore(prefix_entries + entries, transcript_format, options.restore, iso(now))
+            report["stages"].append({"stage": "restore", "changed": restored.changed, "note": restored.note, "tokens": restored.report.get("tokens", 0)})
+            if restored.changed:
+                entries = restored.entries[len(prefix_entries):]
+    else:
+        report["stages"].append({"stage": "summarize", "changed": False, "note": f"not needed: {middle:,} tokens < the autocompact threshold {threshold:,} (--force or --target-tokens to summarize anyway)"})
+    after, _ = _tokens(entries, transcript_format)
+    report.update({"tokens_after": after, "changed": entries is not original, "skipped_lines": stats.skipped})
+    if entries is original and not stats.skipped:
+        return [bytes(buffer)], report
+    head = b"" if prefix_entries is not None and options.summarize.drop_history else bytes(buffer[:offset])
+    return [head] + line_bytes(entries), report
