@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,24 @@ class SummarizeOptions:
     trigger: str = "manual"
 
 
+def _stamp(entries: Sequence[Entry], tail_positions: Sequence[int], now: datetime | None) -> str:
+    """The time written on the boundary, the summary and the marker: just before the kept tail.
+
+    Claude Code 2.1.88 resumes from the newest leaf by timestamp; records stamped later than the
+    tail they precede make it pick the boundary instead and lose the whole compacted context.
+    """
+    stamps = [entries[p].obj.get("timestamp") for p in tail_positions]
+    first = next((stamp for stamp in stamps if isinstance(stamp, str)), None)
+    if first is not None:
+        try:
+            moment = datetime.fromisoformat(first.replace("Z", "+00:00"))
+        except ValueError:
+            moment = None
+        if moment is not None:
+            return iso(moment - timedelta(milliseconds=1))
+    return iso(now or datetime.now(timezone.utc))
+
+
 def _session_id(entries: Sequence[Entry]) -> str | None:
     return next((e.obj["sessionId"] for e in reversed(entries) if isinstance(e.obj.get("sessionId"), str)), None)
 
@@ -49,6 +67,8 @@ def choose_engine(options: SummarizeOptions, entries: Sequence[Entry], breaker: 
         if notes is None:
             raise CtxpipeError("--engine session-memory: no notes file found (give --session-memory FILE)")
         return "session-memory", notes, "asked for"
+    if options.engine == "llm" and breaker.open:
+        return "offline", None, f"{breaker.limit} summaries in a row failed in this run: the model is not asked again"
     if options.engine in ("llm", "offline"):
         return options.engine, None, "asked for"
     if notes is not None and usable_notes(Path(notes).read_text(encoding="utf-8", errors="replace")):
@@ -71,9 +91,10 @@ def summarize_entries(entries: list[Entry], transcript_format: Any, options: Sum
     report: dict[str, Any] = {"stage": "summarize", "engine": engine, "engine_reason": why, "history_messages": len(history), "tail_messages": len(tail)}
     fell_back = None
     if engine == "session-memory":
-        summary = notes_summary(Path(notes).read_text(encoding="utf-8", errors="replace"), notes)  # type: ignore[arg-type]
-        if not usable_notes(summary.split("\n", 1)[1]):
+        raw_notes = Path(notes).read_text(encoding="utf-8", errors="replace")  # type: ignore[arg-type]
+        if not usable_notes(raw_notes):
             raise CtxpipeError(f"{notes}: the session notes are empty or still the template")
+        summary = notes_summary(raw_notes, notes)  # type: ignore[arg-type]
     elif engine == "llm":
         try:
             result = llm_summary(history, options.llm, progress)  # type: ignore[arg-type]
@@ -88,6 +109,11 @@ def summarize_entries(entries: list[Entry], transcript_format: Any, options: Sum
             report.update({"engine": "offline", "fallback_reason": fell_back})
     else:
         summary = offline_summary(history)
+    # Never summarize an earlier summary into nothing: whatever the engine wrote, it stays.
+    for earlier in (m for m in history if m.compact_summary):
+        text_before = "\n".join(str(b.get("text", "")) for b in earlier.content if b.get("type") == "text")
+        if text_before and text_before not in summary:
+            summary += "\n\nEarlier summary (carried over from a previous compaction):\n" + text_before
     if options.verify:
         facts = key_facts(history, tail)
         checked = verify(facts, summary + "\n" + context_text(tail))
@@ -111,7 +137,7 @@ def summarize_entries(entries: list[Entry], transcript_format: Any, options: Sum
     if tail:
         first_tail_entry = min(p for m in tail for p in m.entries)
         tail_positions = [p for p in transcript_format.context_positions(entries) if p >= first_tail_entry]
-    when = iso(options.now or datetime.now(timezone.utc))
+    when = _stamp(entries, tail_positions, options.now)
     metadata: dict[str, Any] = {"trigger": options.trigger, "preTokens": pre}
     added = transcript_format.compacted(entries, tail_positions, text, metadata, when)
     after = transcript_format.messages(added) if transcript_format.name != "claude-code" else transcript_format.messages(list(entries) + added)

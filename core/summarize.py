@@ -118,21 +118,19 @@ def typed_text(message: Message) -> str | None:
     """The text of a message the human typed (not a tool result, injected context or a summary)."""
     if message.role != "user" or message.meta or message.compact_summary:
         return None
-    if any(b.get("type") == "tool_result" for b in message.content):
-        return None
-    text = _text_of(message)
+    text = _text_of(message)  # a Messages-API user turn may carry typed text beside tool results
     if not text or text.startswith(INJECTED_PREFIXES) or text.startswith("[Request interrupted"):
         return None
     return text
 
 
 def _first_line(content: Any) -> str:
+    """The line that says what went wrong: the first naming an error or failure, else the first."""
     if isinstance(content, list):
         content = " ".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
-    for line in str(content or "").splitlines():
-        if line.strip():
-            return line.strip()[:200]
-    return ""
+    lines = [line.strip() for line in str(content or "").splitlines() if line.strip()]
+    telling = next((line for line in lines if re.search(r"error|fail|exception|traceback", line, re.I)), None)
+    return (telling or (lines[0] if lines else ""))[:200]
 
 
 def describe_call(name: str, tool_input: Any) -> str:
@@ -147,6 +145,7 @@ def gather(messages: Sequence[Message]) -> Facts:
     facts = Facts()
     calls: dict[str, tuple[str, Any]] = {}
     pending_error: tuple[str, str] | None = None
+    failed_tool: str | None = None  # the tool of the latest failure, until a later call of it succeeds
     for message in messages:
         if message.compact_summary:
             facts.earlier_summaries.append(_text_of(message))
@@ -164,6 +163,9 @@ def gather(messages: Sequence[Message]) -> Facts:
                 path = tool_input.get("file_path") or tool_input.get("notebook_path") if isinstance(tool_input, dict) else None
                 if isinstance(path, str):
                     action = "read" if name == "Read" else "written" if name == "Write" else "edited" if name in EDIT_TOOLS else name
+                    earlier = facts.files.get(path, "")
+                    if action == "read" and earlier.startswith(("edited", "written")):
+                        action = f"{earlier.split(' ')[0]}, then read"  # a read must not hide a change
                     facts.files[path] = action
                     if name in EDIT_TOOLS and path not in facts.edited:
                         facts.edited.append(path)
@@ -176,9 +178,9 @@ def gather(messages: Sequence[Message]) -> Facts:
                     facts.commands.append((str(tool_input.get("command", ""))[:200], failed))
                 if failed:
                     pending_error = (name, _first_line(block.get("content")))
-                    facts.unresolved_error = pending_error[1]
-                elif pending_error and name == pending_error[0]:
-                    facts.unresolved_error = None
+                    facts.unresolved_error, failed_tool = pending_error[1], name
+                elif failed_tool == name:
+                    facts.unresolved_error, failed_tool = None, None
             elif kind == "text" and message.role == "assistant":
                 text = str(block.get("text", "")).strip()
                 if text:
@@ -222,11 +224,7 @@ def offline_summary(history: Sequence[Message]) -> str:
     current = ([f"   {_trim(facts.assistant_notes[-1])[:600]}"] if facts.assistant_notes else []) + [f"   - recent call: {call}" for call in facts.last_calls]
     section(8, current)
     section(9, [f'   Continue with the latest request: "{_trim(facts.typed[-1])}"'] if facts.typed else [])
-    for earlier in facts.earlier_summaries:
-        out.append("Earlier summary (carried over from a previous compaction):")
-        out.append(earlier)
-        out.append("")
-    return "Summary:\n" + "\n".join(out).strip()
+    return "Summary:\n" + "\n".join(out).strip()  # earlier summaries are appended by the caller, for every engine
 
 
 def format_llm_summary(text: str) -> str:

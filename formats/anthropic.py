@@ -21,6 +21,8 @@ from ..core.model import Finding, Message
 from .base import WriteOptions
 
 ROLES = ("user", "assistant")
+# The first words of the summary message `summarize` writes (core.summarize.PREAMBLE).
+SUMMARY_PREAMBLE = "This session is being continued from a previous conversation that ran out of context."
 
 
 class AnthropicFormat:
@@ -50,7 +52,8 @@ class AnthropicFormat:
                 Message(role, [block for _, block in indexed], [position], obj.get("id") if isinstance(obj.get("id"), str) else None,
                         usage, obj.get("model") if isinstance(obj.get("model"), str) else None,
                         text_content=content if isinstance(content, str) else None,
-                        refs=[(position, index) for index, _ in indexed])
+                        refs=[(position, index) for index, _ in indexed],
+                        compact_summary=role == "user" and isinstance(content, str) and content.startswith(SUMMARY_PREAMBLE))
             )
         return messages
 

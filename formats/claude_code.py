@@ -243,15 +243,13 @@ class ClaudeCodeFormat:
     def messages(self, entries: Sequence[Entry], history: bool = False) -> list[Message]:
         positions = context_positions(entries, history)
         messages = build_messages(entries, positions)
-        if positions and not history and is_compact_boundary(entries[positions[0]].obj):
-            # A tail kept through a compaction still carries usage measured on the old, longer
-            # prompt: it must not anchor a count of the compacted context.
-            compacted_at = entries[positions[0]].obj.get("timestamp")
-            if isinstance(compacted_at, str):
-                for message in messages:
-                    stamp = entries[message.entries[-1]].obj.get("timestamp")
-                    if message.role == "assistant" and isinstance(stamp, str) and stamp < compacted_at:
-                        message.usage_stale = True
+        if positions and not history and is_compact_boundary(entries[positions[0]].obj) and positions[0] > 0:
+            # A tail kept through a compaction is written again below the boundary under its own
+            # uuids; its usage was measured on the old, longer prompt and must not anchor a count.
+            above = {e.obj.get("uuid") for e in entries[: positions[0]]}
+            for message in messages:
+                if message.role == "assistant" and entries[message.entries[-1]].obj.get("uuid") in above:
+                    message.usage_stale = True
         return messages
 
     def context_positions(self, entries: Sequence[Entry]) -> list[int]:
