@@ -108,6 +108,13 @@ class Inputs:
             raise Unavailable(f"could not install {CCUSAGE} with npm")
         return str(local)
 
+    def scratch(self, name: str) -> str:
+        """An empty output folder in the data dir (emptied again before every run)."""
+        folder = Path(self.tree).parent / "out" / name
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        return str(folder)
+
     @functools.cached_property
     def jq(self) -> str:
         found = shutil.which("jq")
@@ -192,6 +199,14 @@ def rss_at_most(name: str, factor: float) -> Target:
     return Target(f"RSS <= {factor:g}x {name}", check)
 
 
+def faster_by(name: str, factor: float) -> Target:
+    def check(result: Result, results: Results) -> bool | None:
+        other = _other(results, name)
+        return None if other is None else other.best >= factor * result.best
+
+    return Target(f">= {factor:g}x faster than {name}", check)
+
+
 def median_ms_at_most(ms: float) -> Target:
     return Target(f"median <= {ms:g} ms", lambda me, _: me.median * 1000 <= ms)
 
@@ -273,6 +288,23 @@ BENCHES: list[Bench] = [
                    f" | {i.ctxpipe} collapse 2>/dev/null | {i.ctxpipe} convert --to claude-code | cat"],
         # No target: whole-transcript stages cannot stream (the active context is found from the
         # end), so each waits for the one before it; the figure shows the price, about one stage each.
+    ),
+    Bench(
+        # The main job over one 213 MB transcript (its active context is the last session in it).
+        "compact-big",
+        lambda i: [i.ctxpipe, "compact", "--force", "--engine", "offline", i.big],
+        targets=(time_ratio_at_most(2.0),),
+    ),
+    Bench(
+        "compact-tree-2-jobs",
+        lambda i: [i.ctxpipe, "compact", "--force", "--engine", "offline", "--jobs", "2", "--json", "--out-dir", i.scratch("compact-2"), i.tree],
+        targets=(faster_by("compact-tree-1-job", 1.7),),
+        ratio=False,
+    ),
+    Bench(
+        "compact-tree-1-job",
+        lambda i: [i.ctxpipe, "compact", "--force", "--engine", "offline", "--jobs", "1", "--json", "--out-dir", i.scratch("compact-1"), i.tree],
+        ratio=False,
     ),
     Bench(
         "help-cold-start",
