@@ -328,5 +328,7 @@ def restore(entries: list[Entry], transcript_format: Any, config: RestoreConfig,
     tokens = sum(c.tokens for c in chosen)
     report = {"stage": "restore", "restored": [c.as_dict() for c in chosen], "tokens": tokens,
               "skipped": [c.as_dict() for c in candidates if not c.chosen]}
-    kinds = ", ".join(f"{sum(1 for c in chosen if c.kind == k)} {k}" for k in ("file", "plan", "skill", "todos") if any(c.kind == k for c in chosen))
+    labels = {"file": ("file", "files"), "plan": ("plan", "plans"), "skill": ("skill", "skills"), "todos": ("todo list", "todo lists")}
+    counts = {kind: sum(1 for c in chosen if c.kind == kind) for kind in labels}
+    kinds = ", ".join(f"{n} {labels[k][n != 1]}" for k, n in counts.items() if n)
     return Outcome(list(entries) + added, True, f"restored {kinds} ({tokens:,} tokens)", report), candidates
