@@ -48,7 +48,7 @@ def api_edits(
     Example:  ctxpipe api-edits session.jsonl | jq '.context_management'
     """
     from ...core.api_edits import ApiEditsOptions, build_api_edits, parse_thinking_keep, transcript_facts
-    from ...core.jsonl import ReadStats
+    from ...core.jsonl import ReadStats, iter_buffer_entries
     from ...counting import CountOptions, count_buffer, mapped
     from ...formats import get
 
@@ -95,7 +95,7 @@ def api_edits(
     with mapped(path) as buffer:
         stats = ReadStats()
         # Every line, from the start: the tools and thinking of the whole active context.
-        entries = _all_entries(buffer, source, count_options.on_error, stats)
+        entries = list(iter_buffer_entries(buffer, source, count_options.on_error, stats))
         counted = count_buffer(buffer, source, count_options)
     io.report_skipped(stats, source)
     tool_names, thinking_blocks = transcript_facts(get(counted.format).messages(entries))
@@ -113,19 +113,6 @@ def api_edits(
         _print_pretty(result.request)
     if explain:
         _print_explanation(source, result.explanations, counted.thresholds.explanations, options)
-
-
-def _all_entries(buffer: Any, source: str, on_error: Any, stats: Any) -> list[Any]:
-    """Every entry of `buffer`. A bad line's error is raised again outside the handler: the original
-    traceback keeps a view into the memory map alive, and the map could not be closed."""
-    from ...core.errors import InputError
-    from ...core.jsonl import iter_buffer_entries
-
-    try:
-        return list(iter_buffer_entries(buffer, source, on_error, stats))
-    except InputError as exc:
-        failure = InputError(exc.source, exc.line, exc.what)
-    raise failure
 
 
 def _print_pretty(obj: dict[str, Any]) -> None:
