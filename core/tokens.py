@@ -162,7 +162,7 @@ class PiecesCounter:
 
     name = "pieces"
     _pattern = re.compile(r" ?[A-Za-z]+| ?[0-9]{1,3}| ?[^\sA-Za-z0-9]+|\s+(?!\S)|\s")
-    SAMPLE = 2048
+    SAMPLE = 1024
 
     def count(self, text: str) -> int:
         size = len(text)

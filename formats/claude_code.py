@@ -65,11 +65,8 @@ def main_chain(entries: Sequence[Entry], history: bool = False) -> list[int]:
     leaf = find_leaf(entries)
     if leaf is None:
         return []
-    places: dict[str, list[int]] = {}
-    for position, entry in enumerate(entries):
-        value = entry.obj.get("uuid")
-        if isinstance(value, str):
-            places.setdefault(value, []).append(position)
+    latest = uuid_index(entries)
+    places: dict[str, list[int]] | None = None  # every position of a uuid, built only past a boundary
     chain: list[int] = []
     seen: set[int] = set()
     limit = len(entries)
@@ -85,8 +82,17 @@ def main_chain(entries: Sequence[Entry], history: bool = False) -> list[int]:
             limit = position
         else:
             parent = obj.get("parentUuid")
-        candidates = places.get(parent, []) if isinstance(parent, str) else []
-        position = next((p for p in reversed(candidates) if p < limit), None)
+        if not isinstance(parent, str):
+            break
+        position = latest.get(parent)
+        if position is not None and position >= limit:
+            if places is None:
+                places = {}
+                for index, entry in enumerate(entries):
+                    value = entry.obj.get("uuid")
+                    if isinstance(value, str):
+                        places.setdefault(value, []).append(index)
+            position = next((p for p in reversed(places.get(parent, [])) if p < limit), None)
     chain.reverse()
     return chain
 
