@@ -83,7 +83,7 @@ def run_all(job: Callable[[Item], Any], items: Sequence[Item], jobs: int, total_
     # collection in a worker walks those objects and copies their pages.
     gc.freeze()
     if on_done is None:
-        chunk = max(1, len(items) // (jobs * 8))
+        chunk = max(1, len(items) // (jobs * 32))  # small chunks: sessions differ a lot in size
         with ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_install, initargs=(failures,)) as pool:
             return list(pool.map(_guarded, [job] * len(items), items, chunksize=chunk))
     ordered: list[tuple[bool, Any] | None] = [None] * len(items)
