@@ -22,7 +22,7 @@ from .core.restore import RestoreConfig, restore
 from .core.stage import line_bytes
 from .core.summarize_engines import Breaker
 from .core.tokens import PiecesCounter
-from .counting import _first_line_format
+from .counting import CountOptions, _first_line_format, count_buffer
 from .formats import get
 from .summarizing import SummarizeOptions, summarize_entries
 
@@ -37,6 +37,7 @@ class CompactOptions:
     target_tokens: int | None = None
     budget: BudgetSettings = field(default_factory=BudgetSettings)
     model: str | None = None
+    window: int | None = None
     format: str | None = None
     on_error: OnError = "fail"
     now: datetime | None = None
@@ -58,7 +59,8 @@ def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: B
     offset, entries = transcript_format.read_region(buffer, source, options.on_error, stats)
     original = entries
     now = options.now or datetime.now(timezone.utc)
-    before, model = _tokens(entries, transcript_format)
+    initial = count_buffer(buffer, source, CountOptions(format=transcript_format.name, model=options.model))
+    before, model = initial.count.tokens, initial.count.model
     report: dict[str, Any] = {"file": source, "format": transcript_format.name, "tokens_before": before, "stages": []}
     for name, run in (("microcompact", lambda e: microcompact(e, transcript_format, options.microcompact)),
                       ("collapse", lambda e: collapse(e, transcript_format, options.collapse))):
@@ -66,7 +68,7 @@ def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: B
         entries = outcome.entries
         report["stages"].append({"stage": name, "changed": outcome.changed, "note": outcome.note, "tokens_freed": outcome.report.get("tokens_freed", 0)})
     middle, _ = _tokens(entries, transcript_format)
-    limits = thresholds(options.model or model, options.budget)
+    limits = thresholds(options.model or model, options.budget, options.window, "--window" if options.window else None, window_flag=bool(options.window))
     threshold = limits.autocompact if limits.autocompact is not None else limits.effective_window
     reasons = []
     if options.force_summary:
@@ -90,9 +92,12 @@ def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: B
                 entries = restored.entries[len(prefix_entries):]
     else:
         report["stages"].append({"stage": "summarize", "changed": False, "note": f"not needed: {middle:,} tokens < the autocompact threshold {threshold:,} (--force or --target-tokens to summarize anyway)"})
-    after, _ = _tokens(entries, transcript_format)
-    report.update({"tokens_after": after, "changed": entries is not original, "skipped_lines": stats.skipped})
     if entries is original and not stats.skipped:
-        return [bytes(buffer)], report
-    head = b"" if prefix_entries is not None and options.summarize.drop_history else bytes(buffer[:offset])
-    return [head] + line_bytes(entries), report
+        pieces = [bytes(buffer)]
+    else:
+        head = b"" if prefix_entries is not None and options.summarize.drop_history else bytes(buffer[:offset])
+        pieces = [head] + line_bytes(entries)
+    # Measured on the bytes written, the way `count` will measure them.
+    written = count_buffer(b"".join(pieces), source, CountOptions(format=transcript_format.name, model=options.model))
+    report.update({"tokens_after": written.count.tokens, "changed": entries is not original, "skipped_lines": stats.skipped})
+    return pieces, report

@@ -132,7 +132,7 @@ def summarize_entries(entries: list[Entry], transcript_format: Any, options: Sum
     text = summary_message_text(summary, options.transcript_path if options.transcript_path not in (None, "-") else None, bool(tail))
     estimates = Estimates(messages, PiecesCounter())
     calibration = calibrate(estimates)
-    pre = count_context(estimates, calibration).tokens
+    pre = count_context(estimates, calibration, transcript_format.markers(entries)).tokens
     tail_positions = []
     if tail:
         first_tail_entry = min(p for m in tail for p in m.entries)

@@ -219,14 +219,17 @@ def count_context(
             raw += estimate_blocks(anchor_message.content[1:], counter)
     else:
         raw += output_shortfall(estimates, anchor)
-    estimated = calibration.apply(raw)
-    adjustments: list[Adjustment] = []
     anchor_position = anchor_message.entries[0] if anchor_message.entries else -1
-    for marker in markers:
-        if marker.position > anchor_position and marker.tokens_saved > 0:
-            saved = min(marker.tokens_saved, exact)
-            exact -= saved
-            adjustments.append(
-                Adjustment(marker.kind, -saved, marker.line, f"{marker.kind} after the last response removed content its usage still counted")
-            )
+    after_anchor = [m for m in markers if m.position > anchor_position and m.tokens_saved > 0]
+    # Behind a summary's marker the exact part already stands for an estimated context, fixed
+    # overhead included: adding it again would count it twice.
+    summarized = any(m.kind == "ctxpipe_compact" for m in after_anchor)
+    estimated = round(calibration.slope * raw) if summarized and raw > 0 else calibration.apply(raw)
+    adjustments: list[Adjustment] = []
+    for marker in after_anchor:
+        saved = min(marker.tokens_saved, exact)
+        exact -= saved
+        adjustments.append(
+            Adjustment(marker.kind, -saved, marker.line, f"{marker.kind} after the last response removed content its usage still counted")
+        )
     return ContextCount(exact + estimated, exact, estimated, len(messages), len(tail), model, anchor, counter.name, calibration, adjustments, raw)

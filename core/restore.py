@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,11 +78,16 @@ def normalise(path: str, cwd: str | None) -> str:
     return posixpath.normpath(path)
 
 
+NUMBERED = re.compile(r"^\s*\d+(?:\t|\u2192)")
+
+
 def _strip_line_numbers(text: str) -> str:
-    """Read results come as `cat -n` output ("     1\\tline"); the file's text is what follows the tab."""
+    """Read results come as `cat -n` output (a number, then a tab, or an arrow in Claude Code 2.x,
+    followed by an injected <system-reminder>); the file's text is what follows the number."""
+    text = text.split("\n\n<system-reminder>", 1)[0]
     lines = text.split("\n")
-    if lines and all((not line) or ("\t" in line and line.split("\t", 1)[0].strip().isdigit()) for line in lines[:50]):
-        return "\n".join(line.split("\t", 1)[1] if "\t" in line else line for line in lines)
+    if lines and all((not line) or NUMBERED.match(line) for line in lines[:50]):
+        return "\n".join(NUMBERED.sub("", line, count=1) for line in lines)
     return text
 
 
@@ -153,11 +159,19 @@ def _numbered(text: str, start: int = 1) -> str:
 def plan_restore(history: Sequence[Message], history_entries: Sequence[Entry], tail: Sequence[Message], config: RestoreConfig, cwd: str | None) -> list[Candidate]:
     """Every candidate, chosen or not and why, in the order they would be written."""
     states = file_states(history, history_entries, cwd)
+    stubbed = {
+        str(block.get("tool_use_id"))
+        for message in tail
+        for block in message.content
+        if block.get("type") == "tool_result" and str(block.get("content", "")).startswith("File unchanged since last read")
+    }
     visible = set()
     for message in tail:
         for block in message.content:
             if block.get("type") == "tool_use" and block.get("name") == "Read" and isinstance(block.get("input"), dict):
                 tool_input = block["input"]
+                if str(block.get("id")) in stubbed:
+                    continue  # a read answered by the "unchanged" stub shows nothing: restore the file
                 if isinstance(tool_input.get("file_path"), str) and tool_input.get("offset") is None and tool_input.get("limit") is None:
                     visible.add(normalise(tool_input["file_path"], cwd))
     root = config.root or cwd or "."
@@ -198,9 +212,11 @@ def plan_restore(history: Sequence[Message], history_entries: Sequence[Entry], t
             candidate.tokens = tokens_of(candidate.text)
             candidate.chosen, candidate.reason = True, f"{over}: its path comes back with a note"
         else:
-            partial = " partial view," if state.partial else ""
-            candidate.text = _numbered(text)
-            candidate.header = f"[restored file] {shown} (lines 1-{lines},{partial} {tokens:,} tokens, {origin})"
+            from_transcript = origin.startswith("as last seen")
+            partial = " partial view," if state.partial and from_transcript else ""
+            first = int(state.offset) if from_transcript and isinstance(state.offset, int) and state.offset > 0 else 1
+            candidate.text = _numbered(text, first)
+            candidate.header = f"[restored file] {shown} (lines {first}-{first + lines - 1},{partial} {tokens:,} tokens, {origin})"
             candidate.chosen, candidate.reason = True, origin
         used += candidate.tokens
         chosen_files += 1
@@ -242,7 +258,11 @@ def _skills(history: Sequence[Message], entries: Sequence[Entry]) -> list[Candid
         name = first.split(":", 1)[1].strip() if first.startswith("Base directory for this skill:") else first[:60]
         found.append((name, text))
     out, used = [], 0
+    seen: set[str] = set()
     for name, text in reversed(found):
+        if name in seen:
+            continue  # invoked again later: the newest body is the one that comes back
+        seen.add(name)
         if tokens_of(text) > MAX_TOKENS_PER_SKILL:
             text = text[: MAX_TOKENS_PER_SKILL * 4 - len(SKILL_TRUNCATED)] + SKILL_TRUNCATED
         tokens = tokens_of(text)

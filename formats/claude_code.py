@@ -376,11 +376,16 @@ class ClaudeCodeFormat:
         envelope = next((e.obj for e in reversed(entries) if e.obj.get("type") in MESSAGE_TYPES), last)
         base = {key: envelope[key] for key in ("userType", "cwd", "sessionId", "version", "gitBranch", "slug") if key in envelope}
         parent = last.get("uuid")
+        # Claude Code resumes from the newest leaf by time: each line must be newer than every
+        # line above it (markers included), or the ones after the first are not loaded.
+        newest = max([when] + [e.obj["timestamp"] for e in entries if isinstance(e.obj.get("timestamp"), str)])
+        clock = _timestamps(newest)
+        next(clock)
         out = []
         for text in texts:
             line_uuid = str(uuidlib.uuid5(CTXPIPE_NAMESPACE, orjson.dumps(["meta", parent, text]).decode()))
             out.append(Entry({"parentUuid": parent, "isSidechain": False, **base, "type": "user",
-                              "message": {"role": "user", "content": text}, "isMeta": True, "uuid": line_uuid, "timestamp": when}))
+                              "message": {"role": "user", "content": text}, "isMeta": True, "uuid": line_uuid, "timestamp": next(clock)}))
             parent = line_uuid
         return out
 

@@ -83,12 +83,11 @@ def compact(
         target_tokens=target_tokens,
         budget=budget_settings(autocompact_pct=autocompact_pct, max_output_tokens=max_output_tokens, no_auto_compact=no_auto_compact),
         model=model,
+        window=window,
         format=input_format.value if input_format else None,
         on_error=on_error.value,
         now=moment,
     )
-    if window:
-        options = replace(options, budget=replace(options.budget, auto_compact_window=None))
     single = not paths or paths == [io.STDIN] or (len(paths) == 1 and not Path(paths[0]).is_dir())
     if single and not out_dir and not in_place:
         _to_stdout(paths[0] if paths else None, options, json_output)
