@@ -2,14 +2,23 @@
 
 Library use:
 
-    from ctxpipe import read_transcript, to_api_messages
-    transcript = read_transcript("session.jsonl")
+    import ctxpipe
+    transcript = ctxpipe.read_transcript("session.jsonl")
+    messages = ctxpipe.api_messages(transcript)
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 __version__ = "0.1.0"
-
-from .api import api_messages, convert, convert_with_report, read_transcript, validate_transcript, write_transcript
-
 __all__ = ["__version__", "api_messages", "convert", "convert_with_report", "read_transcript", "validate_transcript", "write_transcript"]
+
+
+def __getattr__(name: str) -> Any:
+    # Loaded on first use, so the command line starts without the library layer it may not need.
+    if name in __all__:
+        from . import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'ctxpipe' has no attribute {name!r}")

@@ -25,6 +25,7 @@ from .core.tokens import TextCounter, block_texts, counter_named, estimate_each
 from .formats import claim, detect, get
 
 DEFAULT_TOKENIZER = "calibrated"
+SMALL_FILE = 64 << 10  # bytes: read whole even when only the end is needed
 CALIBRATED_BASE = "pieces"
 
 
@@ -159,17 +160,30 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: str | No
     format_name = options.format or _first_line_format(buffer, source)
     transcript_format = get(format_name)
     stats = ReadStats()
-    if options.full:
-        entries, complete = list(iter_buffer_entries(buffer, source, options.on_error, stats)), True
-    else:
-        # Enough responses for the calibration window, and the one before it for its first gap.
-        needed = CALIBRATION_WINDOW + 1 if options.calibrating else 1
-        entries, complete = transcript_format.read_context(buffer, source, options.on_error, stats, needed)
+
+    def read(responses: int) -> tuple[list[Entry], bool]:
+        if options.full or len(buffer) <= SMALL_FILE:
+            # A small file costs little to read whole, and gets an exact message count for it.
+            return list(iter_buffer_entries(buffer, source, options.on_error, stats)), True
+        return transcript_format.read_context(buffer, source, options.on_error, stats, responses)
+
+    # First only the last response: when nothing follows it there is nothing to estimate, and the
+    # calibration (the costly part) is not needed at all.
+    entries, complete = read(1)
     messages = transcript_format.messages(entries)
     counter = options.counter()
     estimates = Estimates(messages, counter)
-    calibration = calibrate(estimates) if options.calibrating else UNCALIBRATED
-    counted = count_context(estimates, calibration, transcript_format.markers(entries), as_claude_code=options.as_claude_code)
+    counted = count_context(estimates, UNCALIBRATED, transcript_format.markers(entries), as_claude_code=options.as_claude_code)
+    calibration = UNCALIBRATED
+    if options.calibrating and counted.raw_estimate > 0:
+        if not complete:
+            # The calibration window, and the response before it for its first gap.
+            stats.skipped, stats.problems = 0, []
+            entries, complete = read(CALIBRATION_WINDOW + 1)
+            messages = transcript_format.messages(entries)
+            estimates = Estimates(messages, counter)
+        calibration = calibrate(estimates)
+        counted = count_context(estimates, calibration, transcript_format.markers(entries), as_claude_code=options.as_claude_code)
     model = options.model or counted.model
     counted.model = model
     largest = max((usage_prompt(m.usage) for m in messages if m.usage), default=0)
@@ -181,10 +195,13 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: str | No
     if not complete:
         counted.messages = None
     result = FileCount(source, format_name, kind, counted, levels.window, reason, levels, _tokenizer_label(options, calibration), anchor_uuid, stats.skipped)
-    if options.by:
-        result.breakdown = breakdown(messages, estimates, calibration, options.by)
-    if options.top:
-        result.top = largest_entries(messages, entries, counter, calibration, options.top)
+    if options.by or options.top:
+        # The views price every block, so they want the fit even when the count did not need it.
+        views = calibrate(estimates) if options.calibrating and calibration is UNCALIBRATED else calibration
+        if options.by:
+            result.breakdown = breakdown(messages, estimates, views, options.by)
+        if options.top:
+            result.top = largest_entries(messages, entries, counter, views, options.top)
     if options.timeline:
         result.timeline = timeline(transcript_format.messages(entries, history=True), entries)
     return result
@@ -194,7 +211,11 @@ def _tokenizer_label(options: CountOptions, calibration: Calibration) -> str:
     if options.as_claude_code:
         return "rough (as Claude Code)"
     base = options.counter().name
-    return f"{base} calibrated ({calibration.source})" if options.calibrating else base
+    if not options.calibrating:
+        return base
+    if calibration is UNCALIBRATED:
+        return f"{base} calibrated (not needed: nothing follows the last response)"
+    return f"{base} calibrated ({calibration.source})"
 
 
 def count_file(path: str | None, options: CountOptions = CountOptions(), kind: str | None = None, shown: str | None = None) -> FileCount:

