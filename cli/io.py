@@ -175,9 +175,10 @@ def progress(label: str) -> Iterator[Any]:
 
 @contextlib.contextmanager
 def batch_progress(total: int) -> Iterator[Any]:
-    """A progress bar on stderr (files done, errors), on a terminal only; yields advance(ok)."""
+    """A progress bar on stderr (files done, errors), on a terminal only; yields advance(ok), or
+    None when there is no terminal (the batch then hands out files in chunks, which is faster)."""
     if not sys.stderr.isatty():
-        yield lambda ok: None
+        yield None
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
