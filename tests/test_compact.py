@@ -680,10 +680,11 @@ def test_compact_output_resumes_from_its_last_restored_entry_by_the_observed_rul
     assert resumed_from(compacted) == restored[-1]["uuid"]
 
 
-def test_the_llm_engine_without_a_key_falls_back_offline_and_calls_nothing(tmp_path: Path) -> None:
+def test_the_llm_engine_without_a_key_is_an_error_and_calls_nothing(tmp_path: Path) -> None:
+    # As with summarize: asking for the model without a key is a mistake to report, not to paper over.
     with MessagesServer() as server:
         result = compact("--engine", "llm", "--base-url", server.url, "--force", "--keep-last", "2", "--source", "transcript", "--now", NOW_ISO,
                          FIXTURES / "claude-code" / "basic.jsonl", env={"ANTHROPIC_API_KEY": ""})
         assert server.requests == []
-    assert result.returncode == 0 and SUMMARY_PREAMBLE.encode() in result.stdout
-    assert b"needs ANTHROPIC_API_KEY" in result.stderr and b"offline engine" in result.stderr
+    assert result.returncode == 1 and result.stdout == b""
+    assert b"ctxpipe: error: --engine llm needs ANTHROPIC_API_KEY" in result.stderr and b"Traceback" not in result.stderr

@@ -73,6 +73,10 @@ def compact(
         raise typer.BadParameter("--backup goes with --in-place", param_hint="--backup")
     moment = parse_now(now)
     api_key = os.environ.get("ANTHROPIC_API_KEY") or None
+    if engine == "llm" and not api_key:
+        from ...core.errors import CtxpipeError
+
+        raise CtxpipeError("--engine llm needs ANTHROPIC_API_KEY in the environment")
     llm = LlmConfig(model or "claude-sonnet-4-5", api_key, base_url or os.environ.get("ANTHROPIC_BASE_URL") or None, instructions)
     options = CompactOptions(
         microcompact=MicrocompactConfig(keep_recent=keep_recent, gap_minutes=gap_minutes, now=moment, force=force),
