@@ -175,7 +175,7 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: str | No
     estimates = Estimates(messages, counter)
     counted = count_context(estimates, UNCALIBRATED, transcript_format.markers(entries), as_claude_code=options.as_claude_code)
     calibration = UNCALIBRATED
-    if options.calibrating and counted.raw_estimate > 0:
+    if options.calibrating and counted.estimated_messages > 0:
         if not complete:
             # The calibration window, and the response before it for its first gap.
             stats.skipped, stats.problems = 0, []

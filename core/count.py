@@ -224,7 +224,14 @@ def count_context(
     # Behind a summary's marker the exact part already stands for an estimated context, fixed
     # overhead included: adding it again would count it twice.
     summarized = any(m.kind == "ctxpipe_compact" for m in after_anchor)
-    estimated = round(calibration.slope * raw) if summarized and raw > 0 else calibration.apply(raw)
+    if not tail and not as_claude_code:
+        # Nothing after the last response: no new turn, so no injected overhead and nothing to fit;
+        # only the part of the response its stale output_tokens left out, in the estimator's units.
+        estimated = round(DEFAULT_FITS.get(counter.name, (1.0, 0.0))[0] * raw) if raw > 0 else 0
+    elif summarized and raw > 0:
+        estimated = round(calibration.slope * raw)
+    else:
+        estimated = calibration.apply(raw)
     adjustments: list[Adjustment] = []
     for marker in after_anchor:
         saved = min(marker.tokens_saved, exact)
