@@ -10,7 +10,6 @@ never counted as a copy, so the full result it refers to is never folded away.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any

@@ -19,7 +19,7 @@ from .count import Calibration, Estimates, calibrate, count_context
 from .jsonl import Entry
 from .model import Message
 from .stage import Outcome
-from .tokens import PiecesCounter, block_texts, estimate_each
+from .tokens import PiecesCounter, block_texts
 
 PLACEHOLDER = "[Old tool result content cleared]"
 COMPACTABLE_TOOLS = frozenset({"Read", "Bash", "PowerShell", "Grep", "Glob", "WebSearch", "WebFetch", "Edit", "Write", "MultiEdit", "NotebookEdit"})

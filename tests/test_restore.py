@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import pytest
 
 import ctxpipe
 from ctxpipe.core import restore as core
