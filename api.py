@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import io
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from .atomic import atomic_file
 from .core.convert import ConvertReport, to_api_messages
 from .core.errors import InputError
 from .core.jsonl import OnError, ReadStats, iter_entries, write_entries
@@ -78,14 +78,5 @@ def validate_transcript(transcript: Transcript) -> list[Finding]:
 
 def write_transcript(transcript: Transcript, path: str | os.PathLike[str]) -> None:
     """Write atomically: a temporary file in the same folder, fsync, then rename over `path`."""
-    target = Path(path)
-    handle, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(handle, "wb") as out:
-            write_entries(transcript.entries, out)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temp_name, target)
-    except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
-        raise
+    with atomic_file(path) as out:
+        write_entries(transcript.entries, out)

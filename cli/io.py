@@ -11,15 +11,14 @@ import contextlib
 import itertools
 import os
 import sys
-import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, BinaryIO
+from typing import Any, BinaryIO
 
-from ..core.errors import CtxpipeError, InputError
+from ..atomic import atomic_file
+from ..core.errors import InputError
 from ..core.jsonl import Entry, OnError, ReadStats, iter_entries, write_entries
-from ..core.model import Transcript
 from ..formats import SNIFF_LINES, TranscriptFormat, claim, detect, get
 
 STDIN = "-"
@@ -75,13 +74,6 @@ def stream_entries(stream: BinaryIO, source: str, format_name: str | None, on_er
     return EntryStream(source, detect(head, source), itertools.chain(head, entries), stats)
 
 
-def read_transcript(stream: BinaryIO, source: str, format_name: str | None, on_error: OnError) -> tuple[Transcript, ReadStats]:
-    """The whole input in memory, for stages that need all of it."""
-    opened = stream_entries(stream, source, format_name, on_error)
-    entries = list(opened.entries)
-    return Transcript(entries, opened.format.name, source), opened.stats
-
-
 @contextlib.contextmanager
 def open_output(path: str | None) -> Iterator[BinaryIO]:
     """stdout, or a temporary file renamed over `path` only when the block finishes without error."""
@@ -90,35 +82,8 @@ def open_output(path: str | None) -> Iterator[BinaryIO]:
         yield out
         out.flush()
         return
-    target = Path(path)
-    if target.is_dir():
-        raise InputError(str(path), None, "is a directory, expected an output file path")
-    folder = target.parent if str(target.parent) else Path(".")
-    try:
-        handle, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
-    except OSError as exc:
-        raise CtxpipeError(f"{path}: cannot write here ({exc.strerror or exc})") from None
-    try:
-        with os.fdopen(handle, "wb", buffering=OUTPUT_BUFFER) as out:
-            yield out
-            out.flush()
-            os.fsync(out.fileno())
-        if target.exists():
-            with contextlib.suppress(OSError):
-                os.chmod(temp_name, target.stat().st_mode & 0o7777)
-        else:
-            os.chmod(temp_name, 0o666 & ~_umask())
-        os.replace(temp_name, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp_name)
-        raise
-
-
-def _umask() -> int:
-    current = os.umask(0)
-    os.umask(current)
-    return current
+    with atomic_file(path) as out:
+        yield out
 
 
 def write_transcript(entries: Iterable[Entry], out: BinaryIO, unbuffered: bool = False) -> None:
@@ -147,10 +112,6 @@ def error(message: str) -> None:
 
 def stdout_is_terminal() -> bool:
     return sys.stdout.isatty()
-
-
-def stdout_text() -> IO[str]:
-    return sys.stdout
 
 
 def write_json_lines(objects: Iterable[dict[str, Any]]) -> None:
@@ -209,7 +170,7 @@ def stdout_console() -> Any:
 
 
 __all__ = [
-    "EntryStream", "STDIN", "error", "note", "open_input", "open_output", "read_transcript",
+    "EntryStream", "STDIN", "error", "note", "open_input", "open_output",
     "report_skipped", "source_name", "stderr_console", "stdout_console", "stdout_is_terminal",
     "stream_entries", "warn", "write_json_lines", "write_transcript",
 ]
