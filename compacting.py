@@ -8,21 +8,19 @@ it left; untouched lines stay byte-identical; the report says what each stage fr
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
 from .core.budget import BudgetSettings, thresholds
 from .core.collapse import CollapseConfig, collapse
-from .core.count import Estimates, calibrate, count_context
 from .core.errors import UnsupportedError
 from .core.jsonl import Entry, OnError, ReadStats, iter_entries
 from .core.microcompact import MicrocompactConfig, iso, microcompact
 from .core.restore import RestoreConfig, restore
-from .core.stage import line_bytes
+from .core.stage import Outcome, line_bytes
 from .core.summarize_engines import Breaker
-from .core.tokens import PiecesCounter
-from .counting import CountOptions, _first_line_format, count_buffer
+from .counting import CountOptions, Measure, _first_line_format, count_buffer, region_measure
 from .formats import get
 from .summarizing import SummarizeOptions, summarize_entries
 
@@ -38,16 +36,10 @@ class CompactOptions:
     budget: BudgetSettings = field(default_factory=BudgetSettings)
     model: str | None = None
     window: int | None = None
+    baseline: int | None = None
     format: str | None = None
     on_error: OnError = "fail"
     now: datetime | None = None
-
-
-def _tokens(entries: list[Entry], transcript_format: Any) -> tuple[int, str | None]:
-    messages = transcript_format.messages(entries)
-    estimates = Estimates(messages, PiecesCounter())
-    counted = count_context(estimates, calibrate(estimates), transcript_format.markers(entries))
-    return counted.tokens, counted.model
 
 
 def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: Breaker) -> tuple[list[bytes], dict[str, Any]]:
@@ -59,15 +51,27 @@ def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: B
     offset, entries = transcript_format.read_region(buffer, source, options.on_error, stats)
     original = entries
     now = options.now or datetime.now(timezone.utc)
-    initial = count_buffer(buffer, source, CountOptions(format=transcript_format.name, model=options.model))
+    # Measured as `count --on-error skip` would: a bad line passed through unparsed is no reason to fail.
+    counting = CountOptions(format=transcript_format.name, model=options.model, on_error="skip", baseline=options.baseline)
+    initial = count_buffer(buffer, source, counting)
     before, model = initial.count.tokens, initial.count.model
+    measure = region_measure(buffer[:offset], source, counting)
     report: dict[str, Any] = {"file": source, "format": transcript_format.name, "tokens_before": before, "stages": []}
+    current = before
+
+    def record(stage: str, outcome: Outcome, measured: Measure, **extra: Any) -> None:
+        nonlocal current
+        after = measured(outcome.entries).count.tokens if outcome.changed else current
+        report["stages"].append({"stage": stage, "changed": outcome.changed, "note": outcome.note, **extra,
+                                 "tokens_before": current, "tokens_after": after, "tokens_freed": current - after})
+        current = after
+
     for name, run in (("microcompact", lambda e: microcompact(e, transcript_format, options.microcompact)),
                       ("collapse", lambda e: collapse(e, transcript_format, options.collapse))):
         outcome = run(entries)
+        record(name, outcome, measure)
         entries = outcome.entries
-        report["stages"].append({"stage": name, "changed": outcome.changed, "note": outcome.note, "tokens_freed": outcome.report.get("tokens_freed", 0)})
-    middle, _ = _tokens(entries, transcript_format)
+    middle = current
     limits = thresholds(options.model or model, options.budget, options.window, "--window" if options.window else None, window_flag=bool(options.window))
     threshold = limits.autocompact if limits.autocompact is not None else limits.effective_window
     reasons = []
@@ -79,17 +83,20 @@ def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: B
         reasons.append(f"{middle:,} tokens > --target-tokens {options.target_tokens:,}")
     prefix_entries: list[Entry] | None = None
     if reasons:
-        outcome = summarize_entries(entries, transcript_format, options.summarize, breaker)
-        report["stages"].append({"stage": "summarize", "changed": outcome.changed, "note": outcome.note, "why": "; ".join(reasons),
-                                 "engine": outcome.report.get("engine"), "verification": outcome.report.get("verification")})
+        summarized = measure if not options.summarize.drop_history else region_measure(b"", source, counting)
+        outcome = summarize_entries(entries, transcript_format, replace(options.summarize, measure=summarized), breaker)
+        record("summarize", outcome, summarized, why="; ".join(reasons), engine=outcome.report.get("engine"),
+               verification=outcome.report.get("verification"))
         if outcome.changed:
             entries = outcome.entries
             # restore looks at the history above the boundary: parse the untouched head now.
             prefix_entries = list(iter_entries(io.BytesIO(bytes(buffer[:offset])), source, options.on_error, stats))
             restored, _ = restore(prefix_entries + entries, transcript_format, options.restore, iso(now))
-            report["stages"].append({"stage": "restore", "changed": restored.changed, "note": restored.note, "tokens": restored.report.get("tokens", 0)})
             if restored.changed:
-                entries = restored.entries[len(prefix_entries):]
+                restored.entries = restored.entries[len(prefix_entries):]
+            record("restore", restored, summarized)
+            if restored.changed:
+                entries = restored.entries
     else:
         report["stages"].append({"stage": "summarize", "changed": False, "note": f"not needed: {middle:,} tokens < the autocompact threshold {threshold:,} (--force or --target-tokens to summarize anyway)"})
     if entries is original and not stats.skipped:
@@ -98,6 +105,6 @@ def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: B
         head = b"" if prefix_entries is not None and options.summarize.drop_history else bytes(buffer[:offset])
         pieces = [head] + line_bytes(entries)
     # Measured on the bytes written, the way `count` will measure them.
-    written = count_buffer(b"".join(pieces), source, CountOptions(format=transcript_format.name, model=options.model))
+    written = count_buffer(b"".join(pieces), source, counting)
     report.update({"tokens_after": written.count.tokens, "changed": entries is not original, "skipped_lines": stats.skipped})
     return pieces, report

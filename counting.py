@@ -11,22 +11,43 @@ import mmap
 import os
 import sys
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .core.budget import ONE_MILLION, BudgetSettings, Thresholds, model_window, thresholds, truthy
-from .core.count import CALIBRATION_WINDOW, UNCALIBRATED, Calibration, ContextCount, Estimates, calibrate, count_context, usage_prompt
+from .core.count import (
+    CALIBRATION_WINDOW,
+    DEFAULT_FITS,
+    UNCALIBRATED,
+    Baseline,
+    Calibration,
+    ContextCount,
+    Estimates,
+    Reinjection,
+    anchor_index,
+    calibrate,
+    count_context,
+    is_real_response,
+    priced_blocks,
+    usage_prompt,
+)
 from .core.errors import InputError
 from .core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries, iter_entries
 from .core.model import Message
-from .core.tokens import TextCounter, block_texts, counter_named, estimate_each
+from .core.stage import line_bytes
+from .core.tokens import TextCounter, counter_named
 from .formats import claim, detect, get
 
 DEFAULT_TOKENIZER = "calibrated"
 SMALL_FILE = 64 << 10  # bytes: read whole even when only the end is needed
 CALIBRATED_BASE = "pieces"
+HEAD_LINES = 2_000  # how far the baseline looks for the session's first response
+# The session baseline where a transcript records no usage: the median over the main sessions in
+# shared/corpus of the first response's prompt less the estimate of the messages before it
+# (bench/accuracy.py prints each; Claude Code 1.0.24 to 2.1.39).
+DEFAULT_BASELINE = 16_200
 
 
 @dataclass(frozen=True)
@@ -44,6 +65,7 @@ class CountOptions:
     whole: bool = False  # parse every line, for an exact message count
     budget: BudgetSettings = field(default_factory=BudgetSettings)
     threads: int = 1  # tokenizer threads (tiktoken only)
+    baseline: int | None = None  # --baseline: the fixed part of every request, instead of measuring it
 
     @property
     def full(self) -> bool:
@@ -92,6 +114,11 @@ class FileCount:
             "estimated_messages": count.estimated_messages,
             "percent_of_window": round(100 * count.tokens / self.window, 1) if self.window else None,
             "tokenizer": self.tokenizer,
+            "baseline_tokens": count.baseline.tokens if count.baseline else 0,
+            "baseline": count.baseline.as_dict() if count.baseline else None,
+            "baseline_in_total": count.baseline_added > 0,
+            "reinjected_tokens": count.reinjected_tokens,
+            "reinjected": count.reinjection.as_dict() if count.reinjection else None,
             "calibration": count.calibration.as_dict(),
             "anchor_uuid": self.anchor_uuid,
             "window_source": self.window_reason,
@@ -156,14 +183,15 @@ def _window(options: CountOptions, model: str | None, largest_prompt: int, budge
 
 
 def count_buffer(buffer: Any, source: str, options: CountOptions, kind: str | None = None) -> FileCount:
-    """Count one transcript held in `buffer` (bytes or an mmap)."""
+    """Count one transcript held in `buffer` (bytes or an mmap): the one accounting every command uses."""
     format_name = options.format or _first_line_format(buffer, source)
     transcript_format = get(format_name)
     stats = ReadStats()
 
-    def read(responses: int) -> tuple[list[Entry], bool]:
-        if options.full or len(buffer) <= SMALL_FILE:
+    def read(responses: int | None) -> tuple[list[Entry], bool]:
+        if options.full or len(buffer) <= SMALL_FILE or responses is None:
             # A small file costs little to read whole, and gets an exact message count for it.
+            stats.skipped, stats.problems = 0, []
             return list(iter_buffer_entries(buffer, source, options.on_error, stats)), True
         return transcript_format.read_context(buffer, source, options.on_error, stats, responses)
 
@@ -173,17 +201,38 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: str | No
     messages = transcript_format.messages(entries)
     counter = options.counter()
     estimates = Estimates(messages, counter)
-    counted = count_context(estimates, UNCALIBRATED, transcript_format.markers(entries), as_claude_code=options.as_claude_code)
     calibration = UNCALIBRATED
-    if options.calibrating and counted.estimated_messages > 0:
-        if not complete:
-            # The calibration window, and the response before it for its first gap.
-            stats.skipped, stats.problems = 0, []
-            entries, complete = read(CALIBRATION_WINDOW + 1)
+    reinjection: Reinjection | None = None
+    if anchor_index(messages) is not None:
+        counted = count_context(estimates, UNCALIBRATED, transcript_format.markers(entries), as_claude_code=options.as_claude_code)
+        if options.calibrating and counted.estimated_messages > 0:
+            if not complete:
+                # The calibration window, and the response before it for its first gap.
+                stats.skipped, stats.problems = 0, []
+                entries, complete = read(CALIBRATION_WINDOW + 1)
+                messages = transcript_format.messages(entries)
+                estimates = Estimates(messages, counter)
+            calibration = calibrate(estimates)
+        baseline = session_baseline(buffer, source, transcript_format, counter, calibration, options, _smallest_prompt(messages))
+        counted = count_context(estimates, calibration, transcript_format.markers(entries), options.as_claude_code, baseline)
+    else:
+        # No usage describes this context: it is estimated whole, on top of the session baseline.
+        opening = transcript_format.opening(entries)
+        if opening is not None and (options.calibrating or opening.restores != "nothing") and not options.full and len(buffer) > SMALL_FILE:
+            entries, complete = read(None)  # the history above the boundary: its fit, what came back
             messages = transcript_format.messages(entries)
             estimates = Estimates(messages, counter)
-        calibration = calibrate(estimates)
-        counted = count_context(estimates, calibration, transcript_format.markers(entries), as_claude_code=options.as_claude_code)
+            opening = transcript_format.opening(entries)
+        # The whole main chain read, across boundaries: the fit, and the prompts that bound the baseline.
+        history = transcript_format.messages(entries, history=True) if opening is not None else messages
+        if options.calibrating:
+            calibration = calibrate(Estimates(history, counter) if history is not messages else estimates)
+        if opening is not None and opening.restores != "nothing" and not options.as_claude_code:
+            reinjection = _reinjection(entries, transcript_format, opening.restores, counter, calibration)
+        baseline = session_baseline(buffer, source, transcript_format, counter, calibration, options, _smallest_prompt(history))
+        counted = count_context(estimates, calibration, (), options.as_claude_code, baseline, reinjection)
+        # A context just compacted has no response of its own: the model is the newest one before it.
+        counted.model = counted.model or next((m.model for m in reversed(history) if is_real_response(m) and m.model), None)
     model = options.model or counted.model
     counted.model = model
     largest = max((usage_prompt(m.usage) for m in messages if m.usage), default=0)
@@ -205,6 +254,85 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: str | No
     if options.timeline:
         result.timeline = timeline(transcript_format.messages(entries, history=True), entries)
     return result
+
+
+Measure = Callable[[Sequence[Entry]], FileCount]
+
+
+def region_measure(prefix: Any, source: str, options: CountOptions) -> Measure:
+    """The count of the transcript that `prefix` (the bytes before the region a stage edits) and the
+    given region entries make, exactly as `count` finds it once written."""
+
+    def measure(entries: Sequence[Entry]) -> FileCount:
+        return count_buffer(b"".join([prefix, *line_bytes(entries)]), source, options)
+
+    return measure
+
+
+def _reinjection(entries: list[Entry], transcript_format: Any, restores: str, counter: TextCounter, calibration: Calibration) -> Reinjection | None:
+    from .core.restore import reinjection, split_at_boundary
+
+    split = split_at_boundary(entries, transcript_format)
+    if split is None:
+        return None
+    fit = calibration if calibration is not UNCALIBRATED else Calibration(*DEFAULT_FITS.get(counter.name, (1.0, 0.0)), "default")
+    return reinjection(split[0], entries, restores, lambda text: fit.apply(counter.count(text)))
+
+
+def _smallest_prompt(messages: Sequence[Message]) -> int | None:
+    return min((usage_prompt(m.usage) for m in messages if is_real_response(m) and m.usage), default=None)
+
+
+def session_baseline(buffer: Any, source: str, transcript_format: Any, counter: TextCounter, calibration: Calibration, options: CountOptions,
+                     ceiling: int | None = None) -> Baseline:
+    """The fixed part of every request: --baseline, else measured on the session's first response
+    (its recorded prompt less the estimate of the messages before it, and never less than the
+    prefix that call read from the cache: system prompt and tools), else the corpus default.
+
+    Every request carries it, so no recorded prompt (`ceiling`: the smallest one read) is smaller.
+    """
+    if options.baseline is not None:
+        return Baseline(options.baseline, "--baseline", "given on the command line")
+    measured = _measured_baseline(buffer, source, transcript_format, counter, calibration)
+    if ceiling is not None and measured.tokens > ceiling:
+        return Baseline(ceiling, measured.source, f"{measured.note}; lowered to {ceiling:,}, the smallest prompt recorded since")
+    return measured
+
+
+def _measured_baseline(buffer: Any, source: str, transcript_format: Any, counter: TextCounter, calibration: Calibration) -> Baseline:
+    head: list[Entry] = []
+    for entry in iter_buffer_entries(buffer, source, "skip"):
+        head.append(entry)
+        obj = entry.obj
+        if obj.get("type") == "system" and obj.get("subtype") == "compact_boundary":
+            # The file starts after a compaction (its history dropped): the responses below were
+            # sent with a summary, so the evidence is what the summary's writer recorded, if anything.
+            metadata = obj.get("compactMetadata")
+            recorded = metadata.get("ctxpipe") if isinstance(metadata, dict) else None
+            if isinstance(recorded, dict) and isinstance(recorded.get("baseline"), int):
+                return Baseline(recorded["baseline"], "measured", f"measured before the summary at line {entry.line} and recorded on its boundary")
+            head.pop()
+            break
+        # A line that is a whole response on its own (Claude Code's) ends the search early; other
+        # formats attach usage from later lines, so their head is read up to HEAD_LINES.
+        found = transcript_format.messages([entry])
+        if (found and is_real_response(found[-1])) or len(head) >= HEAD_LINES:
+            break
+    messages = transcript_format.messages(head)
+    response = next((index for index, message in enumerate(messages) if is_real_response(message)), None)
+    if response is None:
+        return Baseline(DEFAULT_BASELINE, "default", "no recorded usage to measure it on: the median measured over real Claude Code sessions")
+    usage = messages[response].usage or {}
+    prompt = usage_prompt(usage)
+    fit = calibration if calibration is not UNCALIBRATED else Calibration(*DEFAULT_FITS.get(counter.name, (1.0, 0.0)), "default")
+    before = fit.apply(Estimates(messages, counter).between(0, response))
+    cached = int(usage.get("cache_read_input_tokens") or 0)
+    tokens = max(prompt - before, cached, 0)
+    line = head[messages[response].entries[0]].line
+    note = f"the first response (line {line}) was sent {prompt:,} tokens, {before:,} of them estimated as the {response} message(s) before it"
+    if tokens == cached and cached > prompt - before:
+        note += f"; raised to the {cached:,} it read from the cache (system prompt and tools)"
+    return Baseline(tokens, "measured", note)
 
 
 def _tokenizer_label(options: CountOptions, calibration: Calibration) -> str:
@@ -248,9 +376,7 @@ def _tool_names(messages: Sequence[Message]) -> dict[str, str]:
 
 def _block_tokens(messages: Sequence[Message], counter: TextCounter, calibration: Calibration) -> list[int]:
     """Calibrated tokens of every block of `messages`, in order (one tokenizer batch)."""
-    blocks = [block for message in messages for block in message.content]
-    flat = [block_texts(block)[1] for block in blocks]
-    return [round(calibration.slope * (tokens - image)) + image for tokens, image in zip(estimate_each(blocks, counter), flat)]
+    return priced_blocks([block for message in messages for block in message.content], counter, calibration)
 
 
 def breakdown(messages: Sequence[Message], estimates: Estimates, calibration: Calibration, by: str) -> list[dict[str, Any]]:

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from .core.count import Estimates, calibrate, count_context
+from .counting import CountOptions, Measure, region_measure
 from .core.errors import CtxpipeError
 from .core.jsonl import Entry
 from .core.microcompact import iso
@@ -16,7 +16,7 @@ from .core.model import Message
 from .core.stage import Outcome
 from .core.summarize import SplitConfig, context_text, facts_to_keep, key_facts, offline_summary, summary_message_text, tail_start, verify
 from .core.summarize_engines import Breaker, LlmConfig, SummaryFailed, find_session_memory, llm_summary, notes_summary, repair_summary, usable_notes
-from .core.tokens import PiecesCounter
+from .formats.claude_code import SUMMARY_MARKER
 
 ENGINES = ("auto", "session-memory", "llm", "offline")
 
@@ -32,6 +32,7 @@ class SummarizeOptions:
     drop_history: bool = False
     now: datetime | None = None
     trigger: str = "manual"
+    measure: Measure | None = None  # tokens of a candidate output as `count` finds them (default: the region alone)
 
 
 def _stamp(entries: Sequence[Entry], tail_positions: Sequence[int], now: datetime | None) -> str:
@@ -129,33 +130,37 @@ def summarize_entries(entries: list[Entry], transcript_format: Any, options: Sum
             checked = verify(facts, summary + "\n" + context_text(tail))
         report["verification"] = checked.as_dict()
     text = summary_message_text(summary, options.transcript_path if options.transcript_path not in (None, "-") else None, bool(tail))
-    estimates = Estimates(messages, PiecesCounter())
-    calibration = calibrate(estimates)
-    pre = count_context(estimates, calibration, transcript_format.markers(entries)).tokens
+    measure = options.measure or region_measure(b"", "-", CountOptions(format=transcript_format.name))
+    before = measure(entries).count
+    pre = before.tokens
     tail_positions = []
     if tail:
         first_tail_entry = min(p for m in tail for p in m.entries)
         tail_positions = [p for p in transcript_format.context_positions(entries) if p >= first_tail_entry]
     when = _stamp(entries, tail_positions, options.now)
-    metadata: dict[str, Any] = {"trigger": options.trigger, "preTokens": pre}
-    added = transcript_format.compacted(entries, tail_positions, text, metadata, when)
-    after = transcript_format.messages(added) if transcript_format.name != "claude-code" else transcript_format.messages(list(entries) + added)
-    post_estimates = Estimates(after, PiecesCounter())
-    post = count_context(post_estimates, calibrate(post_estimates)).tokens
-    metadata["postTokens"] = post
-    added = transcript_format.compacted(entries, tail_positions, text, metadata, when)
-    result = added if options.drop_history or transcript_format.name != "claude-code" else list(entries) + added
-    if tail and pre > post:
-        # The kept tail still carries usage measured on the old prompt, and a reader of the file's
-        # end (count) may not reach the boundary: this record says how much of it is gone.
-        marker = transcript_format.marker(result, "ctxpipe_compact", "Context summarized", "ctxpipeMetadata",
-                                          {"stage": "summarize", "tokensSaved": pre - post}, when)
-        if marker is not None:
-            result.append(marker)
+
+    def write_back(metadata: dict[str, Any]) -> list[Entry]:
+        added = transcript_format.compacted(entries, tail_positions, text, metadata, when)
+        result = added if options.drop_history or transcript_format.name != "claude-code" else list(entries) + added
+        if tail:
+            # The kept tail still carries usage measured on the old prompt; a reader of the file's
+            # end meets this record before it, and so knows no response above it anchors a count.
+            marker = transcript_format.marker(result, SUMMARY_MARKER, "Context summarized", "ctxpipeMetadata",
+                                              {"stage": "summarize", "keptMessages": len(tail)}, when)
+            if marker is not None:
+                result.append(marker)
+        return result
+
+    # The baseline goes with the summary: a file written without its history (--drop-history) keeps it.
+    fixed = {"baseline": before.baseline.tokens} if before.baseline and before.baseline.source != "default" else {}
+    metadata: dict[str, Any] = {"trigger": options.trigger, "preTokens": pre, "ctxpipe": {"engine": engine, **fixed}}
+    # postTokens is measured on the lines as written (the boundary's own metadata is not counted).
+    post = measure(write_back(metadata)).count.tokens
+    written = write_back({**metadata, "postTokens": post})
     report.update({"pre_tokens": pre, "post_tokens": post, "reduction": round(1 - post / pre, 4) if pre else 0.0})
-    note = f"summarized {len(history)} messages with the {engine} engine ({why}); kept {len(tail)}; {pre:,} → {post:,} tokens"
+    note = f"summarized {len(history)} messages with the {engine} engine ({why}); kept {len(tail)}"
     if fell_back:
         note += f"; the model failed ({fell_back}), so the offline engine ran"
     if options.verify:
         note += f"; verifier recall {report['verification']['recall']:.0%}"
-    return Outcome(result, True, note, report)
+    return Outcome(written, True, note, report)

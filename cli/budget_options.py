@@ -25,6 +25,7 @@ AutocompactPct = Annotated[Optional[float], typer.Option("--autocompact-pct", he
 MaxOutput = Annotated[Optional[int], typer.Option("--max-output-tokens", help="The model's max output tokens (sets the reserve: min(this, 20,000)).", show_default=False)]
 BlockingLimit = Annotated[Optional[int], typer.Option("--blocking-limit", help="Replace the blocking limit.", show_default=False)]
 NoAutoCompact = Annotated[bool, typer.Option("--no-auto-compact", help="As DISABLE_AUTO_COMPACT: no autocompact level.")]
+Baseline = Annotated[Optional[int], typer.Option("--baseline", help="The fixed part of every request (system prompt, tools, first-turn context) in tokens, instead of measuring it on the first response; for files that record no usage.", min=0, show_default=False)]
 Model = Annotated[Optional[str], typer.Option("--model", "-m", help="Model name (default: the one recorded in the transcript).", show_default=False)]
 
 

@@ -42,12 +42,17 @@ def run_stage(
     output: str | None,
     ledger: str | None,
     report_json: str | None,
-    transform: Callable[[list[Entry], Any], Outcome],
+    transform: Callable[[list[Entry], Any, Any], Outcome],
     unbuffered: bool = False,
     whole: bool = False,
 ) -> Outcome:
-    """Read, transform and write one transcript; an untouched input is copied byte for byte."""
-    from ..counting import _first_line_format, mapped
+    """Read, transform and write one transcript; an untouched input is copied byte for byte.
+
+    The transform gets the entries, the format and a measure (tokens of a candidate output, as
+    `count` will find them). What the stage prints as before → after is `count` of its input and
+    of its output.
+    """
+    from ..counting import CountOptions, _first_line_format, count_buffer, mapped, region_measure
     from ..formats import get
 
     source = io.source_name(path)
@@ -60,32 +65,41 @@ def run_stage(
             offset, entries = 0, list(iter_entries(io_module.BytesIO(buffer), source, on_error.value, stats))
         else:
             offset, entries = transcript_format.read_region(buffer, source, on_error.value, stats)
-        outcome = transform(entries, transcript_format)
-        with io.open_output(output) as out:
-            if not outcome.changed and not stats.skipped:
-                out.write(buffer)
-            else:
-                prefix = memoryview(buffer)[:offset]
-                if ledger and outcome.changed:
-                    region = memoryview(buffer)[offset:]
-                    record, pieces = ledger_record(name, prefix, entries, outcome.entries, outcome.removed, region)
-                    region.release()
-                    # Appended before the output is written, so the next stage of a pipe appends after it.
-                    append_ledger(ledger, record)
+        # Measured as `count --on-error skip` would: a bad line the stage passes through unparsed is no reason to fail.
+        counting = CountOptions(format=transcript_format.name, on_error="skip")
+        before = count_buffer(buffer, source, counting).count.tokens
+        with memoryview(buffer)[:offset] as prefix:  # released however the stage ends, so the mmap can close
+            outcome = transform(entries, transcript_format, region_measure(prefix, source, counting))
+            with io.open_output(output) as out:
+                if not outcome.changed and not stats.skipped:
+                    out.write(buffer)
+                    after = before
                 else:
-                    pieces = line_bytes(outcome.entries)
-                out.write(prefix)
-                for piece in pieces:
-                    out.write(piece)
-                    if unbuffered:
-                        out.flush()
-                prefix.release()
+                    if ledger and outcome.changed:
+                        with memoryview(buffer)[offset:] as region:
+                            record, pieces = ledger_record(name, prefix, entries, outcome.entries, outcome.removed, region)
+                        # Appended before the output is written, so the next stage of a pipe appends after it.
+                        append_ledger(ledger, record)
+                    else:
+                        pieces = line_bytes(outcome.entries)
+                    after = count_buffer(b"".join([prefix, *pieces]), source, counting).count.tokens
+                    out.write(prefix)
+                    for piece in pieces:
+                        out.write(piece)
+                        if unbuffered:
+                            out.flush()
+    outcome.report.update({"tokens_before": before, "tokens_after": after, "tokens_freed": before - after})
     io.report_skipped(stats, source)
-    io.note(f"{name}: {outcome.note}")
+    io.note(stage_note(name, outcome.note, before, after, outcome.changed))
     if report_json:
         with io.open_output(report_json) as out:
             out.write(orjson.dumps({"file": source, **outcome.report}, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
     return outcome
+
+
+def stage_note(name: str, note: str, before: int, after: int, changed: bool) -> str:
+    """The one line a stage prints: what it did and, when it changed anything, `count` before → after."""
+    return f"{name}: {note}" + (f"; {before:,} → {after:,} tokens" if changed else "")
 
 
 def append_ledger(path: str, record: dict[str, Any]) -> None:

@@ -18,7 +18,7 @@ import orjson
 
 from .count import Estimates, calibrate
 from .jsonl import Entry
-from .microcompact import PLACEHOLDER, ToolCall, iso, tool_calls
+from .microcompact import PLACEHOLDER, ToolCall, counted_by_anchor, iso, tool_calls
 from .stage import Outcome
 from .tokens import PiecesCounter, block_texts
 
@@ -80,6 +80,7 @@ def collapse(entries: list[Entry], transcript_format: Any, config: CollapseConfi
     folded: list[dict[str, Any]] = []
     removed: list[dict[str, Any]] = []
     saved = 0
+    holders = []
     for (name, _, _), calls in groups.items():
         if len(calls) < 2:
             continue
@@ -97,6 +98,7 @@ def collapse(entries: list[Entry], transcript_format: Any, config: CollapseConfi
             by_entry.setdefault(position, {})[block_index] = replaced
             tokens = max(0, round(calibration.slope * (sum(counter.count_many(texts)) - counter.count(text))) + flat)
             saved += tokens
+            holders.append(message)
             folded.append({"tool_use_id": call.id, "tool": name, "survivor": survivor.id, "tokens": tokens})
             removed.append({"uuid": entries[position].obj.get("uuid"), "block": block_index, "tool_use_id": call.id, "tool": name})
     if not folded:
@@ -104,7 +106,8 @@ def collapse(entries: list[Entry], transcript_format: Any, config: CollapseConfi
     result = list(entries)
     for position, blocks in by_entry.items():
         result[position] = transcript_format.replace_blocks(entries[position], blocks)
-    metadata = {"stage": "collapse", "tokensSaved": saved, "foldedToolIds": [item["tool_use_id"] for item in folded]}
+    counted = counted_by_anchor(messages, holders, [item["tokens"] for item in folded])
+    metadata = {"stage": "collapse", "tokensSaved": counted, "foldedToolIds": [item["tool_use_id"] for item in folded]}
     if config.marker:
         marker = transcript_format.marker(result, "ctxpipe_collapse", "Repeated tool results folded", "ctxpipeMetadata", metadata,
                                           iso(config.now or datetime.now(timezone.utc)))
@@ -115,5 +118,5 @@ def collapse(entries: list[Entry], transcript_format: Any, config: CollapseConfi
         stats = per_tool.setdefault(item["tool"], {"results": 0, "tokens": 0})
         stats["results"] += 1
         stats["tokens"] += item["tokens"]
-    report = {"stage": "collapse", "folded": len(folded), "tokens_freed": saved, "by_tool": per_tool, "folds": folded}
-    return Outcome(result, True, f"folded {len(folded)} repeated result{'s' if len(folded) != 1 else ''}, about {saved:,} tokens", report, removed)
+    report = {"stage": "collapse", "folded": len(folded), "removed_estimate": saved, "tokens_saved": counted, "by_tool": per_tool, "folds": folded}
+    return Outcome(result, True, f"folded {len(folded)} repeated result{'s' if len(folded) != 1 else ''}", report, removed)

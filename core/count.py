@@ -15,18 +15,25 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .model import Message
-from .tokens import TextCounter, estimate_blocks, estimate_each
+from .tokens import TextCounter, block_texts, estimate_blocks, estimate_each
 
 SYNTHETIC_MODEL = "<synthetic>"
 CALIBRATION_WINDOW = 10  # the most recent response pairs used for the fit (bench/accuracy.py: 30 gains little)
 MIN_PAIRS = 3
 MIN_SLOPE_GAP = 20  # gaps this small say nothing about the slope, only about fixed overhead
-SLOPE_LIMITS = (0.5, 4.0)
+# The slopes a transcript's own fit may have. Whole-transcript fits over shared/corpus span
+# 0.62–1.24 (bench/accuracy.py prints them); a rolling 10-pair window strays to 2.3 where hook
+# output the file does not hold inflates a few gaps, and to 0.5 on a history whose tool results
+# were cleared. Outside these bounds the corpus fit is used instead, and the count says so.
+SLOPE_BOUNDS = (0.6, 1.6)
+# Tool-result texts a stage (or Claude Code's own microcompact) put in place of the real content:
+# a gap holding one was recorded with the original and says nothing about the estimator.
+REPLACED_PREFIXES = ("[Old tool result content cleared]", "[ctxpipe collapse:")
 # Fitted over every response pair in shared/corpus (bench/accuracy.py prints the fit): used when a
 # transcript has fewer than MIN_PAIRS pairs of its own. (slope, overhead) per base estimator.
 DEFAULT_FITS: dict[str, tuple[float, float]] = {
-    "pieces": (1.205, 62.1),
-    "rough": (1.387, 48.8),
+    "pieces": (1.216, 61.9),
+    "rough": (1.387, 48.7),
     "tiktoken:cl100k_base": (1.159, 72.7),
     "tiktoken:o200k_base": (1.156, 72.3),
 }
@@ -44,15 +51,30 @@ class Calibration:
     overhead: float
     source: str  # "transcript", "default" or "none"
     pairs: int = 0
+    note: str = ""  # why the transcript's own fit was not used, when it was rejected
 
     def apply(self, estimate: int) -> int:
         return round(self.slope * estimate + self.overhead) if estimate > 0 else 0
 
+    def scale(self, estimate: int) -> int:
+        """The slope alone: for content whose fixed per-turn overhead is counted elsewhere."""
+        return round(self.slope * estimate) if estimate > 0 else 0
+
     def as_dict(self) -> dict[str, Any]:
-        return {"slope": round(self.slope, 4), "overhead": round(self.overhead, 1), "source": self.source, "pairs": self.pairs}
+        data: dict[str, Any] = {"slope": round(self.slope, 4), "overhead": round(self.overhead, 1), "source": self.source, "pairs": self.pairs}
+        if self.note:
+            data["note"] = self.note
+        return data
 
 
 UNCALIBRATED = Calibration(1.0, 0.0, "none")
+
+
+def priced_blocks(blocks: Sequence[dict[str, Any]], counter: TextCounter, calibration: Calibration) -> list[int]:
+    """Calibrated tokens of each block, as the stages price what they remove and the views what fills
+    the window: the slope scales text; an image or document keeps its flat price."""
+    flats = [block_texts(block)[1] for block in blocks]
+    return [round(calibration.slope * (tokens - flat)) + flat for tokens, flat in zip(estimate_each(list(blocks), counter), flats)]
 
 
 @dataclass(frozen=True)
@@ -66,6 +88,16 @@ class Marker:
 
 
 @dataclass(frozen=True)
+class Compaction:
+    """The compaction an active context starts from: where, who wrote it, what it re-injected."""
+
+    position: int  # index into the transcript's entries
+    line: int | None
+    writer: str  # "claude-code" | "ctxpipe"
+    restores: str  # what the writer re-injected without recording it: "files, plan and skills" | "plan" | "nothing"
+
+
+@dataclass(frozen=True)
 class Adjustment:
     kind: str
     tokens: int
@@ -76,8 +108,37 @@ class Adjustment:
         return {"kind": self.kind, "tokens": self.tokens, "line": self.line, "note": self.note}
 
 
+@dataclass(frozen=True)
+class Baseline:
+    """The fixed part of every request that the transcript does not hold as messages: the system
+    prompt, the tool definitions and the context injected into the first turn (CLAUDE.md, hook
+    output). Recorded usage holds it; an estimate of the messages alone does not."""
+
+    tokens: int
+    source: str  # "measured" | "default" | "--baseline"
+    note: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"tokens": self.tokens, "source": self.source, "note": self.note}
+
+
+@dataclass(frozen=True)
+class Reinjection:
+    """What Claude Code adds to the first request after its own compaction without writing it to
+    the file: recently read files, the plan, invoked skills (within its restore budgets)."""
+
+    tokens: int
+    items: tuple[dict[str, Any], ...]
+    assumed: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"tokens": self.tokens, "items": list(self.items), "assumed": self.assumed}
+
+
 @dataclass
 class ContextCount:
+    """tokens = exact_tokens + estimated_tokens + baseline_added + reinjected_tokens."""
+
     tokens: int
     exact_tokens: int
     estimated_tokens: int
@@ -89,6 +150,13 @@ class ContextCount:
     calibration: Calibration
     adjustments: list[Adjustment] = field(default_factory=list)
     raw_estimate: int = 0  # the estimator's figure before calibration
+    baseline: Baseline | None = None
+    baseline_added: int = 0  # the baseline when no recorded usage anchors the count, else 0
+    reinjection: Reinjection | None = None
+
+    @property
+    def reinjected_tokens(self) -> int:
+        return self.reinjection.tokens if self.reinjection else 0
 
 
 def usage_prompt(usage: dict[str, Any]) -> int:
@@ -162,11 +230,22 @@ def calibration_pairs(estimates: Estimates, window: int = CALIBRATION_WINDOW) ->
     for before, after in recent:
         if any(m.compact_summary for m in messages[before + 1 : after]):
             continue  # a summary replaced the history in between: the usages are not comparable
+        if any(_replaced(m) for m in messages[before + 1 : after]):
+            continue  # cleared or folded since: the recorded gap held content the file no longer does
         estimated = estimates.between(before + 1, after) + output_shortfall(estimates, before)
         recorded = usage_prompt(messages[after].usage or {}) - usage_total(messages[before].usage or {})
         if recorded > 0:
             pairs.append((estimated, recorded))
     return pairs
+
+
+def _replaced(message: Message) -> bool:
+    for block in message.content:
+        if block.get("type") == "tool_result":
+            content = block.get("content")
+            if isinstance(content, str) and content.startswith(REPLACED_PREFIXES):
+                return True
+    return False
 
 
 def fit(pairs: Sequence[tuple[int, int]]) -> tuple[float, float] | None:
@@ -175,19 +254,32 @@ def fit(pairs: Sequence[tuple[int, int]]) -> tuple[float, float] | None:
     slopes = [(y2 - y1) / (x2 - x1) for i, (x1, y1) in enumerate(sized) for x2, y2 in sized[i + 1 :] if x2 != x1]
     if len(pairs) < MIN_PAIRS or not slopes:
         return None
-    slope = min(max(statistics.median(slopes), SLOPE_LIMITS[0]), SLOPE_LIMITS[1])
+    slope = statistics.median(slopes)
     overhead = max(0.0, statistics.median(y - slope * x for x, y in pairs))
     return slope, overhead
 
 
 def calibrate(estimates: Estimates, default: tuple[float, float] | None = None) -> Calibration:
-    """The fit that turns the estimator's figures into what this transcript's API really charged."""
+    """The fit that turns the estimator's figures into what this transcript's API really charged.
+
+    A fit whose slope lies outside SLOPE_BOUNDS is rejected for the corpus fit, with a note.
+    """
     pairs = calibration_pairs(estimates)
     fitted = fit(pairs)
+    slope, overhead = default or DEFAULT_FITS.get(estimates.counter.name, (1.0, 0.0))
     if fitted is None:
-        slope, overhead = default or DEFAULT_FITS.get(estimates.counter.name, (1.0, 0.0))
         return Calibration(slope, overhead, "default", len(pairs))
+    low, high = SLOPE_BOUNDS
+    if not low <= fitted[0] <= high:
+        note = (f"the transcript's own fit (slope {fitted[0]:.2f} over {len(pairs)} response pairs) lies outside "
+                f"{low}–{high}, the range the corpus supports; the corpus fit is used")
+        return Calibration(slope, overhead, "default", len(pairs), note)
     return Calibration(fitted[0], fitted[1], "transcript", len(pairs))
+
+
+def anchor_index(messages: Sequence[Message]) -> int | None:
+    """The last response whose usage still describes the context, if any."""
+    return next((index for index in range(len(messages) - 1, -1, -1) if is_anchor(messages[index])), None)
 
 
 def count_context(
@@ -195,21 +287,37 @@ def count_context(
     calibration: Calibration | None = None,
     markers: Sequence[Marker] = (),
     as_claude_code: bool = False,
+    baseline: Baseline | None = None,
+    reinjection: Reinjection | None = None,
 ) -> ContextCount:
     """Last recorded usage plus the (calibrated) estimate of everything after it.
 
-    as_claude_code reproduces Claude Code's own figure: no calibration, and the later blocks of the
-    anchoring response are estimated again although its output_tokens already cover them.
+    The accounting rule, defined here once:
+    - With an anchor (the last response whose usage still describes the context): its usage, plus
+      the estimate of what follows it, minus every stage marker written after it (each says how
+      much of what that usage counted a stage has since removed). Markers before the anchor are
+      already in its usage; markers behind a newer compact boundary are outside the context.
+    - Without one (no usage, or none since the last compaction, or only a tail a summary kept with
+      usage measured on the old prompt): the session baseline plus the estimate of every message,
+      plus what Claude Code re-injects after its own compaction when that is given. Markers do
+      not apply: the estimate already sees the content as it now is.
+
+    as_claude_code reproduces Claude Code's own figure: no calibration, no baseline, and the later
+    blocks of the anchoring response are estimated again although its output_tokens cover them.
     """
     messages, counter = estimates.messages, estimates.counter
     calibration = calibration or UNCALIBRATED
-    anchors = [index for index, message in enumerate(messages) if is_anchor(message)]
+    anchor = anchor_index(messages)
     model = next((m.model for m in reversed(messages) if m.role == "assistant" and m.model and m.model != SYNTHETIC_MODEL), None)
-    if not anchors:
+    if anchor is None:
         raw = estimates.between(0, len(messages))
         estimated = calibration.apply(raw)
-        return ContextCount(estimated, 0, estimated, len(messages), len(messages), model, None, counter.name, calibration, [], raw)
-    anchor = anchors[-1]
+        # An empty context is no request at all: nothing to add the fixed part to.
+        fixed = baseline.tokens if baseline is not None and messages and not as_claude_code else 0
+        extra = reinjection if not as_claude_code else None
+        total = estimated + fixed + (extra.tokens if extra else 0)
+        return ContextCount(total, 0, estimated, len(messages), len(messages), model, None, counter.name, calibration, [], raw,
+                            baseline, fixed, extra)
     anchor_message = messages[anchor]
     exact = usage_total(anchor_message.usage or {})
     tail = list(messages[anchor + 1 :])
@@ -219,24 +327,21 @@ def count_context(
             raw += estimate_blocks(anchor_message.content[1:], counter)
     else:
         raw += output_shortfall(estimates, anchor)
-    anchor_position = anchor_message.entries[0] if anchor_message.entries else -1
-    after_anchor = [m for m in markers if m.position > anchor_position and m.tokens_saved > 0]
-    # Behind a summary's marker the exact part already stands for an estimated context, fixed
-    # overhead included: adding it again would count it twice.
-    summarized = any(m.kind == "ctxpipe_compact" for m in after_anchor)
     if not tail and not as_claude_code:
         # Nothing after the last response: no new turn, so no injected overhead and nothing to fit;
         # only the part of the response its stale output_tokens left out, in the estimator's units.
         estimated = round(DEFAULT_FITS.get(counter.name, (1.0, 0.0))[0] * raw) if raw > 0 else 0
-    elif summarized and raw > 0:
-        estimated = round(calibration.slope * raw)
     else:
         estimated = calibration.apply(raw)
     adjustments: list[Adjustment] = []
-    for marker in after_anchor:
+    anchor_position = anchor_message.entries[0] if anchor_message.entries else -1
+    for marker in markers:
+        if marker.position <= anchor_position or marker.tokens_saved <= 0:
+            continue
         saved = min(marker.tokens_saved, exact)
         exact -= saved
         adjustments.append(
             Adjustment(marker.kind, -saved, marker.line, f"{marker.kind} after the last response removed content its usage still counted")
         )
-    return ContextCount(exact + estimated, exact, estimated, len(messages), len(tail), model, anchor, counter.name, calibration, adjustments, raw)
+    return ContextCount(exact + estimated, exact, estimated, len(messages), len(tail), model, anchor, counter.name, calibration, adjustments, raw,
+                        baseline)

@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .cache import CacheDecision, CachePolicy, decide
-from .count import Calibration, Estimates, calibrate, count_context
+from .count import Calibration, Estimates, anchor_index, calibrate, count_context
 from .jsonl import Entry
 from .model import Message
 from .stage import Outcome
@@ -142,6 +142,7 @@ def microcompact(entries: list[Entry], transcript_format: Any, config: Microcomp
             return Outcome(entries, False, f"not triggered: {gap:.0f} min since the last response, under --gap-minutes {config.gap_minutes:g} "
                            "(the prompt cache may still be warm; --force clears anyway)")
     pre_tokens = count_context(estimates, calibration).tokens
+    counted = counted_by_anchor(messages, [call.result[0] for call in chosen.calls if call.result], chosen.tokens)
     by_entry: dict[int, dict[int, dict[str, Any]]] = {}
     removed = []
     per_tool: dict[str, dict[str, int]] = {}
@@ -161,18 +162,29 @@ def microcompact(entries: list[Entry], transcript_format: Any, config: Microcomp
     metadata = {
         "trigger": trigger,
         "preTokens": pre_tokens,
-        "tokensSaved": chosen.tokens_freed,
+        "tokensSaved": counted,
         "compactedToolIds": [call.id for call in chosen.calls],
     }
     if config.marker:
         marker = transcript_format.marker(result, "microcompact_boundary", "Context microcompacted", "microcompactMetadata", metadata, iso(now))
         if marker is not None:
             result.append(marker)
-    report: dict[str, Any] = {"stage": "microcompact", "cleared": len(chosen.calls), "tokens_freed": chosen.tokens_freed, "pre_tokens": pre_tokens, "by_tool": per_tool}
+    report: dict[str, Any] = {"stage": "microcompact", "cleared": len(chosen.calls), "removed_estimate": chosen.tokens_freed,
+                              "tokens_saved": counted, "by_tool": per_tool}
     if decision is not None:
         report["cache"] = decision.as_dict()
-    note = f"cleared {len(chosen.calls)} tool result{'s' if len(chosen.calls) != 1 else ''}, about {chosen.tokens_freed:,} tokens"
+    note = f"cleared {len(chosen.calls)} tool result{'s' if len(chosen.calls) != 1 else ''}"
     return Outcome(result, True, note, report, removed)
+
+
+def counted_by_anchor(messages: Sequence[Message], holders: Sequence[Message], tokens: Sequence[int]) -> int:
+    """The part of the removed tokens that the last recorded usage counted: what the stage's marker
+    says it saved. Content after that response is estimated as it now is, so it is not in it."""
+    anchor = anchor_index(messages)
+    if anchor is None:
+        return 0
+    index = {id(message): number for number, message in enumerate(messages)}
+    return sum(amount for holder, amount in zip(holders, tokens) if index[id(holder)] <= anchor)
 
 
 def first_changed_block_tokens(messages: Sequence[Message], chosen: Plan, estimates: Estimates) -> int:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+from .count import Reinjection
 from .jsonl import Entry
 from .model import Message
 from .tokens import RoughCounter
@@ -309,6 +310,30 @@ def restore_objects(candidates: Sequence[Candidate], make: Callable[[str, str | 
 
 
 
+# What Claude Code re-injects after its own compaction, by what the compaction restores
+# (core.count.Compaction.restores). No todo list: 2.1.88 brings it back only through reminders.
+REINJECTED_KINDS = {"files, plan and skills": frozenset({"file", "plan", "skill"}), "plan": frozenset({"plan"}), "nothing": frozenset()}
+
+
+def reinjection(history: Sequence[Message], history_entries: Sequence[Entry], restores: str, measure: Callable[[str], int]) -> Reinjection:
+    """Claude Code's post-compact attachments, rebuilt from the history with its own rules and
+    budgets, each file as the history last showed it (nothing is read from disk), and priced with
+    `measure` (the count's calibrated estimator)."""
+    kinds = REINJECTED_KINDS.get(restores, frozenset())
+    if not kinds:
+        return Reinjection(0, (), f"the compaction restores {restores}")
+    cwd = next((e.obj["cwd"] for e in reversed(list(history_entries)) if isinstance(e.obj.get("cwd"), str)), None)
+    candidates = plan_restore(history, history_entries, [], RestoreConfig(source="transcript"), cwd)
+    items: list[dict[str, Any]] = []
+    for candidate in candidates:
+        if candidate.chosen and candidate.text is not None and candidate.kind in kinds:
+            items.append({"kind": candidate.kind, "name": candidate.name, "tokens": measure(candidate.text)})
+    assumed = (f"Claude Code restored the {restores} its rules choose ({MAX_FILES} files of at most {MAX_TOKENS_PER_FILE:,} tokens, "
+               f"{FILES_BUDGET:,} in all; skills {MAX_TOKENS_PER_SKILL:,} each, {SKILLS_BUDGET:,} in all), each file as the history "
+               "last showed it")
+    return Reinjection(sum(item["tokens"] for item in items), tuple(items), assumed)
+
+
 def split_at_boundary(entries: Sequence[Entry], transcript_format: Any) -> tuple[list[Message], list[Message]] | None:
     """(history before the last compact boundary, active context after it); None without a boundary."""
     from ..formats.claude_code import build_messages, context_positions, is_compact_boundary
@@ -351,4 +376,4 @@ def restore(entries: list[Entry], transcript_format: Any, config: RestoreConfig,
     labels = {"file": ("file", "files"), "plan": ("plan", "plans"), "skill": ("skill", "skills"), "todos": ("todo list", "todo lists")}
     counts = {kind: sum(1 for c in chosen if c.kind == kind) for kind in labels}
     kinds = ", ".join(f"{n} {labels[k][n != 1]}" for k, n in counts.items() if n)
-    return Outcome(list(entries) + added, True, f"restored {kinds} ({tokens:,} tokens)", report), candidates
+    return Outcome(list(entries) + added, True, f"restored {kinds}", report), candidates

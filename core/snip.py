@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from .count import Estimates, calibrate
+from .count import Estimates, anchor_index, calibrate, priced_blocks
 from .errors import CtxpipeError
 from .jsonl import Entry
 from .microcompact import iso
@@ -126,7 +126,13 @@ def snip(entries: list[Entry], transcript_format: Any, config: SnipConfig, previ
             doomed.add(position)
     estimates = Estimates(messages, PiecesCounter())
     calibration = calibrate(estimates)
-    saved = round(calibration.slope * estimates.between(first, last + 1))
+    saved = sum(priced_blocks([block for message in removed_messages for block in message.content], estimates.counter, calibration))
+    # The marker says what the usage that will anchor the output counted: the cut, when that
+    # response comes after it; nothing when the cut took the last responses (the output is then
+    # anchored earlier, and what followed is estimated as it now is).
+    survivors = list(messages[:first]) + list(messages[last + 1 :])
+    new_anchor = anchor_index(survivors)
+    counted = saved if new_anchor is not None and new_anchor >= first else 0
     removed_uuids = [entries[p].obj["uuid"] for p in sorted(doomed) if isinstance(entries[p].obj.get("uuid"), str)]
     parent_of = {entries[p].obj["uuid"]: entries[p].obj.get("parentUuid") for p in doomed if isinstance(entries[p].obj.get("uuid"), str)}
     result: list[Entry] = []
@@ -141,11 +147,11 @@ def snip(entries: list[Entry], transcript_format: Any, config: SnipConfig, previ
                 parent = parent_of[parent]
             entry = entry.replace({**entry.obj, "parentUuid": parent})
         result.append(entry)
-    metadata = {"removedUuids": removed_uuids, "removedMessages": len(removed_messages), "tokensSaved": saved}
+    metadata = {"removedUuids": removed_uuids, "removedMessages": len(removed_messages), "tokensSaved": counted}
     if config.marker:
         marker = transcript_format.marker(result, "snip_boundary", "History snipped", "snipMetadata", metadata, iso(config.now or datetime.now(timezone.utc)))
         if marker is not None:
             result.append(marker)
     removed = [{"uuid": entries[p].obj.get("uuid"), "line": entries[p].line or None} for p in sorted(doomed)]
-    report = {"stage": "snip", "removed_messages": len(removed_messages), "removed_lines": len(doomed), "tokens_freed": saved}
-    return Outcome(result, True, f"removed {len(removed_messages)} message{'s' if len(removed_messages) != 1 else ''} ({len(doomed)} lines), about {saved:,} tokens", report, removed)
+    report = {"stage": "snip", "removed_messages": len(removed_messages), "removed_lines": len(doomed), "removed_estimate": saved, "tokens_saved": counted}
+    return Outcome(result, True, f"removed {len(removed_messages)} message{'s' if len(removed_messages) != 1 else ''} ({len(doomed)} lines)", report, removed)

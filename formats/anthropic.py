@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..core.convert import to_api_messages
-from ..core.count import Marker
+from ..core.count import Compaction, Marker
 from ..core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries, iter_entries
 from ..core.model import Finding, Message
 from .base import WriteOptions
@@ -55,6 +55,9 @@ class AnthropicFormat:
                         refs=[(position, index) for index, _ in indexed],
                         compact_summary=role == "user" and isinstance(content, str) and content.startswith(SUMMARY_PREAMBLE))
             )
+        if messages and messages[0].compact_summary:
+            for message in messages:
+                message.usage_stale = True  # a kept tail: its usage, if any, was measured before the summary
         return messages
 
     def context_positions(self, entries: Sequence[Entry]) -> list[int]:
@@ -88,6 +91,13 @@ class AnthropicFormat:
 
     def markers(self, entries: Sequence[Entry]) -> list[Marker]:
         return []
+
+    def opening(self, entries: Sequence[Entry]) -> Compaction | None:
+        # Only ctxpipe writes a summary into a Messages-API file, and it re-injects nothing unrecorded.
+        messages = self.messages(entries)
+        if messages and messages[0].compact_summary:
+            return Compaction(messages[0].entries[0], entries[messages[0].entries[0]].line or None, "ctxpipe", "nothing")
+        return None
 
     def check(self, entries: Sequence[Entry]) -> list[Finding]:
         findings: list[Finding] = []

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..core.count import Marker
+from ..core.count import Compaction, Marker
 from ..core.jsonl import Entry, OnError, ReadStats
 from ..core.model import Finding, Message
 
@@ -63,6 +63,9 @@ class TranscriptFormat(Protocol):
 
     def markers(self, entries: Sequence[Entry]) -> list[Marker]:
         """Stage records (microcompact, collapse, …) saying how many tokens they removed."""
+
+    def opening(self, entries: Sequence[Entry]) -> Compaction | None:
+        """The compaction the active context starts from (None: it starts at the session's start)."""
 
     def check(self, entries: Sequence[Entry]) -> list[Finding]:
         """Structural problems beyond what the line schema sees."""

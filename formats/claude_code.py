@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from ..core.count import Marker
+from ..core.count import Compaction, Marker
 from ..core.jsonl import Entry, OnError, ReadStats, iter_entries_reversed
 from ..core.model import Finding, Message
 from .base import WriteOptions
@@ -28,8 +28,16 @@ MESSAGE_TYPES = frozenset({"user", "assistant"})
 CTXPIPE_NAMESPACE = uuidlib.UUID("6f1d2c1e-7f3b-4c1a-9a51-0c7e1d2b9a10")
 
 
+SUMMARY_MARKER = "ctxpipe_compact"
+
+
 def is_compact_boundary(obj: dict[str, Any]) -> bool:
     return obj.get("type") == "system" and obj.get("subtype") == "compact_boundary"
+
+
+def is_summary_marker(obj: dict[str, Any]) -> bool:
+    """ctxpipe's record below a kept tail: every response above it was measured before the summary."""
+    return obj.get("type") == "system" and obj.get("subtype") == SUMMARY_MARKER
 
 
 def uuid_index(entries: Sequence[Entry]) -> dict[str, int]:
@@ -249,14 +257,31 @@ class ClaudeCodeFormat:
     def messages(self, entries: Sequence[Entry], history: bool = False) -> list[Message]:
         positions = context_positions(entries, history)
         messages = build_messages(entries, positions)
-        if positions and not history and is_compact_boundary(entries[positions[0]].obj) and positions[0] > 0:
-            # A tail kept through a compaction is written again below the boundary under its own
-            # uuids; its usage was measured on the old, longer prompt and must not anchor a count.
-            above = {e.obj.get("uuid") for e in entries[: positions[0]]}
-            for message in messages:
-                if message.role == "assistant" and entries[message.entries[-1]].obj.get("uuid") in above:
-                    message.usage_stale = True
+        if not positions or history or not is_compact_boundary(entries[positions[0]].obj):
+            return messages
+        # A tail kept through a compaction is written again below the boundary under its own uuids;
+        # its usage was measured on the old, longer prompt and must not anchor a count. Told by the
+        # uuids above the boundary when they were read, and by ctxpipe's summary record below the
+        # tail (which a reader of the file's end meets first).
+        above = {e.obj.get("uuid") for e in entries[: positions[0]]}
+        kept_until = max((p for p in range(positions[0], len(entries)) if is_summary_marker(entries[p].obj)), default=-1)
+        for message in messages:
+            if message.role == "assistant" and (message.entries[-1] < kept_until or entries[message.entries[-1]].obj.get("uuid") in above):
+                message.usage_stale = True
         return messages
+
+    def opening(self, entries: Sequence[Entry]) -> Compaction | None:
+        """The compaction the active context starts from, if it starts at a compact boundary."""
+        positions = context_positions(entries)
+        if not positions or not is_compact_boundary(entries[positions[0]].obj):
+            return None
+        start = positions[0]
+        metadata = entries[start].obj.get("compactMetadata")
+        metadata = metadata if isinstance(metadata, dict) else {}
+        by_ctxpipe = "ctxpipe" in metadata or any(is_summary_marker(entries[p].obj) for p in range(start, len(entries)))
+        # A session-memory compaction (it keeps a preserved segment) restores only the plan.
+        restores = "nothing" if by_ctxpipe else "plan" if "preservedSegment" in metadata else "files, plan and skills"
+        return Compaction(start, entries[start].line or None, "ctxpipe" if by_ctxpipe else "claude-code", restores)
 
     def context_positions(self, entries: Sequence[Entry]) -> list[int]:
         return context_positions(entries)
@@ -343,6 +368,8 @@ class ClaudeCodeFormat:
                     break
             collected.append(entry)
             offset = start
+            if is_summary_marker(obj) and not seen_responses:
+                responses = None  # the responses above it are stale: the count needs the whole context
             if not leaf_seen:
                 if obj.get("type") not in MESSAGE_TYPES or obj.get("isSidechain"):
                     continue

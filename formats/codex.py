@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from ..core.errors import UnsupportedError
-from ..core.count import Marker
+from ..core.count import Compaction, Marker
 from ..core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries, iter_entries
 from ..core.model import Finding, Message
 from .base import WriteOptions
@@ -170,6 +170,9 @@ class CodexFormat:
 
     def markers(self, entries: Sequence[Entry]) -> list[Marker]:
         return []
+
+    def opening(self, entries: Sequence[Entry]) -> Compaction | None:
+        return None  # Codex records its own compaction's usage in the next turn; nothing is re-injected unrecorded
 
     def check(self, entries: Sequence[Entry]) -> list[Finding]:
         calls: dict[str, int] = {}

@@ -15,6 +15,9 @@ from typing import Any
 import orjson
 from hypothesis import strategies as st
 
+from ctxpipe.core.collapse import FILE_UNCHANGED_STUB
+from ctxpipe.core.microcompact import PLACEHOLDER
+
 TOOLS = ("Read", "Bash", "Grep", "Edit", "Task", "mcp__github__search")
 words = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=0, max_size=40)
 
@@ -110,3 +113,44 @@ def claude_sessions(draw: Any, max_turns: int = 6) -> bytes:
         if not last_turn and draw(st.booleans()):
             parent = b.add("user", parent, message={"role": "user", "content": draw(words) or "next"})
     return b.to_bytes()
+
+
+LISTING = "".join(f"     {n}\tdef function_{n}(value):\n" for n in range(1, 30))
+POOL = [
+    LISTING,
+    "On branch main\nnothing to commit, working tree clean\n" * 3,
+    [{"type": "text", "text": "Found 12 matches\n" + "src/x.py:1: TODO\n" * 12}],
+    [{"type": "text", "text": "Screenshot of the page, 1280x800, and its caption"},
+     {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg=="}}],
+    FILE_UNCHANGED_STUB + " The content from the earlier Read tool_result in this conversation is still current \u2014 refer to that instead of re-reading.",
+    PLACEHOLDER,
+    "short",
+    "",
+]
+
+
+@st.composite
+def stage_sessions(draw: Any, max_turns: int = 8) -> bytes:
+    """claude_sessions() with tool results from POOL (or kept), and sometimes a big toolUseResult."""
+    data = draw(claude_sessions(max_turns=max_turns))
+    lines = [orjson.loads(line) for line in data.splitlines()]
+    files = draw(st.integers(1, 4))  # fewer files: the same call (and so the same result) comes back more often
+    calls: dict[str, tuple[str, str]] = {}
+    for line in lines:
+        message = line.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, list):
+            continue
+        for block in content:
+            if isinstance(block, dict) and block.get("type") == "tool_use":
+                block["input"] = {"file_path": f"/w/{int(block['input']['file_path'][3]) % files}.py"}
+                calls[block["id"]] = (block["name"], block["input"]["file_path"])
+            if isinstance(block, dict) and block.get("type") == "tool_result" and draw(st.integers(0, 4)):
+                if block["tool_use_id"] in calls and draw(st.integers(0, 3)):
+                    # The same call gives the same result (a file read again with nothing changed).
+                    block["content"] = POOL[sum(map(ord, "".join(calls[block["tool_use_id"]]))) % 4]
+                else:
+                    block["content"] = draw(st.sampled_from(POOL))
+                if "toolUseResult" in line and draw(st.booleans()):
+                    line["toolUseResult"] = {"file": {"content": LISTING, "numLines": 29}, "type": "text"}
+    return b"".join(orjson.dumps(line) + b"\n" for line in lines)

@@ -66,7 +66,8 @@ def test_fast_path_equals_full_path_on_fixtures(path: Path) -> None:
     fast = count_file(str(path)).as_dict()
     full = count_file(str(path), FULL).as_dict()
     assert_fast_equals_full(fast, full)
-    assert fast["tokens"] == fast["exact_tokens"] + fast["estimated_tokens"] > 0
+    baseline = fast["baseline_tokens"] if fast["baseline_in_total"] else 0
+    assert fast["tokens"] == fast["exact_tokens"] + fast["estimated_tokens"] + baseline + fast["reinjected_tokens"] > 0
 
 
 @pytest.mark.parametrize("options", [dict(as_claude_code=True), dict(tokenizer="rough"), dict(tokenizer="rough", calibrate=True)], ids=["as-claude-code", "rough", "rough-calibrated"])
@@ -107,13 +108,17 @@ def long_session(responses: int) -> Session:
     s = Session()
     s.user("Refactor the parser module step by step.")
     total = 8000
+    pieces = counter_named("pieces")
     for number in range(responses):
         tool = s.tool_id()
-        s.response([{"type": "text", "text": f"Step {number}: reading the next file."},
+        step = f"Step {number}: reading the next file."
+        s.response([{"type": "text", "text": step},
                     {"type": "tool_use", "id": tool, "name": "Read", "input": {"file_path": f"/home/dev/app/m{number}.py"}}],
                    usage(total, output=60))
-        s.tool_result(tool, f"def f{number}(x):\n    return x + {number}\n" * (5 + number % 7))
-        total += 400 + 37 * (number % 5)
+        result = f"def f{number}(x):\n    return x + {number}\n" * (5 + number % 7)
+        s.tool_result(tool, result)
+        # Each gap costs what a real one does: about 1.25 × its estimate plus some framing.
+        total += round(1.25 * pieces.count(result + step)) + 60 + number % 3
     s.user("Now run the tests.")
     return s
 
@@ -232,7 +237,12 @@ def test_history_above_a_compact_boundary_does_not_count() -> None:
         assert row["messages"] == 2
         expected = round(len("This session is being continued from a previous conversation that ran out of context. "
                              "The user wants 5 requests per minute.") / 4) + round(len("Go ahead.") / 4)
-        assert row["estimated_tokens"] == row["tokens"] == expected
+        assert row["estimated_tokens"] == expected
+        # With no usage since the boundary, the baseline (the first prompt less its one short message)
+        # and what Claude Code re-injected come on top: here a reference to the file too big to restore.
+        assert row["baseline_in_total"] and 149_800 < row["baseline_tokens"] < 150_000 - 50
+        assert [item["name"] for item in row["reinjected"]["items"]] == ["/home/dev/api/app.py"]  # outside the cwd: named in full
+        assert row["tokens"] == expected + row["baseline_tokens"] + row["reinjected_tokens"]
 
 
 def test_a_microcompact_boundary_after_the_last_response_lowers_the_exact_part() -> None:

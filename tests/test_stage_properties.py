@@ -1,8 +1,8 @@
 """Properties of the transforming stages (microcompact, collapse, snip) over generated sessions.
 
-The sessions come from strategies.claude_sessions(), with tool results swapped for longer ones from
-a small pool so that results repeat (collapse has something to fold) and outgrow the placeholder
-(microcompact has something to clear). The invariant checks live in stage_checks.py.
+The sessions come from strategies.stage_sessions(): claude_sessions() with tool results swapped for
+longer ones from a small pool so that results repeat (collapse has something to fold) and outgrow
+the placeholder (microcompact has something to clear). The invariant checks live in stage_checks.py.
 """
 
 from __future__ import annotations
@@ -22,51 +22,10 @@ from stage_checks import (
     FMT, PIPELINES, STAGES, Stage, apply, check_idempotent, check_keep_last, check_pipeline, check_step, co, mc,
     message_uuids, objects, result_blocks, sn,
 )
-from strategies import claude_sessions
+from strategies import stage_sessions as sessions
 
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 FEWER = settings(SETTINGS, max_examples=60)
-
-LISTING = "".join(f"     {n}\tdef function_{n}(value):\n" for n in range(1, 30))
-POOL = [
-    LISTING,
-    "On branch main\nnothing to commit, working tree clean\n" * 3,
-    [{"type": "text", "text": "Found 12 matches\n" + "src/x.py:1: TODO\n" * 12}],
-    [{"type": "text", "text": "Screenshot of the page, 1280x800, and its caption"},
-     {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg=="}}],
-    FILE_UNCHANGED_STUB + " The content from the earlier Read tool_result in this conversation is still current \u2014 refer to that instead of re-reading.",
-    PLACEHOLDER,
-    "short",
-    "",
-]
-
-
-@st.composite
-def sessions(draw, max_turns: int = 8) -> bytes:
-    """claude_sessions() with tool results from POOL (or kept), and sometimes a big toolUseResult."""
-    data = draw(claude_sessions(max_turns=max_turns))
-    lines = [orjson.loads(line) for line in data.splitlines()]
-    files = draw(st.integers(1, 4))  # fewer files: the same call (and so the same result) comes back more often
-    calls: dict[str, tuple[str, str]] = {}
-    for line in lines:
-        message = line.get("message")
-        content = message.get("content") if isinstance(message, dict) else None
-        if not isinstance(content, list):
-            continue
-        for block in content:
-            if isinstance(block, dict) and block.get("type") == "tool_use":
-                block["input"] = {"file_path": f"/w/{int(block['input']['file_path'][3]) % files}.py"}
-                calls[block["id"]] = (block["name"], block["input"]["file_path"])
-            if isinstance(block, dict) and block.get("type") == "tool_result" and draw(st.integers(0, 4)):
-                if block["tool_use_id"] in calls and draw(st.integers(0, 3)):
-                    # The same call gives the same result (a file read again with nothing changed).
-                    block["content"] = POOL[sum(map(ord, "".join(calls[block["tool_use_id"]]))) % 4]
-                else:
-                    block["content"] = draw(st.sampled_from(POOL))
-                if "toolUseResult" in line and draw(st.booleans()):
-                    line["toolUseResult"] = {"file": {"content": LISTING, "numLines": 29}, "type": "text"}
-    return b"".join(orjson.dumps(line) + b"\n" for line in lines)
-
 
 # --- the invariants, for every stage and pipeline --------------------------------------------
 

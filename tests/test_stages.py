@@ -481,7 +481,7 @@ def test_images_inside_a_cleared_result_go_too() -> None:
     assert [item["tool_use_id"] for item in run.outcome.removed] == [ids[0]]
     assert results_by_id(run.after)[ids[0]]["content"] == PLACEHOLDER
     assert b"iVBORw0KGgo" not in run.after
-    assert run.outcome.report["tokens_freed"] > 1900  # the image's flat cost (2,000) is counted
+    assert run.outcome.report["removed_estimate"] > 1900  # the image's flat cost (2,000) is counted
     check_step(run)
 
 
@@ -634,9 +634,13 @@ def test_report_table_and_json(tmp_path: Path) -> None:
     # keep 2: R008 and R009 stay; R001..R007 are 5 Reads, a Bash and an Edit.
     assert {tool: v["results"] for tool, v in report["by_tool"].items()} == {"Read": 5, "Bash": 1, "Edit": 1}
     assert report["cleared"] == 7 == sum(v["results"] for v in report["by_tool"].values())
-    assert report["tokens_freed"] == sum(v["tokens"] for v in report["by_tool"].values()) > 0
+    assert report["removed_estimate"] == sum(v["tokens"] for v in report["by_tool"].values()) > 0
     marker = orjson.loads(split_lines(result.stdout)[-1])
-    assert marker["microcompactMetadata"]["tokensSaved"] == report["tokens_freed"]
+    assert marker["microcompactMetadata"]["tokensSaved"] == report["tokens_saved"] == report["removed_estimate"]
+    # The figures the stage prints are count's, on its input and its output.
+    assert report["tokens_before"] == count_of(REPEATS.read_bytes())["tokens"]
+    assert report["tokens_after"] == count_of(result.stdout)["tokens"]
+    assert report["tokens_freed"] == report["tokens_before"] - report["tokens_after"] == report["tokens_saved"]
     err = stderr(result)
     assert re.search(r"tool\s.*results\s.*tokens freed", err), err
     for tool in ("Read", "Bash", "Edit"):
@@ -984,7 +988,7 @@ def test_snip_marker_and_count(tmp_path: Path) -> None:
     assert marker["type"] == "system" and marker["subtype"] == "snip_boundary"
     metadata = marker["snipMetadata"]
     assert metadata["removedUuids"] == [item["uuid"] for item in run.outcome.removed]
-    assert metadata["tokensSaved"] == run.outcome.report["tokens_freed"] > 0
+    assert metadata["tokensSaved"] == run.outcome.report["tokens_saved"] == run.outcome.report["removed_estimate"] > 0
     # The tokens snipped come off the stale usage.
     after = count_of(run.after)
     assert [(a["kind"], a["tokens"]) for a in after["adjustments"]] == [("snip_boundary", -metadata["tokensSaved"])]

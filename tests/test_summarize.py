@@ -238,6 +238,10 @@ def count_json(path: Path, *extra: str) -> dict[str, Any]:
     return json.loads(result.stdout)
 
 
+def count_json_bytes(data: bytes) -> dict[str, Any]:
+    return json.loads(ok(run_cli("count", "--json", "-", stdin=data)).stdout)
+
+
 # --- the split ----------------------------------------------------------------------------------
 
 
@@ -442,7 +446,8 @@ def test_claude_code_output_shape(tmp_path: Path) -> None:
     b = parts.boundary
     assert (b["type"], b["subtype"], b["parentUuid"]) == ("system", "compact_boundary", None)
     assert b["logicalParentUuid"] == lines_of(data)[-1]["uuid"]
-    assert b["compactMetadata"] == {"trigger": "manual", "preTokens": report["pre_tokens"], "postTokens": report["post_tokens"]}
+    assert b["compactMetadata"] == {"trigger": "manual", "preTokens": report["pre_tokens"], "postTokens": report["post_tokens"],
+                                    "ctxpipe": {"engine": "offline", "baseline": count_json_bytes(data)["baseline_tokens"]}}
     assert report["pre_tokens"] == 15400 > report["post_tokens"]  # the last response's recorded usage
     # Stamped just before the kept tail, so Claude Code (newest leaf by time) resumes the compacted chain.
     assert b["timestamp"] < parts.tail[0]["timestamp"] and b["timestamp"] > lines_of(data)[0]["timestamp"]
@@ -461,10 +466,11 @@ def test_claude_code_output_shape(tmp_path: Path) -> None:
     assert parts.tail[0]["parentUuid"] == s["uuid"]
     assert {**parts.tail[0], "parentUuid": originals[tail_uuids[0]]["parentUuid"]} == originals[tail_uuids[0]]
     assert all(line == originals[line["uuid"]] for line in parts.tail[1:])
-    # The marker that tells count how much of the tail's stale usage is gone.
+    # The record below the kept tail: the usage above it was measured on the old prompt, so none of it anchors a count.
     assert parts.marker is not None and parts.marker["parentUuid"] == tail_uuids[-1]
-    assert parts.marker["ctxpipeMetadata"]["tokensSaved"] == report["pre_tokens"] - report["post_tokens"]
-    assert f"kept 4; 15,400 → {report['post_tokens']:,} tokens" in result.stderr.decode()
+    assert parts.marker["ctxpipeMetadata"] == {"stage": "summarize", "keptMessages": 4}
+    assert f"kept 4; verifier recall 100%; 15,400 → {report['post_tokens']:,} tokens" in result.stderr.decode()
+    assert report["post_tokens"] == count_json_bytes(out)["tokens"]
 
 
 def test_the_active_context_after_summarizing(tmp_path: Path) -> None:
@@ -477,7 +483,9 @@ def test_the_active_context_after_summarizing(tmp_path: Path) -> None:
     assert count_json(original)["tokens"] == 15400
     fast, full = count_json(path), count_json(path, "--full")
     boundary = next(o for o in lines_of(out) if o.get("subtype") == "compact_boundary")
-    assert fast["tokens"] == full["tokens"] == boundary["compactMetadata"]["postTokens"] < 15400 / 4
+    assert fast["tokens"] == full["tokens"] == boundary["compactMetadata"]["postTokens"]
+    # No usage anchors it: the session baseline plus the summary and the kept messages, far below the 15,400.
+    assert fast["baseline_in_total"] and fast["tokens"] - fast["baseline_tokens"] < (15400 - fast["baseline_tokens"]) / 4
     assert full["messages"] == 8  # the summary and the 7 kept messages
     # validate: no error; the tool pairs of the new context are whole.
     report = json.loads(ok(run_cli("validate", "--json", path)).stdout)

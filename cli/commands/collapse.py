@@ -35,6 +35,6 @@ def collapse(
 
     config = CollapseConfig(not no_marker, parse_now(now))
     outcome = run_stage("collapse", path, input_format, on_error, output, ledger, report_json,
-                        lambda entries, fmt: run(entries, fmt, config), unbuffered)
+                        lambda entries, fmt, _measure: run(entries, fmt, config), unbuffered)
     if report:
         print_report(outcome.report)

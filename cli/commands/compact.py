@@ -11,7 +11,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from .. import io
-from ..budget_options import AutocompactPct, MaxOutput, Model, NoAutoCompact, Window, budget_settings
+from ..budget_options import AutocompactPct, Baseline, MaxOutput, Model, NoAutoCompact, Window, budget_settings
 from ..options import Format, InputPaths, Json, OnError
 from ..stages import Now, parse_now
 from ..status import ExitStatus
@@ -39,6 +39,7 @@ def compact(
     source: Annotated[str, typer.Option("--source", help="restore: disk | transcript | auto.")] = "auto",
     model: Model = None,
     window: Window = None,
+    baseline: Baseline = None,
     autocompact_pct: AutocompactPct = None,
     max_output_tokens: MaxOutput = None,
     no_auto_compact: NoAutoCompact = False,
@@ -88,6 +89,7 @@ def compact(
         budget=budget_settings(autocompact_pct=autocompact_pct, max_output_tokens=max_output_tokens, no_auto_compact=no_auto_compact),
         model=model,
         window=window,
+        baseline=baseline,
         format=input_format.value if input_format else None,
         on_error=on_error.value,
         now=moment,
@@ -116,8 +118,10 @@ def _to_stdout(path: str | None, options: Any, json_output: bool) -> None:
 
 
 def _say(report: dict[str, Any]) -> None:
+    from ..stages import stage_note
+
     for stage in report["stages"]:
-        io.note(f"{stage['stage']}: {stage['note']}")
+        io.note(stage_note(stage["stage"], stage["note"], stage.get("tokens_before", 0), stage.get("tokens_after", 0), stage["changed"]))
     io.note(f"compact: {report['file']}: {report['tokens_before']:,} → {report['tokens_after']:,} tokens")
 
 

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from .. import io
-from ..budget_options import AutocompactPct, BlockingLimit, MaxOutput, Model, NoAutoCompact, Window, budget_settings
+from ..budget_options import AutocompactPct, Baseline, BlockingLimit, MaxOutput, Model, NoAutoCompact, Window, budget_settings
 from ..options import Format, InputPaths, Json, OnError, format_name
 from ..status import ExitStatus
 
@@ -34,6 +34,7 @@ def count(
     input_format: Format = None,
     model: Model = None,
     window: Window = None,
+    baseline: Baseline = None,
     tokenizer: Annotated[Tokenizer, typer.Option("--tokenizer", "-t", help="Estimator for what came after the last recorded usage.")] = Tokenizer.calibrated,
     calibrate: Annotated[Optional[bool], typer.Option("--calibrate/--no-calibrate", help="Fit the estimator to the transcript's recorded usage (default: only for 'calibrated').", show_default=False)] = None,
     as_claude_code: Annotated[bool, typer.Option("--as-claude-code", help="Reproduce Claude Code's own figure (characters/4, no calibration).")] = False,
@@ -79,6 +80,7 @@ def count(
         top=top,
         timeline=timeline or svg is not None,
         whole=full,
+        baseline=baseline,
         budget=budget_settings(autocompact_pct=autocompact_pct, max_output_tokens=max_output_tokens, blocking_limit=blocking_limit, no_auto_compact=no_auto_compact),
     )
     workers = jobs or default_jobs()
@@ -143,25 +145,45 @@ def _messages(value: int | None) -> str:
     return "—" if value is None else f"{value:,}"
 
 
+def _parts(data: dict[str, Any]) -> str:
+    if data["baseline_in_total"]:
+        return (f"no recorded usage describes this context: the baseline plus the estimate of its {data['estimated_messages']} message(s)"
+                + (", plus what Claude Code re-injected" if data["reinjected_tokens"] else ""))
+    return f"exact part from the last recorded usage (the baseline inside it), estimated part for the {data['estimated_messages']} message(s) after it"
+
+
 def _print(counted: list[Any], rows: list[dict[str, Any]], timeline: bool, by: str | None) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     console = io.stdout_console()
     table = Table(show_edge=False, header_style="bold")
-    for column, justify in (("file", "left"), ("model", "left"), ("window", "right"), ("tokens", "right"), ("exact", "right"), ("estimated", "right"), ("used", "right"), ("messages", "right")):
+    reinjected = any(row.get("reinjected_tokens") for row in rows)
+    columns = [("file", "left"), ("model", "left"), ("window", "right"), ("tokens", "right"), ("exact", "right"), ("estimated", "right"), ("baseline", "right")]
+    columns += [("re-injected", "right")] if reinjected else []
+    for column, justify in [*columns, ("used", "right"), ("messages", "right")]:
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     for row in rows:
         if row.get("total"):
-            table.add_row("[bold]total[/]", "", "", f"[bold]{row['tokens']:,}[/]", f"{row['exact_tokens']:,}", f"{row['estimated_tokens']:,}", "", _messages(row["messages"]))
+            cells = ["[bold]total[/]", "", "", f"[bold]{row['tokens']:,}[/]", f"{row['exact_tokens']:,}", f"{row['estimated_tokens']:,}", ""]
+            table.add_row(*cells, *([""] if reinjected else []), "", _messages(row["messages"]))
             continue
-        table.add_row(row["file"], row["model"] or "?", f"{row['context_window']:,}", f"[bold]{row['tokens']:,}[/]", f"{row['exact_tokens']:,}", f"{row['estimated_tokens']:,}", f"{row['percent_of_window']}%", _messages(row["messages"]))
+        # The baseline is part of the exact figure when a recorded usage anchors the count: shown in brackets.
+        baseline = f"+{row['baseline_tokens']:,}" if row["baseline_in_total"] else f"({row['baseline_tokens']:,})"
+        cells = [row["file"], row["model"] or "?", f"{row['context_window']:,}", f"[bold]{row['tokens']:,}[/]", f"{row['exact_tokens']:,}", f"{row['estimated_tokens']:,}", baseline]
+        table.add_row(*cells, *([f"+{row['reinjected_tokens']:,}"] if reinjected else []), f"{row['percent_of_window']}%", _messages(row["messages"]))
     console.print(table)
     for result in counted:
         data = result.as_dict()
         for adjustment in data["adjustments"]:
             console.print(f"  {data['file']}: {adjustment['tokens']:+,} tokens ({adjustment['note']}, line {adjustment['line']})")
         if len(counted) == 1:
-            console.print(f"[dim]estimator: {data['tokenizer']}; exact part from the last recorded usage, estimated part for the {data['estimated_messages']} message(s) after it[/]")
+            # Plain Text, never markup: file names in these notes come from the transcript.
+            console.print(Text(f"estimator: {data['tokenizer']}; " + _parts(data), style="dim"))
+            console.print(Text(f"baseline: {data['baseline']['note']} ({data['baseline']['source']})", style="dim"))
+            if data["reinjected"] and data["reinjected_tokens"]:
+                items = ", ".join(f"{item['kind']} {item['name']} ({item['tokens']:,})" for item in data["reinjected"]["items"])
+                console.print(Text(f"re-injected after Claude Code's compaction, assumed: {items}", style="dim"))
         if "breakdown" in data:
             console.print(f"[bold]{data['file']}[/]: estimated tokens by {by}")
             breakdown = Table("group", "tokens", "share", "blocks", show_edge=False)

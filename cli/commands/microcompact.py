@@ -64,7 +64,7 @@ def microcompact(
         policy = CachePolicy(clear_at_least, horizon, table, model)
     config = MicrocompactConfig(chosen, keep_recent, gap_minutes, parse_now(now), force, not no_marker, policy)
     outcome = run_stage("microcompact", path, input_format, on_error, output, ledger, report_json,
-                        lambda entries, fmt: run(entries, fmt, config), unbuffered)
+                        lambda entries, fmt, _measure: run(entries, fmt, config), unbuffered)
     if report:
         print_report(outcome.report)
     if "cache" in outcome.report:

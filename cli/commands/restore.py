@@ -53,7 +53,7 @@ def restore(
         original = (messages, before.entries)
     found: dict[str, Any] = {}
 
-    def transform(entries: list, transcript_format: Any) -> Any:
+    def transform(entries: list, transcript_format: Any, _measure: Any = None) -> Any:
         outcome, candidates = run(entries, transcript_format, config, _iso(parse_now(now)), original)
         found["candidates"] = candidates
         if plan:

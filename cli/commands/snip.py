@@ -49,7 +49,7 @@ def snip(
         span = (start.strip(), end.strip())
     config = SnipConfig(before, span, keep_last, not no_marker, parse_now(now))
 
-    def transform(entries: list, fmt: object) -> object:
+    def transform(entries: list, fmt: object, _measure: object) -> object:
         return run(entries, fmt, config, _snipped_before(entries))
 
     # Line numbers need every line counted; uuids and --keep-last need only the active context.

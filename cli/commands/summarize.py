@@ -57,10 +57,10 @@ def summarize(
     split = SplitConfig(keep_min_tokens, keep_min_text_messages, keep_max_tokens, keep_last, keep_fraction)
     api_key = os.environ.get("ANTHROPIC_API_KEY") or None  # never printed or logged
 
-    def transform(entries: list, transcript_format: object) -> object:
+    def transform(entries: list, transcript_format: object, measure: object) -> object:
         chosen_model = model or _transcript_model(entries, transcript_format) or "claude-sonnet-4-5"
         llm = LlmConfig(chosen_model, api_key, base_url or os.environ.get("ANTHROPIC_BASE_URL") or None, instructions, describe_images, timeout=timeout)
-        options = SummarizeOptions(engine, split, session_memory, path, llm, verify, drop_history, parse_now(now))
+        options = SummarizeOptions(engine, split, session_memory, path, llm, verify, drop_history, parse_now(now), measure=measure)  # type: ignore[arg-type]
         if engine == "llm" and not api_key:
             raise CtxpipeError("--engine llm needs ANTHROPIC_API_KEY in the environment")
         with io.progress("summarizing") as progress:

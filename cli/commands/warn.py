@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from .. import io
-from ..budget_options import AutocompactPct, BlockingLimit, MaxOutput, Model, NoAutoCompact, Window, budget_settings
+from ..budget_options import AutocompactPct, Baseline, BlockingLimit, MaxOutput, Model, NoAutoCompact, Window, budget_settings
 from ..options import Format, InputPath, Json, OnError, format_name
 
 LEVEL_EXIT = {"normal": 0, "warning": 3, "autocompact": 4, "blocking": 5}
@@ -19,6 +19,7 @@ def warn(
     input_format: Format = None,
     model: Model = None,
     window: Window = None,
+    baseline: Baseline = None,
     autocompact_pct: AutocompactPct = None,
     max_output_tokens: MaxOutput = None,
     blocking_limit: BlockingLimit = None,
@@ -45,6 +46,7 @@ def warn(
         window=window,
         format=format_name(input_format),
         on_error=on_error.value,
+        baseline=baseline,
         budget=budget_settings(autocompact_pct=autocompact_pct, max_output_tokens=max_output_tokens, blocking_limit=blocking_limit, no_auto_compact=no_auto_compact),
     )
     source = io.source_name(path)
