@@ -182,6 +182,11 @@ def _window(options: CountOptions, model: str | None, largest_prompt: int, budge
     return window, reason
 
 
+def complete_file(options: CountOptions, buffer: Any) -> bool:
+    """Whether count reads every line: asked to, or a small file (which costs little, and gets an exact message count)."""
+    return options.full or len(buffer) <= SMALL_FILE
+
+
 def count_buffer(buffer: Any, source: str, options: CountOptions, kind: str | None = None) -> FileCount:
     """Count one transcript held in `buffer` (bytes or an mmap): the one accounting every command uses."""
     format_name = options.format or _first_line_format(buffer, source)
@@ -189,8 +194,7 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: str | No
     stats = ReadStats()
 
     def read(responses: int | None) -> tuple[list[Entry], bool]:
-        if options.full or len(buffer) <= SMALL_FILE or responses is None:
-            # A small file costs little to read whole, and gets an exact message count for it.
+        if complete_file(options, buffer) or responses is None:
             stats.skipped, stats.problems = 0, []
             return list(iter_buffer_entries(buffer, source, options.on_error, stats)), True
         return transcript_format.read_context(buffer, source, options.on_error, stats, responses)
@@ -218,12 +222,16 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: str | No
     else:
         # No usage describes this context: it is estimated whole, on top of the session baseline.
         opening = transcript_format.opening(entries)
-        if opening is not None and (options.calibrating or opening.restores != "nothing") and not options.full and len(buffer) > SMALL_FILE:
-            entries, complete = read(None)  # the history above the boundary: its fit, what came back
+        if opening is not None and opening.restores != "nothing" and not complete_file(options, buffer):
+            # Right after Claude Code's own compaction: what it re-injected is rebuilt from the
+            # history above the boundary, and the history's responses give the fit.
+            entries, complete = read(None)
             messages = transcript_format.messages(entries)
             estimates = Estimates(messages, counter)
             opening = transcript_format.opening(entries)
-        # The whole main chain read, across boundaries: the fit, and the prompts that bound the baseline.
+        # The main chain as read, across boundaries: the fit, and the prompts that bound the baseline.
+        # (After ctxpipe's own summary that is the kept tail: its gaps were recorded on the old prompt
+        # but are whole, so they still tell the slope.)
         history = transcript_format.messages(entries, history=True) if opening is not None else messages
         if options.calibrating:
             calibration = calibrate(Estimates(history, counter) if history is not messages else estimates)
