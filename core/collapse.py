@@ -18,12 +18,12 @@ import orjson
 
 from .count import Estimates, calibrate
 from .jsonl import Entry
-from .microcompact import PLACEHOLDER, ToolCall, counted_by_anchor, iso, tool_calls
+from .microcompact import ToolCall, counted_by_anchor, iso, tool_calls
+from .placeholders import PLACEHOLDER, STUB_PREFIX
 from .stage import Outcome
 from .tokens import PiecesCounter, block_texts
 
 FILE_UNCHANGED_STUB = "File unchanged since last read."
-STUB_PREFIX = "[ctxpipe collapse:"
 INPUT_KEYS = ("file_path", "notebook_path", "path", "command", "pattern", "url", "query")
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .model import Message
+from .placeholders import REPLACED_PREFIXES
 from .tokens import TextCounter, block_texts, estimate_blocks, estimate_each
 
 SYNTHETIC_MODEL = "<synthetic>"
@@ -26,9 +27,6 @@ MIN_SLOPE_GAP = 20  # gaps this small say nothing about the slope, only about fi
 # output the file does not hold inflates a few gaps, and to 0.5 on a history whose tool results
 # were cleared. Outside these bounds the corpus fit is used instead, and the count says so.
 SLOPE_BOUNDS = (0.6, 1.6)
-# Tool-result texts a stage (or Claude Code's own microcompact) put in place of the real content:
-# a gap holding one was recorded with the original and says nothing about the estimator.
-REPLACED_PREFIXES = ("[Old tool result content cleared]", "[ctxpipe collapse:")
 # Fitted over every response pair in shared/corpus (bench/accuracy.py prints the fit): used when a
 # transcript has fewer than MIN_PAIRS pairs of its own. (slope, overhead) per base estimator.
 DEFAULT_FITS: dict[str, tuple[float, float]] = {
@@ -55,10 +53,6 @@ class Calibration:
 
     def apply(self, estimate: int) -> int:
         return round(self.slope * estimate + self.overhead) if estimate > 0 else 0
-
-    def scale(self, estimate: int) -> int:
-        """The slope alone: for content whose fixed per-turn overhead is counted elsewhere."""
-        return round(self.slope * estimate) if estimate > 0 else 0
 
     def as_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"slope": round(self.slope, 4), "overhead": round(self.overhead, 1), "source": self.source, "pairs": self.pairs}
@@ -89,11 +83,10 @@ class Marker:
 
 @dataclass(frozen=True)
 class Compaction:
-    """The compaction an active context starts from: where, who wrote it, what it re-injected."""
+    """The compaction an active context starts from: where, and what its writer re-injected."""
 
     position: int  # index into the transcript's entries
     line: int | None
-    writer: str  # "claude-code" | "ctxpipe"
     restores: str  # what the writer re-injected without recording it: "files, plan and skills" | "plan" | "nothing"
 
 
@@ -240,6 +233,8 @@ def calibration_pairs(estimates: Estimates, window: int = CALIBRATION_WINDOW) ->
 
 
 def _replaced(message: Message) -> bool:
+    """Whether a tool result in it was cleared or folded since (by a stage, or by Claude Code's own
+    microcompact): the gap it sits in was recorded with content the file no longer holds."""
     for block in message.content:
         if block.get("type") == "tool_result":
             content = block.get("content")

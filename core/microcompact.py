@@ -18,10 +18,10 @@ from .cache import CacheDecision, CachePolicy, decide
 from .count import Calibration, Estimates, anchor_index, calibrate, count_context
 from .jsonl import Entry
 from .model import Message
+from .placeholders import PLACEHOLDER
 from .stage import Outcome
 from .tokens import PiecesCounter, block_texts
 
-PLACEHOLDER = "[Old tool result content cleared]"
 COMPACTABLE_TOOLS = frozenset({"Read", "Bash", "PowerShell", "Grep", "Glob", "WebSearch", "WebFetch", "Edit", "Write", "MultiEdit", "NotebookEdit"})
 NEVER_CLEARED = frozenset({"Task", "Agent"})
 

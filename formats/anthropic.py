@@ -96,7 +96,7 @@ class AnthropicFormat:
         # Only ctxpipe writes a summary into a Messages-API file, and it re-injects nothing unrecorded.
         messages = self.messages(entries)
         if messages and messages[0].compact_summary:
-            return Compaction(messages[0].entries[0], entries[messages[0].entries[0]].line or None, "ctxpipe", "nothing")
+            return Compaction(messages[0].entries[0], entries[messages[0].entries[0]].line or None, "nothing")
         return None
 
     def check(self, entries: Sequence[Entry]) -> list[Finding]:

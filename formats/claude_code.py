@@ -281,7 +281,7 @@ class ClaudeCodeFormat:
         by_ctxpipe = "ctxpipe" in metadata or any(is_summary_marker(entries[p].obj) for p in range(start, len(entries)))
         # A session-memory compaction (it keeps a preserved segment) restores only the plan.
         restores = "nothing" if by_ctxpipe else "plan" if "preservedSegment" in metadata else "files, plan and skills"
-        return Compaction(start, entries[start].line or None, "ctxpipe" if by_ctxpipe else "claude-code", restores)
+        return Compaction(start, entries[start].line or None, restores)
 
     def context_positions(self, entries: Sequence[Entry]) -> list[int]:
         return context_positions(entries)

@@ -1,0 +1,6 @@
+"""The texts stages put in place of a tool result's content, declared once: the stages write them,
+and the count knows a gap holding one no longer shows what the API was sent."""
+
+PLACEHOLDER = "[Old tool result content cleared]"  # Claude Code's own microcompact text, byte for byte
+STUB_PREFIX = "[ctxpipe collapse:"  # the start of collapse's pointer to the later copy
+REPLACED_PREFIXES = (PLACEHOLDER, STUB_PREFIX)
