@@ -32,6 +32,7 @@ from .core.count import (
     is_real_response,
     priced_blocks,
     usage_prompt,
+    usage_tokens,
 )
 from .core.errors import InputError
 from .core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries, iter_entries
@@ -334,7 +335,7 @@ def _measured_baseline(buffer: Any, source: str, transcript_format: Any, counter
     prompt = usage_prompt(usage)
     fit = calibration if calibration is not UNCALIBRATED else Calibration(*DEFAULT_FITS.get(counter.name, (1.0, 0.0)), "default")
     before = fit.apply(Estimates(messages, counter).between(0, response))
-    cached = int(usage.get("cache_read_input_tokens") or 0)
+    cached = usage_tokens(usage, "cache_read_input_tokens")
     tokens = max(prompt - before, cached, 0)
     line = head[messages[response].entries[0]].line
     note = f"the first response (line {line}) was sent {prompt:,} tokens, {before:,} of them estimated as the {response} message(s) before it"
@@ -437,7 +438,7 @@ def timeline(messages: Sequence[Message], entries: Sequence[Entry]) -> list[dict
                 "line": last.line or None,
                 "timestamp": last.obj.get("timestamp"),
                 "tokens": usage_prompt(message.usage),
-                "output_tokens": int(message.usage.get("output_tokens") or 0),
+                "output_tokens": usage_tokens(message.usage, "output_tokens"),
             })
         elif message.compact_summary and points:
             points[-1]["compacted_after"] = True

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .count import usage_total
+from .count import usage_tokens, usage_total
 from .jsonl import Entry
 from .model import Message
 
@@ -122,7 +122,7 @@ def decide(messages: Sequence[Message], entries: Sequence[Entry], freed: int, ke
     usage = response.usage if response and response.usage else {}
     prompt = usage_total(usage) if usage else 0
     creation = usage.get("cache_creation") if isinstance(usage.get("cache_creation"), dict) else {}
-    ttl = 60 if int(creation.get("ephemeral_1h_input_tokens") or 0) > 0 else 5
+    ttl = 60 if usage_tokens(creation, "ephemeral_1h_input_tokens") > 0 else 5
     moment = timestamp_of(entries[response.entries[-1]].obj) if response else None
     warm = moment is not None and (now - moment).total_seconds() < ttl * 60
     prices = policy.prices_for(response.model if response else None)

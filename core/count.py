@@ -152,13 +152,19 @@ class ContextCount:
         return self.reinjection.tokens if self.reinjection else 0
 
 
+def usage_tokens(usage: dict[str, Any], key: str) -> int:
+    """One usage figure; a transcript is untrusted, so anything but a non-negative number counts as 0."""
+    value = usage.get(key)
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1e15 else 0
+
+
 def usage_prompt(usage: dict[str, Any]) -> int:
     """The size of the prompt a response was sent with."""
-    return sum(int(usage.get(key) or 0) for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+    return sum(usage_tokens(usage, key) for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
 
 
 def usage_total(usage: dict[str, Any]) -> int:
-    return usage_prompt(usage) + int(usage.get("output_tokens") or 0)
+    return usage_prompt(usage) + usage_tokens(usage, "output_tokens")
 
 
 def is_real_response(message: Message) -> bool:
@@ -209,7 +215,7 @@ def output_shortfall(estimates: Estimates, index: int) -> int:
     of 1 to 30) on every line of the response; the next prompt still holds the whole response.
     """
     usage = estimates.messages[index].usage or {}
-    return max(0, estimates.of(index) - int(usage.get("output_tokens") or 0))
+    return max(0, estimates.of(index) - usage_tokens(usage, "output_tokens"))
 
 
 def calibration_pairs(estimates: Estimates, window: int = CALIBRATION_WINDOW) -> list[tuple[int, int]]:

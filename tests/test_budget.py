@@ -337,3 +337,19 @@ def test_claude_codes_own_compaction_is_counted_within_a_quarter_of_the_next_pro
     counted = count_buffer(b"\n".join(lines[:response]) + b"\n", path.name, CountOptions()).count
     assert counted.reinjected_tokens > 0 and counted.baseline_added > 0
     assert abs(counted.tokens - truth) / truth < 0.25, (counted.tokens, truth)
+
+
+@pytest.mark.parametrize("value", ["12", -5_000_000, True, 10**18, [1], None], ids=["string", "negative", "bool", "huge", "list", "null"])
+def test_a_usage_figure_that_is_not_a_count_counts_as_zero(value: Any) -> None:
+    # A transcript is untrusted: usage figures of the wrong type or sign never crash or go negative.
+    session, _ = session_with_reads()
+    for line in session.lines:
+        if line["type"] == "assistant":
+            line["message"]["usage"]["cache_read_input_tokens"] = value
+    data = session.to_bytes()
+    report = count_json(data)
+    assert report["tokens"] >= 0 and report["baseline_tokens"] >= 0
+    parts_add_up(report)
+    for argv in (STAGES["microcompact"], ["compact", "--force", "--engine", "offline", "--keep-last", "4"]):
+        result = run_cli(*argv, "-", stdin=data)
+        assert result.returncode == 0 and b"Traceback" not in result.stderr, result.stderr
