@@ -270,10 +270,18 @@ Measure = Callable[[Sequence[Entry]], FileCount]
 
 def region_measure(prefix: Any, source: str, options: CountOptions) -> Measure:
     """The count of the transcript that `prefix` (the bytes before the region a stage edits) and the
-    given region entries make, exactly as `count` finds it once written."""
+    given region entries make, exactly as `count` finds it once written.
+
+    The last result is kept: in a pipeline the next stage measures the very entries the previous
+    one was measured on (the same objects, so the same bytes), and gets it without a second count.
+    """
+    last: list[Any] = [None, None, None]  # the entries measured (kept alive, so their ids stay theirs), their ids, the count
 
     def measure(entries: Sequence[Entry]) -> FileCount:
-        return count_buffer(b"".join([prefix, *line_bytes(entries)]), source, options)
+        key = tuple(map(id, entries))
+        if key != last[1]:
+            last[:] = [list(entries), key, count_buffer(b"".join([prefix, *line_bytes(entries)]), source, options)]
+        return last[2]  # type: ignore[no-any-return]
 
     return measure
 
