@@ -19,7 +19,6 @@ from typing import Any
 from .core.budget import ONE_MILLION, BudgetSettings, Thresholds, model_window, thresholds, truthy
 from .core.count import (
     CALIBRATION_WINDOW,
-    DEFAULT_FITS,
     UNCALIBRATED,
     Baseline,
     Calibration,
@@ -29,6 +28,7 @@ from .core.count import (
     anchor_index,
     calibrate,
     count_context,
+    fitted_or_corpus,
     is_real_response,
     priced_blocks,
     usage_prompt,
@@ -292,7 +292,7 @@ def _reinjection(entries: list[Entry], transcript_format: Any, restores: str, co
     split = split_at_boundary(entries, transcript_format)
     if split is None:
         return None
-    fit = calibration if calibration is not UNCALIBRATED else Calibration(*DEFAULT_FITS.get(counter.name, (1.0, 0.0)), "default")
+    fit = fitted_or_corpus(calibration, counter.name)
     return reinjection(split[0], entries, restores, lambda text: fit.apply(counter.count(text)))
 
 
@@ -341,7 +341,7 @@ def _measured_baseline(buffer: Any, source: str, transcript_format: Any, counter
         return Baseline(DEFAULT_BASELINE, "default", "no recorded usage to measure it on: the median measured over real Claude Code sessions")
     usage = messages[response].usage or {}
     prompt = usage_prompt(usage)
-    fit = calibration if calibration is not UNCALIBRATED else Calibration(*DEFAULT_FITS.get(counter.name, (1.0, 0.0)), "default")
+    fit = fitted_or_corpus(calibration, counter.name)
     before = fit.apply(Estimates(messages, counter).between(0, response))
     cached = usage_tokens(usage, "cache_read_input_tokens")
     tokens = max(prompt - before, cached, 0)

@@ -64,6 +64,16 @@ class Calibration:
 UNCALIBRATED = Calibration(1.0, 0.0, "none")
 
 
+def corpus_fit(counter_name: str) -> tuple[float, float]:
+    """(slope, overhead) fitted over the corpus for this base estimator; (1, 0) for one not fitted."""
+    return DEFAULT_FITS.get(counter_name, (1.0, 0.0))
+
+
+def fitted_or_corpus(calibration: Calibration, counter_name: str) -> Calibration:
+    """The calibration when one was fitted, else the corpus fit: for pricing content the count did not need a fit for."""
+    return calibration if calibration is not UNCALIBRATED else Calibration(*corpus_fit(counter_name), "default")
+
+
 def priced_blocks(blocks: Sequence[dict[str, Any]], counter: TextCounter, calibration: Calibration) -> list[int]:
     """Calibrated tokens of each block, as the stages price what they remove and the views what fills
     the window: the slope scales text; an image or document keeps its flat price."""
@@ -267,7 +277,7 @@ def calibrate(estimates: Estimates, default: tuple[float, float] | None = None) 
     """
     pairs = calibration_pairs(estimates)
     fitted = fit(pairs)
-    slope, overhead = default or DEFAULT_FITS.get(estimates.counter.name, (1.0, 0.0))
+    slope, overhead = default or corpus_fit(estimates.counter.name)
     if fitted is None:
         return Calibration(slope, overhead, "default", len(pairs))
     low, high = SLOPE_BOUNDS
@@ -331,7 +341,7 @@ def count_context(
     if not tail and not as_claude_code:
         # Nothing after the last response: no new turn, so no injected overhead and nothing to fit;
         # only the part of the response its stale output_tokens left out, in the estimator's units.
-        estimated = round(DEFAULT_FITS.get(counter.name, (1.0, 0.0))[0] * raw) if raw > 0 else 0
+        estimated = round(corpus_fit(counter.name)[0] * raw) if raw > 0 else 0
     else:
         estimated = calibration.apply(raw)
     adjustments: list[Adjustment] = []
