@@ -40,6 +40,7 @@ from .core.model import Message
 from .core.stage import line_bytes
 from .core.tokens import TextCounter, counter_named
 from .formats import claim, detect, get
+from .formats.claude_code import is_compact_boundary
 
 DEFAULT_TOKENIZER = "calibrated"
 SMALL_FILE = 64 << 10  # bytes: read whole even when only the end is needed
@@ -321,7 +322,7 @@ def _measured_baseline(buffer: Any, source: str, transcript_format: Any, counter
     for entry in iter_buffer_entries(buffer, source, "skip"):
         head.append(entry)
         obj = entry.obj
-        if obj.get("type") == "system" and obj.get("subtype") == "compact_boundary":
+        if is_compact_boundary(obj):
             # The file starts after a compaction (its history dropped): the responses below were
             # sent with a summary, so the evidence is what the summary's writer recorded, if anything.
             metadata = obj.get("compactMetadata")
