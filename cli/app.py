@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import io
 import os
 import sys
 from collections.abc import Callable
@@ -68,6 +69,7 @@ def main() -> None:
     from typer.exceptions import Abort, TyperException
 
     from ..core.errors import CtxpipeError
+    from .terminal import shown
 
     try:
         # standalone_mode=False: click would otherwise turn a closed pipe into exit 1 itself.
@@ -75,9 +77,12 @@ def main() -> None:
     except TyperException as exc:  # usage errors (typer vendors click; these derive from it)
         show = getattr(exc, "show", None)
         if show is not None:
-            show()
+            # The usage text quotes arguments (a path found by a shell glob can hold escapes).
+            shown_lines = io.StringIO()
+            show(shown_lines)
+            sys.stderr.write("\n".join(shown(line) for line in shown_lines.getvalue().split("\n")))
         else:
-            print(f"ctxpipe: error: {exc.format_message()}", file=sys.stderr)
+            print(f"ctxpipe: error: {shown(exc.format_message())}", file=sys.stderr)
         sys.exit(exc.exit_code)
     except Abort:
         print("Aborted.", file=sys.stderr)
@@ -85,7 +90,7 @@ def main() -> None:
     except CtxpipeError as exc:
         if os.environ.get("CTXPIPE_DEBUG"):
             raise
-        print(f"ctxpipe: error: {exc}", file=sys.stderr)
+        print(f"ctxpipe: error: {shown(exc)}", file=sys.stderr)  # names files, quotes transcript values
         sys.exit(ExitStatus.ERROR)
     except (BrokenPipeError, PipeClosed):
         _quiet_broken_pipe()

@@ -5,6 +5,8 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+from .terminal import shown
+
 BARS = " ▁▂▃▄▅▆▇█"
 HEIGHT = 12
 
@@ -36,13 +38,13 @@ def timeline_text(result: Any, width: int) -> Any:
     points = result.timeline or []
     text = Text()
     if not points:
-        text.append(f"{result.file}: no recorded API usage to chart\n", style="dim")
+        text.append(f"{shown(result.file)}: no recorded API usage to chart\n", style="dim")
         return text
     lines = _lines(result)
     top = max(max(p["tokens"] for p in points), lines[-1][1]) * 1.05
     columns = _columns([p["tokens"] for p in points], max(10, width - 30))
     rows = HEIGHT
-    text.append(f"{result.file}: context size at each of {len(points)} API calls\n", style="bold")
+    text.append(f"{shown(result.file)}: context size at each of {len(points)} API calls\n", style="bold")
     for row in range(rows, 0, -1):
         low, high = (row - 1) / rows * top, row / rows * top
         # Several thresholds can fall in one row (on a 1M window they are 10K apart): name them all.
@@ -61,7 +63,8 @@ def timeline_text(result: Any, width: int) -> Any:
             text.append(f" {name} {_short(value)}", style=style)
         text.append("\n")
     text.append(" " * 7 + "└" + "─" * len(columns) + "\n", style="dim")
-    first, last = points[0].get("timestamp") or "", points[-1].get("timestamp") or ""
+    # Timestamps come from the transcript: escaped before they are cut to 16 characters.
+    first, last = (shown(point.get("timestamp") or "") for point in (points[0], points[-1]))
     text.append(f"{' ' * 8}{first[:16]}{' ' * max(1, len(columns) - 32)}{last[:16]}\n", style="dim")
     return text
 
@@ -84,7 +87,7 @@ def timeline_svg(result: Any, width: int = 900, height: int = 360) -> str:
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">',
         f'<rect width="{width}" height="{height}" fill="white"/>',
-        f'<text x="{left}" y="22" font-size="14" font-weight="bold">{escape(result.file)}: context size at each API call</text>',
+        f'<text x="{left}" y="22" font-size="14" font-weight="bold">{escape(shown(result.file))}: context size at each API call</text>',
         f'<line x1="{left}" y1="{top_pad + plot_h}" x2="{left + plot_w}" y2="{top_pad + plot_h}" stroke="#888"/>',
         f'<line x1="{left}" y1="{top_pad}" x2="{left}" y2="{top_pad + plot_h}" stroke="#888"/>',
     ]

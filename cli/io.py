@@ -20,6 +20,7 @@ from ..atomic import atomic_file
 from ..core.errors import InputError
 from ..core.jsonl import Entry, OnError, ReadStats, iter_entries, write_entries
 from ..formats import SNIFF_LINES, TranscriptFormat, claim, detect, get
+from .terminal import json_shown, shown
 
 STDIN = "-"
 OUTPUT_BUFFER = 1 << 20
@@ -98,16 +99,17 @@ def report_skipped(stats: ReadStats, source: str) -> None:
         warn(f"{source}: skipped {stats.skipped} bad line{'s' if stats.skipped != 1 else ''} (line {first}{more})")
 
 
+# Messages name files and quote transcript values: shown() keeps each one line and inert.
 def warn(message: str) -> None:
-    print(f"ctxpipe: warning: {message}", file=sys.stderr)
+    print(f"ctxpipe: warning: {shown(message)}", file=sys.stderr)
 
 
 def note(message: str) -> None:
-    print(f"ctxpipe: {message}", file=sys.stderr)
+    print(f"ctxpipe: {shown(message)}", file=sys.stderr)
 
 
 def error(message: str) -> None:
-    print(f"ctxpipe: error: {message}", file=sys.stderr)
+    print(f"ctxpipe: error: {shown(message)}", file=sys.stderr)
 
 
 def stdout_is_terminal() -> bool:
@@ -115,12 +117,23 @@ def stdout_is_terminal() -> bool:
 
 
 def write_json_lines(objects: Iterable[dict[str, Any]]) -> None:
-    import orjson
-
     out = sys.stdout.buffer
     for obj in objects:
-        out.write(orjson.dumps(obj, option=orjson.OPT_APPEND_NEWLINE))
+        out.write(json_bytes(obj))
     out.flush()
+
+
+def json_bytes(obj: Any, indent: bool = False) -> bytes:
+    """A report as one JSON document and a newline: the true values, inert on a terminal (see json_shown)."""
+    import orjson
+
+    try:
+        text = orjson.dumps(obj, option=orjson.OPT_APPEND_NEWLINE | (orjson.OPT_INDENT_2 if indent else 0)).decode()
+    except TypeError:  # a lone surrogate from the transcript, which orjson will not write
+        import json
+
+        text = json.dumps(obj, ensure_ascii=False, indent=2 if indent else None, separators=(",", ": ") if indent else (",", ":")) + "\n"
+    return json_shown(text).encode()
 
 
 @contextlib.contextmanager
@@ -129,9 +142,12 @@ def progress(label: str) -> Iterator[Any]:
     if not sys.stderr.isatty():
         yield lambda text: note(text)
         return
+    from rich.text import Text
+
     console = stderr_console()
-    with console.status(f"{label}…") as status:
-        yield lambda text: status.update(f"{label}… {text}")
+    # Text, not str: a status line reads a str as markup whatever the console says.
+    with console.status(Text(f"{label}…")) as status:
+        yield lambda text: status.update(Text(f"{label}… {shown(text)}"))
 
 
 @contextlib.contextmanager
@@ -158,15 +174,20 @@ def batch_progress(total: int) -> Iterator[Any]:
 
 def stderr_console() -> Any:
     """A rich console on stderr; no colour when NO_COLOR is set or stderr is not a terminal."""
-    from rich.console import Console
-
-    return Console(stderr=True, no_color=bool(os.environ.get("NO_COLOR")) or None, soft_wrap=True)
+    return _console(sys.stderr, soft_wrap=True)
 
 
 def stdout_console() -> Any:
+    return _console(sys.stdout, soft_wrap=not sys.stdout.isatty())
+
+
+def _console(file: Any, soft_wrap: bool) -> Any:
     from rich.console import Console
 
-    return Console(file=sys.stdout, no_color=bool(os.environ.get("NO_COLOR")) or None, soft_wrap=not sys.stdout.isatty())
+    # No markup, emoji codes or highlighting: printed strings may hold transcript text (`[link=…]`,
+    # `:smile:`); styles come from rich.text.Text (cli/terminal.py's shown_text) instead.
+    return Console(file=file, no_color=bool(os.environ.get("NO_COLOR")) or None, soft_wrap=soft_wrap,
+                   markup=False, emoji=False, highlight=False)
 
 
 __all__ = [

@@ -120,7 +120,9 @@ def print_report(report: dict[str, Any]) -> None:
     by_tool = report.get("by_tool") or {}
     if not by_tool:
         return
+    from .terminal import shown_text
+
     table = Table("tool", "results", "tokens freed", show_edge=False)
     for tool, figures in sorted(by_tool.items(), key=lambda item: -item[1]["tokens"]):
-        table.add_row(tool, str(figures["results"]), f"{figures['tokens']:,}")
+        table.add_row(shown_text(tool), str(figures["results"]), f"{figures['tokens']:,}")  # the transcript's tool name
     io.stderr_console().print(table)

@@ -116,19 +116,20 @@ def api_edits(
 
 
 def _print_pretty(obj: dict[str, Any]) -> None:
-    import orjson
-
     out = sys.stdout.buffer
-    out.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
+    out.write(io.json_bytes(obj, indent=True))
     out.flush()
 
 
 def _print_explanation(source: str, lines: tuple[str, ...], threshold_lines: tuple[str, ...], options: Any) -> None:
+    from ..terminal import shown
+
+    # The lines name the transcript's tools and model: shown() keeps their escapes off the terminal.
     err = sys.stderr
-    print(f"{source}:", file=err)
+    print(f"{shown(source)}:", file=err)
     for line in lines:
-        print(f"  {line}", file=err)
+        print(f"  {shown(line)}", file=err)
     if options.trigger_tokens is None and options.trigger_tool_uses is None:
         print("  where the autocompact threshold comes from:", file=err)
         for line in threshold_lines:
-            print(f"    {line}", file=err)
+            print(f"    {shown(line)}", file=err)

@@ -188,11 +188,14 @@ def _batch(paths: list[str], options: Any, out_dir: str | None, in_place: bool, 
 def _table(reports: list[dict[str, Any]]) -> None:
     from rich.table import Table
 
+    from ..terminal import shown_text
+
     table = Table("file", "before", "after", "summarized", show_edge=False)
     for report in reports:
         summarized = next((s for s in report["stages"] if s["stage"] == "summarize"), {})
-        table.add_row(report["file"], f"{report['tokens_before']:,}", f"{report['tokens_after']:,}", "yes" if summarized.get("changed") else "no")
+        # File names come from the folders searched: shown, never markup.
+        table.add_row(shown_text(report["file"]), f"{report['tokens_before']:,}", f"{report['tokens_after']:,}", "yes" if summarized.get("changed") else "no")
     before = sum(r["tokens_before"] for r in reports)
     after = sum(r["tokens_after"] for r in reports)
-    table.add_row("[bold]total[/]", f"{before:,}", f"{after:,}", "")
+    table.add_row(shown_text("total", "bold"), f"{before:,}", f"{after:,}", "")
     io.stdout_console().print(table)

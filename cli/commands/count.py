@@ -154,8 +154,10 @@ def _parts(data: dict[str, Any]) -> str:
 
 def _print(counted: list[Any], rows: list[dict[str, Any]], timeline: bool, by: str | None) -> None:
     from rich.table import Table
-    from rich.text import Text
 
+    from ..terminal import shown_text
+
+    # Every cell and line is a Text of shown(...): file, model, tool and path names come from the transcript.
     console = io.stdout_console()
     table = Table(show_edge=False, header_style="bold")
     reinjected = any(row.get("reinjected_tokens") for row in rows)
@@ -165,36 +167,35 @@ def _print(counted: list[Any], rows: list[dict[str, Any]], timeline: bool, by: s
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     for row in rows:
         if row.get("total"):
-            cells = ["[bold]total[/]", "", "", f"[bold]{row['tokens']:,}[/]", f"{row['exact_tokens']:,}", f"{row['estimated_tokens']:,}", ""]
+            cells = [shown_text("total", "bold"), "", "", shown_text(f"{row['tokens']:,}", "bold"), f"{row['exact_tokens']:,}", f"{row['estimated_tokens']:,}", ""]
             table.add_row(*cells, *([""] if reinjected else []), "", _messages(row["messages"]))
             continue
         # The baseline is part of the exact figure when a recorded usage anchors the count: shown in brackets.
         baseline = f"+{row['baseline_tokens']:,}" if row["baseline_in_total"] else f"({row['baseline_tokens']:,})"
-        cells = [row["file"], row["model"] or "?", f"{row['context_window']:,}", f"[bold]{row['tokens']:,}[/]", f"{row['exact_tokens']:,}", f"{row['estimated_tokens']:,}", baseline]
+        cells = [shown_text(row["file"]), shown_text(row["model"] or "?"), f"{row['context_window']:,}", shown_text(f"{row['tokens']:,}", "bold"), f"{row['exact_tokens']:,}", f"{row['estimated_tokens']:,}", baseline]
         table.add_row(*cells, *([f"+{row['reinjected_tokens']:,}"] if reinjected else []), f"{row['percent_of_window']}%", _messages(row["messages"]))
     console.print(table)
     for result in counted:
         data = result.as_dict()
         for adjustment in data["adjustments"]:
-            console.print(f"  {data['file']}: {adjustment['tokens']:+,} tokens ({adjustment['note']}, line {adjustment['line']})")
+            console.print(shown_text(f"  {data['file']}: {adjustment['tokens']:+,} tokens ({adjustment['note']}, line {adjustment['line']})"))
         if len(counted) == 1:
-            # Plain Text, never markup: file names in these notes come from the transcript.
-            console.print(Text(f"estimator: {data['tokenizer']}; " + _parts(data), style="dim"))
-            console.print(Text(f"baseline: {data['baseline']['note']} ({data['baseline']['source']})", style="dim"))
+            console.print(shown_text(f"estimator: {data['tokenizer']}; " + _parts(data), "dim"))
+            console.print(shown_text(f"baseline: {data['baseline']['note']} ({data['baseline']['source']})", "dim"))
             if data["reinjected"] and data["reinjected_tokens"]:
                 items = ", ".join(f"{item['kind']} {item['name']} ({item['tokens']:,})" for item in data["reinjected"]["items"])
-                console.print(Text(f"re-injected after Claude Code's compaction, assumed: {items}", style="dim"))
+                console.print(shown_text(f"re-injected after Claude Code's compaction, assumed: {items}", "dim"))
         if "breakdown" in data:
-            console.print(f"[bold]{data['file']}[/]: estimated tokens by {by}")
+            console.print(shown_text(data["file"], "bold") + f": estimated tokens by {by}")
             breakdown = Table("group", "tokens", "share", "blocks", show_edge=False)
             for item in data["breakdown"]:
-                breakdown.add_row(item["key"], f"{item['tokens']:,}", f"{item['share']}%", str(item["blocks"]))
+                breakdown.add_row(shown_text(item["key"]), f"{item['tokens']:,}", f"{item['share']}%", str(item["blocks"]))
             console.print(breakdown)
         if "top" in data:
-            console.print(f"[bold]{data['file']}[/]: largest lines")
+            console.print(shown_text(data["file"], "bold") + ": largest lines")
             largest = Table("line", "role", "block", "tool", "tokens", show_edge=False)
             for item in data["top"]:
-                largest.add_row(str(item["line"] or ""), item["role"], item["block"], item["tool"] or "", f"{item['tokens']:,}")
+                largest.add_row(str(item["line"] or ""), shown_text(item["role"]), shown_text(item["block"]), shown_text(item["tool"] or ""), f"{item['tokens']:,}")
             console.print(largest)
         if timeline and "timeline" in data:
             from ..chart import timeline_text

@@ -77,9 +77,12 @@ def restore(
         else:
             from rich.table import Table
 
+            from ..terminal import shown_text
+
+            # Names are the transcript's file paths, skills and plans: shown, never markup.
             table = Table("kind", "name", "tokens", "chosen", "why", show_edge=False)
             for row in rows:
-                table.add_row(row["kind"], row["name"], f"{row['tokens']:,}", "yes" if row["chosen"] else "no", row["reason"])
+                table.add_row(shown_text(row["kind"]), shown_text(row["name"]), f"{row['tokens']:,}", "yes" if row["chosen"] else "no", shown_text(row["reason"]))
             io.stdout_console().print(table)
         return
     run_stage("restore", path, input_format, on_error, output, ledger, report_json, transform, unbuffered, whole=True)

@@ -63,16 +63,19 @@ def validate(
 def _print_tables(reports: list[dict[str, Any]]) -> None:
     from rich.table import Table
 
+    from ..terminal import shown_text
+
     console = io.stdout_console()
     for report in reports:
-        verdict = "[green]valid[/]" if report["valid"] else "[red]invalid[/]"
+        verdict = shown_text("valid", "green") if report["valid"] else shown_text("invalid", "red")
         console.print(
-            f"[bold]{report['file']}[/] ({report['format']}, {report['entries']} entries): {verdict}, "
-            f"{report['errors']} errors, {report['warnings']} warnings"
+            shown_text(report["file"], "bold") + shown_text(f" ({report['format']}, {report['entries']} entries): ") + verdict
+            + f", {report['errors']} errors, {report['warnings']} warnings"
         )
         if report["findings"]:
+            # Messages quote the transcript's values (ids, types, schema errors): shown, never markup.
             table = Table("line", "severity", "code", "message", show_edge=False)
             for finding in report["findings"]:
                 style = "red" if finding["severity"] == "error" else "yellow"
-                table.add_row(str(finding["line"] or ""), f"[{style}]{finding['severity']}[/]", finding["code"], finding["message"])
+                table.add_row(str(finding["line"] or ""), shown_text(finding["severity"], style), shown_text(finding["code"]), shown_text(finding["message"]))
             console.print(table)

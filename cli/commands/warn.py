@@ -96,19 +96,24 @@ def _report(result: Any) -> dict[str, Any]:
 
 
 def _print_brief(report: dict[str, Any], to_stderr: bool) -> None:
+    from ..terminal import shown_text
+
     console = io.stderr_console() if to_stderr else io.stdout_console()
     level = report["level"]
     autocompact = report["thresholds"]["autocompact"]
     target = f"autocompact at {autocompact:,}" if autocompact is not None else "autocompact off"
     console.print(
-        f"{report['file']}: [{LEVEL_STYLE[level]}]{level}[/] — {report['tokens']:,} tokens "
+        shown_text(report["file"]) + ": " + shown_text(level, LEVEL_STYLE[level]) + f" — {report['tokens']:,} tokens "
         f"({report['percent_used']}% of {report['context_window']:,}; {report['percent_left']}% left before {target})"
     )
 
 
 def _print_explanation(result: Any, to_stderr: bool) -> None:
+    from ..terminal import shown_text
+
+    # The lines quote the model name and the environment's values as given.
     console = io.stderr_console() if to_stderr else io.stdout_console()
     for line in result.thresholds.explanations:
-        console.print(f"  {line}")
+        console.print(shown_text(f"  {line}"))
     for line in result.thresholds.ignored:
-        console.print(f"  [yellow]{line}[/]")
+        console.print(shown_text(f"  {line}", "yellow"))
