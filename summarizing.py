@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -15,7 +16,8 @@ from .core.microcompact import iso
 from .core.model import Message
 from .core.stage import Outcome
 from .core.summarize import SplitConfig, context_text, facts_to_keep, key_facts, offline_summary, summary_message_text, tail_start, verify
-from .core.summarize_engines import Breaker, LlmConfig, SummaryFailed, find_session_memory, llm_summary, notes_summary, repair_summary, usable_notes
+from .core.summarize_engines import (Breaker, LlmConfig, SummaryFailed, find_session_memory, is_session_id, llm_summary, notes_summary, repair_summary,
+                                     usable_notes)
 from .formats.claude_code import SUMMARY_MARKER
 
 ENGINES = ("auto", "session-memory", "llm", "offline")
@@ -54,7 +56,8 @@ def _stamp(entries: Sequence[Entry], tail_positions: Sequence[int], now: datetim
 
 
 def _session_id(entries: Sequence[Entry]) -> str | None:
-    return next((e.obj["sessionId"] for e in reversed(entries) if isinstance(e.obj.get("sessionId"), str)), None)
+    """The transcript's latest session id that is a UUID (a path is built from it: nothing else will do)."""
+    return next((e.obj["sessionId"] for e in reversed(entries) if is_session_id(e.obj.get("sessionId"))), None)
 
 
 def choose_engine(options: SummarizeOptions, entries: Sequence[Entry], breaker: Breaker) -> tuple[str, str | None, str]:
@@ -90,6 +93,7 @@ def summarize_entries(entries: list[Entry], transcript_format: Any, options: Sum
     engine, notes, why = choose_engine(options, entries, breaker)
     report: dict[str, Any] = {"stage": "summarize", "engine": engine, "engine_reason": why, "history_messages": len(history), "tail_messages": len(tail)}
     fell_back = None
+    deadline = time.monotonic() + options.llm.timeout if options.llm else None  # one limit for the summary and its repair
     if engine == "session-memory":
         raw_notes = Path(notes).read_text(encoding="utf-8", errors="replace")  # type: ignore[arg-type]
         if not usable_notes(raw_notes):
@@ -97,7 +101,7 @@ def summarize_entries(entries: list[Entry], transcript_format: Any, options: Sum
         summary = notes_summary(raw_notes, notes)  # type: ignore[arg-type]
     elif engine == "llm":
         try:
-            result = llm_summary(history, options.llm, progress)  # type: ignore[arg-type]
+            result = llm_summary(history, options.llm, progress, deadline=deadline)  # type: ignore[arg-type]
             breaker.record(True)
             summary = result.text
             report.update({"llm_attempts": result.attempts, "dropped_api_rounds": result.dropped_groups, "llm_usage": result.usage})
@@ -120,7 +124,7 @@ def summarize_entries(entries: list[Entry], transcript_format: Any, options: Sum
         report["verification_before_repair"] = checked.as_dict()
         if checked.missing and engine == "llm":
             try:
-                summary = repair_summary(summary, [f.text for f in checked.missing], options.llm)  # type: ignore[arg-type]
+                summary = repair_summary(summary, [f.text for f in checked.missing], options.llm, deadline=deadline)  # type: ignore[arg-type]
                 checked = verify(facts, summary + "\n" + context_text(tail))
                 report["repaired"] = True
             except SummaryFailed as exc:

@@ -6,6 +6,11 @@ it; partial reads are marked), then the most recently used files come back — a
 5,000 tokens each and 50,000 in all, newest first, skipping any whose full read is still in the
 kept tail — together with the latest plan, the invoked skills (5,000 tokens each, 25,000 in all)
 and the latest todo list. Each item is its own entry with a one-line header saying what it is.
+
+A transcript is untrusted input, so it never chooses what is read from disk: files are read only
+under the root the caller gives, or else under the current directory and only when the transcript's
+cwd lies in it (a transcript from elsewhere comes back from its own copies). A file is read only as
+far as its budget needs: a huge file costs a few kilobytes, not its size in memory.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,6 +59,7 @@ class Candidate:
     chosen: bool = False
     reason: str = ""
     header: str = ""
+    disk_skipped: bool = False  # disk was wanted, but no folder may be read (see disk_root)
 
     def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "name": self.name, "tokens": self.tokens, "chosen": self.chosen, "reason": self.reason}
@@ -61,7 +68,7 @@ class Candidate:
 @dataclass(frozen=True)
 class RestoreConfig:
     source: str = "auto"  # disk | transcript | auto
-    root: str | None = None  # default: the transcript's cwd
+    root: str | None = None  # None: the current directory, and only for a transcript whose cwd is in it
     allow_outside_root: bool = False
     max_files: int = MAX_FILES
     max_tokens_per_file: int = MAX_TOKENS_PER_FILE
@@ -137,20 +144,79 @@ def file_states(messages: Sequence[Message], entries: Sequence[Entry], cwd: str 
     return states
 
 
-def read_from_disk(path: str, root: str, allow_outside: bool) -> tuple[str | None, str]:
-    """The file's text if it is under `root` (symlinks resolved); else None and why."""
-    real_root = os.path.realpath(root)
-    real = os.path.realpath(path if os.path.isabs(path) else os.path.join(real_root, path))
-    inside = real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
-    if not inside and not allow_outside:
-        return None, f"outside the project root {root} (after resolving links); --allow-outside-root reads it"
-    if not os.path.isfile(real):
-        return None, "not on disk"
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def disk_root(config: RestoreConfig, cwd: str | None) -> tuple[str | None, str]:
+    """The folder files may be read from, or None and why none may: the caller's --root, else the
+    current directory when the transcript's cwd is in it (never a folder the transcript names)."""
+    if config.root is not None:
+        return config.root, ""
     try:
-        with open(real, encoding="utf-8") as handle:
-            return handle.read(), "from disk"
+        here = os.getcwd()
+    except OSError:
+        return None, "the current directory is gone; --root DIR reads them"
+    if config.allow_outside_root:
+        return here, ""  # asked to read anywhere: the root only resolves relative paths
+    if not cwd or not posixpath.isabs(cwd):
+        return None, "the transcript names no project folder (cwd); --root DIR reads them"
+    try:
+        mine = _inside(os.path.realpath(cwd), os.path.realpath(here))
+    except ValueError:  # a NUL byte: no folder has such a name
+        mine = False
+    if not mine:
+        return None, f"the transcript's project {cwd} is not the current directory; --root DIR reads them"
+    return here, ""
+
+
+@dataclass(frozen=True)
+class DiskRead:
+    text: str | None  # None: not read (`why` says why)
+    why: str
+    size: int = 0  # the file's size in bytes
+    complete: bool = True  # False: `text` is only the start, enough to tell it is over `max_chars`
+
+
+def read_disk(path: str, root: str, allow_outside: bool, max_chars: int | None = None) -> DiskRead:
+    """The file's text if it is under `root` (symlinks resolved) and a regular file, decoded as
+    UTF-8 with universal newlines; with `max_chars`, at most that many characters are read."""
+    try:
+        real_root = os.path.realpath(root)
+        real = os.path.realpath(path if os.path.isabs(path) else os.path.join(real_root, path))
+    except ValueError:  # a NUL byte: no file has such a name
+        return DiskRead(None, "not a file name (it holds a NUL byte)")
+    if not _inside(real, real_root) and not allow_outside:
+        return DiskRead(None, f"outside the project root {root} (after resolving links); --allow-outside-root reads it")
+    try:
+        # O_NONBLOCK: opening a FIFO put in the file's place must not wait for a writer.
+        descriptor = os.open(real, os.O_RDONLY | os.O_NONBLOCK)
+    except (FileNotFoundError, NotADirectoryError):
+        return DiskRead(None, "not on disk")
+    except OSError as exc:
+        return DiskRead(None, f"unreadable ({exc.__class__.__name__})")
+    try:
+        with open(descriptor, encoding="utf-8") as handle:
+            info = os.fstat(descriptor)
+            if not stat.S_ISREG(info.st_mode):
+                return DiskRead(None, "not on disk" if stat.S_ISDIR(info.st_mode) else "not a regular file")
+            text = handle.read(-1 if max_chars is None else max_chars + 1)  # characters, decoded a chunk at a time
     except (OSError, UnicodeDecodeError) as exc:
-        return None, f"unreadable ({exc.__class__.__name__})"
+        return DiskRead(None, f"unreadable ({exc.__class__.__name__})")
+    complete = max_chars is None or len(text) <= max_chars
+    return DiskRead(text if complete else text[:max_chars], "from disk", info.st_size, complete)
+
+
+def read_from_disk(path: str, root: str, allow_outside: bool) -> tuple[str | None, str]:
+    """The whole file's text if it is under `root` (symlinks resolved); else None and why."""
+    read = read_disk(path, root, allow_outside)
+    return read.text, read.why
+
+
+def chars_for(tokens: int) -> int:
+    """Characters enough to tell a text is over `tokens` rough tokens: a character is at least one
+    UTF-16 unit, and the rough count rounds units / 4."""
+    return 4 * tokens + 4
 
 
 def _numbered(text: str, start: int = 1) -> str:
@@ -175,7 +241,7 @@ def plan_restore(history: Sequence[Message], history_entries: Sequence[Entry], t
                     continue  # a read answered by the "unchanged" stub shows nothing: restore the file
                 if isinstance(tool_input.get("file_path"), str) and tool_input.get("offset") is None and tool_input.get("limit") is None:
                     visible.add(normalise(tool_input["file_path"], cwd))
-    root = config.root or cwd or "."
+    root, no_disk = disk_root(config, cwd) if config.source != "transcript" else (None, "")
     candidates: list[Candidate] = []
     used = 0
     chosen_files = 0
@@ -193,9 +259,13 @@ def plan_restore(history: Sequence[Message], history_entries: Sequence[Entry], t
         if chosen_files >= config.max_files:
             candidate.reason = f"only the {config.max_files} most recent files come back"
             continue
-        text, origin = None, ""
+        text, origin, about, cut = None, "", "", None
         if config.source in ("disk", "auto"):
-            text, origin = read_from_disk(name, root, config.allow_outside_root)
+            if root is None:
+                origin, candidate.disk_skipped = f"not reading files from disk: {no_disk}", True
+            else:
+                read = read_disk(name, root, config.allow_outside_root, chars_for(config.max_tokens_per_file))
+                text, origin, cut = read.text, read.why, None if read.complete else read
         if text is None and config.source in ("transcript", "auto"):
             if state.content is not None:
                 text, origin = state.content, "as last seen in the transcript"
@@ -203,13 +273,16 @@ def plan_restore(history: Sequence[Message], history_entries: Sequence[Entry], t
             candidate.reason = origin or "no content known"
             continue
         tokens = tokens_of(text)
+        if cut is not None:
+            # Only the start was read: the whole file's tokens, scaled from its size.
+            tokens, about = max(tokens, round(tokens * cut.size / max(1, len(text.encode("utf-8"))))), "about "
         candidate.tokens = tokens
         lines = text.count("\n") + 1
         if tokens > config.max_tokens_per_file or used + min(tokens, config.max_tokens_per_file) > config.files_budget:
             over = "over the per-file budget" if tokens > config.max_tokens_per_file else "over the total budget"
-            candidate.text = (f"The file {shown} was read before the conversation was summarized, but at {tokens:,} tokens it is "
+            candidate.text = (f"The file {shown} was read before the conversation was summarized, but at {about}{tokens:,} tokens it is "
                               f"{over} for restoring. Use the Read tool to see it again.")
-            candidate.header = f"[restored file reference] {shown} ({tokens:,} tokens, {over}; use Read)"
+            candidate.header = f"[restored file reference] {shown} ({about}{tokens:,} tokens, {over}; use Read)"
             candidate.tokens = tokens_of(candidate.text)
             candidate.chosen, candidate.reason = True, f"{over}: its path comes back with a note"
         else:
@@ -367,8 +440,10 @@ def restore(entries: list[Entry], transcript_format: Any, config: RestoreConfig,
     active_entries = [entries[p] for m in tail for p in m.entries]
     if already_restored(active_entries):
         return Outcome(entries, False, "nothing to restore: this context was restored already"), candidates
+    # Files that would have been read from disk: the note says so, once, and why.
+    no_disk = f"; not reading files from disk: {disk_root(config, cwd)[1]}" if any(c.disk_skipped for c in candidates) else ""
     if not chosen:
-        return Outcome(entries, False, "nothing to restore: no file, plan, skill or todo list to bring back"), candidates
+        return Outcome(entries, False, "nothing to restore: no file, plan, skill or todo list to bring back" + no_disk), candidates
     added = transcript_format.meta_entries(entries, [restored_text(c) for c in chosen], when)
     tokens = sum(c.tokens for c in chosen)
     report = {"stage": "restore", "restored": [c.as_dict() for c in chosen], "tokens": tokens,
@@ -376,4 +451,6 @@ def restore(entries: list[Entry], transcript_format: Any, config: RestoreConfig,
     labels = {"file": ("file", "files"), "plan": ("plan", "plans"), "skill": ("skill", "skills"), "todos": ("todo list", "todo lists")}
     counts = {kind: sum(1 for c in chosen if c.kind == kind) for kind in labels}
     kinds = ", ".join(f"{n} {labels[k][n != 1]}" for k, n in counts.items() if n)
-    return Outcome(list(entries) + added, True, f"restored {kinds}", report), candidates
+    if no_disk:
+        report["disk"] = no_disk.split(": ", 1)[1]
+    return Outcome(list(entries) + added, True, f"restored {kinds}{no_disk}", report), candidates

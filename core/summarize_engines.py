@@ -4,15 +4,22 @@ The LLM engine uses the real anthropic client. The client already retries 429, 5
 timeouts with exponential backoff and jitter (honouring retry-after); on top of that this module
 drops the oldest API rounds when the prompt is too long (at most 3 times), refuses an answer that
 is a tool call, and stops calling the API after 3 consecutive failed summaries in one run.
+
+The server is not trusted either: one deadline bounds a whole summary (every request, retry, wait
+and byte of the answer, however slowly it drips), the answer is read up to a size limit and parsed
+here (anything that is not a Messages API reply is a failed summary, never a traceback), and every
+message made from an API failure has the key and anything shaped like a credential redacted.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -26,18 +33,52 @@ SUMMARY_MAX_TOKENS = 20_000
 TRUNCATION_MARKER = "[earlier conversation truncated for compaction retry]"
 SECTION_CHARS = 2000 * 4
 SECTION_TRUNCATED = "\n[... section truncated for length ...]"
+SUMMARY_TIMEOUT = 300.0  # seconds for one whole summary; a typical one takes 30-120 s
+MAX_REPLY_BYTES = 16 * 1024 * 1024  # a 20,000-token answer is about 100 KB of JSON
+
+T = TypeVar("T")
 
 
 class SummaryFailed(CtxpipeError):
     """The model gave no usable summary."""
 
 
+# Credentials in text a server sent back: Anthropic keys and the values of auth headers.
+_CREDENTIALS = re.compile(
+    r"sk-ant-[A-Za-z0-9_\-]+"
+    r"|(?P<name>\b(?:x-api-key|(?:proxy-)?authorization)\b[\"']?\s*[:=]\s*[\"']?(?:(?:Bearer|Basic)\s+)?)(?!\[redacted\]|(?:Bearer|Basic)\s)[^\s\"',;)}\]]+",
+    re.IGNORECASE,
+)
+
+
+def redact(text: str, *secrets: str | None) -> str:
+    """`text` with each of `secrets` and anything shaped like a credential replaced by [redacted]."""
+    for secret in secrets:
+        if secret and len(secret) >= 8:  # a very short "secret" would blank out ordinary words
+            text = text.replace(secret, "[redacted]")
+    return _CREDENTIALS.sub(lambda match: (match.group("name") or "") + "[redacted]", text)
+
+
 # --- session memory ----------------------------------------------------------------------------
 
 
+def is_session_id(value: object) -> bool:
+    """A session id as Claude Code writes it (a UUID): the only kind a path may be built from."""
+    if not isinstance(value, str) or len(value) != 36:
+        return False
+    try:
+        return str(uuid.UUID(value)) == value.lower()
+    except ValueError:
+        return False
+
+
 def find_session_memory(transcript: Path, session_id: str | None) -> Path | None:
-    """<project dir>/<session id>/session-memory/summary.md beside the transcript."""
-    names = [n for n in (session_id, transcript.stem) if n]
+    """<project dir>/<session id>/session-memory/summary.md beside the transcript.
+
+    The id comes from the transcript, which is untrusted: anything but a UUID ("../x", "/tmp/y")
+    is ignored rather than joined into a path. The file's own name is the user's choice.
+    """
+    names = [n for n in (session_id if is_session_id(session_id) else None, transcript.stem) if n and n not in (".", "..")]
     for name in names:
         candidate = transcript.parent / name / "session-memory" / "summary.md"
         if candidate.is_file():
@@ -95,7 +136,7 @@ class LlmConfig:
     instructions: str | None = None
     describe_images: bool = False
     max_tokens: int = SUMMARY_MAX_TOKENS
-    timeout: float = 600.0
+    timeout: float = SUMMARY_TIMEOUT  # seconds for the whole summary: every request, retry and wait
     max_retries: int = 4
 
 
@@ -199,14 +240,118 @@ def _drop(groups: list[list[Message]], excess: tuple[int, int] | None) -> int:
     return max(1, len(groups) // 5)
 
 
-def llm_summary(messages: Sequence[Message], config: LlmConfig, progress: Callable[[str], None] | None = None, client: Any = None) -> LlmResult:
-    """Ask the model for the nine-section summary; raises SummaryFailed when it cannot be had."""
+def _failed(config: LlmConfig, message: str) -> SummaryFailed:
+    """The one way an API failure becomes text: with the key and any credential redacted."""
+    return SummaryFailed(redact(message, config.api_key))
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def parse_reply(body: bytes, config: LlmConfig) -> tuple[str, bool, dict[str, int]]:
+    """(text, whether it called a tool, usage) of a Messages API reply; SummaryFailed for anything else."""
+    try:
+        reply = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        shown = body[:80].decode("utf-8", "replace")
+        raise _failed(config, f"the API's answer is not JSON ({len(body):,} bytes: {shown!r})") from None
+    content = reply.get("content") if isinstance(reply, dict) else None
+    if not isinstance(content, list):
+        raise _failed(config, "the API's answer is not a Messages API reply (no content list)")
+    blocks = [block for block in content if isinstance(block, dict)]
+    text = "".join(block["text"] for block in blocks if block.get("type") == "text" and isinstance(block.get("text"), str))
+    called_tool = any(block.get("type") == "tool_use" for block in blocks)
+    usage = reply.get("usage")
+    counts = {key: _count(usage.get(key)) for key in ("input_tokens", "output_tokens")} if isinstance(usage, dict) else {}
+    return text, called_tool, counts
+
+
+def _client(config: LlmConfig, client: Any) -> Any:
+    """An async client: the deadline cancels its requests, retry waits and reads outright."""
     import anthropic
 
-    if client is None:
-        if not config.api_key:
-            raise SummaryFailed("the llm engine needs ANTHROPIC_API_KEY")
-        client = anthropic.Anthropic(api_key=config.api_key, base_url=config.base_url, timeout=config.timeout, max_retries=config.max_retries)
+    if isinstance(client, anthropic.AsyncAnthropic):
+        return client
+    if isinstance(client, anthropic.Anthropic):  # a sync client given: its settings, on a client the deadline can cancel
+        return anthropic.AsyncAnthropic(api_key=client.api_key, auth_token=client.auth_token, base_url=client.base_url,
+                                        timeout=client.timeout, max_retries=client.max_retries)
+    if client is not None:
+        raise TypeError("client must be an anthropic.Anthropic or anthropic.AsyncAnthropic")
+    if not config.api_key:
+        raise SummaryFailed("the llm engine needs ANTHROPIC_API_KEY")
+    return anthropic.AsyncAnthropic(api_key=config.api_key, base_url=config.base_url, timeout=config.timeout, max_retries=config.max_retries)
+
+
+def _in_a_loop(make: Callable[[], Awaitable[T]]) -> T:
+    import asyncio
+    import concurrent.futures
+
+    async def main() -> T:
+        return await make()
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(main())
+    # Called from async code (a library user's event loop): run on a loop of our own, in a thread.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, main()).result()
+
+
+def _with_deadline(config: LlmConfig, client: Any, deadline: float, work: Callable[[Any], Awaitable[T]], what: str) -> T:
+    """`work(async client)` run to completion before `deadline` (time.monotonic()), or SummaryFailed."""
+    import anyio
+
+    async def bounded() -> T:
+        api = _client(config, client)
+        try:
+            with anyio.move_on_after(max(0.0, deadline - time.monotonic())):
+                return await work(api)
+        finally:
+            if api is not client:
+                await api.close()
+        raise _failed(config, f"{what} timed out: a summary may take {config.timeout:g} s in all (--timeout)")
+
+    return _in_a_loop(bounded)
+
+
+async def _ask(api: Any, config: LlmConfig, content: Any) -> tuple[str, bool, dict[str, int]]:
+    """One request (with the client's own retries); the answer read up to MAX_REPLY_BYTES and parsed."""
+    import anthropic
+
+    body = bytearray()
+    async with api.messages.with_streaming_response.create(model=config.model, max_tokens=config.max_tokens, system=SYSTEM,
+                                                           messages=[{"role": "user", "content": content}]) as response:
+        try:
+            async for chunk in response.iter_bytes():
+                body += chunk
+                if len(body) > MAX_REPLY_BYTES:
+                    raise _failed(config, f"the API's answer is larger than {MAX_REPLY_BYTES // 1024 // 1024} MB")
+        except (anthropic.APIError, SummaryFailed):
+            raise
+        except Exception as exc:  # the transport's own errors (the connection dropped mid-answer...)
+            raise _failed(config, f"the API's answer could not be read: {exc.__class__.__name__}: {exc}") from None
+    return parse_reply(bytes(body), config)
+
+
+def llm_summary(messages: Sequence[Message], config: LlmConfig, progress: Callable[[str], None] | None = None, client: Any = None,
+                deadline: float | None = None) -> LlmResult:
+    """Ask the model for the nine-section summary; raises SummaryFailed when it cannot be had.
+
+    Everything (every request, the client's retries and waits) ends by `deadline` (a
+    time.monotonic() instant; default: config.timeout seconds from now). `client` (tests, library
+    users) supplies the connection settings: an anthropic.AsyncAnthropic, or a sync Anthropic
+    whose settings are used on an async client.
+    """
+    if deadline is None:
+        deadline = time.monotonic() + config.timeout
+    return _with_deadline(config, client, deadline, lambda api: _summary(api, messages, config, progress), "the summary request")
+
+
+async def _summary(api: Any, messages: Sequence[Message], config: LlmConfig, progress: Callable[[str], None] | None) -> LlmResult:
+    import anthropic
+
     groups = api_rounds(messages)
     dropped = 0
     attempts = 0
@@ -218,47 +363,48 @@ def llm_summary(messages: Sequence[Message], config: LlmConfig, progress: Callab
         if reminded:
             content.append({"type": "text", "text": "Your previous answer called a tool. Answer with the text summary only."})
         try:
-            response = client.messages.create(model=config.model, max_tokens=config.max_tokens, system=SYSTEM,
-                                              messages=[{"role": "user", "content": content}])
+            text, called_tool, usage = await _ask(api, config, content)
         except anthropic.BadRequestError as exc:
             excess = _too_long(exc)
             if excess is False or dropped >= len(groups) - 1 or attempts > MAX_PTL_RETRIES:
-                raise SummaryFailed(f"the model refused the request: {exc}") from None
+                raise _failed(config, f"the model refused the request: {exc}") from None
             dropped += _drop(groups[dropped:], excess if isinstance(excess, tuple) else None)
             if progress:
                 progress(f"prompt too long: dropped the oldest {dropped} API round(s), retrying")
             continue
         except anthropic.APIError as exc:
-            raise SummaryFailed(f"the API call failed: {exc}") from None
-        text = "".join(getattr(block, "text", "") for block in response.content if getattr(block, "type", "") == "text")
-        called_tool = any(getattr(block, "type", "") == "tool_use" for block in response.content)
-        if called_tool or not text.strip():
+            raise _failed(config, f"the API call failed: {exc}") from None
+        if called_tool:
             if reminded:
-                raise SummaryFailed("the model answered with a tool call instead of a summary")
+                raise _failed(config, "the model answered with a tool call instead of a summary")
             reminded = True
             continue
+        if not text.strip():
+            raise _failed(config, "the model's answer holds no text")
         if text.lstrip().startswith(("API Error", "Prompt is too long")):
-            raise SummaryFailed(f"the model answered with an error: {text[:200]}")
-        usage = getattr(response, "usage", None)
-        return LlmResult(format_llm_summary(text), attempts, dropped,
-                         {"input_tokens": getattr(usage, "input_tokens", 0), "output_tokens": getattr(usage, "output_tokens", 0)} if usage else {})
+            raise _failed(config, f"the model answered with an error: {text[:200]}")
+        return LlmResult(format_llm_summary(text), attempts, dropped, usage)
 
 
-def repair_summary(summary: str, missing: Sequence[str], config: LlmConfig, client: Any = None) -> str:
-    """One request asking the model to rewrite the summary so it also carries the missing facts."""
-    import anthropic
-
-    if client is None:
-        client = anthropic.Anthropic(api_key=config.api_key, base_url=config.base_url, timeout=config.timeout, max_retries=config.max_retries)
+def repair_summary(summary: str, missing: Sequence[str], config: LlmConfig, client: Any = None, deadline: float | None = None) -> str:
+    """One request asking the model to rewrite the summary so it also carries the missing facts
+    (within `deadline`, the summary's own: the repair is part of the summary's time)."""
     listing = "\n".join(f"- {fact}" for fact in missing)
     prompt = (f"Here is a summary of a coding session:\n\n{summary}\n\nIt leaves out these facts, which the session "
               f"must keep:\n{listing}\n\nRewrite the summary, same nine sections, so that it carries every one of "
               "them (user instructions verbatim). Text only, no tool calls. Put the result inside <summary></summary>.")
-    try:
-        response = client.messages.create(model=config.model, max_tokens=config.max_tokens, system=SYSTEM, messages=[{"role": "user", "content": prompt}])
-    except anthropic.APIError as exc:
-        raise SummaryFailed(f"the repair request failed: {exc}") from None
-    text = "".join(getattr(block, "text", "") for block in response.content if getattr(block, "type", "") == "text")
-    if not text.strip():
-        raise SummaryFailed("the repair request returned no text")
-    return format_llm_summary(text)
+
+    async def repair(api: Any) -> str:
+        import anthropic
+
+        try:
+            text, _, _ = await _ask(api, config, prompt)
+        except anthropic.APIError as exc:
+            raise _failed(config, f"the repair request failed: {exc}") from None
+        if not text.strip():
+            raise _failed(config, "the repair request returned no text")
+        return format_llm_summary(text)
+
+    if deadline is None:
+        deadline = time.monotonic() + config.timeout
+    return _with_deadline(config, client, deadline, repair, "the repair request")

@@ -16,6 +16,12 @@ anything else. Replies are scripted: queue text, tool_use, error or timeout repl
 
 Every request is recorded (`server.requests`): method, path, lower-cased headers with the
 credentials redacted (only `api_key_present` says whether one was sent), and the parsed JSON body.
+
+Hostile replies, for tests of what a client does with a server that misbehaves: `Reply.raw(body,
+status, content_type)` sends any bytes (plain text with 200, broken JSON, a message whose content
+is null...), `Reply.drip(interval)` sends a valid message one byte every `interval` seconds (each
+read is quick, the whole never ends in time), and `Reply.echo_credentials()` is an error whose
+message repeats the x-api-key and Authorization values the client sent (as a careless proxy might).
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ _MAX_BODY = 64 * 1024 * 1024  # a request body bigger than this is a bug in the 
 class Reply:
     """One scripted answer to a `POST /v1/messages`; build it with the class methods."""
 
-    kind: str  # "text" | "tool_use" | "error" | "timeout"
+    kind: str  # "text" | "tool_use" | "error" | "timeout" | "raw" | "drip" | "echo_credentials"
     reply_text: str = ""  # the text block (a tool_use reply may have one before its call)
     tool_name: str = ""
     tool_input: dict[str, Any] = field(default_factory=dict)
@@ -51,6 +57,8 @@ class Reply:
     message: str = ""
     headers: tuple[tuple[str, str], ...] = ()
     seconds: float | None = None
+    body: bytes = b""  # a raw reply's bytes, sent as they are
+    content_type: str = "application/json"
 
     @classmethod
     def text(cls, text: str) -> Reply:
@@ -88,6 +96,22 @@ class Reply:
         """Answer only after `seconds` (default: the server's `timeout_seconds`), so a client with a shorter timeout gives up."""
         return cls("timeout", seconds=seconds)
 
+    @classmethod
+    def raw(cls, body: bytes | str, status: int = 200, content_type: str = "application/json") -> Reply:
+        """Exactly these bytes as the answer (no Messages API shape is checked or added)."""
+        return cls("raw", status=status, body=body.encode() if isinstance(body, str) else body, content_type=content_type)
+
+    @classmethod
+    def drip(cls, interval: float = 0.2) -> Reply:
+        """A valid text message sent one byte every `interval` seconds, until done, the client hangs up,
+        or the server's `max_sleep` runs out: no single read is slow, only the whole."""
+        return cls("drip", seconds=interval)
+
+    @classmethod
+    def echo_credentials(cls, status: int = 500) -> Reply:
+        """An error whose message quotes the x-api-key and Authorization headers the client sent."""
+        return cls("echo_credentials", status=status, error_type="api_error")
+
 DefaultReply = Union[str, Callable[[dict], Union[str, Reply]]]
 
 
@@ -109,7 +133,7 @@ class RecordedRequest:
     api_key_present: bool  # an x-api-key or Authorization header was sent
     body: Any  # parsed JSON, or None (empty or not JSON)
     status: int | None = None  # what the fake answered (None while it is still answering)
-    reply_kind: str = ""  # "text", "tool_use", "error", "timeout", "count_tokens", "other", "external"
+    reply_kind: str = ""  # a Reply kind ("text", "error", "drip"...), or "count_tokens", "other", "external"
 
     @property
     def betas(self) -> list[str]:
@@ -331,9 +355,16 @@ class MessagesServer:
             reply = self._default(body)
             if reply.kind == "timeout":  # a default that times out must not sleep twice
                 reply = Reply.text(_default_reply(body))
+        if reply.kind == "echo_credentials":
+            sent = f"x-api-key: {h.headers.get('x-api-key', '')}; authorization: {h.headers.get('authorization', '')}"
+            reply = Reply.error(reply.status, reply.error_type, f"upstream rejected the request ({sent})")
         if reply.kind == "error":
             payload = {"type": "error", "error": {"type": reply.error_type, "message": reply.message}, "request_id": self._request_id()}
             return self._send_json(h, reply.status, payload, record, dict(reply.headers))
+        if reply.kind == "raw":
+            return self._send_bytes(h, reply.status, reply.body, reply.content_type, record)
+        if reply.kind == "drip":
+            return self._send_drip(h, json.dumps(self._message(Reply.text(_default_reply(body)), body)).encode(), reply.seconds or 0.2, record)
         message = self._message(reply, body)
         if body.get("stream"):
             return self._send_stream(h, message, record)
@@ -381,6 +412,39 @@ class MessagesServer:
             h.wfile.flush()
         except OSError:  # the client gave up (a timeout reply) or the server is stopping
             h.close_connection = True
+
+    def _send_bytes(self, h: _Handler, status: int, data: bytes, content_type: str, record: RecordedRequest) -> None:
+        record.status = status
+        try:
+            h.send_response(status)
+            h.send_header("content-type", content_type)
+            h.send_header("content-length", str(len(data)))
+            h.send_header("request-id", self._request_id())
+            h.end_headers()
+            h.wfile.write(data)
+            h.wfile.flush()
+        except OSError:
+            h.close_connection = True
+
+    def _send_drip(self, h: _Handler, data: bytes, interval: float, record: RecordedRequest) -> None:
+        record.status = 200
+        h.close_connection = True  # a body cut short leaves the connection unusable
+        try:
+            h.send_response(200)
+            h.send_header("content-type", "application/json")
+            h.send_header("content-length", str(len(data)))
+            h.send_header("request-id", self._request_id())
+            h.end_headers()
+            h.wfile.flush()
+            spent = 0.0
+            for index in range(len(data)):
+                if spent >= self.max_sleep or self._stopping.wait(interval):
+                    return
+                spent += interval
+                h.wfile.write(data[index : index + 1])
+                h.wfile.flush()
+        except OSError:  # the client gave up, as it should
+            pass
 
     def _send_stream(self, h: _Handler, message: dict, record: RecordedRequest) -> None:
         record.status = 200

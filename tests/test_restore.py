@@ -4,7 +4,8 @@ idempotence.
 
 Sessions are built with tests/project_sessions.py (Read/Edit/Write/TodoWrite/ExitPlanMode/Skill as
 Claude Code 2.1.x writes them); the disk tests lay out a real project folder in tmp_path whose path
-is the transcript's cwd. The selection rules follow context-management.md section 7
+is the transcript's cwd, and they run restore from it (the default root is the current directory,
+and only for a transcript whose cwd is in it). The selection rules follow context-management.md section 7
 (createPostCompactFileAttachments, FileStateCache).
 """
 
@@ -408,7 +409,7 @@ def test_each_item_is_an_is_meta_user_entry_with_a_header_chained_below_the_last
     root, p = project(tmp_path)
     data = with_boundary(p)
     (tmp_path / "s.jsonl").write_bytes(data)
-    result = restore_cli(tmp_path / "s.jsonl")
+    result = restore_cli(tmp_path / "s.jsonl", cwd=root)
     assert result.returncode == 0, result.stderr.decode()
     added = added_objects(data, result.stdout)
     assert len(added) == 3
@@ -459,14 +460,14 @@ def test_source_disk_transcript_and_auto(tmp_path: Path) -> None:
     (tmp_path / "s.jsonl").write_bytes(data)
 
     def restored(*args: str) -> str:
-        return "\n".join(texts(added_objects(data, restore_cli(tmp_path / "s.jsonl", *args).stdout)))
+        return "\n".join(texts(added_objects(data, restore_cli(tmp_path / "s.jsonl", *args, cwd=root).stdout)))
 
     disk, transcript, auto = restored("--source", "disk"), restored("--source", "transcript"), restored("--source", "auto")
     assert "DISK app" in disk and "TRANSCRIPT app" not in disk and "GONE from disk" not in disk
     assert "TRANSCRIPT app" in transcript and "DISK app" not in transcript and "GONE from disk" in transcript
     assert "as last seen in the transcript)" in transcript
     assert "DISK app" in auto and "TRANSCRIPT app" not in auto and "GONE from disk" in auto
-    rows = plan_rows(restore_cli(tmp_path / "s.jsonl", "--plan", "--source", "disk"))
+    rows = plan_rows(restore_cli(tmp_path / "s.jsonl", "--plan", "--source", "disk", cwd=root))
     assert {r["name"]: r["reason"] for r in rows}["gone.py"] == "not on disk"
     bad = restore_cli(tmp_path / "s.jsonl", "--source", "cloud")
     assert bad.returncode == 2 and b"--source" in bad.stderr
@@ -493,17 +494,17 @@ def outside_project(tmp_path: Path) -> tuple[Path, Path, bytes]:
 def test_disk_reads_stay_under_the_root(tmp_path: Path) -> None:
     root, outside, data = outside_project(tmp_path)
     (tmp_path / "s.jsonl").write_bytes(data)
-    rows = {r["name"]: r for r in plan_rows(restore_cli(tmp_path / "s.jsonl", "--plan", "--source", "disk"))}
+    rows = {r["name"]: r for r in plan_rows(restore_cli(tmp_path / "s.jsonl", "--plan", "--source", "disk", cwd=root))}
     for name in (str(outside / "rel.txt"), str(outside / "abs.txt"), "link.txt"):
         assert not rows[name]["chosen"] and "outside the project root" in rows[name]["reason"], rows[name]
     assert rows["src/app.py"]["chosen"] and rows["inner_link.py"]["chosen"]  # a link that stays inside is fine
-    disk = restore_cli(tmp_path / "s.jsonl", "--source", "disk")
+    disk = restore_cli(tmp_path / "s.jsonl", "--source", "disk", cwd=root)
     assert disk.returncode == 0 and b"TOP-SECRET" not in disk.stdout
     assert b"inside DISK" in disk.stdout
     # auto falls back to what the transcript showed, never to the file outside.
-    auto = restore_cli(tmp_path / "s.jsonl").stdout
+    auto = restore_cli(tmp_path / "s.jsonl", cwd=root).stdout
     assert b"TOP-SECRET" not in auto and b"seen rel" in auto and b"seen abs" in auto and b"seen link" in auto
-    allowed = restore_cli(tmp_path / "s.jsonl", "--source", "disk", "--allow-outside-root").stdout
+    allowed = restore_cli(tmp_path / "s.jsonl", "--source", "disk", "--allow-outside-root", cwd=root).stdout
     assert all(f"TOP-SECRET {k} on disk".encode() in allowed for k in ("rel", "abs", "link"))
 
 
@@ -522,12 +523,17 @@ def test_read_from_disk_refuses_escapes_and_says_why(tmp_path: Path) -> None:
     assert read_from_disk(str(tmp_path / "proj-evil" / "x.txt"), str(root), False)[0] is None
 
 
-def test_the_root_defaults_to_the_transcript_cwd_and_root_overrides_it(tmp_path: Path) -> None:
+def test_the_root_defaults_to_the_current_directory_holding_the_transcript_cwd_and_root_overrides_it(tmp_path: Path) -> None:
     root, p = project(tmp_path)
     (tmp_path / "s.jsonl").write_bytes(with_boundary(p))
-    # Run from elsewhere: the transcript's cwd is the root.
-    rows = {r["name"]: r for r in plan_rows(run_cli("restore", "--plan", "--source", "disk", tmp_path / "s.jsonl", cwd=ROOT))}
-    assert rows["src/app.py"]["reason"] == "from disk"
+    # Run from the project, or from a folder above it: the current directory is the root.
+    for here in (root, tmp_path):
+        rows = {r["name"]: r for r in plan_rows(run_cli("restore", "--plan", "--source", "disk", tmp_path / "s.jsonl", cwd=here))}
+        assert rows["src/app.py"]["reason"] == "from disk", here
+    # Run from elsewhere (or from inside the project): nothing is read from disk, whatever the transcript's cwd says.
+    for here in (ROOT, root / "src"):
+        rows = {r["name"]: r for r in plan_rows(run_cli("restore", "--plan", "--source", "disk", tmp_path / "s.jsonl", cwd=here))}
+        assert not rows["src/app.py"]["chosen"] and rows["src/app.py"]["reason"].startswith("not reading files from disk: the transcript's project"), here
     other = tmp_path / "other"
     other.mkdir()
     rows = {r["name"]: r for r in plan_rows(restore_cli(tmp_path / "s.jsonl", "--plan", "--source", "disk", "--root", str(other)))}
@@ -570,7 +576,7 @@ def test_from_supplies_the_history_a_summary_dropped(tmp_path: Path) -> None:
     (tmp_path / "dropped.jsonl").write_bytes(dropped.stdout)
     alone = restore_cli(tmp_path / "dropped.jsonl")
     assert alone.returncode == 0 and alone.stdout == dropped.stdout and b"nothing to restore" in alone.stderr
-    with_from = restore_cli(tmp_path / "dropped.jsonl", "--from", original)
+    with_from = restore_cli(tmp_path / "dropped.jsonl", "--from", original, cwd=root)
     assert with_from.returncode == 0, with_from.stderr.decode()
     added = texts(added_objects(dropped.stdout, with_from.stdout))
     assert [t.split("\n", 1)[0].split(" (")[0] for t in added] == ["[restored file] README.md", "[restored file] src/app.py", "[restored todo list] 2 items"]

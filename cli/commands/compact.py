@@ -12,7 +12,7 @@ import typer
 
 from .. import io
 from ..budget_options import AutocompactPct, Baseline, MaxOutput, Model, NoAutoCompact, Window, budget_settings
-from ..options import Format, InputPaths, Json, OnError
+from ..options import Format, InputPaths, Json, LlmTimeout, OnError
 from ..stages import Now, parse_now
 from ..status import ExitStatus
 
@@ -35,7 +35,8 @@ def compact(
     keep_last: Annotated[Optional[int], typer.Option("--keep-last", help="summarize: keep exactly the last N messages.", min=0, show_default=False)] = None,
     base_url: Annotated[Optional[str], typer.Option("--base-url", help="llm engine: a Messages-API-compatible endpoint.", show_default=False)] = None,
     instructions: Annotated[Optional[str], typer.Option("--instructions", help="llm engine: custom instructions.", show_default=False)] = None,
-    root: Annotated[Optional[str], typer.Option("--root", help="restore: project root files are read from (default: each transcript's cwd).", show_default=False)] = None,
+    timeout: LlmTimeout = None,
+    root: Annotated[Optional[str], typer.Option("--root", help="restore: read files from disk only under this folder (default: the current directory, and only for a transcript whose cwd is in it; else the transcript's own copies).", show_default=False)] = None,
     source: Annotated[str, typer.Option("--source", help="restore: disk | transcript | auto.")] = "auto",
     model: Model = None,
     window: Window = None,
@@ -63,7 +64,7 @@ def compact(
     from ...core.microcompact import MicrocompactConfig
     from ...core.restore import RestoreConfig
     from ...core.summarize import SplitConfig
-    from ...core.summarize_engines import LlmConfig
+    from ...core.summarize_engines import SUMMARY_TIMEOUT, LlmConfig
     from ...summarizing import ENGINES, SummarizeOptions
 
     if engine not in ENGINES:
@@ -78,7 +79,8 @@ def compact(
         from ...core.errors import CtxpipeError
 
         raise CtxpipeError("--engine llm needs ANTHROPIC_API_KEY in the environment")
-    llm = LlmConfig(model or "claude-sonnet-4-5", api_key, base_url or os.environ.get("ANTHROPIC_BASE_URL") or None, instructions)
+    llm = LlmConfig(model or "claude-sonnet-4-5", api_key, base_url or os.environ.get("ANTHROPIC_BASE_URL") or None, instructions,
+                    timeout=SUMMARY_TIMEOUT if timeout is None else timeout)
     options = CompactOptions(
         microcompact=MicrocompactConfig(keep_recent=keep_recent, gap_minutes=gap_minutes, now=moment, force=force),
         collapse=CollapseConfig(now=moment),

@@ -15,7 +15,7 @@ def restore(
     input_format: Format = None,
     output: Output = None,
     from_: Annotated[Optional[str], typer.Option("--from", help="The transcript from before the summary, when the input no longer holds its history.", show_default=False)] = None,
-    root: Annotated[Optional[str], typer.Option("--root", help="Project root files are read from (default: the transcript's cwd).", show_default=False)] = None,
+    root: Annotated[Optional[str], typer.Option("--root", help="Read files from disk only under this folder, links resolved (default: the current directory, and only for a transcript whose cwd is in it; else the transcript's own copies).", show_default=False)] = None,
     source: Annotated[str, typer.Option("--source", help="disk | transcript | auto: where file content comes from (auto: disk when the file is under the root, else the transcript).")] = "auto",
     allow_outside_root: Annotated[bool, typer.Option("--allow-outside-root", help="Read files outside the root too (a transcript is untrusted input: off by default).")] = False,
     plan: Annotated[bool, typer.Option("--plan", help="List every candidate, chosen or not and why, with its tokens; write no transcript.")] = False,
@@ -34,7 +34,8 @@ def restore(
     invoked skills (5,000 tokens each, 25,000 in all) and the latest todo list. Each is its own
     isMeta user entry whose first line says what it is, e.g.
     "[restored file] src/app.py (lines 1-120, 1,850 tokens, from disk)". Files are read from disk
-    only under --root (links resolved).
+    only under --root (links resolved); without it, only under the current directory and only when
+    the transcript's cwd is in it (a transcript is untrusted: it does not choose what is read).
 
     Example:  ctxpipe summarize session.jsonl | ctxpipe restore --root ~/src/app > resumed.jsonl
     """

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..options import Format, InputPath, OnError, Output, Unbuffered
+from ..options import Format, InputPath, LlmTimeout, OnError, Output, Unbuffered
 from ..stages import Ledger, Now, ReportJson, parse_now, run_stage
 
 
@@ -28,7 +28,7 @@ def summarize(
     keep_fraction: Annotated[Optional[float], typer.Option("--keep-fraction", help="Keep the last F (0-1) of the context's tokens instead.", min=0.0, max=1.0, show_default=False)] = None,
     drop_history: Annotated[bool, typer.Option("--drop-history", help="Leave out the lines before the summary (Claude Code keeps them above the boundary).")] = False,
     verify: Annotated[bool, typer.Option("--verify/--no-verify", help="Check the new context still holds the key facts; add what is missing.")] = True,
-    timeout: Annotated[float, typer.Option("--timeout", help="Seconds for one model request.")] = 600.0,
+    timeout: LlmTimeout = None,
     now: Now = None,
     report_json: ReportJson = None,
     ledger: Ledger = None,
@@ -48,7 +48,7 @@ def summarize(
     """
     from ...core.errors import CtxpipeError
     from ...core.summarize import SplitConfig
-    from ...core.summarize_engines import LlmConfig
+    from ...core.summarize_engines import SUMMARY_TIMEOUT, LlmConfig
     from ...summarizing import ENGINES, SummarizeOptions, summarize_entries
     from .. import io
 
@@ -59,7 +59,8 @@ def summarize(
 
     def transform(entries: list, transcript_format: object, measure: object) -> object:
         chosen_model = model or _transcript_model(entries, transcript_format) or "claude-sonnet-4-5"
-        llm = LlmConfig(chosen_model, api_key, base_url or os.environ.get("ANTHROPIC_BASE_URL") or None, instructions, describe_images, timeout=timeout)
+        llm = LlmConfig(chosen_model, api_key, base_url or os.environ.get("ANTHROPIC_BASE_URL") or None, instructions, describe_images,
+                        timeout=SUMMARY_TIMEOUT if timeout is None else timeout)
         options = SummarizeOptions(engine, split, session_memory, path, llm, verify, drop_history, parse_now(now), measure=measure)  # type: ignore[arg-type]
         if engine == "llm" and not api_key:
             raise CtxpipeError("--engine llm needs ANTHROPIC_API_KEY in the environment")
