@@ -365,3 +365,13 @@ def test_json_shown_keeps_the_values_and_is_inert(value: Any) -> None:
     text = json_shown(json.dumps(value, ensure_ascii=False))
     assert json.loads(text) == value
     assert RAW.search(text) is None
+
+
+def test_the_svg_chart_is_well_formed_xml_with_the_name_escaped(files: Files, tmp_path: Path) -> None:
+    from xml.etree import ElementTree
+
+    svg = tmp_path / "chart.svg"
+    result = in_a_pipe(["count", "--svg", svg, files.session])
+    assert result.returncode == 0, result.stderr
+    title = ElementTree.parse(svg).getroot().find("{http://www.w3.org/2000/svg}text")  # XML 1.0 forbids most controls
+    assert title is not None and escaped_name("FILE") in (title.text or "")
