@@ -12,31 +12,27 @@ from __future__ import annotations
 
 import io
 import os
-from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from .atomic import atomic_file
 from .core.convert import ConvertReport, to_api_messages
-from .core.errors import InputError
 from .core.jsonl import OnError, ReadStats, iter_entries, write_entries
 from .core.model import Finding, Transcript
 from .formats import WriteOptions, detect, get
+from .inputs import open_file
 
 
 def read_transcript(
     source: str | os.PathLike[str] | bytes, format: str | None = None, on_error: OnError = "fail"
 ) -> Transcript:
-    """A transcript from a path or from raw JSONL bytes; raises InputError on bad input."""
+    """A transcript from a path (a pipe or a FIFO is read as a stream) or from raw JSONL bytes;
+    raises InputError on bad input."""
+    stream: BinaryIO
     if isinstance(source, bytes):
         name, stream = "<bytes>", io.BytesIO(source)
     else:
         name = str(source)
-        if Path(name).is_dir():
-            raise InputError(name, None, "is a directory, expected a transcript file")
-        try:
-            stream = open(name, "rb")  # noqa: SIM115 - closed below
-        except FileNotFoundError:
-            raise InputError(name, None, "no such file") from None
+        stream = open_file(name)
     with stream:
         entries = list(iter_entries(stream, name, on_error, ReadStats()))
     chosen = get(format) if format else detect(entries, name)

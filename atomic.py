@@ -1,49 +1,237 @@
-"""Writing a file so that a crash at any moment leaves either the old file or the new one."""
+"""Writing outputs so that a crash at any moment leaves either the old file or the new one.
+
+A regular file (or a new path) is written to a temporary file in its folder, fsynced and renamed
+over it. A symbolic link stays a link: the file it points to is the one replaced. What is not a
+regular file — a device (/dev/null, /dev/full), a FIFO, /dev/stdout, /dev/fd/N — is written to
+directly: renaming over it would replace the device node or the pipe with a file. Every failure
+(disk full, file too large, read-only folder) is one CtxpipeError naming the output, and nothing
+partial is left behind.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import io
+import itertools
 import os
+import re
+import shutil
+import stat
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO, cast
 
 from .core.errors import CtxpipeError, InputError
 
 BUFFER = 1 << 20
+# Paths naming a descriptor this process already has: written through a copy of it, so a shell's
+# `>> log` keeps appending (opening the path again would truncate the file behind it).
+# Temporary files being written now: a process about to end without unwinding (inputs.py's
+# handler for a file truncated under its map) removes them first.
+TEMPORARY: set[str] = set()
+_DESCRIPTOR_PATH = re.compile(r"/dev/(?:(?P<std>stdout|stderr)|fd/(?P<fd>\d+))|/proc/self/fd/(?P<proc>\d+)")
+
+
+def write_error(name: str, exc: OSError, what: str = "cannot write") -> CtxpipeError:
+    return CtxpipeError(f"{name}: {what} ({exc.strerror or exc})")
+
+
+class _Sink(io.FileIO):
+    """The descriptor under an output's buffer. A failed write becomes one CtxpipeError naming the
+    output; every write after it is dropped, so closing (which flushes the buffer) cannot fail
+    again, nor print 'Exception ignored' at exit."""
+
+    def __init__(self, descriptor: int, shown: str, closefd: bool = True, pipe_errors: bool = False) -> None:
+        super().__init__(descriptor, "wb", closefd=closefd)
+        self.shown = shown
+        self.failed = False
+        self.pipe_errors = pipe_errors  # stdout: a reader that went away stays a BrokenPipeError (a quiet exit)
+
+    def write(self, data: Any) -> int:
+        if self.failed:
+            return memoryview(data).nbytes
+        try:
+            return super().write(data)  # type: ignore[no-any-return]
+        except BrokenPipeError:
+            self.failed = True
+            if self.pipe_errors:
+                raise
+            raise write_error(self.shown, BrokenPipeError(32, "the reader went away")) from None
+        except OSError as exc:
+            self.failed = True
+            raise write_error(self.shown, exc) from None
+
+
+def writer(descriptor: int, shown: str, closefd: bool = True, pipe_errors: bool = False) -> BinaryIO:
+    """A buffered binary output on `descriptor` whose failures name `shown`."""
+    return cast(BinaryIO, io.BufferedWriter(_Sink(descriptor, shown, closefd, pipe_errors), BUFFER))
+
+
+def _close_quietly(out: BinaryIO) -> None:
+    with contextlib.suppress(Exception):
+        out.close()
+
+
+def _direct_descriptor(path: str | os.PathLike[str]) -> int | None:
+    """A descriptor to write `path` through when it must not be replaced; None for a file to replace."""
+    named = _DESCRIPTOR_PATH.fullmatch(str(path))
+    if named:
+        number = 1 if named["std"] == "stdout" else 2 if named["std"] else int(named["fd"] or named["proc"])
+        if number in (1, 2) and (sys.stdout if number == 1 else sys.stderr) is None:
+            raise CtxpipeError(f"{path}: {'stdout' if number == 1 else 'stderr'} is closed")
+        try:
+            return os.dup(number)
+        except OSError:
+            raise CtxpipeError(f"{path}: not open in this process") from None
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None  # a new file (or one we cannot see: creating it will say why)
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        raise InputError(str(path), None, "is a directory, expected an output file path")
+    try:
+        return os.open(path, os.O_WRONLY | getattr(os, "O_NOCTTY", 0))
+    except OSError as exc:
+        raise write_error(str(path), exc, "cannot open") from None
 
 
 @contextlib.contextmanager
 def atomic_file(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
-    """A temporary file in the target's folder, fsynced and renamed over it when the block ends
-    without error (the old file's mode is kept); removed when it does not."""
-    target = Path(path)
-    if target.is_dir():
-        raise InputError(str(path), None, "is a directory, expected an output file path")
-    folder = target.parent if str(target.parent) else Path(".")
+    """An output for `path`, there only when the block ends without error (see the module doc)."""
+    shown = str(path)
+    descriptor = _direct_descriptor(path)
+    if descriptor is not None:
+        out = writer(descriptor, shown)
+        try:
+            yield out
+            out.flush()
+        except BaseException:
+            _close_quietly(out)
+            raise
+        _close_quietly(out)
+        return
+    target = Path(os.path.realpath(path))  # a link's own file is the one replaced
+    folder = target.parent
     try:
         handle, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
     except OSError as exc:
-        raise CtxpipeError(f"{path}: cannot write here ({exc.strerror or exc})") from None
+        raise write_error(shown, exc, "cannot write here") from None
+    TEMPORARY.add(temp_name)
+    out = writer(handle, shown)
     try:
-        with os.fdopen(handle, "wb", buffering=BUFFER) as out:
-            yield out
-            out.flush()
-            os.fsync(out.fileno())
-        if target.exists():
-            with contextlib.suppress(OSError):
-                os.chmod(temp_name, target.stat().st_mode & 0o7777)
-        else:
-            os.chmod(temp_name, 0o666 & ~_umask())
-        os.replace(temp_name, target)
+        yield out
+        out.flush()
+        _sync(handle, shown)
+        _copy_owner_and_mode(target, temp_name)
+        out.close()
+        try:
+            os.replace(temp_name, target)
+        except OSError as exc:
+            raise write_error(shown, exc, "cannot replace") from None
     except BaseException:
+        _close_quietly(out)
         with contextlib.suppress(OSError):
             os.unlink(temp_name)
         raise
+    finally:
+        TEMPORARY.discard(temp_name)
+    sync_folder(folder)
+
+
+def _sync(descriptor: int, shown: str) -> None:
+    try:
+        os.fsync(descriptor)
+    except OSError as exc:
+        raise write_error(shown, exc) from None
+
+
+def sync_folder(folder: str | os.PathLike[str]) -> None:
+    """Make a rename or a new name in `folder` survive a crash (where the system allows it)."""
+    with contextlib.suppress(OSError):
+        descriptor = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+
+
+def _copy_owner_and_mode(target: Path, temp_name: str) -> None:
+    """The replacement keeps the old file's permissions (and owner, when we may set it); a new file
+    gets the usual 0666 less the umask."""
+    try:
+        old = target.stat()
+    except OSError:
+        os.chmod(temp_name, 0o666 & ~_umask())
+        return
+    with contextlib.suppress(OSError):
+        if (old.st_uid, old.st_gid) != (os.getuid(), os.getgid()):
+            os.chown(temp_name, old.st_uid, old.st_gid)
+    with contextlib.suppress(OSError):
+        os.chmod(temp_name, old.st_mode & 0o7777)
 
 
 def _umask() -> int:
     current = os.umask(0)
     os.umask(current)
     return current
+
+
+def keep_backup(path: str, suffix: str, data: Any) -> str:
+    """Keep `data` (the original's bytes) as PATH+SUFFIX, or PATH+SUFFIX.1, .2, … when that name is
+    taken: written whole and fsynced under a temporary name first, then given a name that is not
+    in use (a hard link cannot take over an existing file), so no backup is ever overwritten and
+    none is ever half-written. Returns the name used."""
+    base = path + suffix
+    folder = os.path.dirname(base) or "."
+    try:
+        handle, temp_name = tempfile.mkstemp(prefix=f".{os.path.basename(base)}.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise write_error(base, exc, "cannot write the backup here") from None
+    TEMPORARY.add(temp_name)
+    out = writer(handle, base)
+    try:
+        out.write(data)
+        out.flush()
+        _sync(handle, base)
+        with contextlib.suppress(OSError):
+            shutil.copystat(path, temp_name)  # the original's mode and times
+        out.close()
+        name = _claim_name(temp_name, base)
+    finally:
+        _close_quietly(out)
+        with contextlib.suppress(OSError):
+            os.unlink(temp_name)
+        TEMPORARY.discard(temp_name)
+    sync_folder(folder)
+    return name
+
+
+def _claim_name(temp_name: str, base: str) -> str:
+    for number in itertools.count():
+        name = base if number == 0 else f"{base}.{number}"
+        try:
+            os.link(temp_name, name)
+            return name
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            if os.path.lexists(name):
+                continue
+            if exc.errno is None or not _no_hard_links(exc):
+                raise write_error(name, exc) from None
+            # A file system without hard links: a rename, checked just before (a small race).
+            try:
+                os.rename(temp_name, name)
+            except OSError as rename_exc:
+                raise write_error(name, rename_exc) from None
+            return name
+    raise AssertionError("unreachable")
+
+
+def _no_hard_links(exc: OSError) -> bool:
+    return exc.errno in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK, errno.ENOSYS)

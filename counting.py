@@ -6,14 +6,9 @@ active context only; `full` parses every line (for breakdowns, the largest entri
 
 from __future__ import annotations
 
-import contextlib
-import mmap
-import os
-import sys
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from .core.budget import ONE_MILLION, BudgetSettings, Thresholds, model_window, thresholds, truthy
@@ -34,13 +29,13 @@ from .core.count import (
     usage_prompt,
     usage_tokens,
 )
-from .core.errors import InputError
 from .core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries, iter_entries
 from .core.model import Message
 from .core.stage import line_bytes
 from .core.tokens import TextCounter, counter_named
 from .formats import claim, detect, get
 from .formats.claude_code import is_compact_boundary
+from .inputs import mapped  # re-exported: the commands open their inputs through counting
 
 DEFAULT_TOKENIZER = "calibrated"
 SMALL_FILE = 64 << 10  # bytes: read whole even when only the end is needed
@@ -132,29 +127,6 @@ class FileCount:
             if value is not None:
                 data[key] = value
         return data
-
-
-@contextlib.contextmanager
-def mapped(path: str | None) -> Iterator[Any]:
-    """The whole input as a bytes-like object: an mmap for files, bytes for stdin."""
-    if path in (None, "-"):
-        yield sys.stdin.buffer.read()
-        return
-    target = Path(path)
-    if target.is_dir():
-        raise InputError(str(path), None, "is a directory, expected a transcript file")
-    try:
-        handle = open(target, "rb")  # noqa: SIM115 - closed below
-    except FileNotFoundError:
-        raise InputError(str(path), None, "no such file") from None
-    except OSError as exc:
-        raise InputError(str(path), None, exc.strerror or str(exc)) from None
-    with handle:
-        if os.fstat(handle.fileno()).st_size == 0:
-            yield b""
-            return
-        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buffer:
-            yield buffer
 
 
 def _first_line_format(buffer: Any, source: str) -> str:

@@ -5,24 +5,30 @@ from __future__ import annotations
 import functools
 import io
 import os
+import signal
 import sys
 from collections.abc import Callable
+from typing import NoReturn
 
-import typer
-
-from .commands.api_edits import api_edits
-from .commands.collapse import collapse
-from .commands.compact import compact
-from .commands.convert import convert
-from .commands.count import count
-from .commands.expand import expand
-from .commands.microcompact import microcompact
-from .commands.restore import restore
-from .commands.snip import snip
-from .commands.summarize import summarize
-from .commands.validate import validate
-from .commands.warn import warn
 from .status import ExitStatus
+
+try:
+    import typer
+
+    from .commands.api_edits import api_edits
+    from .commands.collapse import collapse
+    from .commands.compact import compact
+    from .commands.convert import convert
+    from .commands.count import count
+    from .commands.expand import expand
+    from .commands.microcompact import microcompact
+    from .commands.restore import restore
+    from .commands.snip import snip
+    from .commands.summarize import summarize
+    from .commands.validate import validate
+    from .commands.warn import warn
+except KeyboardInterrupt:  # Ctrl-C while starting up: as quiet as at any other moment
+    raise SystemExit(ExitStatus.INTERRUPTED) from None
 
 HELP = """Manage the context window of saved AI coding-agent sessions (Claude Code JSONL and more).
 
@@ -52,7 +58,8 @@ def pipe_safe(command: Callable[..., None]) -> Callable[..., None]:
     def run(*args: object, **kwargs: object) -> None:
         try:
             command(*args, **kwargs)
-            sys.stdout.flush()
+            if sys.stdout is not None:
+                sys.stdout.flush()
         except BrokenPipeError:
             raise PipeClosed() from None
 
@@ -65,12 +72,22 @@ app.command("api-edits")(pipe_safe(api_edits))
 
 
 def main() -> None:
-    """Console entry point: one place for bad input, broken pipes and interrupts."""
+    """Console entry point: one place for bad input, broken pipes, failed writes and interrupts."""
+    try:
+        _main()
+    except KeyboardInterrupt:  # at any moment, even while an error is being reported
+        _interrupted()
+
+
+def _main() -> None:
     from typer.exceptions import Abort, TyperException
 
-    from ..core.errors import CtxpipeError
+    from ..core.errors import CtxpipeError, InputError
+    from ..inputs import guard_truncation
     from .terminal import shown
 
+    _hold_standard_descriptors()
+    guard_truncation(lambda name: f"ctxpipe: error: {shown(InputError(name, None, 'changed while being read'))}", ExitStatus.ERROR)
     try:
         # standalone_mode=False: click would otherwise turn a closed pipe into exit 1 itself.
         status = app(prog_name="ctxpipe", standalone_mode=False)
@@ -94,14 +111,43 @@ def main() -> None:
         sys.exit(ExitStatus.ERROR)
     except (BrokenPipeError, PipeClosed):
         _quiet_broken_pipe()
-    except KeyboardInterrupt:
-        sys.exit(ExitStatus.INTERRUPTED)
+    except OSError as exc:  # a failure no command put into words, e.g. a table printed to a full stdout
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"ctxpipe: error: {shown(where + (exc.strerror or str(exc)))}", file=sys.stderr)
+        _detach_stdout()
+        sys.exit(ExitStatus.ERROR)
     sys.exit(status if isinstance(status, int) else ExitStatus.OK)
+
+
+def _interrupted() -> NoReturn:
+    # Ctrl-C: the `with` blocks have removed their temporary files on the way out. A second Ctrl-C
+    # while the interpreter shuts down ends it at once, by the signal (the shell still sees 130).
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    sys.exit(ExitStatus.INTERRUPTED)
+
+
+def _hold_standard_descriptors() -> None:
+    # Started with `>&-` or `2>&-`: descriptors 0–2 get /dev/null, so no file opened later takes one
+    # of their numbers (a message for stderr would land in it); sys.stdout stays None, so output
+    # still fails with "stdout is closed". Messages for a closed stderr are dropped, not printed
+    # to stdout (print(file=None) would).
+    for number in (0, 1, 2):
+        try:
+            os.fstat(number)
+        except OSError:
+            os.open(os.devnull, os.O_RDWR)  # the lowest free number: this one
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - for the life of the process
 
 
 def _quiet_broken_pipe() -> None:
     # The reader went away (`| head`): point stdout at devnull so the interpreter's final flush
     # cannot raise again, and end quietly with success, as ripgrep and jc do.
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
+    _detach_stdout()
     sys.exit(ExitStatus.OK)
+
+
+def _detach_stdout() -> None:
+    if sys.stdout is not None:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())

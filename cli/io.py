@@ -13,16 +13,15 @@ import os
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, BinaryIO
 
-from ..atomic import atomic_file
-from ..core.errors import InputError
+from ..atomic import atomic_file, writer
+from ..core.errors import CtxpipeError
 from ..core.jsonl import Entry, OnError, ReadStats, iter_entries, write_entries
 from ..formats import SNIFF_LINES, TranscriptFormat, claim, detect, get
+from ..inputs import STDIN, is_regular, open_file, stdin_stream
 from .terminal import json_shown, shown
 
-STDIN = "-"
 OUTPUT_BUFFER = 1 << 20
 
 
@@ -32,22 +31,12 @@ def source_name(path: str | None) -> str:
 
 @contextlib.contextmanager
 def open_input(path: str | None) -> Iterator[BinaryIO]:
-    """A binary stream for a path or stdin; a missing file or a folder is bad input (exit 1)."""
+    """A binary stream for a path or stdin (a pipe, a FIFO or a device is read as the stream it is);
+    a missing file or a folder is bad input (exit 1)."""
     if path in (None, STDIN):
-        yield sys.stdin.buffer
+        yield stdin_stream()
         return
-    target = Path(path)
-    if target.is_dir():
-        raise InputError(str(path), None, "is a directory, expected a transcript file")
-    try:
-        stream = open(target, "rb", buffering=OUTPUT_BUFFER)
-    except FileNotFoundError:
-        raise InputError(str(path), None, "no such file") from None
-    except PermissionError:
-        raise InputError(str(path), None, "permission denied") from None
-    except OSError as exc:
-        raise InputError(str(path), None, exc.strerror or str(exc)) from None
-    with stream:
+    with open_file(path, buffering=OUTPUT_BUFFER) as stream:
         yield stream
 
 
@@ -77,14 +66,33 @@ def stream_entries(stream: BinaryIO, source: str, format_name: str | None, on_er
 
 @contextlib.contextmanager
 def open_output(path: str | None) -> Iterator[BinaryIO]:
-    """stdout, or a temporary file renamed over `path` only when the block finishes without error."""
+    """stdout, or `path` written atomically (atomic.py: a regular file is replaced only when the
+    block finishes without error; a device or a FIFO is written to). A failed write is one error."""
     if path in (None, STDIN):
-        out = sys.stdout.buffer
-        yield out
-        out.flush()
+        if sys.stdout is None:  # started with `>&-`
+            raise CtxpipeError("stdout is closed: nowhere to write the output (give -o FILE, or redirect it)")
+        sys.stdout.flush()
+        out = writer(sys.stdout.fileno(), "stdout", closefd=False, pipe_errors=True)
+        try:
+            yield out
+            out.flush()
+        finally:
+            out.close()  # after a failure, a no-op: nothing more is written
         return
+    _warn_hard_links(path)
     with atomic_file(path) as out:
         yield out
+
+
+def _warn_hard_links(path: str) -> None:
+    # The file is replaced, not rewritten, so a crash never leaves it half-written: its other names
+    # (hard links) keep the old content, as with `sed -i`. A symbolic link is followed instead.
+    with contextlib.suppress(OSError):
+        links = os.stat(path).st_nlink
+        if links > 1 and is_regular(path):
+            others = links - 1
+            warn(f"{path}: has {others} other hard link{'s' if others != 1 else ''}; replaced by a new file, "
+                 f"{'they keep' if others != 1 else 'it keeps'} the old content")
 
 
 def write_transcript(entries: Iterable[Entry], out: BinaryIO, unbuffered: bool = False) -> None:
@@ -113,14 +121,13 @@ def error(message: str) -> None:
 
 
 def stdout_is_terminal() -> bool:
-    return sys.stdout.isatty()
+    return sys.stdout is not None and sys.stdout.isatty()
 
 
 def write_json_lines(objects: Iterable[dict[str, Any]]) -> None:
-    out = sys.stdout.buffer
-    for obj in objects:
-        out.write(json_bytes(obj))
-    out.flush()
+    with open_output(None) as out:
+        for obj in objects:
+            out.write(json_bytes(obj))
 
 
 def json_bytes(obj: Any, indent: bool = False) -> bytes:

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable
+import stat
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from typing import Annotated, Any, Optional
 
 import orjson
 import typer
 
+from ..atomic import write_error
 from ..core.errors import UnsupportedError
 import io as io_module
 
 from ..core.jsonl import Entry, ReadStats, iter_entries
 from ..core.stage import Outcome, ledger_record, line_bytes
+from ..inputs import view
 from . import io
 from .options import format_name
 
@@ -68,26 +72,24 @@ def run_stage(
         # Measured as `count --on-error skip` would: a bad line the stage passes through unparsed is no reason to fail.
         counting = CountOptions(format=transcript_format.name, on_error="skip")
         before = count_buffer(buffer, source, counting).count.tokens
-        with memoryview(buffer)[:offset] as prefix:  # released however the stage ends, so the mmap can close
+        with view(buffer, 0, offset) as prefix:  # released however the stage ends, so the mmap can close
             outcome = transform(entries, transcript_format, region_measure(prefix, source, counting))
-            with io.open_output(output) as out:
-                if not outcome.changed and not stats.skipped:
-                    out.write(buffer)
-                    after = before
+            record = None
+            if not outcome.changed and not stats.skipped:
+                pieces, after = [buffer], before
+            else:
+                if ledger and outcome.changed:
+                    with view(buffer, offset) as region:
+                        record, pieces = ledger_record(name, prefix, entries, outcome.entries, outcome.removed, region)
                 else:
-                    if ledger and outcome.changed:
-                        with memoryview(buffer)[offset:] as region:
-                            record, pieces = ledger_record(name, prefix, entries, outcome.entries, outcome.removed, region)
-                        # Appended before the output is written, so the next stage of a pipe appends after it.
-                        append_ledger(ledger, record)
-                    else:
-                        pieces = line_bytes(outcome.entries)
-                    after = count_buffer(b"".join([prefix, *pieces]), source, counting).count.tokens
-                    out.write(prefix)
-                    for piece in pieces:
-                        out.write(piece)
-                        if unbuffered:
-                            out.flush()
+                    pieces = line_bytes(outcome.entries)
+                after = count_buffer(b"".join([prefix, *pieces]), source, counting).count.tokens
+                pieces = [prefix, *pieces]
+            with ledger_kept(ledger, record), io.open_output(output) as out:
+                for piece in pieces:
+                    out.write(piece)
+                    if unbuffered:
+                        out.flush()
     outcome.report.update({"tokens_before": before, "tokens_after": after, "tokens_freed": before - after})
     io.report_skipped(stats, source)
     io.note(stage_note(name, outcome.note, before, after, outcome.changed))
@@ -102,15 +104,64 @@ def stage_note(name: str, note: str, before: int, after: int, changed: bool) -> 
     return f"{name}: {note}" + (f"; {before:,} → {after:,} tokens" if changed else "")
 
 
-def append_ledger(path: str, record: dict[str, Any]) -> None:
-    line = orjson.dumps(record) + b"\n"
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+@contextlib.contextmanager
+def ledger_kept(path: str | None, record: dict[str, Any] | None) -> Iterator[None]:
+    """The ledger around writing a stage's output. The record goes in first, so the next stage of a
+    pipe appends after it, and comes out again when the output cannot be written. A run with nothing
+    to record leaves an empty ledger, which is a valid one: expand then has nothing to undo."""
+    if path is None:
+        yield
+        return
+    if record is None:
+        yield
+        os.close(_open_ledger(path))
+        return
+    start, end = append_ledger(path, record)
     try:
-        written = 0
-        while written < len(line):
-            written += os.write(descriptor, line[written:])
+        yield
+    except BaseException:
+        _take_back(path, start, end)
+        raise
+
+
+def append_ledger(path: str, record: dict[str, Any]) -> tuple[int, int]:
+    """Append one record, whole and synced, or nothing (a half line would stop expand); its byte span."""
+    line = orjson.dumps(record) + b"\n"
+    descriptor = _open_ledger(path)
+    try:
+        start = os.lseek(descriptor, 0, os.SEEK_END)
+        try:
+            written = 0
+            while written < len(line):
+                written += os.write(descriptor, line[written:])
+            if stat.S_ISREG(os.fstat(descriptor).st_mode):
+                os.fsync(descriptor)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.ftruncate(descriptor, start)
+            raise write_error(path, exc, "cannot write the ledger") from None
+        return start, start + len(line)
     finally:
         os.close(descriptor)
+
+
+def _open_ledger(path: str) -> int:
+    try:
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    except OSError as exc:
+        raise write_error(path, exc, "cannot write the ledger") from None
+
+
+def _take_back(path: str, start: int, end: int) -> None:
+    """Remove the record at [start, end) again, if it is still the ledger's last line."""
+    with contextlib.suppress(OSError):
+        descriptor = os.open(path, os.O_WRONLY)
+        try:
+            if os.fstat(descriptor).st_size == end and stat.S_ISREG(os.fstat(descriptor).st_mode):
+                os.ftruncate(descriptor, start)
+                os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
 
 
 def print_report(report: dict[str, Any]) -> None:

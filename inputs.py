@@ -1,0 +1,160 @@
+"""Opening inputs: a path or stdin, whatever kind of file it is.
+
+A regular file is memory-mapped (count reads only its end); anything else — stdin, a pipe, a FIFO,
+`<(…)`, a character device, a file in /proc that claims 0 bytes — has no size to map, so it is
+read whole. Missing, unreadable and folder inputs are bad input (InputError), never a traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import stat
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from .atomic import TEMPORARY
+from .core.errors import InputError
+
+STDIN = "-"
+
+
+def open_file(path: str | os.PathLike[str], buffering: int = -1) -> BinaryIO:
+    """`path` opened for reading; a missing, forbidden or folder path is bad input."""
+    name = str(path)
+    if Path(path).is_dir():
+        raise InputError(name, None, "is a directory, expected a transcript file")
+    try:
+        return open(path, "rb", buffering=buffering)  # noqa: SIM115 - the caller closes it
+    except FileNotFoundError:
+        raise InputError(name, None, "no such file") from None
+    except PermissionError:
+        raise InputError(name, None, "permission denied") from None
+    except OSError as exc:
+        raise InputError(name, None, exc.strerror or str(exc)) from None
+
+
+def read_all(stream: BinaryIO, name: str) -> bytes:
+    try:
+        return stream.read()
+    except OSError as exc:  # e.g. stdin redirected from a folder, or a device that fails
+        raise InputError(name, None, f"cannot read: {exc.strerror or exc}") from None
+
+
+def stdin_stream() -> BinaryIO:
+    if sys.stdin is None:  # started with `<&-`
+        raise InputError(STDIN, None, "stdin is closed")
+    return sys.stdin.buffer
+
+
+def is_regular(path: str | os.PathLike[str]) -> bool:
+    """Whether `path` (a symbolic link followed) is a regular file, the only kind that is mapped or replaced."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def mapped(path: str | None) -> Iterator[Any]:
+    """The whole input as a bytes-like object: an mmap for a regular file, bytes for anything else."""
+    if path in (None, STDIN):
+        yield read_all(stdin_stream(), STDIN)
+        return
+    name = str(path)
+    with open_file(name) as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size == 0:
+            yield read_all(handle, name)
+            return
+        try:
+            buffer = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError):  # a file system that cannot map (some FUSE ones)
+            yield read_all(handle, name)
+            return
+        _MAPPED.append(_truncation_message(name))
+        _arm_truncation_guard()
+        try:
+            yield buffer
+        except BaseException:
+            # Ctrl-C or an error: a view of the map may still be held by the traceback's frames,
+            # and closing under it raises BufferError. The map goes when the last view does.
+            with contextlib.suppress(BufferError):
+                buffer.close()
+            raise
+        else:
+            buffer.close()
+        finally:
+            _MAPPED.pop()
+
+
+@contextlib.contextmanager
+def view(buffer: Any, start: int = 0, stop: int | None = None) -> Iterator[memoryview]:
+    """buffer[start:stop] without a copy, released when the block ends so the map can close (quietly
+    when an exception, Ctrl-C included, leaves views of it in the traceback)."""
+    part = memoryview(buffer)[start:stop]
+    try:
+        yield part
+    except BaseException:
+        with contextlib.suppress(BufferError):
+            part.release()
+        raise
+    part.release()
+
+
+# --- a file truncated while it is mapped ------------------------------------------------------
+#
+# Reading a page of a map past the file's new end raises SIGBUS; the faulting instruction runs
+# again after any handler that returns, so Python's signal module (which only sets a flag) would
+# loop forever. A C-level handler registered through ctypes runs Python code at once instead (the
+# faulting thread holds the GIL, and PyGILState_Ensure accepts that): it writes one line and exits.
+# Reading without a map would cost count its tail-first read of big files (it would read all of
+# every file) and the memory to hold them.
+
+_MAPPED: list[bytes] = []  # the message for each file mapped now, innermost last
+_GUARD: dict[str, Any] = {}
+
+
+def guard_truncation(message: Callable[[str], str], status: int) -> None:
+    """From now on, a file truncated while it is mapped ends the process with `message(file)` on
+    stderr and exit `status`, instead of a bare SIGBUS. For programs: it takes over SIGBUS for the
+    whole process (armed on the first map, so a run that maps nothing pays nothing)."""
+    _GUARD.update(message=message, status=status)
+
+
+def _truncation_message(name: str) -> bytes:
+    describe = _GUARD.get("message")
+    return (describe(name) + "\n").encode("utf-8", "backslashreplace") if describe else b""
+
+
+def _arm_truncation_guard() -> None:
+    if "message" not in _GUARD or "handler" in _GUARD:
+        return
+    _GUARD["handler"] = None  # one attempt only
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None)
+        install = libc.signal
+        install.restype = ctypes.c_void_p
+        install.argtypes = [ctypes.c_int, ctypes.c_void_p]
+        handler = ctypes.CFUNCTYPE(None, ctypes.c_int)(_on_sigbus)
+        _GUARD.update(handler=handler, install=install, signum=signal.SIGBUS)  # kept: the handler must outlive this call
+        install(signal.SIGBUS, ctypes.cast(handler, ctypes.c_void_p))
+    except (ImportError, AttributeError, OSError):  # no ctypes, no libc, no SIGBUS: the default stays
+        pass
+
+
+def _on_sigbus(signum: int) -> None:
+    if not _MAPPED or not _MAPPED[-1]:  # not ours to explain: the default action runs when the fault repeats
+        _GUARD["install"](_GUARD["signum"], None)
+        return
+    for name in list(TEMPORARY):
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+    os.write(2, _MAPPED[-1])
+    os._exit(_GUARD["status"])
