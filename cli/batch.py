@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import multiprocessing
 import os
-from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+import signal
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
 from ..core.errors import CtxpipeError
@@ -56,6 +59,26 @@ def _install(failures: Any) -> None:
     _SHARED_FAILURES = failures
 
 
+def _start_worker(failures: Any) -> None:
+    # Ctrl-C reaches every process of the terminal's group: a worker finishes the file it is writing
+    # (each is replaced atomically anyway) while the parent cancels the rest and exits 130.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _install(failures)
+
+
+def find_inputs(paths: Sequence[str], subagents: bool) -> list[Any]:
+    """The session files below `paths`, with one warning per file left out; none at all is a usage error."""
+    import typer
+
+    from ..sessions import find_sessions
+    from . import io
+
+    files = find_sessions(paths, subagents, on_skip=lambda shown, why: io.warn(f"{shown}: skipped: {why}"))
+    if not files:
+        raise typer.BadParameter("no session files (*.jsonl) found", param_hint="PATHS")
+    return files
+
+
 def worker_breaker() -> Any:
     """The batch's shared breaker in a worker; the process's own one otherwise."""
     if _SHARED_FAILURES is not None:
@@ -82,14 +105,30 @@ def run_all(job: Callable[[Item], Any], items: Sequence[Item], jobs: int, total_
     # Forked workers share the parent's heap (typer, pydantic, …); without freezing it, every
     # collection in a worker walks those objects and copies their pages.
     gc.freeze()
-    if on_done is None:
-        chunk = max(1, len(items) // (jobs * 32))  # small chunks: sessions differ a lot in size
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_install, initargs=(failures,)) as pool:
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_start_worker, initargs=(failures,))
+    with _stopped_cleanly(pool):
+        if on_done is None:
+            chunk = max(1, len(items) // (jobs * 32))  # small chunks: sessions differ a lot in size
             return list(pool.map(_guarded, [job] * len(items), items, chunksize=chunk))
-    ordered: list[tuple[bool, Any] | None] = [None] * len(items)
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_install, initargs=(failures,)) as pool:
+        ordered: list[tuple[bool, Any] | None] = [None] * len(items)
         futures = {pool.submit(_guarded, job, item): index for index, item in enumerate(items)}
         for future in as_completed(futures):
             ordered[futures[future]] = future.result()
             on_done(ordered[futures[future]][0])  # type: ignore[index]
-    return ordered  # type: ignore[return-value]
+        return ordered  # type: ignore[return-value]
+
+
+@contextlib.contextmanager
+def _stopped_cleanly(pool: Executor) -> Iterator[None]:
+    """Shut a pool down: on Ctrl-C without starting what is still queued; a worker that died (killed,
+    out of memory, a file truncated under it) is one error, not a traceback."""
+    try:
+        yield
+    except BrokenProcessPool:
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise CtxpipeError("a worker process ended abruptly (see above); files written so far are complete, "
+                           "the others unchanged") from None
+    except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -20,9 +19,9 @@ from ..status import ExitStatus
 def compact(
     paths: InputPaths = None,
     input_format: Format = None,
-    out_dir: Annotated[Optional[str], typer.Option("--out-dir", help="Write each result here, mirroring the input tree.", show_default=False)] = None,
+    out_dir: Annotated[Optional[str], typer.Option("--out-dir", help="Write each result here: a file given by name as DIR/NAME, the files of a folder given at the same place below DIR. Two results for one path, or one over an input, is a usage error before anything is written.", show_default=False)] = None,
     in_place: Annotated[bool, typer.Option("--in-place", help="Replace each file atomically (temp file in the same folder, fsync, rename).")] = False,
-    backup: Annotated[Optional[str], typer.Option("--backup", help="With --in-place: keep the original as FILE+SUFFIX.", show_default=False)] = None,
+    backup: Annotated[Optional[str], typer.Option("--backup", help="With --in-place: keep each original that changes as FILE+SUFFIX (FILE+SUFFIX.1, .2, … when that exists; never overwritten), written and synced before FILE is replaced.", show_default=False)] = None,
     jobs: Annotated[int, typer.Option("--jobs", "-j", help="Worker processes (0: one per core).", min=0)] = 0,
     force: Annotated[bool, typer.Option("--force", help="Summarize even below the autocompact threshold (microcompact is forced too).")] = False,
     target_tokens: Annotated[Optional[int], typer.Option("--target-tokens", help="Summarize when the context is above this many tokens.", show_default=False)] = None,
@@ -71,8 +70,10 @@ def compact(
         raise typer.BadParameter(f"expected one of {', '.join(ENGINES)}", param_hint="--engine")
     if in_place and out_dir:
         raise typer.BadParameter("give --in-place or --out-dir, not both", param_hint="--in-place")
-    if backup and not in_place:
+    if backup is not None and not in_place:
         raise typer.BadParameter("--backup goes with --in-place", param_hint="--backup")
+    if backup is not None and (not backup or "/" in backup or os.sep in backup):
+        raise typer.BadParameter("expected a suffix for the file name, such as .bak", param_hint="--backup")
     moment = parse_now(now)
     api_key = os.environ.get("ANTHROPIC_API_KEY") or None
     if engine == "llm" and not api_key:
@@ -102,6 +103,8 @@ def compact(
         return
     if not paths or paths == [io.STDIN]:
         raise typer.BadParameter("--out-dir and --in-place need files or folders, not stdin", param_hint="PATHS")
+    if not out_dir and not in_place:
+        raise typer.BadParameter("several files or a folder need --out-dir DIR or --in-place (one file alone goes to stdout)", param_hint="PATHS")
     _batch(paths, options, out_dir, in_place, backup, jobs, subagents, json_output)
 
 
@@ -127,50 +130,93 @@ def _say(report: dict[str, Any]) -> None:
     io.note(f"compact: {report['file']}: {report['tokens_before']:,} → {report['tokens_after']:,} tokens")
 
 
-def _target(file: Any, given: list[str], out_dir: str | None, in_place: bool) -> Path:
+def _target(file: Any, given: list[str], out_dir: str, in_place: bool) -> Path:
     if in_place:
         return Path(file.path)
     for root in given:
         base = Path(root).expanduser()
         if base.is_dir():
             try:
-                return Path(out_dir) / Path(file.path).relative_to(base)  # type: ignore[arg-type]
+                return Path(out_dir) / Path(file.path).relative_to(base)
             except ValueError:
                 continue
-    return Path(out_dir) / Path(file.path).name  # type: ignore[arg-type]
+    return Path(out_dir) / Path(file.path).name
+
+
+def _plan(files: list[Any], given: list[str], out_dir: str | None, in_place: bool) -> list[tuple[str, str, str]]:
+    """(path, shown, target) for each file, checked before anything is written: no two results for
+    one target, no result over an input (only --in-place replaces inputs), no in-place rewrite of
+    what is not a regular file. (find_sessions already lists each file once.)"""
+    from ...inputs import is_regular
+
+    inputs = {os.path.realpath(f.path): f.shown for f in files}
+    written: dict[str, str] = {}
+    items = []
+    for file in files:
+        if in_place and not is_regular(file.path):
+            raise typer.BadParameter(f"{file.shown}: not a regular file; --in-place replaces regular files only", param_hint="PATHS")
+        target = str(_target(file, given, out_dir or "", in_place))
+        key = os.path.realpath(target)
+        if not in_place and key in inputs:
+            raise typer.BadParameter(f"the result for {file.shown} would replace the input {inputs[key]}; "
+                                     "choose another --out-dir, or use --in-place", param_hint="--out-dir")
+        if key in written:
+            raise typer.BadParameter(f"{written[key]} and {file.shown} would both be written to {target}; "
+                                     "give their common folder instead (its tree is mirrored below --out-dir), or run them separately",
+                                     param_hint="--out-dir")
+        written[key] = file.shown
+        items.append((str(file.path), file.shown, target))
+    return items
+
+
+def _version(path: str) -> tuple[int, ...] | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
 
 
 def compact_one(item: tuple[str, str, str], options: Any, backup: str | None) -> dict[str, Any]:
-    """Worker: compact one file into its target, atomically. Runs in a worker process."""
+    """Worker: compact one file into its target, atomically. In place, the original is kept first
+    (with --backup: complete and synced under a name no other file has), and it is replaced only if
+    nothing wrote to it meanwhile. Runs in a worker process."""
+    from ...atomic import keep_backup, write_error
     from ...compacting import compact_buffer
-    from ...counting import mapped
+    from ...core.errors import InputError
+    from ...inputs import mapped
     from ..batch import worker_breaker
-    from ..io import open_output
 
     path, shown, target = item
+    in_place = path == target
+    read = _version(path)
     with mapped(path) as buffer:
         pieces, report = compact_buffer(buffer, shown, replace(options, summarize=replace(options.summarize, transcript_path=path)), worker_breaker())
-    Path(target).parent.mkdir(parents=True, exist_ok=True)
-    if backup and report["changed"]:
-        shutil.copy2(path, path + backup)
-    if report["changed"] or path != target:
-        with open_output(target) as out:
-            for piece in pieces:
-                out.write(piece)
-    report["output"] = target
+        report["output"] = target
+        if in_place and not report["changed"]:
+            return report
+        if backup and report["changed"]:
+            report["backup"] = keep_backup(path, backup, buffer)  # the very bytes compacted
+    folder = Path(target).parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise write_error(str(folder), exc, "cannot create the folder") from None
+    with io.open_output(target) as out:
+        for piece in pieces:
+            out.write(piece)
+        if in_place and _version(path) != read:  # e.g. a session still being written: its new lines would be lost
+            raise InputError(shown, None, "changed while being compacted (is a program still writing it?); left as it was")
     return report
 
 
 def _batch(paths: list[str], options: Any, out_dir: str | None, in_place: bool, backup: str | None, jobs: int, subagents: bool, json_output: bool) -> None:
     import functools
 
-    from ...sessions import find_sessions
-    from ..batch import default_jobs, run_all
+    from ..batch import default_jobs, find_inputs, run_all
 
-    files = find_sessions(paths, subagents)
-    if not files:
-        raise typer.BadParameter("no session files (*.jsonl) found", param_hint="PATHS")
-    items = [(str(f.path), f.shown, str(_target(f, paths, out_dir, in_place))) for f in files]
+    files = find_inputs(paths, subagents)
+    items = _plan(files, paths, out_dir, in_place)
     job = functools.partial(compact_one, options=options, backup=backup)
     with io.batch_progress(len(items)) as advance:
         results = run_all(job, items, jobs or default_jobs(), sum(f.size for f in files), on_done=advance, shared_breaker=True)
@@ -180,6 +226,10 @@ def _batch(paths: list[str], options: Any, out_dir: str | None, in_place: bool, 
         io.write_json_lines([{k: v for k, v in r.items() if k != "stages"} | {"stages": r["stages"]} for r in reports])
     else:
         _table(reports)
+    numbered = [r["backup"] for r in reports if r.get("backup") and r["backup"] != f"{r['output']}{backup}"]
+    if numbered:
+        io.note(f"compact: {len(numbered)} {'backup names were' if len(numbered) > 1 else 'backup name was'} taken: "
+                f"kept the original as {numbered[0]}{' (and so on)' if len(numbered) > 1 else ''}")
     for shown, failure in failures:
         io.error(str(failure))
     if failures:

@@ -65,8 +65,7 @@ def count(
     Example:  ctxpipe count ~/.claude/projects/-home-me-app/
     """
     from ...counting import CountOptions, count_file
-    from ...sessions import find_sessions
-    from ..batch import default_jobs, run_all
+    from ..batch import default_jobs, find_inputs, run_all
 
     options = CountOptions(
         tokenizer=tokenizer.value,
@@ -88,9 +87,7 @@ def count(
         results = [(True, count_file(None, replace(options, threads=workers)))]
         inputs_shown = [io.STDIN]
     else:
-        files = find_sessions(paths, subagents)
-        if not files:
-            raise typer.BadParameter("no session files (*.jsonl) found", param_hint="PATHS")
+        files = find_inputs(paths, subagents)  # warns about what it leaves out (a FIFO, a broken link)
         # One file: the tokenizer may use every core; many: the files are spread over them instead.
         options = replace(options, threads=workers if len(files) == 1 else 1)
         job = functools.partial(_count_one, options=options)
