@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -93,7 +92,7 @@ def summarize_entries(entries: list[Entry], transcript_format: Any, options: Sum
     engine, notes, why = choose_engine(options, entries, breaker)
     report: dict[str, Any] = {"stage": "summarize", "engine": engine, "engine_reason": why, "history_messages": len(history), "tail_messages": len(tail)}
     fell_back = None
-    deadline = time.monotonic() + options.llm.timeout if options.llm else None  # one limit for the summary and its repair
+    deadline = None  # the model's: one limit for the summary and its repair request
     if engine == "session-memory":
         raw_notes = Path(notes).read_text(encoding="utf-8", errors="replace")  # type: ignore[arg-type]
         if not usable_notes(raw_notes):
@@ -101,7 +100,8 @@ def summarize_entries(entries: list[Entry], transcript_format: Any, options: Sum
         summary = notes_summary(raw_notes, notes)  # type: ignore[arg-type]
     elif engine == "llm":
         try:
-            result = llm_summary(history, options.llm, progress, deadline=deadline)  # type: ignore[arg-type]
+            result = llm_summary(history, options.llm, progress)  # type: ignore[arg-type]
+            deadline = result.deadline
             breaker.record(True)
             summary = result.text
             report.update({"llm_attempts": result.attempts, "dropped_api_rounds": result.dropped_groups, "llm_usage": result.usage})

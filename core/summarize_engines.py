@@ -161,6 +161,7 @@ class LlmResult:
     attempts: int
     dropped_groups: int
     usage: dict[str, int] = field(default_factory=dict)
+    deadline: float = 0.0  # the summary's deadline (time.monotonic()): a repair request shares it
 
 
 def api_rounds(messages: Sequence[Message]) -> list[list[Message]]:
@@ -299,15 +300,17 @@ def _in_a_loop(make: Callable[[], Awaitable[T]]) -> T:
         return pool.submit(asyncio.run, main()).result()
 
 
-def _with_deadline(config: LlmConfig, client: Any, deadline: float, work: Callable[[Any], Awaitable[T]], what: str) -> T:
-    """`work(async client)` run to completion before `deadline` (time.monotonic()), or SummaryFailed."""
+def _with_deadline(config: LlmConfig, client: Any, deadline: float | None, work: Callable[[Any], Awaitable[T]], what: str) -> tuple[T, float]:
+    """(`work(async client)`'s result, the deadline) when it completes by `deadline` (a time.monotonic()
+    instant; None: config.timeout from now, counted once the client is ready), else SummaryFailed."""
     import anyio
 
-    async def bounded() -> T:
-        api = _client(config, client)
+    async def bounded() -> tuple[T, float]:
+        api = _client(config, client)  # imports the SDK: a slow start is not the server's time
+        end = time.monotonic() + config.timeout if deadline is None else deadline
         try:
-            with anyio.move_on_after(max(0.0, deadline - time.monotonic())):
-                return await work(api)
+            with anyio.move_on_after(max(0.0, end - time.monotonic())):
+                return await work(api), end
         finally:
             if api is not client:
                 await api.close()
@@ -340,13 +343,13 @@ def llm_summary(messages: Sequence[Message], config: LlmConfig, progress: Callab
     """Ask the model for the nine-section summary; raises SummaryFailed when it cannot be had.
 
     Everything (every request, the client's retries and waits) ends by `deadline` (a
-    time.monotonic() instant; default: config.timeout seconds from now). `client` (tests, library
-    users) supplies the connection settings: an anthropic.AsyncAnthropic, or a sync Anthropic
-    whose settings are used on an async client.
+    time.monotonic() instant; default: config.timeout seconds from the first request), which the
+    result carries for a repair request. `client` (tests, library users) supplies the connection
+    settings: an anthropic.AsyncAnthropic, or a sync Anthropic whose settings are used on an async client.
     """
-    if deadline is None:
-        deadline = time.monotonic() + config.timeout
-    return _with_deadline(config, client, deadline, lambda api: _summary(api, messages, config, progress), "the summary request")
+    result, end = _with_deadline(config, client, deadline, lambda api: _summary(api, messages, config, progress), "the summary request")
+    result.deadline = end
+    return result
 
 
 async def _summary(api: Any, messages: Sequence[Message], config: LlmConfig, progress: Callable[[str], None] | None) -> LlmResult:
@@ -405,6 +408,4 @@ def repair_summary(summary: str, missing: Sequence[str], config: LlmConfig, clie
             raise _failed(config, "the repair request returned no text")
         return format_llm_summary(text)
 
-    if deadline is None:
-        deadline = time.monotonic() + config.timeout
-    return _with_deadline(config, client, deadline, repair, "the repair request")
+    return _with_deadline(config, client, deadline, repair, "the repair request")[0]
