@@ -22,6 +22,36 @@ MISSING_RESULT_TEXT = "[ctxpipe: no result was recorded for this tool call; the 
 class ToolProblem:
     tool_use_id: str
     line: int | None
+    why: str = ""  # for an orphan result: EARLY, UNASKED or NOT_PREVIOUS
+
+
+# A tool_result answers a tool_use that came before it. One with no tool_use before it is early
+# (its tool_use comes later) or unasked (nothing has its id). This is the one definition: convert's
+# warnings and validate's findings (every format's check) read it from here.
+EARLY = "comes before its tool_use"
+UNASKED = "has no tool_use"
+NOT_PREVIOUS = "answers no tool_use in the previous message"
+
+
+def tool_event(block: dict[str, Any]) -> tuple[bool, str] | None:
+    """(True, id) for a tool_use block, (False, id) for a tool_result, None for anything else."""
+    kind = block.get("type")
+    tool_id = block.get("id") if kind == "tool_use" else block.get("tool_use_id") if kind == "tool_result" else None
+    return (kind == "tool_use", tool_id) if isinstance(tool_id, str) else None
+
+
+def unasked_results(events: Sequence[tuple[bool, str]]) -> dict[int, str]:
+    """From (is a tool_use, tool id) in file order: the index of each tool_result that no earlier
+    tool_use asked for, with why (EARLY or UNASKED)."""
+    used = {tool_id for is_use, tool_id in events if is_use}
+    asked: set[str] = set()
+    found: dict[int, str] = {}
+    for index, (is_use, tool_id) in enumerate(events):
+        if is_use:
+            asked.add(tool_id)
+        elif tool_id not in asked:
+            found[index] = EARLY if tool_id in used else UNASKED
+    return found
 
 
 @dataclass
@@ -83,15 +113,17 @@ def to_api_messages(
     """Messages API form of `messages`, plus what was wrong with their tool pairs."""
     report = ConvertReport()
     turns = _merge_turns(messages, entries)
+    refs = [(k, i, event) for k, turn in enumerate(turns) for i, block in enumerate(turn.blocks) if (event := tool_event(block)) is not None]
+    why = {refs[n][:2]: text for n, text in unasked_results([event for _, _, event in refs]).items()}
     for k, turn in enumerate(turns):
         if turn.role != "user":
             continue
         previous = turns[k - 1] if k > 0 and turns[k - 1].role == "assistant" else None
         asked = {tool_id for tool_id, _ in _tool_use_ids(previous)} if previous else set()
         kept_blocks, kept_lines = [], []
-        for block, line in zip(turn.blocks, turn.lines):
+        for i, (block, line) in enumerate(zip(turn.blocks, turn.lines)):
             if block.get("type") == "tool_result" and block.get("tool_use_id") not in asked:
-                report.orphans.append(ToolProblem(str(block.get("tool_use_id")), line))
+                report.orphans.append(ToolProblem(str(block.get("tool_use_id")), line, why.get((k, i), NOT_PREVIOUS)))
                 if repair:
                     report.dropped_orphans += 1
                     continue

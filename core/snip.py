@@ -7,7 +7,7 @@ surviving ancestor, and a `snip_boundary` record lists the removed uuids.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -138,14 +138,13 @@ def snip(entries: list[Entry], transcript_format: Any, config: SnipConfig, previ
     result: list[Entry] = []
     # Only the active context is re-linked: history above a boundary may share uuids with a kept tail.
     context_start = min(transcript_format.context_positions(entries), default=0)
+    survivor = _survivors(parent_of)
     for position, entry in enumerate(entries):
         if position in doomed:
             continue
         parent = entry.obj.get("parentUuid")
         if position >= context_start and isinstance(parent, str) and parent in parent_of:
-            while isinstance(parent, str) and parent in parent_of:
-                parent = parent_of[parent]
-            entry = entry.replace({**entry.obj, "parentUuid": parent})
+            entry = entry.replace({**entry.obj, "parentUuid": survivor(parent)})
         result.append(entry)
     metadata = {"removedUuids": removed_uuids, "removedMessages": len(removed_messages), "tokensSaved": counted}
     if config.marker:
@@ -155,3 +154,31 @@ def snip(entries: list[Entry], transcript_format: Any, config: SnipConfig, previ
     removed = [{"uuid": entries[p].obj.get("uuid"), "line": entries[p].line or None} for p in sorted(doomed)]
     report = {"stage": "snip", "removed_messages": len(removed_messages), "removed_lines": len(doomed), "removed_estimate": saved, "tokens_saved": counted}
     return Outcome(result, True, f"removed {len(removed_messages)} message{'s' if len(removed_messages) != 1 else ''} ({len(doomed)} lines)", report, removed)
+
+
+def _survivors(parent_of: dict[str, Any]) -> Callable[[str], Any]:
+    """The nearest ancestor of a removed line that is not removed, each chain walked once.
+
+    Removed lines whose parentUuids loop (a hostile file) have none: their children become roots.
+    """
+    resolved: dict[str, Any] = {}
+
+    def survivor(uuid: str) -> Any:
+        path: list[str] = []
+        on_path: set[str] = set()
+        parent: Any = uuid
+        while isinstance(parent, str) and parent in parent_of and parent not in resolved:
+            if parent in on_path:
+                parent = None
+                break
+            path.append(parent)
+            on_path.add(parent)
+            parent = parent_of[parent]
+        else:
+            if isinstance(parent, str) and parent in resolved:
+                parent = resolved[parent]
+        for removed in path:
+            resolved[removed] = parent
+        return parent
+
+    return survivor

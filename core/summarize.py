@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,14 +57,28 @@ def has_text(message: Message) -> bool:
 
 
 def _pairs_inside(messages: Sequence[Message], start: int) -> int:
-    """Move `start` back until every tool_result in the tail has its tool_use in the tail too."""
-    while start > 0:
-        asked = {str(b.get("id")) for m in messages[start:] for b in m.content if b.get("type") == "tool_use"}
-        missing = {str(b.get("tool_use_id")) for m in messages[start:] for b in m.content if b.get("type") == "tool_result"} - asked
-        if not missing:
-            return start
-        start = max(i for i in range(start) if any(b.get("type") == "tool_use" and str(b.get("id")) in missing for b in messages[i].content))
-    return start
+    """The latest start at or before `start` whose tail holds the tool_use of every tool_result in it.
+
+    One walk from the end (sets grow as it goes): recomputing the tail's pairs at each candidate
+    start was quadratic. A result whose id no tool_use has at all cannot be paired and is let be.
+    """
+    if start <= 0 or start >= len(messages):
+        return start
+
+    def ids(message: Message, kind: str, key: str) -> set[str]:
+        return {str(b.get(key)) for b in message.content if b.get("type") == kind}
+
+    used_anywhere = {tool_id for message in messages for tool_id in ids(message, "tool_use", "id")}
+    uses: set[str] = set()  # tool_use ids in messages[s:]
+    waiting: set[str] = set()  # result ids in messages[s:] whose tool_use is not
+    for s in range(len(messages) - 1, 0, -1):
+        asked = ids(messages[s], "tool_use", "id")
+        uses |= asked
+        waiting -= asked
+        waiting |= {tool_id for tool_id in ids(messages[s], "tool_result", "tool_use_id") if tool_id in used_anywhere and tool_id not in uses}
+        if s <= start and not waiting:
+            return s
+    return 0
 
 
 def tail_start(messages: Sequence[Message], config: SplitConfig) -> int:
@@ -146,6 +160,7 @@ def gather(messages: Sequence[Message]) -> Facts:
     calls: dict[str, tuple[str, Any]] = {}
     pending_error: tuple[str, str] | None = None
     failed_tool: str | None = None  # the tool of the latest failure, until a later call of it succeeds
+    edited: set[str] = set()  # facts.edited as a set: a list lookup per edit would be quadratic
     for message in messages:
         if message.compact_summary:
             facts.earlier_summaries.append(_text_of(message))
@@ -167,7 +182,8 @@ def gather(messages: Sequence[Message]) -> Facts:
                     if action == "read" and earlier.startswith(("edited", "written")):
                         action = f"{earlier.split(' ')[0]}, then read"  # a read must not hide a change
                     facts.files[path] = action
-                    if name in EDIT_TOOLS and path not in facts.edited:
+                    if name in EDIT_TOOLS and path not in edited:
+                        edited.add(path)
                         facts.edited.append(path)
                 if name == "TodoWrite" and isinstance(tool_input, dict) and isinstance(tool_input.get("todos"), list):
                     facts.todos = [(str(t.get("content", "")), str(t.get("status", ""))) for t in tool_input["todos"] if isinstance(t, dict)]
@@ -259,9 +275,9 @@ def key_facts(history: Sequence[Message], tail: Sequence[Message]) -> list[Fact]
     """What the new context must still hold: every typed instruction, every edited or written file,
     the last request, the open todo items, and the last error if nothing resolved it."""
     everything = list(history) + list(tail)
-    facts = gather(everything)
-    found: list[Fact] = [Fact("instruction", text) for text in gather(history).typed]
-    found += [Fact("file", path) for path in gather(history).edited]
+    facts, earlier = gather(everything), gather(history)
+    found: list[Fact] = [Fact("instruction", text) for text in earlier.typed]
+    found += [Fact("file", path) for path in earlier.edited]
     if facts.typed:
         found.append(Fact("last-request", facts.typed[-1]))
     found += [Fact("todo", content) for content, status in facts.todos if status != "completed" and content]
@@ -277,18 +293,45 @@ def _normal(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip().lower()
 
 
-def carried(fact: Fact, context_text: str) -> bool:
-    """Verbatim (whitespace and case aside), or, for long instructions, 80 % of their words."""
-    # A giant paste is carried as its first GIANT_PASTE characters (see _trim).
-    needle, haystack = _normal(fact.text[:GIANT_PASTE]), _normal(context_text)
-    if needle in haystack:
-        return True
-    if fact.kind in ("instruction", "last-request"):
-        words = {w for w in re.findall(r"[a-z0-9_./-]{4,}", needle)}
-        if len(words) >= 5:
-            present = sum(1 for w in words if w in haystack)
-            return present / len(words) >= 0.8
-    return False
+# Needles longer than this are searched for by their first ANCHOR characters, then compared whole
+# where that anchor matched: the automaton's size (about 40 bytes per character) stays bounded.
+ANCHOR = 64
+_WORD = re.compile(r"[a-z0-9_./-]{4,}")
+
+
+def occurring(needles: Collection[str], haystack: str) -> set[str]:
+    """The needles that occur in `haystack` as substrings, found in one pass over it.
+
+    `needle in haystack` for each needle costs needles × haystack, and both grow with the
+    transcript (the offline summary lists every typed message); an Aho-Corasick automaton over all
+    of them reads the haystack once.
+    """
+    import ahocorasick  # type: ignore[import-not-found]  # pyahocorasick (no stubs); only a verification needs it
+
+    found: set[str] = {needle for needle in needles if not needle}  # "" is in every string
+    anchored: dict[str, list[str]] = {}
+    for needle in set(needles) - found:
+        anchored.setdefault(needle[:ANCHOR], []).append(needle)
+    if not anchored:
+        return found
+    automaton = ahocorasick.Automaton()
+    for anchor in anchored:
+        automaton.add_word(anchor, anchor)
+    automaton.make_automaton()
+    left = len(anchored)
+    for end, anchor in automaton.iter(haystack):
+        waiting = anchored[anchor]
+        if not waiting:
+            continue
+        start = end - len(anchor) + 1
+        hits = [needle for needle in waiting if haystack.startswith(needle, start)]
+        if hits:
+            found.update(hits)
+            anchored[anchor] = waiting = [needle for needle in waiting if needle not in found]
+            left -= not waiting
+            if not left:
+                break
+    return found
 
 
 @dataclass
@@ -310,7 +353,24 @@ class Verification:
 
 
 def verify(facts: Sequence[Fact], context_text: str) -> Verification:
-    return Verification(list(facts), [fact for fact in facts if not carried(fact, context_text)])
+    """Which facts `context_text` still carries: verbatim (whitespace and case aside), or, for a
+    long instruction, 80 % of its words (runs of 4+ letters, digits or _./-)."""
+    haystack = _normal(context_text)
+    # A giant paste is carried as its first GIANT_PASTE characters (see _trim).
+    needles = [_normal(fact.text[:GIANT_PASTE]) for fact in facts]
+    verbatim = occurring(needles, haystack)
+    wordy: dict[int, set[str]] = {}
+    for number, (fact, needle) in enumerate(zip(facts, needles)):
+        if needle not in verbatim and fact.kind in ("instruction", "last-request"):
+            words = set(_WORD.findall(needle))
+            if len(words) >= 5:
+                wordy[number] = words
+    present = occurring({word for words in wordy.values() for word in words}, haystack) if wordy else set()
+    missing = [
+        fact for number, (fact, needle) in enumerate(zip(facts, needles))
+        if needle not in verbatim and (number not in wordy or len(wordy[number] & present) / len(wordy[number]) < 0.8)
+    ]
+    return Verification(list(facts), missing)
 
 
 def facts_to_keep(missing: Sequence[Fact]) -> str:

@@ -14,7 +14,7 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
-from ..core.convert import to_api_messages
+from ..core.convert import EARLY, to_api_messages
 from ..core.count import Compaction, Marker
 from ..core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries, iter_entries
 from ..core.model import Finding, Message
@@ -109,7 +109,10 @@ class AnthropicFormat:
                 findings.append(Finding("warning", "same-role", f"two {current.role} messages in a row; the API merges them", entries[current.entries[0]].line))
         _, report = to_api_messages(messages, entries)
         for problem in report.orphans:
-            findings.append(Finding("error", "orphan-tool-result", f"tool_result for {problem.tool_use_id} does not answer a tool_use in the previous assistant message", problem.line))
+            if problem.why == EARLY:
+                findings.append(Finding("error", "result-before-use", f"tool_result for {problem.tool_use_id} {EARLY}", problem.line))
+            else:
+                findings.append(Finding("error", "orphan-tool-result", f"tool_result for {problem.tool_use_id} does not answer a tool_use in the previous assistant message", problem.line))
         last_assistant = max((m.entries[0] for m in messages if m.role == "assistant"), default=-1)
         for problem in report.unanswered:
             at_end = problem.line is not None and problem.line >= entries[last_assistant].line

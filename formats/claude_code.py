@@ -11,6 +11,7 @@ main chain from the last user/assistant line back to the last `compact_boundary`
 
 from __future__ import annotations
 
+import bisect
 import uuid as uuidlib
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta, timezone
@@ -18,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from ..core.convert import EARLY, UNASKED, tool_event, unasked_results
 from ..core.count import Compaction, Marker
 from ..core.jsonl import Entry, OnError, ReadStats, iter_entries_reversed
 from ..core.model import Finding, Message
@@ -100,7 +102,10 @@ def main_chain(entries: Sequence[Entry], history: bool = False) -> list[int]:
                     value = entry.obj.get("uuid")
                     if isinstance(value, str):
                         places.setdefault(value, []).append(index)
-            position = next((p for p in reversed(places.get(parent, [])) if p < limit), None)
+            # The latest line of that uuid above the boundary (places are in file order).
+            candidates = places.get(parent, [])
+            below = bisect.bisect_left(candidates, limit)
+            position = candidates[below - 1] if below else None
     chain.reverse()
     return chain
 
@@ -502,9 +507,45 @@ class ClaudeCodeFormat:
             parent = obj.get("parentUuid")
             if isinstance(parent, str) and parent not in first_line_of:
                 findings.append(Finding("warning", "dangling-parent", f"parentUuid {parent} names no line in this file", entry.line))
+        findings.extend(_check_parent_cycles(entries))
         findings.extend(_check_response_groups(entries))
         findings.extend(_check_tool_pairs(entries, context_positions(entries)))
         return findings
+
+
+def parent_cycles(entries: Sequence[Entry]) -> list[list[int]]:
+    """Every loop of parentUuid links, as positions in link order from the loop's first line in the file.
+
+    A uuid names its latest line (as Claude Code loads it), so each line has at most one parent and
+    one walk per line, stopping at any line already walked, finds every loop in linear time.
+    """
+    latest = uuid_index(entries)
+    parent_of = [latest.get(parent) if isinstance(parent := entry.obj.get("parentUuid"), str) else None for entry in entries]
+    walked = [0] * len(entries)  # the number of the walk that reached a line; 0: not yet
+    cycles = []
+    for start in range(len(entries)):
+        if walked[start]:
+            continue
+        path: list[int] = []
+        position: int | None = start
+        while position is not None and not walked[position]:
+            walked[position] = start + 1
+            path.append(position)
+            position = parent_of[position]
+        if position is not None and walked[position] == start + 1:  # this walk came back to itself
+            loop = path[path.index(position):]
+            first = loop.index(min(loop))
+            cycles.append(loop[first:] + loop[:first])
+    return sorted(cycles)  # in file order of their first lines
+
+
+def _check_parent_cycles(entries: Sequence[Entry]) -> list[Finding]:
+    findings = []
+    for loop in parent_cycles(entries):
+        lines = [str(entries[position].line) for position in loop]
+        named = " → ".join(lines[:8]) + (f" → … ({len(lines)} lines)" if len(lines) > 8 else "") + f" → {lines[0]}"
+        findings.append(Finding("error", "parent-cycle", f"parentUuid links loop: line {named}; the chain has no root", entries[loop[0]].line))
+    return findings
 
 
 def _check_response_groups(entries: Sequence[Entry]) -> list[Finding]:
@@ -548,14 +589,37 @@ def _tool_blocks(entries: Sequence[Entry], positions: Iterable[int]) -> tuple[di
 
 
 def _check_tool_pairs(entries: Sequence[Entry], context: Sequence[int]) -> list[Finding]:
-    """Results need a tool_use somewhere in the file; in the active context, pairs must be whole."""
-    all_uses, all_results = _tool_blocks(entries, range(len(entries)))
-    uses, results = _tool_blocks(entries, context)
+    """A result must follow a tool_use with its id in the file (core.convert's rule); in the active
+    context, pairs must be whole."""
+    events: list[tuple[bool, str]] = []
+    lines: list[int] = []
+    for entry in entries:
+        payload = entry.obj.get("message")
+        if entry.obj.get("type") not in MESSAGE_TYPES or not isinstance(payload, dict):
+            continue
+        for block in _blocks(payload.get("content")):
+            event = tool_event(block)
+            if event is not None:
+                events.append(event)
+                lines.append(entry.line)
+    first_use: dict[str, int] = {}
+    for (is_use, tool_id), line in zip(events, lines):
+        if is_use:
+            first_use.setdefault(tool_id, line)
     findings: list[Finding] = []
-    for tool_id, line in all_results.items():
-        if tool_id not in all_uses:
-            findings.append(Finding("error", "orphan-tool-result", f"tool_result for {tool_id} has no tool_use in this file", line))
-        elif tool_id in results and tool_id not in uses:
+    reported: set[str] = set()  # one finding per tool id, at its first bad result
+    for index, why in unasked_results(events).items():
+        tool_id = events[index][1]
+        if tool_id in reported:
+            continue
+        reported.add(tool_id)
+        if why == EARLY:
+            findings.append(Finding("error", "result-before-use", f"tool_result for {tool_id} {why} (line {first_use[tool_id]})", lines[index]))
+        else:
+            findings.append(Finding("error", "orphan-tool-result", f"tool_result for {tool_id} {UNASKED} in this file", lines[index]))
+    uses, results = _tool_blocks(entries, context)
+    for tool_id, line in results.items():
+        if tool_id not in uses and tool_id not in reported:
             findings.append(Finding("error", "orphan-tool-result", f"tool_result for {tool_id} answers a tool_use outside the active context", line))
     for tool_id, line in uses.items():
         if tool_id not in results:

@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from ..core.convert import EARLY, unasked_results
 from ..core.errors import UnsupportedError
 from ..core.count import Compaction, Marker
 from ..core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries, iter_entries
@@ -175,6 +176,8 @@ class CodexFormat:
         return None  # Codex records its own compaction's usage in the next turn; nothing is re-injected unrecorded
 
     def check(self, entries: Sequence[Entry]) -> list[Finding]:
+        events: list[tuple[bool, str]] = []  # (is a call, call id), for core.convert's one rule
+        lines: list[int] = []
         calls: dict[str, int] = {}
         outputs: dict[str, int] = {}
         for entry in entries:
@@ -186,12 +189,23 @@ class CodexFormat:
                 continue
             if payload.get("type") in ("function_call", "custom_tool_call", "local_shell_call"):
                 calls.setdefault(call_id, entry.line)
+                events.append((True, call_id))
             elif payload.get("type") in ("function_call_output", "custom_tool_call_output"):
                 outputs.setdefault(call_id, entry.line)
-        findings = [
-            Finding("error", "orphan-tool-result", f"output for call {call_id} has no call", line)
-            for call_id, line in outputs.items() if call_id not in calls
-        ]
+                events.append((False, call_id))
+            else:
+                continue
+            lines.append(entry.line)
+        findings: list[Finding] = []
+        reported: set[str] = set()  # one finding per call id, at its first bad output
+        for index, why in unasked_results(events).items():
+            call_id = events[index][1]
+            if call_id not in reported:
+                reported.add(call_id)
+                findings.append(
+                    Finding("error", "result-before-use", f"output for call {call_id} comes before its call (line {calls[call_id]})", lines[index])
+                    if why == EARLY else Finding("error", "orphan-tool-result", f"output for call {call_id} has no call", lines[index])
+                )
         findings += [
             Finding("warning", "unanswered-tool-use", f"call {call_id} has no output (interrupted?)", line)
             for call_id, line in calls.items() if call_id not in outputs

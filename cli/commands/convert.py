@@ -64,13 +64,13 @@ def convert(
         io.write_transcript(written, out, unbuffered)
     io.report_skipped(opened.stats, source)
     _report_tool_problems(source, report.unanswered, "tool_use {} has no tool_result", repair, "answered with a synthetic error result")
-    _report_tool_problems(source, report.orphans, "tool_result for {} answers no tool_use in the previous message", repair, "dropped")
+    _report_tool_problems(source, report.orphans, "tool_result for {} {}", repair, "dropped")
 
 
 def _report_tool_problems(source: str, problems: list, template: str, repaired: bool, fix: str) -> None:
     for problem in problems[:MAX_LISTED]:
         where = f"{source}:{problem.line}" if problem.line is not None else source
-        io.warn(f"{where}: {template.format(problem.tool_use_id)}" + (f" ({fix})" if repaired else ""))
+        io.warn(f"{where}: {template.format(problem.tool_use_id, problem.why)}" + (f" ({fix})" if repaired else ""))
     if len(problems) > MAX_LISTED:
         io.warn(f"{source}: {len(problems) - MAX_LISTED} more like this")
     if problems and not repaired:

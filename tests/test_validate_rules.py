@@ -1,0 +1,308 @@
+"""validate's structural rules beyond the line schema: parentUuid loops, a tool_result before its
+tool_use (core.convert's one rule, which convert's warnings read too), a tool_result whose tool_use
+never appears; and the compiled schema check, which must agree with jsonschema line for line.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from builders import Session, usage
+from helpers import CORPUS, FIXTURES, corpus_files, run_cli
+
+from ctxpipe.core import schemas
+from ctxpipe.formats.claude_code import parent_cycles
+
+ENTRY = "claude-code.entry.schema.json"
+LINE_SCHEMAS = (ENTRY, "anthropic.message.schema.json", "codex.line.schema.json")
+
+
+def _validate(path: Path, *args: str) -> tuple[int, list[dict[str, Any]]]:
+    done = run_cli("validate", "--json", *args, path)
+    assert b"Traceback" not in done.stderr, done.stderr.decode()
+    reports = [json.loads(line) for line in done.stdout.splitlines()]
+    for report in reports:  # every report keeps to its published schema
+        assert schemas.errors("validate.report.schema.json", report) == []
+    return done.returncode, [finding for report in reports for finding in report["findings"]]
+
+
+def _coded(findings: list[dict[str, Any]], code: str) -> list[dict[str, Any]]:
+    return [finding for finding in findings if finding["code"] == code]
+
+
+def _conversation(turns: int = 3) -> Session:
+    session = Session()
+    session.user("Please fix the parser.")
+    session.text("Looking.", usage(1000))
+    for k in range(turns):
+        session.user(f"step {k}")
+        session.text(f"done {k}", usage(1100 + 10 * k))
+    return session
+
+
+# --- parentUuid loops -----------------------------------------------------------------------
+
+
+def test_a_two_line_loop_is_an_error_naming_both_lines(tmp_path: Path) -> None:
+    session = _conversation()
+    session.lines[3]["parentUuid"] = session.lines[5]["uuid"]  # line 4 -> line 6 -> line 5 -> line 4
+    code, findings = _validate(session.write(tmp_path / "loop.jsonl"))
+    assert code == 1
+    [loop] = _coded(findings, "parent-cycle")
+    assert loop["severity"] == "error" and loop["line"] == 4
+    assert "line 4 → 6 → 5 → 4" in loop["message"]
+
+
+def test_a_line_that_is_its_own_parent_is_a_loop(tmp_path: Path) -> None:
+    session = _conversation()
+    session.lines[-1]["parentUuid"] = session.lines[-1]["uuid"]
+    code, findings = _validate(session.write(tmp_path / "self.jsonl"))
+    last = len(session.lines)
+    assert code == 1
+    assert [(f["line"], f["message"].split(";")[0]) for f in _coded(findings, "parent-cycle")] == [(last, f"parentUuid links loop: line {last} → {last}")]
+
+
+def test_a_long_loop_is_named_by_its_first_lines_and_its_length(tmp_path: Path) -> None:
+    session = _conversation(turns=30)
+    session.lines[0]["parentUuid"] = session.lines[-1]["uuid"]  # the whole chain loops: no root
+    code, findings = _validate(session.write(tmp_path / "whole.jsonl"))
+    [loop] = _coded(findings, "parent-cycle")
+    total = len(session.lines)
+    assert code == 1 and loop["line"] == 1
+    assert loop["message"].startswith(f"parentUuid links loop: line 1 → {total} → {total - 1} → ")
+    assert f"… ({total} lines) → 1;" in loop["message"]
+
+
+def test_a_tree_without_loops_has_no_loop_finding(tmp_path: Path) -> None:
+    session = _conversation()
+    session.user("a sidechain question", parent=session.lines[1]["uuid"], sidechain=True)
+    session.lines[2]["parentUuid"] = "ffffffff-0000-4000-8000-000000000000"  # dangling, not a loop
+    code, findings = _validate(session.write(tmp_path / "tree.jsonl"))
+    assert _coded(findings, "parent-cycle") == []
+    assert [f["line"] for f in _coded(findings, "dangling-parent")] == [3]
+
+
+def test_every_loop_is_found_and_a_deep_chain_is_walked_without_recursion() -> None:
+    from ctxpipe.core.jsonl import Entry
+
+    def entry(uuid: int, parent: int | None) -> Entry:
+        return Entry({"type": "user", "uuid": str(uuid), "parentUuid": None if parent is None else str(parent)})
+
+    depth = 100_000
+    chain = [entry(0, None)] + [entry(k, k - 1) for k in range(1, depth)]
+    assert parent_cycles(chain) == []
+    # Two loops hanging off the chain's end, and a later line that repeats uuid 7 (the later one wins).
+    loops = chain + [entry(depth, depth + 1), entry(depth + 1, depth), entry(depth + 2, depth + 2), entry(7, depth + 3), entry(depth + 3, 7)]
+    assert parent_cycles(loops) == [[depth, depth + 1], [depth + 2], [depth + 3, depth + 4]]
+
+
+# --- a tool_result before its tool_use, and one whose tool_use never appears ---------------------
+
+
+def _early_result(session: Session) -> tuple[str, int, int]:
+    """A tool_result written on the line before the tool_use it answers: (id, result line, use line)."""
+    tool = session.tool_id()
+    result_line = len(session.lines) + 1
+    session.tool_result(tool, "the output, too soon")
+    session.response([{"type": "tool_use", "id": tool, "name": "Read", "input": {"file_path": "/a.py"}}], usage(2000))
+    return tool, result_line, result_line + 1
+
+
+def test_a_result_before_its_tool_use_is_an_error_naming_the_later_line(tmp_path: Path) -> None:
+    session = _conversation()
+    tool, result_line, use_line = _early_result(session)
+    session.text("ok", usage(2100))
+    code, findings = _validate(session.write(tmp_path / "early.jsonl"))
+    assert code == 1
+    assert [(f["severity"], f["line"], f["message"]) for f in _coded(findings, "result-before-use")] == [
+        ("error", result_line, f"tool_result for {tool} comes before its tool_use (line {use_line})")]
+    assert _coded(findings, "orphan-tool-result") == []  # one finding for the one problem
+
+
+def test_a_result_whose_tool_use_never_appears_is_an_orphan(tmp_path: Path) -> None:
+    session = _conversation()
+    session.tool_result("toolu_NEVER", "no one asked")
+    session.text("ok", usage(2100))
+    line = len(session.lines) - 1
+    code, findings = _validate(session.write(tmp_path / "orphan.jsonl"))
+    assert code == 1
+    assert [(f["line"], f["message"]) for f in _coded(findings, "orphan-tool-result")] == [(line, "tool_result for toolu_NEVER has no tool_use in this file")]
+    assert _coded(findings, "result-before-use") == []
+
+
+def test_convert_names_the_same_problem_with_the_same_words(tmp_path: Path) -> None:
+    session = _conversation()
+    tool, _, _ = _early_result(session)
+    session.tool_result(tool, "the real output")
+    session.tool_result("toolu_NEVER", "no one asked")
+    session.text("ok", usage(2100))
+    done = run_cli("convert", "--to", "anthropic", session.write(tmp_path / "early.jsonl"))
+    warnings = done.stderr.decode()
+    assert done.returncode == 0, warnings
+    assert f"tool_result for {tool} comes before its tool_use" in warnings
+    assert "tool_result for toolu_NEVER has no tool_use" in warnings
+
+
+def test_anthropic_messages_a_result_before_its_tool_use(tmp_path: Path) -> None:
+    lines = [
+        {"role": "user", "content": "read a.py"},
+        {"role": "assistant", "content": [{"type": "text", "text": "sure"}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_A", "content": "early"}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_A", "name": "Read", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_A", "content": "x"}]},
+    ]
+    path = tmp_path / "messages.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    code, findings = _validate(path)
+    assert code == 1
+    assert [(f["line"], f["message"]) for f in _coded(findings, "result-before-use")] == [(3, "tool_result for toolu_A comes before its tool_use")]
+
+
+def test_codex_an_output_before_its_call(tmp_path: Path) -> None:
+    def item(payload: dict[str, Any]) -> dict[str, Any]:
+        return {"timestamp": "2026-05-04T10:00:00.000Z", "type": "response_item", "payload": payload}
+
+    lines = [
+        {"timestamp": "2026-05-04T10:00:00.000Z", "type": "session_meta", "payload": {"id": "s", "cwd": "/w"}},
+        item({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "ls"}]}),
+        item({"type": "function_call_output", "call_id": "call_1", "output": "early"}),
+        item({"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "call_1"}),
+        item({"type": "function_call_output", "call_id": "call_2", "output": "never called"}),
+    ]
+    path = tmp_path / "rollout.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    code, findings = _validate(path, "--format", "codex")
+    assert code == 1
+    assert [(f["line"], f["message"]) for f in _coded(findings, "result-before-use")] == [(3, "output for call call_1 comes before its call (line 4)")]
+    assert [(f["line"], f["message"]) for f in _coded(findings, "orphan-tool-result")] == [(5, "output for call call_2 has no call")]
+
+
+def test_the_report_schema_documents_every_finding_code() -> None:
+    documented = schemas.load("validate.report.schema.json")["properties"]["findings"]["items"]["properties"]["code"]["description"]
+    for code in ("parent-cycle", "result-before-use", "orphan-tool-result", "dangling-parent"):
+        assert code in documented
+
+
+# --- the schema check: compiled fast path vs jsonschema -------------------------------------------
+
+
+def test_a_line_nested_too_deeply_for_the_schema_check_is_a_finding_not_a_traceback(tmp_path: Path) -> None:
+    block: dict[str, Any] = {"type": "text", "text": 1}  # invalid, so the fast check sends it to jsonschema
+    for _ in range(300):
+        block = {"type": "tool_result", "tool_use_id": "t", "content": [block]}
+    line = {"type": "user", "uuid": "u", "parentUuid": None, "message": {"role": "user", "content": [block]}}
+    path = tmp_path / "deep.jsonl"
+    path.write_text(json.dumps(line) + "\n")  # orjson refuses to write it so deep; it reads it
+    code, findings = _validate(path)
+    assert code == 1
+    assert [f["message"] for f in _coded(findings, "schema")] == ["(line): nested too deeply to check against the schema"]
+
+
+def _agree(name: str, instance: Any) -> None:
+    try:
+        reference = schemas.reference_errors(name, instance)
+    except RecursionError:  # nested deeper than jsonschema can follow: nothing to compare with
+        return
+    assert schemas.errors(name, instance) == reference  # the same messages: jsonschema writes them
+
+
+JSON_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.floats(-2, 2, allow_nan=False), st.sampled_from(["", "x", "user", "text"]))
+ANY_JSON = st.recursive(JSON_SCALARS, lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.sampled_from(["type", "text", "id"]), inner, max_size=2), max_leaves=4)
+
+VALID_BLOCKS = [
+    {"type": "text", "text": "hi"}, {"type": "thinking", "thinking": "", "signature": "sig"}, {"type": "redacted_thinking", "data": "d"},
+    {"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {"file_path": "/a"}},
+    {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "out"}], "is_error": False},
+    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AA=="}}, {"type": "document", "anything": 1},
+]
+ENVELOPE = {"uuid": "u1", "parentUuid": None, "isSidechain": False, "timestamp": "2026-01-01T00:00:00Z", "sessionId": "s"}
+VALID_ENTRIES = [
+    {**ENVELOPE, "type": "user", "message": {"role": "user", "content": "hello"}},
+    {**ENVELOPE, "type": "user", "message": {"role": "user", "content": [VALID_BLOCKS[4]]}, "isCompactSummary": True},
+    {**ENVELOPE, "type": "assistant", "requestId": "r", "message": {"role": "assistant", "id": "msg_1", "model": "m", "content": [VALID_BLOCKS[0]],
+     "stop_reason": None, "usage": {"input_tokens": 5, "output_tokens": 1, "cache_creation": {"ephemeral_5m_input_tokens": 2}, "service_tier": "x"}}},
+    {**ENVELOPE, "type": "system", "subtype": "compact_boundary", "logicalParentUuid": "u0", "compactMetadata": {"trigger": "auto", "preTokens": 5}},
+    {**ENVELOPE, "type": "progress", "data": {"type": "hook_progress"}}, {**ENVELOPE, "type": "attachment", "attachment": {"type": "x"}},
+    {"type": "summary", "summary": "t", "leafUuid": "u"}, {"type": "file-history-snapshot", "snapshot": {}}, {"type": "queue-operation", "operation": "x"},
+    {"type": "permission-mode"},
+]
+
+
+def _places(obj: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every key path in a JSON object (list items by index)."""
+    found = []
+    children = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) else []
+    for key, value in children:
+        found.append(path + (key,))
+        found += _places(value, path + (key,))
+    return found
+
+
+@st.composite
+def lines_of(draw: Any, valid: list[dict[str, Any]]) -> Any:
+    """A valid line of one shape with up to three changes: a value replaced by any JSON, or a key removed."""
+    obj = orjson.loads(orjson.dumps(draw(st.sampled_from(valid))))
+    if isinstance(obj.get("message"), dict) and isinstance(obj["message"].get("content"), list):
+        obj["message"]["content"] = draw(st.lists(st.sampled_from(VALID_BLOCKS), max_size=3)).copy()
+        obj = orjson.loads(orjson.dumps(obj))
+    for _ in range(draw(st.integers(0, 3))):
+        places = _places(obj)
+        if not places:
+            break
+        *parent_path, key = draw(st.sampled_from(places))
+        parent = obj
+        for step in parent_path:
+            parent = parent[step]
+        if isinstance(parent, dict) and draw(st.booleans()):
+            del parent[key]
+        else:
+            parent[key] = draw(ANY_JSON | st.sampled_from(["user", "assistant", "text", "tool_result", "compact_boundary", -1, 1.0, True, None]))
+    return obj
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lines_of(VALID_ENTRIES))
+def test_the_fast_schema_check_agrees_with_jsonschema_on_generated_lines(entry: Any) -> None:
+    _agree(ENTRY, entry)
+
+
+@settings(max_examples=200, deadline=None)
+@given(lines_of([{"role": "user", "content": "hi"}, {"role": "assistant", "content": [VALID_BLOCKS[3]]}, {"role": "user", "content": [VALID_BLOCKS[4]]}]))
+def test_the_fast_schema_check_agrees_with_jsonschema_on_generated_messages(message: Any) -> None:
+    _agree("anthropic.message.schema.json", message)
+
+
+def test_the_fast_check_is_on_for_the_line_schemas_and_off_where_a_keyword_is_not_known() -> None:
+    for name in LINE_SCHEMAS:
+        assert schemas.fast_validator(name) is not None, name
+    # The report schemas use additionalProperties/oneOf, outside what the fast check is trusted with.
+    assert schemas.fast_validator("validate.report.schema.json") is None
+
+
+def test_the_fast_schema_check_agrees_with_jsonschema_on_every_fixture_line() -> None:
+    checked = 0
+    for path in sorted(FIXTURES.rglob("*.jsonl")):
+        for raw in path.read_bytes().splitlines():
+            try:
+                obj = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                continue
+            for name in LINE_SCHEMAS:  # agreement holds for any object, whatever its format
+                _agree(name, obj)
+            checked += 1
+    assert checked > 100
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason=f"the shared corpus is not beside this checkout ({CORPUS})")
+def test_the_fast_schema_check_agrees_with_jsonschema_on_the_corpus() -> None:
+    # Every line the fast check passes, jsonschema passes too (a sample: jsonschema is slow).
+    for path in corpus_files()[:20]:
+        for raw in path.read_bytes().splitlines()[:300]:
+            _agree(ENTRY, orjson.loads(raw))
