@@ -13,6 +13,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
 from ..core.errors import CtxpipeError
+from .status import ExitStatus
 
 Item = TypeVar("Item")
 # Below this much input, starting workers costs more than it saves.
@@ -59,11 +60,33 @@ def _install(failures: Any) -> None:
     _SHARED_FAILURES = failures
 
 
+_BUSY = False  # a worker is running a job
+
+
 def _start_worker(failures: Any) -> None:
-    # Ctrl-C reaches every process of the terminal's group: a worker finishes the file it is writing
-    # (each is replaced atomically anyway) while the parent cancels the rest and exits 130.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, _worker_interrupted)
     _install(failures)
+
+
+def _worker_interrupted(signum: int, frame: Any) -> None:
+    # Ctrl-C (from the terminal, or passed on by the parent): a worker between files just ends; one
+    # in a file unwinds it first (see _in_worker). Quietly: the parent reports the interrupt.
+    if _BUSY:
+        raise KeyboardInterrupt
+    os._exit(ExitStatus.INTERRUPTED)
+
+
+def _in_worker(job: Callable[[Any], Any], item: Any) -> tuple[bool, Any]:
+    """_guarded in a worker process: on Ctrl-C the job unwinds (its `with` blocks remove what it
+    was writing), then the worker ends."""
+    global _BUSY
+    _BUSY = True
+    try:
+        return _guarded(job, item)
+    except KeyboardInterrupt:
+        os._exit(ExitStatus.INTERRUPTED)
+    finally:
+        _BUSY = False
 
 
 def find_inputs(paths: Sequence[str], subagents: bool) -> list[Any]:
@@ -109,9 +132,9 @@ def run_all(job: Callable[[Item], Any], items: Sequence[Item], jobs: int, total_
     with _stopped_cleanly(pool):
         if on_done is None:
             chunk = max(1, len(items) // (jobs * 32))  # small chunks: sessions differ a lot in size
-            return list(pool.map(_guarded, [job] * len(items), items, chunksize=chunk))
+            return list(pool.map(_in_worker, [job] * len(items), items, chunksize=chunk))
         ordered: list[tuple[bool, Any] | None] = [None] * len(items)
-        futures = {pool.submit(_guarded, job, item): index for index, item in enumerate(items)}
+        futures = {pool.submit(_in_worker, job, item): index for index, item in enumerate(items)}
         for future in as_completed(futures):
             ordered[futures[future]] = future.result()
             on_done(ordered[futures[future]][0])  # type: ignore[index]
@@ -129,6 +152,10 @@ def _stopped_cleanly(pool: Executor) -> Iterator[None]:
         raise CtxpipeError("a worker process ended abruptly (see above); files written so far are complete, "
                            "the others unchanged") from None
     except BaseException:
-        pool.shutdown(wait=True, cancel_futures=True)
+        pool.shutdown(wait=False, cancel_futures=True)
+        for worker in multiprocessing.active_children():  # for when only this process got the Ctrl-C
+            with contextlib.suppress(OSError, TypeError):
+                os.kill(worker.pid, signal.SIGINT)  # type: ignore[arg-type]
+        pool.shutdown(wait=True)
         raise
     pool.shutdown(wait=True)
