@@ -144,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                      "wall_s": [p[1] for p in points], "ratios": ratios})
         return points
 
-    turns = [1250 // scale, 2500 // scale, 5000 // scale]  # 4 messages and 5 lines per turn
+    turns = [t * 1250 // scale for t in (1, 2, 4)]  # 4 messages and 5 lines per turn
 
     def verify_point(n: int) -> tuple[float, float]:
         work = verifier_work(data("turns", n // 4))  # reading and splitting are not timed
@@ -153,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     series("verify (in process)", [4 * t for t in turns], "messages", verify_point)
     series("summarize --engine offline", [4 * t for t in turns], "messages",
            lambda n: best(repeat, lambda: run_child([tool, "summarize", "--engine", "offline", str(data("turns", n // 4))])))
-    validate_points = series("validate", [5 * t * 4 for t in turns], "lines",
+    validate_points = series("validate", [5 * t for t in turns], "lines",
                              lambda n: best(repeat, lambda: run_child([tool, "validate", "--json", str(data("turns", n // 5))])))
     depths = [d // scale for d in (10_000, 25_000, 50_000, 100_000)]
     for command in (["count", "--json"], ["summarize", "--engine", "offline"], ["compact", "--force", "--engine", "offline"]):

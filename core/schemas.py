@@ -21,80 +21,44 @@ def load(name: str) -> dict[str, Any]:
     return schema
 
 
+def _by_id() -> list[tuple[str, dict[str, Any]]]:
+    """Every schema file under its $id: `$ref`s between our files resolve through these, offline."""
+    return [(schema.get("$id", file_name), schema) for file_name in schema_names() for schema in [load(file_name)]]
+
+
 @cache
 def validator(name: str) -> Any:
-    """A Draft 2020-12 validator; `$ref`s between our files resolve offline through a local registry."""
+    """The reference Draft 2020-12 validator (jsonschema), which explains each problem."""
     from jsonschema import Draft202012Validator
     from referencing import Registry, Resource
 
-    registry: Registry[Any] = Registry().with_resources(
-        (schema.get("$id", file_name), Resource.from_contents(schema))
-        for file_name in schema_names()
-        for schema in [load(file_name)]
-    )
+    registry: Registry[Any] = Registry().with_resources((uri, Resource.from_contents(schema)) for uri, schema in _by_id())
     return Draft202012Validator(load(name), registry=registry)
-
-
-# The keywords our schemas use, all of which fastjsonschema (a draft-07 code generator) implements
-# as jsonschema's Draft 2020-12 validator does. A schema using any other keyword gets no fast path.
-FAST_KEYWORDS = frozenset({"$schema", "$id", "$ref", "$defs", "title", "description", "type", "properties", "required",
-                           "allOf", "if", "then", "const", "enum", "items", "minimum"})
-
-
-def _keywords(schema: Any) -> set[str]:
-    found: set[str] = set()
-    if isinstance(schema, dict):
-        for key, value in schema.items():
-            found.add(key)
-            # Under properties and $defs the keys are names, not keywords.
-            for child in value.values() if key in ("properties", "$defs") and isinstance(value, dict) else [value]:
-                found |= _keywords(child)
-    elif isinstance(schema, list):
-        for child in schema:
-            found |= _keywords(child)
-    return found
 
 
 @cache
 def fast_validator(name: str) -> Any:
-    """A compiled yes/no check for schema `name` (fastjsonschema), or None where it might not agree
-    with jsonschema (a keyword outside FAST_KEYWORDS). It raises on the first problem it meets."""
-    import fastjsonschema
+    """A compiled Draft 2020-12 yes/no check (jsonschema-rs, in Rust) of the same schemas."""
+    import jsonschema_rs
 
-    by_id = {schema.get("$id"): schema for schema in map(load, schema_names())}
-    used = [load(name)]
-
-    def local(uri: str) -> dict[str, Any]:  # a $ref to one of our own files: never the network
-        schema = by_id.get(uri.split("#")[0])
-        if schema is None:
-            raise ValueError(f"schema {uri} is not one of ctxpipe's")
-        used.append(schema)
-        return schema
-
-    # use_default would write defaults into the instance and use_formats checks "format", which
-    # jsonschema does not: both off, so a line passes exactly when jsonschema finds no error.
-    compiled = fastjsonschema.compile(used[0], handlers={"https": local}, use_default=False, use_formats=False)
-    return None if any(_keywords(schema) - FAST_KEYWORDS for schema in used) else compiled
+    return jsonschema_rs.Draft202012Validator(load(name), registry=jsonschema_rs.Registry(_by_id()), offline=True)
 
 
 def errors(name: str, instance: Any) -> list[str]:
     """Every way `instance` breaks schema `name`, each as 'json.path: message'.
 
     jsonschema is the reference and writes the messages; it is slow (about 1k lines/s), so a line
-    first goes through the compiled fast check and only one that fails it is validated again.
+    first goes through the compiled check (some 100k lines/s) and only one that fails it is
+    validated again.
     """
-    fast = fast_validator(name)
     try:
-        if fast is not None:
-            import fastjsonschema
-
-            try:
-                fast(instance)
+        try:
+            if fast_validator(name).is_valid(instance):
                 return []
-            except fastjsonschema.JsonSchemaValueException:
-                pass
+        except ValueError:  # a value JSON cannot hold (e.g. a non-string key): jsonschema decides
+            pass
         return reference_errors(name, instance)
-    except RecursionError:  # both validators recurse once per nested level (orjson allows 1024)
+    except RecursionError:  # jsonschema recurses a few frames per nested level (orjson allows 1024 levels)
         return ["(line): nested too deeply to check against the schema"]
 
 

@@ -17,9 +17,10 @@ def validate(
 ) -> None:
     """Check each line against its format's JSON Schema and the transcript's structure.
 
-    Structure: tool_use/tool_result pairs (by id) in the active context, the lines of one API
-    response (message.id), and parent links. Bad lines are listed as errors; with
-    --on-error=skip they are only counted. Errors exit 1; warnings alone exit 0.
+    Structure: every tool_result follows a tool_use with its id, pairs are whole in the active
+    context, the lines of one API response (message.id) agree, and parent links name a line and
+    never loop back. Bad lines are listed as errors; with --on-error=skip they are only counted.
+    Errors exit 1; warnings alone exit 0.
 
     Example:  ctxpipe validate ~/.claude/projects/my-project/*.jsonl
     """
