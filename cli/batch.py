@@ -152,10 +152,9 @@ def _stopped_cleanly(pool: Executor) -> Iterator[None]:
         raise CtxpipeError("a worker process ended abruptly (see above); files written so far are complete, "
                            "the others unchanged") from None
     except BaseException:
-        pool.shutdown(wait=False, cancel_futures=True)
         for worker in multiprocessing.active_children():  # for when only this process got the Ctrl-C
             with contextlib.suppress(OSError, TypeError):
                 os.kill(worker.pid, signal.SIGINT)  # type: ignore[arg-type]
-        pool.shutdown(wait=True)
+        pool.shutdown(wait=True, cancel_futures=True)  # once: a second call can race the pool's own thread
         raise
     pool.shutdown(wait=True)

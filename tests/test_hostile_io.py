@@ -578,6 +578,34 @@ def test_ctrl_c_while_loading_exits_130_quietly(transcript: Path) -> None:
     assert b"Traceback" not in err, err
 
 
+@pytest.mark.skipif(not HAS_PROC_MAPS, reason="watches /proc to interrupt while workers are compacting")
+def test_ctrl_c_in_a_parallel_batch_stops_the_workers_and_leaves_no_temporary_file(tmp_path: Path, big: Path) -> None:
+    tree = tmp_path / "projects"
+    for name in ("a", "b", "c"):
+        (tree / name).mkdir(parents=True)
+        os.link(big, tree / name / "s.jsonl")  # 120 MB in all: enough for the batch to use its workers
+    out = tmp_path / "out"
+    process = subprocess.Popen([sys.executable, "-m", "ctxpipe", "compact", "--engine", "offline", "--jobs", "2", "--json",
+                                "--out-dir", out, tree], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env())
+    deadline = time.monotonic() + 60
+    workers: list[str] = []
+    while time.monotonic() < deadline and process.poll() is None:
+        children = Path(f"/proc/{process.pid}/task/{process.pid}/children")
+        workers = children.read_text().split() if children.exists() else []
+        if any(str(tree) in Path(f"/proc/{pid}/maps").read_text() for pid in workers if Path(f"/proc/{pid}/maps").exists()):
+            break
+        time.sleep(0.01)
+    else:
+        pytest.fail(f"no worker started compacting (exit {process.poll()})")
+    process.send_signal(signal.SIGINT)  # the parent only: it passes the interrupt on
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130, (process.returncode, err)
+    assert b"Traceback" not in err, err
+    time.sleep(0.5)
+    assert [pid for pid in workers if Path(f"/proc/{pid}").exists()] == []
+    assert [p.name for p in out.rglob("*") if p.name.endswith(".tmp")] == []
+
+
 # --- 16: a file truncated while it is read -----------------------------------------------------
 
 
