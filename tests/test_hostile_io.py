@@ -471,6 +471,29 @@ def test_a_backup_suffix_must_be_a_suffix(transcript: Path, suffix: str) -> None
     assert transcript.read_bytes() == DATA
 
 
+def test_in_place_leaves_a_file_that_was_written_to_meanwhile(tmp_path: Path, transcript: Path) -> None:
+    # A session still being written (Claude Code appending): its new lines must not be lost.
+    from messages_server import MessagesServer, Reply
+
+    appended = b'{"type":"user","appended":true}\n'
+    with MessagesServer() as server:
+        server.enqueue(Reply.timeout(seconds=2))  # the summary takes a while
+        process = subprocess.Popen([sys.executable, "-m", "ctxpipe", "compact", "--force", "--engine", "llm", "--base-url", server.url,
+                                    "--keep-last", "1", "--now", "2026-06-01T00:00:00Z", "--json", "--in-place", transcript],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env() | {"ANTHROPIC_API_KEY": "test-key"})
+        deadline = time.monotonic() + 60
+        while not server.message_requests() and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.02)
+        assert server.message_requests(), process.communicate()[1]
+        with open(transcript, "ab") as agent:
+            agent.write(appended)
+        _, err = process.communicate(timeout=60)
+    result = subprocess.CompletedProcess(process.args, process.returncode, b"", err)
+    one_error(result, str(transcript), "changed while being compacted", batch=True)
+    assert transcript.read_bytes() == DATA + appended
+    assert leftovers(tmp_path) == []
+
+
 # --- symbolic and hard links under --in-place --------------------------------------------------
 
 
