@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import bisect
 import uuid as uuidlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -571,53 +571,45 @@ def _check_response_groups(entries: Sequence[Entry]) -> list[Finding]:
     return findings
 
 
-def _tool_blocks(entries: Sequence[Entry], positions: Iterable[int]) -> tuple[dict[str, int], dict[str, int]]:
-    """tool_use id -> first line, tool_result id -> first line, over the given positions."""
-    uses: dict[str, int] = {}
-    results: dict[str, int] = {}
-    for position in positions:
-        obj = entries[position].obj
-        payload = obj.get("message")
-        if obj.get("type") not in MESSAGE_TYPES or not isinstance(payload, dict):
-            continue
-        for block in _blocks(payload.get("content")):
-            if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
-                uses.setdefault(block["id"], entries[position].line)
-            elif block.get("type") == "tool_result" and isinstance(block.get("tool_use_id"), str):
-                results.setdefault(block["tool_use_id"], entries[position].line)
-    return uses, results
+def _tool_events(entries: Sequence[Entry]) -> list[tuple[int, bool, str]]:
+    """(position, is a tool_use, tool id) of every tool block on a user or assistant line, in file order."""
+    found = []
+    for position, entry in enumerate(entries):
+        payload = entry.obj.get("message")
+        if entry.obj.get("type") not in MESSAGE_TYPES or not isinstance(payload, dict) or not isinstance(payload.get("content"), list):
+            continue  # a plain string content holds no tool block
+        for block in payload["content"]:
+            event = tool_event(block) if isinstance(block, dict) else None
+            if event is not None:
+                found.append((position, *event))
+    return found
 
 
 def _check_tool_pairs(entries: Sequence[Entry], context: Sequence[int]) -> list[Finding]:
     """A result must follow a tool_use with its id in the file (core.convert's rule); in the active
     context, pairs must be whole."""
-    events: list[tuple[bool, str]] = []
-    lines: list[int] = []
-    for entry in entries:
-        payload = entry.obj.get("message")
-        if entry.obj.get("type") not in MESSAGE_TYPES or not isinstance(payload, dict):
-            continue
-        for block in _blocks(payload.get("content")):
-            event = tool_event(block)
-            if event is not None:
-                events.append(event)
-                lines.append(entry.line)
+    events = _tool_events(entries)
     first_use: dict[str, int] = {}
-    for (is_use, tool_id), line in zip(events, lines):
+    for position, is_use, tool_id in events:
         if is_use:
-            first_use.setdefault(tool_id, line)
+            first_use.setdefault(tool_id, entries[position].line)
     findings: list[Finding] = []
     reported: set[str] = set()  # one finding per tool id, at its first bad result
-    for index, why in unasked_results(events).items():
-        tool_id = events[index][1]
+    for index, why in unasked_results([(is_use, tool_id) for _, is_use, tool_id in events]).items():
+        position, _, tool_id = events[index]
         if tool_id in reported:
             continue
         reported.add(tool_id)
         if why == EARLY:
-            findings.append(Finding("error", "result-before-use", f"tool_result for {tool_id} {why} (line {first_use[tool_id]})", lines[index]))
+            findings.append(Finding("error", "result-before-use", f"tool_result for {tool_id} {why} (line {first_use[tool_id]})", entries[position].line))
         else:
-            findings.append(Finding("error", "orphan-tool-result", f"tool_result for {tool_id} {UNASKED} in this file", lines[index]))
-    uses, results = _tool_blocks(entries, context)
+            findings.append(Finding("error", "orphan-tool-result", f"tool_result for {tool_id} {UNASKED} in this file", entries[position].line))
+    in_context = set(context)
+    uses: dict[str, int] = {}
+    results: dict[str, int] = {}
+    for position, is_use, tool_id in events:
+        if position in in_context:
+            (uses if is_use else results).setdefault(tool_id, entries[position].line)
     for tool_id, line in results.items():
         if tool_id not in uses and tool_id not in reported:
             findings.append(Finding("error", "orphan-tool-result", f"tool_result for {tool_id} answers a tool_use outside the active context", line))
