@@ -29,6 +29,7 @@ from .core.count import (
     usage_prompt,
     usage_tokens,
 )
+from .core.fields import text
 from .core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries, iter_entries
 from .core.model import Message
 from .core.stage import line_bytes
@@ -222,7 +223,7 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: str | No
     levels = thresholds(model, options.budget, window, reason, window_flag=bool(options.window))
     anchor_uuid = None
     if counted.anchor is not None and messages[counted.anchor].entries:
-        anchor_uuid = entries[messages[counted.anchor].entries[-1]].obj.get("uuid")
+        anchor_uuid = text(entries[messages[counted.anchor].entries[-1]].obj, "uuid")
     if not complete:
         counted.messages = None
     result = FileCount(source, format_name, kind, counted, levels.window, reason, levels, _tokenizer_label(options, calibration), anchor_uuid, stats.skipped)
@@ -417,7 +418,7 @@ def timeline(messages: Sequence[Message], entries: Sequence[Entry]) -> list[dict
             last = entries[message.entries[-1]]
             points.append({
                 "line": last.line or None,
-                "timestamp": last.obj.get("timestamp"),
+                "timestamp": text(last.obj, "timestamp"),
                 "tokens": usage_prompt(message.usage),
                 "output_tokens": usage_tokens(message.usage, "output_tokens"),
             })

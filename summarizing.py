@@ -9,9 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from .counting import CountOptions, Measure, region_measure
+from .core.count import Compaction
 from .core.errors import CtxpipeError
+from .core.fields import moment
 from .core.jsonl import Entry
 from .core.microcompact import iso
+from .core.restore import RESTORED_PREFIX
 from .core.model import Message
 from .core.stage import Outcome
 from .core.summarize import SplitConfig, context_text, facts_to_keep, key_facts, offline_summary, summary_message_text, tail_start, verify
@@ -42,21 +45,34 @@ def _stamp(entries: Sequence[Entry], tail_positions: Sequence[int], now: datetim
     Claude Code 2.1.88 resumes from the newest leaf by timestamp; records stamped later than the
     tail they precede make it pick the boundary instead and lose the whole compacted context.
     """
-    stamps = [entries[p].obj.get("timestamp") for p in tail_positions]
-    first = next((stamp for stamp in stamps if isinstance(stamp, str)), None)
-    if first is not None:
-        try:
-            moment = datetime.fromisoformat(first.replace("Z", "+00:00"))
-        except ValueError:
-            moment = None
-        if moment is not None:
-            return iso(moment - timedelta(milliseconds=1))
+    first = next((stamp for stamp in (moment(entries[p].obj.get("timestamp")) for p in tail_positions) if stamp is not None), None)
+    if first is not None and first > datetime.min.replace(tzinfo=timezone.utc) + timedelta(milliseconds=1):
+        return iso(first - timedelta(milliseconds=1))
     return iso(now or datetime.now(timezone.utc))
 
 
 def _session_id(entries: Sequence[Entry]) -> str | None:
     """The transcript's latest session id that is a UUID (a path is built from it: nothing else will do)."""
     return next((e.obj["sessionId"] for e in reversed(entries) if is_session_id(e.obj.get("sessionId"))), None)
+
+
+def _restored(message: Message) -> bool:
+    """An item `restore` brought back after a summary (a file, the plan, a skill, the todo list)."""
+    first = message.content[0] if message.content else {}
+    return message.role == "user" and first.get("type") == "text" and str(first.get("text", "")).startswith(RESTORED_PREFIX)
+
+
+def nothing_new(messages: Sequence[Message], opening: Compaction | None) -> bool:
+    """Whether the context holds nothing since ctxpipe's last summary but the tail it kept and what
+    restore brought back: summarizing it again would only fold what is folded already, and a
+    compact of compact's own output must write it back unchanged."""
+    if not messages or not messages[0].compact_summary or opening is None or opening.restores != "nothing":
+        return False
+    if opening.kept_until is not None:
+        return all(_restored(m) for m in messages if m.entries and m.entries[0] > opening.kept_until)
+    # Where the kept tail ends is not recorded (a Messages-API file): restore appends its items
+    # right after it, and anything said since comes after them.
+    return _restored(messages[-1])
 
 
 def choose_engine(options: SummarizeOptions, entries: Sequence[Entry], breaker: Breaker) -> tuple[str, str | None, str]:
@@ -85,6 +101,8 @@ def choose_engine(options: SummarizeOptions, entries: Sequence[Entry], breaker: 
 def summarize_entries(entries: list[Entry], transcript_format: Any, options: SummarizeOptions, breaker: Breaker,
                       progress: Callable[[str], None] | None = None) -> Outcome:
     messages: list[Message] = transcript_format.messages(entries)
+    if nothing_new(messages, transcript_format.opening(entries)):
+        return Outcome(entries, False, "nothing to summarize: nothing new since the last summary (only the tail it kept and what restore brought back)")
     start = tail_start(messages, options.split)
     history, tail = messages[:start], messages[start:]
     if not [m for m in history if not m.compact_summary]:

@@ -93,7 +93,12 @@ def _main() -> None:
         status = app(prog_name="ctxpipe", standalone_mode=False)
     except TyperException as exc:  # usage errors (typer vendors click; these derive from it)
         show = getattr(exc, "show", None)
-        if show is not None:
+        context = getattr(exc, "ctx", None)
+        if context is not None and type(exc).__name__ != "NoArgsIsHelpError":
+            # A bad flag or value: one line saying what is wrong, and where the usage is.
+            message = " ".join(exc.format_message().split())
+            print(f"ctxpipe: error: {shown(message)} (see '{shown(context.command_path)} --help')", file=sys.stderr)
+        elif show is not None:
             # The usage text quotes arguments (a path found by a shell glob can hold escapes).
             shown_lines = io.StringIO()
             show(shown_lines)

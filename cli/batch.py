@@ -12,7 +12,7 @@ from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
-from ..core.errors import CtxpipeError
+from ..core.errors import CtxpipeError, InternalError
 from .status import ExitStatus
 
 Item = TypeVar("Item")
@@ -25,10 +25,14 @@ def default_jobs() -> int:
 
 
 def _guarded(job: Callable[[Any], Any], item: Any) -> tuple[bool, Any]:
+    """(True, result), or (False, the error) for the file `item` names (a path, or a tuple that
+    starts with one): one file that breaks a stage is one error row, the batch goes on."""
     try:
         return True, job(item)
     except CtxpipeError as exc:
         return False, exc
+    except Exception as exc:  # a bug, not bad input: reported with its type, never silently
+        return False, InternalError.of(str(item[0] if isinstance(item, tuple) else item), exc)
 
 
 _SHARED_FAILURES: Any = None

@@ -136,10 +136,13 @@ def json_bytes(obj: Any, indent: bool = False) -> bytes:
 
     try:
         text = orjson.dumps(obj, option=orjson.OPT_APPEND_NEWLINE | (orjson.OPT_INDENT_2 if indent else 0)).decode()
-    except TypeError:  # a lone surrogate from the transcript, which orjson will not write
+    except TypeError:  # a lone surrogate from the transcript, or a value nested deeper than orjson writes
         import json
 
-        text = json.dumps(obj, ensure_ascii=False, indent=2 if indent else None, separators=(",", ": ") if indent else (",", ":")) + "\n"
+        from ..core.fields import depth_headroom
+
+        with depth_headroom():
+            text = json.dumps(obj, ensure_ascii=False, indent=2 if indent else None, separators=(",", ": ") if indent else (",", ":")) + "\n"
     return json_shown(text).encode()
 
 

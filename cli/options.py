@@ -15,6 +15,50 @@ class OnErrorChoice(str, Enum):
     skip = "skip"
 
 
+class SourceChoice(str, Enum):
+    """restore --source (and compact's): where a restored file's content comes from."""
+
+    disk = "disk"
+    transcript = "transcript"
+    auto = "auto"
+
+
+def iso_time(value: Optional[str]) -> Optional[str]:
+    """Checks a time option when the command line is parsed; the value stays the string given."""
+    from ..core.fields import moment
+
+    if value is not None and moment(value) is None:
+        raise typer.BadParameter(f"{value!r} is not an ISO 8601 time, such as 2026-05-04T10:00:00Z")
+    return value
+
+
+def readable_file(value: Optional[str]) -> Optional[str]:
+    """Checks that a file option names a file that can be read."""
+    if value is not None:
+        try:
+            with open(value, "rb"):
+                pass
+        except OSError as exc:
+            raise typer.BadParameter(f"{value}: {exc.strerror or exc}") from None
+    return value
+
+
+def engine_name(value: str) -> str:
+    """Checks --engine (summarize, compact) against the summary engines there are."""
+    from ..summarizing import ENGINES
+
+    if value not in ENGINES:
+        raise typer.BadParameter(f"{value!r}: expected one of {', '.join(ENGINES)}")
+    return value
+
+
+def percentage(value: Optional[float]) -> Optional[float]:
+    """Checks a percentage option: above 0, at most 100."""
+    if value is not None and not 0 < value <= 100:
+        raise typer.BadParameter(f"{value:g} is not a percentage above 0 and at most 100")
+    return value
+
+
 FormatChoice = Enum("FormatChoice", {name.replace("-", "_"): name for name in NAMES}, type=str)  # type: ignore[misc]
 
 InputPath = Annotated[

@@ -20,22 +20,19 @@ from ..core.jsonl import Entry, ReadStats, iter_entries
 from ..core.stage import Outcome, ledger_record, line_bytes
 from ..inputs import view
 from . import io
-from .options import format_name
+from .options import format_name, iso_time
 
 Ledger = Annotated[Optional[str], typer.Option("--ledger", help="Append what this stage removed to FILE, so `ctxpipe expand` can put it back.", show_default=False)]
 ReportJson = Annotated[Optional[str], typer.Option("--report-json", help="Write what the stage did to FILE as JSON.", show_default=False)]
 Report = Annotated[bool, typer.Option("--report", help="Print what the stage did on stderr, in detail.")]
-Now = Annotated[Optional[str], typer.Option("--now", help="The current time (ISO 8601) for time-based decisions and markers.", show_default=False)]
+Now = Annotated[Optional[str], typer.Option("--now", help="The current time (ISO 8601) for time-based decisions and markers.", show_default=False, callback=iso_time)]
 
 
 def parse_now(value: str | None) -> datetime:
-    if value is None:
-        return datetime.now(timezone.utc)
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise typer.BadParameter(f"{value!r} is not an ISO 8601 time", param_hint="--now") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    """--now as a time (iso_time checked it when the command line was parsed), or the clock's."""
+    from ..core.fields import moment
+
+    return moment(iso_time(value)) or datetime.now(timezone.utc)
 
 
 def run_stage(

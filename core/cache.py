@@ -9,6 +9,7 @@ again either way, so clearing always pays: that is Claude Code's time-based trig
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -65,8 +66,16 @@ def prices_from(table: Mapping[str, Mapping[str, float]]) -> tuple[tuple[str, Pr
     """A user's price table ({"model fragment": {"input": …, "cache_write_5m": …, …}}) before ours."""
     if not isinstance(table, Mapping) or not all(isinstance(row, Mapping) for row in table.values()):
         raise ValueError("expected {\"model fragment\": {\"input\": …, \"cache_write_5m\": …, …}}")
-    own = tuple((str(fragment).lower(), Prices(**{key: float(value) for key, value in row.items()})) for fragment, row in table.items())
-    return own + DEFAULT_PRICES
+    fields = tuple(Prices.__dataclass_fields__)
+    own = []
+    for fragment, row in table.items():
+        if sorted(row) != sorted(fields):
+            raise ValueError(f"{fragment!r}: expected exactly the prices {', '.join(fields)}")
+        for key, value in row.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+                raise ValueError(f"{fragment!r}: {key} must be a price in dollars (a number, 0 or more)")
+        own.append((str(fragment).lower(), Prices(**{key: float(value) for key, value in row.items()})))
+    return tuple(own) + DEFAULT_PRICES
 
 
 @dataclass
@@ -121,7 +130,8 @@ def decide(messages: Sequence[Message], entries: Sequence[Entry], freed: int, ke
     response = next((m for m in reversed(messages) if m.role == "assistant" and m.usage), None)
     usage = response.usage if response and response.usage else {}
     prompt = usage_total(usage) if usage else 0
-    creation = usage.get("cache_creation") if isinstance(usage.get("cache_creation"), dict) else {}
+    creation = usage.get("cache_creation")
+    creation = creation if isinstance(creation, dict) else {}
     ttl = 60 if usage_tokens(creation, "ephemeral_1h_input_tokens") > 0 else 5
     moment = timestamp_of(entries[response.entries[-1]].obj) if response else None
     warm = moment is not None and (now - moment).total_seconds() < ttl * 60

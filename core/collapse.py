@@ -14,10 +14,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-import orjson
-
 from .count import Estimates, calibrate
-from .jsonl import Entry
+from .fields import text as field_text
+from .jsonl import Entry, as_text, dumps
 from .microcompact import ToolCall, counted_by_anchor, iso, tool_calls
 from .placeholders import PLACEHOLDER, STUB_PREFIX
 from .stage import Outcome
@@ -37,9 +36,9 @@ def describe_input(tool_input: Any) -> str:
     if isinstance(tool_input, dict):
         for key in INPUT_KEYS:
             if isinstance(tool_input.get(key), str):
-                extra = [f"{k}={tool_input[k]}" for k in ("offset", "limit") if k in tool_input]
+                extra = [f"{k}={as_text(tool_input[k])}" for k in ("offset", "limit") if k in tool_input]
                 return tool_input[key] + (f" ({', '.join(extra)})" if extra else "")
-    text = orjson.dumps(tool_input).decode()
+    text = dumps(tool_input).decode()
     return text if len(text) <= 120 else text[:117] + "..."
 
 
@@ -49,7 +48,7 @@ def stub(name: str, tool_input: Any, later: str) -> str:
 
 def _content_key(block: dict[str, Any]) -> str | None:
     content = block.get("content")
-    text = content if isinstance(content, str) else orjson.dumps(content).decode()
+    text = content if isinstance(content, str) else dumps(content).decode()
     if text.startswith((FILE_UNCHANGED_STUB, STUB_PREFIX)) or text == PLACEHOLDER:
         return None
     return hashlib.sha256(text.encode()).hexdigest()
@@ -71,7 +70,7 @@ def collapse(entries: list[Entry], transcript_format: Any, config: CollapseConfi
         key = _content_key(message.content[index])
         if key is None:
             continue
-        signature = orjson.dumps(inputs.get(call.id), option=orjson.OPT_SORT_KEYS)
+        signature = dumps(inputs.get(call.id), sort_keys=True)
         groups.setdefault((call.name, signature, key), []).append(call)
     estimates = Estimates(messages, PiecesCounter())
     calibration = calibrate(estimates)
@@ -100,7 +99,7 @@ def collapse(entries: list[Entry], transcript_format: Any, config: CollapseConfi
             saved += tokens
             holders.append(message)
             folded.append({"tool_use_id": call.id, "tool": name, "survivor": survivor.id, "tokens": tokens})
-            removed.append({"uuid": entries[position].obj.get("uuid"), "block": block_index, "tool_use_id": call.id, "tool": name})
+            removed.append({"uuid": field_text(entries[position].obj, "uuid"), "block": block_index, "tool_use_id": call.id, "tool": name})
     if not folded:
         return Outcome(entries, False, "nothing to fold: no tool result repeats a later one exactly")
     result = list(entries)

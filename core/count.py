@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .fields import count
 from .model import Message
 from .placeholders import REPLACED_PREFIXES
 from .tokens import TextCounter, block_texts, estimate_blocks, estimate_each
@@ -98,6 +99,7 @@ class Compaction:
     position: int  # index into the transcript's entries
     line: int | None
     restores: str  # what the writer re-injected without recording it: "files, plan and skills" | "plan" | "nothing"
+    kept_until: int | None = None  # where the tail a ctxpipe summary kept ends (its record's position), when the format records it
 
 
 @dataclass(frozen=True)
@@ -163,9 +165,8 @@ class ContextCount:
 
 
 def usage_tokens(usage: dict[str, Any], key: str) -> int:
-    """One usage figure; a transcript is untrusted, so anything but a non-negative number counts as 0."""
-    value = usage.get(key)
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1e15 else 0
+    """One usage figure; a transcript is untrusted, so anything but a non-negative count reads as 0."""
+    return count(usage, key)
 
 
 def usage_prompt(usage: dict[str, Any]) -> int:

@@ -17,6 +17,7 @@ import re
 import orjson
 
 from .errors import InputError
+from .fields import MAX_DEPTH, depth_headroom
 
 OnError = Literal["fail", "skip"]
 BOM = b"\xef\xbb\xbf"
@@ -44,7 +45,7 @@ class Entry:
     def encode(self) -> bytes:
         """The line's bytes without its terminator."""
         if self.raw is None:
-            self.raw = _dumps(self.obj)
+            self.raw = dumps(self.obj)
         return self.raw
 
     def replace(self, obj: dict[str, Any]) -> Entry:
@@ -79,26 +80,49 @@ def _describe_bad_line(raw: bytes, is_last_unterminated: bool, error: orjson.JSO
         if is_last_unterminated and exc.reason == "unexpected end of data":
             return TRUNCATED
         return f"invalid UTF-8 at byte {exc.start + 1} of the line"
+    if error.msg.startswith("depth limit"):
+        return TOO_DEEP
     if is_last_unterminated:
         return TRUNCATED
     return f"invalid JSON: {error.msg} (column {error.colno})"
 
 
+TOO_DEEP = f"a JSON value nested deeper than {MAX_DEPTH} levels (the most a line may hold)"
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
 def _loads_with_lone_surrogates(raw: bytes) -> Any:
     """JavaScript writes a string cut inside an emoji as a lone escape ("\\ud83d"); that is legal
-    JSON, which orjson rejects and the standard library reads."""
-    return json.loads(raw)
+    JSON, which orjson rejects and the standard library reads (NaN and Infinity it would accept
+    too, but orjson does not, and neither does JSON)."""
+    return json.loads(raw, parse_constant=_not_json)
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _dumps(obj: dict[str, Any]) -> bytes:
+def dumps(value: Any, sort_keys: bool = False) -> bytes:
+    """Compact JSON of any value a line parsed to, as orjson (and Claude Code) writes it.
+
+    orjson refuses what a parsed line may still hold: nesting deeper than 254 levels, integers
+    beyond 64 bits and lone surrogates (both from lines the standard library read); those go
+    through the standard library, given the stack a value nested MAX_DEPTH levels needs.
+    """
     try:
-        return orjson.dumps(obj)
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS if sort_keys else None)
     except orjson.JSONEncodeError:
-        text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+        with depth_headroom():
+            text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=sort_keys)
         return _LONE_SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text).encode()
+
+
+def as_text(value: Any) -> str:
+    """A string as it is, any other value a line parsed to as its JSON (str() would recurse
+    through a deeply nested one)."""
+    return value if isinstance(value, str) else dumps(value).decode()
 
 
 def _kind_of(value: object) -> str:
@@ -118,6 +142,8 @@ def _parse_slowly(raw: bytes, is_last_unterminated: bool, error: orjson.JSONDeco
     if "surrogate" in error.msg:
         try:
             return _loads_with_lone_surrogates(raw)
+        except RecursionError:
+            return _BadLine(TOO_DEEP)
         except ValueError:
             pass
     return _BadLine(_describe_bad_line(raw, is_last_unterminated, error))

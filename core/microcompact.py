@@ -16,6 +16,7 @@ from typing import Any
 
 from .cache import CacheDecision, CachePolicy, decide
 from .count import Calibration, Estimates, anchor_index, calibrate, count_context
+from .fields import iso, moment, text as field_text
 from .jsonl import Entry
 from .model import Message
 from .placeholders import PLACEHOLDER
@@ -67,19 +68,7 @@ def result_text_size(block: dict[str, Any]) -> int:
 
 
 def timestamp_of(obj: dict[str, Any]) -> datetime | None:
-    value = obj.get("timestamp")
-    if not isinstance(value, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
-
-
-def iso(moment: datetime) -> str:
-    moment = moment.astimezone(timezone.utc)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    return moment(obj.get("timestamp"))
 
 
 @dataclass
@@ -152,7 +141,7 @@ def microcompact(entries: list[Entry], transcript_format: Any, config: Microcomp
         block = dict(message.content[index])
         block["content"] = PLACEHOLDER
         by_entry.setdefault(position, {})[block_index] = block
-        removed.append({"uuid": entries[position].obj.get("uuid"), "block": block_index, "tool_use_id": call.id, "tool": call.name})
+        removed.append({"uuid": field_text(entries[position].obj, "uuid"), "block": block_index, "tool_use_id": call.id, "tool": call.name})
         stats = per_tool.setdefault(call.name, {"results": 0, "tokens": 0})
         stats["results"] += 1
         stats["tokens"] += tokens

@@ -25,7 +25,8 @@ from typing import Any
 
 
 from .count import Reinjection
-from .jsonl import Entry
+from .fields import text
+from .jsonl import Entry, as_text
 from .model import Message
 from .tokens import RoughCounter
 
@@ -104,7 +105,7 @@ def file_states(messages: Sequence[Message], entries: Sequence[Entry], cwd: str 
     states: dict[str, FileState] = {}
     calls: dict[str, tuple[str, dict[str, Any], str]] = {}
     for message in messages:
-        stamp = str(entries[message.entries[-1]].obj.get("timestamp", "")) if message.entries else ""
+        stamp = (text(entries[message.entries[-1]].obj, "timestamp") or "") if message.entries else ""
         for index, block in enumerate(message.content):
             kind = block.get("type")
             if kind == "tool_use" and isinstance(block.get("input"), dict):
@@ -230,7 +231,7 @@ def plan_restore(history: Sequence[Message], history_entries: Sequence[Entry], t
         str(block.get("tool_use_id"))
         for message in tail
         for block in message.content
-        if block.get("type") == "tool_result" and str(block.get("content", "")).startswith("File unchanged since last read")
+        if block.get("type") == "tool_result" and as_text(block.get("content", "")).startswith("File unchanged since last read")
     }
     visible = set()
     for message in tail:

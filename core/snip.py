@@ -14,6 +14,7 @@ from typing import Any
 
 from .count import Estimates, anchor_index, calibrate, priced_blocks
 from .errors import CtxpipeError
+from .fields import text as field_text
 from .jsonl import Entry
 from .microcompact import iso
 from .model import Message
@@ -151,7 +152,7 @@ def snip(entries: list[Entry], transcript_format: Any, config: SnipConfig, previ
         marker = transcript_format.marker(result, "snip_boundary", "History snipped", "snipMetadata", metadata, iso(config.now or datetime.now(timezone.utc)))
         if marker is not None:
             result.append(marker)
-    removed = [{"uuid": entries[p].obj.get("uuid"), "line": entries[p].line or None} for p in sorted(doomed)]
+    removed = [{"uuid": field_text(entries[p].obj, "uuid"), "line": entries[p].line or None} for p in sorted(doomed)]
     report = {"stage": "snip", "removed_messages": len(removed_messages), "removed_lines": len(doomed), "removed_estimate": saved, "tokens_saved": counted}
     return Outcome(result, True, f"removed {len(removed_messages)} message{'s' if len(removed_messages) != 1 else ''} ({len(doomed)} lines)", report, removed)
 

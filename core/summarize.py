@@ -15,6 +15,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .jsonl import as_text
 from .model import Message
 from .tokens import RoughCounter, estimate_blocks
 
@@ -141,8 +142,8 @@ def typed_text(message: Message) -> str | None:
 def _first_line(content: Any) -> str:
     """The line that says what went wrong: the first naming an error or failure, else the first."""
     if isinstance(content, list):
-        content = " ".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
-    lines = [line.strip() for line in str(content or "").splitlines() if line.strip()]
+        content = " ".join(as_text(b.get("text", "")) for b in content if isinstance(b, dict))
+    lines = [line.strip() for line in as_text(content or "").splitlines() if line.strip()]
     telling = next((line for line in lines if re.search(r"error|fail|exception|traceback", line, re.I)), None)
     return (telling or (lines[0] if lines else ""))[:200]
 
@@ -186,12 +187,12 @@ def gather(messages: Sequence[Message]) -> Facts:
                         edited.add(path)
                         facts.edited.append(path)
                 if name == "TodoWrite" and isinstance(tool_input, dict) and isinstance(tool_input.get("todos"), list):
-                    facts.todos = [(str(t.get("content", "")), str(t.get("status", ""))) for t in tool_input["todos"] if isinstance(t, dict)]
+                    facts.todos = [(as_text(t.get("content", "")), as_text(t.get("status", ""))) for t in tool_input["todos"] if isinstance(t, dict)]
             elif kind == "tool_result":
                 name, tool_input = calls.get(str(block.get("tool_use_id")), ("?", None))
                 failed = bool(block.get("is_error"))
                 if name == "Bash" and isinstance(tool_input, dict):
-                    facts.commands.append((str(tool_input.get("command", ""))[:200], failed))
+                    facts.commands.append((as_text(tool_input.get("command", ""))[:200], failed))
                 if failed:
                     pending_error = (name, _first_line(block.get("content")))
                     facts.unresolved_error, failed_tool = pending_error[1], name
@@ -391,8 +392,7 @@ def context_text(messages: Sequence[Message]) -> str:
             if kind == "text":
                 parts.append(str(block.get("text", "")))
             elif kind == "tool_use":
-                parts.append(str(block.get("input")))
+                parts.append(as_text(block.get("input")))
             elif kind == "tool_result":
-                content = block.get("content")
-                parts.append(content if isinstance(content, str) else str(content))
+                parts.append(as_text(block.get("content")))
     return "\n".join(parts)

@@ -13,7 +13,8 @@ from collections.abc import Iterable
 from functools import cache
 from typing import Any, Protocol
 
-import orjson
+from .fields import read_block
+from .jsonl import dumps
 
 IMAGE_TOKENS = 2000  # Claude Code's flat estimate for an image or document block
 TIKTOKEN_NAMES = ("cl100k_base", "o200k_base")
@@ -117,19 +118,29 @@ def block_texts(block: dict[str, Any]) -> tuple[list[str], int]:
             return [content], 0
         texts: list[str] = []
         flat = 0
-        for inner in content if isinstance(content, list) else []:
-            if isinstance(inner, dict):
-                inner_texts, inner_flat = block_texts(inner)
+        # The blocks inside a result, and inside results nested in it, walked without recursion:
+        # a hostile line may nest them as deep as a line can be.
+        pending = [content]
+        while pending:
+            inner = pending.pop()
+            for value in inner if isinstance(inner, list) else ():
+                item = read_block(value)
+                if item is None:
+                    continue
+                if item.get("type") == "tool_result" and not isinstance(item.get("content"), str):
+                    pending.append(item.get("content"))
+                    continue
+                inner_texts, inner_flat = block_texts(item)
                 texts += inner_texts
                 flat += inner_flat
         return texts, flat
     if kind == "tool_use":
-        return [str(block.get("name", "")) + orjson.dumps(block.get("input") or {}).decode()], 0
+        return [str(block.get("name", "")) + dumps(block.get("input") or {}).decode()], 0
     if kind == "thinking":
         return [str(block.get("thinking", ""))], 0
     if kind == "redacted_thinking":
         return [str(block.get("data", ""))], 0
-    return [orjson.dumps(block).decode()], 0
+    return [dumps(block).decode()], 0
 
 
 def estimate_blocks(blocks: Iterable[dict[str, Any]], counter: TextCounter) -> int:

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..core.convert import EARLY, to_api_messages
 from ..core.count import Compaction, Marker
+from ..core.fields import blocks_with_index
 from ..core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries, iter_entries
 from ..core.model import Finding, Message
 from .base import WriteOptions
@@ -43,10 +44,7 @@ class AnthropicFormat:
             if role not in ROLES:
                 continue
             content = obj.get("content")
-            if isinstance(content, str):
-                indexed = [(-1, {"type": "text", "text": content})]
-            else:
-                indexed = [(index, block) for index, block in enumerate(content) if isinstance(block, dict)] if isinstance(content, list) else []
+            indexed = blocks_with_index(content)
             usage = obj.get("usage") if isinstance(obj.get("usage"), dict) else None
             messages.append(
                 Message(role, [block for _, block in indexed], [position], obj.get("id") if isinstance(obj.get("id"), str) else None,

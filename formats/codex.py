@@ -19,12 +19,14 @@ import orjson
 from ..core.convert import EARLY, unasked_results
 from ..core.errors import UnsupportedError
 from ..core.count import Compaction, Marker
-from ..core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries, iter_entries
+from ..core.fields import count, text as field_text
+from ..core.jsonl import Entry, OnError, ReadStats, dumps, iter_buffer_entries, iter_entries
 from ..core.model import Finding, Message
 from .base import WriteOptions
 
-LINE_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
-TEXT_PARTS = frozenset({"input_text", "output_text", "text"})
+# Tuples, not sets: a line's `type` may be a list or an object, which a set lookup cannot hash.
+LINE_TYPES = ("session_meta", "response_item", "event_msg", "turn_context", "compacted")
+TEXT_PARTS = ("input_text", "output_text", "text")
 
 
 def _text_blocks(content: Any) -> list[dict[str, Any]]:
@@ -35,7 +37,7 @@ def _text_blocks(content: Any) -> list[dict[str, Any]]:
         if isinstance(part, dict) and part.get("type") in TEXT_PARTS and isinstance(part.get("text"), str):
             blocks.append({"type": "text", "text": part["text"]})
         elif isinstance(part, dict) and part.get("type") == "input_image":
-            blocks.append({"type": "image", "source": {"type": "url", "url": str(part.get("image_url", ""))}})
+            blocks.append({"type": "image", "source": {"type": "url", "url": field_text(part, "image_url") or ""}})
     return blocks
 
 
@@ -65,8 +67,8 @@ def _output_text(output: Any) -> str:
     if isinstance(output, dict) and isinstance(output.get("output"), str):
         return output["output"]
     if isinstance(output, list):
-        return "".join(part.get("text", "") for part in output if isinstance(part, dict))
-    return orjson.dumps(output).decode()
+        return "".join(field_text(part, "text") or "" for part in output if isinstance(part, dict))
+    return dumps(output).decode()
 
 
 def _item_message(item: dict[str, Any], position: int) -> Message | None:
@@ -80,17 +82,17 @@ def _item_message(item: dict[str, Any], position: int) -> Message | None:
         injected = role == "user" and text.lstrip().startswith(("<environment_context>", "<user_instructions>", "# AGENTS.md"))
         return Message(role, blocks, [position], meta=injected)
     if kind in ("function_call", "custom_tool_call", "local_shell_call"):
-        call_id = item.get("call_id") or item.get("id")
+        call_id = field_text(item, "call_id") or field_text(item, "id")
         if kind == "function_call":
             tool_input = _arguments(item.get("arguments"))
         elif kind == "custom_tool_call":
             tool_input = {"input": item.get("input")}
         else:
             tool_input = {"action": item.get("action")}
-        name = item.get("name") or ("local_shell" if kind == "local_shell_call" else "tool")
+        name = field_text(item, "name") or ("local_shell" if kind == "local_shell_call" else "tool")
         return Message("assistant", [{"type": "tool_use", "id": str(call_id), "name": str(name), "input": tool_input}], [position])
     if kind in ("function_call_output", "custom_tool_call_output"):
-        block = {"type": "tool_result", "tool_use_id": str(item.get("call_id")), "content": _output_text(item.get("output"))}
+        block = {"type": "tool_result", "tool_use_id": str(field_text(item, "call_id")), "content": _output_text(item.get("output"))}
         return Message("user", [block], [position])
     return None  # reasoning (encrypted), web_search_call, ghost_snapshot, …
 
@@ -99,14 +101,14 @@ def _usage(info: Any) -> dict[str, Any] | None:
     last = info.get("last_token_usage") if isinstance(info, dict) else None
     if not isinstance(last, dict):
         return None
-    total_input = int(last.get("input_tokens") or 0)
-    cached = int(last.get("cached_input_tokens") or 0)
+    total_input = count(last, "input_tokens")
+    cached = min(count(last, "cached_input_tokens"), total_input)
     # OpenAI counts cached tokens inside input_tokens; Anthropic's usage keeps them apart.
     return {
         "input_tokens": total_input - cached,
         "cache_creation_input_tokens": 0,
         "cache_read_input_tokens": cached,
-        "output_tokens": int(last.get("output_tokens") or 0),
+        "output_tokens": count(last, "output_tokens"),
     }
 
 

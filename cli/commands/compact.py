@@ -11,7 +11,7 @@ import typer
 
 from .. import io
 from ..budget_options import AutocompactPct, Baseline, MaxOutput, Model, NoAutoCompact, Window, budget_settings
-from ..options import Format, InputPaths, Json, LlmTimeout, OnError
+from ..options import Format, InputPaths, Json, LlmTimeout, OnError, SourceChoice, engine_name
 from ..stages import Now, parse_now
 from ..status import ExitStatus
 
@@ -24,19 +24,19 @@ def compact(
     backup: Annotated[Optional[str], typer.Option("--backup", help="With --in-place: keep each original that changes as FILE+SUFFIX (FILE+SUFFIX.1, .2, … when that exists; never overwritten), written and synced before FILE is replaced.", show_default=False)] = None,
     jobs: Annotated[int, typer.Option("--jobs", "-j", help="Worker processes (0: one per core).", min=0)] = 0,
     force: Annotated[bool, typer.Option("--force", help="Summarize even below the autocompact threshold (microcompact is forced too).")] = False,
-    target_tokens: Annotated[Optional[int], typer.Option("--target-tokens", help="Summarize when the context is above this many tokens.", show_default=False)] = None,
-    engine: Annotated[str, typer.Option("--engine", "-e", help="Summary engine: auto | session-memory | llm | offline.")] = "auto",
-    keep_recent: Annotated[int, typer.Option("--keep-recent", help="microcompact: results of the last N compactable calls stay.")] = 5,
-    gap_minutes: Annotated[float, typer.Option("--gap-minutes", help="microcompact: clear only after this idle gap.")] = 60.0,
-    keep_min_tokens: Annotated[int, typer.Option("--keep-min-tokens", help="summarize: the tail holds at least this many tokens…")] = 10_000,
-    keep_min_text_messages: Annotated[int, typer.Option("--keep-min-text-messages", help="…and this many messages with text…")] = 5,
-    keep_max_tokens: Annotated[int, typer.Option("--keep-max-tokens", help="…at most this many tokens.")] = 40_000,
+    target_tokens: Annotated[Optional[int], typer.Option("--target-tokens", help="Summarize when the context is above this many tokens.", min=0, show_default=False)] = None,
+    engine: Annotated[str, typer.Option("--engine", "-e", help="Summary engine: auto | session-memory | llm | offline.", callback=engine_name)] = "auto",
+    keep_recent: Annotated[int, typer.Option("--keep-recent", help="microcompact: results of the last N compactable calls stay (at least 1).", min=1)] = 5,
+    gap_minutes: Annotated[float, typer.Option("--gap-minutes", help="microcompact: clear only after this idle gap.", min=0.0)] = 60.0,
+    keep_min_tokens: Annotated[int, typer.Option("--keep-min-tokens", help="summarize: the tail holds at least this many tokens…", min=0)] = 10_000,
+    keep_min_text_messages: Annotated[int, typer.Option("--keep-min-text-messages", help="…and this many messages with text…", min=0)] = 5,
+    keep_max_tokens: Annotated[int, typer.Option("--keep-max-tokens", help="…at most this many tokens.", min=0)] = 40_000,
     keep_last: Annotated[Optional[int], typer.Option("--keep-last", help="summarize: keep exactly the last N messages.", min=0, show_default=False)] = None,
     base_url: Annotated[Optional[str], typer.Option("--base-url", help="llm engine: a Messages-API-compatible endpoint.", show_default=False)] = None,
     instructions: Annotated[Optional[str], typer.Option("--instructions", help="llm engine: custom instructions.", show_default=False)] = None,
     timeout: LlmTimeout = None,
     root: Annotated[Optional[str], typer.Option("--root", help="restore: read files from disk only under this folder (default: the current directory, and only for a transcript whose cwd is in it; else the transcript's own copies).", show_default=False)] = None,
-    source: Annotated[str, typer.Option("--source", help="restore: disk | transcript | auto.")] = "auto",
+    source: Annotated[SourceChoice, typer.Option("--source", help="restore: where file content comes from.")] = SourceChoice.auto,
     model: Model = None,
     window: Window = None,
     baseline: Baseline = None,
@@ -64,10 +64,8 @@ def compact(
     from ...core.restore import RestoreConfig
     from ...core.summarize import SplitConfig
     from ...core.summarize_engines import SUMMARY_TIMEOUT, LlmConfig
-    from ...summarizing import ENGINES, SummarizeOptions
+    from ...summarizing import SummarizeOptions
 
-    if engine not in ENGINES:
-        raise typer.BadParameter(f"expected one of {', '.join(ENGINES)}", param_hint="--engine")
     if in_place and out_dir:
         raise typer.BadParameter("give --in-place or --out-dir, not both", param_hint="--in-place")
     if backup is not None and not in_place:
@@ -86,7 +84,7 @@ def compact(
         microcompact=MicrocompactConfig(keep_recent=keep_recent, gap_minutes=gap_minutes, now=moment, force=force),
         collapse=CollapseConfig(now=moment),
         summarize=SummarizeOptions(engine, SplitConfig(keep_min_tokens, keep_min_text_messages, keep_max_tokens, keep_last), llm=llm, now=moment),
-        restore=RestoreConfig(source, root),
+        restore=RestoreConfig(source.value, root),
         force_summary=force,
         target_tokens=target_tokens,
         budget=budget_settings(autocompact_pct=autocompact_pct, max_output_tokens=max_output_tokens, no_auto_compact=no_auto_compact),
@@ -127,6 +125,8 @@ def _say(report: dict[str, Any]) -> None:
 
     for stage in report["stages"]:
         io.note(stage_note(stage["stage"], stage["note"], stage.get("tokens_before", 0), stage.get("tokens_after", 0), stage["changed"]))
+    if report.get("skipped_lines"):  # --on-error skip: say so, as every other reader does
+        io.warn(f"{report['file']}: skipped {report['skipped_lines']} bad line{'s' if report['skipped_lines'] != 1 else ''}")
     io.note(f"compact: {report['file']}: {report['tokens_before']:,} → {report['tokens_after']:,} tokens")
 
 

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from .. import io
-from ..options import Format, InputPath, OnError, Output, Unbuffered, format_name
+from ..options import Format, InputPath, OnError, Output, Unbuffered, format_name, iso_time
 
 MAX_LISTED = 5
 
@@ -29,7 +29,7 @@ def convert(
     history: Annotated[bool, typer.Option("--history", help="Follow the main chain across compact boundaries instead of converting only the active context.")] = False,
     session_id: Annotated[Optional[str], typer.Option("--session-id", help="sessionId for lines written as claude-code (default: a new one).")] = None,
     cwd: Annotated[str, typer.Option("--cwd", help="cwd recorded on lines written as claude-code.")] = ".",
-    start_time: Annotated[Optional[str], typer.Option("--start-time", help="ISO time of the first line written as claude-code (default: now).")] = None,
+    start_time: Annotated[Optional[str], typer.Option("--start-time", help="ISO time of the first line written as claude-code (default: now).", callback=iso_time)] = None,
     model: Annotated[Optional[str], typer.Option("--model", help="Model recorded on assistant lines written as claude-code.")] = None,
 ) -> None:
     """Convert a transcript to the Anthropic Messages form or to Claude Code JSONL.

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..options import Format, InputPath, Json, OnError, Output, Unbuffered
+from ..options import Format, InputPath, Json, OnError, Output, SourceChoice, Unbuffered
 from ..stages import Ledger, Now, ReportJson, parse_now, run_stage
 
 
@@ -16,7 +16,7 @@ def restore(
     output: Output = None,
     from_: Annotated[Optional[str], typer.Option("--from", help="The transcript from before the summary, when the input no longer holds its history.", show_default=False)] = None,
     root: Annotated[Optional[str], typer.Option("--root", help="Read files from disk only under this folder, links resolved (default: the current directory, and only for a transcript whose cwd is in it; else the transcript's own copies).", show_default=False)] = None,
-    source: Annotated[str, typer.Option("--source", help="disk | transcript | auto: where file content comes from (auto: disk when the file is under the root, else the transcript).")] = "auto",
+    source: Annotated[SourceChoice, typer.Option("--source", help="Where file content comes from (auto: disk when the file is under the root, else the transcript).")] = SourceChoice.auto,
     allow_outside_root: Annotated[bool, typer.Option("--allow-outside-root", help="Read files outside the root too (a transcript is untrusted input: off by default).")] = False,
     plan: Annotated[bool, typer.Option("--plan", help="List every candidate, chosen or not and why, with its tokens; write no transcript.")] = False,
     json_output: Json = False,
@@ -44,9 +44,7 @@ def restore(
     from ...core.restore import RestoreConfig, restore as run
     from .. import io
 
-    if source not in ("disk", "transcript", "auto"):
-        raise typer.BadParameter("expected disk, transcript or auto", param_hint="--source")
-    config = RestoreConfig(source, root, allow_outside_root)
+    config = RestoreConfig(source.value, root, allow_outside_root)
     original = None
     if from_ is not None:
         before = ctxpipe.read_transcript(from_)

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..options import Format, InputPath, LlmTimeout, OnError, Output, Unbuffered
+from ..options import Format, InputPath, LlmTimeout, OnError, Output, Unbuffered, engine_name, readable_file
 from ..stages import Ledger, Now, ReportJson, parse_now, run_stage
 
 
@@ -15,15 +15,15 @@ def summarize(
     path: InputPath = None,
     input_format: Format = None,
     output: Output = None,
-    engine: Annotated[str, typer.Option("--engine", "-e", help="auto | session-memory | llm | offline. auto: the session's notes if found, else the model if ANTHROPIC_API_KEY is set, else offline.")] = "auto",
-    session_memory: Annotated[Optional[str], typer.Option("--session-memory", help="The notes file to use (default: <project>/<session>/session-memory/summary.md beside the transcript).", show_default=False)] = None,
+    engine: Annotated[str, typer.Option("--engine", "-e", help="auto | session-memory | llm | offline. auto: the session's notes if found, else the model if ANTHROPIC_API_KEY is set, else offline.", callback=engine_name)] = "auto",
+    session_memory: Annotated[Optional[str], typer.Option("--session-memory", help="The notes file to use (default: <project>/<session>/session-memory/summary.md beside the transcript).", show_default=False, callback=readable_file)] = None,
     model: Annotated[Optional[str], typer.Option("--model", "-m", help="Model for the llm engine (default: the transcript's).", show_default=False)] = None,
     base_url: Annotated[Optional[str], typer.Option("--base-url", help="A Messages-API-compatible endpoint (default: Anthropic's; ANTHROPIC_BASE_URL is honoured).", show_default=False)] = None,
     instructions: Annotated[Optional[str], typer.Option("--instructions", help="Custom instructions appended to the summary request.", show_default=False)] = None,
     describe_images: Annotated[bool, typer.Option("--describe-images", help="Send images and ask for a one-line description of each, kept in the summary.")] = False,
-    keep_min_tokens: Annotated[int, typer.Option("--keep-min-tokens", help="The kept tail holds at least this many tokens (4/3-padded estimate)...")] = 10_000,
-    keep_min_text_messages: Annotated[int, typer.Option("--keep-min-text-messages", help="...and at least this many messages with text...")] = 5,
-    keep_max_tokens: Annotated[int, typer.Option("--keep-max-tokens", help="...and at most this many tokens.")] = 40_000,
+    keep_min_tokens: Annotated[int, typer.Option("--keep-min-tokens", help="The kept tail holds at least this many tokens (4/3-padded estimate)...", min=0)] = 10_000,
+    keep_min_text_messages: Annotated[int, typer.Option("--keep-min-text-messages", help="...and at least this many messages with text...", min=0)] = 5,
+    keep_max_tokens: Annotated[int, typer.Option("--keep-max-tokens", help="...and at most this many tokens.", min=0)] = 40_000,
     keep_last: Annotated[Optional[int], typer.Option("--keep-last", help="Keep exactly the last N messages instead (widened only to keep pairs whole).", min=0, show_default=False)] = None,
     keep_fraction: Annotated[Optional[float], typer.Option("--keep-fraction", help="Keep the last F (0-1) of the context's tokens instead.", min=0.0, max=1.0, show_default=False)] = None,
     drop_history: Annotated[bool, typer.Option("--drop-history", help="Leave out the lines before the summary (Claude Code keeps them above the boundary).")] = False,
@@ -49,11 +49,9 @@ def summarize(
     from ...core.errors import CtxpipeError
     from ...core.summarize import SplitConfig
     from ...core.summarize_engines import SUMMARY_TIMEOUT, LlmConfig
-    from ...summarizing import ENGINES, SummarizeOptions, summarize_entries
+    from ...summarizing import SummarizeOptions, summarize_entries
     from .. import io
 
-    if engine not in ENGINES:
-        raise typer.BadParameter(f"expected one of {', '.join(ENGINES)}", param_hint="--engine")
     split = SplitConfig(keep_min_tokens, keep_min_text_messages, keep_max_tokens, keep_last, keep_fraction)
     api_key = os.environ.get("ANTHROPIC_API_KEY") or None  # never printed or logged
 

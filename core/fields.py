@@ -1,0 +1,100 @@
+"""Typed reads of the known fields of an untrusted line.
+
+A transcript may hold anything where a known field should be: a number for `model`, a list for
+`timestamp`, "NaN" or -13,909 for a usage figure, an object for a tool id, a value nested a
+thousand levels deep. The rule, kept here once: a known field whose value has the wrong type reads
+as absent (a usage figure as 0). The line itself is not touched: a stage that does not rewrite it
+writes its bytes back as they came.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from typing import Any
+
+# No count a transcript records comes near this; anything above it is garbage, not a figure.
+MAX_COUNT = 10**15
+# Known block fields the core reads as text, and those it reads as an object.
+BLOCK_TEXT_FIELDS = ("type", "id", "tool_use_id", "name", "text", "thinking", "signature", "data")
+BLOCK_OBJECT_FIELDS = ("input",)
+# orjson parses at most this many levels; a value from a parsed line is never deeper.
+MAX_DEPTH = 1024
+
+
+def text(mapping: Mapping[str, Any], key: str) -> str | None:
+    """The field when it is a string, else None."""
+    value = mapping.get(key)
+    return value if isinstance(value, str) else None
+
+
+def count(mapping: Mapping[str, Any], key: str) -> int:
+    """A recorded count (tokens): a non-negative number below MAX_COUNT, else 0."""
+    value = mapping.get(key)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < MAX_COUNT:
+        return int(value)  # NaN fails the comparison above
+    return 0
+
+
+def moment(value: Any) -> datetime | None:
+    """An ISO 8601 time (a line's `timestamp`) in UTC (a time without a zone is taken as UTC);
+    None when it is not one, or lies beyond what a datetime holds once in UTC."""
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        return parsed.astimezone(timezone.utc) if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    except (ValueError, OverflowError):
+        return None
+
+
+def iso(when: datetime) -> str:
+    """A time as Claude Code writes one: UTC, milliseconds, a Z (the year always four digits)."""
+    when = when.astimezone(timezone.utc)
+    return f"{when.year:04d}-{when:%m-%dT%H:%M:%S}.{when.microsecond // 1000:03d}Z"
+
+
+def read_block(value: Any) -> dict[str, Any] | None:
+    """A content block as the core reads it: None when it is not an object; a copy without the
+    known fields that have the wrong type (the block itself when none has), so that ids compare
+    and hash as strings and a tool input is an object."""
+    if not isinstance(value, dict):
+        return None
+    wrong = [key for key in BLOCK_TEXT_FIELDS if key in value and not isinstance(value[key], str)]
+    wrong += [key for key in BLOCK_OBJECT_FIELDS if key in value and not isinstance(value[key], dict)]
+    if not wrong:
+        return value
+    return {key: item for key, item in value.items() if key not in wrong}
+
+
+def blocks_with_index(content: Any) -> list[tuple[int, dict[str, Any]]]:
+    """(index in the content list, block) for each readable block; a plain string is one text
+    block at index -1."""
+    if isinstance(content, str):
+        return [(-1, {"type": "text", "text": content})]
+    if not isinstance(content, list):
+        return []
+    found = []
+    for index, value in enumerate(content):
+        read = read_block(value)
+        if read is not None:
+            found.append((index, read))
+    return found
+
+
+@contextmanager
+def depth_headroom() -> Iterator[None]:
+    """Room on the interpreter's stack for a C routine (the standard library's JSON encoder, a
+    comparison) to walk a value nested MAX_DEPTH levels deep, as any parsed line may be."""
+    before = sys.getrecursionlimit()
+    wanted = MAX_DEPTH * 2 + 1000
+    if before >= wanted:
+        yield
+        return
+    sys.setrecursionlimit(wanted)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(before)
