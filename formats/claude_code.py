@@ -21,12 +21,14 @@ import orjson
 
 from ..core.convert import EARLY, UNASKED, tool_event, unasked_results
 from ..core.count import Compaction, Marker
+from ..core.fields import blocks_with_index, count, iso, moment, text
 from ..core.jsonl import Entry, OnError, ReadStats, iter_entries_reversed
 from ..core.model import Finding, Message
 from .base import WriteOptions
 
-TREE_TYPES = frozenset({"user", "assistant", "system", "progress", "attachment"})
-MESSAGE_TYPES = frozenset({"user", "assistant"})
+# Tuples, not sets: a line's `type` may be a list or an object, which a set lookup cannot hash.
+TREE_TYPES = ("user", "assistant", "system", "progress", "attachment")
+MESSAGE_TYPES = ("user", "assistant")
 CTXPIPE_NAMESPACE = uuidlib.UUID("6f1d2c1e-7f3b-4c1a-9a51-0c7e1d2b9a10")
 
 
@@ -146,7 +148,7 @@ def context_positions(entries: Sequence[Entry], history: bool = False) -> list[i
         if not isinstance(payload, dict):
             continue
         kind = obj.get("type")
-        if kind == "assistant" and payload.get("id") in response_ids:
+        if kind == "assistant" and text(payload, "id") in response_ids:
             extra.append(position)
             for block in _blocks(payload.get("content")):
                 if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
@@ -173,19 +175,7 @@ def _response_id(obj: dict[str, Any]) -> str | None:
 
 
 def _blocks(content: Any) -> list[dict[str, Any]]:
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    if isinstance(content, list):
-        return [block for block in content if isinstance(block, dict)]
-    return []
-
-
-def _blocks_with_index(content: Any) -> list[tuple[int, dict[str, Any]]]:
-    if isinstance(content, str):
-        return [(-1, {"type": "text", "text": content})]
-    if isinstance(content, list):
-        return [(index, block) for index, block in enumerate(content) if isinstance(block, dict)]
-    return []
+    return [block for _, block in blocks_with_index(content)]
 
 
 def build_messages(entries: Sequence[Entry], positions: Sequence[int]) -> list[Message]:
@@ -201,7 +191,7 @@ def build_messages(entries: Sequence[Entry], positions: Sequence[int]) -> list[M
         if not isinstance(payload, dict):
             continue
         content = payload.get("content")
-        indexed = _blocks_with_index(content)
+        indexed = blocks_with_index(content)
         blocks = [block for _, block in indexed]
         refs = [(position, index) for index, _ in indexed]
         if kind == "assistant":
@@ -215,7 +205,7 @@ def build_messages(entries: Sequence[Entry], positions: Sequence[int]) -> list[M
                 if usage is not None:
                     known.usage = usage
                 continue
-            message = Message("assistant", blocks, [position], message_id, usage, payload.get("model"), refs=refs)
+            message = Message("assistant", blocks, [position], message_id, usage, text(payload, "model"), refs=refs)
             if message_id:
                 responses[message_id] = message
             messages.append(message)
@@ -234,16 +224,12 @@ def build_messages(entries: Sequence[Entry], positions: Sequence[int]) -> list[M
     return messages
 
 
-def _timestamps(start: str | None) -> Any:
-    if start:
-        moment = datetime.fromisoformat(start.replace("Z", "+00:00"))
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=timezone.utc)
-    else:
-        moment = datetime.now(timezone.utc)
+def _timestamps(start: datetime | None) -> Any:
+    current = start or datetime.now(timezone.utc)
     while True:
-        yield moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-        moment += timedelta(milliseconds=1)
+        yield iso(current)
+        if current < datetime.max.replace(tzinfo=timezone.utc) - timedelta(milliseconds=1):  # a hostile start may be the last moment there is
+            current += timedelta(milliseconds=1)
 
 
 class ClaudeCodeFormat:
@@ -268,10 +254,10 @@ class ClaudeCodeFormat:
         # its usage was measured on the old, longer prompt and must not anchor a count. Told by the
         # uuids above the boundary when they were read, and by ctxpipe's summary record below the
         # tail (which a reader of the file's end meets first).
-        above = {e.obj.get("uuid") for e in entries[: positions[0]]}
+        above = {text(e.obj, "uuid") for e in entries[: positions[0]]}
         kept_until = max((p for p in range(positions[0], len(entries)) if is_summary_marker(entries[p].obj)), default=-1)
         for message in messages:
-            if message.role == "assistant" and (message.entries[-1] < kept_until or entries[message.entries[-1]].obj.get("uuid") in above):
+            if message.role == "assistant" and (message.entries[-1] < kept_until or text(entries[message.entries[-1]].obj, "uuid") in above):
                 message.usage_stale = True
         return messages
 
@@ -283,10 +269,11 @@ class ClaudeCodeFormat:
         start = positions[0]
         metadata = entries[start].obj.get("compactMetadata")
         metadata = metadata if isinstance(metadata, dict) else {}
-        by_ctxpipe = "ctxpipe" in metadata or any(is_summary_marker(entries[p].obj) for p in range(start, len(entries)))
+        kept_until = max((p for p in range(start, len(entries)) if is_summary_marker(entries[p].obj)), default=None)
+        by_ctxpipe = "ctxpipe" in metadata or kept_until is not None
         # A session-memory compaction (it keeps a preserved segment) restores only the plan.
         restores = "nothing" if by_ctxpipe else "plan" if "preservedSegment" in metadata else "files, plan and skills"
-        return Compaction(start, entries[start].line or None, restores)
+        return Compaction(start, entries[start].line or None, restores, kept_until)
 
     def context_positions(self, entries: Sequence[Entry]) -> list[int]:
         return context_positions(entries)
@@ -294,7 +281,10 @@ class ClaudeCodeFormat:
     def from_messages(self, messages: Sequence[dict[str, Any]], options: WriteOptions) -> list[Entry]:
         """One line per assistant block (sharing a message id), one line per tool result."""
         session_id = options.session_id or str(uuidlib.uuid4())
-        clock = _timestamps(options.start_time)
+        start = moment(options.start_time)
+        if options.start_time and start is None:
+            raise ValueError(f"start_time {options.start_time!r} is not an ISO 8601 time")
+        clock = _timestamps(start)
         out: list[Entry] = []
         parent: str | None = None
 
@@ -410,14 +400,14 @@ class ClaudeCodeFormat:
         parent = last.get("uuid")
         # Claude Code resumes from the newest leaf by time: each line must be newer than every
         # line above it (markers included), or the ones after the first are not loaded.
-        newest = max([when] + [e.obj["timestamp"] for e in entries if isinstance(e.obj.get("timestamp"), str)])
-        clock = _timestamps(newest)
+        times = (moment(e.obj.get("timestamp")) for e in entries)
+        clock = _timestamps(max([moment(when) or datetime.now(timezone.utc), *(t for t in times if t is not None)]))
         next(clock)
         out = []
-        for text in texts:
-            line_uuid = str(uuidlib.uuid5(CTXPIPE_NAMESPACE, orjson.dumps(["meta", parent, text]).decode()))
+        for injected in texts:
+            line_uuid = str(uuidlib.uuid5(CTXPIPE_NAMESPACE, orjson.dumps(["meta", parent, injected]).decode()))
             out.append(Entry({"parentUuid": parent, "isSidechain": False, **base, "type": "user",
-                              "message": {"role": "user", "content": text}, "isMeta": True, "uuid": line_uuid, "timestamp": next(clock)}))
+                              "message": {"role": "user", "content": injected}, "isMeta": True, "uuid": line_uuid, "timestamp": next(clock)}))
             parent = line_uuid
         return out
 
@@ -457,7 +447,7 @@ class ClaudeCodeFormat:
         """
         last = next((e.obj for e in reversed(entries) if isinstance(e.obj.get("uuid"), str)), {})
         envelope = next((e.obj for e in reversed(entries) if e.obj.get("type") in MESSAGE_TYPES), last)
-        session = str(envelope.get("sessionId", ""))
+        session = text(envelope, "sessionId") or ""
         base = {key: envelope[key] for key in ("isSidechain", "userType", "cwd", "sessionId", "version", "gitBranch", "slug") if key in envelope}
         base["isSidechain"] = False
         seed = orjson.dumps([session, last.get("uuid"), summary]).decode()
@@ -469,10 +459,10 @@ class ClaudeCodeFormat:
         summary_line = {"parentUuid": boundary_uuid, **base, "type": "user", "message": {"role": "user", "content": summary},
                         "isVisibleInTranscriptOnly": True, "isCompactSummary": True, "uuid": summary_uuid, "timestamp": when}
         out = [Entry(boundary), Entry(summary_line)]
-        kept = {entries[p].obj.get("uuid") for p in tail}
+        kept = {text(entries[p].obj, "uuid") for p in tail}
         for position in tail:
             entry = entries[position]
-            if entry.obj.get("parentUuid") not in kept:
+            if text(entry.obj, "parentUuid") not in kept:
                 entry = entry.replace({**entry.obj, "parentUuid": summary_uuid})
             out.append(entry)
         return out
@@ -485,9 +475,9 @@ class ClaudeCodeFormat:
             if obj.get("type") != "system":
                 continue
             metadata = obj.get("microcompactMetadata") or obj.get("snipMetadata") or obj.get("ctxpipeMetadata")
-            if isinstance(metadata, dict) and isinstance(metadata.get("tokensSaved"), int):
-                kind = str(obj.get("subtype") or "marker")
-                found.append(Marker(position, entry.line or None, kind, metadata["tokensSaved"]))
+            if isinstance(metadata, dict) and count(metadata, "tokensSaved") > 0:
+                kind = text(obj, "subtype") or "marker"
+                found.append(Marker(position, entry.line or None, kind, count(metadata, "tokensSaved")))
         return found
 
     def check(self, entries: Sequence[Entry]) -> list[Finding]:
@@ -559,7 +549,7 @@ def _check_response_groups(entries: Sequence[Entry]) -> list[Finding]:
         message_id = obj["message"].get("id")
         if not isinstance(message_id, str):
             continue
-        shape = (obj.get("requestId"), bool(obj.get("isSidechain")))
+        shape = (text(obj, "requestId"), bool(obj.get("isSidechain")))
         if message_id not in seen:
             seen[message_id] = (*shape, entry.line)
             continue
