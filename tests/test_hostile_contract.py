@@ -1,0 +1,1205 @@
+"""The hostile-input contract: every registered command, over every file in fixtures/adversarial/.
+
+For each command (taken from the typer registry: a command with no entry in COMMANDS fails
+test_every_registered_command_is_in_the_contract) and each adversarial transcript, by path and on
+a stdin pipe:
+- no traceback and no Python exception name on stderr, no hang, no signal;
+- the documented exit code (0 or 1; warn adds its levels 3-5; validate exits 1 with findings);
+- on exit 1, exactly one `ctxpipe: error: ` line naming the file, and FILE:LINE where a line is at
+  fault (a bad line must be named; a line named must be one of the lines the case changed);
+- a bad line (not JSON, not UTF-8, not an object) is rejected by every command that reads lines,
+  and listed as a `bad-line` finding by validate;
+- no raw control character on stderr (C0 but \\n and \\t, DEL, C1, bidi overrides, stray bytes),
+  nor on a terminal (the pty runs); JSON on stdout is data, but must be strict JSON (no NaN), and
+  no token figure in a report is negative or fractional;
+- transcript output keeps untouched lines byte-identical (each command's rule in
+  check_transcript) and every output line is an input line or a JSON object;
+- no file outside the transcript's folder, the working folder, the interpreter and the package
+  is opened for reading (an audit hook logs every open and directory listing);
+- the original is unchanged after every run, recoverable after `compact --in-place --backup`
+  (twice), and rebuilt byte for byte by `expand` from the ledger of a chain of stages.
+
+Runs are real processes with real file descriptors and exit codes, but ~3,000 `python -m ctxpipe`
+start-ups cost too long on a shared machine: a zygote process imports ctxpipe once and forks a
+child per run, which runs `python -m ctxpipe`'s own `__main__` with the run's argv, environment,
+working folder and standard streams, and exits as the interpreter would (traceback and exit 1 on
+an uncaught exception). test_the_zygote_runs_are_python_dash_m checks it against real
+`python -m ctxpipe` runs, byte for byte.
+
+Failures are left failing on purpose: each assertion lists every violation of its run.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import pty
+import queue
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import tty
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from helpers import FIXTURES, ROOT
+
+ADVERSARIAL = FIXTURES / "adversarial"
+NOW = "2030-01-01T00:00:00Z"
+TIMEOUT = 60.0
+ERROR_PREFIX = "ctxpipe: error: "
+WORKERS = max(2, os.cpu_count() or 2)
+
+# --- the commands: every registered command, with the argv that makes it read a transcript ---------
+# "{ledger}" is replaced by an empty ledger file (an empty ledger is a valid ledger). summarize and
+# compact run their default engine (auto) with no API key: the session-memory lookup runs, then the
+# offline engine.
+
+COMMANDS: dict[str, dict[str, list[str]]] = {
+    "convert": {"convert-claude-code": ["convert", "--to", "claude-code"], "convert-anthropic": ["convert", "--to", "anthropic"]},
+    "validate": {"validate": ["validate"]},
+    "count": {"count": ["count"]},
+    "warn": {"warn": ["warn"]},
+    "api-edits": {"api-edits": ["api-edits"]},
+    "microcompact": {"microcompact": ["microcompact", "--force", "--keep-recent", "1", "--now", NOW]},
+    "collapse": {"collapse": ["collapse", "--now", NOW]},
+    "snip": {"snip": ["snip", "--keep-last", "2", "--now", NOW]},
+    "summarize": {"summarize": ["summarize", "--keep-last", "2", "--now", NOW]},
+    "restore": {"restore": ["restore", "--now", NOW]},
+    "compact": {"compact": ["compact", "--force", "--keep-last", "2", "--now", NOW]},
+    "expand": {"expand": ["expand", "--ledger", "{ledger}"]},
+}
+VARIANTS: dict[str, list[str]] = {variant: argv for variants in COMMANDS.values() for variant, argv in variants.items()}
+# The same commands with their human output on a terminal ("{out}": a file for the transcript, so
+# only reports and diagnostics reach the terminal).
+ON_A_TERMINAL: dict[str, list[list[str]]] = {
+    "convert": [["convert", "--to", "anthropic", "-o", "{out}"], ["convert", "--to", "claude-code", "-o", "{out}"]],
+    "validate": [["validate"]],
+    "count": [["count"], ["count", "--by", "role"], ["count", "--by", "block"], ["count", "--by", "tool"], ["count", "--top", "3"], ["count", "--timeline"]],
+    "warn": [["warn", "--explain"]],
+    "api-edits": [["api-edits", "--explain"]],
+    "microcompact": [["microcompact", "--force", "--keep-recent", "1", "--report", "-o", "{out}"]],
+    "collapse": [["collapse", "--report", "-o", "{out}"]],
+    "snip": [["snip", "--keep-last", "2", "--report", "-o", "{out}"]],
+    "summarize": [["summarize", "--keep-last", "2", "-o", "{out}"]],
+    "restore": [["restore", "--plan"], ["restore", "-o", "{out}"]],
+    "compact": [["compact", "--force", "--keep-last", "2", "--out-dir", "{outdir}"]],
+    "expand": [["expand", "--ledger", "{ledger}", "-o", "{out}"]],
+}
+REPORTS = {"validate", "count", "warn", "api-edits"}  # JSON reports on a pipe; the rest write transcripts
+NOT_PARSING = {"expand"}  # undoes ledger records on bytes; an empty ledger leaves the input as it is
+# Stages that copy the lines before the active context (the last compact boundary) unparsed.
+PASS_HISTORY = {"microcompact", "collapse", "snip", "summarize", "restore", "compact"}
+EXIT_CODES = {"warn": {0, 1, 3, 4, 5}}  # warn exits with the context's level; the others 0 or 1
+
+
+def registered_commands() -> list[str]:
+    from ctxpipe.cli.app import app
+
+    # typer names a command after its function, underscores as dashes, unless given a name.
+    return sorted(info.name or info.callback.__name__.replace("_", "-") for info in app.registered_commands)
+
+
+def test_every_registered_command_is_in_the_contract() -> None:
+    commands = registered_commands()
+    assert "api-edits" in commands and len(commands) >= 12
+    assert sorted(COMMANDS) == commands, "a registered command has no entry in COMMANDS (or an entry names no command)"
+    assert sorted(ON_A_TERMINAL) == commands, "a registered command has no entry in ON_A_TERMINAL"
+
+
+# --- the cases -------------------------------------------------------------------------------------
+
+def norm(line: bytes) -> bytes:
+    """A line without a BOM or a CR before its newline (framing, not content)."""
+    return line.removeprefix(b"\xef\xbb\xbf").rstrip(b"\r")
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"{text} is out of range")
+    return value
+
+
+def parse(line: bytes, finite: bool = False) -> Any:
+    """The line's JSON value as any conforming reader gets it (lone surrogate escapes are legal JSON),
+    or raise ValueError (not UTF-8, not JSON, NaN/Infinity; with finite, a number out of a double's
+    range); a depth no reader takes raises RecursionError."""
+    text = norm(line).decode("utf-8")
+    return json.loads(text, parse_constant=_no_constant, parse_float=_finite if finite else float)
+
+
+def is_bad_line(line: bytes) -> bool:
+    if not norm(line).strip(b" \t\r\n\x0c"):
+        return False  # blank lines are skipped by every reader
+    try:
+        return not isinstance(parse(line), dict)
+    except RecursionError:
+        return False  # legal JSON, deeper than a parser may take: a command may accept or reject it
+    except ValueError:
+        return True
+
+
+def strict_object(line: bytes) -> dict[str, Any] | None:
+    """The line as a JSON object with finite numbers, or None: what every reader must take and
+    every writer may write."""
+    try:
+        value = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        try:
+            value = parse(line, finite=True)  # lone surrogates: legal, which orjson rejects
+        except (ValueError, RecursionError):
+            return None
+    return value if isinstance(value, dict) else None
+
+
+def lines_of(data: bytes) -> list[bytes]:
+    lines = data.split(b"\n")
+    return lines[:-1] if lines and lines[-1] == b"" else lines
+
+
+BASELINE = (ADVERSARIAL / "baseline.jsonl").read_bytes()
+BASE_INDEX = {line: index for index, line in enumerate(lines_of(BASELINE))}
+
+
+def odd_lines(data: bytes) -> set[int]:
+    """Line numbers (from 1) of lines that are not baseline lines, or not in the baseline's order."""
+    lines = [norm(line) for line in lines_of(data)]
+    at = [BASE_INDEX.get(line) for line in lines]
+    odd = set()
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        if at[i] is None:
+            odd.add(i + 1)
+            continue
+        here = at[i]
+        before = at[i - 1] if i > 0 else -1
+        after = at[i + 1] if i + 1 < len(at) else len(BASE_INDEX)
+        # Out of order: neither neighbour is its baseline neighbour (a neighbour that is new says nothing).
+        if here is not None and before is not None and after is not None and before != here - 1 and after != here + 1:
+            odd.add(i + 1)
+    return odd
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    path: Path
+
+    @cached_property
+    def data(self) -> bytes:
+        return self.path.read_bytes()
+
+    @cached_property
+    def lines(self) -> list[bytes]:
+        return lines_of(self.data)
+
+    @cached_property
+    def bad(self) -> set[int]:
+        return {i + 1 for i, line in enumerate(self.lines) if is_bad_line(line)}
+
+    @cached_property
+    def odd(self) -> set[int]:
+        return odd_lines(self.data) | self.bad
+
+    @cached_property
+    def claude_code(self) -> bool:
+        return not self.name.startswith("anthropic")
+
+
+def fixture_cases() -> list[Case]:
+    return [Case(path.stem, path) for path in sorted(ADVERSARIAL.glob("*.jsonl"))]
+
+
+def deep(depth: int, leaf: bytes = b"1") -> bytes:
+    return b"[" * depth + leaf + b"]" * depth
+
+
+def _with_last_line(transform: Callable[[dict[str, Any]], bytes]) -> bytes:
+    lines = lines_of(BASELINE)
+    return b"\n".join(lines[:-1] + [transform(json.loads(lines[-1]))]) + b"\n"
+
+
+def _splice(obj: dict[str, Any], key_path: tuple[str, ...], raw: bytes) -> bytes:
+    target = obj
+    for key in key_path[:-1]:
+        target = target[key]
+    target[key_path[-1]] = "@@RAW@@"
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode().replace(b'"@@RAW@@"', raw)
+
+
+# Cases too big to commit, written at run time.
+GENERATED: dict[str, Callable[[], bytes]] = {
+    "generated-huge-line-16mb": lambda: _with_last_line(lambda o: _splice(o, ("message", "content"), json.dumps("0123456789abcdef" * (1 << 20)).encode())),
+    "generated-many-blocks-100k": lambda: _with_last_line(
+        lambda o: _splice(o, ("message", "content"), b"[" + b",".join([b'{"type":"text","text":"x"}'] * 100_000) + b"]")),
+    "generated-deep-100000-unknown-field": lambda: _with_last_line(lambda o: _splice(o, ("x-future-field",), deep(100_000))),
+    "generated-deep-100000-content": lambda: _with_last_line(lambda o: _splice(o, ("message", "content"), deep(100_000, b'{"type":"text","text":"deep"}'))),
+}
+
+
+@pytest.fixture(scope="session")
+def generated_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("generated-cases")
+    for name, make in GENERATED.items():
+        (folder / f"{name}.jsonl").write_bytes(make())
+    return folder
+
+
+CASE_NAMES = [case.name for case in fixture_cases()] + list(GENERATED)
+
+
+def test_the_readme_lists_every_fixture() -> None:
+    readme = (ADVERSARIAL / "README.md").read_text()
+    listed = set(re.findall(r"`([\w.-]+\.jsonl)`", readme))
+    assert listed == {case.path.name for case in fixture_cases()}
+
+
+def test_the_cases_are_what_the_readme_says() -> None:
+    cases = {case.name: case for case in fixture_cases()}
+    assert cases["baseline"].odd == set() and cases["baseline"].bad == set()
+    for name in ("truncated-last-line", "invalid-utf8", "not-object-array", "raw-esc-in-string", "cr-line-endings", "lone-surrogate-raw-bytes"):
+        assert len(cases[name].bad) == 1, name
+    assert cases["usage-nan-literal"].bad == cases["usage-nan-string"].odd != set()
+    assert not cases["lone-surrogate-escaped"].bad and not cases["usage-1e400"].bad and not cases["deep-1000-content"].bad
+    assert cases["tool-result-before-use"].odd == {14, 15}
+
+
+# --- the zygote ------------------------------------------------------------------------------------
+
+ZYGOTE = r'''
+import importlib, io, json, os, pkgutil, runpy, signal, sys, time, traceback
+
+requests = os.fdopen(os.dup(0), "rb")
+replies = os.fdopen(os.dup(1), "wb", buffering=0)
+null = os.open(os.devnull, os.O_RDWR)
+os.dup2(null, 0)
+os.dup2(null, 1)
+
+import ctxpipe, ctxpipe.cli.app
+for info in pkgutil.walk_packages(ctxpipe.__path__, "ctxpipe."):
+    if not info.name.startswith(("ctxpipe.tests", "ctxpipe.bench")) and not info.name.endswith("__main__"):
+        try:
+            importlib.import_module(info.name)
+        except Exception:
+            pass
+for name in ("rich.console", "rich.table", "rich.text", "rich.markup", "rich.progress", "rich.live", "rich.panel",
+             "orjson", "fastjsonschema", "jsonschema", "tiktoken", "tiktoken_ext", "concurrent.futures", "multiprocessing"):
+    try:
+        importlib.import_module(name)
+    except Exception:
+        pass
+
+TEMPLATES = {0: sys.__stdin__, 1: sys.__stdout__, 2: sys.__stderr__}
+
+
+def stream(fd):
+    raw = io.FileIO(fd, "wb" if fd else "rb", closefd=False)
+    buffered = io.BufferedWriter(raw) if fd else io.BufferedReader(raw)
+    template = TEMPLATES[fd]
+    # As the interpreter sets them up: stderr line-buffered, stdout too on a terminal.
+    return io.TextIOWrapper(buffered, encoding=template.encoding, errors=template.errors, line_buffering=fd == 2 or raw.isatty())
+
+
+def install_audit(log_path):
+    log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    write, fspath, abspath = os.write, os.fsencode, os.path.abspath
+
+    def hook(event, args):
+        if event in ("open", "os.listdir", "os.scandir", "glob.glob"):
+            path = args[0] if args else None
+            if isinstance(path, (str, bytes, os.PathLike)):
+                flags = args[2] if event == "open" and len(args) > 2 and isinstance(args[2], int) else -1
+                mode = args[1] if event == "open" and len(args) > 1 and isinstance(args[1], str) else ""
+                record = {"event": event, "path": os.fsdecode(abspath(fspath(path))), "mode": mode, "flags": flags}
+                write(log, (json.dumps(record) + "\n").encode())
+
+    sys.addaudithook(hook)
+
+
+def child(req):
+    os.setpgid(0, 0)
+    requests.close()
+    replies.close()
+    stdin = req["stdin"]
+    if stdin is None:
+        fd = os.open(os.devnull, os.O_RDONLY)
+    elif req["stdin_pipe"]:
+        fd, w = os.pipe()
+        if os.fork() == 0:
+            os.close(fd)
+            with open(stdin, "rb") as source:
+                data = source.read()
+            try:
+                while data:
+                    data = data[os.write(w, data):]
+            except OSError:
+                pass
+            os._exit(0)
+        os.close(w)
+    else:
+        fd = os.open(stdin, os.O_RDONLY)
+    os.dup2(fd, 0)
+    opened = {}
+    for target in (1, 2):
+        name = req["stdout" if target == 1 else "stderr"]
+        if name not in opened:
+            flags = os.O_RDWR | os.O_NOCTTY if name.startswith("/dev/pts/") else os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+            opened[name] = os.open(name, flags, 0o644)
+        os.dup2(opened[name], target)
+    os.chdir(req["cwd"])
+    os.environ.clear()
+    os.environ.update(req["env"])
+    sys.stdin, sys.stdout, sys.stderr = sys.__stdin__, sys.__stdout__, sys.__stderr__ = stream(0), stream(1), stream(2)
+    if req["log"]:
+        install_audit(req["log"])
+    sys.argv = ["ctxpipe", *req["argv"]]
+    code = 0
+    try:
+        runpy.run_module("ctxpipe", run_name="__main__", alter_sys=True)
+    except SystemExit as exc:
+        if exc.code is None:
+            code = 0
+        elif isinstance(exc.code, int):
+            code = exc.code
+        else:
+            print(exc.code, file=sys.stderr)
+            code = 1
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    try:
+        sys.stdout.flush()
+    except BaseException as exc:
+        print(f"Exception ignored on flushing sys.stdout:\n{exc!r}", file=sys.stderr)
+        code = 120
+    try:
+        sys.stderr.flush()
+    except BaseException:
+        pass
+    if req.get("modules"):  # a warm-up run: what it imported, for the zygote to import once
+        with open(req["modules"], "w") as listing:
+            listing.write("\n".join(sorted(sys.modules)))
+    os._exit(code & 0xFF)
+
+
+for line in iter(requests.readline, b""):
+    req = json.loads(line)
+    if "import" in req:
+        for name in req["import"]:
+            try:
+                importlib.import_module(name)
+            except BaseException:
+                pass
+        replies.write(b"{}\n")
+        continue
+    start = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            child(req)
+        finally:
+            os._exit(99)
+    timed_out = False
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() - start > req["timeout"]:
+            timed_out = True
+            try:
+                os.killpg(pid, signal.SIGKILL)  # the run's own process group (it set it up)
+            except ProcessLookupError:
+                pass
+            _, status = os.waitpid(pid, 0)
+            break
+        time.sleep(0.002)
+    replies.write((json.dumps({"returncode": os.waitstatus_to_exitcode(status), "timed_out": timed_out,
+                               "seconds": time.monotonic() - start}) + "\n").encode())
+'''
+
+
+@dataclass
+class Run:
+    argv: list[str]
+    returncode: int
+    stdout: bytes
+    stderr: bytes
+    timed_out: bool
+    seconds: float
+    opens: list[dict[str, Any]] = field(default_factory=list)
+    source: str = ""  # the transcript's name as the command sees it (its path, or "-")
+
+    @property
+    def err(self) -> str:
+        return self.stderr.decode("utf-8", "replace")
+
+
+def base_env(tmp: Path) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("ANTHROPIC_", "CLAUDE_", "CTXPIPE_", "PYTEST_", "DISABLE_")) and key not in ("COLUMNS", "LINES")}
+    for name in ("home", "tmp"):
+        (tmp / name).mkdir(exist_ok=True)
+    env.update({"NO_COLOR": "1", "TERM": "dumb", "COLUMNS": "120", "HOME": str(tmp / "home"), "TMPDIR": str(tmp / "tmp"),
+                "TIKTOKEN_CACHE_DIR": str(tmp / "tmp"), "PYTHONDONTWRITEBYTECODE": "1"})
+    return env
+
+
+class Zygote:
+    def __init__(self, workdir: Path) -> None:
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.log = open(workdir / "zygote.log", "wb")
+        self.proc = subprocess.Popen([sys.executable, "-c", ZYGOTE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+                                     cwd=workdir, env=base_env(workdir))
+        self.counter = itertools.count()
+        self.workdir = workdir
+
+    def run(self, argv: Sequence[Any], *, cwd: Path, env: dict[str, str], stdin: Path | None = None, stdin_pipe: bool = True,
+            terminal: str | None = None, timeout: float = TIMEOUT, audit: bool = True, modules: Path | None = None) -> Run:
+        n = next(self.counter)
+        out, err, log = (self.workdir / f"{n}.{kind}" for kind in ("out", "err", "log"))
+        status = self.ask({"argv": [str(arg) for arg in argv], "cwd": str(cwd), "env": env, "stdin": str(stdin) if stdin else None,
+                           "stdin_pipe": stdin_pipe, "stdout": terminal or str(out), "stderr": terminal or str(err), "timeout": timeout,
+                           "log": str(log) if audit else None, "modules": str(modules) if modules else None})
+        stdout = b"" if terminal else out.read_bytes()
+        stderr = b"" if terminal else err.read_bytes()
+        opens = [json.loads(line) for line in log.read_text().splitlines()] if audit and log.exists() else []
+        for path in (out, err, log):
+            path.unlink(missing_ok=True)
+        return Run([str(arg) for arg in argv], status["returncode"], stdout, stderr, status["timed_out"], status["seconds"], opens)
+
+    def ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        assert self.proc.stdin and self.proc.stdout
+        self.proc.stdin.write(json.dumps(request).encode() + b"\n")
+        self.proc.stdin.flush()
+        reply = self.proc.stdout.readline()
+        if not reply:
+            raise RuntimeError(f"the zygote died: {(self.workdir / 'zygote.log').read_text()[-3000:]}")
+        return json.loads(reply)
+
+    def close(self) -> None:
+        assert self.proc.stdin
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+        self.log.close()
+
+
+class Runner:
+    """A pool of zygotes; run() takes a free one."""
+
+    def __init__(self, workdir: Path, size: int = WORKERS) -> None:
+        self.idle: queue.Queue[Zygote] = queue.Queue()
+        self.all = [Zygote(workdir / f"zygote-{i}") for i in range(size)]
+        self.warm_up(workdir / "warm-up")
+        for zygote in self.all:
+            self.idle.put(zygote)
+
+    def warm_up(self, folder: Path) -> None:
+        # Commands import much of what they use (typer's parameter code, pydantic, rich, schemas) on
+        # first use: run each once on the baseline in a child, then import what it imported in every
+        # zygote, so a run costs its own work only. Only imports cross over, no state of a run.
+        folder.mkdir(parents=True, exist_ok=True)
+        env = base_env(folder)
+        transcript, ledger = folder / "baseline.jsonl", folder / "ledger.jsonl"
+        transcript.write_bytes(BASELINE)
+        ledger.write_bytes(b"")
+        names: set[str] = set()
+        for n, argv in enumerate([*VARIANTS.values(), *(a for variants in ON_A_TERMINAL.values() for a in variants)]):
+            listing = folder / f"modules-{n}.txt"
+            self.all[0].run([*fill(argv, folder, ledger, n), transcript], cwd=folder, env=env, audit=False, modules=listing)
+            if listing.exists():
+                names.update(listing.read_text().split())
+        for zygote in self.all:
+            zygote.ask({"import": sorted(names)})
+
+    def run(self, argv: Sequence[Any], **kwargs: Any) -> Run:
+        zygote = self.idle.get()
+        try:
+            return zygote.run(argv, **kwargs)
+        finally:
+            self.idle.put(zygote)
+
+    def map(self, function: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+        with ThreadPoolExecutor(len(self.all)) as pool:
+            return list(pool.map(function, items))
+
+    def close(self) -> None:
+        for zygote in self.all:
+            zygote.close()
+
+
+@pytest.fixture(scope="module")
+def runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runner]:
+    pool = Runner(tmp_path_factory.mktemp("zygotes"))
+    yield pool
+    pool.close()
+
+
+# --- the checks ------------------------------------------------------------------------------------
+
+EXCEPTION = re.compile(r"Traceback \(most recent call last\)|\b[A-Z][A-Za-z]*(?:Error|Exception)\b|Exception ignored")
+# C0 but \t and \n, DEL, C1, the bidi embeddings/overrides/isolates, and bytes that are not UTF-8
+# (surrogateescape turns each into U+DC80-U+DCFF).
+CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\udc80-\udcff]")
+
+
+def control_characters(data: bytes) -> list[str]:
+    return sorted({repr(char) for char in CONTROL.findall(data.decode("utf-8", "surrogateescape"))})
+
+
+def allowed_roots(*extra: Path) -> list[str]:
+    roots = {ROOT, Path(sys.prefix), Path(sys.base_prefix), *extra}
+    return sorted({os.path.realpath(root) for root in roots}) + ["/dev/null", "/dev/pts/", "/dev/tty", "/dev/stdin", "/dev/fd/", "/proc/self/fd/"]
+
+
+def outside_reads(run: Run, roots: list[str]) -> list[str]:
+    """Paths opened for reading (or listed) outside the roots."""
+    found = []
+    for record in run.opens:
+        path, flags, mode = record["path"], record["flags"], record["mode"]
+        if record["event"] == "open":
+            if flags != -1 and (flags & os.O_ACCMODE) == os.O_WRONLY:
+                continue
+            if flags != -1 and flags & os.O_CREAT and flags & os.O_EXCL:
+                continue  # a new file cannot leak what it holds
+            if mode and "r" not in mode and "+" not in mode:
+                continue
+        real = os.path.realpath(path)
+        if not any(real == root or real.startswith(root.rstrip("/") + "/") or (root.endswith("/") and real.startswith(root)) for root in roots):
+            found.append(f"{record['event']} {path}")
+    return sorted(set(found))
+
+
+def error_lines(run: Run) -> list[str]:
+    return [line for line in run.err.splitlines() if line.startswith(ERROR_PREFIX)]
+
+
+def named_lines(message: str, source: str) -> list[int]:
+    return [int(n) for n in re.findall(re.escape(source) + r":(\d+):", message)]
+
+
+def reports(run: Run) -> list[dict[str, Any]] | None:
+    """stdout as strict JSON objects, one per line (None when a line is not one)."""
+    found = []
+    for line in run.stdout.splitlines():
+        if not line.strip():
+            continue
+        obj = strict_object(line)
+        if obj is None:
+            return None
+        found.append(obj)
+    return found
+
+
+DELTAS = {"adjustments"}  # count's adjustments are signed changes, not figures
+
+
+def bad_token_figures(value: Any, where: str = "") -> list[str]:
+    """Token figures (keys ending in 'tokens') that are not whole, non-negative numbers."""
+    found = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key in DELTAS:
+                continue
+            if key.endswith("tokens") and item is not None and not (isinstance(item, int) and not isinstance(item, bool) and item >= 0):
+                found.append(f"{where}{key}={item!r}")
+            found += bad_token_figures(item, f"{where}{key}.")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found += bad_token_figures(item, f"{where}{index}.")
+    return found
+
+
+def without_links(obj: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in obj.items() if key not in ("parentUuid", "logicalParentUuid")}
+
+
+def good_lines(case: Case) -> list[tuple[int, bytes, dict[str, Any]]]:
+    """The lines every reader must take (bad ones, numbers out of range and depths past any parser
+    left out), parsed as the output is, so the two compare."""
+    found = []
+    for number, line in enumerate(case.lines, 1):
+        if number in case.bad or not norm(line).strip():
+            continue
+        obj = strict_object(norm(line))
+        if obj is not None:
+            found.append((number, norm(line), obj))
+    return found
+
+
+def has_tool_result(obj: dict[str, Any]) -> bool:
+    message = obj.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    return isinstance(content, list) and any(isinstance(block, dict) and block.get("type") == "tool_result" for block in content)
+
+
+def last_boundary(case: Case) -> int:
+    """The line number of the last compact boundary before the last message (0 when there is none):
+    where the active context starts (a boundary after the last message starts nothing)."""
+    found = boundary = 0
+    for number, _, obj in good_lines(case):
+        if obj.get("type") == "system" and obj.get("subtype") == "compact_boundary":
+            boundary = number
+        elif obj.get("type") in ("user", "assistant"):
+            found = boundary
+    return found
+
+
+def check_transcript(variant: str, case: Case, written: bytes) -> list[str]:
+    """A transcript written: every line an input line or a JSON object, untouched lines byte-identical."""
+    problems = []
+    inputs = {norm(line) for line in case.lines}
+    output = [norm(line) for line in lines_of(written)]
+    out_set = set(output)
+    for number, line in enumerate(output, 1):
+        if line not in inputs and strict_object(line) is None:
+            problems.append(f"output line {number} is neither an input line nor a JSON object: {line[:120]!r}")
+    if variant == "expand":
+        if written != case.data:
+            problems.append("expand with an empty ledger did not give back its input byte for byte")
+        return problems
+    if variant == "convert-anthropic" or not case.claude_code:
+        return problems
+    out_objects = [obj for line in output if (obj := strict_object(line)) is not None]  # parsed as good_lines parses
+    removed = {uuid for obj in out_objects if obj.get("subtype") == "snip_boundary" and isinstance(obj.get("snipMetadata"), dict)
+               and isinstance(obj["snipMetadata"].get("removedUuids"), list) for uuid in obj["snipMetadata"]["removedUuids"] if isinstance(uuid, str)}
+    relinked = [without_links(obj) for obj in out_objects]
+    boundary = last_boundary(case)
+    for number, line, obj in good_lines(case):
+        if line in out_set:
+            continue
+        if variant == "convert-claude-code":
+            must = True  # converting to the input's own format copies it
+        elif variant in ("microcompact", "collapse"):
+            must = not has_tool_result(obj)  # only tool results are cleared or folded
+        elif variant == "summarize":
+            must = True  # the original lines stay above the new boundary
+        elif variant == "compact":
+            must = not has_tool_result(obj)
+        elif variant == "restore":
+            must = without_links(obj) not in relinked  # restore inserts lines; it may re-link the next one
+        elif variant == "snip":
+            must = number < boundary or (obj.get("uuid") not in removed and without_links(obj) not in relinked)
+        else:
+            must = False
+        if must:
+            problems.append(f"input line {number} ({obj.get('type')!r}) is not in the output byte for byte")
+    return problems
+
+
+def check_run(variant: str, case: Case, run: Run, *, via: str, roots: list[str], written: bytes | None = None) -> list[str]:
+    """Every violation of the contract by one run (`written`: the transcript it wrote, when not on
+    stdout; b"" when it writes none)."""
+    written = run.stdout if written is None else written
+    command = variant.split("-")[0] if variant.startswith("convert") else variant
+    problems = []
+    if run.timed_out:
+        return [f"no result within {TIMEOUT:.0f} s (killed)"]
+    if run.returncode < 0:
+        problems.append(f"killed by signal {-run.returncode}")
+    if EXCEPTION.search(run.err):
+        problems.append(f"a traceback or exception name on stderr: {run.err[-1500:]!r}")
+    allowed = EXIT_CODES.get(command, {0, 1})
+    if run.returncode not in allowed:
+        problems.append(f"exit {run.returncode}, not one of {sorted(allowed)}")
+    if chars := control_characters(run.stderr):
+        problems.append(f"raw control characters on stderr: {', '.join(chars)}")
+    errors = error_lines(run)
+    got = reports(run) if (command in REPORTS or variant == "convert-anthropic") else None
+    validate_report = command == "validate" and got is not None and len(got) == 1 and "findings" in got[0]
+    if run.returncode == 1 and not validate_report:
+        if len(errors) != 1:
+            problems.append(f"exit 1 with {len(errors)} `ctxpipe: error:` lines on stderr: {run.err[-1500:]!r}")
+        for message in errors[:1]:
+            if run.source not in message:
+                problems.append(f"the error does not name the file {run.source!r}: {message!r}")
+            named = named_lines(message, run.source)
+            if case.bad and variant not in NOT_PARSING and not set(named) & case.bad:
+                problems.append(f"a bad line ({sorted(case.bad)}) is at fault but the error names {named or 'no line'}: {message!r}")
+            elif named and not set(named) <= case.odd:
+                problems.append(f"the error names line {named}, which holds nothing odd (odd: {sorted(case.odd)[:20]}): {message!r}")
+            what = message.split(f"{run.source}:", 1)[-1]
+            if not re.sub(r"^\d+:", "", what).strip():
+                problems.append(f"the error does not say what is wrong: {message!r}")
+    if errors and run.returncode == 0:
+        problems.append(f"an error line with exit 0: {errors!r}")
+    if case.bad and variant not in NOT_PARSING:
+        if command == "validate":
+            bad_found = {f.get("line") for r in got or [] for f in r.get("findings", []) if f.get("code") == "bad-line"}
+            if run.returncode != 1 or not (bad_found & case.bad or any(set(named_lines(e, run.source)) & case.bad for e in errors)):
+                problems.append(f"validate did not list the bad line(s) {sorted(case.bad)} (exit {run.returncode}, bad-line findings {sorted(bad_found, key=str)})")
+        elif run.returncode != 1 and not (command in PASS_HISTORY and max(case.bad) < last_boundary(case)):
+            problems.append(f"bad line(s) {sorted(case.bad)} accepted with exit {run.returncode}")
+        elif run.returncode == 0:
+            # A stage reads back from the end to the start of the active context; what lies before it
+            # (here, the bad lines) it copies unparsed, byte for byte.
+            out = {norm(line) for line in lines_of(written)}
+            if missing := [n for n in sorted(case.bad) if norm(case.lines[n - 1]) not in out]:
+                problems.append(f"bad line(s) {missing} before the active context accepted but not passed through")
+    if command in REPORTS and run.returncode in allowed and run.stdout.strip():
+        if got is None:
+            problems.append(f"the report on stdout is not strict JSON lines: {run.stdout[:300]!r}")
+        else:
+            for report in got:
+                if figures := bad_token_figures(report):
+                    problems.append(f"token figures that are not whole non-negative numbers: {figures[:6]}")
+    if command not in REPORTS and run.returncode == 0 and written:
+        problems += check_transcript(variant, case, written)
+    if run.returncode == 1 and command not in REPORTS and run.stdout:
+        inputs = {norm(line) for line in case.lines}
+        partial = [line for line in lines_of(run.stdout) if norm(line) not in inputs and strict_object(line) is None]
+        if partial:
+            problems.append(f"a failed run left {len(partial)} broken line(s) on stdout")
+    if outside := outside_reads(run, roots):
+        problems.append(f"read outside the root: {outside[:8]}")
+    return problems
+
+
+# --- the matrix ------------------------------------------------------------------------------------
+
+VIA = ("path", "stdin")
+# stdin is read as a stream, a file by path through a map: the two differ in framing (BOM, line
+# ends, blank, cut and bad lines, size), not in what the lines hold. Those cases run both ways.
+FRAMING = {"baseline", "bom-crlf", "bom-only-first", "cr-line-endings", "blank-lines", "no-final-newline", "empty", "only-blank-lines",
+           "only-empty-object", "lone-surrogate-escaped", "raw-c1-bidi-in-string", *GENERATED}
+
+
+def vias(case: Case) -> tuple[str, ...]:
+    return VIA if case.name in FRAMING or case.bad else ("path",)
+
+
+@dataclass
+class CaseRuns:
+    case: Case
+    tmp: Path
+    runs: dict[tuple[str, str], Run]
+    input_dir_before: list[str]
+    input_dir_after: list[str]
+    unchanged: bool
+
+
+_CACHE: dict[str, CaseRuns] = {}
+_LOCK = threading.Lock()
+_CASE_LOCKS: dict[str, threading.Lock] = {}
+
+
+def case_by_name(name: str, generated: Path) -> Case:
+    path = generated / f"{name}.jsonl" if name in GENERATED else ADVERSARIAL / f"{name}.jsonl"
+    return Case(name, path)
+
+
+def prepare(case: Case, tmp: Path) -> tuple[Path, Path, dict[str, str], Path]:
+    """The case's transcript in tmp/in/, a separate working folder, an environment and an empty ledger."""
+    folder, cwd = tmp / "in", tmp / "cwd"
+    folder.mkdir(parents=True, exist_ok=True)
+    cwd.mkdir(exist_ok=True)
+    path = folder / f"{case.name}.jsonl"
+    path.write_bytes(case.data)
+    ledger = tmp / "empty-ledger.jsonl"
+    ledger.write_bytes(b"")
+    return path, cwd, base_env(tmp), ledger
+
+
+def fill(argv: list[str], tmp: Path, ledger: Path, n: int = 0) -> list[str]:
+    return [arg.replace("{ledger}", str(ledger)).replace("{out}", str(tmp / f"out-{n}.jsonl")).replace("{outdir}", str(tmp / f"outdir-{n}"))
+            for arg in argv]
+
+
+def run_case(runner: Runner, case: Case, tmp: Path) -> CaseRuns:
+    path, cwd, env, ledger = prepare(case, tmp)
+    before = sorted(p.name for p in path.parent.iterdir())
+    jobs = [(variant, via) for variant in VARIANTS for via in vias(case)]
+
+    def one(job: tuple[str, str]) -> tuple[tuple[str, str], Run]:
+        variant, via = job
+        argv = fill(VARIANTS[variant], tmp, ledger)
+        if via == "path":
+            run = runner.run([*argv, path], cwd=cwd, env=env)
+            run.source = str(path)
+        else:
+            run = runner.run([*argv, "-"], cwd=cwd, env=env, stdin=path)
+            run.source = "-"
+        return job, run
+
+    runs = dict(runner.map(one, jobs))
+    return CaseRuns(case, tmp, runs, before, sorted(p.name for p in path.parent.iterdir()), path.read_bytes() == case.data)
+
+
+def case_runs(name: str, runner: Runner, generated: Path, tmp_path_factory: pytest.TempPathFactory) -> CaseRuns:
+    with _LOCK:
+        lock = _CASE_LOCKS.setdefault(name, threading.Lock())
+    with lock:
+        if name not in _CACHE:
+            _CACHE[name] = run_case(runner, case_by_name(name, generated), tmp_path_factory.mktemp(f"case-{name[:40]}"))
+        return _CACHE[name]
+
+
+def _matrix() -> list[tuple[str, str, str]]:
+    fixtures = {case.name: case for case in fixture_cases()}
+    return [(name, variant, via) for name in CASE_NAMES for variant in VARIANTS
+            for via in (vias(fixtures[name]) if name in fixtures else VIA)]
+
+
+@pytest.mark.parametrize("name, variant, via", _matrix(), ids=["-".join(job) for job in _matrix()])
+def test_every_command_on_every_hostile_file(name: str, variant: str, via: str, runner: Runner, generated_dir: Path,
+                                             tmp_path_factory: pytest.TempPathFactory) -> None:
+    runs = case_runs(name, runner, generated_dir, tmp_path_factory)
+    run = runs.runs[(variant, via)]
+    problems = check_run(variant, runs.case, run, via=via, roots=allowed_roots(runs.tmp))
+    if not runs.unchanged:
+        problems.append("the original file changed")
+    if runs.input_dir_after != runs.input_dir_before:
+        problems.append(f"files appeared beside the input: {sorted(set(runs.input_dir_after) - set(runs.input_dir_before))}")
+    assert not problems, f"{' '.join(run.argv)} [{via}] exit {run.returncode}:\n  " + "\n  ".join(problems)
+
+
+# --- security: files the transcript names, outside any root the user chose -------------------------
+
+
+def passwd_lines() -> list[str]:
+    try:
+        text = Path("/etc/passwd").read_text(errors="replace")
+    except OSError:
+        return []
+    return [line for line in text.splitlines() if len(line) >= 12]
+
+
+@pytest.mark.parametrize("argv", [["restore", "--now", NOW], ["restore", "--source", "disk", "--now", NOW], ["restore", "--plan"],
+                                  ["compact", "--force", "--keep-last", "2", "--now", NOW], ["compact", "--force", "--source", "disk", "--keep-last", "2", "--now", NOW]],
+                         ids=["restore", "restore-source-disk", "restore-plan", "compact", "compact-source-disk"])
+def test_a_transcript_cwd_of_etc_does_not_read_etc_passwd(argv: list[str], runner: Runner, tmp_path: Path) -> None:
+    case = Case("cwd-etc-read-passwd", ADVERSARIAL / "cwd-etc-read-passwd.jsonl")
+    path, cwd, env, _ = prepare(case, tmp_path)
+    run = runner.run([*argv, path], cwd=cwd, env=env)
+    run.source = str(path)
+    shown = run.stdout.decode("utf-8", "replace") + run.err
+    leaked = [line for line in passwd_lines() if line in shown]
+    assert not leaked, f"/etc/passwd content in the output: {leaked[:3]}"
+    opened = {os.path.realpath(record["path"]) for record in run.opens}
+    assert not opened & {"/etc/passwd", "/etc/shadow", "/etc/hostname"}, sorted(opened & {"/etc/passwd", "/etc/shadow", "/etc/hostname"})
+    problems = check_run(argv[0], case, run, via="path", roots=allowed_roots(tmp_path), written=b"" if "--plan" in argv else None)
+    assert not problems, problems
+    if run.returncode == 0 and "--plan" not in argv:
+        # What was not read is said on stderr.
+        assert "passwd" in run.err or "root" in run.err.lower(), f"nothing on stderr says /etc/passwd was skipped: {run.err!r}"
+
+
+@pytest.mark.parametrize("command", ["restore", "compact"])
+def test_a_link_under_the_root_to_etc_passwd_is_not_followed_out(command: str, runner: Runner, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "src" / "notes.py").symlink_to("/etc/passwd")
+    (project / "src" / "ok.py").write_text("PORT = 8000\n")
+    text = (ADVERSARIAL / "baseline.jsonl").read_text().replace("/home/dev/proj", str(project)).replace(f"{project}/src/parser.py", f"{project}/src/notes.py")
+    path = tmp_path / "session.jsonl"
+    path.write_text(text)
+    env = base_env(tmp_path)
+    argv = ["restore", "--root", project, "--source", "disk", "--now", NOW] if command == "restore" else \
+        ["compact", "--force", "--keep-last", "1", "--root", project, "--source", "disk", "--now", NOW]
+    run = runner.run([*argv, path], cwd=project, env=env)
+    assert not EXCEPTION.search(run.err), run.err
+    shown = run.stdout.decode("utf-8", "replace") + run.err
+    assert not [line for line in passwd_lines() if line in shown], "a link under --root read /etc/passwd"
+    assert "/etc/passwd" not in {os.path.realpath(record["path"]) for record in run.opens}
+
+
+@pytest.mark.parametrize("argv", [["summarize", "--now", NOW], ["summarize", "--engine", "session-memory", "--now", NOW],
+                                  ["compact", "--force", "--now", NOW], ["compact", "--force", "--engine", "session-memory", "--now", NOW]],
+                         ids=["summarize-auto", "summarize-session-memory", "compact-auto", "compact-session-memory"])
+@pytest.mark.parametrize("name", ["session-id-traversal", "session-id-absolute"])
+def test_the_session_id_does_not_choose_the_notes_file(name: str, argv: list[str], runner: Runner, tmp_path: Path) -> None:
+    folder = tmp_path / "project"
+    folder.mkdir()
+    outside = tmp_path / "outside-notes" / "session-memory"
+    outside.mkdir(parents=True)
+    secret = "SECRET-NOTES-4f1c9: these notes belong to another session"
+    (outside / "summary.md").write_text(f"# Session notes\n\n{secret}\n")
+    data = (ADVERSARIAL / f"{name}.jsonl").read_bytes().replace(b"/nonexistent-ctxpipe-test/outside-notes", str(tmp_path / "outside-notes").encode())
+    path = folder / "session.jsonl"
+    path.write_bytes(data)
+    run = runner.run([*argv, path], cwd=tmp_path, env=base_env(tmp_path))
+    assert not EXCEPTION.search(run.err), run.err
+    assert run.returncode in (0, 1), run.err
+    assert secret.encode() not in run.stdout, "another folder's session notes became the summary"
+    opened = {os.path.realpath(record["path"]) for record in run.opens}
+    assert str(outside / "summary.md") not in opened, "the notes outside the transcript's folder were opened"
+
+
+# --- batches: one hostile file among good ones -----------------------------------------------------
+
+GOOD = ["basic", "parallel", "restore"]
+BATCH_CASES = [name for name in CASE_NAMES if name != "baseline" and not name.startswith("generated-huge")]
+
+
+def batch_folder(tmp: Path, case: Case) -> tuple[Path, list[Path], Path]:
+    folder = tmp / "sessions"
+    folder.mkdir(parents=True)
+    goods = []
+    for name in GOOD:
+        target = folder / f"{name}.jsonl"
+        shutil.copy(FIXTURES / "claude-code" / f"{name}.jsonl", target)
+        goods.append(target)
+    hostile = folder / f"zz-{case.name}.jsonl"
+    hostile.write_bytes(case.data)
+    return folder, goods, hostile
+
+
+@pytest.mark.parametrize("name", BATCH_CASES)
+def test_a_hostile_file_in_a_batch_is_one_error_line_and_the_others_are_processed(name: str, runner: Runner, generated_dir: Path, tmp_path: Path) -> None:
+    case = case_by_name(name, generated_dir)
+    folder, goods, hostile = batch_folder(tmp_path, case)
+    env = base_env(tmp_path)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    runs = dict(runner.map(lambda job: (job[0], runner.run(job[1], cwd=cwd, env=env)), [
+        ("count", ["count", folder]),
+        ("validate", ["validate", *goods, hostile]),
+        ("compact", ["compact", "--force", "--keep-last", "2", "--now", NOW, "--out-dir", tmp_path / "out", folder]),
+    ]))
+    problems = []
+    for label, run in runs.items():
+        if run.timed_out:
+            problems.append(f"{label}: no result within {TIMEOUT:.0f} s")
+            continue
+        if EXCEPTION.search(run.err):
+            problems.append(f"{label}: traceback: {run.err[-1200:]!r}")
+        if run.returncode not in (0, 1):
+            problems.append(f"{label}: exit {run.returncode}")
+        errors = error_lines(run)
+        if len(errors) > 1 or any(str(hostile) not in e for e in errors):
+            problems.append(f"{label}: error lines are not one line naming the hostile file: {errors!r}")
+        passed_through = label == "compact" and case.bad and max(case.bad) < last_boundary(case)  # before the active context
+        if case.bad and label != "validate" and len(errors) != 1 and not passed_through:
+            problems.append(f"{label}: the bad file is not reported: {run.err[-600:]!r}")
+        got = reports(run)
+        files = {r.get("file") for r in got or []}
+        if label in ("count", "validate") and not {str(g) for g in goods} <= files:
+            problems.append(f"{label}: good files without a result: {sorted({str(g) for g in goods} - files)}")
+        if label == "compact":
+            missing = [g.name for g in goods if not (tmp_path / "out" / g.name).is_file()]
+            if missing:
+                problems.append(f"compact: good files not written: {missing}")
+        if chars := control_characters(run.stderr):
+            problems.append(f"{label}: raw control characters on stderr: {chars}")
+    assert hostile.read_bytes() == case.data
+    assert not problems, "\n".join(problems)
+
+
+def test_a_fifo_in_a_folder_is_skipped_not_waited_on(runner: Runner, tmp_path: Path) -> None:
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    shutil.copy(FIXTURES / "claude-code" / "basic.jsonl", folder / "basic.jsonl")
+    os.mkfifo(folder / "pipe.jsonl")
+    env = base_env(tmp_path)
+    for argv in (["count", folder], ["compact", "--force", "--now", NOW, "--out-dir", tmp_path / "out", folder]):
+        run = runner.run(argv, cwd=tmp_path, env=env, timeout=30)
+        assert not run.timed_out, f"{argv[0]} waited on a FIFO in the folder"
+        assert not EXCEPTION.search(run.err), run.err
+        assert "pipe.jsonl" in run.err, f"{argv[0]} does not say it skipped the FIFO: {run.err!r}"
+        if argv[0] == "count":
+            assert str(folder / "basic.jsonl") in {r.get("file") for r in reports(run) or []}
+        else:
+            assert (tmp_path / "out" / "basic.jsonl").is_file()
+
+
+# --- non-regular inputs: pipes are streams, not empty files ----------------------------------------
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_dev_stdin_on_a_pipe_reads_like_the_file(variant: str, runner: Runner, tmp_path: Path) -> None:
+    case = Case("baseline", ADVERSARIAL / "baseline.jsonl")
+    path, cwd, env, ledger = prepare(case, tmp_path)
+    argv = fill(VARIANTS[variant], tmp_path, ledger)
+    by_path = runner.run([*argv, path], cwd=cwd, env=env)
+    by_pipe = runner.run([*argv, "/dev/stdin"], cwd=cwd, env=env, stdin=path)
+    assert not EXCEPTION.search(by_pipe.err), by_pipe.err
+    assert by_pipe.returncode == by_path.returncode, (by_pipe.err, by_path.err)
+    assert by_path.stdout, "nothing to compare"
+    # The source's name differs, and with it the uuids derived from it and the tokens of a summary
+    # that quotes it.
+    derived = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|(?<=[tT]okens\":)\d+")
+    expected = derived.sub(b"#", by_path.stdout.replace(str(path).encode(), b"/dev/stdin"))
+    assert derived.sub(b"#", by_pipe.stdout) == expected, "/dev/stdin on a pipe read differently from the file"
+
+
+# --- the original is always recoverable -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", [name for name in CASE_NAMES if not name.startswith("generated-huge")])
+def test_in_place_with_backup_keeps_the_original(name: str, runner: Runner, generated_dir: Path, tmp_path: Path) -> None:
+    case = case_by_name(name, generated_dir)
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    path = folder / "s.jsonl"
+    path.write_bytes(case.data)
+    env = base_env(tmp_path)
+    argv = ["compact", "--in-place", "--backup", ".bak", "--force", "--keep-last", "2", "--now", NOW, path]
+    first = runner.run(argv, cwd=tmp_path, env=env)
+    first.source = str(path)
+    problems = check_run("compact", case, first, via="path", roots=allowed_roots(tmp_path), written=path.read_bytes())
+    backup = folder / "s.jsonl.bak"
+    if first.returncode == 0:
+        if path.read_bytes() != case.data and not (backup.is_file() and backup.read_bytes() == case.data):
+            problems.append("in place with --backup: the original is neither unchanged nor in the backup")
+    else:
+        if path.read_bytes() != case.data:
+            problems.append(f"a failed in-place run (exit {first.returncode}) changed the file")
+        if backup.exists() and backup.read_bytes() != case.data:
+            problems.append("a failed in-place run left a backup that is not the original")
+    leftovers = sorted(p.name for p in folder.iterdir() if p.name not in ("s.jsonl", "s.jsonl.bak"))
+    if first.returncode == 0:
+        # A second run with the same backup suffix must not replace the original's backup with the first output.
+        second = runner.run(argv, cwd=tmp_path, env=env)
+        if EXCEPTION.search(second.err):
+            problems.append(f"second run: traceback: {second.err[-1000:]!r}")
+        if path.read_bytes() != case.data and not any(p.read_bytes() == case.data for p in folder.iterdir() if p.is_file()):
+            problems.append("after a second --in-place --backup run the original is nowhere in the folder")
+        leftovers = sorted(p.name for p in folder.iterdir() if p.name != "s.jsonl" and not p.name.startswith("s.jsonl.bak"))
+    if leftovers:
+        problems.append(f"files left beside the transcript: {leftovers}")
+    assert not problems, "\n".join(problems)
+
+
+LEDGER_CHAIN = [
+    ["microcompact", "--force", "--keep-recent", "1", "--now", NOW],
+    ["collapse", "--now", NOW],
+    ["snip", "--keep-last", "4", "--now", NOW],
+    ["summarize", "--keep-last", "2", "--now", NOW],
+    ["restore", "--now", NOW],
+]
+
+
+@pytest.mark.parametrize("name", [name for name in CASE_NAMES if not name.startswith("generated-huge")])
+def test_expand_rebuilds_the_original_from_the_ledger_of_a_chain(name: str, runner: Runner, generated_dir: Path, tmp_path: Path) -> None:
+    case = case_by_name(name, generated_dir)
+    path, cwd, env, _ = prepare(case, tmp_path)
+    ledger = tmp_path / "undo.jsonl"
+    current = path
+    problems = []
+    stages_run = 0
+    for n, stage in enumerate(LEDGER_CHAIN):
+        out = tmp_path / f"step-{n}.jsonl"
+        run = runner.run([*stage, "--ledger", ledger, "-o", out, current], cwd=cwd, env=env)
+        if run.timed_out or EXCEPTION.search(run.err) or run.returncode not in (0, 1):
+            problems.append(f"{stage[0]}: exit {run.returncode}, {run.err[-800:]!r}")
+            break
+        if run.returncode == 1:
+            if out.exists():
+                problems.append(f"{stage[0]} failed but wrote {out.name}")
+            break
+        stages_run += 1
+        if not ledger.exists():
+            problems.append(f"{stage[0]} ran with --ledger but wrote no ledger (an empty ledger is a valid ledger)")
+            break
+        current = out
+    if stages_run and ledger.exists():
+        back = tmp_path / "back.jsonl"
+        run = runner.run(["expand", "--ledger", ledger, "-o", back, current], cwd=cwd, env=env)
+        if run.returncode != 0 or EXCEPTION.search(run.err):
+            problems.append(f"expand: exit {run.returncode}: {run.err[-800:]!r}")
+        elif back.read_bytes() != case.data:
+            problems.append(f"expand after {stages_run} stage(s) did not rebuild the original byte for byte")
+    if path.read_bytes() != case.data:
+        problems.append("the original changed")
+    assert not problems, "\n".join(problems)
+
+
+# --- on a terminal ------------------------------------------------------------------------------------
+
+# Cases whose text reaches a terminal (with colours too), and a few more (plain terminal only).
+ESCAPE_CASES = ["escapes-model", "escapes-tools-paths-ids", "escapes-text", "bidi-c1-model", "rich-markup", "rich-markup-link-model",
+                "raw-c1-bidi-in-string", "raw-esc-in-string", "anthropic-odd"]
+TERMINAL_CASES = [*ESCAPE_CASES, "baseline", "model-odd", "tool-name-long", "session-id-nul", "cwd-odd", "unknown-types", "usage-1e308",
+                  "timestamp-garbage", "invalid-utf8", "read-path-nul"]
+TERMINAL_ARGV = [(command, argv) for command, variants in ON_A_TERMINAL.items() for argv in variants]
+TERMS = {"dumb": {"TERM": "dumb", "NO_COLOR": "1"}, "xterm": {"TERM": "xterm-256color", "COLORTERM": "truecolor"}}
+# With colours on, rich writes its own CSI sequences; what must never appear is what only the
+# transcript can bring: OSC (titles, hyperlinks), a screen clear, BEL, C1 and bidi controls.
+INJECTED = re.compile("\x1b\\]|\x1b\\[2J|\x07|[\x80-\x9f\u202a-\u202e\u2066-\u2069\udc80-\udcff]|[\x00-\x06\x08\x0e-\x1a\x1c-\x1f\x7f]")
+
+
+def run_on_a_terminal(runner: Runner, argv: Sequence[Any], *, cwd: Path, env: dict[str, str]) -> Run:
+    master, slave = pty.openpty()
+    tty.setraw(slave)  # no \n -> \r\n translation: what the program wrote, byte for byte
+    shown = bytearray()
+
+    def read() -> None:
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            shown.extend(chunk)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        run = runner.run(argv, cwd=cwd, env=env, terminal=os.ttyname(slave))
+    finally:
+        os.close(slave)
+        reader.join(timeout=10)
+        os.close(master)
+    run.stdout = bytes(shown)
+    run.stderr = bytes(shown)
+    return run
+
+
+@pytest.mark.parametrize("name, term", [(name, term) for name in TERMINAL_CASES for term in TERMS if term == "dumb" or name in ESCAPE_CASES])
+def test_no_raw_control_character_reaches_a_terminal(name: str, term: str, runner: Runner, tmp_path: Path) -> None:
+    case = Case(name, ADVERSARIAL / f"{name}.jsonl")
+    path, cwd, env, ledger = prepare(case, tmp_path)
+    env = {**{k: v for k, v in env.items() if k != "NO_COLOR"}, **TERMS[term]}
+    jobs = [(command, fill(argv, tmp_path, ledger, n)) for n, (command, argv) in enumerate(TERMINAL_ARGV)]
+    runs = runner.map(lambda job: (job[0], run_on_a_terminal(runner, [*job[1], path], cwd=cwd, env=env)), jobs)
+    problems = []
+    for command, run in runs:
+        label = " ".join(run.argv[:-1])
+        text = run.stdout.decode("utf-8", "surrogateescape")
+        if run.timed_out:
+            problems.append(f"{label}: no result within {TIMEOUT:.0f} s")
+        if EXCEPTION.search(text):
+            problems.append(f"{label}: traceback on the terminal: {text[-800:]!r}")
+        if run.returncode not in EXIT_CODES.get(command, {0, 1}):
+            problems.append(f"{label}: exit {run.returncode}")
+        found = CONTROL.findall(text) if term == "dumb" else INJECTED.findall(text)
+        if found:
+            problems.append(f"{label}: raw control characters on the terminal: {sorted({repr(c) for c in found})}")
+    assert path.read_bytes() == case.data
+    assert not problems, "\n".join(problems)
+
+
+# --- the zygote is python -m ctxpipe ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["baseline", "truncated-last-line", "escapes-text"])
+def test_the_zygote_runs_are_python_dash_m(name: str, runner: Runner, tmp_path: Path) -> None:
+    case = Case(name, ADVERSARIAL / f"{name}.jsonl")
+    path, cwd, env, ledger = prepare(case, tmp_path)
+
+    def both(variant: str) -> tuple[str, Run, subprocess.CompletedProcess[bytes]]:
+        argv = [*fill(VARIANTS[variant], tmp_path, ledger), str(path)]
+        forked = runner.run(argv, cwd=cwd, env=env, audit=False)
+        real = subprocess.run([sys.executable, "-m", "ctxpipe", *argv], capture_output=True, cwd=cwd, env=env, timeout=300, stdin=subprocess.DEVNULL)
+        return variant, forked, real
+
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(both, list(VARIANTS)))
+    for variant, forked, real in results:
+        assert (forked.returncode, forked.stdout, forked.stderr) == (real.returncode, real.stdout, real.stderr), variant
