@@ -570,18 +570,36 @@ def test_a_folder_without_out_dir_or_in_place_is_a_usage_error(tmp_path: Path, t
 # --- 14: Ctrl-C --------------------------------------------------------------------------------
 
 
-@pytest.mark.skipif(not HAS_PROC_MAPS, reason="watches /proc/PID/maps to interrupt while the input is being read")
-@pytest.mark.parametrize("delay", [0.0, 0.1, 0.3, 0.6, 1.0, 1.5])
-def test_ctrl_c_mid_stage_exits_130_quietly_and_leaves_the_files(tmp_path: Path, big: Path, delay: float) -> None:
-    out = tmp_path / "out.jsonl"
-    out.write_bytes(b"old\n")
-    original = big.read_bytes()
-    process = subprocess.Popen([sys.executable, "-m", "ctxpipe", *STAGE, big, "-o", out],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env())
+@pytest.fixture(scope="module")
+def stage_seconds(big: Path, tmp_path_factory: pytest.TempPathFactory) -> float:
+    """How long the stage runs on `big` once its input is mapped, on this machine today."""
+    process = subprocess.Popen([sys.executable, "-m", "ctxpipe", *STAGE, big, "-o", tmp_path_factory.mktemp("timing") / "out.jsonl"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env())
     wait_until_mapped(process, big)
-    time.sleep(delay)
-    process.send_signal(signal.SIGINT)
-    _, err = process.communicate(timeout=120)
+    start = time.monotonic()
+    assert process.wait(timeout=120) == 0
+    return time.monotonic() - start
+
+
+@pytest.mark.skipif(not HAS_PROC_MAPS, reason="watches /proc/PID/maps to interrupt while the input is being read")
+@pytest.mark.parametrize("moment", [0.0, 0.1, 0.25, 0.4, 0.55, 0.7])
+def test_ctrl_c_mid_stage_exits_130_quietly_and_leaves_the_files(tmp_path: Path, big: Path, stage_seconds: float, moment: float) -> None:
+    # `moment`: how far into the stage, as a share of its usual run time (reading, editing, writing).
+    # On a busy machine the run may be quicker than measured and end before the signal: then again,
+    # earlier; the last try (right after the input is mapped) must be interrupted.
+    out = tmp_path / "out.jsonl"
+    original = big.read_bytes()
+    for delay in (moment * stage_seconds, moment * stage_seconds / 3, 0.0):
+        out.write_bytes(b"old\n")
+        process = subprocess.Popen([sys.executable, "-m", "ctxpipe", *STAGE, big, "-o", out],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env())
+        wait_until_mapped(process, big)
+        time.sleep(delay)
+        finished = process.poll() is not None
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=120)
+        if not (finished or (process.returncode == 0 and out.read_bytes() != b"old\n" and delay)):
+            break
     assert process.returncode == 130, (process.returncode, err)
     assert b"Traceback" not in err and b"Error" not in err, err
     assert out.read_bytes() == b"old\n"
