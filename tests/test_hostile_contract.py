@@ -899,6 +899,17 @@ def test_a_transcript_cwd_of_etc_does_not_read_etc_passwd(argv: list[str], runne
         assert "passwd" in run.err or "root" in run.err.lower(), f"nothing on stderr says /etc/passwd was skipped: {run.err!r}"
 
 
+def test_the_audit_sees_a_read_outside_the_root(runner: Runner, tmp_path: Path) -> None:
+    # The reads-outside-the-root checks are only as good as the open log: a read the user allowed
+    # (--root / --allow-outside-root) must show up in it.
+    path = tmp_path / "in" / "session.jsonl"
+    path.parent.mkdir()
+    path.write_bytes((ADVERSARIAL / "cwd-etc-read-passwd.jsonl").read_bytes())
+    run = runner.run(["restore", "--root", "/", "--allow-outside-root", "--source", "disk", "--now", NOW, path], cwd=tmp_path, env=base_env(tmp_path))
+    assert run.returncode == 0, run.err
+    assert "open /etc/passwd" in outside_reads(run, allowed_roots(tmp_path))
+
+
 @pytest.mark.parametrize("command", ["restore", "compact"])
 def test_a_link_under_the_root_to_etc_passwd_is_not_followed_out(command: str, runner: Runner, tmp_path: Path) -> None:
     project = tmp_path / "project"
@@ -1178,6 +1189,8 @@ def test_no_raw_control_character_reaches_a_terminal(name: str, term: str, runne
             problems.append(f"{label}: traceback on the terminal: {text[-800:]!r}")
         if run.returncode not in EXIT_CODES.get(command, {0, 1}):
             problems.append(f"{label}: exit {run.returncode}")
+        if command in REPORTS and not text.strip():
+            problems.append(f"{label}: nothing on the terminal")
         found = CONTROL.findall(text) if term == "dumb" else INJECTED.findall(text)
         if found:
             problems.append(f"{label}: raw control characters on the terminal: {sorted({repr(c) for c in found})}")
