@@ -295,8 +295,9 @@ def _normal(text: str) -> str:
 
 
 # Needles longer than this are searched for by their first ANCHOR characters, then compared whole
-# where that anchor matched: the automaton's size (about 40 bytes per character) stays bounded.
-ANCHOR = 64
+# where that anchor matched: the automaton (about 40 bytes per character) stays small enough to
+# build fast (64 made it twice as slow on 80k messages, out of the CPU's caches).
+ANCHOR = 32
 _WORD = re.compile(r"[a-z0-9_./-]{4,}")
 
 

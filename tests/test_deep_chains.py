@@ -117,6 +117,23 @@ def test_every_command_ends_on_a_chain_that_loops(tmp_path: Path, command: list[
             assert b'"code":"parent-cycle"' in done.stdout
 
 
+def test_a_boundary_whose_logical_parent_loops_back_ends_the_history_walk(tmp_path: Path) -> None:
+    session = Session()
+    session.user("first " * 10)
+    session.text("a " * 10, usage(1000))
+    session.compact()
+    session.user("after " * 10)
+    session.text("b " * 10, usage(2000))
+    session.lines[2]["logicalParentUuid"] = session.lines[-1]["uuid"]  # the boundary names a line below it
+    session.lines[0]["parentUuid"] = session.lines[2]["uuid"]  # and the first line names the boundary
+    path = session.write(tmp_path / "boundary.jsonl")
+    for command in (["convert", "--to", "anthropic", "--history"], ["count", "--json", "--full"], ["compact", "--force", "--engine", "offline"]):
+        done = run_cli(*command, path)
+        assert done.returncode == 0 and b"Traceback" not in done.stderr, (command, done.stderr.decode())
+    entries = [Entry(line) for line in session.lines]
+    assert main_chain(entries, history=True) == [2, 3, 4, 5]  # each line once: nothing above the boundary has its uuid
+
+
 def test_snip_makes_a_root_of_a_kept_line_whose_removed_ancestors_loop(tmp_path: Path) -> None:
     path = _loops(tmp_path)[2]
     done = run_cli("snip", "--keep-last", "2", path)
