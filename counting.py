@@ -29,7 +29,7 @@ from .core.count import (
     usage_prompt,
     usage_tokens,
 )
-from .core.fields import text
+from .core.fields import count, text
 from .core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries, iter_entries
 from .core.model import Message
 from .core.stage import line_bytes
@@ -300,8 +300,8 @@ def _measured_baseline(buffer: Any, source: str, transcript_format: Any, counter
             # sent with a summary, so the evidence is what the summary's writer recorded, if anything.
             metadata = obj.get("compactMetadata")
             recorded = metadata.get("ctxpipe") if isinstance(metadata, dict) else None
-            if isinstance(recorded, dict) and isinstance(recorded.get("baseline"), int):
-                return Baseline(recorded["baseline"], "measured", f"measured before the summary at line {entry.line} and recorded on its boundary")
+            if isinstance(recorded, dict) and count(recorded, "baseline") > 0:  # a figure, not whatever a hostile file holds
+                return Baseline(count(recorded, "baseline"), "measured", f"measured before the summary at line {entry.line} and recorded on its boundary")
             head.pop()
             break
         # A line that is a whole response on its own (Claude Code's) ends the search early; other

@@ -82,7 +82,7 @@ def main() -> None:
 def _main() -> None:
     from typer.exceptions import Abort, TyperException
 
-    from ..core.errors import CtxpipeError, InputError
+    from ..core.errors import CtxpipeError, InputError, InternalError
     from ..inputs import guard_truncation
     from .terminal import shown
 
@@ -120,6 +120,11 @@ def _main() -> None:
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"ctxpipe: error: {shown(where + (exc.strerror or str(exc)))}", file=sys.stderr)
         _detach_stdout()
+        sys.exit(ExitStatus.ERROR)
+    except Exception as exc:  # a bug: one line naming it, as a batch row does (CTXPIPE_DEBUG=1 shows the traceback)
+        if os.environ.get("CTXPIPE_DEBUG"):
+            raise
+        print(f"ctxpipe: error: {shown(InternalError.of(None, exc))}", file=sys.stderr)
         sys.exit(ExitStatus.ERROR)
     sys.exit(status if isinstance(status, int) else ExitStatus.OK)
 

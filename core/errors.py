@@ -30,16 +30,17 @@ class InternalError(CtxpipeError):
     """An exception no stage expected, met while processing one file: a bug in ctxpipe, reported
     for that file (with the exception's type, so it can be fixed) while a batch goes on."""
 
-    def __init__(self, source: str, error: str) -> None:
+    def __init__(self, source: str | None, error: str) -> None:
         self.source = source
         self.error = error
-        super().__init__(f"{source}: internal error ({error}); this is a bug in ctxpipe, please report it with the file")
+        where = f"{source}: " if source is not None else ""
+        super().__init__(f"{where}internal error ({error}); this is a bug in ctxpipe, please report it with the file")
 
     @classmethod
-    def of(cls, source: str, exc: BaseException) -> InternalError:
+    def of(cls, source: str | None, exc: BaseException) -> InternalError:
         detail = str(exc)
         detail = detail if len(detail) <= 200 else detail[:197] + "..."
         return cls(source, f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__)
 
-    def __reduce__(self) -> tuple[type[InternalError], tuple[str, str]]:
+    def __reduce__(self) -> tuple[type[InternalError], tuple[str | None, str]]:
         return (InternalError, (self.source, self.error))

@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 from .errors import CtxpipeError
+from .fields import text
 from .jsonl import Entry
 
 LEDGER_VERSION = 1
@@ -114,24 +115,32 @@ def expand(data: bytes, records: Sequence[dict[str, Any]]) -> tuple[bytes, int]:
     for record in reversed(records):
         if record.get("ctxpipe_ledger") != LEDGER_VERSION:
             continue
-        if hashlib.sha256(data).hexdigest() != record["output_sha256"]:
+        if hashlib.sha256(data).hexdigest() != record.get("output_sha256"):
             continue
-        prefix_size = int(record["prefix_bytes"])
-        prefix, lines = data[:prefix_size], split_lines(data[prefix_size:])
-        pieces = [prefix]
-        for item in record["recipe"]:
-            if isinstance(item, list):
-                pieces.extend(lines[item[0] : item[1]])
-            elif "raw" in item:
-                pieces.append(item["raw"].encode("utf-8"))
-            else:
-                pieces.append(base64.b64decode(item["b64"]))
-        rebuilt = b"".join(pieces)
+        try:
+            rebuilt = _rebuilt(data, record)
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError):  # binascii.Error is a ValueError
+            raise CtxpipeError(f"the ledger's {text(record, 'stage') or 'unnamed'} record is damaged: it cannot rebuild its input") from None
         if hashlib.sha256(rebuilt).hexdigest() != record["input_sha256"]:
-            raise CtxpipeError(f"the ledger's {record.get('stage')} record did not rebuild its input (the ledger is damaged)")
+            raise CtxpipeError(f"the ledger's {text(record, 'stage') or 'unnamed'} record did not rebuild its input (the ledger is damaged)")
         data = rebuilt
         undone += 1
     return data, undone
+
+
+def _rebuilt(data: bytes, record: dict[str, Any]) -> bytes:
+    """The input a record's recipe rebuilds from the output it produced."""
+    prefix_size = int(record["prefix_bytes"])
+    prefix, lines = data[:prefix_size], split_lines(data[prefix_size:])
+    pieces = [prefix]
+    for item in record["recipe"]:
+        if isinstance(item, list):
+            pieces.extend(lines[item[0] : item[1]])
+        elif "raw" in item:
+            pieces.append(item["raw"].encode("utf-8"))
+        else:
+            pieces.append(base64.b64decode(item["b64"]))
+    return b"".join(pieces)
 
 
 def read_ledger(data: bytes, source: str) -> list[dict[str, Any]]:

@@ -358,6 +358,19 @@ def test_a_nul_byte_in_a_read_path_does_not_stop_a_batch(tmp_path):
     assert_clean(restored)
 
 
+def test_a_damaged_ledger_record_is_an_error_not_a_traceback(tmp_path):
+    import hashlib
+
+    path = session().write(tmp_path / "s.jsonl")
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    ledger = tmp_path / "ledger.jsonl"
+    for record in ({"prefix_bytes": "x", "recipe": []}, {"prefix_bytes": 0, "recipe": [{"b64": 5}]}, {"recipe": [[0, "a"]]}, {}):
+        ledger.write_text(json.dumps({"ctxpipe_ledger": 1, "stage": "microcompact", "output_sha256": digest, **record}) + "\n")
+        result = run_cli("expand", "--ledger", ledger, path)
+        assert result.returncode == 1 and result.stdout == b""
+        assert result.stderr.decode() == f"{ERROR}the ledger's microcompact record is damaged: it cannot rebuild its input\n"
+
+
 # --- option values ------------------------------------------------------------------------------
 
 BAD_OPTIONS = [
