@@ -820,10 +820,9 @@ def fill(argv: list[str], tmp: Path, ledger: Path, n: int = 0) -> list[str]:
             for arg in argv]
 
 
-def run_case(runner: Runner, case: Case, tmp: Path) -> CaseRuns:
+def run_case(runner: Runner, case: Case, tmp: Path, jobs: list[tuple[str, str]]) -> CaseRuns:
     path, cwd, env, ledger = prepare(case, tmp)
     before = sorted(p.name for p in path.parent.iterdir())
-    jobs = [(variant, via) for variant in VARIANTS for via in vias(case)]
 
     def one(job: tuple[str, str]) -> tuple[tuple[str, str], Run]:
         variant, via = job
@@ -840,12 +839,24 @@ def run_case(runner: Runner, case: Case, tmp: Path) -> CaseRuns:
     return CaseRuns(case, tmp, runs, before, sorted(p.name for p in path.parent.iterdir()), path.read_bytes() == case.data)
 
 
-def case_runs(name: str, runner: Runner, generated: Path, tmp_path_factory: pytest.TempPathFactory) -> CaseRuns:
+def selected_jobs(session: pytest.Session, name: str) -> list[tuple[str, str]]:
+    """The (variant, via) pairs of this case that the session will run (all of them, unless -k chose)."""
+    jobs = []
+    for item in session.items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if getattr(item, "originalname", "") == "test_every_command_on_every_hostile_file" and params.get("name") == name:
+            jobs.append((params["variant"], params["via"]))
+    return jobs
+
+
+def case_runs(name: str, runner: Runner, generated: Path, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> CaseRuns:
+    """Every selected run of one case, in parallel, the first time one of its tests asks."""
     with _LOCK:
         lock = _CASE_LOCKS.setdefault(name, threading.Lock())
     with lock:
         if name not in _CACHE:
-            _CACHE[name] = run_case(runner, case_by_name(name, generated), tmp_path_factory.mktemp(f"case-{name[:40]}"))
+            _CACHE[name] = run_case(runner, case_by_name(name, generated), tmp_path_factory.mktemp(f"case-{name[:40]}"),
+                                    selected_jobs(request.session, name))
         return _CACHE[name]
 
 
@@ -857,8 +868,8 @@ def _matrix() -> list[tuple[str, str, str]]:
 
 @pytest.mark.parametrize("name, variant, via", _matrix(), ids=["-".join(job) for job in _matrix()])
 def test_every_command_on_every_hostile_file(name: str, variant: str, via: str, runner: Runner, generated_dir: Path,
-                                             tmp_path_factory: pytest.TempPathFactory) -> None:
-    runs = case_runs(name, runner, generated_dir, tmp_path_factory)
+                                             request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> None:
+    runs = case_runs(name, runner, generated_dir, request, tmp_path_factory)
     run = runs.runs[(variant, via)]
     problems = check_run(variant, runs.case, run, via=via, roots=allowed_roots(runs.tmp))
     if not runs.unchanged:
