@@ -72,7 +72,14 @@ def open_output(path: str | None) -> Iterator[BinaryIO]:
         if sys.stdout is None:  # started with `>&-`
             raise CtxpipeError("stdout is closed: nowhere to write the output (give -o FILE, or redirect it)")
         sys.stdout.flush()
-        out = writer(sys.stdout.fileno(), "stdout", closefd=False, pipe_errors=True)
+        try:
+            descriptor = sys.stdout.fileno()
+        except (OSError, ValueError):  # io.UnsupportedOperation: a stdout in memory (an embedding program, CliRunner)
+            out = sys.stdout.buffer
+            yield out
+            out.flush()
+            return
+        out = writer(descriptor, "stdout", closefd=False, pipe_errors=True)
         try:
             yield out
             out.flush()
