@@ -98,7 +98,8 @@ def _loads_with_lone_surrogates(raw: bytes) -> Any:
     """JavaScript writes a string cut inside an emoji as a lone escape ("\\ud83d"); that is legal
     JSON, which orjson rejects and the standard library reads (NaN and Infinity it would accept
     too, but orjson does not, and neither does JSON)."""
-    return json.loads(raw, parse_constant=_not_json)
+    # Decoded strictly first: the standard library would read raw surrogate bytes (invalid UTF-8) as text.
+    return json.loads(raw.decode("utf-8"), parse_constant=_not_json)
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -135,10 +136,14 @@ class _BadLine(str):
     """What is wrong with a line (a str, so it cannot be mistaken for a parsed object)."""
 
 
+# A blank line, told apart from a line that is JSON `null` (a bad line).
+_BLANK: Any = object()
+
+
 def _parse_slowly(raw: bytes, is_last_unterminated: bool, error: orjson.JSONDecodeError) -> Any:
-    """The parsed line after orjson refused it, None for a blank line, or a _BadLine."""
+    """The parsed line after orjson refused it, _BLANK for a blank line, or a _BadLine."""
     if not raw.strip():
-        return None
+        return _BLANK
     if "surrogate" in error.msg:
         try:
             return _loads_with_lone_surrogates(raw)
@@ -187,7 +192,7 @@ def iter_entries(
             obj = loads(raw)
         except decode_error as exc:
             obj = _parse_slowly(raw, eol == b"", exc)
-            if obj is None:
+            if obj is _BLANK:
                 continue
         if type(obj) is dict:
             yield Entry(obj, raw, number, eol)
@@ -257,7 +262,7 @@ def iter_entries_reversed(
                 obj = _parse_slowly(bytes(raw), eol == b"", exc)
             kept = bytes(raw) if keep_raw and type(obj) is dict else None
             raw.release()  # no view may outlive the loop: the caller closes the mmap behind it
-            if obj is None:
+            if obj is _BLANK:
                 continue
             if type(obj) is dict:
                 yield start, Entry(obj, kept, 0, eol)
@@ -287,7 +292,7 @@ def iter_buffer_entries(buffer: Any, source: str, on_error: OnError = "fail", st
             except orjson.JSONDecodeError as exc:
                 obj = _parse_slowly(bytes(raw), eol == b"", exc)
             raw.release()  # no view may outlive the loop: the caller closes the mmap behind it
-            if obj is None:
+            if obj is _BLANK:
                 continue
             if type(obj) is dict:
                 yield Entry(obj, None, number, eol)
