@@ -33,13 +33,12 @@ def iso_time(value: Optional[str]) -> Optional[str]:
 
 
 def readable_file(value: Optional[str]) -> Optional[str]:
-    """Checks that a file option names a file that can be read."""
+    """Checks, when the command line is parsed, that a file option names a file that can be read
+    (one that cannot is bad input, as a transcript that cannot be read is: exit 1)."""
     if value is not None:
-        try:
-            with open(value, "rb"):
-                pass
-        except OSError as exc:
-            raise typer.BadParameter(f"{value}: {exc.strerror or exc}") from None
+        from ..inputs import open_file
+
+        open_file(value).close()
     return value
 
 

@@ -392,18 +392,16 @@ BAD_OPTIONS = [
     (["microcompact", "--now", "bogus"], "--now"),
     (["microcompact", "--cache-aware", "--clear-at-least", "-1"], "--clear-at-least"),
     (["microcompact", "--cache-aware", "--horizon", "0"], "--horizon"),
-    (["microcompact", "--cache-aware", "--prices", "/no/such/prices.json"], "--prices"),
     (["collapse", "--now", "2026-13-45"], "--now"),
     (["snip", "--keep-last", "0"], "--keep-last"),
     (["summarize", "--keep-min-tokens", "-5"], "--keep-min-tokens"),
     (["summarize", "--keep-max-tokens", "-5"], "--keep-max-tokens"),
     (["summarize", "--keep-fraction", "1.5"], "--keep-fraction"),
     (["summarize", "--engine", "bogus"], "--engine"),
-    (["summarize", "--session-memory", "/no/such/notes.md"], "--session-memory"),
     (["restore", "--source", "bogus"], "--source"),
     (["compact", "--source", "bogus"], "--source"),
     (["compact", "--engine", "bogus"], "--engine"),
-    (["compact", "--keep-recent", "0"], "--keep-recent"),
+    (["compact", "--keep-recent", "-1"], "--keep-recent"),
     (["compact", "--gap-minutes", "-1"], "--gap-minutes"),
     (["compact", "--target-tokens", "-5"], "--target-tokens"),
     (["compact", "--jobs", "-1"], "--jobs"),
@@ -423,12 +421,22 @@ def test_a_bad_option_value_is_a_one_line_usage_error(argv, option, tmp_path):
     assert option in err and f"(see 'ctxpipe {argv[0]} --help')" in err
 
 
-def test_an_invalid_price_table_is_a_usage_error(tmp_path):
+def test_a_file_an_option_names_is_input(tmp_path):
+    # Files are input, whichever flag names them: one that cannot be read, or does not hold what it
+    # should, is exit 1 with FILE: what (a usage error is a bad flag or value).
+    source = session().write(tmp_path / "s.jsonl")
     prices = tmp_path / "prices.json"
-    for table in ({"sonnet": {"input": "free"}}, {"sonnet": {"input": -1, "cache_write_5m": 1, "cache_write_1h": 1, "cache_read": 1, "output": 1}}, [1, 2]):
-        prices.write_text(json.dumps(table))
-        result = run_cli("microcompact", "--cache-aware", "--prices", prices, session().write(tmp_path / "s.jsonl"))
-        assert result.returncode == 2 and "--prices" in result.stderr.decode(), result.stderr
+    row = {"input": 3, "cache_write_5m": 3.75, "cache_write_1h": 6, "cache_read": 0.3, "output": 15}
+    for table in ({"sonnet": {**row, "input": "free"}}, {"sonnet": {**row, "input": -1}}, {"sonnet": {**row, "output": 1e400}}, [1, 2]):
+        prices.write_text(json.dumps(table).replace("Infinity", "1e400"))
+        result = run_cli("microcompact", "--cache-aware", "--prices", prices, source)
+        assert result.returncode == 1 and result.stdout == b""
+        assert result.stderr.decode().startswith(f"{ERROR}{prices}: not a price table"), result.stderr
+    for argv in (["microcompact", "--cache-aware", "--prices"], ["summarize", "--engine", "session-memory", "--session-memory"]):
+        for missing, what in ((tmp_path / "missing.json", "no such file"), (tmp_path, "is a directory")):
+            result = run_cli(*argv, missing, source)
+            assert result.returncode == 1 and result.stdout == b""
+            assert result.stderr.decode() == f"{ERROR}{missing}: {what}" + (", expected a transcript file" if what == "is a directory" else "") + "\n"
 
 
 def test_restore_and_compact_accept_the_same_sources():

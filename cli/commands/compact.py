@@ -26,7 +26,7 @@ def compact(
     force: Annotated[bool, typer.Option("--force", help="Summarize even below the autocompact threshold (microcompact is forced too).")] = False,
     target_tokens: Annotated[Optional[int], typer.Option("--target-tokens", help="Summarize when the context is above this many tokens.", min=0, show_default=False)] = None,
     engine: Annotated[str, typer.Option("--engine", "-e", help="Summary engine: auto | session-memory | llm | offline.", callback=engine_name)] = "auto",
-    keep_recent: Annotated[int, typer.Option("--keep-recent", help="microcompact: results of the last N compactable calls stay (at least 1).", min=1)] = 5,
+    keep_recent: Annotated[int, typer.Option("--keep-recent", help="microcompact: results of the last N compactable calls stay (0 keeps 1).", min=0)] = 5,
     gap_minutes: Annotated[float, typer.Option("--gap-minutes", help="microcompact: clear only after this idle gap.", min=0.0)] = 60.0,
     keep_min_tokens: Annotated[int, typer.Option("--keep-min-tokens", help="summarize: the tail holds at least this many tokens…", min=0)] = 10_000,
     keep_min_text_messages: Annotated[int, typer.Option("--keep-min-text-messages", help="…and this many messages with text…", min=0)] = 5,

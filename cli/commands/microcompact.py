@@ -11,31 +11,26 @@ from ..stages import Ledger, Now, Report, ReportJson, parse_now, print_report, r
 
 
 def load_prices(path: str) -> Any:
-    """The price table in `path` before ours; a file that cannot be read or is not one is a usage error."""
+    """The price table in `path` before ours; a file that cannot be read or is not one is bad input."""
     import orjson
 
     from ...core.cache import prices_from
+    from ...core.errors import InputError
+    from ...inputs import open_file, read_all
 
+    with open_file(path) as handle:
+        data = read_all(handle, path)
     try:
-        with open(path, "rb") as handle:
-            return prices_from(orjson.loads(handle.read()))
-    except OSError as exc:
-        raise typer.BadParameter(f"{path}: {exc.strerror or exc}") from None
+        return prices_from(orjson.loads(data))
     except (ValueError, TypeError) as exc:
-        raise typer.BadParameter(f"{path}: not a price table: {exc}") from None
-
-
-def _checked_prices(value: Optional[str]) -> Optional[str]:
-    if value is not None:
-        load_prices(value)
-    return value
+        raise InputError(path, None, f"not a price table: {exc}") from None
 
 
 def microcompact(
     path: InputPath = None,
     input_format: Format = None,
     output: Output = None,
-    keep_recent: Annotated[int, typer.Option("--keep-recent", help="Keep this many of the most recent compactable results (at least 1).", min=1)] = 5,
+    keep_recent: Annotated[int, typer.Option("--keep-recent", help="Keep this many of the most recent compactable results (0 keeps 1, as Claude Code).", min=0)] = 5,
     tools: Annotated[Optional[str], typer.Option("--tools", help="Comma-separated tool names to clear (default: Read,Bash,PowerShell,Grep,Glob,WebSearch,WebFetch,Edit,Write,MultiEdit,NotebookEdit). Task, Agent and mcp__ tools are never cleared.", show_default=False)] = None,
     gap_minutes: Annotated[float, typer.Option("--gap-minutes", help="Clear only when the last response is at least this old (the prompt cache has expired).", min=0.0)] = 60.0,
     now: Now = None,
@@ -44,7 +39,7 @@ def microcompact(
     cache_aware: Annotated[bool, typer.Option("--cache-aware", help="Clear only when the tokens freed pay for the prompt-cache break within --horizon turns (replaces the time trigger).")] = False,
     clear_at_least: Annotated[int, typer.Option("--clear-at-least", help="With --cache-aware: the fewest tokens worth a cache break.", min=0)] = 10_000,
     horizon: Annotated[int, typer.Option("--horizon", help="With --cache-aware: the turns within which the break must pay for itself.", min=1)] = 5,
-    prices: Annotated[Optional[str], typer.Option("--prices", help="With --cache-aware: a JSON price table {model fragment: {input, cache_write_5m, cache_write_1h, cache_read, output}} in $/MTok.", show_default=False, callback=_checked_prices)] = None,
+    prices: Annotated[Optional[str], typer.Option("--prices", help="With --cache-aware: a JSON price table {model fragment: {input, cache_write_5m, cache_write_1h, cache_read, output}} in $/MTok.", show_default=False)] = None,
     model: Annotated[Optional[str], typer.Option("--model", "-m", help="Model for the price table (default: the transcript's).", show_default=False)] = None,
     report: Report = False,
     report_json: ReportJson = None,
