@@ -29,12 +29,20 @@ def validate(
     from ...core.model import Finding
     from ...core.validate import schema_findings, sort_findings
 
+    from ...core.errors import CtxpipeError
+
     reports: list[dict[str, Any]] = []
+    unreadable = 0
     for path in paths or [io.STDIN]:
         source = io.source_name(path)
-        with io.open_input(path) as stream:
-            opened = io.stream_entries(stream, source, format_name(input_format), "skip")
-            entries = list(opened.entries)
+        try:  # a file that cannot be read at all is one error line; the other files are still checked
+            with io.open_input(path) as stream:
+                opened = io.stream_entries(stream, source, format_name(input_format), "skip")
+                entries = list(opened.entries)
+        except CtxpipeError as exc:
+            io.error(str(exc))
+            unreadable += 1
+            continue
         findings: list[Finding] = []
         if on_error.value == "fail":
             findings += [Finding("error", "bad-line", what, line) for line, what in opened.stats.problems]
@@ -57,7 +65,7 @@ def validate(
         io.write_json_lines(reports)
     else:
         _print_tables(reports)
-    if any(not report["valid"] for report in reports):
+    if unreadable or any(not report["valid"] for report in reports):
         raise typer.Exit(ExitStatus.ERROR)
 
 
