@@ -454,6 +454,7 @@ COMPACT_RUNS = [
     ("target-tokens", ["--target-tokens", "1000"]),
     ("keep-fraction-like", ["--force", "--keep-min-tokens", "100", "--keep-min-text-messages", "1"]),
     ("threshold", []),
+    ("threshold-low", ["--autocompact-pct", "5"]),  # above the threshold without --force
 ]
 COMPACT_INPUTS = [p for p in sorted((FIXTURES / "claude-code").glob("*.jsonl"))] + [FIXTURES / "anthropic" / "basic.jsonl"]
 
@@ -511,7 +512,8 @@ def test_summarize_twice_is_summarize_once(tmp_path):
 
 
 @pytest.mark.skipif(not CORPUS.is_dir(), reason=f"the shared corpus is not beside this checkout ({CORPUS})")
-@pytest.mark.parametrize("options", [["--force"], ["--force", "--keep-last", "3"], ["--target-tokens", "5000"]], ids=["force", "keep-last", "target"])
+@pytest.mark.parametrize("options", [["--force"], ["--force", "--keep-last", "3"], ["--target-tokens", "5000"], ["--autocompact-pct", "5"]],
+                         ids=["force", "keep-last", "target", "threshold"])
 def test_compact_is_idempotent_on_the_corpus(options, tmp_path):
     for number, source in enumerate(corpus_files()):
         copy = tmp_path / f"{number}.jsonl"
