@@ -117,12 +117,7 @@ def atomic_file(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
         return
     target = Path(os.path.realpath(path))  # a link's own file is the one replaced
     folder = target.parent
-    try:
-        handle, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
-    except OSError as exc:
-        raise write_error(shown, exc, "cannot write here") from None
-    TEMPORARY.add(temp_name)
-    out = writer(handle, shown)
+    handle, temp_name, out = _temporary(folder, target.name, shown, "cannot write here")
     try:
         yield out
         out.flush()
@@ -141,6 +136,16 @@ def atomic_file(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
     finally:
         TEMPORARY.discard(temp_name)
     sync_folder(folder)
+
+
+def _temporary(folder: str | os.PathLike[str], name: str, shown: str, failure: str) -> tuple[int, str, BinaryIO]:
+    """A new temporary file beside `name` in `folder` (removed on a signal until it is renamed)."""
+    try:
+        handle, temp_name = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise write_error(shown, exc, failure) from None
+    TEMPORARY.add(temp_name)
+    return handle, temp_name, writer(handle, shown)
 
 
 def _sync(descriptor: int, shown: str) -> None:
@@ -188,12 +193,7 @@ def keep_backup(path: str, suffix: str, data: Any) -> str:
     none is ever half-written. Returns the name used."""
     base = path + suffix
     folder = os.path.dirname(base) or "."
-    try:
-        handle, temp_name = tempfile.mkstemp(prefix=f".{os.path.basename(base)}.", suffix=".tmp", dir=folder)
-    except OSError as exc:
-        raise write_error(base, exc, "cannot write the backup here") from None
-    TEMPORARY.add(temp_name)
-    out = writer(handle, base)
+    handle, temp_name, out = _temporary(folder, os.path.basename(base), base, "cannot write the backup here")
     try:
         out.write(data)
         out.flush()

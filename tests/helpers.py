@@ -40,3 +40,15 @@ def run_cli(*args: str | os.PathLike[str], stdin: bytes | None = b"", env: dict[
         cwd=cwd,
         timeout=120,
     )
+
+
+# Strict JSON, as a conforming reader takes it (json.loads hooks): no NaN/Infinity, finite numbers.
+def no_json_constant(name: str) -> float:
+    raise ValueError(f"{name} is not JSON")
+
+
+def finite_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"{text} is out of range")
+    return value

@@ -52,7 +52,7 @@ from typing import Any
 import orjson
 import pytest
 
-from helpers import FIXTURES, ROOT
+from helpers import FIXTURES, ROOT, finite_float, no_json_constant
 
 ADVERSARIAL = FIXTURES / "adversarial"
 NOW = "2030-01-01T00:00:00Z"
@@ -124,23 +124,12 @@ def norm(line: bytes) -> bytes:
     return line.removeprefix(b"\xef\xbb\xbf").rstrip(b"\r")
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if value in (float("inf"), float("-inf")):
-        raise ValueError(f"{text} is out of range")
-    return value
-
-
 def parse(line: bytes, finite: bool = False) -> Any:
     """The line's JSON value as any conforming reader gets it (lone surrogate escapes are legal JSON),
     or raise ValueError (not UTF-8, not JSON, NaN/Infinity; with finite, a number out of a double's
     range); a depth no reader takes raises RecursionError."""
     text = norm(line).decode("utf-8")
-    return json.loads(text, parse_constant=_no_constant, parse_float=_finite if finite else float)
+    return json.loads(text, parse_constant=no_json_constant, parse_float=finite_float if finite else float)
 
 
 def is_bad_line(line: bytes) -> bool:
