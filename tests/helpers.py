@@ -52,3 +52,22 @@ def finite_float(text: str) -> float:
     if value in (float("inf"), float("-inf")):
         raise ValueError(f"{text} is out of range")
     return value
+
+
+DELTAS = {"adjustments"}  # count's adjustments are signed changes, not figures
+
+
+def bad_token_figures(value: object, where: str = "") -> list[str]:
+    """Token figures (keys ending in 'tokens') that are not whole, non-negative numbers."""
+    found = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key in DELTAS:
+                continue
+            if key.endswith("tokens") and item is not None and not (isinstance(item, int) and not isinstance(item, bool) and item >= 0):
+                found.append(f"{where}{key}={item!r}")
+            found += bad_token_figures(item, f"{where}{key}.")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found += bad_token_figures(item, f"{where}{index}.")
+    return found

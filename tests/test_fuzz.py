@@ -39,7 +39,7 @@ from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
 from ctxpipe.cli.app import app, main
-from helpers import FIXTURES, finite_float, no_json_constant
+from helpers import FIXTURES, bad_token_figures, finite_float, no_json_constant
 
 NOW = "2030-01-01T00:00:00Z"
 SOURCES = {path.name: path.read_bytes() for path in sorted((FIXTURES / "claude-code").glob("*.jsonl"))}
@@ -187,22 +187,6 @@ def without_links(obj: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in obj.items() if key not in ("parentUuid", "logicalParentUuid")}
 
 
-DELTAS = {"adjustments"}  # count's adjustments are signed changes, not figures
-
-
-def bad_token_figures(value: Any) -> list[str]:
-    found = []
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if key in DELTAS:
-                continue
-            if key.endswith("tokens") and item is not None and not (isinstance(item, int) and not isinstance(item, bool) and item >= 0):
-                found.append(f"{key}={item!r}")
-            found += bad_token_figures(item)
-    elif isinstance(value, list):
-        for item in value:
-            found += bad_token_figures(item)
-    return found
 
 
 def untouched_problems(name: str, data: bytes, output: bytes, skipped: int) -> list[str]:

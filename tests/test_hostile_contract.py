@@ -52,7 +52,7 @@ from typing import Any
 import orjson
 import pytest
 
-from helpers import FIXTURES, ROOT, finite_float, no_json_constant
+from helpers import FIXTURES, ROOT, bad_token_figures, finite_float, no_json_constant
 
 ADVERSARIAL = FIXTURES / "adversarial"
 NOW = "2030-01-01T00:00:00Z"
@@ -595,23 +595,6 @@ def reports(run: Run) -> list[dict[str, Any]] | None:
     return found
 
 
-DELTAS = {"adjustments"}  # count's adjustments are signed changes, not figures
-
-
-def bad_token_figures(value: Any, where: str = "") -> list[str]:
-    """Token figures (keys ending in 'tokens') that are not whole, non-negative numbers."""
-    found = []
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if key in DELTAS:
-                continue
-            if key.endswith("tokens") and item is not None and not (isinstance(item, int) and not isinstance(item, bool) and item >= 0):
-                found.append(f"{where}{key}={item!r}")
-            found += bad_token_figures(item, f"{where}{key}.")
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            found += bad_token_figures(item, f"{where}{index}.")
-    return found
 
 
 def without_links(obj: dict[str, Any]) -> dict[str, Any]:
