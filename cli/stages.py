@@ -154,7 +154,8 @@ def _take_back(path: str, start: int, end: int) -> None:
     with contextlib.suppress(OSError):
         descriptor = os.open(path, os.O_WRONLY)
         try:
-            if os.fstat(descriptor).st_size == end and stat.S_ISREG(os.fstat(descriptor).st_mode):
+            info = os.fstat(descriptor)
+            if info.st_size == end and stat.S_ISREG(info.st_mode):
                 os.ftruncate(descriptor, start)
                 os.fsync(descriptor)
         finally:
