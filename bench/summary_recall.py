@@ -22,8 +22,9 @@ enqueues, Edit/Write file_paths, is_error tool results, `bd` commands, the last 
 each was then read in the transcript and judged by hand, and its "why" gives the line numbers.
 Kinds: instruction (every message the user typed: 2 — the queue-operation enqueue and the other
 user line hold a <task-notification>, not typed input), last-request, file (every path a Write or
-Edit tool input names), error (every failure a tool result or the assistant reports, by its
-telling line, with whether it was resolved), task (the bd ids worked on with their last state),
+Edit tool input names), error (every failure a tool result reports, by its telling line, and
+those only the assistant reports: the post-edit hooks' compiler and credo output is not written to
+the file; each with whether it was resolved), task (the bd ids worked on with their last state),
 current-work (what was being done at the cut). A fact is carried when its text, or one of its
 alternatives (a relative path, a basename that names nothing else, a fair rewording), occurs in the
 summary, case and runs of whitespace aside. Substring matching under-counts a paraphrase: the
