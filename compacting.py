@@ -19,7 +19,7 @@ from .core.jsonl import Entry, OnError, ReadStats, iter_entries
 from .core.microcompact import MicrocompactConfig, iso, microcompact
 from .core.restore import RestoreConfig, restore
 from .core.stage import Outcome, line_bytes
-from .core.summarize_engines import Breaker
+from .core.summarize_engines import Breaker, transcript_model
 from .counting import CountOptions, Measure, _first_line_format, count_buffer, region_measure
 from .formats import get
 from .summarizing import SummarizeOptions, summarize_entries
@@ -81,10 +81,16 @@ def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: B
         reasons.append(f"{middle:,} tokens ≥ the autocompact threshold {threshold:,}")
     if options.target_tokens is not None and middle > options.target_tokens:
         reasons.append(f"{middle:,} tokens > --target-tokens {options.target_tokens:,}")
+    # Claude Code would have compacted on its own: the threshold was reached, nobody forced it.
+    auto = not options.force_summary and limits.autocompact is not None and middle >= limits.autocompact
     prefix_entries: list[Entry] | None = None
     if reasons:
         summarized = measure if not options.summarize.drop_history else region_measure(b"", source, counting)
-        outcome = summarize_entries(entries, transcript_format, replace(options.summarize, measure=summarized), breaker)
+        llm = options.summarize.llm
+        if llm is not None and not llm.model:  # no --model: the transcript's
+            llm = replace(llm, model=transcript_model(transcript_format.messages(entries)))
+        outcome = summarize_entries(entries, transcript_format, replace(options.summarize, measure=summarized, llm=llm, threshold=threshold,
+                                                                        trigger="auto" if auto else "manual"), breaker)
         record("summarize", outcome, summarized, why="; ".join(reasons), engine=outcome.report.get("engine"),
                verification=outcome.report.get("verification"))
         if outcome.changed:

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 from .counting import CountOptions, Measure, region_measure
 from .core.count import Compaction
-from .core.errors import CtxpipeError
+from .core.errors import CtxpipeError, InputError
 from .core.fields import moment
 from .core.jsonl import Entry
 from .core.microcompact import iso
@@ -18,8 +19,8 @@ from .core.restore import RESTORED_PREFIX
 from .core.model import Message
 from .core.stage import Outcome
 from .core.summarize import SplitConfig, context_text, facts_to_keep, key_facts, offline_summary, summary_message_text, tail_start, verify
-from .core.summarize_engines import (Breaker, LlmConfig, SummaryFailed, find_session_memory, is_session_id, llm_summary, notes_summary, repair_summary,
-                                     usable_notes)
+from .core.summarize_engines import (Breaker, LlmConfig, SummaryFailed, find_session_memory, history_end, is_session_id, llm_summary, notes_cover,
+                                     notes_summary, repair_summary, usable_notes)
 from .formats.claude_code import SUMMARY_MARKER
 
 ENGINES = ("auto", "session-memory", "llm", "offline")
@@ -37,6 +38,10 @@ class SummarizeOptions:
     now: datetime | None = None
     trigger: str = "manual"
     measure: Measure | None = None  # tokens of a candidate output as `count` finds them (default: the region alone)
+    # The autocompact threshold (compact knows it): a session-memory result still at or above it
+    # is said so and, under auto, replaced by the next engine's, as Claude Code falls back to a full compact.
+    threshold: int | None = None
+    because: str | None = None  # set by a fallback that already chose the engine: the reason it gives
 
 
 def _stamp(entries: Sequence[Entry], tail_positions: Sequence[int], now: datetime | None) -> str:
@@ -75,8 +80,12 @@ def nothing_new(messages: Sequence[Message], opening: Compaction | None) -> bool
     return _restored(messages[-1])
 
 
-def choose_engine(options: SummarizeOptions, entries: Sequence[Entry], breaker: Breaker) -> tuple[str, str | None, str]:
-    """(engine, notes path, why) — auto: notes if found, else the model if a key is set, else offline."""
+def choose_engine(options: SummarizeOptions, entries: Sequence[Entry], breaker: Breaker, history: Sequence[Message] = ()) -> tuple[str, str | None, str]:
+    """(engine, notes path, why) — auto: the notes if found and they cover `history` (the part the
+    summary replaces), else the model if a key is set, else offline. Notes asked for that do not
+    cover it are an error: the end of the history would be lost without a word."""
+    if options.because is not None:  # a fallback already chose the engine
+        return options.engine, None, options.because
     notes = options.session_memory
     if notes is None and options.transcript_path and options.transcript_path != "-":
         found = find_session_memory(Path(options.transcript_path), _session_id(entries))
@@ -84,18 +93,41 @@ def choose_engine(options: SummarizeOptions, entries: Sequence[Entry], breaker: 
     if options.engine == "session-memory":
         if notes is None:
             raise CtxpipeError("--engine session-memory: no notes file found (give --session-memory FILE)")
-        return "session-memory", notes, "asked for"
+        covered, how = notes_cover(_notes_written(notes), history_end(entries, history))
+        if not covered:
+            raise CtxpipeError(f"{notes}: the session notes do not cover the history they would replace: {how} (use --engine auto or offline)")
+        return "session-memory", notes, f"asked for; {how}"
     if options.engine == "llm" and breaker.open:
         return "offline", None, f"{breaker.limit} summaries in a row failed in this run: the model is not asked again"
     if options.engine in ("llm", "offline"):
         return options.engine, None, "asked for"
     if notes is not None and usable_notes(Path(notes).read_text(encoding="utf-8", errors="replace")):
-        return "session-memory", notes, f"found the session notes at {notes}"
+        covered, how = notes_cover(_notes_written(notes), history_end(entries, history))
+        if covered:
+            return "session-memory", notes, f"found the session notes at {notes}, {how}"
+        engine, why = next_engine(options, breaker)
+        return engine, None, f"the session notes at {notes} do not cover the history: {how}; {why}"
+    if options.llm is None or not options.llm.api_key:
+        return "offline", None, "no session notes and no ANTHROPIC_API_KEY"
+    engine, why = next_engine(options, breaker)
+    return engine, None, why
+
+
+def next_engine(options: SummarizeOptions, breaker: Breaker) -> tuple[str, str]:
+    """The engine after the notes, and why: the model if a key is set, else offline."""
     if options.llm is not None and options.llm.api_key:
         if breaker.open:
-            return "offline", None, f"{breaker.limit} summaries in a row failed in this run: the model is not asked again"
-        return "llm", None, "ANTHROPIC_API_KEY is set"
-    return "offline", None, "no session notes and no ANTHROPIC_API_KEY"
+            return "offline", f"{breaker.limit} summaries in a row failed in this run: the model is not asked again"
+        return "llm", "ANTHROPIC_API_KEY is set"
+    return "offline", "no ANTHROPIC_API_KEY"
+
+
+def _notes_written(path: str) -> datetime:
+    """When the notes file was last written."""
+    try:
+        return datetime.fromtimestamp(os.stat(path).st_mtime, timezone.utc)
+    except (OSError, OverflowError, ValueError) as exc:
+        raise InputError(path, None, f"cannot read the session notes: {getattr(exc, 'strerror', None) or exc}") from None
 
 
 def summarize_entries(entries: list[Entry], transcript_format: Any, options: SummarizeOptions, breaker: Breaker,
@@ -107,7 +139,7 @@ def summarize_entries(entries: list[Entry], transcript_format: Any, options: Sum
     history, tail = messages[:start], messages[start:]
     if not [m for m in history if not m.compact_summary]:
         return Outcome(entries, False, "nothing to summarize: the whole active context fits in the tail")
-    engine, notes, why = choose_engine(options, entries, breaker)
+    engine, notes, why = choose_engine(options, entries, breaker, history)
     report: dict[str, Any] = {"stage": "summarize", "engine": engine, "engine_reason": why, "history_messages": len(history), "tail_messages": len(tail)}
     fell_back = None
     deadline = None  # the model's: one limit for the summary and its repair request
@@ -180,6 +212,13 @@ def summarize_entries(entries: list[Entry], transcript_format: Any, options: Sum
     post = measure(write_back(metadata)).count.tokens
     written = write_back({**metadata, "postTokens": post})
     report.update({"pre_tokens": pre, "post_tokens": post, "reduction": round(1 - post / pre, 4) if pre else 0.0})
+    if engine == "session-memory" and options.threshold is not None and post >= options.threshold:
+        over = f"the session notes leave {post:,} tokens, still ≥ the autocompact threshold {options.threshold:,}"
+        if options.engine == "auto":  # as Claude Code: a full summary instead
+            then, because = next_engine(options, breaker)
+            return summarize_entries(entries, transcript_format, replace(options, engine=then, because=f"{over}; {because}"), breaker, progress)
+        why += f"; {over}"
+        report.update({"engine_reason": why, "over_threshold": True})
     note = f"summarized {len(history)} messages with the {engine} engine ({why}); kept {len(tail)}"
     if fell_back:
         note += f"; the model failed ({fell_back}), so the offline engine ran"

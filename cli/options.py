@@ -84,12 +84,6 @@ Unbuffered = Annotated[
     bool, typer.Option("--unbuffered", "-u", help="Flush every output line at once (for tail -f pipes).")
 ]
 Json = Annotated[bool, typer.Option("--json", help="JSON Lines output (also the default when stdout is not a terminal).")]
-# None: core.summarize_engines.SUMMARY_TIMEOUT (the number is not imported here, to keep start-up light).
-LlmTimeout = Annotated[
-    Optional[float],
-    typer.Option("--timeout", help="llm engine: seconds for a whole summary, every request, retry and wait included (default 300); past it the offline engine runs.",
-                 min=0.0, show_default=False),
-]
 
 
 def format_name(choice: Optional[Enum]) -> Optional[str]:

@@ -18,12 +18,15 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 import orjson
 
 from .errors import CtxpipeError
+from .fields import moment
+from .jsonl import Entry
 from .model import Message
 from .summarize import SECTIONS, format_llm_summary
 
@@ -34,6 +37,7 @@ TRUNCATION_MARKER = "[earlier conversation truncated for compaction retry]"
 SECTION_CHARS = 2000 * 4
 SECTION_TRUNCATED = "\n[... section truncated for length ...]"
 SUMMARY_TIMEOUT = 300.0  # seconds for one whole summary; a typical one takes 30-120 s
+DEFAULT_MODEL = "claude-sonnet-4-5"  # the llm engine's model when neither --model nor the transcript names one
 MAX_REPLY_BYTES = 16 * 1024 * 1024  # a 20,000-token answer is about 100 KB of JSON
 
 T = TypeVar("T")
@@ -95,6 +99,29 @@ def usable_notes(text: str) -> bool:
     return False
 
 
+def notes_cover(written: datetime, history_end: datetime | None) -> tuple[bool, str]:
+    """Whether notes last written at `written` cover a history whose newest message is at
+    `history_end`, and why. Claude Code records the last message its notes summarized
+    (lastSummarizedMessageId); a file on disk keeps only its time, so notes written before the
+    history's last message may lack the end of it. A history that records no time cannot be
+    checked: it is taken as covered, and the reason says so."""
+    if history_end is None:
+        return True, "the history records no times, so the notes are taken as covering it"
+    if written >= history_end:
+        return True, f"written at {_when(written)}, after the history's last message at {_when(history_end)}"
+    return False, f"written at {_when(written)}, before the history's last message at {_when(history_end)}"
+
+
+def history_end(entries: Sequence[Entry], history: Sequence[Message]) -> datetime | None:
+    """The newest time recorded on the lines of `history` (None when none records one)."""
+    times = [t for m in history for p in m.entries if (t := moment(entries[p].obj.get("timestamp"))) is not None]
+    return max(times, default=None)
+
+
+def _when(at: datetime) -> str:
+    return at.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 def notes_summary(text: str, path: str) -> str:
     """The notes as a summary, each section cut at a line boundary to 8,000 characters."""
     sections = re.split(r"(?m)^(?=# )", text.strip())
@@ -138,6 +165,14 @@ class LlmConfig:
     max_tokens: int = SUMMARY_MAX_TOKENS
     timeout: float = SUMMARY_TIMEOUT  # seconds for the whole summary: every request, retry and wait
     max_retries: int = 4
+
+
+def transcript_model(messages: Sequence[Message]) -> str:
+    """The llm engine's default model: the Claude model of the transcript's latest response, else DEFAULT_MODEL."""
+    for message in reversed(messages):
+        if message.role == "assistant" and message.model and message.model.startswith("claude"):
+            return str(message.model)
+    return DEFAULT_MODEL
 
 
 @dataclass

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-import typer
-
 from ..options import Format, InputPath, OnError, Output, Unbuffered
+from ..stage_options import NoMarker
 from ..stages import Ledger, Now, Report, ReportJson, parse_now, print_report, run_stage
 
 
@@ -14,7 +11,7 @@ def collapse(
     path: InputPath = None,
     input_format: Format = None,
     output: Output = None,
-    no_marker: Annotated[bool, typer.Option("--no-marker", help="Do not append the ctxpipe_collapse record.")] = False,
+    no_marker: NoMarker = False,
     now: Now = None,
     report: Report = False,
     report_json: ReportJson = None,

@@ -11,7 +11,10 @@ import typer
 
 from .. import io
 from ..budget_options import AutocompactPct, Baseline, MaxOutput, Model, NoAutoCompact, Window, budget_settings
-from ..options import Format, InputPaths, Json, LlmTimeout, OnError, SourceChoice, engine_name
+from ..options import Format, InputPaths, Json, OnError, SourceChoice
+from ..stage_options import (AllowOutsideRoot, BaseUrl, CacheAware, ClearAtLeast, DescribeImages, DropHistory, Engine, GapMinutes, Horizon,
+                             Instructions, KeepFraction, KeepLast, KeepMaxTokens, KeepMinTextMessages, KeepMinTokens, KeepRecent, LlmTimeout,
+                             NoMarker, Prices, Root, SessionMemory, Source, Tools, Verify, cache_policy, compactable_tools)
 from ..stages import Now, parse_now
 from ..status import ExitStatus
 
@@ -25,18 +28,34 @@ def compact(
     jobs: Annotated[int, typer.Option("--jobs", "-j", help="Worker processes (0: one per core).", min=0)] = 0,
     force: Annotated[bool, typer.Option("--force", help="Summarize even below the autocompact threshold (microcompact is forced too).")] = False,
     target_tokens: Annotated[Optional[int], typer.Option("--target-tokens", help="Summarize when the context is above this many tokens.", min=0, show_default=False)] = None,
-    engine: Annotated[str, typer.Option("--engine", "-e", help="Summary engine: auto | session-memory | llm | offline.", callback=engine_name)] = "auto",
-    keep_recent: Annotated[int, typer.Option("--keep-recent", help="microcompact: results of the last N compactable calls stay (0 keeps 1).", min=0)] = 5,
-    gap_minutes: Annotated[float, typer.Option("--gap-minutes", help="microcompact: clear only after this idle gap.", min=0.0)] = 60.0,
-    keep_min_tokens: Annotated[int, typer.Option("--keep-min-tokens", help="summarize: the tail holds at least this many tokens…", min=0)] = 10_000,
-    keep_min_text_messages: Annotated[int, typer.Option("--keep-min-text-messages", help="…and this many messages with text…", min=0)] = 5,
-    keep_max_tokens: Annotated[int, typer.Option("--keep-max-tokens", help="…at most this many tokens.", min=0)] = 40_000,
-    keep_last: Annotated[Optional[int], typer.Option("--keep-last", help="summarize: keep exactly the last N messages.", min=0, show_default=False)] = None,
-    base_url: Annotated[Optional[str], typer.Option("--base-url", help="llm engine: a Messages-API-compatible endpoint.", show_default=False)] = None,
-    instructions: Annotated[Optional[str], typer.Option("--instructions", help="llm engine: custom instructions.", show_default=False)] = None,
+    # microcompact
+    keep_recent: KeepRecent = 5,
+    tools: Tools = None,
+    gap_minutes: GapMinutes = 60.0,
+    cache_aware: CacheAware = False,
+    clear_at_least: ClearAtLeast = 10_000,
+    horizon: Horizon = 5,
+    prices: Prices = None,
+    # microcompact and collapse
+    no_marker: NoMarker = False,
+    # summarize
+    engine: Engine = "auto",
+    session_memory: SessionMemory = None,
+    base_url: BaseUrl = None,
+    instructions: Instructions = None,
+    describe_images: DescribeImages = False,
     timeout: LlmTimeout = None,
-    root: Annotated[Optional[str], typer.Option("--root", help="restore: read files from disk only under this folder (default: the current directory, and only for a transcript whose cwd is in it; else the transcript's own copies).", show_default=False)] = None,
-    source: Annotated[SourceChoice, typer.Option("--source", help="restore: where file content comes from.")] = SourceChoice.auto,
+    keep_min_tokens: KeepMinTokens = 10_000,
+    keep_min_text_messages: KeepMinTextMessages = 5,
+    keep_max_tokens: KeepMaxTokens = 40_000,
+    keep_last: KeepLast = None,
+    keep_fraction: KeepFraction = None,
+    drop_history: DropHistory = False,
+    verify: Verify = True,
+    # restore
+    root: Root = None,
+    source: Source = SourceChoice.auto,
+    allow_outside_root: AllowOutsideRoot = False,
     model: Model = None,
     window: Window = None,
     baseline: Baseline = None,
@@ -51,10 +70,14 @@ def compact(
     """Compact transcripts: microcompact → collapse → summarize (when needed) → restore.
 
     Summarizes only when the active context is at or above the autocompact threshold, above
-    --target-tokens, or with --force. One input without --out-dir/--in-place goes to stdout, like
-    any stage; folders are searched for session files and processed on --jobs workers with a
-    progress bar, each written atomically; a bad file is listed at the end (exit 1) and the rest
-    go on. A run killed at any moment leaves every file old or new, never half-written.
+    --target-tokens, or with --force; the boundary's compactMetadata.trigger is "auto" when the
+    threshold was reached without --force, "manual" otherwise. Every option of the stages it
+    runs is here under the same name, help and limits (--model also picks the price table and the
+    llm engine's model; --force also forces microcompact; --no-marker applies to microcompact and
+    collapse). One input without --out-dir/--in-place goes to stdout, like any stage; folders are
+    searched for session files and processed on --jobs workers with a progress bar, each written
+    atomically; a bad file is listed at the end (exit 1) and the rest go on. A run killed at any
+    moment leaves every file old or new, never half-written.
 
     Example:  ctxpipe compact --out-dir compacted/ ~/.claude/projects/
     """
@@ -78,13 +101,15 @@ def compact(
         from ...core.errors import CtxpipeError
 
         raise CtxpipeError("--engine llm needs ANTHROPIC_API_KEY in the environment")
-    llm = LlmConfig(model or "claude-sonnet-4-5", api_key, base_url or os.environ.get("ANTHROPIC_BASE_URL") or None, instructions,
-                    timeout=SUMMARY_TIMEOUT if timeout is None else timeout)
+    llm = LlmConfig(model or "", api_key, base_url or os.environ.get("ANTHROPIC_BASE_URL") or None, instructions, describe_images,
+                    timeout=SUMMARY_TIMEOUT if timeout is None else timeout)  # no --model: compact takes the transcript's
     options = CompactOptions(
-        microcompact=MicrocompactConfig(keep_recent=keep_recent, gap_minutes=gap_minutes, now=moment, force=force),
-        collapse=CollapseConfig(now=moment),
-        summarize=SummarizeOptions(engine, SplitConfig(keep_min_tokens, keep_min_text_messages, keep_max_tokens, keep_last), llm=llm, now=moment),
-        restore=RestoreConfig(source.value, root),
+        microcompact=MicrocompactConfig(compactable_tools(tools), keep_recent, gap_minutes, moment, force, not no_marker,
+                                        cache_policy(cache_aware, clear_at_least, horizon, prices, model)),
+        collapse=CollapseConfig(not no_marker, moment),
+        summarize=SummarizeOptions(engine, SplitConfig(keep_min_tokens, keep_min_text_messages, keep_max_tokens, keep_last, keep_fraction),
+                                   session_memory, llm=llm, verify=verify, drop_history=drop_history, now=moment),
+        restore=RestoreConfig(source.value, root, allow_outside_root),
         force_summary=force,
         target_tokens=target_tokens,
         budget=budget_settings(autocompact_pct=autocompact_pct, max_output_tokens=max_output_tokens, no_auto_compact=no_auto_compact),
@@ -101,6 +126,8 @@ def compact(
         return
     if not paths or paths == [io.STDIN]:
         raise typer.BadParameter("--out-dir and --in-place need files or folders, not stdin", param_hint="PATHS")
+    if session_memory is not None and not single:
+        raise typer.BadParameter("the notes of one session go with one transcript, not several files or a folder", param_hint="--session-memory")
     if not out_dir and not in_place:
         raise typer.BadParameter("several files or a folder need --out-dir DIR or --in-place (one file alone goes to stdout)", param_hint="PATHS")
     _batch(paths, options, out_dir, in_place, backup, jobs, subagents, json_output)

@@ -2,44 +2,29 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 
 from ..options import Format, InputPath, OnError, Output, Unbuffered
+from ..stage_options import CacheAware, ClearAtLeast, GapMinutes, Horizon, KeepRecent, NoMarker, Prices, Tools, cache_policy, compactable_tools
 from ..stages import Ledger, Now, Report, ReportJson, parse_now, print_report, run_stage
-
-
-def load_prices(path: str) -> Any:
-    """The price table in `path` before ours; a file that cannot be read or is not one is bad input."""
-    import orjson
-
-    from ...core.cache import prices_from
-    from ...core.errors import InputError
-    from ...inputs import open_file, read_all
-
-    with open_file(path) as handle:
-        data = read_all(handle, path)
-    try:
-        return prices_from(orjson.loads(data))
-    except (ValueError, TypeError) as exc:
-        raise InputError(path, None, f"not a price table: {exc}") from None
 
 
 def microcompact(
     path: InputPath = None,
     input_format: Format = None,
     output: Output = None,
-    keep_recent: Annotated[int, typer.Option("--keep-recent", help="Keep this many of the most recent compactable results (0 keeps 1, as Claude Code).", min=0)] = 5,
-    tools: Annotated[Optional[str], typer.Option("--tools", help="Comma-separated tool names to clear (default: Read,Bash,PowerShell,Grep,Glob,WebSearch,WebFetch,Edit,Write,MultiEdit,NotebookEdit). Task, Agent and mcp__ tools are never cleared.", show_default=False)] = None,
-    gap_minutes: Annotated[float, typer.Option("--gap-minutes", help="Clear only when the last response is at least this old (the prompt cache has expired).", min=0.0)] = 60.0,
+    keep_recent: KeepRecent = 5,
+    tools: Tools = None,
+    gap_minutes: GapMinutes = 60.0,
     now: Now = None,
     force: Annotated[bool, typer.Option("--force", help="Clear regardless of the time since the last response.")] = False,
-    no_marker: Annotated[bool, typer.Option("--no-marker", help="Do not append the microcompact_boundary record.")] = False,
-    cache_aware: Annotated[bool, typer.Option("--cache-aware", help="Clear only when the tokens freed pay for the prompt-cache break within --horizon turns (replaces the time trigger).")] = False,
-    clear_at_least: Annotated[int, typer.Option("--clear-at-least", help="With --cache-aware: the fewest tokens worth a cache break.", min=0)] = 10_000,
-    horizon: Annotated[int, typer.Option("--horizon", help="With --cache-aware: the turns within which the break must pay for itself.", min=1)] = 5,
-    prices: Annotated[Optional[str], typer.Option("--prices", help="With --cache-aware: a JSON price table {model fragment: {input, cache_write_5m, cache_write_1h, cache_read, output}} in $/MTok.", show_default=False)] = None,
+    no_marker: NoMarker = False,
+    cache_aware: CacheAware = False,
+    clear_at_least: ClearAtLeast = 10_000,
+    horizon: Horizon = 5,
+    prices: Prices = None,
     model: Annotated[Optional[str], typer.Option("--model", "-m", help="Model for the price table (default: the transcript's).", show_default=False)] = None,
     report: Report = False,
     report_json: ReportJson = None,
@@ -57,19 +42,10 @@ def microcompact(
 
     Example:  ctxpipe microcompact --force --ledger undo.jsonl session.jsonl > smaller.jsonl
     """
-    from ...core.cache import DEFAULT_PRICES, CachePolicy
-    from ...core.microcompact import COMPACTABLE_TOOLS, MicrocompactConfig, microcompact as run, never_cleared
-    from .. import io
+    from ...core.microcompact import MicrocompactConfig, microcompact as run
 
-    chosen = frozenset(name.strip() for name in tools.split(",") if name.strip()) if tools else COMPACTABLE_TOOLS
-    for name in sorted(chosen):
-        if never_cleared(name):
-            io.warn(f"--tools: {name} results are never cleared (a subagent or MCP result cannot be reproduced)")
-    policy = None
-    if cache_aware:
-        table = load_prices(prices) if prices else DEFAULT_PRICES
-        policy = CachePolicy(clear_at_least, horizon, table, model)
-    config = MicrocompactConfig(chosen, keep_recent, gap_minutes, parse_now(now), force, not no_marker, policy)
+    config = MicrocompactConfig(compactable_tools(tools), keep_recent, gap_minutes, parse_now(now), force, not no_marker,
+                                cache_policy(cache_aware, clear_at_least, horizon, prices, model))
     outcome = run_stage("microcompact", path, input_format, on_error, output, ledger, report_json,
                         lambda entries, fmt, _measure: run(entries, fmt, config), unbuffered)
     if report:

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from ..options import Format, InputPath, Json, OnError, Output, SourceChoice, Unbuffered
+from ..stage_options import AllowOutsideRoot, Root, Source
 from ..stages import Ledger, Now, ReportJson, parse_now, run_stage
 
 
@@ -15,9 +16,9 @@ def restore(
     input_format: Format = None,
     output: Output = None,
     from_: Annotated[Optional[str], typer.Option("--from", help="The transcript from before the summary, when the input no longer holds its history.", show_default=False)] = None,
-    root: Annotated[Optional[str], typer.Option("--root", help="Read files from disk only under this folder, links resolved (default: the current directory, and only for a transcript whose cwd is in it; else the transcript's own copies).", show_default=False)] = None,
-    source: Annotated[SourceChoice, typer.Option("--source", help="Where file content comes from (auto: disk when the file is under the root, else the transcript).")] = SourceChoice.auto,
-    allow_outside_root: Annotated[bool, typer.Option("--allow-outside-root", help="Read files outside the root too (a transcript is untrusted input: off by default).")] = False,
+    root: Root = None,
+    source: Source = SourceChoice.auto,
+    allow_outside_root: AllowOutsideRoot = False,
     plan: Annotated[bool, typer.Option("--plan", help="List every candidate, chosen or not and why, with its tokens; write no transcript.")] = False,
     json_output: Json = False,
     now: Now = None,

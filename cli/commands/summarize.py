@@ -7,7 +7,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..options import Format, InputPath, LlmTimeout, OnError, Output, Unbuffered, engine_name, readable_file
+from ..options import Format, InputPath, OnError, Output, Unbuffered
+from ..stage_options import (BaseUrl, DescribeImages, DropHistory, Engine, Instructions, KeepFraction, KeepLast, KeepMaxTokens, KeepMinTextMessages,
+                             KeepMinTokens, LlmTimeout, SessionMemory, Verify)
 from ..stages import Ledger, Now, ReportJson, parse_now, run_stage
 
 
@@ -15,19 +17,19 @@ def summarize(
     path: InputPath = None,
     input_format: Format = None,
     output: Output = None,
-    engine: Annotated[str, typer.Option("--engine", "-e", help="auto | session-memory | llm | offline. auto: the session's notes if found, else the model if ANTHROPIC_API_KEY is set, else offline.", callback=engine_name)] = "auto",
-    session_memory: Annotated[Optional[str], typer.Option("--session-memory", help="The notes file to use (default: <project>/<session>/session-memory/summary.md beside the transcript).", show_default=False, callback=readable_file)] = None,
+    engine: Engine = "auto",
+    session_memory: SessionMemory = None,
     model: Annotated[Optional[str], typer.Option("--model", "-m", help="Model for the llm engine (default: the transcript's).", show_default=False)] = None,
-    base_url: Annotated[Optional[str], typer.Option("--base-url", help="A Messages-API-compatible endpoint (default: Anthropic's; ANTHROPIC_BASE_URL is honoured).", show_default=False)] = None,
-    instructions: Annotated[Optional[str], typer.Option("--instructions", help="Custom instructions appended to the summary request.", show_default=False)] = None,
-    describe_images: Annotated[bool, typer.Option("--describe-images", help="Send images and ask for a one-line description of each, kept in the summary.")] = False,
-    keep_min_tokens: Annotated[int, typer.Option("--keep-min-tokens", help="The kept tail holds at least this many tokens (4/3-padded estimate)...", min=0)] = 10_000,
-    keep_min_text_messages: Annotated[int, typer.Option("--keep-min-text-messages", help="...and at least this many messages with text...", min=0)] = 5,
-    keep_max_tokens: Annotated[int, typer.Option("--keep-max-tokens", help="...and at most this many tokens.", min=0)] = 40_000,
-    keep_last: Annotated[Optional[int], typer.Option("--keep-last", help="Keep exactly the last N messages instead (widened only to keep pairs whole).", min=0, show_default=False)] = None,
-    keep_fraction: Annotated[Optional[float], typer.Option("--keep-fraction", help="Keep the last F (0-1) of the context's tokens instead.", min=0.0, max=1.0, show_default=False)] = None,
-    drop_history: Annotated[bool, typer.Option("--drop-history", help="Leave out the lines before the summary (Claude Code keeps them above the boundary).")] = False,
-    verify: Annotated[bool, typer.Option("--verify/--no-verify", help="Check the new context still holds the key facts; add what is missing.")] = True,
+    base_url: BaseUrl = None,
+    instructions: Instructions = None,
+    describe_images: DescribeImages = False,
+    keep_min_tokens: KeepMinTokens = 10_000,
+    keep_min_text_messages: KeepMinTextMessages = 5,
+    keep_max_tokens: KeepMaxTokens = 40_000,
+    keep_last: KeepLast = None,
+    keep_fraction: KeepFraction = None,
+    drop_history: DropHistory = False,
+    verify: Verify = True,
     timeout: LlmTimeout = None,
     now: Now = None,
     report_json: ReportJson = None,
@@ -48,7 +50,7 @@ def summarize(
     """
     from ...core.errors import CtxpipeError
     from ...core.summarize import SplitConfig
-    from ...core.summarize_engines import SUMMARY_TIMEOUT, LlmConfig
+    from ...core.summarize_engines import SUMMARY_TIMEOUT, LlmConfig, transcript_model
     from ...summarizing import SummarizeOptions, summarize_entries
     from .. import io
 
@@ -56,7 +58,7 @@ def summarize(
     api_key = os.environ.get("ANTHROPIC_API_KEY") or None  # never printed or logged
 
     def transform(entries: list, transcript_format: object, measure: object) -> object:
-        chosen_model = model or _transcript_model(entries, transcript_format) or "claude-sonnet-4-5"
+        chosen_model = model or transcript_model(transcript_format.messages(entries))  # type: ignore[attr-defined]
         llm = LlmConfig(chosen_model, api_key, base_url or os.environ.get("ANTHROPIC_BASE_URL") or None, instructions, describe_images,
                         timeout=SUMMARY_TIMEOUT if timeout is None else timeout)
         options = SummarizeOptions(engine, split, session_memory, path, llm, verify, drop_history, parse_now(now), measure=measure)  # type: ignore[arg-type]
@@ -80,9 +82,3 @@ def shared_breaker() -> object:
         _BREAKER = Breaker()
     return _BREAKER
 
-
-def _transcript_model(entries: list, transcript_format: object) -> str | None:
-    for message in reversed(transcript_format.messages(entries)):  # type: ignore[attr-defined]
-        if message.role == "assistant" and message.model and message.model.startswith("claude"):
-            return str(message.model)
-    return None

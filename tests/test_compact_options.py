@@ -1,0 +1,195 @@
+"""`compact` offers every option of the stages it runs, under the same name, help and limits.
+
+The options are declared once (cli/stage_options.py) and used by each stage command and by
+compact; the first test reads the registered commands, so a stage option added, renamed or given
+another default, range or help on one side only fails here. The others check that compact hands
+each option to its stage: the output is what the option asks for.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from helpers import FIXTURES, ROOT, run_cli
+
+STAGES = ("microcompact", "collapse", "summarize", "restore")
+# The stages' own input, output and reporting: compact has its own (--out-dir, --in-place, --json).
+IO_OPTIONS = {"--output", "--report", "--report-json", "--ledger", "--unbuffered", "--plan", "--from", "--json"}
+# Same name, wider meaning in compact (its help says so): --force also summarizes; --model also
+# sets the window, the price table and the llm engine's model.
+COMPACT_MEANING = {"--force", "--model"}
+NOW = "2026-05-01T00:00:00Z"
+DETERMINISTIC = ("--source", "transcript", "--now", NOW)
+
+
+def commands() -> dict[str, Any]:
+    import typer.main
+
+    from ctxpipe.cli.app import app
+
+    return typer.main.get_command(app).commands  # type: ignore[attr-defined,no-any-return]
+
+
+def options(command: Any) -> dict[str, Any]:
+    return {param.opts[0]: param for param in command.params if param.opts[0].startswith("-")}
+
+
+def described(param: Any) -> dict[str, Any]:
+    """What a user sees of an option and what limits it: names, help, default, range, kind, check."""
+    info = param.type_descriptor.parameter_info
+    default = param.default.value if isinstance(param.default, Enum) else param.default
+    return {"names": sorted(param.opts), "negation": param.secondary_opts, "help": param.help, "default": default,
+            "min": param.min, "max": param.max, "flag": param.is_flag, "type": param.type_descriptor.annotation,
+            "show_default": param.show_default, "check": info.callback}
+
+
+def test_compact_offers_every_stage_option_with_the_same_name_help_default_and_limits() -> None:
+    registered = commands()
+    compact = options(registered["compact"])
+    problems = []
+    for stage in STAGES:
+        for name, param in options(registered[stage]).items():
+            if name in IO_OPTIONS:
+                continue
+            if name not in compact:
+                problems.append(f"{stage} {name}: missing from compact")
+                continue
+            mine, theirs = described(param), described(compact[name])
+            if name in COMPACT_MEANING:
+                mine, theirs = mine["names"], theirs["names"]
+            if mine != theirs:
+                problems.append(f"{stage} {name}: {mine} != compact's {theirs}")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_exceptions_name_real_options() -> None:
+    """A stale entry in the lists above would hide a drift."""
+    registered = commands()
+    stage_names = {name for stage in STAGES for name in options(registered[stage])}
+    assert IO_OPTIONS <= stage_names and COMPACT_MEANING <= stage_names
+    assert COMPACT_MEANING <= set(options(registered["compact"]))
+
+
+def test_the_options_are_declared_once() -> None:
+    """No stage command or compact spells a stage option out itself: each comes from cli/stage_options.py."""
+    declared = (ROOT / "cli" / "stage_options.py").read_text()
+    for file in ("compact", "microcompact", "collapse", "summarize", "restore"):
+        source = (ROOT / "cli" / "commands" / f"{file}.py").read_text()
+        for flag in ("--keep-recent", "--gap-minutes", "--tools", "--cache-aware", "--no-marker", "--engine", "--session-memory",
+                     "--keep-fraction", "--keep-last", "--describe-images", "--timeout", "--root", "--source", "--allow-outside-root"):
+            assert f'typer.Option("{flag}"' in declared
+            assert f'typer.Option("{flag}"' not in source, f"{file}.py declares {flag} again"
+
+
+# --- compact hands each option to its stage ---------------------------------------------------------
+
+
+def compact(*args: Any, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+    return run_cli("compact", *args, env={"ANTHROPIC_API_KEY": "", **(env or {})}, cwd=ROOT)
+
+
+def compacted(tmp_path: Path, fixture: str, *args: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(report, output lines) of `compact --out-dir` on one fixture."""
+    folder = tmp_path / f"in-{len(list(tmp_path.iterdir()))}"
+    folder.mkdir()
+    shutil.copy(FIXTURES / "claude-code" / fixture, folder / fixture)
+    out = tmp_path / f"out-{folder.name}"
+    result = compact(*DETERMINISTIC, "--out-dir", out, *args, folder / fixture)
+    assert result.returncode == 0, result.stderr.decode()
+    [report] = [json.loads(line) for line in result.stdout.splitlines()]
+    return report, [orjson.loads(line) for line in (out / fixture).read_bytes().splitlines()]
+
+
+def stage(report: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(s for s in report["stages"] if s["stage"] == name)
+
+
+def summary_stats(lines: list[dict[str, Any]]) -> tuple[int, str]:
+    """(messages kept after the summary, the summary's text)."""
+    boundary = max(i for i, o in enumerate(lines) if o.get("subtype") == "compact_boundary")
+    summary = lines[boundary + 1]["message"]["content"]
+    kept = [o for o in lines[boundary + 2:] if o.get("type") in ("user", "assistant") and not o.get("isMeta")]
+    return len(kept), summary if isinstance(summary, str) else json.dumps(summary)
+
+
+def test_keep_fraction_and_keep_last_reach_the_summary(tmp_path: Path) -> None:
+    _, all_but_two = compacted(tmp_path, "basic.jsonl", "--force", "--engine", "offline", "--keep-last", "2")
+    _, half = compacted(tmp_path, "basic.jsonl", "--force", "--engine", "offline", "--keep-fraction", "0.5")
+    _, none = compacted(tmp_path, "basic.jsonl", "--force", "--engine", "offline", "--keep-fraction", "0")
+    kept_two, kept_half, kept_none = (summary_stats(lines)[0] for lines in (all_but_two, half, none))
+    assert kept_two >= 2 and kept_half > kept_none and kept_none <= 1, (kept_two, kept_half, kept_none)
+    result = compact(*DETERMINISTIC, "--keep-fraction", "1.5", FIXTURES / "claude-code" / "basic.jsonl")
+    assert result.returncode == 2 and b"--keep-fraction" in result.stderr
+
+
+def test_no_verify_leaves_the_verifier_out(tmp_path: Path) -> None:
+    checked, _ = compacted(tmp_path, "basic.jsonl", "--force", "--engine", "offline", "--keep-last", "2")
+    unchecked, _ = compacted(tmp_path, "basic.jsonl", "--force", "--engine", "offline", "--keep-last", "2", "--no-verify")
+    assert stage(checked, "summarize")["verification"] is not None
+    assert stage(unchecked, "summarize")["verification"] is None
+    assert "verifier recall" not in stage(unchecked, "summarize")["note"]
+
+
+def test_drop_history_leaves_out_the_lines_before_the_summary(tmp_path: Path) -> None:
+    _, kept = compacted(tmp_path, "basic.jsonl", "--force", "--engine", "offline", "--keep-last", "2")
+    _, dropped = compacted(tmp_path, "basic.jsonl", "--force", "--engine", "offline", "--keep-last", "2", "--drop-history")
+    assert kept[0].get("subtype") != "compact_boundary"
+    assert dropped[0].get("subtype") == "compact_boundary" and dropped[1].get("isCompactSummary") is True
+    assert summary_stats(kept)[0] == summary_stats(dropped)[0]
+
+
+def test_no_marker_and_tools_reach_microcompact_and_collapse(tmp_path: Path) -> None:
+    report, lines = compacted(tmp_path, "repeats.jsonl", "--keep-recent", "1", "--force", "--engine", "offline", "--keep-last", "2")
+    assert stage(report, "microcompact")["changed"] and any(o.get("subtype") == "microcompact_boundary" for o in lines)
+    report, lines = compacted(tmp_path, "repeats.jsonl", "--keep-recent", "1", "--force", "--engine", "offline", "--keep-last", "2", "--no-marker")
+    assert stage(report, "microcompact")["changed"]
+    assert not [o for o in lines if o.get("subtype") in ("microcompact_boundary", "ctxpipe_collapse")]
+    # A tool the transcript never calls: nothing for microcompact to clear.
+    report, _ = compacted(tmp_path, "repeats.jsonl", "--keep-recent", "1", "--force", "--engine", "offline", "--keep-last", "2", "--tools", "NoSuchTool")
+    assert not stage(report, "microcompact")["changed"]
+
+
+def test_cache_aware_replaces_the_time_trigger(tmp_path: Path) -> None:
+    timed, _ = compacted(tmp_path, "repeats.jsonl", "--keep-recent", "1", "--gap-minutes", "0")
+    aware, _ = compacted(tmp_path, "repeats.jsonl", "--keep-recent", "1", "--gap-minutes", "0", "--cache-aware", "--clear-at-least", "100000000")
+    assert stage(timed, "microcompact")["changed"]
+    assert not stage(aware, "microcompact")["changed"], stage(aware, "microcompact")["note"]
+    prices = tmp_path / "prices.json"
+    prices.write_text("not json")
+    result = compact(*DETERMINISTIC, "--cache-aware", "--prices", prices, FIXTURES / "claude-code" / "repeats.jsonl")
+    assert result.returncode == 1 and "not a price table" in result.stderr.decode() and b"Traceback" not in result.stderr
+
+
+def test_session_memory_is_one_sessions_notes(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.md"
+    notes.write_text("# Current State\nFixing parse_date; the code word is PERIWINKLE.\n")
+    report, lines = compacted(tmp_path, "basic.jsonl", "--force", "--engine", "session-memory", "--session-memory", notes, "--keep-last", "2")
+    assert stage(report, "summarize")["engine"] == "session-memory"
+    assert "PERIWINKLE" in summary_stats(lines)[1]
+    # A folder holds many sessions: one notes file cannot be theirs all.
+    result = compact(*DETERMINISTIC, "--force", "--session-memory", notes, "--out-dir", tmp_path / "o", FIXTURES / "claude-code")
+    assert result.returncode == 2 and "--session-memory" in result.stderr.decode()
+    missing = compact(*DETERMINISTIC, "--force", "--session-memory", tmp_path / "absent.md", FIXTURES / "claude-code" / "basic.jsonl")
+    assert missing.returncode != 0 and "absent.md" in missing.stderr.decode() and b"Traceback" not in missing.stderr
+
+
+def test_source_is_checked_like_restores(tmp_path: Path) -> None:
+    for command in ("compact", "restore"):
+        result = run_cli(command, "--source", "web", FIXTURES / "claude-code" / "basic.jsonl", cwd=ROOT)
+        assert result.returncode == 2 and "--source" in result.stderr.decode()
+
+
+@pytest.mark.parametrize("flag", ["--allow-outside-root", "--describe-images"])
+def test_flags_without_a_visible_effect_here_are_accepted(flag: str, tmp_path: Path) -> None:
+    """--describe-images acts on the llm engine's request and --allow-outside-root on files outside
+    the root (tests/test_summarize.py, tests/test_restore.py cover them); compact takes both."""
+    report, _ = compacted(tmp_path, "basic.jsonl", "--force", "--engine", "offline", "--keep-last", "2", flag)
+    assert stage(report, "summarize")["changed"]
