@@ -4,8 +4,10 @@ The file-state view of the history before the last compact boundary is rebuilt t
 Code's FileStateCache would hold it (Read stores content, offset and limit; Edit and Write update
 it; partial reads are marked), then the most recently used files come back — at most 5 files,
 5,000 tokens each and 50,000 in all, newest first, skipping any whose full read is still in the
-kept tail — together with the latest plan, the invoked skills (5,000 tokens each, 25,000 in all)
-and the latest todo list. Each item is its own entry with a one-line header saying what it is.
+kept tail — together with the latest plan (its own item, not a file slot), a plan-mode reminder when the
+session ended in plan mode, the invoked skills (5,000 tokens each, 25,000 in all) and the latest todo
+list. Memory and rule files never take a slot: Claude Code reloads them itself. Each item is its own
+entry with a one-line header saying what it is.
 
 A transcript is untrusted input, so it never chooses what is read from disk: files are read only
 under the root the caller gives, or else under the current directory and only when the transcript's
@@ -37,7 +39,24 @@ MAX_TOKENS_PER_SKILL = 5_000
 SKILLS_BUDGET = 25_000
 SKILL_TRUNCATED = "\n\n[... skill content truncated for compaction; use Read on the skill path if you need the full text]"
 RESTORED_PREFIX = "[restored "
-MEMORY_FILES = ("CLAUDE.md", "CLAUDE.local.md")
+MEMORY_FILES = ("CLAUDE.md", "CLAUDE.local.md", "MEMORY.md")
+PLAN_TRUNCATED = "\n\n[... plan truncated for restoring; use Read on the plan file if you need the full text]"
+_SEPARATORS = re.compile(r"[/\\]")
+
+
+def is_plan_file(path: str) -> bool:
+    """Claude Code's plan files: ~/.claude/plans/<slug>.md (any `.claude/plans/` folder)."""
+    parts = _SEPARATORS.split(path)
+    return len(parts) >= 3 and parts[-3:-1] == [".claude", "plans"] and parts[-1].endswith(".md")
+
+
+def is_memory_file(path: str) -> bool:
+    """Memory and rule files, which Claude Code reloads itself after a compaction (so a restore slot
+    spent on them is wasted): CLAUDE.md and CLAUDE.local.md at any depth, MEMORY.md, and anything in a
+    `.claude` folder — `.claude/rules/*`, and the user's ~/.claude (auto-memory, settings, skills),
+    recognised by its shape since the transcript's home need not be ours."""
+    parts = _SEPARATORS.split(path)
+    return parts[-1] in MEMORY_FILES or ".claude" in parts[:-1]
 
 
 @dataclass
@@ -53,7 +72,7 @@ class FileState:
 
 @dataclass
 class Candidate:
-    kind: str  # file | plan | skill | todos
+    kind: str  # file | plan | plan-mode | skill | todos
     name: str
     text: str | None
     tokens: int
@@ -119,12 +138,7 @@ def file_states(messages: Sequence[Message], entries: Sequence[Entry], cwd: str 
                 position = message.refs[index][0] if index < len(message.refs) else None
                 structured = entries[position].obj.get("toolUseResult") if position is not None else None
                 if name == "Read":
-                    content = None
-                    if isinstance(structured, dict) and isinstance(structured.get("file"), dict):
-                        content = structured["file"].get("content")
-                    if not isinstance(content, str):
-                        result = block.get("content")
-                        content = _strip_line_numbers(result) if isinstance(result, str) else None
+                    content = _read_content(block, structured)
                     if content is not None and content.startswith("File unchanged since last read"):
                         continue  # a stub is no content seen: the earlier read stays the state
                     offset, limit = tool_input.get("offset"), tool_input.get("limit")
@@ -133,16 +147,101 @@ def file_states(messages: Sequence[Message], entries: Sequence[Entry], cwd: str 
                     states[path] = FileState(path, tool_input["content"], stamp, action="written")
                 elif name in ("Edit", "MultiEdit"):
                     state = states.get(path)
-                    edits = tool_input.get("edits") if name == "MultiEdit" else [tool_input]
-                    content = state.content if state else None
-                    for edit in edits if isinstance(edits, list) else []:
-                        old, new = edit.get("old_string"), edit.get("new_string")
-                        if content is not None and isinstance(old, str) and isinstance(new, str) and old in content:
-                            content = content.replace(old, new) if edit.get("replace_all") else content.replace(old, new, 1)
-                        else:
-                            content = None  # the edit cannot be replayed on what the history showed
+                    content = _replay(state.content if state else None, name, tool_input)
                     states[path] = FileState(path, content, stamp, partial=state.partial if state else True, action="edited")
     return states
+
+
+def _read_content(block: dict[str, Any], structured: Any) -> str | None:
+    """What a Read showed: the structured result's file content, else its `cat -n` text unnumbered."""
+    if isinstance(structured, dict) and isinstance(structured.get("file"), dict):
+        content = structured["file"].get("content")
+        if isinstance(content, str):
+            return content
+    result = block.get("content")
+    return _strip_line_numbers(result) if isinstance(result, str) else None
+
+
+def _replay(content: str | None, name: str, tool_input: dict[str, Any]) -> str | None:
+    """`content` after an Edit or MultiEdit; None when the edit cannot be replayed on it."""
+    edits = tool_input.get("edits") if name == "MultiEdit" else [tool_input]
+    for edit in edits if isinstance(edits, list) else []:
+        old, new = (edit.get("old_string"), edit.get("new_string")) if isinstance(edit, dict) else (None, None)
+        if content is not None and isinstance(old, str) and isinstance(new, str) and old in content:
+            content = content.replace(old, new) if edit.get("replace_all") else content.replace(old, new, 1)
+        else:
+            content = None  # the edit cannot be replayed on what the history showed
+    return content
+
+
+@dataclass(frozen=True)
+class PlanState:
+    path: str | None  # the plan file, when the history names one (2.0.x ExitPlanMode plans have none)
+    text: str | None  # its latest content as the history shows it; None when an edit cannot be replayed
+    via: str  # what last set it: "ExitPlanMode", "Write", "Edit", "Read"
+
+
+def latest_plan(messages: Sequence[Message], entries: Sequence[Entry], cwd: str | None) -> PlanState | None:
+    """The session's latest plan: the last ExitPlanMode plan or plan-file Write/Edit/Read, edits
+    replayed on what came before. ExitPlanMode counts at its call, approved or not (the plan file
+    holds it either way); its 2.1.x result names the file (`toolUseResult.filePath`)."""
+    plan: PlanState | None = None
+    calls: dict[str, tuple[str, dict[str, Any]]] = {}
+    for message in messages:
+        for index, block in enumerate(message.content):
+            kind = block.get("type")
+            if kind == "tool_use" and isinstance(block.get("input"), dict):
+                name, tool_input = str(block.get("name")), block["input"]
+                calls[str(block.get("id"))] = (name, tool_input)
+                if name == "ExitPlanMode" and isinstance(tool_input.get("plan"), str):
+                    plan = PlanState(plan.path if plan else None, tool_input["plan"], "ExitPlanMode")
+                continue
+            if kind != "tool_result" or str(block.get("tool_use_id")) not in calls:
+                continue
+            name, tool_input = calls[str(block.get("tool_use_id"))]
+            position = message.refs[index][0] if index < len(message.refs) else None
+            structured = entries[position].obj.get("toolUseResult") if position is not None else None
+            if name == "ExitPlanMode":
+                named = structured.get("filePath") if isinstance(structured, dict) else None
+                if plan is not None and isinstance(named, str) and is_plan_file(named):
+                    plan = PlanState(normalise(named, cwd), plan.text, plan.via)
+                continue
+            raw_path = tool_input.get("file_path")
+            if block.get("is_error") or not isinstance(raw_path, str) or not is_plan_file(raw_path):
+                continue
+            path = normalise(raw_path, cwd)
+            before = plan.text if plan is not None and plan.path in (path, None) else None
+            if name == "Write" and isinstance(tool_input.get("content"), str):
+                plan = PlanState(path, tool_input["content"], "Write")
+            elif name in ("Edit", "MultiEdit"):
+                plan = PlanState(path, _replay(before, name, tool_input), "Edit")
+            elif name == "Read":
+                content = _read_content(block, structured)
+                if content is not None and not content.startswith("File unchanged since last read"):
+                    plan = PlanState(path, content, "Read")
+    return plan
+
+
+def permission_mode(entries: Sequence[Entry]) -> str | None:
+    """The permission mode the session was last in: Claude Code 2.1.x records it on typed user lines
+    (`permissionMode`) and on `permission-mode` lines; an approved ExitPlanMode leaves plan mode and
+    an EnterPlanMode enters it, even when no prompt recorded the change afterwards."""
+    mode: str | None = None
+    plan_tools: dict[str, str] = {}
+    for entry in entries:
+        obj = entry.obj
+        if obj.get("type") in ("user", "permission-mode") and isinstance(obj.get("permissionMode"), str):
+            mode = obj["permissionMode"]
+        message = obj.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        for block in content if isinstance(content, list) else []:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "tool_use" and block.get("name") in ("EnterPlanMode", "ExitPlanMode"):
+                plan_tools[str(block.get("id"))] = str(block.get("name"))
+            elif block.get("type") == "tool_result" and not block.get("is_error") and str(block.get("tool_use_id")) in plan_tools:
+                mode = "plan" if plan_tools[str(block.get("tool_use_id"))] == "EnterPlanMode" else "default"
+    return mode
 
 
 def _inside(path: str, folder: str) -> bool:
@@ -224,8 +323,10 @@ def _numbered(text: str, start: int = 1) -> str:
     return "\n".join(f"{number:6d}\t{line}" for number, line in enumerate(text.split("\n"), start))
 
 
-def plan_restore(history: Sequence[Message], history_entries: Sequence[Entry], tail: Sequence[Message], config: RestoreConfig, cwd: str | None) -> list[Candidate]:
-    """Every candidate, chosen or not and why, in the order they would be written."""
+def plan_restore(history: Sequence[Message], history_entries: Sequence[Entry], tail: Sequence[Message], config: RestoreConfig, cwd: str | None,
+                 plan_mode: bool = False) -> list[Candidate]:
+    """Every candidate, chosen or not and why, in the order they would be written. `plan_mode`: the
+    session ended in plan mode, so a reminder follows the plan."""
     states = file_states(history, history_entries, cwd)
     stubbed = {
         str(block.get("tool_use_id"))
@@ -248,11 +349,14 @@ def plan_restore(history: Sequence[Message], history_entries: Sequence[Entry], t
     chosen_files = 0
     for state in sorted(states.values(), key=lambda s: s.timestamp, reverse=True):
         name = state.path
-        shown = posixpath.relpath(name, cwd) if cwd and name.startswith(cwd.rstrip("/") + "/") else name
+        shown = _shown(name, cwd)
         candidate = Candidate("file", shown, None, 0)
         candidates.append(candidate)
-        if posixpath.basename(name) in MEMORY_FILES or "/.claude/plans/" in name:
-            candidate.reason = "memory or plan file: restored by its own mechanism"
+        if is_plan_file(name):
+            candidate.reason = "a plan file: the latest plan comes back as its own item"
+            continue
+        if is_memory_file(name):
+            candidate.reason = "a memory or rule file: Claude Code reloads it itself"
             continue
         if name in visible:
             candidate.reason = "its full read is still in the kept tail"
@@ -295,24 +399,76 @@ def plan_restore(history: Sequence[Message], history_entries: Sequence[Entry], t
             candidate.chosen, candidate.reason = True, origin
         used += candidate.tokens
         chosen_files += 1
-    candidates += _plan_and_todos(history)
+    plan = latest_plan(history, history_entries, cwd)
+    if plan is not None:
+        candidates.append(_plan_candidate(plan, config, root, cwd))
+    if plan_mode:
+        candidates.append(_plan_mode_candidate(plan))
+    candidates += _todos(history)
     candidates += _skills(history, history_entries)
     return candidates
 
 
-def _plan_and_todos(history: Sequence[Message]) -> list[Candidate]:
-    plan = todos = None
+def _shown(path: str, cwd: str | None) -> str:
+    return posixpath.relpath(path, cwd) if cwd and path.startswith(cwd.rstrip("/") + "/") else path
+
+
+def truncated(text: str, cap: int, marker: str) -> str:
+    """`text` if it is within `cap` rough tokens, else its head and `marker`, within `cap` in all."""
+    if tokens_of(text) <= cap:
+        return text
+    cut = max(0, cap * 4 - len(marker))
+    # A character may be two UTF-16 units: shed four characters per token still over.
+    while cut and (over := tokens_of(text[:cut] + marker) - cap) > 0:
+        cut = max(0, cut - 4 * over)
+    return text[:cut] + marker
+
+
+def _plan_candidate(plan: PlanState, config: RestoreConfig, root: str | None, cwd: str | None) -> Candidate:
+    """The latest plan, its own item beside the file slots (Claude Code's plan_file_reference): the
+    plan file from disk when it is under the root, else the history's last copy of it; at most the
+    per-file token cap."""
+    name = _shown(plan.path, cwd) if plan.path else "latest plan"
+    candidate = Candidate("plan", name, None, 0)
+    text, origin = None, ""
+    if plan.path is not None and config.source in ("disk", "auto"):
+        if root is None:
+            origin, candidate.disk_skipped = "not reading files from disk", True
+        else:
+            read = read_disk(plan.path, root, config.allow_outside_root, chars_for(config.max_tokens_per_file))
+            text, origin = read.text, read.why
+    # A plan with no file (a 2.0.x ExitPlanMode) exists only in the transcript, whatever --source says.
+    if text is None and (config.source != "disk" or plan.path is None) and plan.text is not None:
+        text, origin = plan.text, f"the latest {plan.via} in the transcript"
+    if text is None:
+        candidate.reason = origin or f"its last {plan.via} cannot be replayed on what the history showed"
+        return candidate
+    whole = truncated(text, config.max_tokens_per_file, PLAN_TRUNCATED)
+    cut = f", truncated to {config.max_tokens_per_file:,} tokens" if whole != text else ""
+    candidate.text, candidate.tokens = whole, tokens_of(whole)
+    candidate.header = f"[restored plan] {name} ({candidate.tokens:,} tokens, {origin}{cut})"
+    candidate.chosen, candidate.reason = True, origin + cut
+    return candidate
+
+
+def _plan_mode_candidate(plan: PlanState | None) -> Candidate:
+    """Claude Code's plan_mode attachment, in our words: the session is still planning."""
+    where = f" The plan file is {plan.path}; it is the one file you may edit." if plan is not None and plan.path else ""
+    text = ("The session is in plan mode: the user has not yet approved carrying out a plan. Do not edit files, run commands "
+            "that change anything, or commit; explore read-only, write or refine the plan, and call ExitPlanMode to ask the user "
+            f"to approve it.{where}")
+    return Candidate("plan-mode", "plan mode", text, tokens_of(text), True, "the session's last permission mode is plan",
+                     "[restored plan mode] the session is still in plan mode")
+
+
+def _todos(history: Sequence[Message]) -> list[Candidate]:
+    todos = None
     for message in history:
         for block in message.content:
-            if block.get("type") != "tool_use" or not isinstance(block.get("input"), dict):
-                continue
-            if block.get("name") == "ExitPlanMode" and isinstance(block["input"].get("plan"), str):
-                plan = block["input"]["plan"]
-            elif block.get("name") == "TodoWrite" and isinstance(block["input"].get("todos"), list):
+            if block.get("type") == "tool_use" and block.get("name") == "TodoWrite" and isinstance(block.get("input"), dict) \
+                    and isinstance(block["input"].get("todos"), list):
                 todos = block["input"]["todos"]
     out = []
-    if plan:
-        out.append(Candidate("plan", "latest plan", plan, tokens_of(plan), True, "the latest ExitPlanMode plan", f"[restored plan] the latest plan ({tokens_of(plan):,} tokens)"))
     if todos:
         text = "\n".join(f"- [{t.get('status', 'pending')}] {t.get('content', '')}" for t in todos if isinstance(t, dict))
         out.append(Candidate("todos", "todo list", text, tokens_of(text), True, "the latest TodoWrite list", f"[restored todo list] {len(todos)} items"))
@@ -338,8 +494,7 @@ def _skills(history: Sequence[Message], entries: Sequence[Entry]) -> list[Candid
         if name in seen:
             continue  # invoked again later: the newest body is the one that comes back
         seen.add(name)
-        if tokens_of(text) > MAX_TOKENS_PER_SKILL:
-            text = text[: MAX_TOKENS_PER_SKILL * 4 - len(SKILL_TRUNCATED)] + SKILL_TRUNCATED
+        text = truncated(text, MAX_TOKENS_PER_SKILL, SKILL_TRUNCATED)
         tokens = tokens_of(text)
         candidate = Candidate("skill", name, text, tokens, header=f"[restored skill] {name} ({tokens:,} tokens)")
         if used + tokens > SKILLS_BUDGET:
@@ -386,7 +541,7 @@ def restore_objects(candidates: Sequence[Candidate], make: Callable[[str, str | 
 
 # What Claude Code re-injects after its own compaction, by what the compaction restores
 # (core.count.Compaction.restores). No todo list: 2.1.88 brings it back only through reminders.
-REINJECTED_KINDS = {"files, plan and skills": frozenset({"file", "plan", "skill"}), "plan": frozenset({"plan"}), "nothing": frozenset()}
+REINJECTED_KINDS = {"files, plan and skills": frozenset({"file", "plan", "plan-mode", "skill"}), "plan": frozenset({"plan"}), "nothing": frozenset()}
 
 
 def reinjection(history: Sequence[Message], history_entries: Sequence[Entry], restores: str, measure: Callable[[str], int]) -> Reinjection:
@@ -397,7 +552,10 @@ def reinjection(history: Sequence[Message], history_entries: Sequence[Entry], re
     if not kinds:
         return Reinjection(0, (), f"the compaction restores {restores}")
     cwd = next((e.obj["cwd"] for e in reversed(list(history_entries)) if isinstance(e.obj.get("cwd"), str)), None)
-    candidates = plan_restore(history, history_entries, [], RestoreConfig(source="transcript"), cwd)
+    # The mode when the compaction ran: what the lines up to the history's last one recorded.
+    end = max((p for m in history for p in m.entries), default=-1) + 1
+    in_plan_mode = permission_mode(history_entries[:end]) == "plan"
+    candidates = plan_restore(history, history_entries, [], RestoreConfig(source="transcript"), cwd, in_plan_mode)
     items: list[dict[str, Any]] = []
     for candidate in candidates:
         if candidate.chosen and candidate.text is not None and candidate.kind in kinds:
@@ -436,7 +594,9 @@ def restore(entries: list[Entry], transcript_format: Any, config: RestoreConfig,
             return Outcome(entries, False, "nothing to restore: no compact boundary (summarize first, or give --from ORIGINAL)"), []
         history, history_entries = split[0], entries
     cwd = next((e.obj["cwd"] for e in reversed(list(history_entries)) if isinstance(e.obj.get("cwd"), str)), None)
-    candidates = plan_restore(history, history_entries, tail, config, cwd)
+    # The mode the session ended in: the input's last record, else the original's (--from).
+    mode = permission_mode(entries) or (permission_mode(history_entries) if original is not None else None)
+    candidates = plan_restore(history, history_entries, tail, config, cwd, mode == "plan")
     chosen = [c for c in candidates if c.chosen and c.text is not None]
     active_entries = [entries[p] for m in tail for p in m.entries]
     if already_restored(active_entries):
@@ -444,12 +604,13 @@ def restore(entries: list[Entry], transcript_format: Any, config: RestoreConfig,
     # Files that would have been read from disk: the note says so, once, and why.
     no_disk = f"; not reading files from disk: {disk_root(config, cwd)[1]}" if any(c.disk_skipped for c in candidates) else ""
     if not chosen:
-        return Outcome(entries, False, "nothing to restore: no file, plan, skill or todo list to bring back" + no_disk), candidates
+        return Outcome(entries, False, "nothing to restore: no file, plan, plan-mode reminder, skill or todo list to bring back" + no_disk), candidates
     added = transcript_format.meta_entries(entries, [restored_text(c) for c in chosen], when)
     tokens = sum(c.tokens for c in chosen)
     report = {"stage": "restore", "restored": [c.as_dict() for c in chosen], "tokens": tokens,
               "skipped": [c.as_dict() for c in candidates if not c.chosen]}
-    labels = {"file": ("file", "files"), "plan": ("plan", "plans"), "skill": ("skill", "skills"), "todos": ("todo list", "todo lists")}
+    labels = {"file": ("file", "files"), "plan": ("plan", "plans"), "plan-mode": ("plan-mode reminder", "plan-mode reminders"),
+              "skill": ("skill", "skills"), "todos": ("todo list", "todo lists")}
     counts = {kind: sum(1 for c in chosen if c.kind == kind) for kind in labels}
     kinds = ", ".join(f"{n} {labels[k][n != 1]}" for k, n in counts.items() if n)
     if no_disk:

@@ -1,4 +1,4 @@
-"""`ctxpipe restore`: re-inject recent files, the plan, skills and todos after a summary."""
+"""`ctxpipe restore`: re-inject recent files, the plan (and plan mode), skills and todos after a summary."""
 
 from __future__ import annotations
 
@@ -31,8 +31,11 @@ def restore(
 
     From the history before the last compact boundary (or --from ORIGINAL): the most recently used
     files (at most 5, 5,000 tokens each, 50,000 in all, newest first, none whose full read is still
-    in the kept tail; a file over budget comes back as its path with a note), the latest plan, the
-    invoked skills (5,000 tokens each, 25,000 in all) and the latest todo list. Each is its own
+    in the kept tail; a file over budget comes back as its path with a note; memory and rule files —
+    CLAUDE.md, MEMORY.md, .claude/rules/*, ~/.claude/… — never take a slot, Claude Code reloads them),
+    the latest plan (the plan file, or the last ExitPlanMode plan; its own item, at most 5,000
+    tokens), a plan-mode reminder when the session ended in plan mode, the invoked skills (5,000
+    tokens each, 25,000 in all) and the latest todo list. Each is its own
     isMeta user entry whose first line says what it is, e.g.
     "[restored file] src/app.py (lines 1-120, 1,850 tokens, from disk)". Files are read from disk
     only under --root (links resolved); without it, only under the current directory and only when
