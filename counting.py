@@ -37,6 +37,7 @@ from .core.tokens import TextCounter, counter_named
 from .formats import claim, detect, get
 from .formats.claude_code import is_compact_boundary
 from .inputs import mapped  # re-exported: the commands open their inputs through counting
+from .sessions import kind_read
 
 DEFAULT_TOKENIZER = "calibrated"
 SMALL_FILE = 64 << 10  # bytes: read whole even when only the end is needed
@@ -163,7 +164,9 @@ def complete_file(options: CountOptions, buffer: Any) -> bool:
 
 
 def count_buffer(buffer: Any, source: str, options: CountOptions, kind: str | None = None) -> FileCount:
-    """Count one transcript held in `buffer` (bytes or an mmap): the one accounting every command uses."""
+    """Count one transcript held in `buffer` (bytes or an mmap): the one accounting every command uses.
+    `kind` is what the file's name says (None for stdin); the lines may tell a compaction side-call."""
+    kind = kind_read(buffer, kind)
     format_name = options.format or _first_line_format(buffer, source)
     transcript_format = get(format_name)
     stats = ReadStats()

@@ -3,9 +3,15 @@
     ~/.claude/projects/<encoded-cwd>/<session-id>.jsonl                     main session
     ~/.claude/projects/<encoded-cwd>/agent-<id>.jsonl                        subagent, 2.0.x
     ~/.claude/projects/<encoded-cwd>/<session-id>/subagents/agent-<id>.jsonl subagent, 2.1.x
+    ~/.claude/projects/<encoded-cwd>/<session-id>/subagents/agent-acompact-<hex>.jsonl
+                                                              compaction side-call, 2.1.x
 
 1.0.x subagents live inside the main file (isSidechain lines), so every layout is covered by
 taking every *.jsonl below a folder and telling subagent files by their `agent-` name.
+
+The compaction side-call is the request Claude Code made to write a summary (a prompt and the
+summary, `agentId: "acompact-…"` on every line). It is not a session: nothing resumes it, so it is
+labelled, never alarmed on, never compacted.
 """
 
 from __future__ import annotations
@@ -15,11 +21,18 @@ import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
+
+import orjson
 
 from .core.errors import InputError
 
-Kind = Literal["main", "subagent"]
+Kind = Literal["main", "subagent", "compaction"]
+COMPACTION_AGENT = "acompact-"  # the agentId prefix of Claude Code's compaction side-call
+COMPACTION_NOTE = "a compaction side-call (the request Claude Code made to write a summary), not a session"
+# Claude Code writes agentId on every line of a side file; a few leading lines without one (blank,
+# damaged) do not hide it, and a main session (which has none) is not read further than this.
+_PEEK_LINES = 16
 
 
 @dataclass(frozen=True)
@@ -37,7 +50,42 @@ class SessionFile:
 
 
 def kind_of(path: Path) -> Kind:
+    """What the file's name says (the name alone: nothing is read)."""
+    if path.name.startswith("agent-" + COMPACTION_AGENT):
+        return "compaction"
     return "subagent" if path.name.startswith("agent-") else "main"
+
+
+def kind_read(buffer: Any, named: str | None) -> str | None:
+    """The kind once the file's bytes are at hand: a name that says nothing (a main-session name, a
+    renamed file, stdin as None) gives way to the lines' own `agentId` when it is a compaction's."""
+    if named in ("subagent", "compaction"):
+        return named
+    return "compaction" if _first_agent_id(buffer).startswith(COMPACTION_AGENT) else named
+
+
+def is_compaction(buffer: Any, path: str | None) -> bool:
+    """Whether the input (`path` None or "-": stdin) is a compaction side-call, by its name or its lines."""
+    return kind_read(buffer, None if path in (None, "-") else kind_of(Path(str(path)))) == "compaction"
+
+
+def _first_agent_id(buffer: Any) -> str:
+    """The top-level agentId of the first of the first lines that has one ("" when none does)."""
+    start = 0
+    for _ in range(_PEEK_LINES):
+        end = buffer.find(b"\n", start)
+        stop = len(buffer) if end < 0 else end
+        if buffer.find(b'"agentId"', start, stop) >= 0:  # progress lines nest one under data: only the top level counts
+            try:
+                entry = orjson.loads(bytes(buffer[start:stop]))
+            except orjson.JSONDecodeError:
+                entry = None
+            if isinstance(entry, dict) and isinstance(entry.get("agentId"), str):
+                return str(entry["agentId"])
+        if end < 0:
+            break
+        start = end + 1
+    return ""
 
 
 def find_sessions(paths: Iterable[str], subagents: bool = True,

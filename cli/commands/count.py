@@ -57,7 +57,9 @@ def count(
     The figure is the last recorded API usage (exact: input + cache writes + cache reads + output
     of the last main-chain response) plus an estimate of everything after it, as Claude Code
     computes it. The estimate is calibrated on the usage recorded earlier in the same transcript.
-    Folders are searched for session files (main sessions and subagents, every layout). Only the
+    Folders are searched for session files (main sessions and subagents, every layout); a file
+    written by Claude Code's compaction side-call (agent-acompact-*.jsonl, or lines whose agentId
+    starts with acompact-) is counted with kind "compaction": it is not a session. Only the
     end of each file is read (back to the calibration window), unless --full, --by, --top or
     --timeline need it all; the message count is then given only where the read reached the
     start of the active context.
@@ -152,6 +154,7 @@ def _parts(data: dict[str, Any]) -> str:
 def _print(counted: list[Any], rows: list[dict[str, Any]], timeline: bool, by: str | None) -> None:
     from rich.table import Table
 
+    from ...sessions import COMPACTION_NOTE
     from ..terminal import shown_text
 
     # Every cell and line is a Text of shown(...): file, model, tool and path names come from the transcript.
@@ -160,18 +163,23 @@ def _print(counted: list[Any], rows: list[dict[str, Any]], timeline: bool, by: s
     reinjected = any(row.get("reinjected_tokens") for row in rows)
     columns = [("file", "left"), ("model", "left"), ("window", "right"), ("tokens", "right"), ("exact", "right"), ("estimated", "right"), ("baseline", "right")]
     columns += [("re-injected", "right")] if reinjected else []
+    # The kind only where files differ in it (a folder with subagents or compaction side-calls).
+    kinds = any(row.get("kind") not in (None, "main") for row in rows if not row.get("total"))
+    columns[1:1] = [("kind", "left")] if kinds else []
     for column, justify in [*columns, ("used", "right"), ("messages", "right")]:
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     for row in rows:
         if row.get("total"):
-            cells = [shown_text("total", "bold"), "", "", shown_text(f"{row['tokens']:,}", "bold"), f"{row['exact_tokens']:,}", f"{row['estimated_tokens']:,}", ""]
+            cells = [shown_text("total", "bold"), *([""] if kinds else []), "", "", shown_text(f"{row['tokens']:,}", "bold"), f"{row['exact_tokens']:,}", f"{row['estimated_tokens']:,}", ""]
             table.add_row(*cells, *([""] if reinjected else []), "", _messages(row["messages"]))
             continue
         # The baseline is part of the exact figure when a recorded usage anchors the count: shown in brackets.
         baseline = f"+{row['baseline_tokens']:,}" if row["baseline_in_total"] else f"({row['baseline_tokens']:,})"
-        cells = [shown_text(row["file"]), shown_text(row["model"] or "?"), f"{row['context_window']:,}", shown_text(f"{row['tokens']:,}", "bold"), f"{row['exact_tokens']:,}", f"{row['estimated_tokens']:,}", baseline]
+        cells = [shown_text(row["file"]), *([row["kind"] or "-"] if kinds else []), shown_text(row["model"] or "?"), f"{row['context_window']:,}", shown_text(f"{row['tokens']:,}", "bold"), f"{row['exact_tokens']:,}", f"{row['estimated_tokens']:,}", baseline]
         table.add_row(*cells, *([f"+{row['reinjected_tokens']:,}"] if reinjected else []), f"{row['percent_of_window']}%", _messages(row["messages"]))
     console.print(table)
+    if any(row.get("kind") == "compaction" for row in rows):
+        console.print(shown_text(f"kind compaction: {COMPACTION_NOTE}", "dim"))
     for result in counted:
         data = result.as_dict()
         for adjustment in data["adjustments"]:

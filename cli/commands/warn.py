@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -37,9 +38,14 @@ def warn(
     CLAUDE_AUTOCOMPACT_PCT_OVERRIDE, CLAUDE_CODE_MAX_OUTPUT_TOKENS,
     CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE, DISABLE_AUTO_COMPACT, DISABLE_COMPACT) apply; flags win.
 
+    A file written by Claude Code's compaction side-call (agent-acompact-*.jsonl, or lines whose
+    agentId starts with acompact-) is not a session: its level is reported, marked as such, and the
+    exit code is 0 whatever the level.
+
     Example:  ctxpipe warn session.jsonl || ctxpipe compact --in-place session.jsonl
     """
     from ...counting import CountOptions, count_buffer, mapped
+    from ...sessions import kind_of
 
     options = CountOptions(
         model=model,
@@ -51,7 +57,7 @@ def warn(
     )
     source = io.source_name(path)
     with mapped(path) as buffer:
-        result = count_buffer(buffer, source, options)
+        result = count_buffer(buffer, source, options, None if source == io.STDIN else kind_of(Path(source)))
         if pass_through:
             with io.open_output(None) as out:
                 out.write(buffer)
@@ -66,12 +72,16 @@ def warn(
         _print_brief(report, to_stderr=False)
     if explain and (pass_through or not (json_output or not io.stdout_is_terminal())):
         _print_explanation(result, to_stderr=pass_through)  # the JSON report carries it already
-    raise typer.Exit(LEVEL_EXIT[report["level"]])
+    raise typer.Exit(0 if report.get("kind") == "compaction" else LEVEL_EXIT[report["level"]])
 
 
 def _report(result: Any) -> dict[str, Any]:
+    from ...sessions import COMPACTION_NOTE
+
     levels = result.thresholds
     tokens = result.count.tokens
+    # Only a compaction side-call says what it is: a session's report is as it always was.
+    compaction = {"kind": "compaction", "note": f"{COMPACTION_NOTE}: no alarm"} if result.kind == "compaction" else {}
     return {
         "file": result.file,
         "model": result.count.model,
@@ -92,6 +102,7 @@ def _report(result: Any) -> dict[str, Any]:
         "percent_used": round(100 * tokens / levels.window, 1),
         "explanations": list(levels.explanations),
         "ignored": list(levels.ignored),
+        **compaction,
     }
 
 
@@ -105,6 +116,7 @@ def _print_brief(report: dict[str, Any], to_stderr: bool) -> None:
     console.print(
         shown_text(report["file"]) + ": " + shown_text(level, LEVEL_STYLE[level]) + f" — {report['tokens']:,} tokens "
         f"({report['percent_used']}% of {report['context_window']:,}; {report['percent_left']}% left before {target})"
+        + (f" — {report['note']}" if "note" in report else "")
     )
 
 
