@@ -79,6 +79,10 @@ def compact(
     atomically; a bad file is listed at the end (exit 1) and the rest go on. A run killed at any
     moment leaves every file old or new, never half-written.
 
+    A file written by Claude Code's compaction side-call (agent-acompact-*.jsonl, or lines whose
+    agentId starts with acompact-) is not a session: a batch skips it with one warning line (in
+    --json, a row with "skipped"); given alone, it is refused with exit 6 and nothing is written.
+
     Example:  ctxpipe compact --out-dir compacted/ ~/.claude/projects/
     """
     from ...compacting import CompactOptions
@@ -140,11 +144,21 @@ def _to_stdout(path: str | None, options: Any, json_output: bool) -> None:
 
     source = io.source_name(path)
     with mapped(path) as buffer:
+        _refuse_compaction(buffer, path, source)
         pieces, report = compact_buffer(buffer, source, replace(options, summarize=replace(options.summarize, transcript_path=path)), shared_breaker())
     with io.open_output(None) as out:
         for piece in pieces:
             out.write(piece)
     _say(report)
+
+
+def _refuse_compaction(buffer: Any, path: str | None, source: str) -> None:
+    """A compaction side-call given alone: there is no session to compact, and nothing is written."""
+    from ...sessions import COMPACTION_NOTE, is_compaction
+
+    if is_compaction(buffer, path):
+        io.error(f"{source}: {COMPACTION_NOTE}; nothing to compact (compact its session instead)")
+        raise typer.Exit(ExitStatus.NOT_A_SESSION)
 
 
 def _say(report: dict[str, Any]) -> None:
@@ -212,12 +226,15 @@ def compact_one(item: tuple[str, str, str], options: Any, backup: str | None) ->
     from ...compacting import compact_buffer
     from ...core.errors import InputError
     from ...inputs import mapped
+    from ...sessions import COMPACTION_NOTE, is_compaction
     from ..batch import worker_breaker
 
     path, shown, target = item
     in_place = path == target
     read = _version(path)
     with mapped(path) as buffer:
+        if is_compaction(buffer, path):  # not a session: skipped, nothing written
+            return {"file": shown, "kind": "compaction", "skipped": COMPACTION_NOTE, "changed": False, "output": None}
         pieces, report = compact_buffer(buffer, shown, replace(options, summarize=replace(options.summarize, transcript_path=path)), worker_breaker())
         report["output"] = target
         if in_place and not report["changed"]:
@@ -247,12 +264,15 @@ def _batch(paths: list[str], options: Any, out_dir: str | None, in_place: bool, 
     job = functools.partial(compact_one, options=options, backup=backup)
     with io.batch_progress(len(items)) as advance:
         results = run_all(job, items, jobs or default_jobs(), sum(f.size for f in files), on_done=advance, shared_breaker=True)
-    reports = [value for ok, value in results if ok]
+    done = [value for ok, value in results if ok]
+    reports = [r for r in done if "skipped" not in r]
     failures = [(item[1], value) for item, (ok, value) in zip(items, results) if not ok]
     if json_output or not io.stdout_is_terminal():
-        io.write_json_lines([{k: v for k, v in r.items() if k != "stages"} | {"stages": r["stages"]} for r in reports])
+        io.write_json_lines([r if "skipped" in r else {k: v for k, v in r.items() if k != "stages"} | {"stages": r["stages"]} for r in done])
     else:
         _table(reports)
+    for skipped in (r for r in done if "skipped" in r):
+        io.warn(f"{skipped['file']}: skipped: {skipped['skipped']}")
     numbered = [r["backup"] for r in reports if r.get("backup") and r["backup"] != f"{r['output']}{backup}"]
     if numbered:
         io.note(f"compact: {len(numbered)} {'backup names were' if len(numbered) > 1 else 'backup name was'} taken: "
