@@ -89,7 +89,7 @@ def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: B
         llm = options.summarize.llm
         if llm is not None and not llm.model:  # no --model: the transcript's
             llm = replace(llm, model=transcript_model(transcript_format.messages(entries)))
-        outcome = summarize_entries(entries, transcript_format, replace(options.summarize, measure=summarized, llm=llm, threshold=threshold,
+        outcome = summarize_entries(entries, transcript_format, replace(options.summarize, measure=summarized, llm=llm, threshold=threshold, original=original,
                                                                         trigger="auto" if auto else "manual"), breaker)
         record("summarize", outcome, summarized, why="; ".join(reasons), engine=outcome.report.get("engine"),
                verification=outcome.report.get("verification"))

@@ -38,6 +38,9 @@ class SummarizeOptions:
     now: datetime | None = None
     trigger: str = "manual"
     measure: Measure | None = None  # tokens of a candidate output as `count` finds them (default: the region alone)
+    # The entries as they were before earlier stages cleared tool results (same positions): the
+    # summary and its verifier read these, so clearing a result never costs the summary a fact.
+    original: Sequence[Entry] | None = None
     # The autocompact threshold (compact knows it): a session-memory result still at or above it
     # is said so and, under auto, replaced by the next engine's, as Claude Code falls back to a full compact.
     threshold: int | None = None
@@ -130,6 +133,20 @@ def _notes_written(path: str) -> datetime:
         raise InputError(path, None, f"cannot read the session notes: {getattr(exc, 'strerror', None) or exc}") from None
 
 
+def as_first_written(entries: Sequence[Entry], transcript_format: Any, original: Sequence[Entry] | None,
+                     history: list[Message], tail: list[Message]) -> tuple[list[Message], list[Message]]:
+    """History and tail as they read before earlier stages cleared or folded tool results.
+
+    Those stages rewrite lines in place and append their markers, so a position means the same
+    line in both; anything else (a different file) is read as it is now.
+    """
+    if original is None or len(original) > len(entries) or original is entries:
+        return history, tail
+    messages: list[Message] = transcript_format.messages(list(original) + list(entries[len(original):]))
+    cut = min((p for m in tail for p in m.entries), default=len(entries))
+    return [m for m in messages if m.entries and m.entries[0] < cut], [m for m in messages if m.entries and m.entries[0] >= cut]
+
+
 def summarize_entries(entries: list[Entry], transcript_format: Any, options: SummarizeOptions, breaker: Breaker,
                       progress: Callable[[str], None] | None = None) -> Outcome:
     messages: list[Message] = transcript_format.messages(entries)
@@ -141,6 +158,8 @@ def summarize_entries(entries: list[Entry], transcript_format: Any, options: Sum
         return Outcome(entries, False, "nothing to summarize: the whole active context fits in the tail")
     engine, notes, why = choose_engine(options, entries, breaker, history)
     report: dict[str, Any] = {"stage": "summarize", "engine": engine, "engine_reason": why, "history_messages": len(history), "tail_messages": len(tail)}
+    history_read, tail_read = as_first_written(entries, transcript_format, options.original, history, tail)
+    side_inputs = transcript_format.typed_elsewhere(entries)
     fell_back = None
     deadline = None  # the model's: one limit for the summary and its repair request
     if engine == "session-memory":
@@ -150,7 +169,7 @@ def summarize_entries(entries: list[Entry], transcript_format: Any, options: Sum
         summary = notes_summary(raw_notes, notes)  # type: ignore[arg-type]
     elif engine == "llm":
         try:
-            result = llm_summary(history, options.llm, progress)  # type: ignore[arg-type]
+            result = llm_summary(history_read, options.llm, progress)  # type: ignore[arg-type]
             deadline = result.deadline
             breaker.record(True)
             summary = result.text
@@ -159,17 +178,17 @@ def summarize_entries(entries: list[Entry], transcript_format: Any, options: Sum
             breaker.record(False)
             fell_back = str(exc)
             engine = "offline"
-            summary = offline_summary(history)
+            summary = offline_summary(history_read, side_inputs, tail_read)
             report.update({"engine": "offline", "fallback_reason": fell_back})
     else:
-        summary = offline_summary(history)
+        summary = offline_summary(history_read, side_inputs, tail_read)
     # Never summarize an earlier summary into nothing: whatever the engine wrote, it stays.
     for earlier in (m for m in history if m.compact_summary):
         text_before = "\n".join(str(b.get("text", "")) for b in earlier.content if b.get("type") == "text")
         if text_before and text_before not in summary:
             summary += "\n\nEarlier summary (carried over from a previous compaction):\n" + text_before
     if options.verify:
-        facts = key_facts(history, tail)
+        facts = key_facts(history_read, tail_read, side_inputs)
         checked = verify(facts, summary + "\n" + context_text(tail))
         report["verification_before_repair"] = checked.as_dict()
         if checked.missing and engine == "llm":
@@ -180,10 +199,13 @@ def summarize_entries(entries: list[Entry], transcript_format: Any, options: Sum
             except SummaryFailed as exc:
                 report["repair_error"] = str(exc)
         if checked.missing:
+            report["facts_to_keep"] = len(checked.missing)
             summary = summary + "\n\n" + facts_to_keep(checked.missing)
             checked = verify(facts, summary + "\n" + context_text(tail))
         report["verification"] = checked.as_dict()
-    text = summary_message_text(summary, options.transcript_path if options.transcript_path not in (None, "-") else None, bool(tail))
+    # Named absolute: the summary is read from wherever the session is resumed, not where ctxpipe ran.
+    named = os.path.abspath(options.transcript_path) if options.transcript_path not in (None, "-") else None
+    text = summary_message_text(summary, named, bool(tail))
     measure = options.measure or region_measure(b"", "-", CountOptions(format=transcript_format.name))
     before = measure(entries).count
     pre = before.tokens
@@ -223,5 +245,12 @@ def summarize_entries(entries: list[Entry], transcript_format: Any, options: Sum
     if fell_back:
         note += f"; the model failed ({fell_back}), so the offline engine ran"
     if options.verify:
-        note += f"; verifier recall {report['verification']['recall']:.0%}"
+        before_repair = report["verification_before_repair"]
+        note += f"; verifier: the summary carried {before_repair['carried']} of {before_repair['facts']} key facts ({before_repair['recall']:.0%})"
+        if before_repair["missing"]:
+            lost = ", ".join(f"{kind} {k['carried']}/{k['facts']}" for kind, k in before_repair["kinds"].items() if k["carried"] < k["facts"])
+            mended = ["repaired by the model"] * bool(report.get("repaired"))
+            if report.get("facts_to_keep"):
+                mended.append(f"{report['facts_to_keep']} added as Facts to keep")
+            note += f" (missing {lost}; {', '.join(mended)}); recall now {report['verification']['recall']:.0%}"
     return Outcome(written, True, note, report)

@@ -12,9 +12,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from .facts import Failure, Typed, chosen_findings, gather, one_line, well_formed
 from .jsonl import as_text
 from .model import Message
 from .tokens import RoughCounter, estimate_blocks
@@ -35,8 +36,6 @@ SECTIONS = (
     "Optional Next Step",
 )
 GIANT_PASTE = 2000  # characters of a typed message kept verbatim before the rest is trimmed
-EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
-INJECTED_PREFIXES = ("<local-command-stdout>", "<local-command-stderr>", "<command-name>", "<command-message>", "Caveat:", "<system-reminder>", "<task-notification>")
 
 
 @dataclass(frozen=True)
@@ -107,107 +106,10 @@ def tail_start(messages: Sequence[Message], config: SplitConfig) -> int:
     return max(floor, _pairs_inside(messages, max(0, start)))
 
 
-# --- what a transcript says, for the offline summary and the verifier ---------------------------
+# --- the offline summary ------------------------------------------------------------------------
 
-
-@dataclass
-class Facts:
-    typed: list[str] = field(default_factory=list)  # every message the user typed, in order
-    files: dict[str, str] = field(default_factory=dict)  # path -> last action
-    edited: list[str] = field(default_factory=list)  # paths edited or written, in order
-    commands: list[tuple[str, bool]] = field(default_factory=list)  # (command, failed)
-    errors: list[tuple[str, str, str]] = field(default_factory=list)  # (tool, first error line, what followed)
-    todos: list[tuple[str, str]] = field(default_factory=list)  # last list: (content, status)
-    tools: dict[str, int] = field(default_factory=dict)
-    assistant_notes: list[str] = field(default_factory=list)
-    last_calls: list[str] = field(default_factory=list)
-    earlier_summaries: list[str] = field(default_factory=list)
-    unresolved_error: str | None = None
-
-
-def _text_of(message: Message) -> str:
-    return "\n".join(str(b.get("text", "")) for b in message.content if b.get("type") == "text").strip()
-
-
-def typed_text(message: Message) -> str | None:
-    """The text of a message the human typed (not a tool result, injected context or a summary)."""
-    if message.role != "user" or message.meta or message.compact_summary:
-        return None
-    text = _text_of(message)  # a Messages-API user turn may carry typed text beside tool results
-    if not text or text.startswith(INJECTED_PREFIXES) or text.startswith("[Request interrupted"):
-        return None
-    return text
-
-
-def _first_line(content: Any) -> str:
-    """The line that says what went wrong: the first naming an error or failure, else the first."""
-    if isinstance(content, list):
-        content = " ".join(as_text(b.get("text", "")) for b in content if isinstance(b, dict))
-    lines = [line.strip() for line in as_text(content or "").splitlines() if line.strip()]
-    telling = next((line for line in lines if re.search(r"error|fail|exception|traceback", line, re.I)), None)
-    return (telling or (lines[0] if lines else ""))[:200]
-
-
-def describe_call(name: str, tool_input: Any) -> str:
-    if isinstance(tool_input, dict):
-        for key in ("file_path", "notebook_path", "command", "pattern", "url", "query", "description"):
-            if isinstance(tool_input.get(key), str):
-                return f"{name} {tool_input[key][:160]}"
-    return name
-
-
-def gather(messages: Sequence[Message]) -> Facts:
-    facts = Facts()
-    calls: dict[str, tuple[str, Any]] = {}
-    pending_error: tuple[str, str] | None = None
-    failed_tool: str | None = None  # the tool of the latest failure, until a later call of it succeeds
-    edited: set[str] = set()  # facts.edited as a set: a list lookup per edit would be quadratic
-    for message in messages:
-        if message.compact_summary:
-            facts.earlier_summaries.append(_text_of(message))
-            continue
-        typed = typed_text(message)
-        if typed is not None:
-            facts.typed.append(typed)
-        for block in message.content:
-            kind = block.get("type")
-            if kind == "tool_use":
-                name, tool_input = str(block.get("name", "")), block.get("input")
-                calls[str(block.get("id"))] = (name, tool_input)
-                facts.tools[name] = facts.tools.get(name, 0) + 1
-                facts.last_calls = (facts.last_calls + [describe_call(name, tool_input)])[-5:]
-                path = tool_input.get("file_path") or tool_input.get("notebook_path") if isinstance(tool_input, dict) else None
-                if isinstance(path, str):
-                    action = "read" if name == "Read" else "written" if name == "Write" else "edited" if name in EDIT_TOOLS else name
-                    earlier = facts.files.get(path, "")
-                    if action == "read" and earlier.startswith(("edited", "written")):
-                        action = f"{earlier.split(' ')[0]}, then read"  # a read must not hide a change
-                    facts.files[path] = action
-                    if name in EDIT_TOOLS and path not in edited:
-                        edited.add(path)
-                        facts.edited.append(path)
-                if name == "TodoWrite" and isinstance(tool_input, dict) and isinstance(tool_input.get("todos"), list):
-                    facts.todos = [(as_text(t.get("content", "")), as_text(t.get("status", ""))) for t in tool_input["todos"] if isinstance(t, dict)]
-            elif kind == "tool_result":
-                name, tool_input = calls.get(str(block.get("tool_use_id")), ("?", None))
-                failed = bool(block.get("is_error"))
-                if name == "Bash" and isinstance(tool_input, dict):
-                    facts.commands.append((as_text(tool_input.get("command", ""))[:200], failed))
-                if failed:
-                    pending_error = (name, _first_line(block.get("content")))
-                    facts.unresolved_error, failed_tool = pending_error[1], name
-                elif failed_tool == name:
-                    facts.unresolved_error, failed_tool = None, None
-            elif kind == "text" and message.role == "assistant":
-                text = str(block.get("text", "")).strip()
-                if text:
-                    facts.assistant_notes.append(text)
-                    if pending_error:
-                        facts.errors.append((pending_error[0], pending_error[1], text[:300]))
-                        pending_error = None
-    if pending_error:
-        facts.errors.append((pending_error[0], pending_error[1], "(nothing followed yet)"))
-    return facts
+MAX_FAILURES = 40  # failures listed; unresolved ones first, then the latest fixed ones
+PLAN_CHARS = 1500
 
 
 def _trim(text: str) -> str:
@@ -216,9 +118,45 @@ def _trim(text: str) -> str:
     return text[:GIANT_PASTE] + f" [… {len(text) - GIANT_PASTE:,} more characters of a long paste trimmed …]"
 
 
-def offline_summary(history: Sequence[Message]) -> str:
-    """A deterministic summary under the nine headings, built from the transcript alone."""
-    facts = gather(history)
+def _typed_item(typed: Typed) -> str:
+    note = {"queued": " (typed while the agent was busy)", "command": " (slash command)", "shell": " (shell command typed by the user)"}.get(typed.source, "")
+    return f"   - {_trim(typed.text)}{note}"
+
+
+def _failure_item(failure: Failure) -> str:
+    times = f" (×{failure.times})" if failure.times > 1 else ""
+    if failure.resolved:
+        how = ("the same call later succeeded" if failure.fixed_by == failure.call else f"then succeeded: {failure.fixed_by}")
+        how += f" — {failure.explanation}" if failure.explanation else ""
+        return f"   - [fixed] {failure.call}{times}\n     error: {failure.line}\n     {how}"
+    why = f"\n     noted: {failure.explanation}" if failure.explanation else ""
+    return f"   - [UNRESOLVED] {failure.call}{times}\n     error: {failure.line}{why}"
+
+
+def _plan_lines(plan: tuple[str, str]) -> list[str]:
+    where, text = plan
+    body = text.strip()
+    if len(body) > PLAN_CHARS:
+        body = body[:PLAN_CHARS].rsplit("\n", 1)[0] + f"\n[… {len(text.strip()) - PLAN_CHARS:,} more characters; read {where} for the rest …]"
+    return [f"   - Plan ({where}):"] + [f"     {line}" for line in body.splitlines() if line.strip()]
+
+
+def _before(side_inputs: Sequence[tuple[int, Any]], tail: Sequence[Message]) -> list[tuple[int, Any]]:
+    cut = min((p for m in tail for p in m.entries), default=None)
+    return [item for item in side_inputs if cut is None or item[0] < cut]
+
+
+def offline_summary(history: Sequence[Message], side_inputs: Sequence[tuple[int, Any]] = (), tail: Sequence[Message] = ()) -> str:
+    """A deterministic summary under the nine headings, built from the transcript alone.
+
+    Written for a developer (or model) who must carry on from it: every typed message, open work
+    from every source with its state, each failure with the line that names it and whether it was
+    fixed (open ones first), the assistant's findings and decisions, and what was being done last.
+    The open work, the current work and the next step are as of the end of the kept `tail` (its
+    tool results may be cleared); the rest is the history's. `side_inputs`: see key_facts.
+    """
+    facts = gather(history, _before(side_inputs, tail))
+    now = gather(list(history) + list(tail), side_inputs) if tail else facts
     out: list[str] = []
 
     def section(number: int, lines: list[str]) -> None:
@@ -226,21 +164,55 @@ def offline_summary(history: Sequence[Message]) -> str:
         out.extend(lines or ["   (none recorded)"])
         out.append("")
 
-    first = facts.typed[0] if facts.typed else None
-    section(1, [f"   {_trim(first)}"] + ([f"   The user made {len(facts.typed) - 1} later request(s), listed in section 6."] if len(facts.typed) > 1 else []) if first else [])
+    typed = facts.typed
+    intent = [f"   {_trim(typed[0].text)}"] if typed else []
+    if len(typed) > 1:
+        intent.append(f"   Latest request: {_trim(typed[-1].text)}")
+        if len(typed) > 2:
+            intent.append(f"   ({len(typed) - 2} other message(s) in between, listed in section 6.)")
+    section(1, intent)
     kinds = sorted({p.rsplit(".", 1)[-1] for p in facts.files if "." in p.rsplit("/", 1)[-1]})
     section(2, [f"   - Tools used: {', '.join(f'{n} ×{c}' for n, c in sorted(facts.tools.items(), key=lambda i: -i[1]))}"] * bool(facts.tools)
             + [f"   - File types: {', '.join('.' + k for k in kinds)}"] * bool(kinds))
-    section(3, [f"   - {path} — {action}" for path, action in facts.files.items()])
-    section(4, [f"   - {tool} failed: {error}\n     Then: {after}" for tool, error, after in facts.errors[-10:]]
-            + [f"   - Command failed: {command}" for command, failed in facts.commands if failed][-5:])
-    section(5, [f"   - {_trim(note)[:400]}" for note in facts.assistant_notes[-8:]])
-    section(6, [f"   - {_trim(text)}" for text in facts.typed])
-    open_todos = [content for content, status in facts.todos if status != "completed"]
-    section(7, [f"   - [{status or 'pending'}] {content}" for content, status in facts.todos if status != "completed"] if open_todos else [])
-    current = ([f"   {_trim(facts.assistant_notes[-1])[:600]}"] if facts.assistant_notes else []) + [f"   - recent call: {call}" for call in facts.last_calls]
+    changed = [f"   - {path} — {facts.files[path]}" for path in facts.edited]
+    changed_paths = set(facts.edited)
+    looked = [path for path in facts.files if path not in changed_paths]
+    section(3, changed + [f"   - {path} — {facts.files[path]}" for path in looked])
+    unresolved, fixed = now.unresolved, [f for f in now.failures if f.resolved]  # the tail's too: a stage may have cleared them there
+    listed = (unresolved + fixed[::-1])[:MAX_FAILURES]
+    left = len(now.failures) - len(listed)
+    section(4, [_failure_item(f) for f in listed] + ([f"   ({left} earlier fixed failure(s) not listed)"] if left > 0 else [])
+            + [f"   - The user declined: {call}" for call in now.declined[-5:]])
+    section(5, [f"   - {finding}" for finding in chosen_findings(facts.findings)])
+    section(6, [_typed_item(t) for t in typed])
+    pending: list[str] = []
+    for task in now.open_tasks:
+        pending.append(f"   - [{task.status or 'pending'}] {task.text}" + (f" ({task.key})" if task.source == "task" else ""))
+    closed = [task.key for task in now.tasks.values() if task.source == "tracker" and not task.open]
+    if closed:
+        pending.append(f"   - Closed in this session: {', '.join(closed)}")
+    if now.plan is not None and now.plan[1].strip():
+        pending += _plan_lines(now.plan)
+    for request in now.pending_requests[-3:]:
+        pending.append(f"   - Request not yet shown done: \"{_trim(one_line(request.typed.text, 400))}\"")
+    section(7, pending)
+    current: list[str] = []
+    if now.current:
+        current.append(f"   Working on: {now.current}")
+    if now.last_edit:
+        current.append(f"   Last file changed: {now.last_edit}")
+    if now.last_text:
+        current.append(f"   Last said: {one_line(now.last_text, 600)}")
+    current += [f"   - recent call: {call}" for call in now.last_calls]
     section(8, current)
-    section(9, [f'   Continue with the latest request: "{_trim(facts.typed[-1])}"'] if facts.typed else [])
+    step = []
+    if now.typed:
+        step.append(f'   Continue with the latest request: "{_trim(now.typed[-1].text)}"')
+    if now.current:
+        step.append(f"   In progress: {now.current}")
+    if unresolved:
+        step.append(f"   Unresolved: {unresolved[0].call} — {unresolved[0].line}")
+    section(9, step)
     return "Summary:\n" + "\n".join(out).strip()  # earlier summaries are appended by the caller, for every engine
 
 
@@ -260,7 +232,7 @@ def summary_message_text(summary: str, transcript_path: str | None, kept_tail: b
         parts += ["", f"If you need specific details from before compaction (exact code snippets, error messages, or content you generated), read the full transcript at: {transcript_path}"]
     if kept_tail:
         parts += ["", "Recent messages are preserved verbatim."]
-    return "\n".join(parts)
+    return well_formed("\n".join(parts))
 
 
 # --- the verifier -------------------------------------------------------------------------------
@@ -268,22 +240,34 @@ def summary_message_text(summary: str, transcript_path: str | None, kept_tail: b
 
 @dataclass(frozen=True)
 class Fact:
-    kind: str  # instruction | file | last-request | todo | error
+    kind: str  # one of FACT_KINDS
     text: str
 
 
-def key_facts(history: Sequence[Message], tail: Sequence[Message]) -> list[Fact]:
-    """What the new context must still hold: every typed instruction, every edited or written file,
-    the last request, the open todo items, and the last error if nothing resolved it."""
-    everything = list(history) + list(tail)
-    facts, earlier = gather(everything), gather(history)
-    found: list[Fact] = [Fact("instruction", text) for text in earlier.typed]
-    found += [Fact("file", path) for path in earlier.edited]
+# What the new context must still hold, by kind (the order facts are listed in).
+FACT_KINDS = ("instruction", "last-request", "file", "error", "fixed-error", "task", "current-work")
+FACT_LABELS = {"instruction": "User instruction", "last-request": "Last request", "file": "File edited or written", "error": "Unresolved error",
+               "fixed-error": "Error met and fixed", "task": "Open task", "current-work": "Current work"}
+
+
+def key_facts(history: Sequence[Message], tail: Sequence[Message], side_inputs: Sequence[tuple[int, Any]] = ()) -> list[Fact]:
+    """What the new context (summary and kept tail) must hold: every message the user typed (from
+    every source), the last request, every file edited or written, every error met (the line that
+    names it; unresolved and fixed ones apart), the open todos, tasks and tracker issues, and the
+    current work. Read from history and tail alike: a tail whose tool results an earlier stage
+    cleared no longer shows its errors, so the summary must.
+
+    `side_inputs` is typed input kept outside the messages (queued prompts), with positions.
+    """
+    facts = gather(list(history) + list(tail), side_inputs)
+    found: list[Fact] = [Fact("instruction", typed.text) for typed in facts.typed]
     if facts.typed:
-        found.append(Fact("last-request", facts.typed[-1]))
-    found += [Fact("todo", content) for content, status in facts.todos if status != "completed" and content]
-    if facts.unresolved_error:
-        found.append(Fact("error", facts.unresolved_error))
+        found.append(Fact("last-request", facts.typed[-1].text))
+    found += [Fact("file", path) for path in facts.edited]
+    found += [Fact("fixed-error" if failure.resolved else "error", failure.line) for failure in facts.failures]
+    found += [Fact("task", task.text) for task in facts.open_tasks if task.text]
+    if facts.current:
+        found.append(Fact("current-work", facts.current))
     unique: dict[tuple[str, str], Fact] = {}
     for fact in found:
         unique.setdefault((fact.kind, fact.text), fact)
@@ -291,7 +275,7 @@ def key_facts(history: Sequence[Message], tail: Sequence[Message]) -> list[Fact]
 
 
 def _normal(text: str) -> str:
-    return re.sub(r"\s+", " ", text).strip().lower()
+    return re.sub(r"\s+", " ", well_formed(text)).strip().lower()
 
 
 # Needles longer than this are searched for by their first ANCHOR characters, then compared whole
@@ -345,11 +329,28 @@ class Verification:
     def recall(self) -> float:
         return 1.0 if not self.facts else 1 - len(self.missing) / len(self.facts)
 
+    def by_kind(self) -> dict[str, dict[str, Any]]:
+        """Facts, carried and recall for each kind present."""
+        totals: dict[str, list[int]] = {}
+        for fact in self.facts:
+            totals.setdefault(fact.kind, [0, 0])[0] += 1
+        for fact in self.missing:
+            totals[fact.kind][1] += 1
+        return {kind: {"facts": n, "carried": n - lost, "recall": round(1 - lost / n, 4)}
+                for kind in FACT_KINDS if kind in totals for n, lost in [totals[kind]]}
+
+    def describe(self) -> str:
+        """One line: how much was carried, per kind where something was not."""
+        short = [f"{kind} {k['carried']}/{k['facts']}" for kind, k in self.by_kind().items() if k["carried"] < k["facts"]]
+        return (f"{len(self.facts) - len(self.missing)} of {len(self.facts)} key facts carried ({self.recall:.0%})"
+                + (f"; missing: {', '.join(short)}" if short else ""))
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "facts": len(self.facts),
             "carried": len(self.facts) - len(self.missing),
             "recall": round(self.recall, 4),
+            "kinds": self.by_kind(),
             "missing": [{"kind": f.kind, "text": f.text[:300]} for f in self.missing],
         }
 
@@ -377,10 +378,8 @@ def verify(facts: Sequence[Fact], context_text: str) -> Verification:
 
 def facts_to_keep(missing: Sequence[Fact]) -> str:
     """The deterministic section appended when a summary lost something."""
-    labels = {"instruction": "User instruction", "file": "File edited or written", "last-request": "Last request",
-              "todo": "Open task", "error": "Unresolved error"}
     lines = ["Facts to keep (checked by ctxpipe; the summary above did not carry them):"]
-    lines += [f"- {labels[fact.kind]}: {_trim(fact.text)}" for fact in missing]
+    lines += [f"- {FACT_LABELS[fact.kind]}: {_trim(fact.text)}" for fact in missing]
     return "\n".join(lines)
 
 

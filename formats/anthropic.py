@@ -90,6 +90,9 @@ class AnthropicFormat:
     def markers(self, entries: Sequence[Entry]) -> list[Marker]:
         return []
 
+    def typed_elsewhere(self, entries: Sequence[Entry]) -> list[tuple[int, Any]]:
+        return []  # every line is a message
+
     def opening(self, entries: Sequence[Entry]) -> Compaction | None:
         # Only ctxpipe writes a summary into a Messages-API file, and it re-injects nothing unrecorded.
         messages = self.messages(entries)

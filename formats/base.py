@@ -67,5 +67,9 @@ class TranscriptFormat(Protocol):
     def opening(self, entries: Sequence[Entry]) -> Compaction | None:
         """The compaction the active context starts from (None: it starts at the session's start)."""
 
+    def typed_elsewhere(self, entries: Sequence[Entry]) -> list[tuple[int, Any]]:
+        """(position, content) of what the user typed in the active context outside its messages
+        (Claude Code's prompts queued while the agent was busy), for the summary and its verifier."""
+
     def check(self, entries: Sequence[Entry]) -> list[Finding]:
         """Structural problems beyond what the line schema sees."""

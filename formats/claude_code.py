@@ -261,6 +261,15 @@ class ClaudeCodeFormat:
                 message.usage_stale = True
         return messages
 
+    def typed_elsewhere(self, entries: Sequence[Entry]) -> list[tuple[int, Any]]:
+        """Prompts typed while the agent was busy: Claude Code 2.1 writes them as `queue-operation`
+        enqueue lines, and often no `user` line (the summary drops a repeat of one that has it)."""
+        positions = context_positions(entries)
+        start = positions[0] if positions else 0
+        return [(position, entry.obj.get("content")) for position, entry in enumerate(entries)
+                if position >= start and entry.obj.get("type") == "queue-operation" and entry.obj.get("operation") == "enqueue"
+                and isinstance(entry.obj.get("content"), (str, list))]
+
     def opening(self, entries: Sequence[Entry]) -> Compaction | None:
         """The compaction the active context starts from, if it starts at a compact boundary."""
         positions = context_positions(entries)

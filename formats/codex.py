@@ -174,6 +174,9 @@ class CodexFormat:
     def markers(self, entries: Sequence[Entry]) -> list[Marker]:
         return []
 
+    def typed_elsewhere(self, entries: Sequence[Entry]) -> list[tuple[int, Any]]:
+        return []  # a user turn is a message item
+
     def opening(self, entries: Sequence[Entry]) -> Compaction | None:
         return None  # Codex records its own compaction's usage in the next turn; nothing is re-injected unrecorded
 

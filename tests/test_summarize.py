@@ -469,7 +469,7 @@ def test_claude_code_output_shape(tmp_path: Path) -> None:
     # The record below the kept tail: the usage above it was measured on the old prompt, so none of it anchors a count.
     assert parts.marker is not None and parts.marker["parentUuid"] == tail_uuids[-1]
     assert parts.marker["ctxpipeMetadata"] == {"stage": "summarize", "keptMessages": 4}
-    assert f"kept 4; verifier recall 100%; 15,400 → {report['post_tokens']:,} tokens" in result.stderr.decode()
+    assert f"kept 4; verifier: the summary carried 13 of 13 key facts (100%); 15,400 → {report['post_tokens']:,} tokens" in result.stderr.decode()
     assert report["post_tokens"] == count_json_bytes(out)["tokens"]
 
 
@@ -602,16 +602,18 @@ def test_offline_summary_files_failures_todos_and_last_request() -> None:
     assert "   - /home/dev/shop/config.py — read\n" in files
     assert "   - /home/dev/shop/logging_mw.py — written, then read\n" in files
     errors = section(summary, 4)
-    assert "Bash failed: FAILED tests/test_health.py::test_health - assert 404 == 200" in errors
-    assert "Then: The route is not registered in create_app(); registering it." in errors
-    assert "Command failed: pytest -q tests/test_health.py" in errors and "Command failed: ruff check ." in errors
-    assert "Command failed: pytest -q\n" not in errors + "\n"  # the run that passed is no failure
+    # Unresolved first; each with its call, the line naming the failure, and how it was fixed.
+    assert errors.startswith("   - [UNRESOLVED] Bash ruff check .\n     error: E501 line too long\n")
+    assert ("   - [fixed] Bash pytest -q tests/test_health.py\n     error: FAILED tests/test_health.py::test_health - assert 404 == 200\n"
+            "     then succeeded: Bash pytest -q — The route is not registered in create_app(); registering it.\n") in errors
+    assert errors.count("   - [") == 2  # the run that passed is no failure
     # Only the last todo list, only its open items.
     todos = section(summary, 7)
     assert "   - [in_progress] Rotate logs/access.log\n" in todos
     assert "   - [pending] Document the log format\n" in todos
     assert "middleware" not in todos
-    assert section(summary, 9).strip() == 'Continue with the latest request: "Ignore the linter for now."'
+    assert section(summary, 9).strip().splitlines() == ['Continue with the latest request: "Ignore the linter for now."',
+                                                         "   In progress: Rotate logs/access.log", "   Unresolved: Bash ruff check . — E501 line too long"]
     assert "Ignore the linter for now." in section(summary, 6)
     assert section(summary, 1).strip().startswith(ASK_HEALTH)
 
@@ -890,7 +892,7 @@ def test_a_timeout_falls_back_to_the_offline_engine(server: MessagesServer) -> N
     assert time.monotonic() - started < 2.5
     assert outcome.report["engine"] == "offline" and "timed out" in outcome.report["fallback_reason"]
     assert "the model failed (the summary request timed out: a summary may take 0.3 s in all" in outcome.note
-    assert outcome.note.rstrip().endswith("verifier recall 100%") and "so the offline engine ran" in outcome.note
+    assert outcome.note.rstrip().endswith("key facts (100%)") and "so the offline engine ran" in outcome.note
     assert "1. Primary Request and Intent:" in summary_of(out)
 
 
@@ -988,7 +990,8 @@ def test_a_summary_still_missing_an_instruction_gets_facts_to_keep(tmp_path: Pat
     assert len(facts) == 2 and facts[1].startswith(f"- User instruction: {ASK_ROTATION}")
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["verification_before_repair"]["recall"] < 1.0 and report["verification"]["recall"] == 1.0
-    assert "verifier recall 100%" in result.stderr.decode()
+    assert "(missing instruction 3/4; repaired by the model, 1 added as Facts to keep); recall now 100%" in result.stderr.decode()
+    assert report["verification_before_repair"]["kinds"]["instruction"] == {"facts": 4, "carried": 3, "recall": 0.75}
 
 
 def test_a_fixed_error_is_not_an_unresolved_fact(server: MessagesServer) -> None:
@@ -996,9 +999,10 @@ def test_a_fixed_error_is_not_an_unresolved_fact(server: MessagesServer) -> None
     entries = list(ctxpipe.read_transcript(s.to_bytes(), "claude-code").entries)
     messages = CC.messages(entries)
     start = tail_start(messages, SplitConfig(keep_last=3))
-    assert [f for f in key_facts(messages[:start], messages[start:]) if f.kind == "error"] == []
-    correct = nine_sections().replace(" | FAILED tests/test_health.py::test_health - assert 404 == 200", "")
-    server.enqueue(summary_reply(correct))
+    facts = key_facts(messages[:start], messages[start:])
+    assert [f for f in facts if f.kind == "error"] == []
+    assert [f.text for f in facts if f.kind == "fixed-error"] == ["FAILED tests/test_health.py::test_health - assert 404 == 200"]
+    server.enqueue(summary_reply(nine_sections()))  # it names the failure, as every error met must be
     out, outcome = in_process(s.to_bytes(), engine="llm", llm=LlmConfig(MODEL, "test-key", server.url, max_retries=0), split=SplitConfig(keep_last=3))
     assert len(server.message_requests()) == 1 and "Unresolved error" not in summary_of(out)
 

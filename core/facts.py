@@ -1,0 +1,486 @@
+"""What a session says happened: the facts the offline summary is written from and the verifier checks.
+
+One reading of the messages (plus the typed input a format keeps outside them, such as Claude
+Code's queued prompts) gives: every message the user typed, the files changed, each failure with
+the line that names it and whether a later call fixed it, the open work from every source the
+session has (todo lists, the task tools, plan files, tracker ids, requests not yet shown done),
+the findings and decisions the assistant stated, and what it was doing last. It is linear in the
+transcript: every lookup is a dict or set.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .jsonl import as_text
+from .model import Message
+
+EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
+# Text Claude Code puts in a user turn that the human did not type.
+INJECTED_PREFIXES = ("<local-command-stdout>", "<local-command-stderr>", "<command-name>", "<command-message>", "<command-args>", "Caveat:",
+                     "<system-reminder>", "<task-notification>", "<ide_selection>", "<ide_opened_file>", "<ide_diagnostics>",
+                     "<bash-stdout>", "<bash-stderr>", "<user-prompt-submit-hook>", "<new-diagnostics>", "[Request interrupted")
+DECLINED = ("The user doesn't want to proceed", "The user doesn't want to take this action", "[Request interrupted by user")
+DONE_STATES = frozenset({"completed", "complete", "closed", "done", "resolved", "deleted", "cancelled", "canceled", "wontfix"})
+PLAN_PATH = re.compile(r"(^|/)\.claude/plans/[^/]+\.md$")
+LINE_CHARS = 240  # an error line, a finding or a call is cut here: one line each in the summary
+
+
+def well_formed(text: str) -> str:
+    """`text` with each lone surrogate (legal as a JSON escape, not encodable as UTF-8) made U+FFFD:
+    a summary quotes transcript text, and what it writes must be valid UTF-8."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def one_line(text: str, limit: int = LINE_CHARS) -> str:
+    """`text` on one line (whitespace runs, literal \\n escapes included, become one space), cut at `limit`."""
+    flat = re.sub(r"\s+", " ", text.replace("\\n", "\n")).strip()
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+@dataclass(frozen=True)
+class Typed:
+    """A message the user typed: a prompt, a prompt queued while the agent was busy, a slash command
+    with arguments, or a shell command typed with `!`."""
+
+    text: str
+    source: str  # prompt | queued | command | shell
+    position: int  # entry index: typed messages from every source are put in file order
+
+
+@dataclass
+class Failure:
+    tool: str
+    call: str  # what was called: the command, the file, the tool
+    line: str  # the line of the output that names the failure
+    position: int
+    times: int = 1
+    fixed_by: str | None = None  # the later call that succeeded where this one failed
+    explanation: str | None = None  # what the assistant concluded about it
+
+    @property
+    def resolved(self) -> bool:
+        return self.fixed_by is not None
+
+
+@dataclass
+class Task:
+    key: str  # the tracker id, the task tool's id, or the todo's text
+    text: str
+    status: str
+    source: str  # todo | task | tracker
+
+    @property
+    def open(self) -> bool:
+        return self.status.lower().replace(" ", "_") not in DONE_STATES
+
+
+@dataclass
+class Request:
+    typed: Typed
+    closing: str | None  # the assistant's last words before the next typed message (None: none yet)
+
+    @property
+    def shown_done(self) -> bool:
+        return self.closing is not None and bool(_DONE.search(self.closing))
+
+
+@dataclass
+class Facts:
+    typed: list[Typed] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)  # path -> last action
+    edited: list[str] = field(default_factory=list)  # paths edited or written, in order
+    failures: list[Failure] = field(default_factory=list)
+    todos: list[Task] = field(default_factory=list)  # the last todo list
+    tasks: dict[str, Task] = field(default_factory=dict)  # the task tools' tasks and tracker issues, by id
+    plan: tuple[str, str] | None = None  # (where it is, its text): the latest plan
+    findings: list[str] = field(default_factory=list)  # what the assistant concluded, decided or explained
+    declined: list[str] = field(default_factory=list)  # calls the user turned down
+    tools: dict[str, int] = field(default_factory=dict)
+    requests: list[Request] = field(default_factory=list)
+    last_text: str | None = None
+    last_calls: list[str] = field(default_factory=list)
+    last_edit: str | None = None
+    earlier_summaries: list[str] = field(default_factory=list)
+
+    @property
+    def open_tasks(self) -> list[Task]:
+        return [task for task in [*self.todos, *self.tasks.values()] if task.open]
+
+    @property
+    def unresolved(self) -> list[Failure]:
+        return [failure for failure in self.failures if not failure.resolved]
+
+    @property
+    def pending_requests(self) -> list[Request]:
+        """Requests whose turn has not ended with a sign that the work was done: the latest, and any
+        earlier one the assistant left without saying it was done."""
+        return [request for request in self.requests if not request.shown_done]
+
+    @property
+    def current(self) -> str | None:
+        """What was being worked on last: the task in progress, else the last file changed."""
+        doing = [task for task in self.open_tasks if task.status.lower().replace(" ", "_") in ("in_progress", "active", "doing")]
+        if doing:
+            return doing[-1].text
+        return self.last_edit
+
+
+# --- typed input ---------------------------------------------------------------------------------
+
+_COMMAND = re.compile(r"<command-name>\s*(?P<name>[^<]*?)\s*</command-name>")
+_ARGS = re.compile(r"<command-args>(?P<args>.*?)</command-args>", re.S)
+_SHELL = re.compile(r"^<bash-input>(?P<command>.*?)</bash-input>", re.S)
+
+
+def typed_parts(content: Any) -> tuple[str, str] | None:
+    """(text, source) of what the human typed in a user turn's content (a string or blocks), or None.
+
+    Blocks Claude Code adds (IDE selections, reminders, tool results) are dropped; a slash command
+    counts when it carries arguments ("/review the auth module"), not a bare "/clear".
+    """
+    texts = [content] if isinstance(content, str) else [b.get("text") for b in content if isinstance(b, dict) and b.get("type") == "text"] if isinstance(content, list) else []
+    kept: list[str] = []
+    for text in texts:
+        if not isinstance(text, str) or not text.strip():
+            continue
+        stripped = text.strip()
+        shell = _SHELL.match(stripped)
+        if shell and shell.group("command").strip():
+            return "! " + shell.group("command").strip(), "shell"
+        command = _COMMAND.search(stripped)
+        if command and stripped.startswith(("<command-name>", "<command-message>")):
+            args = _ARGS.search(stripped)
+            if args and args.group("args").strip():
+                name = command.group("name")
+                return f"{name if name.startswith('/') else '/' + name} {args.group('args').strip()}", "command"
+            continue
+        if stripped.startswith(INJECTED_PREFIXES):
+            continue
+        kept.append(stripped)
+    return ("\n".join(kept), "prompt") if kept else None
+
+
+def typed_text(message: Message) -> str | None:
+    """The text of a message the human typed (not a tool result, injected context or a summary)."""
+    if message.role != "user" or message.meta or message.compact_summary:
+        return None
+    parts = typed_parts(message.content)
+    return parts[0] if parts else None
+
+
+# --- failures ------------------------------------------------------------------------------------
+
+_NAMES_FAILURE = (
+    (3, re.compile(r"\bfatal\b|\berror\b\s*[:\[(]|^\s*(?:\*\*\s*)?\(?\w*(?:Error|Exception)\b|\bpanic(?:ked)?\b|\bE\d{3,4}\b|^\s*E\s|\bFAILED\b|"
+                   r"\bassert(?:ion)?\b.*\bfailed\b|\bSyntaxError\b|\bTraceback\b(?!.*most recent)|^\d+\) test\b|^[●✕✗×]\s", re.I)),
+    (2, re.compile(r"\b(?:error|errors|failed|failure|fails|cannot|can't|could not|couldn't|unable|not found|no such|denied|refused|invalid|"
+                   r"undefined|unknown|missing|not (?:a|an) |timed out|timeout|conflict|rejected|violat\w+|aborted?)\b", re.I)),
+    (1, re.compile(r"^\[[A-Z]\]\s")),  # a linter's finding: "[D] Nested modules could be aliased…"
+)
+TELLING_LINES = 3  # distinct lines of the best kind an error keeps ("… / …")
+_NOISE = re.compile(r"^(?:exit code \d+|error: process completed with exit code \d+|command failed with exit code \d+|"
+                    r"warning\b.*|\s*[│┃|]\s*$|[-=~^_*#─━]{3,}|at .*:\d+|\s*\d+\s*[│|].*|"
+                    r"(?:checking|compiling|running|getting|downloading|resolving|fetching|building|installing|collecting|generated|"
+                    r"analysis took|please report)\b.*|.*(?:\.\.\.|…)|[A-Z][a-z]+(?: [A-Za-z]+){0,2})$", re.I)
+_TAGS = re.compile(r"</?(?:tool_use_error|error|stderr|stdout)>")
+
+
+def failure_line(content: Any) -> str:
+    """The line of a failed call's output that names the failure: a fatal/error line first, not
+    "Exit code 1", not progress or warnings; a Python traceback's exception line rather than its
+    frames. The first such line wins (a compiler's first error is the cause of the rest)."""
+    if isinstance(content, list):
+        content = "\n".join(as_text(b.get("text", "")) for b in content if isinstance(b, dict))
+    text = _TAGS.sub("", as_text(content or "")).replace("\\n", "\n")
+    lines = [stripped for line in text.splitlines() if (stripped := line.strip().strip("┃│|↘ ").strip())]
+    meaningful = [line for line in lines if not _NOISE.match(line)]
+    if "Traceback (most recent call last)" in text:  # the exception is named on the traceback's last line
+        raised = [line for line in meaningful if re.match(r"^[\w.]*(?:Error|Exception|Interrupt|Exit)\b", line)]
+        if raised:
+            return one_line(raised[-1])
+    for _, pattern in _NAMES_FAILURE:
+        chosen: list[str] = []
+        for at, line in enumerate(meaningful):
+            if pattern.search(line):
+                if line.endswith(":") and at + 1 < len(meaningful):  # "validation failed:" names the failure on the next line
+                    line += " " + meaningful[at + 1]
+                if line not in chosen:
+                    chosen.append(line)
+                if len(chosen) == TELLING_LINES:
+                    break
+        if chosen:
+            return one_line(" / ".join(chosen), 2 * LINE_CHARS)
+    return one_line(meaningful[0] if meaningful else lines[0] if lines else "(no output)")
+
+
+def describe_call(name: str, tool_input: Any) -> str:
+    if isinstance(tool_input, dict):
+        for key in ("file_path", "notebook_path", "command", "pattern", "url", "query", "description", "subject"):
+            if isinstance(tool_input.get(key), str):
+                return one_line(f"{name} {tool_input[key]}", 200)
+    return name
+
+
+def _fix_key(name: str, tool_input: Any) -> str:
+    """What a later success must match to count as fixing a failure: the same file for file tools,
+    the same program and subcommand for a command ("mix test", "git push"), else the tool."""
+    if isinstance(tool_input, dict):
+        path = tool_input.get("file_path") or tool_input.get("notebook_path")
+        if isinstance(path, str):
+            return f"file:{path}"
+        command = tool_input.get("command")
+        if isinstance(command, str):
+            words = [w for w in re.split(r"\s+", command.strip()) if w and "=" not in w.split("/")[0]][:2]  # FOO=1 make → make
+            return "cmd:" + " ".join(w for w in words if not w.startswith(("-", "2>", ">", "|", "&")))
+    return f"tool:{name}"
+
+
+# --- open work -----------------------------------------------------------------------------------
+
+_TRACKER_CALL = re.compile(r"\b(?P<tool>bd|beads|br)\s+(?P<verb>create|new|update|close|done|reopen|show|start|claim|edit)\b(?P<rest>[^;&|\n]*)")
+_GH_CALL = re.compile(r"\bgh\s+issue\s+(?P<verb>close|reopen|view|edit|develop)\s+#?(?P<id>\d+)\b")
+_TRACKER_ID = re.compile(r"(?<![\w./-])([a-z][a-z0-9_]*-[a-z0-9]{2,}(?:\.\d+)*)(?![\w/-])")
+_STATUS_FLAG = re.compile(r"--status[= ]\s*['\"]?(?P<status>[\w-]+)")
+_SHOWN_STATE = re.compile(r"\[[^\]]*?\b(?P<state>open|closed|in[_ ]progress|blocked|deferred|done)\s*\]|\bstatus:\s*(?P<field>[\w-]+)", re.I)
+_CREATED = re.compile(r"\bcreated (?:issue|task)?:?\s*(?P<id>[a-z][a-z0-9_]*-[a-z0-9]{2,}(?:\.\d+)*)", re.I)
+_TASK_CREATED = re.compile(r"#(?P<id>\d+)")
+_TASK_LINE = re.compile(r"^\s*#?(?P<id>\d+)[.:)]?\s*\[(?P<status>[\w ]+)\]\s*(?P<subject>.+)$", re.M)
+_QUOTED = re.compile(r"\"(?:[^\"\\]|\\.)*\"|'[^']*'")
+
+
+def _tracker_update(tasks: dict[str, Task], command: str, result: str | None) -> None:
+    """Tracker issues (beads `bd`, GitHub issues) the command worked on, with their last known state."""
+    for call in _TRACKER_CALL.finditer(command):
+        verb, rest = call.group("verb"), _QUOTED.sub(" ", call.group("rest"))
+        ids = _TRACKER_ID.findall(rest)
+        if verb in ("create", "new") and result:
+            ids = [match.group("id") for match in _CREATED.finditer(result)] or ids
+        status = {"close": "closed", "done": "closed", "reopen": "open", "start": "in_progress", "claim": "in_progress", "create": "open", "new": "open"}.get(verb)
+        flag = _STATUS_FLAG.search(call.group("rest"))
+        if flag:
+            status = flag.group("status")
+        elif "--claim" in rest:
+            status = "in_progress"
+        for tracker_id in ids:
+            task = tasks.setdefault(tracker_id, Task(tracker_id, tracker_id, "open", "tracker"))
+            if verb == "show" and result:
+                first = next((line for line in result.splitlines() if tracker_id in line), "")
+                title = re.sub(r"\s*\[[^\]]*\]\s*$", "", first.split(tracker_id, 1)[1]).strip(" ·:-–—\t")
+                title = re.sub(r"^\[[^\]]*\]\s*[·:–—-]?\s*", "", title)  # "[EPIC] · Title" → "Title"
+                if title:
+                    task.text = f"{tracker_id}: {one_line(title, 160)}"
+                shown = _SHOWN_STATE.search(result[:2000])
+                if shown and task.status in ("open", "seen"):
+                    task.status = (shown.group("state") or shown.group("field")).lower().replace(" ", "_")
+            elif status:
+                task.status = status.lower()
+    for call in _GH_CALL.finditer(command):
+        key = f"#{call.group('id')}"
+        task = tasks.setdefault(key, Task(key, f"GitHub issue {key}", "open", "tracker"))
+        task.status = {"close": "closed", "reopen": "open"}.get(call.group("verb"), task.status)
+
+
+def _task_tool(tasks: dict[str, Task], name: str, tool_input: dict[str, Any], result: str | None) -> None:
+    """Claude Code 2.1's task tools: TaskCreate makes a task (its result names the id), TaskUpdate
+    changes it, TaskList's result is the whole list."""
+    if name == "TaskCreate":
+        subject = one_line(as_text(tool_input.get("subject") or tool_input.get("description") or ""), 200)
+        found = _TASK_CREATED.search(result or "")
+        key = f"task {found.group('id') if found else len([t for t in tasks.values() if t.source == 'task']) + 1}"
+        tasks[key] = Task(key, subject, "pending", "task")
+    elif name == "TaskUpdate":
+        key = f"task {as_text(tool_input.get('taskId', '')).lstrip('#')}"
+        task = tasks.setdefault(key, Task(key, key, "pending", "task"))
+        if isinstance(tool_input.get("subject"), str):
+            task.text = one_line(tool_input["subject"], 200)
+        if isinstance(tool_input.get("status"), str):
+            task.status = tool_input["status"]
+    elif name == "TaskList" and result:
+        for line in _TASK_LINE.finditer(result):
+            key = f"task {line.group('id')}"
+            tasks[key] = Task(key, one_line(line.group("subject"), 200), line.group("status").strip(), "task")
+
+
+# --- findings ------------------------------------------------------------------------------------
+
+_NARRATION = re.compile(r"^(?:(?:ok(?:ay)?|good|great|perfect|excellent|now|next|first|then|alright|all right|sure)[,.!]?\s+)*"
+                        r"(?:let me|let's|i'll|i will|i'm going to|i am going to|i need to|i should|i want to|i'd like to|time to|going to|"
+                        r"let us|we'll|we need to|now i|checking|looking|reading|running|searching)\b", re.I)
+_CONCLUDES = re.compile(r"\b(?:because|since the|caused by|due to|the (?:issue|problem|bug|cause|reason|fix|error|culprit) (?:is|was)|turns out|"
+                        r"root cause|instead of|switched|decided|chose|choosing|opted|went with|so that|therefore|which means|this means|"
+                        r"fails? (?:because|when|with)|works now|now works|now passes?|fixed|resolved|the solution|the approach|"
+                        r"doesn't work|does not work|won't work|can't|cannot|isn't|is not|wasn't|must|requires?|expects?|confirmed|"
+                        r"likely|probably|known|conflict|comes from|causes?|is what|bug|workaround|trade-?off|the (?:compile |test )?error was|"
+                        r"all \d+ tests pass|tests? pass(?:es|ed)?|committed|pushed)\b", re.I)
+_STATUS = re.compile(r"^(?:all \d+ |the )?(?:\d+ )?(?:tests?|checks?)\b.*\bpass|\b(?:committed|pushed|is done|credo clean)\b", re.I)
+_DONE = re.compile(r"\b(?:done|complete[d]?|finished|implemented|all (?:\d+ )?(?:tests?|checks?) pass(?:ed|es)?|committed and pushed|"
+                   r"pushed|closed|is (?:now )?in place|fixed|resolved|ready for review)\b", re.I)
+_EXPLAINS = re.compile(r"\b(?:because|due to|caused by|the (?:issue|problem|bug|cause|reason|error|culprit) (?:is|was|here)|turns out|means|"
+                       r"false positive|instead|doesn't|does not|isn't|is not|wasn't|missing|expects?|requires?|must)\b", re.I)
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z`*\"'(])|\n+")
+
+
+def findings_of(text: str) -> list[str]:
+    """The sentences of an assistant's text that conclude, decide or explain; narration ("Let me…",
+    "Now I'll…") and lead-ins to a tool call (ending in ':') are dropped."""
+    kept = []
+    for sentence in _SENTENCE.split(text):
+        sentence = sentence.strip().lstrip("-*•> ").strip()
+        if len(sentence) < 12 or sentence.endswith(":") or sentence.startswith(("```", "|", "#")) or _NARRATION.match(sentence):
+            continue
+        if _CONCLUDES.search(sentence):
+            kept.append(one_line(sentence, 300))
+    return kept
+
+
+def _plan_after(plan: tuple[str, str] | None, path: str, name: str, tool_input: dict[str, Any]) -> tuple[str, str] | None:
+    """The plan file's text after a Write or an Edit of it (an Edit applies to the text the session wrote)."""
+    if name == "Write" and isinstance(tool_input.get("content"), str):
+        return path, tool_input["content"]
+    old, new = tool_input.get("old_string"), tool_input.get("new_string")
+    if plan is not None and plan[0] == path and isinstance(old, str) and isinstance(new, str) and old in plan[1]:
+        return path, plan[1].replace(old, new) if tool_input.get("replace_all") else plan[1].replace(old, new, 1)
+    return plan if plan is not None and plan[0] == path else (path, "")
+
+
+# --- the walk ------------------------------------------------------------------------------------
+
+
+def gather(messages: Sequence[Message], side_inputs: Iterable[tuple[int, str | list[Any]]] = ()) -> Facts:
+    """Every fact of `messages`; `side_inputs` are (position, content) of typed input the format keeps
+    outside its messages (Claude Code's queued prompts), put in order by position."""
+    facts = Facts()
+    calls: dict[str, tuple[str, Any]] = {}
+    by_key: dict[tuple[str, str], Failure] = {}  # (call, line) -> its failure: a repeat is counted, not listed twice
+    open_by_fix: dict[str, list[Failure]] = {}  # fix key -> failures a later success of it resolves
+    queued = sorted(((position, parts) for position, content in side_inputs if (parts := typed_parts(content))), key=lambda item: item[0])
+    next_queued = 0
+    closing: str | None = None
+    seen_findings: set[str] = set()
+    edited: set[str] = set()  # facts.edited as a set: a list lookup per edit would be quadratic
+
+    def add_typed(typed: Typed) -> None:
+        nonlocal closing
+        if facts.requests:
+            facts.requests[-1].closing = closing
+        closing = None
+        facts.typed.append(typed)
+        facts.requests.append(Request(typed, None))
+
+    for message in messages:
+        position = message.entries[0] if message.entries else -1
+        while next_queued < len(queued) and queued[next_queued][0] < position:
+            where, (text, _) = queued[next_queued]
+            add_typed(Typed(text, "queued", where))
+            next_queued += 1
+        if message.compact_summary:
+            facts.earlier_summaries.append("\n".join(str(b.get("text", "")) for b in message.content if b.get("type") == "text").strip())
+            continue
+        if message.role == "user" and not message.meta:
+            parts = typed_parts(message.content)
+            if parts:
+                add_typed(Typed(parts[0], parts[1], position))
+        for block in message.content:
+            kind = block.get("type")
+            if kind == "tool_use":
+                name, tool_input = str(block.get("name", "")), block.get("input")
+                calls[str(block.get("id"))] = (name, tool_input)
+                facts.tools[name] = facts.tools.get(name, 0) + 1
+                facts.last_calls = (facts.last_calls + [describe_call(name, tool_input)])[-5:]
+                if not isinstance(tool_input, dict):
+                    continue
+                path = tool_input.get("file_path") or tool_input.get("notebook_path")
+                if isinstance(path, str):
+                    action = "read" if name == "Read" else "written" if name == "Write" else "edited" if name in EDIT_TOOLS else name
+                    earlier = facts.files.get(path, "")
+                    if action == "read" and earlier.startswith(("edited", "written")):
+                        action = f"{earlier.split(' ')[0]}, then read"  # a read must not hide a change
+                    facts.files[path] = action
+                    if name in EDIT_TOOLS:
+                        if path not in edited:
+                            edited.add(path)
+                            facts.edited.append(path)
+                        facts.last_edit = path
+                        if PLAN_PATH.search(path):
+                            facts.plan = _plan_after(facts.plan, path, name, tool_input)
+                if name == "ExitPlanMode" and isinstance(tool_input.get("plan"), str):
+                    facts.plan = ("the plan presented with ExitPlanMode", tool_input["plan"])
+                if name == "TodoWrite" and isinstance(tool_input.get("todos"), list):
+                    facts.todos = [Task(as_text(t.get("content", "")), one_line(as_text(t.get("content", "")), 300), as_text(t.get("status", "") or "pending"), "todo")
+                                   for t in tool_input["todos"] if isinstance(t, dict) and t.get("content")]
+            elif kind == "tool_result":
+                name, tool_input = calls.get(str(block.get("tool_use_id")), ("?", None))
+                content = block.get("content")
+                result = content if isinstance(content, str) else "\n".join(as_text(b.get("text", "")) for b in content if isinstance(b, dict)) if isinstance(content, list) else ""
+                if isinstance(tool_input, dict):
+                    if name.startswith("Task") and name not in ("Task", "TaskOutput"):
+                        _task_tool(facts.tasks, name, tool_input, result)
+                    if isinstance(tool_input.get("command"), str) and not block.get("is_error"):
+                        _tracker_update(facts.tasks, tool_input["command"], result)
+                key = _fix_key(name, tool_input)
+                if block.get("is_error"):
+                    if result.lstrip().startswith(DECLINED):
+                        facts.declined.append(describe_call(name, tool_input))
+                        continue
+                    failure = Failure(name, describe_call(name, tool_input), failure_line(content), position)
+                    known = by_key.get((failure.call, failure.line))
+                    if known is not None and not known.resolved:
+                        known.times += 1
+                        continue
+                    by_key[(failure.call, failure.line)] = failure
+                    facts.failures.append(failure)
+                    open_by_fix.setdefault(key, []).append(failure)
+                else:
+                    for failure in open_by_fix.pop(key, []):
+                        failure.fixed_by = describe_call(name, tool_input)
+            elif kind == "text" and message.role == "assistant":
+                text = str(block.get("text", "")).strip()
+                if not text:
+                    continue
+                facts.last_text = closing = text
+                for finding in findings_of(text):
+                    if finding not in seen_findings:
+                        seen_findings.add(finding)
+                        facts.findings.append(finding)
+                for failure in facts.failures[-3:]:  # the assistant's first words after a failure, if they explain it
+                    if failure.explanation is None and failure.position <= position:
+                        failure.explanation = next((f for f in findings_of(text) if _EXPLAINS.search(f)), "")
+    while next_queued < len(queued):
+        where, (text, _) = queued[next_queued]
+        add_typed(Typed(text, "queued", where))
+        next_queued += 1
+    if facts.requests:
+        facts.requests[-1].closing = closing
+    _drop_echoed_queue(facts)
+    return facts
+
+
+def _drop_echoed_queue(facts: Facts) -> None:
+    """A queued prompt that a later user line repeats (written when the queue was drained) is one message."""
+    def normal(text: str) -> str:
+        return re.sub(r"\s+", " ", text).strip()
+
+    later_prompts: dict[str, int] = {}
+    for typed in facts.typed:
+        if typed.source != "queued":
+            later_prompts[normal(typed.text)] = typed.position
+    echoed = {id(t) for t in facts.typed if t.source == "queued" and later_prompts.get(normal(t.text), -1) > t.position}
+    if echoed:
+        facts.typed = [t for t in facts.typed if id(t) not in echoed]
+        facts.requests = [r for r in facts.requests if id(r.typed) not in echoed]
+
+
+def chosen_findings(findings: Sequence[str], explanations: int = 25, statuses: int = 5) -> list[str]:
+    """The findings worth a summary's room, in order: every explanation or decision (the latest
+    `explanations`), and only the latest few progress reports ("All 31 tests pass.")."""
+    status = [f for f in findings if _STATUS.search(f)]
+    keep = set(status[-statuses:]) | set([f for f in findings if not _STATUS.search(f)][-explanations:])
+    return [f for f in findings if f in keep]
