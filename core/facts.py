@@ -125,12 +125,15 @@ class Facts:
         return [request for request in self.requests if not request.shown_done]
 
     @property
+    def in_progress(self) -> str | None:
+        """The task marked in progress last (a todo, a task tool's task, a tracker issue)."""
+        doing = [task for task in self.open_tasks if task.status.lower().replace(" ", "_") in ("in_progress", "active", "doing")]
+        return doing[-1].text if doing else None
+
+    @property
     def current(self) -> str | None:
         """What was being worked on last: the task in progress, else the last file changed."""
-        doing = [task for task in self.open_tasks if task.status.lower().replace(" ", "_") in ("in_progress", "active", "doing")]
-        if doing:
-            return doing[-1].text
-        return self.last_edit
+        return self.in_progress or self.last_edit
 
 
 # --- typed input ---------------------------------------------------------------------------------
@@ -322,7 +325,8 @@ _CONCLUDES = re.compile(r"\b(?:because|since the|caused by|due to|the (?:issue|p
                         r"all \d+ tests pass|tests? pass(?:es|ed)?|committed|pushed)\b", re.I)
 _STATUS = re.compile(r"^(?:all \d+ |the )?(?:\d+ )?(?:tests?|checks?)\b.*\bpass|\b(?:committed|pushed|is done|credo clean)\b", re.I)
 _DONE = re.compile(r"\b(?:done|complete[d]?|finished|implemented|all (?:\d+ )?(?:tests?|checks?) pass(?:ed|es)?|committed and pushed|"
-                   r"pushed|closed|is (?:now )?in place|fixed|resolved|ready for review)\b", re.I)
+                   r"pushed|closed|is (?:now )?in place|fixed|resolved|ready for review|now (?:\w+ )?(?:passes|uses|reads|works|returns|handles|"
+                   r"supports|calls|shows|runs))\b", re.I)
 _EXPLAINS = re.compile(r"\b(?:because|due to|caused by|the (?:issue|problem|bug|cause|reason|error|culprit) (?:is|was|here)|turns out|means|"
                        r"false positive|instead|doesn't|does not|isn't|is not|wasn't|missing|expects?|requires?|must)\b", re.I)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z`*\"'(])|\n+")
@@ -363,17 +367,17 @@ def gather(messages: Sequence[Message], side_inputs: Iterable[tuple[int, str | l
     open_by_fix: dict[str, list[Failure]] = {}  # fix key -> failures a later success of it resolves
     queued = sorted(((position, parts) for position, content in side_inputs if (parts := typed_parts(content))), key=lambda item: item[0])
     next_queued = 0
-    closing: str | None = None
     seen_findings: set[str] = set()
     edited: set[str] = set()  # facts.edited as a set: a list lookup per edit would be quadratic
 
+    waiting: list[Request] = []  # requests whose turn has not ended: a prompt queued mid-turn shares the turn's end
+
     def add_typed(typed: Typed) -> None:
-        nonlocal closing
-        if facts.requests:
-            facts.requests[-1].closing = closing
-        closing = None
+        if typed.source != "queued":
+            waiting.clear()
         facts.typed.append(typed)
         facts.requests.append(Request(typed, None))
+        waiting.append(facts.requests[-1])
 
     for message in messages:
         position = message.entries[0] if message.entries else -1
@@ -445,7 +449,9 @@ def gather(messages: Sequence[Message], side_inputs: Iterable[tuple[int, str | l
                 text = str(block.get("text", "")).strip()
                 if not text:
                     continue
-                facts.last_text = closing = text
+                facts.last_text = text
+                for request in waiting:  # the latest words said after it, in its turn
+                    request.closing = text
                 for finding in findings_of(text):
                     if finding not in seen_findings:
                         seen_findings.add(finding)
@@ -457,8 +463,6 @@ def gather(messages: Sequence[Message], side_inputs: Iterable[tuple[int, str | l
         where, (text, _) = queued[next_queued]
         add_typed(Typed(text, "queued", where))
         next_queued += 1
-    if facts.requests:
-        facts.requests[-1].closing = closing
     _drop_echoed_queue(facts)
     return facts
 

@@ -52,11 +52,24 @@ def is_plan_file(path: str) -> bool:
 
 def is_memory_file(path: str) -> bool:
     """Memory and rule files, which Claude Code reloads itself after a compaction (so a restore slot
-    spent on them is wasted): CLAUDE.md and CLAUDE.local.md at any depth, MEMORY.md, and anything in a
-    `.claude` folder — `.claude/rules/*`, and the user's ~/.claude (auto-memory, settings, skills),
-    recognised by its shape since the transcript's home need not be ours."""
+    spent on them is wasted): CLAUDE.md and CLAUDE.local.md at any depth, MEMORY.md, any project's
+    `.claude/rules/*`, and everything in the user's ~/.claude (auto-memory, settings, skills),
+    recognised by its shape since the transcript's home need not be ours. A project's own
+    `.claude/agents/x.md` or `.claude/settings.json` is ordinary project content and may be restored."""
     parts = _SEPARATORS.split(path)
-    return parts[-1] in MEMORY_FILES or ".claude" in parts[:-1]
+    if parts[-1] in MEMORY_FILES:
+        return True
+    for at, part in enumerate(parts[:-1]):
+        if part == ".claude" and (parts[at + 1 : at + 2] == ["rules"] or _is_home(parts[:at])):
+            return True
+    return False
+
+
+def _is_home(parts: list[str]) -> bool:
+    """Whether these leading path parts name a home folder: ~, /home/NAME, /Users/NAME, /root, C:/Users/NAME."""
+    named = [part for part in parts if part]
+    return (named == ["~"] or named == ["root"] or (len(named) == 2 and named[0] in ("home", "Users"))
+            or (len(named) == 3 and named[0].endswith(":") and named[1] == "Users"))
 
 
 @dataclass

@@ -197,8 +197,8 @@ def offline_summary(history: Sequence[Message], side_inputs: Sequence[tuple[int,
         pending.append(f"   - Request not yet shown done: \"{_trim(one_line(request.typed.text, 400))}\"")
     section(7, pending)
     current: list[str] = []
-    if now.current:
-        current.append(f"   Working on: {now.current}")
+    if now.in_progress:
+        current.append(f"   Working on: {now.in_progress}")
     if now.last_edit:
         current.append(f"   Last file changed: {now.last_edit}")
     if now.last_text:
@@ -208,8 +208,8 @@ def offline_summary(history: Sequence[Message], side_inputs: Sequence[tuple[int,
     step = []
     if now.typed:
         step.append(f'   Continue with the latest request: "{_trim(now.typed[-1].text)}"')
-    if now.current:
-        step.append(f"   In progress: {now.current}")
+    if now.in_progress:
+        step.append(f"   In progress: {now.in_progress}")
     if unresolved:
         step.append(f"   Unresolved: {unresolved[0].call} — {unresolved[0].line}")
     section(9, step)
