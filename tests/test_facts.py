@@ -1,0 +1,438 @@
+"""What a session says happened (core/facts.py) as the offline summary and the verifier use it.
+
+- Typed input from every place Claude Code keeps it: `queue-operation` enqueue lines (prompts typed
+  while the agent was busy), slash commands with arguments, `!` shell commands; injected text is not.
+- failure_line: the line that names a failure, not "Exit code N", progress or literal "\\n".
+- Failures: repeats counted, fixes found, unresolved first, a user's refusal is no error.
+- Open work from todos, the task tools, bd (beads) ids, plan files and ExitPlanMode.
+- Findings instead of narration; the verifier per kind and at scale; compact summarizes what
+  microcompact cleared and names the transcript by an absolute path.
+
+Sessions are built with tests/builders.py (through test_summarize's Convo and helpers).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from builders import usage
+from ctxpipe.core.jsonl import ReadStats
+from ctxpipe.core.facts import failure_line
+from ctxpipe.core.summarize import Fact, key_facts, verify
+from helpers import run_cli
+from test_summarize import CC, NOW_ISO, Convo, SplitConfig, in_process, lines_of, ok, section, summary_of
+
+REJECTED = ("The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it was a file edit, "
+            "the new_string was NOT written to the file). STOP what you are doing and wait for the user to tell you how to proceed.")
+
+
+def queued(s: Convo, content: Any) -> None:
+    """A `queue-operation` enqueue line, as Claude Code 2.1 writes a prompt typed while it works."""
+    s.raw({"type": "queue-operation", "operation": "enqueue", "timestamp": "2026-03-04T10:30:00.000Z", "sessionId": s.session_id, "content": content})
+
+
+def summary(s: Convo, keep_last: int = 1) -> str:
+    out, outcome = in_process(s.to_bytes(), split=SplitConfig(keep_last=keep_last))
+    assert outcome.changed, outcome.note
+    return summary_of(out)
+
+
+def facts_of(s: Convo) -> list[Fact]:
+    """key_facts over the whole session (all of it as history), queued prompts included."""
+    _, entries = CC.read_region(s.to_bytes(), "in.jsonl", "fail", ReadStats())
+    return key_facts(CC.messages(entries), [], CC.typed_elsewhere(entries))
+
+
+def started(first: str = "Fix the date parser.") -> Convo:
+    s = Convo()
+    s.user(first)
+    return s
+
+
+def closed(s: Convo) -> Convo:
+    """End the turn with words that show the work done, and a small last exchange to keep as the tail."""
+    s.text("Done: all 12 tests pass.", usage(20000))
+    return s
+
+
+# --- typed input --------------------------------------------------------------------------------
+
+
+def busy_session(content: Any) -> Convo:
+    """A prompt queued while a tool ran (no user line for it), then more work."""
+    s = started()
+    s.call("Read", {"file_path": "/home/dev/shop/parser.py"}, "def parse(s): ...\n", 9000)
+    queued(s, content)
+    s.call("Bash", {"command": "pytest -q"}, "1 passed", 9500)
+    s.text("Parser read and tests run.", usage(9800))
+    s.call("Read", {"file_path": "/home/dev/shop/dates.py"}, "DAY_FIRST = True\n", 10000)
+    return s
+
+
+def test_a_queued_prompt_without_a_user_line_is_a_typed_message_and_the_last_request() -> None:
+    s = busy_session("check again")
+    text = summary(s)
+    assert "   - check again (typed while the agent was busy)\n" in section(text, 6)
+    assert section(text, 6).index("Fix the date parser.") < section(text, 6).index("check again")
+    assert section(text, 9).strip().splitlines()[0] == 'Continue with the latest request: "check again"'
+    facts = facts_of(s)
+    assert Fact("instruction", "check again") in facts
+    assert Fact("last-request", "check again") in facts
+
+
+def test_a_queued_prompt_as_blocks_drops_the_ide_selection() -> None:
+    s = busy_session([{"type": "text", "text": "<ide_selection>The user selected lines 3-9 from /home/dev/shop/parser.py:\ndef parse(s): ...</ide_selection>"},
+                      {"type": "text", "text": "why does this return None?"}])
+    typed = section(summary(s), 6)
+    assert "   - why does this return None? (typed while the agent was busy)\n" in typed
+    assert "ide_selection" not in typed and "selected lines" not in typed
+    assert Fact("last-request", "why does this return None?") in facts_of(s)
+
+
+def test_a_queued_prompt_that_a_later_user_line_repeats_is_listed_once() -> None:
+    s = busy_session("check again")
+    s.user("check again")  # written when the queue drained
+    s.text("Checked again: still passing.", usage(10500))
+    s.call("Bash", {"command": "ls"}, "a\n", 10600)
+    typed = section(summary(s), 6)
+    assert typed.count("check again") == 1
+    assert [f for f in facts_of(s) if f.kind == "instruction"] == [Fact("instruction", "Fix the date parser."), Fact("instruction", "check again")]
+
+
+def test_a_queued_task_notification_is_not_typed_input() -> None:
+    note = "<task-notification><task-id>b7x</task-id><status>completed</status><summary>Background build finished</summary></task-notification>"
+    s = busy_session(note)
+    text = summary(s)
+    assert "task-notification" not in section(text, 6) and "Background build" not in section(text, 6)
+    assert section(text, 9).strip().splitlines()[0] == 'Continue with the latest request: "Fix the date parser."'
+    assert [f.text for f in facts_of(s) if f.kind == "instruction"] == ["Fix the date parser."]
+
+
+def test_slash_commands_with_arguments_and_shell_commands_are_typed_but_a_bare_clear_is_not() -> None:
+    s = Convo()
+    s.user("<command-name>/clear</command-name>\n            <command-message>clear</command-message>\n            <command-args></command-args>")
+    s.user("<command-message>review</command-message>\n<command-name>/review</command-name>\n<command-args>the auth module</command-args>")
+    s.text("Reviewing the auth module.", usage(9000))
+    s.user("<bash-input>ls</bash-input>")
+    s.user("<bash-stdout>auth.py\nserver.py</bash-stdout><bash-stderr></bash-stderr>")
+    s.text("Two files.", usage(9500))
+    s.call("Read", {"file_path": "/home/dev/shop/auth.py"}, "x = 1\n", 9800)
+    typed = section(summary(s), 6)
+    assert "   - /review the auth module (slash command)\n" in typed
+    assert "   - ! ls (shell command typed by the user)\n" in typed
+    assert "/clear" not in typed and "bash-stdout" not in typed and "server.py" not in typed
+    assert [f.text for f in facts_of(s) if f.kind == "instruction"] == ["/review the auth module", "! ls"]
+
+
+# --- the line that names a failure --------------------------------------------------------------
+
+
+def test_failure_line_takes_the_fatal_line_not_the_exit_code() -> None:
+    output = ("Exit code 128\nfatal: The current branch x has no upstream branch.\nTo push the current branch and set the remote as upstream, use\n\n"
+              "    git push --set-upstream origin x\n")
+    line = failure_line(output)
+    assert line.startswith("fatal: The current branch x has no upstream branch.")
+    assert "Exit code" not in line
+
+
+def test_failure_line_takes_a_tracebacks_exception_line() -> None:
+    output = ("Exit code 1\nTraceback (most recent call last):\n  File \"/home/dev/shop/run.py\", line 9, in <module>\n    main()\n"
+              "  File \"/home/dev/shop/run.py\", line 5, in main\n    log.error(\"config: missing %s\", key)\n"
+              "  File \"/home/dev/shop/config.py\", line 12, in get\n    raise KeyError(key)\nKeyError: 'DATABASE_URL'\n")
+    assert failure_line(output) == "KeyError: 'DATABASE_URL'"
+
+
+def test_failure_line_joins_a_header_and_its_cause_across_literal_backslash_n() -> None:
+    line = failure_line("Pre-commit validation failed:\\n\\n[FORMAT] Code is not formatted.")
+    assert "Pre-commit validation failed:" in line and "[FORMAT] Code is not formatted." in line
+    assert "\\n" not in line and "\n" not in line
+
+
+def test_failure_line_takes_a_linters_finding_not_its_progress() -> None:
+    output = ("Exit code 2\nChecking 3 source files ...\n\n  Software Design\n┃\n"
+              "┃ [D] ↘ Nested modules could be aliased at the top of the invoking module.\n"
+              "┃       lib/app/parser.ex:12:5 #(App.Parser.parse)\n\n"
+              "Please report incorrect results: https://github.com/rrrene/credo/issues\n\n"
+              "Analysis took 0.1 seconds (0.05s to load, 0.05s running 55 checks on 3 files)\n"
+              "12 mods/funs, found 1 software design suggestion.\n")
+    line = failure_line(output)
+    assert line.startswith("[D]") and "Nested modules could be aliased" in line
+    assert "Checking" not in line and "Analysis took" not in line
+
+
+@pytest.mark.parametrize(("output", "expected"), [
+    ("Exit code 1\nCompiling 12 files (.ex)\nGenerated shop app\n\n== Compilation error in file lib/shop.ex ==\n"
+     "** (CompileError) lib/shop.ex:4: undefined function foo/0\n", "(CompileError) lib/shop.ex:4: undefined function foo/0"),
+    ("Exit code 101\n   Compiling libc v0.2.150\n   Compiling shop v0.1.0 (/home/dev/shop)\nerror[E0425]: cannot find value `x` in this scope\n"
+     " --> src/main.rs:2:5\n", "error[E0425]: cannot find value `x` in this scope"),
+    ("Exit code 2\nBuilding shop...\nDownloading deps...\nmain.go:7:2: undefined: fooBar\n", "main.go:7:2: undefined: fooBar"),
+])
+def test_failure_line_never_picks_compiler_progress(output: str, expected: str) -> None:
+    line = failure_line(output)
+    assert expected in line
+    for progress in ("Compiling", "Generated", "Building", "Downloading", "Exit code"):
+        assert progress not in line
+
+
+# --- failures in the summary --------------------------------------------------------------------
+
+MIX_FAILURE = "Exit code 2\n\n  1) test parses day-month-year (ShopTest)\n     Assertion with == failed\n     left: ~D[2026-04-03]\n"
+
+
+def test_repeats_are_counted_fixes_found_and_unresolved_listed_first() -> None:
+    s = started()
+    s.call("Bash", {"command": "ruff check ."}, "Exit code 1\nshop/dates.py:3:1: F401 [*] `os` imported but unused\n", 8800, error=True)
+    s.call("Bash", {"command": "git push"}, "Exit code 128\nfatal: The current branch dates has no upstream branch.\n", 8900, error=True)
+    s.call("Bash", {"command": "mix test"}, MIX_FAILURE, 9000, error=True)
+    s.call("Bash", {"command": "mix test"}, MIX_FAILURE, 9200, error=True)
+    s.call("Bash", {"command": "ruff check --fix ."}, "Found 1 error (1 fixed, 0 remaining).", 9300)
+    s.call("Bash", {"command": "mix test test/shop_test.exs"}, "3 tests, 0 failures", 9400)  # same program and subcommand
+    s.call("Bash", {"command": "curl -sf localhost:4000/health"}, "Exit code 7\ncurl: (7) Failed to connect to localhost port 4000: Connection refused\n",
+           9600, error=True)
+    s.text("The push needs an upstream.", usage(9800))
+    s.call("Read", {"file_path": "/home/dev/shop/mix.exs"}, "defmodule Shop.MixProject do\n", 10000)
+    errors = section(summary(s), 4)
+    items = [line for line in errors.splitlines() if line.startswith("   - [")]
+    assert sorted(items) == sorted(["   - [UNRESOLVED] Bash git push", "   - [UNRESOLVED] Bash curl -sf localhost:4000/health",
+                                    "   - [fixed] Bash mix test (×2)", "   - [fixed] Bash ruff check ."])
+    assert [item.split("]")[0] for item in items] == ["   - [UNRESOLVED"] * 2 + ["   - [fixed"] * 2  # open ones first
+    assert "error: fatal: The current branch dates has no upstream branch." in errors
+    assert "then succeeded: Bash mix test test/shop_test.exs" in errors
+    facts = facts_of(s)
+    assert Fact("error", "fatal: The current branch dates has no upstream branch.") in facts
+    assert len([f for f in facts if f.kind == "fixed-error"]) == 2 and len([f for f in facts if f.kind == "error"]) == 2
+
+
+def test_a_user_rejection_is_not_an_error() -> None:
+    s = started()
+    tool_id = s.tool_id()
+    s.response([{"type": "tool_use", "id": tool_id, "name": "Bash", "input": {"command": "rm -rf build"}}], usage(9000))
+    s.result(tool_id, REJECTED, error=True)
+    s.user("[Request interrupted by user for tool use]")
+    s.user("Don't delete the build folder.")
+    s.text("Understood, leaving it.", usage(9300))
+    s.call("Read", {"file_path": "/home/dev/shop/Makefile"}, "all:\n", 9500)
+    errors = section(summary(s), 4)
+    assert "[UNRESOLVED]" not in errors and "[fixed]" not in errors and "doesn't want" not in errors
+    assert "   - The user declined: Bash rm -rf build" in errors
+    assert not [f for f in facts_of(s) if f.kind in ("error", "fixed-error")]
+
+
+# --- open work ----------------------------------------------------------------------------------
+
+
+def test_todo_list_open_items_are_pending_tasks() -> None:
+    s = started()
+    s.call("TodoWrite", {"todos": [{"content": "Parse day-first dates", "status": "completed", "activeForm": "Parsing"},
+                                   {"content": "Add the date cache", "status": "in_progress", "activeForm": "Adding"},
+                                   {"content": "Document the format", "status": "pending", "activeForm": "Documenting"}]},
+           "Todos have been modified successfully.", 9000)
+    closed(s)
+    pending = section(summary(s), 7)
+    assert "   - [in_progress] Add the date cache\n" in pending and "   - [pending] Document the format\n" in pending
+    assert "Parse day-first dates" not in pending
+    facts = facts_of(s)
+    assert {f.text for f in facts if f.kind == "task"} == {"Add the date cache", "Document the format"}
+    assert Fact("current-work", "Add the date cache") in facts
+
+
+def task_session() -> Convo:
+    s = started()
+    s.call("TaskCreate", {"subject": "Write the parser", "description": "Day-first dates", "activeForm": "Writing the parser"},
+           "Task #1 created successfully: Write the parser", 9000)
+    s.call("TaskCreate", {"subject": "Write the docs", "description": "The date format", "activeForm": "Writing the docs"},
+           "Task #2 created successfully: Write the docs", 9100)
+    s.call("TaskUpdate", {"taskId": "1", "status": "in_progress"}, "Updated task #1 status", 9200)
+    s.call("TaskUpdate", {"taskId": "2", "status": "completed"}, "Updated task #2 status", 9300)
+    return closed(s)
+
+
+def test_task_tools_give_open_tasks_and_the_current_work() -> None:
+    s = task_session()
+    text = summary(s)
+    assert "   - [in_progress] Write the parser (task 1)\n" in section(text, 7)
+    assert "Write the docs" not in section(text, 7)
+    assert "Working on: Write the parser" in section(text, 8)
+    facts = facts_of(s)
+    assert Fact("task", "Write the parser") in facts and Fact("current-work", "Write the parser") in facts
+    assert Fact("task", "Write the docs") not in facts
+
+
+def bd_session(reason: str = '--reason="Fixed the cache-miss path and the read-through test"') -> Convo:
+    s = started("Work on the proj-abc epic.")
+    s.call("Bash", {"command": "bd show proj-abc.2"},
+           "○ proj-abc.2 · Add the cache   [● P1 · OPEN]\n\nDescription:\nCache parsed dates by input string.\n", 9000)
+    s.call("Bash", {"command": "bd update proj-abc.2 --status in_progress"}, "✓ Updated issue: proj-abc.2", 9100)
+    s.call("Bash", {"command": f"bd close proj-abc.1 {reason}"}, "✓ Closed proj-abc.1: Parse day-first dates", 9200)
+    return closed(s)
+
+
+@pytest.mark.parametrize("reason", ['--reason="Fixed the cache-miss path and the read-through test"',
+                                    "--reason 'Fixed the cache-miss path and the read-through test'",
+                                    "--reason=cache-miss"])  # unquoted: fails today, "cache-miss" is listed as closed
+def test_bd_ids_with_their_last_state_and_the_closed_ones(reason: str) -> None:
+    s = bd_session(reason)
+    pending = section(summary(s), 7)
+    assert "   - [in_progress] proj-abc.2: Add the cache\n" in pending
+    assert "   - Closed in this session: proj-abc.1\n" in pending
+    assert "cache-miss" not in pending and "read-through" not in pending
+    tasks = [f.text for f in facts_of(s) if f.kind == "task"]
+    assert tasks == ["proj-abc.2: Add the cache"]
+
+
+def test_a_plan_file_is_shown_as_edited() -> None:
+    s = started()
+    plan = "/home/u/.claude/plans/x.md"
+    s.call("Write", {"file_path": plan, "content": "# Dates plan\n\n1. Parse day-first dates\n2. Cache results\n"}, f"File created successfully at: {plan}", 9000)
+    s.call("Edit", {"file_path": plan, "old_string": "2. Cache results", "new_string": "2. Cache results in an LRU of 512 entries"},
+           f"The file {plan} has been updated.", 9100)
+    closed(s)
+    pending = section(summary(s), 7)
+    assert f"   - Plan ({plan}):\n" in pending
+    assert "     2. Cache results in an LRU of 512 entries\n" in pending
+    assert "     1. Parse day-first dates\n" in pending
+    assert "     2. Cache results\n" not in pending
+
+
+def test_an_exit_plan_mode_plan_is_pending_work() -> None:
+    s = started()
+    s.call("ExitPlanMode", {"plan": "## Plan\n- Step one: switch the parser to day-first\n- Step two: add a regression test"},
+           "User has approved your plan. You can now start coding.", 9000)
+    closed(s)
+    pending = section(summary(s), 7)
+    assert "   - Plan (the plan presented with ExitPlanMode):\n" in pending
+    assert "- Step one: switch the parser to day-first" in pending and "- Step two: add a regression test" in pending
+
+
+def test_none_recorded_only_when_there_is_no_open_work() -> None:
+    s = closed(started())
+    assert section(summary(s), 7).strip() == "(none recorded)"
+
+
+def todo_only() -> Convo:
+    s = started()
+    s.call("TodoWrite", {"todos": [{"content": "Document the format", "status": "pending", "activeForm": "Documenting"}]},
+           "Todos have been modified successfully.", 9000)
+    return closed(s)
+
+
+def plan_only() -> Convo:
+    s = started()
+    s.call("ExitPlanMode", {"plan": "- Switch the parser to day-first"}, "User has approved your plan.", 9000)
+    return closed(s)
+
+
+@pytest.mark.parametrize("build", [todo_only, task_session, bd_session, plan_only])
+def test_any_source_of_open_work_fills_pending_tasks(build: Any) -> None:
+    assert "(none recorded)" not in section(summary(build()), 7)
+
+
+def test_an_unfinished_request_is_pending_work() -> None:
+    s = started()
+    s.call("Read", {"file_path": "/home/dev/shop/parser.py"}, "def parse(s): ...\n", 9000)
+    s.text("The parser splits on '/'.", usage(9200))
+    s.call("Read", {"file_path": "/home/dev/shop/dates.py"}, "DAY_FIRST = True\n", 9400)
+    assert '   - Request not yet shown done: "Fix the date parser."' in section(summary(s), 7)
+
+
+# --- findings -----------------------------------------------------------------------------------
+
+
+def test_findings_keep_the_explanation_and_drop_the_narration() -> None:
+    s = started()
+    s.text("Let me read the file. The test fails because the parser reads day-month-year. Now I'll fix it:", usage(9000))
+    s.call("Read", {"file_path": "/home/dev/shop/parser.py"}, "def parse(s): ...\n", 9200)
+    s.call("Read", {"file_path": "/home/dev/shop/dates.py"}, "DAY_FIRST = True\n", 9400)
+    findings = section(summary(s), 5)
+    assert "   - The test fails because the parser reads day-month-year.\n" in findings
+    assert "Let me read" not in findings and "Now I'll fix" not in findings
+
+
+def test_narration_is_dropped_even_when_it_uses_a_concluding_word() -> None:
+    s = started()
+    s.text("Let me check whether this is caused by the locale. Now I'll fix the bug in the parser so that it reads day-first.\n"
+           "Switched the parser to day-first dates instead of month-first.", usage(9000))
+    s.call("Read", {"file_path": "/home/dev/shop/parser.py"}, "def parse(s): ...\n", 9200)
+    s.call("Read", {"file_path": "/home/dev/shop/dates.py"}, "DAY_FIRST = True\n", 9400)
+    findings = section(summary(s), 5)
+    assert "   - Switched the parser to day-first dates instead of month-first.\n" in findings
+    assert "caused by the locale" not in findings and "fix the bug" not in findings
+
+
+# --- the verifier -------------------------------------------------------------------------------
+
+
+def test_a_summary_missing_an_error_line_is_caught_by_kind() -> None:
+    s = started()
+    s.call("Edit", {"file_path": "/home/dev/shop/parser.py", "old_string": "a", "new_string": "b"}, "The file /home/dev/shop/parser.py has been updated.", 9000)
+    s.call("Bash", {"command": "git push"}, "Exit code 128\nfatal: The current branch dates has no upstream branch.\n", 9200, error=True)
+    s.text("Push failed.", usage(9400))
+    s.call("Read", {"file_path": "/home/dev/shop/dates.py"}, "DAY_FIRST = True\n", 9600)
+    facts = facts_of(s)
+    text = summary(s)
+    assert verify(facts, text).missing == []  # the offline summary carries them all
+    line = "fatal: The current branch dates has no upstream branch."
+    checked = verify(facts, text.replace(line, "(an error)"))
+    assert checked.missing == [Fact("error", line)]
+    kinds = checked.by_kind()
+    assert kinds["error"] == {"facts": 1, "carried": 0, "recall": 0.0}
+    assert kinds["file"] == {"facts": 1, "carried": 1, "recall": 1.0}
+    assert kinds["instruction"] == {"facts": 1, "carried": 1, "recall": 1.0}
+    assert kinds["last-request"] == {"facts": 1, "carried": 1, "recall": 1.0}
+    assert checked.recall == pytest.approx(1 - 1 / len(facts))
+
+
+def test_by_kind_counts_each_kind() -> None:
+    facts = [Fact("instruction", "add the cache"), Fact("instruction", "check again"), Fact("file", "/a/b.py"),
+             Fact("task", "Write the docs"), Fact("task", "Write the parser")]
+    checked = verify(facts, "The user said: Add the CACHE.\nEdited /a/b.py. Open: Write the parser.")
+    assert checked.by_kind() == {"instruction": {"facts": 2, "carried": 1, "recall": 0.5},
+                                 "file": {"facts": 1, "carried": 1, "recall": 1.0},
+                                 "task": {"facts": 2, "carried": 1, "recall": 0.5}}
+    assert list(checked.by_kind()) == ["instruction", "file", "task"]  # FACT_KINDS order
+
+
+def test_verify_handles_twenty_thousand_facts_and_a_five_megabyte_context() -> None:
+    kinds = ("instruction", "file", "error", "task")
+    facts = [Fact(kinds[n % 4], f"item {n:05d} of module_{n} in /src/pkg{n % 97}/file{n}.py") for n in range(20_000)]
+    carried = "\n".join(f.text for n, f in enumerate(facts) if n % 2 == 0)
+    haystack = carried + "\n" + "filler text " * ((5_000_000 - len(carried)) // 12)
+    assert len(haystack) >= 4_900_000
+    checked = verify(facts, haystack)
+    assert len(checked.missing) == 10_000
+    assert {f.text for f in checked.missing} == {f.text for n, f in enumerate(facts) if n % 2}
+
+
+# --- compact summarizes what microcompact cleared -------------------------------------------------
+
+DISTINCTIVE = "fatal: refusing to merge unrelated histories (ZEBRA-7731)"
+
+
+def test_compact_summary_keeps_an_error_microcompact_cleared_and_names_the_transcript_absolutely(tmp_path: Path) -> None:
+    s = started("Merge the upstream branch.")
+    s.call("Bash", {"command": "git merge upstream/main"}, f"Exit code 128\n{DISTINCTIVE}\n", 9000, error=True)
+    s.text("The merge is refused; the histories are unrelated.", usage(9200))
+    for n in range(8):  # more than --keep-recent 5 later calls: the failed result is old enough to be cleared
+        s.call("Read", {"file_path": f"/home/dev/shop/mod{n}.py"}, f"x = {n}\n" * 40, 9400 + 200 * n)
+    s.text("Read the modules.", usage(11200))
+    s.user("Keep going.")
+    s.text("On it.", usage(11400))
+    (tmp_path / "s.jsonl").write_bytes(s.to_bytes())
+    result = ok(run_cli("compact", "--force", "--engine", "offline", "--source", "transcript", "--now", NOW_ISO, "--keep-last", "2", "s.jsonl",
+                        env={"ANTHROPIC_API_KEY": ""}, cwd=tmp_path))
+    out = result.stdout
+    # The failed result itself was cleared in the output ...
+    failed_id = "toolu_01T00001"
+    results = [b for o in lines_of(out) if isinstance(o.get("message", {}).get("content"), list)
+               for b in o["message"]["content"] if b.get("type") == "tool_result" and b.get("tool_use_id") == failed_id]
+    assert results and all(DISTINCTIVE not in str(b.get("content")) for b in results)
+    # ... and the summary still names it.
+    text = summary_of(out)
+    assert DISTINCTIVE in section(text, 4)
+    named = text.split("read the full transcript at: ", 1)[1].splitlines()[0].strip()
+    assert os.path.isabs(named)
+    assert Path(named).samefile(tmp_path / "s.jsonl")
