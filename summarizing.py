@@ -205,7 +205,7 @@ def summarize_entries(entries: list[Entry], transcript_format: Any, options: Sum
         report["verification"] = checked.as_dict()
     # Named absolute: the summary is read from wherever the session is resumed, not where ctxpipe ran.
     named = os.path.abspath(options.transcript_path) if options.transcript_path not in (None, "-") else None
-    text = summary_message_text(summary, named, bool(tail))
+    text = summary_message_text(summary, named, bool(tail), automatic=options.trigger == "auto")
     measure = options.measure or region_measure(b"", "-", CountOptions(format=transcript_format.name))
     before = measure(entries).count
     pre = before.tokens

@@ -257,12 +257,15 @@ _CREATED = re.compile(r"\bcreated (?:issue|task)?:?\s*(?P<id>[a-z][a-z0-9_]*-[a-
 _TASK_CREATED = re.compile(r"#(?P<id>\d+)")
 _TASK_LINE = re.compile(r"^\s*#?(?P<id>\d+)[.:)]?\s*\[(?P<status>[\w ]+)\]\s*(?P<subject>.+)$", re.M)
 _QUOTED = re.compile(r"\"(?:[^\"\\]|\\.)*\"|'[^']*'")
+# A flag's value is not an id: `--reason=cache-miss`, `--title fix-the-cache` (flags that take free text).
+_FLAG_VALUE = re.compile(r"--[\w-]+=\S*|--(?:reason|title|description|desc|notes?|assignee|priority|type|labels?|design|acceptance|"
+                         r"status|comment|message|body|estimate|external-ref|actor|db)\s+\S+")
 
 
 def _tracker_update(tasks: dict[str, Task], command: str, result: str | None) -> None:
     """Tracker issues (beads `bd`, GitHub issues) the command worked on, with their last known state."""
     for call in _TRACKER_CALL.finditer(command):
-        verb, rest = call.group("verb"), _QUOTED.sub(" ", call.group("rest"))
+        verb, rest = call.group("verb"), _FLAG_VALUE.sub(" ", _QUOTED.sub(" ", call.group("rest")))
         ids = _TRACKER_ID.findall(rest)
         if verb in ("create", "new") and result:
             ids = [match.group("id") for match in _CREATED.finditer(result)] or ids
@@ -297,7 +300,7 @@ def _task_tool(tasks: dict[str, Task], name: str, tool_input: dict[str, Any], re
     if name == "TaskCreate":
         subject = one_line(as_text(tool_input.get("subject") or tool_input.get("description") or ""), 200)
         found = _TASK_CREATED.search(result or "")
-        key = f"task {found.group('id') if found else len([t for t in tasks.values() if t.source == 'task']) + 1}"
+        key = f"task {found.group('id') if found else len(tasks) + 1}"
         tasks[key] = Task(key, subject, "pending", "task")
     elif name == "TaskUpdate":
         key = f"task {as_text(tool_input.get('taskId', '')).lstrip('#')}"

@@ -184,7 +184,9 @@ def offline_summary(history: Sequence[Message], side_inputs: Sequence[tuple[int,
     section(4, [_failure_item(f) for f in listed] + ([f"   ({left} earlier fixed failure(s) not listed)"] if left > 0 else [])
             + [f"   - The user declined: {call}" for call in now.declined[-5:]])
     section(5, [f"   - {finding}" for finding in chosen_findings(facts.findings)])
-    section(6, [_typed_item(t) for t in typed])
+    # A prompt queued during the kept tail has no message there: it is listed here too.
+    cut = min((p for m in tail for p in m.entries), default=None)
+    section(6, [_typed_item(t) for t in typed] + [_typed_item(t) for t in now.typed if t.source == "queued" and cut is not None and t.position >= cut])
     pending: list[str] = []
     for task in now.open_tasks:
         pending.append(f"   - [{task.status or 'pending'}] {task.text}" + (f" ({task.key})" if task.source == "task" else ""))
@@ -226,12 +228,21 @@ def format_llm_summary(text: str) -> str:
     return text.strip()
 
 
-def summary_message_text(summary: str, transcript_path: str | None, kept_tail: bool) -> str:
+# An automatic compaction interrupts no one: the model resumes the task instead of greeting the user.
+CARRY_ON = ("Carry on from where the conversation stopped without asking the user anything: do not acknowledge or "
+            "recap this summary and do not announce that you are continuing; simply resume the last task you were asked to do.")
+
+
+def summary_message_text(summary: str, transcript_path: str | None, kept_tail: bool, automatic: bool = False) -> str:
+    """The summary record's text in Claude Code's order: preamble, summary, where the full transcript
+    is, that recent messages are kept, and (for an automatic compaction) the instruction to carry on."""
     parts = [PREAMBLE, "", summary]
     if transcript_path:
         parts += ["", f"If you need specific details from before compaction (exact code snippets, error messages, or content you generated), read the full transcript at: {transcript_path}"]
     if kept_tail:
         parts += ["", "Recent messages are preserved verbatim."]
+    if automatic:
+        parts += ["", CARRY_ON]
     return well_formed("\n".join(parts))
 
 

@@ -25,7 +25,7 @@ import ctxpipe
 from ctxpipe.core.fields import moment
 from ctxpipe.core.jsonl import Entry
 from ctxpipe.core.model import Message
-from ctxpipe.core.summarize import SplitConfig, tail_start
+from ctxpipe.core.summarize import CARRY_ON, SplitConfig, tail_start
 from ctxpipe.core.summarize_engines import history_end, notes_cover
 from ctxpipe.formats import get
 from helpers import FIXTURES, ROOT, run_cli
@@ -253,5 +253,9 @@ def test_the_trigger_is_auto_only_when_the_threshold_fired(tmp_path: Path) -> No
         report, data = compact_report(tmp_path, transcript, "--engine", "offline", "--keep-last", "2", *args)
         assert summarize_stage(report)["changed"], args
         assert boundary_of(data)["compactMetadata"]["trigger"] == trigger, args
+        # An automatic compaction tells the model to resume without asking (Claude Code's follow-up suppression).
+        assert (CARRY_ON in summary_text(data)) == (trigger == "auto"), args
+        assert summary_text(data).rstrip().endswith(CARRY_ON) == (trigger == "auto"), args
     result = summarize("--engine", "offline", "--keep-last", "2", transcript)
     assert result.returncode == 0 and boundary_of(result.stdout)["compactMetadata"]["trigger"] == "manual"
+    assert CARRY_ON not in summary_text(result.stdout)
