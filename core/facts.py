@@ -232,6 +232,9 @@ def describe_call(name: str, tool_input: Any) -> str:
     return name
 
 
+_LEADING_CD = re.compile(r"^\s*(?:(?:cd|pushd)\s+(?:\"[^\"]*\"|'[^']*'|\S+)\s*(?:&&|;)\s*)+")
+
+
 def _fix_key(name: str, tool_input: Any) -> str:
     """What a later success must match to count as fixing a failure: the same file for file tools,
     the same program and subcommand for a command ("mix test", "git push"), else the tool."""
@@ -241,6 +244,7 @@ def _fix_key(name: str, tool_input: Any) -> str:
             return f"file:{path}"
         command = tool_input.get("command")
         if isinstance(command, str):
+            command = _LEADING_CD.sub("", command)  # `cd /tmp && pytest` is a pytest run
             words = [w for w in re.split(r"\s+", command.strip()) if w and "=" not in w.split("/")[0]][:2]  # FOO=1 make → make
             return "cmd:" + " ".join(w for w in words if not w.startswith(("-", "2>", ">", "|", "&")))
     return f"tool:{name}"
@@ -340,7 +344,7 @@ def findings_of(text: str) -> list[str]:
     "Now I'll…") and lead-ins to a tool call (ending in ':') are dropped."""
     kept = []
     for sentence in _SENTENCE.split(text):
-        sentence = sentence.strip().lstrip("-*•> ").strip()
+        sentence = sentence.replace("**", "").replace("__", "").strip().lstrip("-*•> ").strip()  # markdown emphasis is no content
         if len(sentence) < 12 or sentence.endswith(":") or sentence.startswith(("```", "|", "#")) or _NARRATION.match(sentence):
             continue
         if _CONCLUDES.search(sentence):
