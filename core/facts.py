@@ -85,11 +85,11 @@ class Task:
 @dataclass
 class Request:
     typed: Typed
-    closing: str | None  # the assistant's last words before the next typed message (None: none yet)
+    done_by: str | None = None  # the first later words of the assistant that say work was done
 
     @property
     def shown_done(self) -> bool:
-        return self.closing is not None and bool(_DONE.search(self.closing))
+        return self.done_by is not None
 
 
 @dataclass
@@ -120,8 +120,9 @@ class Facts:
 
     @property
     def pending_requests(self) -> list[Request]:
-        """Requests whose turn has not ended with a sign that the work was done: the latest, and any
-        earlier one the assistant left without saying it was done."""
+        """Requests with no later sign that the work was done: an earlier request is done once the
+        assistant says something is done, fixed, pushed… anywhere after it; the latest only when the
+        assistant's last words say so (a "continue until all are done" is not done by one task)."""
         return [request for request in self.requests if not request.shown_done]
 
     @property
@@ -333,9 +334,19 @@ _CONCLUDES = re.compile(r"\b(?:because|since the|caused by|due to|the (?:issue|p
 _STATUS = re.compile(r"^(?:all \d+ |the )?(?:\d+ )?(?:tests?|checks?)\b.*\bpass|\b(?:committed|pushed|is done|credo clean)\b", re.I)
 _DONE = re.compile(r"\b(?:done|complete[d]?|finished|implemented|all (?:\d+ )?(?:tests?|checks?) pass(?:ed|es)?|committed and pushed|"
                    r"pushed|closed|is (?:now )?in place|fixed|resolved|ready for review|now (?:\w+ )?(?:passes|uses|reads|works|returns|handles|"
-                   r"supports|calls|shows|runs))\b", re.I)
+                   r"supports|calls|shows|runs)|i(?:'ve| have) (?:added|updated|created|written|changed|removed|renamed|moved|made|set up|wired)|"
+                   r"(?:has|have) been (?:added|updated|created|written|changed|removed|fixed|implemented))\b", re.I)
 _EXPLAINS = re.compile(r"\b(?:because|due to|caused by|the (?:issue|problem|bug|cause|reason|error|culprit) (?:is|was|here)|turns out|means|"
                        r"false positive|instead|doesn't|does not|isn't|is not|wasn't|missing|expects?|requires?|must)\b", re.I)
+# …unless the same words say more is to come ("the time parser is done; the zone parser is next").
+_MORE_TO_DO = re.compile(r"\b(?:next|remaining|still (?:need|to|have)|left to|not yet|moving on|now (?:the|let|i)|then i|todo)\b", re.I)
+
+
+def says_done(text: str) -> bool:
+    """Whether the assistant's words say the work asked for is done."""
+    return bool(_DONE.search(text)) and not _MORE_TO_DO.search(text)
+
+
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z`*\"'(])|\n+")
 
 
@@ -377,13 +388,14 @@ def gather(messages: Sequence[Message], side_inputs: Iterable[tuple[int, str | l
     seen_findings: set[str] = set()
     edited: set[str] = set()  # facts.edited as a set: a list lookup per edit would be quadratic
 
-    waiting: list[Request] = []  # requests whose turn has not ended: a prompt queued mid-turn shares the turn's end
+    waiting: list[Request] = []  # requests not yet shown done: each leaves once, so the walk stays linear
+
+    reply: list[str] = []  # the assistant's latest words since the latest typed message
 
     def add_typed(typed: Typed) -> None:
-        if typed.source != "queued":
-            waiting.clear()
+        reply.clear()
         facts.typed.append(typed)
-        facts.requests.append(Request(typed, None))
+        facts.requests.append(Request(typed))
         waiting.append(facts.requests[-1])
 
     for message in messages:
@@ -439,7 +451,9 @@ def gather(messages: Sequence[Message], side_inputs: Iterable[tuple[int, str | l
                 key = _fix_key(name, tool_input)
                 if block.get("is_error"):
                     if result.lstrip().startswith(DECLINED):
-                        facts.declined.append(describe_call(name, tool_input))
+                        declined = describe_call(name, tool_input)
+                        if declined not in facts.declined:
+                            facts.declined.append(declined)
                         continue
                     failure = Failure(name, describe_call(name, tool_input), failure_line(content), position)
                     known = by_key.get((failure.call, failure.line))
@@ -457,8 +471,11 @@ def gather(messages: Sequence[Message], side_inputs: Iterable[tuple[int, str | l
                 if not text:
                     continue
                 facts.last_text = text
-                for request in waiting:  # the latest words said after it, in its turn
-                    request.closing = text
+                reply[:] = [text]
+                if waiting and says_done(text):
+                    for request in waiting:
+                        request.done_by = text
+                    waiting.clear()
                 for finding in findings_of(text):
                     if finding not in seen_findings:
                         seen_findings.add(finding)
@@ -471,6 +488,8 @@ def gather(messages: Sequence[Message], side_inputs: Iterable[tuple[int, str | l
         add_typed(Typed(text, "queued", where))
         next_queued += 1
     _drop_echoed_queue(facts)
+    if facts.requests:
+        facts.requests[-1].done_by = reply[0] if reply and says_done(reply[0]) else None
     return facts
 
 

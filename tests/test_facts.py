@@ -339,6 +339,20 @@ def test_an_unfinished_request_is_pending_work() -> None:
     assert '   - Request not yet shown done: "Fix the date parser."' in section(summary(s), 7)
 
 
+def test_a_request_is_done_by_a_later_sign_but_the_latest_only_by_the_last_words() -> None:
+    s = started("Fix the date parser.")
+    s.text("Fixed: the parser reads day-first dates.", usage(9000))
+    s.user("Now do the same for the time parser, and then the zone parser.")
+    s.call("Edit", {"file_path": "/home/dev/shop/times.py", "old_string": "a", "new_string": "b"}, "ok", 9200)
+    s.text("The time parser is done; the zone parser is next.", usage(9400))  # one part done, not the request
+    s.call("Read", {"file_path": "/home/dev/shop/zones.py"}, "ZONES = {}\n", 9600)
+    pending = section(summary(s), 7)
+    assert "Fix the date parser." not in pending  # a later "Fixed:" shows it done
+    assert '   - Request not yet shown done: "Now do the same for the time parser, and then the zone parser."' in pending
+    s.text("Done: both parsers now read day-first.", usage(9800))
+    assert "Request not yet shown done" not in section(summary(s), 7)
+
+
 # --- findings -----------------------------------------------------------------------------------
 
 
