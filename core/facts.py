@@ -104,6 +104,8 @@ class Facts:
     findings: list[str] = field(default_factory=list)  # what the assistant concluded, decided or explained
     declined: list[str] = field(default_factory=list)  # calls the user turned down
     tools: dict[str, int] = field(default_factory=dict)
+    programs: dict[str, int] = field(default_factory=dict)  # "mix test", "git push"… -> commands run
+    changes: dict[str, int] = field(default_factory=dict)  # path -> edits and writes
     requests: list[Request] = field(default_factory=list)
     last_text: str | None = None
     last_calls: list[str] = field(default_factory=list)
@@ -233,6 +235,8 @@ def describe_call(name: str, tool_input: Any) -> str:
     return name
 
 
+_ASSIGNMENT = re.compile(r"^[A-Za-z_]\w*=")
+_SUBCOMMAND = re.compile(r"[a-z][\w:.-]*")
 _LEADING_CD = re.compile(r"^\s*(?:(?:cd|pushd)\s+(?:\"[^\"]*\"|'[^']*'|\S+)\s*(?:&&|;)\s*)+")
 
 
@@ -246,8 +250,10 @@ def _fix_key(name: str, tool_input: Any) -> str:
         command = tool_input.get("command")
         if isinstance(command, str):
             command = _LEADING_CD.sub("", command)  # `cd /tmp && pytest` is a pytest run
-            words = [w for w in re.split(r"\s+", command.strip()) if w and "=" not in w.split("/")[0]][:2]  # FOO=1 make → make
-            return "cmd:" + " ".join(w for w in words if not w.startswith(("-", "2>", ">", "|", "&")))
+            words = [w for w in command.split() if not _ASSIGNMENT.match(w)]  # FOO=1 make → make
+            rest = [w for w in words[1:] if not w.startswith(("-", "2>", ">", "|", "&", ";"))]
+            subcommand = rest[:1] if rest and _SUBCOMMAND.fullmatch(rest[0]) else []  # `git push`, not `pytest tests/x.py`
+            return "cmd:" + " ".join(words[:1] + subcommand)
     return f"tool:{name}"
 
 
@@ -428,12 +434,17 @@ def gather(messages: Sequence[Message], side_inputs: Iterable[tuple[int, str | l
                         action = f"{earlier.split(' ')[0]}, then read"  # a read must not hide a change
                     facts.files[path] = action
                     if name in EDIT_TOOLS:
+                        facts.changes[path] = facts.changes.get(path, 0) + 1
                         if path not in edited:
                             edited.add(path)
                             facts.edited.append(path)
                         facts.last_edit = path
                         if PLAN_PATH.search(path):
                             facts.plan = _plan_after(facts.plan, path, name, tool_input)
+                if isinstance(tool_input.get("command"), str):
+                    program = _fix_key(name, tool_input).removeprefix("cmd:")
+                    if program:
+                        facts.programs[program] = facts.programs.get(program, 0) + 1
                 if name == "ExitPlanMode" and isinstance(tool_input.get("plan"), str):
                     facts.plan = ("the plan presented with ExitPlanMode", tool_input["plan"])
                 if name == "TodoWrite" and isinstance(tool_input.get("todos"), list):
@@ -494,15 +505,15 @@ def gather(messages: Sequence[Message], side_inputs: Iterable[tuple[int, str | l
 
 
 def _drop_echoed_queue(facts: Facts) -> None:
-    """A queued prompt that a later user line repeats (written when the queue was drained) is one message."""
+    """A queued prompt that a later line repeats (a user line or attachment written when the queue
+    was drained) is one message: the later one is kept."""
     def normal(text: str) -> str:
         return re.sub(r"\s+", " ", text).strip()
 
-    later_prompts: dict[str, int] = {}
+    last_seen: dict[str, int] = {}
     for typed in facts.typed:
-        if typed.source != "queued":
-            later_prompts[normal(typed.text)] = typed.position
-    echoed = {id(t) for t in facts.typed if t.source == "queued" and later_prompts.get(normal(t.text), -1) > t.position}
+        last_seen[normal(typed.text)] = max(typed.position, last_seen.get(normal(typed.text), -1))
+    echoed = {id(t) for t in facts.typed if t.source == "queued" and last_seen[normal(t.text)] > t.position}
     if echoed:
         facts.typed = [t for t in facts.typed if id(t) not in echoed]
         facts.requests = [r for r in facts.requests if id(r.typed) not in echoed]

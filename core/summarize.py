@@ -173,8 +173,9 @@ def offline_summary(history: Sequence[Message], side_inputs: Sequence[tuple[int,
     section(1, intent)
     kinds = sorted({p.rsplit(".", 1)[-1] for p in facts.files if "." in p.rsplit("/", 1)[-1]})
     section(2, [f"   - Tools used: {', '.join(f'{n} ×{c}' for n, c in sorted(facts.tools.items(), key=lambda i: -i[1]))}"] * bool(facts.tools)
+            + [f"   - Commands run: {', '.join(f'{p} ×{c}' for p, c in sorted(facts.programs.items(), key=lambda i: -i[1])[:12])}"] * bool(facts.programs)
             + [f"   - File types: {', '.join('.' + k for k in kinds)}"] * bool(kinds))
-    changed = [f"   - {path} — {facts.files[path]}" for path in facts.edited]
+    changed = [f"   - {path} — {facts.files[path]}" + (f" ({facts.changes[path]} changes)" if facts.changes.get(path, 0) > 1 else "") for path in facts.edited]
     changed_paths = set(facts.edited)
     looked = [path for path in facts.files if path not in changed_paths]
     section(3, changed + [f"   - {path} — {facts.files[path]}" for path in looked])

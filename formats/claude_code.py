@@ -263,12 +263,21 @@ class ClaudeCodeFormat:
 
     def typed_elsewhere(self, entries: Sequence[Entry]) -> list[tuple[int, Any]]:
         """Prompts typed while the agent was busy: Claude Code 2.1 writes them as `queue-operation`
-        enqueue lines, and often no `user` line (the summary drops a repeat of one that has it)."""
+        enqueue lines, often with no `user` line, and later builds as a `queued_command` attachment
+        when the prompt reaches the model (the summary keeps one of each repeated text)."""
         positions = context_positions(entries)
         start = positions[0] if positions else 0
-        return [(position, entry.obj.get("content")) for position, entry in enumerate(entries)
-                if position >= start and entry.obj.get("type") == "queue-operation" and entry.obj.get("operation") == "enqueue"
-                and isinstance(entry.obj.get("content"), (str, list))]
+        found: list[tuple[int, Any]] = []
+        for position in range(start, len(entries)):
+            obj = entries[position].obj
+            kind = obj.get("type")
+            if kind == "queue-operation" and obj.get("operation") == "enqueue" and isinstance(obj.get("content"), (str, list)):
+                found.append((position, obj["content"]))
+            elif kind == "attachment" and isinstance(obj.get("attachment"), dict) and obj["attachment"].get("type") == "queued_command":
+                prompt = obj["attachment"].get("prompt")
+                if isinstance(prompt, (str, list)):
+                    found.append((position, prompt))
+        return found
 
     def opening(self, entries: Sequence[Entry]) -> Compaction | None:
         """The compaction the active context starts from, if it starts at a compact boundary."""

@@ -84,6 +84,20 @@ def test_a_queued_prompt_without_a_user_line_is_a_typed_message_and_the_last_req
     assert Fact("last-request", "check again") in facts
 
 
+def test_a_queued_command_attachment_is_typed_and_repeats_its_enqueue_once() -> None:
+    s = started()
+    s.call("Read", {"file_path": "/home/dev/shop/parser.py"}, "def parse(s): ...\n", 9000)
+    queued(s, "also check the zone parser")
+    s.line("attachment", attachment={"type": "queued_command", "prompt": "also check the zone parser", "commandMode": "prompt"})
+    s.call("Bash", {"command": "pytest -q"}, "1 passed", 9500)
+    s.line("attachment", attachment={"type": "queued_command", "prompt": "and the README"})  # no enqueue line for this one
+    s.call("Read", {"file_path": "/home/dev/shop/dates.py"}, "DAY_FIRST = True\n", 10000)
+    typed = section(summary(s), 6)
+    assert typed.count("also check the zone parser") == 1
+    assert "   - and the README (typed while the agent was busy)\n" in typed
+    assert Fact("last-request", "and the README") in facts_of(s)
+
+
 def test_a_queued_prompt_as_blocks_drops_the_ide_selection() -> None:
     s = busy_session([{"type": "text", "text": "<ide_selection>The user selected lines 3-9 from /home/dev/shop/parser.py:\ndef parse(s): ...</ide_selection>"},
                       {"type": "text", "text": "why does this return None?"}])
@@ -351,6 +365,20 @@ def test_a_request_is_done_by_a_later_sign_but_the_latest_only_by_the_last_words
     assert '   - Request not yet shown done: "Now do the same for the time parser, and then the zone parser."' in pending
     s.text("Done: both parsers now read day-first.", usage(9800))
     assert "Request not yet shown done" not in section(summary(s), 7)
+
+
+def test_key_concepts_count_commands_by_program_and_files_by_changes() -> None:
+    s = started()
+    for n, command in enumerate(["cd /home/dev/shop && pytest -q tests/test_dates.py", "pytest -q", "git add dates.py", "git push"]):
+        s.call("Bash", {"command": command}, "ok", 9000 + n)
+    for n in range(3):
+        s.call("Edit", {"file_path": "/home/dev/shop/dates.py", "old_string": str(n), "new_string": str(n + 1)}, "ok", 9100 + n)
+    s.call("Write", {"file_path": "/home/dev/shop/zones.py", "content": "ZONES = {}\n"}, "ok", 9200)
+    closed(s)
+    text = summary(s)
+    assert "   - Commands run: pytest ×2, git add ×1, git push ×1\n" in section(text, 2)
+    files = section(text, 3)
+    assert "   - /home/dev/shop/dates.py — edited (3 changes)\n" in files and "   - /home/dev/shop/zones.py — written\n" in files
 
 
 # --- findings -----------------------------------------------------------------------------------
