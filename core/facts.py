@@ -141,8 +141,14 @@ class Facts:
 
 # --- typed input ---------------------------------------------------------------------------------
 
-_COMMAND = re.compile(r"<command-name>\s*(?P<name>[^<]*?)\s*</command-name>")
-_ARGS = re.compile(r"<command-args>(?P<args>.*?)</command-args>", re.S)
+
+
+def _between(text: str, opening: str, closing: str) -> str | None:
+    """The text between the first `opening` and the `closing` after it (str.find: a lazy regex
+    rescans to the end from every unclosed opening, which a hostile line can repeat)."""
+    start = text.find(opening)
+    end = text.find(closing, start + len(opening)) if start >= 0 else -1
+    return text[start + len(opening) : end] if end >= 0 else None
 _SHELL = re.compile(r"^<bash-input>(?P<command>.*?)</bash-input>", re.S)
 
 
@@ -161,12 +167,10 @@ def typed_parts(content: Any) -> tuple[str, str] | None:
         shell = _SHELL.match(stripped)
         if shell and shell.group("command").strip():
             return "! " + shell.group("command").strip(), "shell"
-        command = _COMMAND.search(stripped)
-        if command and stripped.startswith(("<command-name>", "<command-message>")):
-            args = _ARGS.search(stripped)
-            if args and args.group("args").strip():
-                name = command.group("name")
-                return f"{name if name.startswith('/') else '/' + name} {args.group('args').strip()}", "command"
+        if stripped.startswith(("<command-name>", "<command-message>")):
+            name, args = (_between(stripped, "<command-name>", "</command-name>") or "").strip(), _between(stripped, "<command-args>", "</command-args>")
+            if name and args and args.strip():
+                return f"{name if name.startswith('/') else '/' + name} {args.strip()}", "command"
             continue
         if stripped.startswith(INJECTED_PREFIXES):
             continue
@@ -206,7 +210,8 @@ def failure_line(content: Any) -> str:
     if isinstance(content, list):
         content = "\n".join(as_text(b.get("text", "")) for b in content if isinstance(b, dict))
     text = _TAGS.sub("", as_text(content or "")).replace("\\n", "\n")
-    lines = [stripped for line in text.splitlines() if (stripped := line.strip().strip("┃│|↘ ").strip())]
+    # Each line is cut before it is matched: the patterns scan a line, and a line may be megabytes.
+    lines = [stripped for line in text.splitlines() if (stripped := line[:2 * LINE_CHARS * 4].strip().strip("┃│|↘ ").strip())]
     meaningful = [line for line in lines if not _NOISE.match(line)]
     if "Traceback (most recent call last)" in text:  # the exception is named on the traceback's last line
         raised = [line for line in meaningful if re.match(r"^[\w.]*(?:Error|Exception|Interrupt|Exit)\b", line)]
@@ -266,7 +271,7 @@ _STATUS_FLAG = re.compile(r"--status[= ]\s*['\"]?(?P<status>[\w-]+)")
 _SHOWN_STATE = re.compile(r"\[[^\]]*?\b(?P<state>open|closed|in[_ ]progress|blocked|deferred|done)\s*\]|\bstatus:\s*(?P<field>[\w-]+)", re.I)
 _CREATED = re.compile(r"\bcreated (?:issue|task)?:?\s*(?P<id>[a-z][a-z0-9_]*-[a-z0-9]{2,}(?:\.\d+)*)", re.I)
 _TASK_CREATED = re.compile(r"#(?P<id>\d+)")
-_TASK_LINE = re.compile(r"^\s*#?(?P<id>\d+)[.:)]?\s*\[(?P<status>[\w ]+)\]\s*(?P<subject>.+)$", re.M)
+_TASK_LINE = re.compile(r"^[ \t]*#?(?P<id>\d+)[.:)]?[ \t]*\[(?P<status>[\w ]+)\][ \t]*(?P<subject>.+)$", re.M)
 _QUOTED = re.compile(r"\"(?:[^\"\\]|\\.)*\"|'[^']*'")
 # A flag's value is not an id: `--reason=cache-miss`, `--title fix-the-cache` (flags that take free text).
 _FLAG_VALUE = re.compile(r"--[\w-]+=\S*|--(?:reason|title|description|desc|notes?|assignee|priority|type|labels?|design|acceptance|"
