@@ -92,7 +92,7 @@ def run_stage(
     io.note(stage_note(name, outcome.note, before, after, outcome.changed))
     if report_json:
         with io.open_output(report_json) as out:
-            out.write(orjson.dumps({"file": source, **outcome.report}, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
+            out.write(io.json_bytes({"file": source, **outcome.report}, indent=True))  # inert on a terminal, valid with any text
     return outcome
 
 

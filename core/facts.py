@@ -11,6 +11,7 @@ transcript: every lookup is a dict or set.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,9 +24,12 @@ EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
 INJECTED_PREFIXES = ("<local-command-stdout>", "<local-command-stderr>", "<command-name>", "<command-message>", "<command-args>", "Caveat:",
                      "<system-reminder>", "<task-notification>", "<ide_selection>", "<ide_opened_file>", "<ide_diagnostics>",
                      "<bash-stdout>", "<bash-stderr>", "<user-prompt-submit-hook>", "<new-diagnostics>", "[Request interrupted")
+REJECTION_REASON = "The user provided the following reason for the rejection:"
 DECLINED = ("The user doesn't want to proceed", "The user doesn't want to take this action", "[Request interrupted by user")
 DONE_STATES = frozenset({"completed", "complete", "closed", "done", "resolved", "deleted", "cancelled", "canceled", "wontfix"})
 PLAN_PATH = re.compile(r"(^|/)\.claude/plans/[^/]+\.md$")
+NO_OUTPUT = "(no output)"
+OPEN_CHECKED = 64  # open failures of one command a later success is checked against (older ones stay open)
 LINE_CHARS = 240  # an error line, a finding or a call is cut here: one line each in the summary
 
 
@@ -40,8 +44,8 @@ def well_formed(text: str) -> str:
 
 
 def one_line(text: str, limit: int = LINE_CHARS) -> str:
-    """`text` on one line (whitespace runs, literal \\n escapes included, become one space), cut at `limit`."""
-    flat = re.sub(r"\s+", " ", text.replace("\\n", "\n")).strip()
+    """`text` on one line (whitespace runs become one space), cut at `limit`."""
+    flat = re.sub(r"\s+", " ", text).strip()
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
@@ -197,7 +201,7 @@ _NAMES_FAILURE = (
 )
 TELLING_LINES = 3  # distinct lines of the best kind an error keeps ("… / …")
 _NOISE = re.compile(r"^(?:exit code \d+|error: process completed with exit code \d+|command failed with exit code \d+|"
-                    r"warning\b.*|\s*[│┃|]\s*$|[-=~^_*#─━]{3,}|at .*:\d+|\s*\d+\s*[│|].*|"
+                    r"warn(?:ing)?\b.*|\s*[│┃|]\s*$|[-=~^_*#─━]{3,}|at .*:\d+|\s*\d+\s*[│|].*|"
                     r"(?:checking|compiling|running|getting|downloading|resolving|fetching|building|installing|collecting|generated|"
                     r"analysis took|please report)\b.*|.*(?:\.\.\.|…)|[A-Z][a-z]+(?: [A-Za-z]+){0,2})$", re.I)
 _TAGS = re.compile(r"</?(?:tool_use_error|error|stderr|stdout)>")
@@ -229,7 +233,7 @@ def failure_line(content: Any) -> str:
                     break
         if chosen:
             return one_line(" / ".join(chosen), 2 * LINE_CHARS)
-    return one_line(meaningful[0] if meaningful else lines[0] if lines else "(no output)")
+    return one_line(meaningful[0] if meaningful else lines[0] if lines else NO_OUTPUT)
 
 
 def describe_call(name: str, tool_input: Any) -> str:
@@ -241,25 +245,39 @@ def describe_call(name: str, tool_input: Any) -> str:
 
 
 _ASSIGNMENT = re.compile(r"^[A-Za-z_]\w*=")
+_CHAIN = re.compile(r"\s*(?:&&|\|\||;|\|)\s*")
+_PATHLIKE = re.compile(r"[/\\]|\.\w{1,6}$|::")
 _SUBCOMMAND = re.compile(r"[a-z][\w:.-]*")
 _LEADING_CD = re.compile(r"^\s*(?:(?:cd|pushd)\s+(?:\"[^\"]*\"|'[^']*'|\S+)\s*(?:&&|;)\s*)+")
 
 
-def _fix_key(name: str, tool_input: Any) -> str:
-    """What a later success must match to count as fixing a failure: the same file for file tools,
-    the same program and subcommand for a command ("mix test", "git push"), else the tool."""
+def _fix_key(name: str, tool_input: Any) -> tuple[str, frozenset[str]]:
+    """What a later success must match to count as fixing a failure: (key, targets).
+
+    The key is the same file with the same kind of tool (a Read of a file does not fix a failed
+    Edit of it), the same program and subcommand for a command ("mix test", "git push"), else the
+    tool. A command's targets are its file arguments and inline code (`-c "import x"`): a success
+    fixes a failure when it names no target (a broader run: `pytest -q` after `pytest tests/x.py`)
+    or every target the failure named (`pytest tests/y.py` does not fix `pytest tests/x.py`).
+    """
     if isinstance(tool_input, dict):
         path = tool_input.get("file_path") or tool_input.get("notebook_path")
         if isinstance(path, str):
-            return f"file:{path}"
+            return f"{'edit' if name in EDIT_TOOLS else name}:{path}", frozenset()
         command = tool_input.get("command")
         if isinstance(command, str):
-            command = _LEADING_CD.sub("", command)  # `cd /tmp && pytest` is a pytest run
-            words = [w for w in command.split() if not _ASSIGNMENT.match(w)]  # FOO=1 make → make
-            rest = [w for w in words[1:] if not w.startswith(("-", "2>", ">", "|", "&", ";"))]
+            first = _CHAIN.split(_LEADING_CD.sub("", command), maxsplit=1)[0]  # `cd /tmp && pytest x` is a pytest run
+            try:
+                words = shlex.split(first)
+            except ValueError:  # an unbalanced quote
+                words = first.split()
+            words = [w for w in words if not _ASSIGNMENT.match(w)]  # FOO=1 make → make
+            rest = [w for w in words[1:] if not w.startswith(("-", "2>", ">", "&"))]
             subcommand = rest[:1] if rest and _SUBCOMMAND.fullmatch(rest[0]) else []  # `git push`, not `pytest tests/x.py`
-            return "cmd:" + " ".join(words[:1] + subcommand)
-    return f"tool:{name}"
+            inline = {words[at + 1] for at, w in enumerate(words[:-1]) if w in ("-c", "-e", "--eval", "-m")}
+            targets = {w for w in rest[len(subcommand):] if _PATHLIKE.search(w)} | inline
+            return "cmd:" + " ".join(words[:1] + subcommand), frozenset(targets)
+    return f"tool:{name}", frozenset()
 
 
 # --- open work -----------------------------------------------------------------------------------
@@ -273,15 +291,12 @@ _CREATED = re.compile(r"\bcreated (?:issue|task)?:?\s*(?P<id>[a-z][a-z0-9_]*-[a-
 _TASK_CREATED = re.compile(r"#(?P<id>\d+)")
 _TASK_LINE = re.compile(r"^[ \t]*#?(?P<id>\d+)[.:)]?[ \t]*\[(?P<status>[\w ]+)\][ \t]*(?P<subject>.+)$", re.M)
 _QUOTED = re.compile(r"\"(?:[^\"\\]|\\.)*\"|'[^']*'")
-# A flag's value is not an id: `--reason=cache-miss`, `--title fix-the-cache` (flags that take free text).
-_FLAG_VALUE = re.compile(r"--[\w-]+=\S*|--(?:reason|title|description|desc|notes?|assignee|priority|type|labels?|design|acceptance|"
-                         r"status|comment|message|body|estimate|external-ref|actor|db)\s+\S+")
-
 
 def _tracker_update(tasks: dict[str, Task], command: str, result: str | None) -> None:
     """Tracker issues (beads `bd`, GitHub issues) the command worked on, with their last known state."""
     for call in _TRACKER_CALL.finditer(command):
-        verb, rest = call.group("verb"), _FLAG_VALUE.sub(" ", _QUOTED.sub(" ", call.group("rest")))
+        # Ids come before the flags (`bd update ID --add-label needs-review`): a flag's value is no id.
+        verb, rest = call.group("verb"), re.split(r"\s-", " " + _QUOTED.sub(" ", call.group("rest")), maxsplit=1)[0]
         ids = _TRACKER_ID.findall(rest)
         if verb in ("create", "new") and result:
             ids = [match.group("id") for match in _CREATED.finditer(result)] or ids
@@ -289,12 +304,14 @@ def _tracker_update(tasks: dict[str, Task], command: str, result: str | None) ->
         flag = _STATUS_FLAG.search(call.group("rest"))
         if flag:
             status = flag.group("status")
-        elif "--claim" in rest:
+        elif "--claim" in call.group("rest"):
             status = "in_progress"
         for tracker_id in ids:
             task = tasks.setdefault(tracker_id, Task(tracker_id, tracker_id, "open", "tracker"))
             if verb == "show" and result:
-                first = next((line for line in result.splitlines() if tracker_id in line), "")
+                first = next((line for line in result.splitlines() if tracker_id in line), None)
+                if first is None:  # "No issue found", or output filtered down to other lines
+                    continue
                 title = re.sub(r"\s*\[[^\]]*\]\s*$", "", first.split(tracker_id, 1)[1]).strip(" ·:-–—\t")
                 title = re.sub(r"^\[[^\]]*\]\s*[·:–—-]?\s*", "", title)  # "[EPIC] · Title" → "Title"
                 if title:
@@ -350,7 +367,7 @@ _DONE = re.compile(r"\b(?:done|complete[d]?|finished|implemented|all (?:\d+ )?(?
 _EXPLAINS = re.compile(r"\b(?:because|due to|caused by|the (?:issue|problem|bug|cause|reason|error|culprit) (?:is|was|here)|turns out|means|"
                        r"false positive|instead|doesn't|does not|isn't|is not|wasn't|missing|expects?|requires?|must)\b", re.I)
 # …unless the same words say more is to come ("the time parser is done; the zone parser is next").
-_MORE_TO_DO = re.compile(r"\b(?:next|remaining|still (?:need|to|have)|left to|not yet|moving on|now (?:the|let|i)|then i|todo)\b", re.I)
+_MORE_TO_DO = re.compile(r"\b(?:next|remaining|still|left to|not|never|no longer|cannot|unable|failed to|moving on|now (?:the|let|i)|then i|todo)\b|n't\b", re.I)
 
 
 def says_done(text: str) -> bool:
@@ -393,7 +410,8 @@ def gather(messages: Sequence[Message], side_inputs: Iterable[tuple[int, str | l
     facts = Facts()
     calls: dict[str, tuple[str, Any]] = {}
     by_key: dict[tuple[str, str], Failure] = {}  # (call, line) -> its failure: a repeat is counted, not listed twice
-    open_by_fix: dict[str, list[Failure]] = {}  # fix key -> failures a later success of it resolves
+    open_by_fix: dict[str, list[tuple[Failure, frozenset[str]]]] = {}  # fix key -> open failures and the targets they named
+    declined_seen: set[str] = set()
     queued = sorted(((position, parts) for position, content in side_inputs if (parts := typed_parts(content))), key=lambda item: item[0])
     next_queued = 0
     seen_findings: set[str] = set()
@@ -447,11 +465,9 @@ def gather(messages: Sequence[Message], side_inputs: Iterable[tuple[int, str | l
                         if PLAN_PATH.search(path):
                             facts.plan = _plan_after(facts.plan, path, name, tool_input)
                 if isinstance(tool_input.get("command"), str):
-                    program = _fix_key(name, tool_input).removeprefix("cmd:")
+                    program = _fix_key(name, tool_input)[0].removeprefix("cmd:")
                     if program:
                         facts.programs[program] = facts.programs.get(program, 0) + 1
-                if name == "ExitPlanMode" and isinstance(tool_input.get("plan"), str):
-                    facts.plan = ("the plan presented with ExitPlanMode", tool_input["plan"])
                 if name == "TodoWrite" and isinstance(tool_input.get("todos"), list):
                     facts.todos = [Task(as_text(t.get("content", "")), one_line(as_text(t.get("content", "")), 300), as_text(t.get("status", "") or "pending"), "todo")
                                    for t in tool_input["todos"] if isinstance(t, dict) and t.get("content")]
@@ -464,24 +480,39 @@ def gather(messages: Sequence[Message], side_inputs: Iterable[tuple[int, str | l
                         _task_tool(facts.tasks, name, tool_input, result)
                     if isinstance(tool_input.get("command"), str) and not block.get("is_error"):
                         _tracker_update(facts.tasks, tool_input["command"], result)
-                key = _fix_key(name, tool_input)
+                if name == "ExitPlanMode" and isinstance(tool_input, dict) and isinstance(tool_input.get("plan"), str) and not block.get("is_error"):
+                    facts.plan = ("the plan presented with ExitPlanMode", tool_input["plan"])  # approved: a rejected plan is no plan
+                key, targets = _fix_key(name, tool_input)
                 if block.get("is_error"):
                     if result.lstrip().startswith(DECLINED):
                         declined = describe_call(name, tool_input)
-                        if declined not in facts.declined:
+                        if declined not in declined_seen:
+                            declined_seen.add(declined)
                             facts.declined.append(declined)
+                        reason = result.partition(REJECTION_REASON)[2].strip()
+                        if reason:  # typed by the user when declining: a message like any other
+                            add_typed(Typed(reason, "prompt", position))
                         continue
                     failure = Failure(name, describe_call(name, tool_input), failure_line(content), position)
                     known = by_key.get((failure.call, failure.line))
-                    if known is not None and not known.resolved:
+                    if known is not None:
                         known.times += 1
+                        if known.resolved:  # it came back after a fix: open again
+                            known.fixed_by = None
+                            open_by_fix.setdefault(key, []).append((known, targets))
                         continue
                     by_key[(failure.call, failure.line)] = failure
                     facts.failures.append(failure)
-                    open_by_fix.setdefault(key, []).append(failure)
-                else:
-                    for failure in open_by_fix.pop(key, []):
-                        failure.fixed_by = describe_call(name, tool_input)
+                    open_by_fix.setdefault(key, []).append((failure, targets))
+                elif key in open_by_fix:
+                    still_open = []
+                    for failure, named in open_by_fix.pop(key):
+                        if not targets or named <= targets:
+                            failure.fixed_by = describe_call(name, tool_input)
+                        else:
+                            still_open.append((failure, named))
+                    if still_open:  # only the latest few are checked again: a success costs a bounded time
+                        open_by_fix[key] = still_open[-OPEN_CHECKED:]
             elif kind == "text" and message.role == "assistant":
                 text = str(block.get("text", "")).strip()
                 if not text:

@@ -15,7 +15,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .facts import Failure, Typed, chosen_findings, gather, one_line, well_formed
+from .facts import NO_OUTPUT, Facts, Failure, Typed, chosen_findings, gather, one_line, well_formed
 from .jsonl import as_text
 from .model import Message
 from .tokens import RoughCounter, estimate_blocks
@@ -108,7 +108,16 @@ def tail_start(messages: Sequence[Message], config: SplitConfig) -> int:
 
 # --- the offline summary ------------------------------------------------------------------------
 
-MAX_FAILURES = 40  # failures listed; unresolved ones first, then the latest fixed ones
+FULL_FAILURES = 40  # failures listed with their fix and explanation; up to LISTED_FAILURES more on one line each
+LISTED_FAILURES = 240
+
+
+def listed_failures(facts: Facts) -> tuple[list[Failure], list[Failure], int]:
+    """The failures a summary carries (and the verifier checks): every unresolved one, then the
+    latest fixed ones, LISTED_FAILURES in all; and how many older fixed ones are left out."""
+    unresolved = facts.unresolved[-LISTED_FAILURES:]
+    fixed = [f for f in reversed(facts.failures) if f.resolved][: LISTED_FAILURES - len(unresolved)]
+    return unresolved, fixed, len(facts.failures) - len(unresolved) - len(fixed)
 PLAN_CHARS = 1500
 
 
@@ -121,6 +130,11 @@ def _trim(text: str) -> str:
 def _typed_item(typed: Typed) -> str:
     note = {"queued": " (typed while the agent was busy)", "command": " (slash command)", "shell": " (shell command typed by the user)"}.get(typed.source, "")
     return f"   - {_trim(typed.text)}{note}"
+
+
+def _failure_fact(failure: Failure) -> str:
+    """What the summary must carry of a failure: the line naming it (the call, when it printed nothing)."""
+    return failure.call if failure.line == NO_OUTPUT else failure.line
 
 
 def _failure_item(failure: Failure) -> str:
@@ -179,10 +193,11 @@ def offline_summary(history: Sequence[Message], side_inputs: Sequence[tuple[int,
     changed_paths = set(facts.edited)
     looked = [path for path in facts.files if path not in changed_paths]
     section(3, changed + [f"   - {path} — {facts.files[path]}" for path in looked])
-    unresolved, fixed = now.unresolved, [f for f in now.failures if f.resolved]  # the tail's too: a stage may have cleared them there
-    listed = (unresolved + fixed[::-1])[:MAX_FAILURES]
-    left = len(now.failures) - len(listed)
-    section(4, [_failure_item(f) for f in listed] + ([f"   ({left} earlier fixed failure(s) not listed)"] if left > 0 else [])
+    unresolved, fixed, left = listed_failures(now)  # the tail's too: a stage may have cleared them there
+    listed = unresolved + fixed
+    section(4, [_failure_item(f) for f in listed[:FULL_FAILURES]]
+            + [f"   - [{'fixed' if f.resolved else 'UNRESOLVED'}] {f.call} — error: {f.line}" for f in listed[FULL_FAILURES:]]
+            + ([f"   ({left} earlier fixed failure(s) not listed)"] if left > 0 else [])
             + [f"   - The user declined: {call}" for call in now.declined[-5:]])
     section(5, [f"   - {finding}" for finding in chosen_findings(facts.findings)])
     # A prompt queued during the kept tail has no message there: it is listed here too.
@@ -209,12 +224,16 @@ def offline_summary(history: Sequence[Message], side_inputs: Sequence[tuple[int,
     current += [f"   - recent call: {call}" for call in now.last_calls]
     section(8, current)
     step = []
-    if now.typed:
+    if now.requests and now.requests[-1].shown_done:
+        latest = now.requests[-1]
+        step.append(f'   Latest request: "{_trim(latest.typed.text)}" — the last words suggest it is done ("{one_line(latest.done_by or "", 300)}"); '
+                    "check before doing it again.")
+    elif now.typed:
         step.append(f'   Continue with the latest request: "{_trim(now.typed[-1].text)}"')
     if now.in_progress:
         step.append(f"   In progress: {now.in_progress}")
     if unresolved:
-        step.append(f"   Unresolved: {unresolved[0].call} — {unresolved[0].line}")
+        step.append(f"   Unresolved: {unresolved[-1].call} — {unresolved[-1].line}")
     section(9, step)
     return "Summary:\n" + "\n".join(out).strip()  # earlier summaries are appended by the caller, for every engine
 
@@ -276,7 +295,8 @@ def key_facts(history: Sequence[Message], tail: Sequence[Message], side_inputs: 
     if facts.typed:
         found.append(Fact("last-request", facts.typed[-1].text))
     found += [Fact("file", path) for path in facts.edited]
-    found += [Fact("fixed-error" if failure.resolved else "error", failure.line) for failure in facts.failures]
+    unresolved, fixed, _ = listed_failures(facts)
+    found += [Fact("fixed-error" if failure.resolved else "error", _failure_fact(failure)) for failure in unresolved + fixed]
     found += [Fact("task", task.text) for task in facts.open_tasks if task.text]
     if facts.current:
         found.append(Fact("current-work", facts.current))
@@ -294,7 +314,12 @@ def _normal(text: str) -> str:
 # where that anchor matched: the automaton (about 40 bytes per character) stays small enough to
 # build fast (64 made it twice as slow on 80k messages, out of the CPU's caches).
 ANCHOR = 32
-_WORD = re.compile(r"[a-z0-9_./-]{4,}")
+CROWD = 8  # needles sharing an anchor beyond this get longer anchors: a hit never compares many
+SHORT = 12  # a needle this short with no space is carried only as a whole token ("a.py" is not in "data.py")
+# Words of an instruction: runs of 4+ letters, digits or _./'- (so "don't" is a word), and the
+# short negations, which change what an instruction means.
+_WORD = re.compile(r"[a-z0-9_./'-]{4,}|(?<![\w'])(?:not|no|nor)(?![\w'])")
+_TOKEN_EDGE = "\"'()[]{}<>,;:!?`*"
 
 
 def occurring(needles: Collection[str], haystack: str) -> set[str]:
@@ -310,6 +335,13 @@ def occurring(needles: Collection[str], haystack: str) -> set[str]:
     anchored: dict[str, list[str]] = {}
     for needle in set(needles) - found:
         anchored.setdefault(needle[:ANCHOR], []).append(needle)
+    for length in (4 * ANCHOR, 16 * ANCHOR, None):  # pyright-style errors share long prefixes
+        crowded = [anchor for anchor, group in anchored.items() if len(group) > CROWD]
+        if not crowded:
+            break
+        for anchor in crowded:
+            for needle in anchored.pop(anchor):
+                anchored.setdefault(needle if length is None else needle[:length], []).append(needle)
     if not anchored:
         return found
     automaton = ahocorasick.Automaton()
@@ -367,20 +399,29 @@ class Verification:
         }
 
 
+def _tokens(haystack: str) -> set[str]:
+    """The whitespace-separated tokens of `haystack`, with and without the punctuation around them."""
+    tokens = set(haystack.split())
+    return tokens | {token.strip(_TOKEN_EDGE).rstrip(".") for token in tokens}
+
+
 def verify(facts: Sequence[Fact], context_text: str) -> Verification:
-    """Which facts `context_text` still carries: verbatim (whitespace and case aside), or, for a
-    long instruction, 80 % of its words (runs of 4+ letters, digits or _./-)."""
+    """Which facts `context_text` still carries: verbatim (whitespace and case aside; a short one
+    as a whole token), or, for a long instruction, 80 % of its words as whole words, negations
+    included (a "don't push" is not carried by "pushed")."""
     haystack = _normal(context_text)
     # A giant paste is carried as its first GIANT_PASTE characters (see _trim).
     needles = [_normal(fact.text[:GIANT_PASTE]) for fact in facts]
-    verbatim = occurring(needles, haystack)
+    short = {needle for needle in needles if 0 < len(needle) <= SHORT and " " not in needle}
+    tokens = _tokens(haystack) if short else set()
+    verbatim = occurring(set(needles) - short, haystack) | {needle for needle in short if needle in tokens}
     wordy: dict[int, set[str]] = {}
     for number, (fact, needle) in enumerate(zip(facts, needles)):
         if needle not in verbatim and fact.kind in ("instruction", "last-request"):
             words = set(_WORD.findall(needle))
             if len(words) >= 5:
                 wordy[number] = words
-    present = occurring({word for words in wordy.values() for word in words}, haystack) if wordy else set()
+    present = set(_WORD.findall(haystack)) if wordy else set()
     missing = [
         fact for number, (fact, needle) in enumerate(zip(facts, needles))
         if needle not in verbatim and (number not in wordy or len(wordy[number] & present) / len(wordy[number]) < 0.8)

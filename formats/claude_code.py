@@ -264,20 +264,32 @@ class ClaudeCodeFormat:
     def typed_elsewhere(self, entries: Sequence[Entry]) -> list[tuple[int, Any]]:
         """Prompts typed while the agent was busy: Claude Code 2.1 writes them as `queue-operation`
         enqueue lines, often with no `user` line, and later builds as a `queued_command` attachment
-        when the prompt reaches the model (the summary keeps one of each repeated text)."""
+        when the prompt reaches the model (the summary keeps one of each repeated text). A `remove`
+        takes back the newest prompt still waiting (its text, when it names one): the user withdrew
+        it, so it is no request."""
         positions = context_positions(entries)
         start = positions[0] if positions else 0
         found: list[tuple[int, Any]] = []
+        waiting: list[int] = []  # indexes into found of enqueued prompts not yet dequeued or removed
         for position in range(start, len(entries)):
             obj = entries[position].obj
             kind = obj.get("type")
-            if kind == "queue-operation" and obj.get("operation") == "enqueue" and isinstance(obj.get("content"), (str, list)):
+            operation = obj.get("operation") if kind == "queue-operation" else None
+            if operation == "enqueue" and isinstance(obj.get("content"), (str, list)):
+                waiting.append(len(found))
                 found.append((position, obj["content"]))
+            elif operation == "dequeue" and waiting:
+                waiting.pop(0)
+            elif operation == "remove" and waiting:
+                named = [at for at in waiting if found[at][1] == obj.get("content")] if "content" in obj else []
+                withdrawn = named[-1] if named else waiting[-1]
+                waiting.remove(withdrawn)
+                found[withdrawn] = (found[withdrawn][0], None)
             elif kind == "attachment" and isinstance(obj.get("attachment"), dict) and obj["attachment"].get("type") == "queued_command":
                 prompt = obj["attachment"].get("prompt")
                 if isinstance(prompt, (str, list)):
                     found.append((position, prompt))
-        return found
+        return [(position, content) for position, content in found if content is not None]
 
     def opening(self, entries: Sequence[Entry]) -> Compaction | None:
         """The compaction the active context starts from, if it starts at a compact boundary."""

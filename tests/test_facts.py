@@ -287,7 +287,7 @@ def bd_session(reason: str = '--reason="Fixed the cache-miss path and the read-t
 
 @pytest.mark.parametrize("reason", ['--reason="Fixed the cache-miss path and the read-through test"',
                                     "--reason 'Fixed the cache-miss path and the read-through test'",
-                                    "--reason=cache-miss"])  # unquoted: fails today, "cache-miss" is listed as closed
+                                    "--reason=cache-miss", "--reason cache-miss --add-label needs-review"])  # flag values are no ids
 def test_bd_ids_with_their_last_state_and_the_closed_ones(reason: str) -> None:
     s = bd_session(reason)
     pending = section(summary(s), 7)
@@ -478,3 +478,122 @@ def test_compact_summary_keeps_an_error_microcompact_cleared_and_names_the_trans
     named = text.split("read the full transcript at: ", 1)[1].splitlines()[0].strip()
     assert os.path.isabs(named)
     assert Path(named).samefile(tmp_path / "s.jsonl")
+
+
+# --- what the review of the first version found ---------------------------------------------------
+
+
+def test_a_bd_show_that_does_not_name_its_id_is_no_crash() -> None:
+    s = started()
+    s.call("Bash", {"command": "bd show foo-abc | grep status"}, "No issue found.", 9000)
+    closed(s)
+    assert "foo-abc" in section(summary(s), 7)  # seen, with no title to take
+
+
+def fixed_or_not(first: tuple[str, dict[str, Any], str], then: tuple[str, dict[str, Any], str]) -> str:
+    s = started()
+    s.call(first[0], first[1], first[2], 9000, error=True)
+    s.call(then[0], then[1], then[2], 9100)
+    closed(s)
+    return section(summary(s), 4)
+
+
+@pytest.mark.parametrize("failed, succeeded, fixed", [
+    (("Edit", {"file_path": "/p/app.py", "old_string": "a", "new_string": "b"}, "String to replace not found in file."),
+     ("Read", {"file_path": "/p/app.py"}, "x = 1\n"), False),  # reading a file does not fix an edit of it
+    (("Edit", {"file_path": "/p/app.py", "old_string": "a", "new_string": "b"}, "String to replace not found in file."),
+     ("Edit", {"file_path": "/p/app.py", "old_string": "x", "new_string": "y"}, "ok"), True),
+    (("Bash", {"command": 'python -c "import mylib"'}, "ModuleNotFoundError: No module named 'mylib'"),
+     ("Bash", {"command": 'python -c "import sys; print(sys.version)"'}, "3.11"), False),
+    (("Bash", {"command": "pytest tests/test_parser.py"}, "FAILED tests/test_parser.py::test_day - assert 1 == 2"),
+     ("Bash", {"command": "pytest tests/test_util.py"}, "3 passed"), False),
+    (("Bash", {"command": "pytest tests/test_parser.py"}, "FAILED tests/test_parser.py::test_day - assert 1 == 2"),
+     ("Bash", {"command": "cd /p && pytest -q"}, "12 passed"), True),  # a broader run
+    (("Bash", {"command": "git push"}, "fatal: The current branch x has no upstream branch."),
+     ("Bash", {"command": "git push --set-upstream origin x"}, "ok"), True),
+])
+def test_a_success_fixes_a_failure_only_of_the_same_kind_and_target(failed: Any, succeeded: Any, fixed: bool) -> None:
+    errors = fixed_or_not(failed, succeeded)
+    assert errors.startswith("   - [fixed]" if fixed else "   - [UNRESOLVED]"), errors
+
+
+def test_a_failure_that_comes_back_after_a_fix_is_open_again_and_listed_once() -> None:
+    s = started()
+    for n, error in enumerate([True, False, True]):
+        s.call("Bash", {"command": "pyright"}, "a.py:3:1 - error: x is not defined" if error else "0 errors", 9000 + n, error=error)
+    closed(s)
+    errors = section(summary(s), 4)
+    assert errors.count("x is not defined") == 1 and "   - [UNRESOLVED] Bash pyright (×2)\n" in errors
+
+
+def test_the_reason_typed_when_declining_a_call_is_a_user_message() -> None:
+    s = started()
+    reason = "Let's keep the name of the py file but change the pyproject script to reference it, otherwise gtg"
+    s.call("Edit", {"file_path": "/p/pyproject.toml", "old_string": "a", "new_string": "b"},
+           "The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it was a file edit, the new_string was NOT "
+           f"written to the file). The user provided the following reason for the rejection:  {reason}", 9000, error=True)
+    closed(s)
+    text = summary(s)
+    assert f"   - {reason}\n" in section(text, 6) and "The user declined: Edit /p/pyproject.toml" in section(text, 4)
+    assert Fact("instruction", reason) in facts_of(s)
+
+
+def test_a_withdrawn_queued_prompt_is_no_message() -> None:
+    s = started()
+    s.call("Read", {"file_path": "/p/a.py"}, "x\n", 9000)
+    queued(s, "deploy it to production now")
+    s.raw({"type": "queue-operation", "operation": "remove", "timestamp": "2026-03-04T10:30:01.000Z", "sessionId": s.session_id})
+    queued(s, "check again")
+    s.call("Read", {"file_path": "/p/b.py"}, "y\n", 9100)
+    text = summary(s)
+    assert "deploy it" not in text and "   - check again (typed while the agent was busy)\n" in section(text, 6)
+
+
+@pytest.mark.parametrize("words", ["I could not complete the migration.", "The tests are still not fixed.",
+                                   "I haven't finished the migration yet.", "Migration done for orders; users is next."])
+def test_words_that_deny_or_defer_are_no_sign_of_done(words: str) -> None:
+    s = started("Migrate the orders and users tables.")
+    s.call("Bash", {"command": "alembic upgrade head"}, "ok", 9000)
+    s.text(words, usage(9100))
+    assert '   - Request not yet shown done: "Migrate the orders and users tables."' in section(summary(s), 7)
+
+
+def test_a_rejected_plan_is_no_pending_plan() -> None:
+    s = started()
+    s.call("ExitPlanMode", {"plan": "- Drop the orders table"}, "User rejected Claude's plan.", 9000, error=True)
+    closed(s)
+    assert "Drop the orders table" not in section(summary(s), 7)
+
+
+def test_warnings_and_progress_never_name_a_failure() -> None:
+    output = "WARN ty is pre-release software and may have bugs and fatal errors.\nerror[call-non-callable]: Object of type `None` is not callable"
+    assert failure_line(output) == "error[call-non-callable]: Object of type `None` is not callable"
+
+
+def test_a_call_keeps_its_backslashes() -> None:
+    s = started()
+    s.call("Bash", {"command": "printf 'a\\nb' > C:\\Users\\nick\\notes.txt"}, "ok", 9000)
+    closed(s)
+    assert "printf 'a\\nb' > C:\\Users\\nick\\notes.txt" in section(summary(s, keep_last=1), 8)
+
+
+@pytest.mark.parametrize("fact, context, carried", [
+    (Fact("instruction", "Don't push this branch until the review is done"), "pushed the branch after the review; work done; until then", False),
+    (Fact("instruction", "please update the tests and the readme files"), "pleased: updates to tests/ and readme.md", False),
+    (Fact("instruction", "please update the tests and the readme files now"), "Please update the tests and the README files, now.", True),
+    (Fact("file", "a.py"), "edited data.py", False),
+    (Fact("file", "a.py"), "edited a.py, then data.py", True),
+    (Fact("instruction", "y"), "   - y\n", True),
+    (Fact("instruction", "y"), "yes", False),
+])
+def test_the_verifier_matches_whole_words_and_negations(fact: Fact, context: str, carried: bool) -> None:
+    assert (verify([fact], context).missing == []) == carried
+
+
+def test_the_verifier_finds_many_facts_that_share_a_long_prefix() -> None:
+    prefix = "/users/dev/project/src/converter.py:"
+    facts = [Fact("error", f"{prefix}{n}:17 - error: Argument of type None cannot be assigned") for n in range(3000)]
+    context = "\n".join(f.text for f in facts[::2])
+    missing = verify(facts, context).missing
+    assert missing == facts[1::2]
+
