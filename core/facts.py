@@ -245,39 +245,73 @@ def describe_call(name: str, tool_input: Any) -> str:
 
 
 _ASSIGNMENT = re.compile(r"^[A-Za-z_]\w*=")
-_CHAIN = re.compile(r"\s*(?:&&|\|\||;|\|)\s*")
 _PATHLIKE = re.compile(r"[/\\]|\.\w{1,6}$|::")
 _SUBCOMMAND = re.compile(r"[a-z][\w:.-]*")
-_LEADING_CD = re.compile(r"^\s*(?:(?:cd|pushd)\s+(?:\"[^\"]*\"|'[^']*'|\S+)\s*(?:&&|;)\s*)+")
 
 
-def _fix_key(name: str, tool_input: Any) -> tuple[str, frozenset[str]]:
-    """What a later success must match to count as fixing a failure: (key, targets).
+def _fix_keys(name: str, tool_input: Any) -> list[tuple[str, frozenset[str]]]:
+    """What a later success must match to count as fixing a failure: (key, targets) pairs.
 
     The key is the same file with the same kind of tool (a Read of a file does not fix a failed
     Edit of it), the same program and subcommand for a command ("mix test", "git push"), else the
-    tool. A command's targets are its file arguments and inline code (`-c "import x"`): a success
-    fixes a failure when it names no target (a broader run: `pytest -q` after `pytest tests/x.py`)
-    or every target the failure named (`pytest tests/y.py` does not fix `pytest tests/x.py`).
+    tool. A command chain gives one pair per command (`mix compile && mix credo x.ex`: either may
+    be what failed, and a chain that succeeded ran them all). A command's targets are its file
+    arguments and inline code (`-c "import x"`): a success fixes a failure when either names no
+    target (`pytest -q` after `pytest tests/x.py`) or they share one (`pytest tests/y.py` does not
+    fix `pytest tests/x.py`).
     """
     if isinstance(tool_input, dict):
         path = tool_input.get("file_path") or tool_input.get("notebook_path")
         if isinstance(path, str):
-            return f"{'edit' if name in EDIT_TOOLS else name}:{path}", frozenset()
+            return [(f"{'edit' if name in EDIT_TOOLS else name}:{path}", frozenset())]
         command = tool_input.get("command")
         if isinstance(command, str):
-            first = _CHAIN.split(_LEADING_CD.sub("", command), maxsplit=1)[0]  # `cd /tmp && pytest x` is a pytest run
-            try:
-                words = shlex.split(first)
-            except ValueError:  # an unbalanced quote
-                words = first.split()
-            words = [w for w in words if not _ASSIGNMENT.match(w)]  # FOO=1 make → make
-            rest = [w for w in words[1:] if not w.startswith(("-", "2>", ">", "&"))]
-            subcommand = rest[:1] if rest and _SUBCOMMAND.fullmatch(rest[0]) else []  # `git push`, not `pytest tests/x.py`
-            inline = {words[at + 1] for at, w in enumerate(words[:-1]) if w in ("-c", "-e", "--eval", "-m")}
-            targets = {w for w in rest[len(subcommand):] if _PATHLIKE.search(w)} | inline
-            return "cmd:" + " ".join(words[:1] + subcommand), frozenset(targets)
-    return f"tool:{name}", frozenset()
+            pairs = []
+            for words in _commands(command):
+                words = [w for w in words if not _ASSIGNMENT.match(w)]  # FOO=1 make → make
+                if not words or words[0] in ("cd", "pushd", "popd", "export", "source", ".", "set"):
+                    continue
+                rest = [w for w in words[1:] if not w.startswith(("-", "2>", ">", "&"))]
+                subcommand = rest[:1] if rest and _SUBCOMMAND.fullmatch(rest[0]) else []  # `git push`, not `pytest tests/x.py`
+                code_flags = ("-c", "-e", "--eval") + (("-m",) if words[0].startswith("python") else ())  # `python -m pytest`; not `git commit -m`
+                inline = {words[at + 1] for at, w in enumerate(words[:-1]) if w in code_flags}
+                targets = {w for w in rest[len(subcommand):] if _PATHLIKE.search(w)} | inline
+                pairs.append(("cmd:" + " ".join(words[:1] + subcommand), frozenset(targets)))
+            return pairs
+    return [(f"tool:{name}", frozenset())]
+
+
+def _commands(command: str) -> list[list[str]]:
+    """The words of each command a shell line runs, quotes respected: split at `&&`, `||`, `;`,
+    `&` and newlines; of a pipeline only its first command (the one doing the work); redirections
+    (`2>&1`, `> out.txt`) dropped. Falls back to whitespace when the quoting is unbalanced."""
+    lexer = shlex.shlex(command, posix=True, punctuation_chars="();<>|&\n")
+    lexer.whitespace, lexer.whitespace_split = " \t\r", True
+    try:
+        tokens = list(lexer)
+    except ValueError:
+        return [command.split()]
+    commands: list[list[str]] = [[]]
+    piped = skip = False
+    for token in tokens:
+        if skip:
+            skip = False
+        elif token in ("&&", "||", ";", "&", "\n", ";;"):
+            commands.append([])
+            piped = False
+        elif token == "|":
+            piped = True
+        elif token and set(token) <= set("<>&"):  # a redirection: drop it and its target (and a "2" before it)
+            skip = True
+            if commands[-1] and commands[-1][-1].isdigit():
+                commands[-1].pop()
+        elif not piped and token not in ("(", ")"):
+            commands[-1].append(token)
+    return [words for words in commands if words]
+
+
+def _fixes(success: frozenset[str], failure: frozenset[str]) -> bool:
+    return not success or not failure or bool(success & failure)
 
 
 # --- open work -----------------------------------------------------------------------------------
@@ -465,8 +499,8 @@ def gather(messages: Sequence[Message], side_inputs: Iterable[tuple[int, str | l
                         if PLAN_PATH.search(path):
                             facts.plan = _plan_after(facts.plan, path, name, tool_input)
                 if isinstance(tool_input.get("command"), str):
-                    program = _fix_key(name, tool_input)[0].removeprefix("cmd:")
-                    if program:
+                    for key, _ in _fix_keys(name, tool_input):
+                        program = key.removeprefix("cmd:")
                         facts.programs[program] = facts.programs.get(program, 0) + 1
                 if name == "TodoWrite" and isinstance(tool_input.get("todos"), list):
                     facts.todos = [Task(as_text(t.get("content", "")), one_line(as_text(t.get("content", "")), 300), as_text(t.get("status", "") or "pending"), "todo")
@@ -482,7 +516,7 @@ def gather(messages: Sequence[Message], side_inputs: Iterable[tuple[int, str | l
                         _tracker_update(facts.tasks, tool_input["command"], result)
                 if name == "ExitPlanMode" and isinstance(tool_input, dict) and isinstance(tool_input.get("plan"), str) and not block.get("is_error"):
                     facts.plan = ("the plan presented with ExitPlanMode", tool_input["plan"])  # approved: a rejected plan is no plan
-                key, targets = _fix_key(name, tool_input)
+                keys = _fix_keys(name, tool_input)
                 if block.get("is_error"):
                     if result.lstrip().startswith(DECLINED):
                         declined = describe_call(name, tool_input)
@@ -499,20 +533,27 @@ def gather(messages: Sequence[Message], side_inputs: Iterable[tuple[int, str | l
                         known.times += 1
                         if known.resolved:  # it came back after a fix: open again
                             known.fixed_by = None
-                            open_by_fix.setdefault(key, []).append((known, targets))
+                            for key, targets in keys:
+                                open_by_fix.setdefault(key, []).append((known, targets))
                         continue
                     by_key[(failure.call, failure.line)] = failure
                     facts.failures.append(failure)
-                    open_by_fix.setdefault(key, []).append((failure, targets))
-                elif key in open_by_fix:
-                    still_open = []
-                    for failure, named in open_by_fix.pop(key):
-                        if not targets or named <= targets:
-                            failure.fixed_by = describe_call(name, tool_input)
-                        else:
-                            still_open.append((failure, named))
-                    if still_open:  # only the latest few are checked again: a success costs a bounded time
-                        open_by_fix[key] = still_open[-OPEN_CHECKED:]
+                    for key, targets in keys:
+                        open_by_fix.setdefault(key, []).append((failure, targets))
+                else:
+                    for key, targets in keys:
+                        if key not in open_by_fix:
+                            continue
+                        still_open = []
+                        for failure, named in open_by_fix.pop(key):
+                            if failure.resolved:
+                                continue  # fixed through another command of its chain
+                            if _fixes(targets, named):
+                                failure.fixed_by = describe_call(name, tool_input)
+                            else:
+                                still_open.append((failure, named))
+                        if still_open:  # only the latest few are checked again: a success costs a bounded time
+                            open_by_fix[key] = still_open[-OPEN_CHECKED:]
             elif kind == "text" and message.role == "assistant":
                 text = str(block.get("text", "")).strip()
                 if not text:

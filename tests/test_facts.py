@@ -511,6 +511,12 @@ def fixed_or_not(first: tuple[str, dict[str, Any], str], then: tuple[str, dict[s
      ("Bash", {"command": "cd /p && pytest -q"}, "12 passed"), True),  # a broader run
     (("Bash", {"command": "git push"}, "fatal: The current branch x has no upstream branch."),
      ("Bash", {"command": "git push --set-upstream origin x"}, "ok"), True),
+    (("Bash", {"command": "mix credo --strict lib/a.ex lib/b.ex 2>&1"}, "[D] Nested modules could be aliased"),
+     ("Bash", {"command": "mix compile --warnings-as-errors 2>&1 && mix credo --strict lib/a.ex 2>&1"}, "ok"), True),  # a chain ran both; they share lib/a.ex
+    (("Bash", {"command": 'git add lib/x.ex && git commit -m "feat: x; and y"'}, "fatal: pathspec 'lib/x.ex' is beyond a symbolic link"),
+     ("Bash", {"command": 'git add priv/x.exs && git commit -m "$(cat <<\'EOF\'\nfeat: x\nEOF\n)"'}, "ok"), True),  # the commit went through
+    (("Bash", {"command": "mix credo --strict lib/a.ex"}, "[D] Nested modules could be aliased"),
+     ("Bash", {"command": "mix compile && echo 'mix credo --strict lib/a.ex'"}, "ok"), False),  # quoted text is no command
 ])
 def test_a_success_fixes_a_failure_only_of_the_same_kind_and_target(failed: Any, succeeded: Any, fixed: bool) -> None:
     errors = fixed_or_not(failed, succeeded)
