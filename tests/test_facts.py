@@ -384,25 +384,21 @@ def test_key_concepts_count_commands_by_program_and_files_by_changes() -> None:
 # --- findings -----------------------------------------------------------------------------------
 
 
-def test_findings_keep_the_explanation_and_drop_the_narration() -> None:
+@pytest.mark.parametrize("said, kept, dropped", [
+    ("Let me read the file. The test fails because the parser reads day-month-year. Now I'll fix it:",
+     "The test fails because the parser reads day-month-year.", ["Let me read", "Now I'll fix"]),
+    ("Let me check whether this is caused by the locale. Now I'll fix the bug in the parser so that it reads day-first.\n"
+     "Switched the parser to day-first dates instead of month-first.",  # narration is dropped even with a concluding word in it
+     "Switched the parser to day-first dates instead of month-first.", ["caused by the locale", "fix the bug"]),
+])
+def test_findings_keep_the_explanation_and_drop_the_narration(said: str, kept: str, dropped: list[str]) -> None:
     s = started()
-    s.text("Let me read the file. The test fails because the parser reads day-month-year. Now I'll fix it:", usage(9000))
+    s.text(said, usage(9000))
     s.call("Read", {"file_path": "/home/dev/shop/parser.py"}, "def parse(s): ...\n", 9200)
     s.call("Read", {"file_path": "/home/dev/shop/dates.py"}, "DAY_FIRST = True\n", 9400)
     findings = section(summary(s), 5)
-    assert "   - The test fails because the parser reads day-month-year.\n" in findings
-    assert "Let me read" not in findings and "Now I'll fix" not in findings
-
-
-def test_narration_is_dropped_even_when_it_uses_a_concluding_word() -> None:
-    s = started()
-    s.text("Let me check whether this is caused by the locale. Now I'll fix the bug in the parser so that it reads day-first.\n"
-           "Switched the parser to day-first dates instead of month-first.", usage(9000))
-    s.call("Read", {"file_path": "/home/dev/shop/parser.py"}, "def parse(s): ...\n", 9200)
-    s.call("Read", {"file_path": "/home/dev/shop/dates.py"}, "DAY_FIRST = True\n", 9400)
-    findings = section(summary(s), 5)
-    assert "   - Switched the parser to day-first dates instead of month-first.\n" in findings
-    assert "caused by the locale" not in findings and "fix the bug" not in findings
+    assert f"   - {kept}\n" in findings
+    assert not [text for text in dropped if text in findings]
 
 
 # --- the verifier -------------------------------------------------------------------------------
