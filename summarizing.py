@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -18,7 +19,9 @@ from .core.microcompact import iso
 from .core.restore import RESTORED_PREFIX
 from .core.model import Message
 from .core.stage import Outcome
-from .core.summarize import SplitConfig, context_text, facts_to_keep, key_facts, offline_summary, summary_message_text, tail_start, verify
+from .core.facts import Facts, gather
+from .core.summarize import (SplitConfig, context_text, facts_to_keep, first_position, key_facts, offline_summary, summary_message_text, tail_start,
+                             verify)
 from .core.summarize_engines import (Breaker, LlmConfig, SummaryFailed, find_session_memory, history_end, is_session_id, llm_summary, notes_cover,
                                      notes_summary, repair_summary, usable_notes)
 from .formats.claude_code import SUMMARY_MARKER
@@ -143,7 +146,8 @@ def as_first_written(entries: Sequence[Entry], transcript_format: Any, original:
     if original is None or len(original) > len(entries) or original is entries:
         return history, tail
     messages: list[Message] = transcript_format.messages(list(original) + list(entries[len(original):]))
-    cut = min((p for m in tail for p in m.entries), default=len(entries))
+    cut = first_position(tail)
+    cut = len(entries) if cut is None else cut
     return [m for m in messages if m.entries and m.entries[0] < cut], [m for m in messages if m.entries and m.entries[0] >= cut]
 
 
@@ -160,6 +164,11 @@ def summarize_entries(entries: list[Entry], transcript_format: Any, options: Sum
     report: dict[str, Any] = {"stage": "summarize", "engine": engine, "engine_reason": why, "history_messages": len(history), "tail_messages": len(tail)}
     history_read, tail_read = as_first_written(entries, transcript_format, options.original, history, tail)
     side_inputs = transcript_format.typed_elsewhere(entries)
+
+    @functools.cache
+    def whole() -> Facts:
+        """The whole context's facts, read once for the offline summary and the verifier."""
+        return gather(history_read + tail_read, side_inputs)
     fell_back = None
     deadline = None  # the model's: one limit for the summary and its repair request
     if engine == "session-memory":
@@ -178,17 +187,17 @@ def summarize_entries(entries: list[Entry], transcript_format: Any, options: Sum
             breaker.record(False)
             fell_back = str(exc)
             engine = "offline"
-            summary = offline_summary(history_read, side_inputs, tail_read)
+            summary = offline_summary(history_read, side_inputs, tail_read, whole())
             report.update({"engine": "offline", "fallback_reason": fell_back})
     else:
-        summary = offline_summary(history_read, side_inputs, tail_read)
+        summary = offline_summary(history_read, side_inputs, tail_read, whole())
     # Never summarize an earlier summary into nothing: whatever the engine wrote, it stays.
     for earlier in (m for m in history if m.compact_summary):
         text_before = "\n".join(str(b.get("text", "")) for b in earlier.content if b.get("type") == "text")
         if text_before and text_before not in summary:
             summary += "\n\nEarlier summary (carried over from a previous compaction):\n" + text_before
     if options.verify:
-        facts = key_facts(history_read, tail_read, side_inputs)
+        facts = key_facts(history_read, tail_read, side_inputs, whole())
         checked = verify(facts, summary + "\n" + context_text(tail))
         report["verification_before_repair"] = checked.as_dict()
         if checked.missing and engine == "llm":
@@ -209,10 +218,8 @@ def summarize_entries(entries: list[Entry], transcript_format: Any, options: Sum
     measure = options.measure or region_measure(b"", "-", CountOptions(format=transcript_format.name))
     before = measure(entries).count
     pre = before.tokens
-    tail_positions = []
-    if tail:
-        first_tail_entry = min(p for m in tail for p in m.entries)
-        tail_positions = [p for p in transcript_format.context_positions(entries) if p >= first_tail_entry]
+    first_tail_entry = first_position(tail)
+    tail_positions = [] if first_tail_entry is None else [p for p in transcript_format.context_positions(entries) if p >= first_tail_entry]
     when = _stamp(entries, tail_positions, options.now)
 
     def write_back(metadata: dict[str, Any]) -> list[Entry]:

@@ -82,8 +82,13 @@ class Task:
     source: str  # todo | task | tracker
 
     @property
+    def state(self) -> str:
+        """The status in one spelling: "In Progress" and "in_progress" are one state."""
+        return self.status.lower().replace(" ", "_")
+
+    @property
     def open(self) -> bool:
-        return self.status.lower().replace(" ", "_") not in DONE_STATES
+        return self.state not in DONE_STATES
 
 
 @dataclass
@@ -134,7 +139,7 @@ class Facts:
     @property
     def in_progress(self) -> str | None:
         """The task marked in progress last (a todo, a task tool's task, a tracker issue)."""
-        doing = [task for task in self.open_tasks if task.status.lower().replace(" ", "_") in ("in_progress", "active", "doing")]
+        doing = [task for task in self.open_tasks if task.state in ("in_progress", "active", "doing")]
         return doing[-1].text if doing else None
 
     @property
@@ -145,6 +150,7 @@ class Facts:
 
 # --- typed input ---------------------------------------------------------------------------------
 
+_SHELL = re.compile(r"^<bash-input>(?P<command>.*?)</bash-input>", re.S)
 
 
 def _between(text: str, opening: str, closing: str) -> str | None:
@@ -153,7 +159,6 @@ def _between(text: str, opening: str, closing: str) -> str | None:
     start = text.find(opening)
     end = text.find(closing, start + len(opening)) if start >= 0 else -1
     return text[start + len(opening) : end] if end >= 0 else None
-_SHELL = re.compile(r"^<bash-input>(?P<command>.*?)</bash-input>", re.S)
 
 
 def typed_parts(content: Any) -> tuple[str, str] | None:
@@ -180,14 +185,6 @@ def typed_parts(content: Any) -> tuple[str, str] | None:
             continue
         kept.append(stripped)
     return ("\n".join(kept), "prompt") if kept else None
-
-
-def typed_text(message: Message) -> str | None:
-    """The text of a message the human typed (not a tool result, injected context or a summary)."""
-    if message.role != "user" or message.meta or message.compact_summary:
-        return None
-    parts = typed_parts(message.content)
-    return parts[0] if parts else None
 
 
 # --- failures ------------------------------------------------------------------------------------
@@ -325,6 +322,7 @@ _CREATED = re.compile(r"\bcreated (?:issue|task)?:?\s*(?P<id>[a-z][a-z0-9_]*-[a-
 _TASK_CREATED = re.compile(r"#(?P<id>\d+)")
 _TASK_LINE = re.compile(r"^[ \t]*#?(?P<id>\d+)[.:)]?[ \t]*\[(?P<status>[\w ]+)\][ \t]*(?P<subject>.+)$", re.M)
 _QUOTED = re.compile(r"\"(?:[^\"\\]|\\.)*\"|'[^']*'")
+
 
 def _tracker_update(tasks: dict[str, Task], command: str, result: str | None) -> None:
     """Tracker issues (beads `bd`, GitHub issues) the command worked on, with their last known state."""
@@ -564,13 +562,14 @@ def gather(messages: Sequence[Message], side_inputs: Iterable[tuple[int, str | l
                     for request in waiting:
                         request.done_by = text
                     waiting.clear()
-                for finding in findings_of(text):
+                found = findings_of(text)
+                for finding in found:
                     if finding not in seen_findings:
                         seen_findings.add(finding)
                         facts.findings.append(finding)
                 for failure in facts.failures[-3:]:  # the assistant's first words after a failure, if they explain it
                     if failure.explanation is None and failure.position <= position:
-                        failure.explanation = next((f for f in findings_of(text) if _EXPLAINS.search(f)), "")
+                        failure.explanation = next((f for f in found if _EXPLAINS.search(f)), "")
     while next_queued < len(queued):
         where, (text, _) = queued[next_queued]
         add_typed(Typed(text, "queued", where))

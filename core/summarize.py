@@ -155,22 +155,28 @@ def _plan_lines(plan: tuple[str, str]) -> list[str]:
     return [f"   - Plan ({where}):"] + [f"     {line}" for line in body.splitlines() if line.strip()]
 
 
+def first_position(messages: Sequence[Message]) -> int | None:
+    """The first entry position of `messages` (the kept tail's start; None: no tail)."""
+    return min((p for m in messages for p in m.entries), default=None)
+
+
 def _before(side_inputs: Sequence[tuple[int, Any]], tail: Sequence[Message]) -> list[tuple[int, Any]]:
-    cut = min((p for m in tail for p in m.entries), default=None)
+    cut = first_position(tail)
     return [item for item in side_inputs if cut is None or item[0] < cut]
 
 
-def offline_summary(history: Sequence[Message], side_inputs: Sequence[tuple[int, Any]] = (), tail: Sequence[Message] = ()) -> str:
+def offline_summary(history: Sequence[Message], side_inputs: Sequence[tuple[int, Any]] = (), tail: Sequence[Message] = (),
+                    whole: Facts | None = None) -> str:
     """A deterministic summary under the nine headings, built from the transcript alone.
 
     Written for a developer (or model) who must carry on from it: every typed message, open work
     from every source with its state, each failure with the line that names it and whether it was
     fixed (open ones first), the assistant's findings and decisions, and what was being done last.
     The open work, the current work and the next step are as of the end of the kept `tail` (its
-    tool results may be cleared); the rest is the history's. `side_inputs`: see key_facts.
+    tool results may be cleared); the rest is the history's. `side_inputs` and `whole`: see key_facts.
     """
     facts = gather(history, _before(side_inputs, tail))
-    now = gather(list(history) + list(tail), side_inputs) if tail else facts
+    now = whole or (gather(list(history) + list(tail), side_inputs) if tail else facts)
     out: list[str] = []
 
     def section(number: int, lines: list[str]) -> None:
@@ -201,7 +207,7 @@ def offline_summary(history: Sequence[Message], side_inputs: Sequence[tuple[int,
             + [f"   - The user declined: {call}" for call in now.declined[-5:]])
     section(5, [f"   - {finding}" for finding in chosen_findings(facts.findings)])
     # A prompt queued during the kept tail has no message there: it is listed here too.
-    cut = min((p for m in tail for p in m.entries), default=None)
+    cut = first_position(tail)
     section(6, [_typed_item(t) for t in typed] + [_typed_item(t) for t in now.typed if t.source == "queued" and cut is not None and t.position >= cut])
     pending: list[str] = []
     for task in now.open_tasks:
@@ -281,16 +287,18 @@ FACT_LABELS = {"instruction": "User instruction", "last-request": "Last request"
                "fixed-error": "Error met and fixed", "task": "Open task", "current-work": "Current work"}
 
 
-def key_facts(history: Sequence[Message], tail: Sequence[Message], side_inputs: Sequence[tuple[int, Any]] = ()) -> list[Fact]:
+def key_facts(history: Sequence[Message], tail: Sequence[Message], side_inputs: Sequence[tuple[int, Any]] = (),
+              whole: Facts | None = None) -> list[Fact]:
     """What the new context (summary and kept tail) must hold: every message the user typed (from
     every source), the last request, every file edited or written, every error met (the line that
     names it; unresolved and fixed ones apart), the open todos, tasks and tracker issues, and the
     current work. Read from history and tail alike: a tail whose tool results an earlier stage
     cleared no longer shows its errors, so the summary must.
 
-    `side_inputs` is typed input kept outside the messages (queued prompts), with positions.
+    `side_inputs` is typed input kept outside the messages (queued prompts), with positions;
+    `whole` is gather() of history, tail and side_inputs when the caller has it already.
     """
-    facts = gather(list(history) + list(tail), side_inputs)
+    facts = whole or gather(list(history) + list(tail), side_inputs)
     found: list[Fact] = [Fact("instruction", typed.text) for typed in facts.typed]
     if facts.typed:
         found.append(Fact("last-request", facts.typed[-1].text))
@@ -382,12 +390,6 @@ class Verification:
             totals[fact.kind][1] += 1
         return {kind: {"facts": n, "carried": n - lost, "recall": round(1 - lost / n, 4)}
                 for kind in FACT_KINDS if kind in totals for n, lost in [totals[kind]]}
-
-    def describe(self) -> str:
-        """One line: how much was carried, per kind where something was not."""
-        short = [f"{kind} {k['carried']}/{k['facts']}" for kind, k in self.by_kind().items() if k["carried"] < k["facts"]]
-        return (f"{len(self.facts) - len(self.missing)} of {len(self.facts)} key facts carried ({self.recall:.0%})"
-                + (f"; missing: {', '.join(short)}" if short else ""))
 
     def as_dict(self) -> dict[str, Any]:
         return {
