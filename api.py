@@ -1,11 +1,11 @@
 """The library API: read, convert, validate and write transcripts from Python.
 
-    import ctxpipe
-    transcript = ctxpipe.read_transcript("session.jsonl")          # format detected
-    messages = ctxpipe.convert(transcript, "anthropic")            # a new Transcript
-    ctxpipe.write_transcript(messages, "messages.jsonl")           # atomic
-    for finding in ctxpipe.validate_transcript(transcript):
-        print(finding.line, finding.severity, finding.message)
+import ctxpipe
+transcript = ctxpipe.read_transcript("session.jsonl")          # format detected
+messages = ctxpipe.convert(transcript, "anthropic")            # a new Transcript
+ctxpipe.write_transcript(messages, "messages.jsonl")           # atomic
+for finding in ctxpipe.validate_transcript(transcript):
+    print(finding.line, finding.severity, finding.message)
 """
 
 from __future__ import annotations
@@ -22,9 +22,7 @@ from .formats import WriteOptions, detect, get
 from .inputs import open_file
 
 
-def read_transcript(
-    source: str | os.PathLike[str] | bytes, format: str | None = None, on_error: OnError = "fail"
-) -> Transcript:
+def read_transcript(source: str | os.PathLike[str] | bytes, format: str | None = None, on_error: OnError = "fail") -> Transcript:
     """A transcript from a path (a pipe or a FIFO is read as a stream) or from raw JSONL bytes;
     raises InputError on bad input."""
     stream: BinaryIO
@@ -39,9 +37,7 @@ def read_transcript(
     return Transcript(entries, chosen.name, name)
 
 
-def convert(
-    transcript: Transcript, to: str, repair: bool = False, history: bool = False, options: WriteOptions | None = None
-) -> Transcript:
+def convert(transcript: Transcript, to: str, repair: bool = False, history: bool = False, options: WriteOptions | None = None) -> Transcript:
     """`transcript` in format `to`; the same format (without repair) returns it unchanged."""
     return convert_with_report(transcript, to, repair, history, options)[0]
 

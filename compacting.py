@@ -62,12 +62,23 @@ def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: B
     def record(stage: str, outcome: Outcome, measured: Measure, **extra: Any) -> None:
         nonlocal current
         after = measured(outcome.entries).count.tokens if outcome.changed else current
-        report["stages"].append({"stage": stage, "changed": outcome.changed, "note": outcome.note, **extra,
-                                 "tokens_before": current, "tokens_after": after, "tokens_freed": current - after})
+        report["stages"].append(
+            {
+                "stage": stage,
+                "changed": outcome.changed,
+                "note": outcome.note,
+                **extra,
+                "tokens_before": current,
+                "tokens_after": after,
+                "tokens_freed": current - after,
+            }
+        )
         current = after
 
-    for name, run in (("microcompact", lambda e: microcompact(e, transcript_format, options.microcompact)),
-                      ("collapse", lambda e: collapse(e, transcript_format, options.collapse))):
+    for name, run in (
+        ("microcompact", lambda e: microcompact(e, transcript_format, options.microcompact)),
+        ("collapse", lambda e: collapse(e, transcript_format, options.collapse)),
+    ):
         outcome = run(entries)
         record(name, outcome, measure)
         entries = outcome.entries
@@ -89,22 +100,31 @@ def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: B
         llm = options.summarize.llm
         if llm is not None and not llm.model:  # no --model: the transcript's
             llm = replace(llm, model=transcript_model(transcript_format.messages(entries)))
-        outcome = summarize_entries(entries, transcript_format, replace(options.summarize, measure=summarized, llm=llm, threshold=threshold, original=original,
-                                                                        trigger="auto" if auto else "manual"), breaker)
-        record("summarize", outcome, summarized, why="; ".join(reasons), engine=outcome.report.get("engine"),
-               verification=outcome.report.get("verification"))
+        outcome = summarize_entries(
+            entries,
+            transcript_format,
+            replace(options.summarize, measure=summarized, llm=llm, threshold=threshold, original=original, trigger="auto" if auto else "manual"),
+            breaker,
+        )
+        record("summarize", outcome, summarized, why="; ".join(reasons), engine=outcome.report.get("engine"), verification=outcome.report.get("verification"))
         if outcome.changed:
             entries = outcome.entries
             # restore looks at the history above the boundary: parse the untouched head now.
             prefix_entries = list(iter_entries(io.BytesIO(bytes(buffer[:offset])), source, options.on_error, stats))
             restored, _ = restore(prefix_entries + entries, transcript_format, options.restore, iso(now))
             if restored.changed:
-                restored.entries = restored.entries[len(prefix_entries):]
+                restored.entries = restored.entries[len(prefix_entries) :]
             record("restore", restored, summarized)
             if restored.changed:
                 entries = restored.entries
     else:
-        report["stages"].append({"stage": "summarize", "changed": False, "note": f"not needed: {middle:,} tokens < the autocompact threshold {threshold:,} (--force or --target-tokens to summarize anyway)"})
+        report["stages"].append(
+            {
+                "stage": "summarize",
+                "changed": False,
+                "note": f"not needed: {middle:,} tokens < the autocompact threshold {threshold:,} (--force or --target-tokens to summarize anyway)",
+            }
+        )
     if entries is original and not stats.skipped:
         pieces = [bytes(buffer)]
     else:

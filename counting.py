@@ -277,8 +277,9 @@ def _smallest_prompt(messages: Sequence[Message]) -> int | None:
     return min((usage_prompt(m.usage) for m in messages if is_real_response(m) and m.usage), default=None)
 
 
-def session_baseline(buffer: Any, source: str, transcript_format: Any, counter: TextCounter, calibration: Calibration, options: CountOptions,
-                     ceiling: int | None = None) -> Baseline:
+def session_baseline(
+    buffer: Any, source: str, transcript_format: Any, counter: TextCounter, calibration: Calibration, options: CountOptions, ceiling: int | None = None
+) -> Baseline:
     """The fixed part of every request: --baseline, else measured on the session's first response
     (its recorded prompt less the estimate of the messages before it, and never less than the
     prefix that call read from the cache: system prompt and tools), else the corpus default.
@@ -360,12 +361,7 @@ def _block_key(block: dict[str, Any], by: str, tool_names: dict[str, str], role:
 
 
 def _tool_names(messages: Sequence[Message]) -> dict[str, str]:
-    return {
-        str(block.get("id")): str(block.get("name"))
-        for message in messages
-        for block in message.content
-        if block.get("type") == "tool_use"
-    }
+    return {str(block.get("id")): str(block.get("name")) for message in messages for block in message.content if block.get("type") == "tool_use"}
 
 
 def _block_tokens(messages: Sequence[Message], counter: TextCounter, calibration: Calibration) -> list[int]:
@@ -402,13 +398,15 @@ def largest_entries(messages: Sequence[Message], entries: Sequence[Entry], count
             position = message.entries[number] if per_line else message.entries[0]
             kind = str(block.get("type"))
             tool = block.get("name") if kind == "tool_use" else names.get(str(block.get("tool_use_id"))) if kind == "tool_result" else None
-            rows.append({
-                "line": entries[position].line or None,
-                "role": message.role,
-                "block": kind,
-                "tool": tool,
-                "tokens": next(tokens),
-            })
+            rows.append(
+                {
+                    "line": entries[position].line or None,
+                    "role": message.role,
+                    "block": kind,
+                    "tool": tool,
+                    "tokens": next(tokens),
+                }
+            )
     rows.sort(key=lambda row: -row["tokens"])
     return rows[:limit]
 
@@ -419,12 +417,14 @@ def timeline(messages: Sequence[Message], entries: Sequence[Entry]) -> list[dict
     for message in messages:
         if message.role == "assistant" and message.usage and message.model != "<synthetic>":
             last = entries[message.entries[-1]]
-            points.append({
-                "line": last.line or None,
-                "timestamp": text(last.obj, "timestamp"),
-                "tokens": usage_prompt(message.usage),
-                "output_tokens": usage_tokens(message.usage, "output_tokens"),
-            })
+            points.append(
+                {
+                    "line": last.line or None,
+                    "timestamp": text(last.obj, "timestamp"),
+                    "tokens": usage_prompt(message.usage),
+                    "output_tokens": usage_tokens(message.usage, "output_tokens"),
+                }
+            )
         elif message.compact_summary and points:
             points[-1]["compacted_after"] = True
     return points

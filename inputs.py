@@ -28,7 +28,7 @@ def open_file(path: str | os.PathLike[str], buffering: int = -1) -> BinaryIO:
     if Path(path).is_dir():
         raise InputError(name, None, "is a directory, expected a transcript file")
     try:
-        return open(path, "rb", buffering=buffering)  # noqa: SIM115 - the caller closes it
+        return open(path, "rb", buffering=buffering)
     except FileNotFoundError:
         raise InputError(name, None, "no such file") from None
     except PermissionError:

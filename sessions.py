@@ -88,8 +88,7 @@ def _first_agent_id(buffer: Any) -> str:
     return ""
 
 
-def find_sessions(paths: Iterable[str], subagents: bool = True,
-                  on_skip: Callable[[str, str], None] | None = None) -> list[SessionFile]:
+def find_sessions(paths: Iterable[str], subagents: bool = True, on_skip: Callable[[str, str], None] | None = None) -> list[SessionFile]:
     """Files as given, and every session file below each folder, in a stable order, each once.
 
     Below a folder only regular files are taken (a symbolic link to one counts): a FIFO named
@@ -133,8 +132,13 @@ def find_sessions(paths: Iterable[str], subagents: bool = True,
     return found
 
 
-_KINDS = [(stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a folder")]
+_KINDS = [
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISDIR, "a folder"),
+]
 
 
 def _not_regular(file: Path) -> str | None:

@@ -10,20 +10,30 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from .counting import CountOptions, Measure, region_measure
 from .core.count import Compaction
 from .core.errors import CtxpipeError, InputError
+from .core.facts import Facts, gather
 from .core.fields import moment
 from .core.jsonl import Entry
 from .core.microcompact import iso
-from .core.restore import RESTORED_PREFIX
 from .core.model import Message
+from .core.restore import RESTORED_PREFIX
 from .core.stage import Outcome
-from .core.facts import Facts, gather
-from .core.summarize import (SplitConfig, context_text, facts_to_keep, first_position, key_facts, offline_summary, summary_message_text, tail_start,
-                             verify)
-from .core.summarize_engines import (Breaker, LlmConfig, SummaryFailed, find_session_memory, history_end, is_session_id, llm_summary, notes_cover,
-                                     notes_summary, repair_summary, usable_notes)
+from .core.summarize import SplitConfig, context_text, facts_to_keep, first_position, key_facts, offline_summary, summary_message_text, tail_start, verify
+from .core.summarize_engines import (
+    Breaker,
+    LlmConfig,
+    SummaryFailed,
+    find_session_memory,
+    history_end,
+    is_session_id,
+    llm_summary,
+    notes_cover,
+    notes_summary,
+    repair_summary,
+    usable_notes,
+)
+from .counting import CountOptions, Measure, region_measure
 from .formats.claude_code import SUMMARY_MARKER
 
 ENGINES = ("auto", "session-memory", "llm", "offline")
@@ -136,8 +146,9 @@ def _notes_written(path: str) -> datetime:
         raise InputError(path, None, f"cannot read the session notes: {getattr(exc, 'strerror', None) or exc}") from None
 
 
-def as_first_written(entries: Sequence[Entry], transcript_format: Any, original: Sequence[Entry] | None,
-                     history: list[Message], tail: list[Message]) -> tuple[list[Message], list[Message]]:
+def as_first_written(
+    entries: Sequence[Entry], transcript_format: Any, original: Sequence[Entry] | None, history: list[Message], tail: list[Message]
+) -> tuple[list[Message], list[Message]]:
     """History and tail as they read before earlier stages cleared or folded tool results.
 
     Those stages rewrite lines in place and append their markers, so a position means the same
@@ -145,14 +156,15 @@ def as_first_written(entries: Sequence[Entry], transcript_format: Any, original:
     """
     if original is None or len(original) > len(entries) or original is entries:
         return history, tail
-    messages: list[Message] = transcript_format.messages(list(original) + list(entries[len(original):]))
+    messages: list[Message] = transcript_format.messages(list(original) + list(entries[len(original) :]))
     cut = first_position(tail)
     cut = len(entries) if cut is None else cut
     return [m for m in messages if m.entries and m.entries[0] < cut], [m for m in messages if m.entries and m.entries[0] >= cut]
 
 
-def summarize_entries(entries: list[Entry], transcript_format: Any, options: SummarizeOptions, breaker: Breaker,
-                      progress: Callable[[str], None] | None = None) -> Outcome:
+def summarize_entries(
+    entries: list[Entry], transcript_format: Any, options: SummarizeOptions, breaker: Breaker, progress: Callable[[str], None] | None = None
+) -> Outcome:
     messages: list[Message] = transcript_format.messages(entries)
     if nothing_new(messages, transcript_format.opening(entries)):
         return Outcome(entries, False, "nothing to summarize: nothing new since the last summary (only the tail it kept and what restore brought back)")
@@ -169,6 +181,7 @@ def summarize_entries(entries: list[Entry], transcript_format: Any, options: Sum
     def whole() -> Facts:
         """The whole context's facts, read once for the offline summary and the verifier."""
         return gather(history_read + tail_read, side_inputs)
+
     fell_back = None
     deadline = None  # the model's: one limit for the summary and its repair request
     if engine == "session-memory":
@@ -228,8 +241,9 @@ def summarize_entries(entries: list[Entry], transcript_format: Any, options: Sum
         if tail:
             # The kept tail still carries usage measured on the old prompt; a reader of the file's
             # end meets this record before it, and so knows no response above it anchors a count.
-            marker = transcript_format.marker(result, SUMMARY_MARKER, "Context summarized", "ctxpipeMetadata",
-                                              {"stage": "summarize", "keptMessages": len(tail)}, when)
+            marker = transcript_format.marker(
+                result, SUMMARY_MARKER, "Context summarized", "ctxpipeMetadata", {"stage": "summarize", "keptMessages": len(tail)}, when
+            )
             if marker is not None:
                 result.append(marker)
         return result

@@ -130,19 +130,31 @@ def after_boundaries(files: list[Path]) -> list[dict[str, object]]:
             counted = count_buffer(data[: starts[response.line - 1]], path.name, CountOptions()).count
             truth = usage_prompt(response.obj["message"]["usage"])
             baseline = counted.baseline.tokens if counted.baseline else 0
-            rows.append({
-                "file": path.name, "boundary_line": entry.line, "truth": truth, "count": counted.tokens,
-                "error_pct": round(100 * (counted.tokens - truth) / truth, 1), "baseline": baseline,
-                "messages": counted.estimated_tokens, "reinjected": counted.reinjected_tokens,
-                "cache_read": int(response.obj["message"]["usage"].get("cache_read_input_tokens") or 0),
-            })
+            rows.append(
+                {
+                    "file": path.name,
+                    "boundary_line": entry.line,
+                    "truth": truth,
+                    "count": counted.tokens,
+                    "error_pct": round(100 * (counted.tokens - truth) / truth, 1),
+                    "baseline": baseline,
+                    "messages": counted.estimated_tokens,
+                    "reinjected": counted.reinjected_tokens,
+                    "cache_read": int(response.obj["message"]["usage"].get("cache_read_input_tokens") or 0),
+                }
+            )
     return rows
 
 
 def _is_response(obj: dict) -> bool:
     message = obj.get("message")
-    return (obj.get("type") == "assistant" and not obj.get("isSidechain") and isinstance(message, dict)
-            and isinstance(message.get("usage"), dict) and message.get("model") != "<synthetic>")
+    return (
+        obj.get("type") == "assistant"
+        and not obj.get("isSidechain")
+        and isinstance(message, dict)
+        and isinstance(message.get("usage"), dict)
+        and message.get("model") != "<synthetic>"
+    )
 
 
 def ctxpipe_outputs(files: list[Path], claude_code: bool) -> list[dict[str, object]]:
@@ -167,8 +179,14 @@ def ctxpipe_outputs(files: list[Path], claude_code: bool) -> list[dict[str, obje
         raw = sum(estimate_blocks(m.content, counter) for m in messages)
         baseline = counted.baseline.tokens if counted.baseline else 0
         fresh = baseline + counted.calibration.apply(raw) + counted.reinjected_tokens
-        row: dict[str, object] = {"file": path.name, "count": counted.tokens, "printed_after": report["tokens_after"], "fresh": fresh,
-                                  "agreement_pct": round(100 * abs(counted.tokens - fresh) / fresh, 2), "baseline": baseline}
+        row: dict[str, object] = {
+            "file": path.name,
+            "count": counted.tokens,
+            "printed_after": report["tokens_after"],
+            "fresh": fresh,
+            "agreement_pct": round(100 * abs(counted.tokens - fresh) / fresh, 2),
+            "baseline": baseline,
+        }
         if claude_code:
             row["claude_code_request"] = _resumed_request(output, transcript.entries, counted.calibration)
         rows.append(row)
@@ -181,7 +199,7 @@ def _resumed_request(output: bytes, entries: list, calibration: object) -> dict[
     import tempfile
 
     sys.path.insert(0, str(ROOT / "tests"))
-    from claude_code import resume  # noqa: PLC0415 - the tests' harness, only with --claude-code
+    from claude_code import resume
     from messages_server import MessagesServer
 
     session = next((e.obj.get("sessionId") for e in reversed(entries) if isinstance(e.obj.get("sessionId"), str)), None)
@@ -193,8 +211,9 @@ def _resumed_request(output: bytes, entries: list, calibration: object) -> dict[
     body = result.body
     counter = PiecesCounter()
     fixed = counter.count(json.dumps(body.get("system"))) + counter.count(json.dumps(body.get("tools")))
-    raw = sum(estimate_blocks(m["content"] if isinstance(m["content"], list) else [{"type": "text", "text": m["content"]}], counter)
-              for m in body.get("messages", []))
+    raw = sum(
+        estimate_blocks(m["content"] if isinstance(m["content"], list) else [{"type": "text", "text": m["content"]}], counter) for m in body.get("messages", [])
+    )
     return {"tokens": fixed + calibration.apply(raw), "system_and_tools": fixed}  # type: ignore[attr-defined]
 
 
@@ -213,22 +232,29 @@ def main() -> int:
     for name, errors in results.items():
         row = errors.summary()
         table[name] = row
-        print(f"{name:32} {row['cuts']:>5} {row['total_median_pct']:>9.2f}% {row['total_p90_pct']:>9.2f}% {row['estimated_median_pct']:>8.1f}% {row['estimated_p90_pct']:>8.1f}%")
+        print(
+            f"{name:32} {row['cuts']:>5} {row['total_median_pct']:>9.2f}% {row['total_p90_pct']:>9.2f}% {row['estimated_median_pct']:>8.1f}% {row['estimated_p90_pct']:>8.1f}%"
+        )
     print("default fits (slope, overhead) over all response pairs:", defaults)
     files = corpus_files(args.corpus)
     boundaries = after_boundaries(files)
     print("\njust after a boundary (count of the cut vs the next recorded prompt):")
     for row in boundaries:
-        print(f"  {row['file'][-40:]}:{row['boundary_line']}: count {row['count']:,} vs {row['truth']:,} ({row['error_pct']:+}%) = "
-              f"baseline {row['baseline']:,} + messages {row['messages']:,} + re-injected {row['reinjected']:,} (that call read {row['cache_read']:,} from the cache)")
+        print(
+            f"  {row['file'][-40:]}:{row['boundary_line']}: count {row['count']:,} vs {row['truth']:,} ({row['error_pct']:+}%) = "
+            f"baseline {row['baseline']:,} + messages {row['messages']:,} + re-injected {row['reinjected']:,} (that call read {row['cache_read']:,} from the cache)"
+        )
     outputs = ctxpipe_outputs(files, args.claude_code)
     print("\nctxpipe output (compact --force --engine offline --keep-last 4; count vs a fresh estimate of its active context + baseline):")
     for row in outputs:
         resumed = row.get("claude_code_request")
-        extra = (f"; Claude Code 2.1.88 resumes it with ≈{resumed['tokens']:,} (its own system prompt and tools ≈{resumed['system_and_tools']:,})"
-                 if resumed else "")
-        print(f"  {row['file'][-40:]}: count {row['count']:,} (compact printed {row['printed_after']:,}; baseline {row['baseline']:,}) "
-              f"vs fresh {row['fresh']:,} ({row['agreement_pct']}%){extra}")
+        extra = (
+            f"; Claude Code 2.1.88 resumes it with ≈{resumed['tokens']:,} (its own system prompt and tools ≈{resumed['system_and_tools']:,})" if resumed else ""
+        )
+        print(
+            f"  {row['file'][-40:]}: count {row['count']:,} (compact printed {row['printed_after']:,}; baseline {row['baseline']:,}) "
+            f"vs fresh {row['fresh']:,} ({row['agreement_pct']}%){extra}"
+        )
     if args.json:
         args.json.write_text(json.dumps({"estimators": table, "default_fits": defaults, "after_boundary": boundaries, "ctxpipe_output": outputs}, indent=2))
     return 0

@@ -112,10 +112,7 @@ def load_corpus() -> Corpus:
             subagents.setdefault(m["session"], []).append((m["agent"], p))
         else:
             mains.append(p)
-    sessions = tuple(
-        Session(p, _encoded_cwd(p), tuple(subagents.get(p.stem.rsplit("__", 1)[-1], ())))
-        for p in mains
-    )
+    sessions = tuple(Session(p, _encoded_cwd(p), tuple(subagents.get(p.stem.rsplit("__", 1)[-1], ()))) for p in mains)
     return Corpus(tuple(claude), sessions)
 
 
@@ -203,13 +200,14 @@ def main() -> None:
     tree = ensure_tree(corpus)
     files = [p for p in tree.rglob("*.jsonl")]
     mains = [p for p in files if p.parent.name != "subagents"]
-    print(f"{'corpus':<11}{corpus_dir()}  ({len(corpus.claude_files)} Claude Code files, "
-          f"{len(corpus.sessions)} main sessions)")
+    print(f"{'corpus':<11}{corpus_dir()}  ({len(corpus.claude_files)} Claude Code files, {len(corpus.sessions)} main sessions)")
     for p in (big, half):
         print(f"{p.name:<11}{p}  {p.stat().st_size / MiB:.1f} MiB")
-    print(f"{'tree/':<11}{tree}  {len(mains)} sessions + {len(files) - len(mains)} subagent files, "
-          f"{len({p.parent for p in mains})} projects, "
-          f"{sum(p.stat().st_size for p in files) / MiB:.1f} MiB")
+    print(
+        f"{'tree/':<11}{tree}  {len(mains)} sessions + {len(files) - len(mains)} subagent files, "
+        f"{len({p.parent for p in mains})} projects, "
+        f"{sum(p.stat().st_size for p in files) / MiB:.1f} MiB"
+    )
 
 
 if __name__ == "__main__":

@@ -33,7 +33,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import orjson
-
 import synthetic  # bench/synthetic.py
 
 DATA = Path(os.environ.get("CTXPIPE_BENCH_DATA", Path(__file__).resolve().parent / ".data")) / "linear"
@@ -140,8 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 failed = True
                 return points
         ratios = [b[0] / a[0] if a[0] else float("nan") for a, b in zip(points, points[1:])]
-        rows.append({"name": name, "unit": unit, "sizes": list(sizes), "cpu_s": [p[0] for p in points],
-                     "wall_s": [p[1] for p in points], "ratios": ratios})
+        rows.append({"name": name, "unit": unit, "sizes": list(sizes), "cpu_s": [p[0] for p in points], "wall_s": [p[1] for p in points], "ratios": ratios})
         return points
 
     turns = [t * 1250 // scale for t in (1, 2, 4)]  # 4 messages and 5 lines per turn
@@ -151,15 +149,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         return best(repeat, lambda: in_process(work))
 
     series("verify (in process)", [4 * t for t in turns], "messages", verify_point)
-    series("summarize --engine offline", [4 * t for t in turns], "messages",
-           lambda n: best(repeat, lambda: run_child([tool, "summarize", "--engine", "offline", str(data("turns", n // 4))])))
+    series(
+        "summarize --engine offline",
+        [4 * t for t in turns],
+        "messages",
+        lambda n: best(repeat, lambda: run_child([tool, "summarize", "--engine", "offline", str(data("turns", n // 4))])),
+    )
     validate_turns = [4 * t for t in turns]  # larger, so that start-up weighs less in lines/s
-    validate_points = series("validate", [5 * t for t in validate_turns], "lines",
-                             lambda n: best(repeat, lambda: run_child([tool, "validate", "--json", str(data("turns", n // 5))])))
+    validate_points = series(
+        "validate",
+        [5 * t for t in validate_turns],
+        "lines",
+        lambda n: best(repeat, lambda: run_child([tool, "validate", "--json", str(data("turns", n // 5))])),
+    )
     depths = [d // scale for d in (10_000, 25_000, 50_000, 100_000)]
     for command in (["count", "--json"], ["summarize", "--engine", "offline"], ["compact", "--force", "--engine", "offline"]):
-        series(f"chain: {' '.join(command[:1])}", depths, "lines deep",
-               lambda n, command=command: best(repeat, lambda: run_child([tool, *command, str(data("chain", n))])))
+        series(
+            f"chain: {' '.join(command[:1])}",
+            depths,
+            "lines deep",
+            lambda n, command=command: best(repeat, lambda: run_child([tool, *command, str(data("chain", n))])),
+        )
 
     print(f"best of {repeat}; CPU seconds of the process (wall in brackets); ratio = t(next size) / t(this size), 2.0 is linear")
     for row in rows:
@@ -175,16 +185,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         lines = lines_in(largest)
         validate_cpu, validate_wall = validate_points[-1]
         fast_rate, reference_rate = schema_rates(largest, 5000 // scale)
-        print(f"validate on {lines:,} lines: {lines / validate_cpu:,.0f} lines/s (wall {lines / validate_wall:,.0f}); "
-              f"orjson parse-only baseline {lines / baseline[0]:,.0f} lines/s (wall {lines / baseline[1]:,.0f}): "
-              f"validate takes {validate_cpu / baseline[0]:.1f}x the baseline's time")
-        print(f"schema check alone: fast path {fast_rate:,.0f} lines/s, jsonschema {reference_rate:,.0f} lines/s "
-              f"({fast_rate / reference_rate:.1f}x)")
-        rows.append({"name": "validate-rate", "lines": lines, "validate_cpu_s": validate_cpu, "baseline_cpu_s": baseline[0],
-                     "schema_fast_lines_per_s": fast_rate, "schema_jsonschema_lines_per_s": reference_rate})
+        print(
+            f"validate on {lines:,} lines: {lines / validate_cpu:,.0f} lines/s (wall {lines / validate_wall:,.0f}); "
+            f"orjson parse-only baseline {lines / baseline[0]:,.0f} lines/s (wall {lines / baseline[1]:,.0f}): "
+            f"validate takes {validate_cpu / baseline[0]:.1f}x the baseline's time"
+        )
+        print(f"schema check alone: fast path {fast_rate:,.0f} lines/s, jsonschema {reference_rate:,.0f} lines/s ({fast_rate / reference_rate:.1f}x)")
+        rows.append(
+            {
+                "name": "validate-rate",
+                "lines": lines,
+                "validate_cpu_s": validate_cpu,
+                "baseline_cpu_s": baseline[0],
+                "schema_fast_lines_per_s": fast_rate,
+                "schema_jsonschema_lines_per_s": reference_rate,
+            }
+        )
     if args.json:
-        meta = {"python": sys.version.split()[0], "cpus": os.cpu_count(), "repeat": repeat, "quick": args.quick,
-                "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
+        meta = {
+            "python": sys.version.split()[0],
+            "cpus": os.cpu_count(),
+            "repeat": repeat,
+            "quick": args.quick,
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        }
         args.json.write_text(json.dumps({"meta": meta, "results": rows}, indent=2) + "\n")
     return 1 if failed else 0
 

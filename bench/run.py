@@ -78,8 +78,7 @@ class Inputs:
         beside = Path(sys.executable).parent / "ctxpipe"
         found = str(beside) if beside.is_file() else shutil.which("ctxpipe")
         if not found:
-            raise Unavailable(f"ctxpipe not found next to {sys.executable} or on PATH "
-                              "(pip install -e . first)")
+            raise Unavailable(f"ctxpipe not found next to {sys.executable} or on PATH (pip install -e . first)")
         return found
 
     @functools.cached_property
@@ -102,8 +101,7 @@ class Inputs:
         npm = shutil.which("npm")
         if not npm:
             raise Unavailable("ccusage not installed and npm not found")
-        subprocess.run([npm, "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(local.parents[2]), CCUSAGE],
-                       check=False, capture_output=True)
+        subprocess.run([npm, "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(local.parents[2]), CCUSAGE], check=False, capture_output=True)
         if not local.exists():
             raise Unavailable(f"could not install {CCUSAGE} with npm")
         return str(local)
@@ -282,10 +280,15 @@ BENCHES: list[Bench] = [
     Bench(
         # Six stages in one shell pipe, against microcompact alone: what composing costs.
         "six-stage-pipe",
-        lambda i: ["bash", "-o", "pipefail", "-c",
-                   f"cat {i.big} | {i.ctxpipe} microcompact --force 2>/dev/null | {i.ctxpipe} collapse 2>/dev/null"
-                   f" | {i.ctxpipe} snip --keep-last 40 2>/dev/null | {i.ctxpipe} microcompact --force 2>/dev/null"
-                   f" | {i.ctxpipe} collapse 2>/dev/null | {i.ctxpipe} convert --to claude-code | cat"],
+        lambda i: [
+            "bash",
+            "-o",
+            "pipefail",
+            "-c",
+            f"cat {i.big} | {i.ctxpipe} microcompact --force 2>/dev/null | {i.ctxpipe} collapse 2>/dev/null"
+            f" | {i.ctxpipe} snip --keep-last 40 2>/dev/null | {i.ctxpipe} microcompact --force 2>/dev/null"
+            f" | {i.ctxpipe} collapse 2>/dev/null | {i.ctxpipe} convert --to claude-code | cat",
+        ],
         # No target: whole-transcript stages cannot stream (the active context is found from the
         # end), so each waits for the one before it; the figure shows the price, about one stage each.
     ),
@@ -346,9 +349,9 @@ def measure(argv: Sequence[str]) -> tuple[float, int]:
     read_fd, write_fd = os.pipe()
     with os.fdopen(read_fd, "rb") as wrapper_report:
         try:
-            wrapper = subprocess.run([sys.executable, "-S", "-c", WRAPPER, str(write_fd), *argv],
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     pass_fds=(write_fd,))
+            wrapper = subprocess.run(
+                [sys.executable, "-S", "-c", WRAPPER, str(write_fd), *argv], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, pass_fds=(write_fd,)
+            )
         finally:
             os.close(write_fd)
         figures = wrapper_report.read().split()
@@ -413,9 +416,7 @@ def report(benches: Sequence[Bench], results: Results) -> list[dict[str, object]
                 "peak_rss_mib": r.peak_rss_mib,
                 "ratio": r.best / base.best if b.ratio and base and base.ok else None,
             }
-        row["targets"] = [
-            {"target": t.text, "pass": t.check(r, results) if r.ok else None} for t in b.targets
-        ]
+        row["targets"] = [{"target": t.text, "pass": t.check(r, results) if r.ok else None} for t in b.targets]
         rows.append(row)
     return rows
 
@@ -436,8 +437,9 @@ def print_table(rows: Sequence[Mapping[str, object]]) -> None:
             "-" if ratio is None else f"{ratio:.2f}",
             f"{row['peak_rss_mib']:.1f}",
         )
-        verdicts = [(t["target"], {True: "PASS", False: "FAIL", None: "n/a"}[t["pass"]])
-                    for t in targets] or [("baseline" if row["name"] == BASELINE else "", "")]
+        verdicts = [(t["target"], {True: "PASS", False: "FAIL", None: "n/a"}[t["pass"]]) for t in targets] or [
+            ("baseline" if row["name"] == BASELINE else "", "")
+        ]
         for i, (text, verdict) in enumerate(verdicts):
             # Extra targets of the same bench go on continuation lines.
             left = (str(row["name"]), *figures) if i == 0 else ("",) * 5
@@ -445,19 +447,23 @@ def print_table(rows: Sequence[Mapping[str, object]]) -> None:
     widths = [max(len(line[c]) for line in lines) for c in range(len(head))]
     right = {1, 2, 3, 4}  # numbers right-aligned
     for line in lines:
-        cells = (cell.rjust(w) if c in right else cell.ljust(w)
-                 for c, (cell, w) in enumerate(zip(line, widths)))
+        cells = (cell.rjust(w) if c in right else cell.ljust(w) for c, (cell, w) in enumerate(zip(line, widths)))
         print("  ".join(cells).rstrip())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     names = [b.name for b in BENCHES]
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", nargs="+", action="extend", choices=names, metavar="NAME",
-                        help=f"run only these ({', '.join(names)}); {BASELINE} always runs")
-    parser.add_argument("--repeat", type=int, default=DEFAULT_REPEAT, metavar="N",
-                        help=f"runs per bench, best is reported (default {DEFAULT_REPEAT}; "
-                             f"help-cold-start always runs {COLD_START_RUNS})")
+    parser.add_argument(
+        "--only", nargs="+", action="extend", choices=names, metavar="NAME", help=f"run only these ({', '.join(names)}); {BASELINE} always runs"
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=DEFAULT_REPEAT,
+        metavar="N",
+        help=f"runs per bench, best is reported (default {DEFAULT_REPEAT}; help-cold-start always runs {COLD_START_RUNS})",
+    )
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write all figures here")
     args = parser.parse_args(argv)
     if args.repeat < 1:
@@ -469,8 +475,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = run(benches, args.repeat, inputs)
     rows = report(benches, results)
 
-    sizes = {name: {"path": p, "bytes": os.path.getsize(p)}
-             for name, p in (("big", inputs.big), ("half", inputs.half))}
+    sizes = {name: {"path": p, "bytes": os.path.getsize(p)} for name, p in (("big", inputs.big), ("half", inputs.half))}
     meta = {
         "python": platform.python_version(),
         "platform": platform.platform(),
@@ -480,9 +485,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "ctxpipe": inputs.__dict__.get("ctxpipe"),  # set only if a bench resolved it
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
-    print(f"input {inputs.big} ({os.path.getsize(inputs.big) / MiB:.1f} MiB, "
-          f"half {os.path.getsize(inputs.half) / MiB:.1f} MiB); best of {args.repeat}; "
-          f"ratios are to {BASELINE} in this run")
+    print(
+        f"input {inputs.big} ({os.path.getsize(inputs.big) / MiB:.1f} MiB, "
+        f"half {os.path.getsize(inputs.half) / MiB:.1f} MiB); best of {args.repeat}; "
+        f"ratios are to {BASELINE} in this run"
+    )
     print_table(rows)
     if args.json:
         args.json.write_text(json.dumps({"meta": meta, "results": rows}, indent=2) + "\n")

@@ -37,18 +37,30 @@ def main() -> int:
             if not outcome.changed:
                 continue
             report = outcome.report
-            rows.append((path.name[-44:], name, report["history_messages"], report["tail_messages"],
-                         report["verification_before_repair"]["recall"], report["verification"]["recall"],
-                         report["pre_tokens"], report["post_tokens"], report["reduction"]))
+            rows.append(
+                (
+                    path.name[-44:],
+                    name,
+                    report["history_messages"],
+                    report["tail_messages"],
+                    report["verification_before_repair"]["recall"],
+                    report["verification"]["recall"],
+                    report["pre_tokens"],
+                    report["post_tokens"],
+                    report["reduction"],
+                )
+            )
     print(f"{'file':44} {'split':12} {'hist':>5} {'tail':>5} {'recall':>7} {'+facts':>7} {'before':>8} {'after':>8} {'cut':>6}")
     for row in rows:
         print(f"{row[0]:44} {row[1]:12} {row[2]:>5} {row[3]:>5} {row[4]:>7.0%} {row[5]:>7.0%} {row[6]:>8,} {row[7]:>8,} {row[8]:>6.0%}")
     for name in ("default", "keep-last 4"):
         chosen = [row for row in rows if row[1] == name]
         if chosen:
-            print(f"{name}: {len(chosen)} files; median recall {statistics.median(r[4] for r in chosen):.0%} "
-                  f"(min {min(r[4] for r in chosen):.0%}), with Facts to keep {statistics.median(r[5] for r in chosen):.0%}; "
-                  f"median reduction {statistics.median(r[8] for r in chosen):.0%}")
+            print(
+                f"{name}: {len(chosen)} files; median recall {statistics.median(r[4] for r in chosen):.0%} "
+                f"(min {min(r[4] for r in chosen):.0%}), with Facts to keep {statistics.median(r[5] for r in chosen):.0%}; "
+                f"median reduction {statistics.median(r[8] for r in chosen):.0%}"
+            )
     return 0
 
 

@@ -55,8 +55,18 @@ FACTS = ROOT / "bench" / "facts" / "spotter-fa812bfe.json"
 KINDS = ("instruction", "last-request", "file", "error", "task", "current-work")
 # The verifier's names for our kinds: it says "todo" for open tasks and splits errors into fixed and
 # unresolved ones (summed here into one "error" row). Other names are shown as they are.
-VERIFIER_KINDS = {"todo": "task", "todos": "task", "tasks": "task", "current_work": "current-work", "errors": "error", "files": "file",
-                  "fixed-error": "error", "resolved-error": "error", "unresolved-error": "error", "open-error": "error"}
+VERIFIER_KINDS = {
+    "todo": "task",
+    "todos": "task",
+    "tasks": "task",
+    "current_work": "current-work",
+    "errors": "error",
+    "files": "file",
+    "fixed-error": "error",
+    "resolved-error": "error",
+    "unresolved-error": "error",
+    "open-error": "error",
+}
 
 
 class Unavailable(Exception):
@@ -79,14 +89,19 @@ def recall(facts: list[dict[str, Any]], text: str) -> dict[str, Any]:
     for kind in KINDS:
         chosen = [f for f in facts if f["kind"] == kind]
         missing = [f["text"] for f in chosen if not carried(f, haystack)]
-        kinds[kind] = {"facts": len(chosen), "carried": len(chosen) - len(missing),
-                       "recall": round(1 - len(missing) / len(chosen), 4) if chosen else None, "missing": missing}
+        kinds[kind] = {
+            "facts": len(chosen),
+            "carried": len(chosen) - len(missing),
+            "recall": round(1 - len(missing) / len(chosen), 4) if chosen else None,
+            "missing": missing,
+        }
     total = sum(k["facts"] for k in kinds.values())
     got = sum(k["carried"] for k in kinds.values())
     return {"kinds": kinds, "facts": total, "carried": got, "recall": round(got / total, 4) if total else None}
 
 
 # --- reading Claude Code lines (our own reading, not ctxpipe's: the measurement stays independent) ---
+
 
 def _strings(value: Any) -> list[str]:
     """Every string inside a tool input, e.g. a file_path or a command."""
@@ -116,8 +131,9 @@ def message_text(obj: dict[str, Any]) -> str:
             parts.extend(_strings(block.get("input")))
         elif kind == "tool_result":
             inner = block.get("content")
-            parts.append(inner if isinstance(inner, str) else "\n".join(
-                str(b.get("text", "")) for b in inner or [] if isinstance(b, dict) and b.get("type") == "text"))
+            parts.append(
+                inner if isinstance(inner, str) else "\n".join(str(b.get("text", "")) for b in inner or [] if isinstance(b, dict) and b.get("type") == "text")
+            )
     return "\n".join(parts)
 
 
@@ -137,7 +153,7 @@ def after_boundary(lines: list[dict[str, Any]]) -> tuple[str, str]:
     if start < 0:
         raise Unavailable("the output holds no compact_boundary")
     summary, context = None, []
-    for obj in lines[start + 1:]:
+    for obj in lines[start + 1 :]:
         if obj.get("type") not in ("user", "assistant"):
             continue
         text = message_text(obj)
@@ -151,9 +167,11 @@ def after_boundary(lines: list[dict[str, Any]]) -> tuple[str, str]:
 
 # --- running ctxpipe ---------------------------------------------------------------------------------
 
+
 def _run(args: list[str], what: str, cwd: Path) -> subprocess.CompletedProcess[bytes]:
-    done = subprocess.run([sys.executable, "-m", "ctxpipe", *args], cwd=cwd, capture_output=True,
-                          env={k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"})
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxpipe", *args], cwd=cwd, capture_output=True, env={k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
+    )
     if done.returncode != 0:
         last = (done.stderr.decode("utf-8", "replace").strip().splitlines() or ["(no message)"])[-1]
         raise Unavailable(f"`ctxpipe {what}` exited {done.returncode}: {last}")
@@ -192,8 +210,13 @@ def _compact_report(cut: Path, now: str, cli_bytes: bytes) -> tuple[dict[str, An
         from ctxpipe.summarizing import SummarizeOptions
 
         moment = parse_now(now)  # as the CLI reads --now
-        options = CompactOptions(microcompact=MicrocompactConfig(now=moment, force=True), collapse=CollapseConfig(now=moment),
-                                 summarize=SummarizeOptions("offline", now=moment), force_summary=True, now=moment)
+        options = CompactOptions(
+            microcompact=MicrocompactConfig(now=moment, force=True),
+            collapse=CollapseConfig(now=moment),
+            summarize=SummarizeOptions("offline", now=moment),
+            force_summary=True,
+            now=moment,
+        )
         options = replace(options, summarize=replace(options.summarize, transcript_path=str(cut)))
         pieces, report = compact_buffer(cut.read_bytes(), cut.name, options, Breaker())
     except Exception as error:  # the library is being reworked: no figure rather than no report
@@ -222,10 +245,15 @@ def measure() -> dict[str, Any]:
     boundary = lines[cut_at]
     now = str(boundary.get("timestamp"))  # the moment Claude Code compacted: ctxpipe runs "then"
     result: dict[str, Any] = {
-        "session": SESSION, "history_lines": cut_at, "boundary_line": cut_at + 1, "summary_line": cut_at + 2,
+        "session": SESSION,
+        "history_lines": cut_at,
+        "boundary_line": cut_at + 1,
+        "summary_line": cut_at + 2,
         "claude_code_trigger": (boundary.get("compactMetadata") or {}).get("trigger"),
         "claude_code_pre_tokens": (boundary.get("compactMetadata") or {}).get("preTokens"),
-        "facts_by_kind": {k: sum(f["kind"] == k for f in facts) for k in KINDS}, "notes": [], "failed": [],
+        "facts_by_kind": {k: sum(f["kind"] == k for f in facts) for k in KINDS},
+        "notes": [],
+        "failed": [],
     }
     result["claude_code"] = recall(facts, message_text(lines[cut_at + 1]))
     with tempfile.TemporaryDirectory(prefix="ctxpipe-recall-") as folder:
@@ -233,8 +261,22 @@ def measure() -> dict[str, Any]:
         cut = work / "history.jsonl"
         cut.write_bytes(b"".join(raw[:cut_at]))
         try:
-            _run(["summarize", "--engine", "offline", "--now", now, "--report-json", str(work / "summarize.json"),
-                  "-o", str(work / "summarized.jsonl"), str(cut)], "summarize --engine offline", work)
+            _run(
+                [
+                    "summarize",
+                    "--engine",
+                    "offline",
+                    "--now",
+                    now,
+                    "--report-json",
+                    str(work / "summarize.json"),
+                    "-o",
+                    str(work / "summarized.jsonl"),
+                    str(cut),
+                ],
+                "summarize --engine offline",
+                work,
+            )
             summary, context = after_boundary(read_lines(work / "summarized.jsonl"))
             report = json.loads((work / "summarize.json").read_text(encoding="utf-8"))
             result["summarize"] = recall(facts, context)
@@ -278,6 +320,7 @@ def over_claims(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 # --- the report ------------------------------------------------------------------------------------
 
+
 def _cell(figures: dict[str, Any] | None) -> str:
     if not figures or figures.get("recall") is None:
         return "-"
@@ -287,33 +330,54 @@ def _cell(figures: dict[str, Any] | None) -> str:
 def table(result: dict[str, Any]) -> str:
     from ctxpipe.cli.terminal import shown
 
-    head = ["kind", "facts", "Claude Code", "ctxpipe summarize", "(summary only)", "ctxpipe compact", "(summary only)",
-            "verifier says: summarize", "verifier says: compact"]
+    head = [
+        "kind",
+        "facts",
+        "Claude Code",
+        "ctxpipe summarize",
+        "(summary only)",
+        "ctxpipe compact",
+        "(summary only)",
+        "verifier says: summarize",
+        "verifier says: compact",
+    ]
     rows = []
     extra = sorted({k for key in ("summarize_verifier", "compact_verifier") for k in ((result.get(key) or {}).get("kinds") or {}) if k not in KINDS})
     for kind in (*KINDS, *extra, "all"):
-        def pick(key: str) -> dict[str, Any] | None:
+
+        def pick(key: str, kind: str = kind) -> dict[str, Any] | None:
             figures = result.get(key)
             if figures is None:
                 return None
             return figures if kind == "all" else (figures.get("kinds") or {}).get(kind)
+
         count = sum(result["facts_by_kind"].values()) if kind == "all" else result["facts_by_kind"].get(kind)
-        rows.append([shown(kind), "-" if count is None else str(count),
-                     *(_cell(pick(k)) for k in ("claude_code", "summarize", "summarize_summary_only", "compact", "compact_summary_only",
-                                                "summarize_verifier", "compact_verifier"))])
+        rows.append(
+            [
+                shown(kind),
+                "-" if count is None else str(count),
+                *(
+                    _cell(pick(k))
+                    for k in ("claude_code", "summarize", "summarize_summary_only", "compact", "compact_summary_only", "summarize_verifier", "compact_verifier")
+                ),
+            ]
+        )
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-    out = ["| " + " | ".join(c.ljust(w) for c, w in zip(head, widths)) + " |",
-           "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
+    out = ["| " + " | ".join(c.ljust(w) for c, w in zip(head, widths)) + " |", "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
     out += ["| " + " | ".join(c.ljust(w) for c, w in zip(row, widths)) + " |" for row in rows]
     out.append("")
-    out.append(f"{result['session']}: lines 1..{result['history_lines']} cut before Claude Code's compact_boundary "
-               f"(line {result['boundary_line']}, trigger {result['claude_code_trigger']}, preTokens {result['claude_code_pre_tokens']}).")
+    out.append(
+        f"{result['session']}: lines 1..{result['history_lines']} cut before Claude Code's compact_boundary "
+        f"(line {result['boundary_line']}, trigger {result['claude_code_trigger']}, preTokens {result['claude_code_pre_tokens']})."
+    )
     out.append("ctxpipe summarize and compact: summary + kept tail (+ restored files for compact); (summary only): the summary line alone.")
     if not any(result.get(k) and result[k].get("kinds") for k in ("summarize_verifier", "compact_verifier")):
-        out.append("The verifier reports no per-kind figures yet (no \"kinds\" in its report): only its overall recall is shown.")
+        out.append('The verifier reports no per-kind figures yet (no "kinds" in its report): only its overall recall is shown.')
     for claim in result["over_claims"]:
-        out.append(f"verifier over-claims: {claim['output']}, {claim['kind']}: it says {claim['verifier']:.0%}, "
-                   f"the independent measurement of the same output {claim['independent']:.0%}")
+        out.append(
+            f"verifier over-claims: {claim['output']}, {claim['kind']}: it says {claim['verifier']:.0%}, "
+            f"the independent measurement of the same output {claim['independent']:.0%}"
+        )
     for note in result["notes"]:
         out.append(shown(note))
     for failure in result["failed"]:

@@ -21,8 +21,24 @@ import orjson
 
 SESSION = "77777777-7777-4777-8777-777777777777"
 MODEL = "claude-sonnet-4-5-20250929"
-WORDS = ("parser", "cache", "retry", "budget", "schema", "index", "stream", "token", "window", "marker",
-         "buffer", "header", "socket", "worker", "config", "report")
+WORDS = (
+    "parser",
+    "cache",
+    "retry",
+    "budget",
+    "schema",
+    "index",
+    "stream",
+    "token",
+    "window",
+    "marker",
+    "buffer",
+    "header",
+    "socket",
+    "worker",
+    "config",
+    "report",
+)
 
 
 def _uuid(number: int) -> str:
@@ -39,9 +55,19 @@ class _Writer:
 
     def line(self, kind: str, **fields: Any) -> bytes:
         self.count += 1
-        obj = {"parentUuid": _uuid(self.count - 1) if self.count > 1 else None, "isSidechain": False, "userType": "external",
-               "cwd": "/home/dev/app", "sessionId": SESSION, "version": "2.1.39", "gitBranch": "main", "type": kind, **fields,
-               "uuid": _uuid(self.count), "timestamp": _stamp(self.count)}
+        obj = {
+            "parentUuid": _uuid(self.count - 1) if self.count > 1 else None,
+            "isSidechain": False,
+            "userType": "external",
+            "cwd": "/home/dev/app",
+            "sessionId": SESSION,
+            "version": "2.1.39",
+            "gitBranch": "main",
+            "type": kind,
+            **fields,
+            "uuid": _uuid(self.count),
+            "timestamp": _stamp(self.count),
+        }
         return orjson.dumps(obj) + b"\n"
 
 
@@ -61,22 +87,54 @@ def turns(n: int) -> Iterator[bytes]:
         message_id = f"msg_01S{k:07d}"
         tool_id = f"toolu_01S{k:07d}"
         kind = k % 3
-        name, tool_input = (("Read", {"file_path": path}) if kind == 0 else
-                            ("Edit", {"file_path": path, "old_string": f"{a} = 1", "new_string": f"{a} = {k}"}) if kind == 1 else
-                            ("Bash", {"command": f"pytest tests/test_{a}.py -k {b}_{k}", "description": f"run the {a} tests"}))
-        for block in ({"type": "text", "text": f"I'll look at the {a} {b} code for case {k}."},
-                      {"type": "tool_use", "id": tool_id, "name": name, "input": tool_input}):
-            yield w.line("assistant", message={"id": message_id, "type": "message", "role": "assistant", "model": MODEL, "content": [block],
-                                               "stop_reason": None, "stop_sequence": None, "usage": _usage(total)}, requestId=f"req_{message_id}")
+        name, tool_input = (
+            ("Read", {"file_path": path})
+            if kind == 0
+            else ("Edit", {"file_path": path, "old_string": f"{a} = 1", "new_string": f"{a} = {k}"})
+            if kind == 1
+            else ("Bash", {"command": f"pytest tests/test_{a}.py -k {b}_{k}", "description": f"run the {a} tests"})
+        )
+        for block in (
+            {"type": "text", "text": f"I'll look at the {a} {b} code for case {k}."},
+            {"type": "tool_use", "id": tool_id, "name": name, "input": tool_input},
+        ):
+            yield w.line(
+                "assistant",
+                message={
+                    "id": message_id,
+                    "type": "message",
+                    "role": "assistant",
+                    "model": MODEL,
+                    "content": [block],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": _usage(total),
+                },
+                requestId=f"req_{message_id}",
+            )
         failed = k % 7 == 6
         result = f"Error: {b} test {k} failed with AssertionError" if failed else f"{path}: {k * 3} lines, ok"
-        yield w.line("user", message={"role": "user", "content": [{"tool_use_id": tool_id, "type": "tool_result", "content": result, "is_error": failed}]},
-                     toolUseResult={"stdout": result, "stderr": ""})
+        yield w.line(
+            "user",
+            message={"role": "user", "content": [{"tool_use_id": tool_id, "type": "tool_result", "content": result, "is_error": failed}]},
+            toolUseResult={"stdout": result, "stderr": ""},
+        )
         total += 200
         closing_id = f"msg_01T{k:07d}"
-        yield w.line("assistant", message={"id": closing_id, "type": "message", "role": "assistant", "model": MODEL,
-                                           "content": [{"type": "text", "text": f"Done with case {k}: the {a} {b} change is in."}],
-                                           "stop_reason": "end_turn", "stop_sequence": None, "usage": _usage(total)}, requestId=f"req_{closing_id}")
+        yield w.line(
+            "assistant",
+            message={
+                "id": closing_id,
+                "type": "message",
+                "role": "assistant",
+                "model": MODEL,
+                "content": [{"type": "text", "text": f"Done with case {k}: the {a} {b} change is in."}],
+                "stop_reason": "end_turn",
+                "stop_sequence": None,
+                "usage": _usage(total),
+            },
+            requestId=f"req_{closing_id}",
+        )
 
 
 def chain(depth: int) -> Iterator[bytes]:
@@ -87,9 +145,20 @@ def chain(depth: int) -> Iterator[bytes]:
             yield w.line("user", message={"role": "user", "content": f"step {k}"})
         else:
             message_id = f"msg_01C{k:07d}"
-            yield w.line("assistant", message={"id": message_id, "type": "message", "role": "assistant", "model": MODEL,
-                                               "content": [{"type": "text", "text": f"ok {k}"}], "stop_reason": "end_turn",
-                                               "stop_sequence": None, "usage": _usage(1000 + k)}, requestId=f"req_{message_id}")
+            yield w.line(
+                "assistant",
+                message={
+                    "id": message_id,
+                    "type": "message",
+                    "role": "assistant",
+                    "model": MODEL,
+                    "content": [{"type": "text", "text": f"ok {k}"}],
+                    "stop_reason": "end_turn",
+                    "stop_sequence": None,
+                    "usage": _usage(1000 + k),
+                },
+                requestId=f"req_{message_id}",
+            )
 
 
 def write(path: Path, lines: Iterator[bytes]) -> Path:

@@ -18,9 +18,8 @@ import sys
 import time
 from pathlib import Path
 
-import orjson
-
 import corpus  # bench/corpus.py
+import orjson
 from ctxpipe.core.tokens import block_texts, tiktoken_encoding
 from ctxpipe.sessions import find_sessions
 
@@ -67,13 +66,19 @@ def main() -> int:
         output = subprocess.run(command, capture_output=True, check=True).stdout
         seconds = time.perf_counter() - started
         rows = [json.loads(line) for line in output.splitlines()]
-        counted = sum(item["tokens"] - (2000 * item["blocks"] if item["key"] in ("image", "document") else 0)
-                      for row in rows if not row.get("total") for item in row["breakdown"])
+        counted = sum(
+            item["tokens"] - (2000 * item["blocks"] if item["key"] in ("image", "document") else 0)
+            for row in rows
+            if not row.get("total")
+            for item in row["breakdown"]
+        )
         runs.append((counted, seconds))
     tool_tokens, tool_seconds = min(runs, key=lambda item: item[1])
     base_rate, tool_rate = base_tokens / base_seconds, tool_tokens / tool_seconds
     print(f"tiktoken encode_ordinary_batch (2 threads): {base_tokens:,} tokens in {base_seconds:.3f} s = {base_rate / 1e6:.2f} M tokens/s")
-    print(f"tiktoken encode_ordinary, one thread:        {single_tokens:,} tokens in {single_seconds:.3f} s = {single_tokens / single_seconds / 1e6:.2f} M tokens/s (for reference)")
+    print(
+        f"tiktoken encode_ordinary, one thread:        {single_tokens:,} tokens in {single_seconds:.3f} s = {single_tokens / single_seconds / 1e6:.2f} M tokens/s (for reference)"
+    )
     print(f"ctxpipe count --full --by block (2 workers): {tool_tokens:,} tokens in {tool_seconds:.3f} s = {tool_rate / 1e6:.2f} M tokens/s (end to end)")
     ratio = tool_rate / base_rate
     print(f"ratio {ratio:.2f}x  target >= 0.8x  {'PASS' if ratio >= 0.8 else 'FAIL'}")

@@ -147,7 +147,7 @@ def _hold_standard_descriptors() -> None:
         except OSError:
             os.open(os.devnull, os.O_RDWR)  # the lowest free number: this one
     if sys.stderr is None:
-        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - for the life of the process
+        sys.stderr = open(os.devnull, "w")
 
 
 def _quiet_broken_pipe() -> None:

@@ -115,8 +115,9 @@ def worker_breaker() -> Any:
     return shared_breaker()
 
 
-def run_all(job: Callable[[Item], Any], items: Sequence[Item], jobs: int, total_bytes: int,
-            on_done: Callable[[bool], None] | None = None, shared_breaker: bool = False) -> list[tuple[bool, Any]]:
+def run_all(
+    job: Callable[[Item], Any], items: Sequence[Item], jobs: int, total_bytes: int, on_done: Callable[[bool], None] | None = None, shared_breaker: bool = False
+) -> list[tuple[bool, Any]]:
     """(ok, result or CtxpipeError) for each item, in order; bad input in one file spares the rest."""
     failures = multiprocessing.Value("i", 0) if shared_breaker else None
     if jobs <= 1 or len(items) < 2 or total_bytes < PARALLEL_MIN_BYTES:
@@ -153,8 +154,7 @@ def _stopped_cleanly(pool: Executor) -> Iterator[None]:
         yield
     except BrokenProcessPool:
         pool.shutdown(wait=True, cancel_futures=True)
-        raise CtxpipeError("a worker process ended abruptly (see above); files written so far are complete, "
-                           "the others unchanged") from None
+        raise CtxpipeError("a worker process ended abruptly (see above); files written so far are complete, the others unchanged") from None
     except BaseException:
         for worker in multiprocessing.active_children():  # for when only this process got the Ctrl-C
             with contextlib.suppress(OSError, TypeError):

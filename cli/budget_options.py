@@ -21,12 +21,32 @@ ENVIRONMENT = {
     "disable_1m": "CLAUDE_CODE_DISABLE_1M_CONTEXT",
 }
 
-Window = Annotated[Optional[int], typer.Option("--window", help="Context window in tokens (default: from the model; 1M for [1m] names).", min=1, show_default=False)]
-AutocompactPct = Annotated[Optional[float], typer.Option("--autocompact-pct", help="Autocompact at this percentage (above 0, at most 100) of the effective window (can only lower the threshold).", show_default=False, callback=percentage)]
-MaxOutput = Annotated[Optional[int], typer.Option("--max-output-tokens", help="The model's max output tokens (sets the reserve: min(this, 20,000)).", min=1, show_default=False)]
+Window = Annotated[
+    Optional[int], typer.Option("--window", help="Context window in tokens (default: from the model; 1M for [1m] names).", min=1, show_default=False)
+]
+AutocompactPct = Annotated[
+    Optional[float],
+    typer.Option(
+        "--autocompact-pct",
+        help="Autocompact at this percentage (above 0, at most 100) of the effective window (can only lower the threshold).",
+        show_default=False,
+        callback=percentage,
+    ),
+]
+MaxOutput = Annotated[
+    Optional[int], typer.Option("--max-output-tokens", help="The model's max output tokens (sets the reserve: min(this, 20,000)).", min=1, show_default=False)
+]
 BlockingLimit = Annotated[Optional[int], typer.Option("--blocking-limit", help="Replace the blocking limit.", min=1, show_default=False)]
 NoAutoCompact = Annotated[bool, typer.Option("--no-auto-compact", help="As DISABLE_AUTO_COMPACT: no autocompact level.")]
-Baseline = Annotated[Optional[int], typer.Option("--baseline", help="The fixed part of every request (system prompt, tools, first-turn context) in tokens, instead of measuring it on the first response; for files that record no usage.", min=0, show_default=False)]
+Baseline = Annotated[
+    Optional[int],
+    typer.Option(
+        "--baseline",
+        help="The fixed part of every request (system prompt, tools, first-turn context) in tokens, instead of measuring it on the first response; for files that record no usage.",
+        min=0,
+        show_default=False,
+    ),
+]
 Model = Annotated[Optional[str], typer.Option("--model", "-m", help="Model name (default: the one recorded in the transcript).", show_default=False)]
 
 
@@ -38,9 +58,7 @@ def budget_settings(
     no_auto_compact: bool = False,
 ) -> BudgetSettings:
     environ = os.environ if environ is None else environ
-    values: dict[str, Setting | None] = {
-        field: Setting(environ[name], name) if environ.get(name, "") != "" else None for field, name in ENVIRONMENT.items()
-    }
+    values: dict[str, Setting | None] = {field: Setting(environ[name], name) if environ.get(name, "") != "" else None for field, name in ENVIRONMENT.items()}
     flags = {
         "autocompact_pct": (autocompact_pct, "--autocompact-pct"),
         "max_output_tokens": (max_output_tokens, "--max-output-tokens"),

@@ -104,7 +104,9 @@ def timeline_svg(result: Any, width: int = 900, height: int = 360) -> str:
         path = " ".join(f"{x(i):.1f},{y(p['tokens']):.1f}" for i, p in enumerate(points))
         parts.append(f'<polyline points="{path}" fill="none" stroke="#1f77b4" stroke-width="2"/>')
         for i, p in enumerate(points):
-            parts.append(f'<circle cx="{x(i):.1f}" cy="{y(p["tokens"]):.1f}" r="2.5" fill="#1f77b4"><title>line {p.get("line")}: {p["tokens"]:,} tokens</title></circle>')
+            parts.append(
+                f'<circle cx="{x(i):.1f}" cy="{y(p["tokens"]):.1f}" r="2.5" fill="#1f77b4"><title>line {p.get("line")}: {p["tokens"]:,} tokens</title></circle>'
+            )
     parts.append(f'<text x="{left}" y="{height - 12}" fill="#555">{len(points)} API calls</text>')
     parts.append("</svg>\n")
     return "\n".join(parts)

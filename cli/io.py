@@ -98,8 +98,10 @@ def _warn_hard_links(path: str) -> None:
         links = os.stat(path).st_nlink
         if links > 1 and is_regular(path):
             others = links - 1
-            warn(f"{path}: has {others} other hard link{'s' if others != 1 else ''}; replaced by a new file, "
-                 f"{'they keep' if others != 1 else 'it keeps'} the old content")
+            warn(
+                f"{path}: has {others} other hard link{'s' if others != 1 else ''}; replaced by a new file, "
+                f"{'they keep' if others != 1 else 'it keeps'} the old content"
+            )
 
 
 def write_transcript(entries: Iterable[Entry], out: BinaryIO, unbuffered: bool = False) -> None:
@@ -177,8 +179,9 @@ def batch_progress(total: int) -> Iterator[Any]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     errors = 0
-    with Progress(TextColumn("compacting"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[errors]} errors"),
-                  TimeElapsedColumn(), console=stderr_console()) as progress:
+    with Progress(
+        TextColumn("compacting"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[errors]} errors"), TimeElapsedColumn(), console=stderr_console()
+    ) as progress:
         task = progress.add_task("files", total=total, errors=0)
 
         def advance(ok: bool) -> None:
@@ -203,12 +206,23 @@ def _console(file: Any, soft_wrap: bool) -> Any:
 
     # No markup, emoji codes or highlighting: printed strings may hold transcript text (`[link=…]`,
     # `:smile:`); styles come from rich.text.Text (cli/terminal.py's shown_text) instead.
-    return Console(file=file, no_color=bool(os.environ.get("NO_COLOR")) or None, soft_wrap=soft_wrap,
-                   markup=False, emoji=False, highlight=False)
+    return Console(file=file, no_color=bool(os.environ.get("NO_COLOR")) or None, soft_wrap=soft_wrap, markup=False, emoji=False, highlight=False)
 
 
 __all__ = [
-    "EntryStream", "STDIN", "error", "note", "open_input", "open_output",
-    "report_skipped", "source_name", "stderr_console", "stdout_console", "stdout_is_terminal",
-    "stream_entries", "warn", "write_json_lines", "write_transcript",
+    "EntryStream",
+    "STDIN",
+    "error",
+    "note",
+    "open_input",
+    "open_output",
+    "report_skipped",
+    "source_name",
+    "stderr_console",
+    "stdout_console",
+    "stdout_is_terminal",
+    "stream_entries",
+    "warn",
+    "write_json_lines",
+    "write_transcript",
 ]

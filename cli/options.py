@@ -80,9 +80,7 @@ Output = Annotated[
     Optional[str],
     typer.Option("--output", "-o", help="Write to this file (atomically) instead of stdout.", show_default=False),
 ]
-Unbuffered = Annotated[
-    bool, typer.Option("--unbuffered", "-u", help="Flush every output line at once (for tail -f pipes).")
-]
+Unbuffered = Annotated[bool, typer.Option("--unbuffered", "-u", help="Flush every output line at once (for tail -f pipes).")]
 Json = Annotated[bool, typer.Option("--json", help="JSON Lines output (also the default when stdout is not a terminal).")]
 
 

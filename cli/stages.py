@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import io as io_module
 import os
 import stat
 from collections.abc import Callable, Iterator
@@ -14,18 +15,20 @@ import typer
 
 from ..atomic import write_error
 from ..core.errors import UnsupportedError
-import io as io_module
-
 from ..core.jsonl import Entry, ReadStats, iter_entries
 from ..core.stage import Outcome, ledger_record, line_bytes
 from ..inputs import view
 from . import io
 from .options import format_name, iso_time
 
-Ledger = Annotated[Optional[str], typer.Option("--ledger", help="Append what this stage removed to FILE, so `ctxpipe expand` can put it back.", show_default=False)]
+Ledger = Annotated[
+    Optional[str], typer.Option("--ledger", help="Append what this stage removed to FILE, so `ctxpipe expand` can put it back.", show_default=False)
+]
 ReportJson = Annotated[Optional[str], typer.Option("--report-json", help="Write what the stage did to FILE as JSON.", show_default=False)]
 Report = Annotated[bool, typer.Option("--report", help="Print what the stage did on stderr, in detail.")]
-Now = Annotated[Optional[str], typer.Option("--now", help="The current time (ISO 8601) for time-based decisions and markers.", show_default=False, callback=iso_time)]
+Now = Annotated[
+    Optional[str], typer.Option("--now", help="The current time (ISO 8601) for time-based decisions and markers.", show_default=False, callback=iso_time)
+]
 
 
 def parse_now(value: str | None) -> datetime:

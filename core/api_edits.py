@@ -152,7 +152,11 @@ def build_api_edits(
     # --- clear_thinking_20251015: first in the list, as the API requires ------------------------
     if options.thinking is None:
         with_thinking = thinking_blocks > 0
-        why = f"the active context holds {thinking_blocks} thinking block{'s' if thinking_blocks != 1 else ''}" if with_thinking else "the active context holds no thinking blocks (--thinking adds it)"
+        why = (
+            f"the active context holds {thinking_blocks} thinking block{'s' if thinking_blocks != 1 else ''}"
+            if with_thinking
+            else "the active context holds no thinking blocks (--thinking adds it)"
+        )
     else:
         with_thinking = options.thinking
         why = "--thinking" if with_thinking else "--no-thinking"
@@ -161,9 +165,11 @@ def build_api_edits(
         edits.append({"type": CLEAR_THINKING, "keep": keep})
         explain.append(f"{CLEAR_THINKING}: {why}; listed first, as the API requires when edits are combined")
         if keep == "all":
-            explain.append("  keep \"all\": every thinking block stays (what Claude Code sends; the cached prefix is never broken)")
+            explain.append('  keep "all": every thinking block stays (what Claude Code sends; the cached prefix is never broken)')
         else:
-            explain.append(f"  keep {options.thinking_keep} thinking turn{'s' if options.thinking_keep != 1 else ''}: older thinking is cleared (--thinking-keep)")
+            explain.append(
+                f"  keep {options.thinking_keep} thinking turn{'s' if options.thinking_keep != 1 else ''}: older thinking is cleared (--thinking-keep)"
+            )
     else:
         explain.append(f"{CLEAR_THINKING} left out: {why}")
         if options.thinking_keep != "all":
@@ -199,7 +205,9 @@ def build_api_edits(
         explain.append(f"  clear_at_least {options.clear_at_least:,} input tokens: --clear-at-least (clear only when it is worth a cache break)")
         trigger = edit["trigger"]
         if trigger["type"] == "input_tokens" and options.clear_at_least >= trigger["value"]:
-            explain.append(f"  note: clearing at least {options.clear_at_least:,} of a {trigger['value']:,}-token prompt can never happen; the edit will not fire")
+            explain.append(
+                f"  note: clearing at least {options.clear_at_least:,} of a {trigger['value']:,}-token prompt can never happen; the edit will not fire"
+            )
     derived = never_cleared(tool_names)
     excluded = _unique([*derived, *options.exclude_tools])
     if excluded:
@@ -242,6 +250,15 @@ def build_api_edits(
 
 
 __all__ = [
-    "API_DEFAULT_TRIGGER", "COMPACT_BETA", "CONTEXT_MANAGEMENT_BETA", "DEFAULT_COMPACT_TRIGGER", "DEFAULT_KEEP_TOOL_USES",
-    "ApiEdits", "ApiEditsOptions", "build_api_edits", "never_cleared", "parse_thinking_keep", "transcript_facts",
+    "API_DEFAULT_TRIGGER",
+    "COMPACT_BETA",
+    "CONTEXT_MANAGEMENT_BETA",
+    "DEFAULT_COMPACT_TRIGGER",
+    "DEFAULT_KEEP_TOOL_USES",
+    "ApiEdits",
+    "ApiEditsOptions",
+    "build_api_edits",
+    "never_cleared",
+    "parse_thinking_keep",
+    "transcript_facts",
 ]

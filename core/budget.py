@@ -124,7 +124,9 @@ def max_output_for(model: str | None) -> tuple[int, int]:
     return FALLBACK_MAX_OUTPUT
 
 
-def thresholds(model: str | None, settings: BudgetSettings = BudgetSettings(), window: int | None = None, window_reason: str | None = None, window_flag: bool = False) -> Thresholds:
+def thresholds(
+    model: str | None, settings: BudgetSettings = BudgetSettings(), window: int | None = None, window_reason: str | None = None, window_flag: bool = False
+) -> Thresholds:
     """Every level for `model` under `settings`, with a line of explanation for each value.
 
     `window` overrides the model's window (e.g. one inferred from recorded usage); with

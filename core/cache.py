@@ -31,7 +31,13 @@ class Prices:
     output: float
 
     def as_dict(self) -> dict[str, float]:
-        return {"input": self.input, "cache_write_5m": self.cache_write_5m, "cache_write_1h": self.cache_write_1h, "cache_read": self.cache_read, "output": self.output}
+        return {
+            "input": self.input,
+            "cache_write_5m": self.cache_write_5m,
+            "cache_write_1h": self.cache_write_1h,
+            "cache_read": self.cache_read,
+            "output": self.output,
+        }
 
 
 # Anthropic's list prices; the first name fragment that matches wins. --prices FILE adds its own first.
@@ -65,7 +71,7 @@ class CachePolicy:
 def prices_from(table: Mapping[str, Mapping[str, float]]) -> tuple[tuple[str, Prices], ...]:
     """A user's price table ({"model fragment": {"input": …, "cache_write_5m": …, …}}) before ours."""
     if not isinstance(table, Mapping) or not all(isinstance(row, Mapping) for row in table.values()):
-        raise ValueError("expected {\"model fragment\": {\"input\": …, \"cache_write_5m\": …, …}}")
+        raise ValueError('expected {"model fragment": {"input": …, "cache_write_5m": …, …}}')
     fields = tuple(Prices.__dataclass_fields__)
     own = []
     for fragment, row in table.items():

@@ -56,12 +56,7 @@ def _content_key(block: dict[str, Any]) -> str | None:
 
 def collapse(entries: list[Entry], transcript_format: Any, config: CollapseConfig) -> Outcome:
     messages = transcript_format.messages(entries)
-    inputs: dict[str, Any] = {
-        str(block.get("id")): block.get("input")
-        for message in messages
-        for block in message.content
-        if block.get("type") == "tool_use"
-    }
+    inputs: dict[str, Any] = {str(block.get("id")): block.get("input") for message in messages for block in message.content if block.get("type") == "tool_use"}
     groups: dict[tuple[str, bytes, str], list[ToolCall]] = {}
     for call in tool_calls(messages):
         if call.result is None:
@@ -108,8 +103,9 @@ def collapse(entries: list[Entry], transcript_format: Any, config: CollapseConfi
     counted = counted_by_anchor(messages, holders, [item["tokens"] for item in folded])
     metadata = {"stage": "collapse", "tokensSaved": counted, "foldedToolIds": [item["tool_use_id"] for item in folded]}
     if config.marker:
-        marker = transcript_format.marker(result, "ctxpipe_collapse", "Repeated tool results folded", "ctxpipeMetadata", metadata,
-                                          iso(config.now or datetime.now(timezone.utc)))
+        marker = transcript_format.marker(
+            result, "ctxpipe_collapse", "Repeated tool results folded", "ctxpipeMetadata", metadata, iso(config.now or datetime.now(timezone.utc))
+        )
         if marker is not None:
             result.append(marker)
     per_tool: dict[str, dict[str, int]] = {}

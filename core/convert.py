@@ -100,16 +100,10 @@ def _merge_turns(messages: Sequence[Message], entries: Sequence[Entry]) -> list[
 
 
 def _tool_use_ids(turn: _Turn) -> list[tuple[str, int | None]]:
-    return [
-        (block["id"], line)
-        for block, line in zip(turn.blocks, turn.lines)
-        if block.get("type") == "tool_use" and isinstance(block.get("id"), str)
-    ]
+    return [(block["id"], line) for block, line in zip(turn.blocks, turn.lines) if block.get("type") == "tool_use" and isinstance(block.get("id"), str)]
 
 
-def to_api_messages(
-    messages: Sequence[Message], entries: Sequence[Entry], repair: bool = False
-) -> tuple[list[dict[str, Any]], ConvertReport]:
+def to_api_messages(messages: Sequence[Message], entries: Sequence[Entry], repair: bool = False) -> tuple[list[dict[str, Any]], ConvertReport]:
     """Messages API form of `messages`, plus what was wrong with their tool pairs."""
     report = ConvertReport()
     turns = _merge_turns(messages, entries)
@@ -135,17 +129,12 @@ def to_api_messages(
         if turn.role != "assistant":
             continue
         following = turns[k + 1] if k + 1 < len(turns) else None
-        answered = {
-            block.get("tool_use_id") for block in following.blocks if block.get("type") == "tool_result"
-        } if following else set()
+        answered = {block.get("tool_use_id") for block in following.blocks if block.get("type") == "tool_result"} if following else set()
         missing = [(tool_id, line) for tool_id, line in _tool_use_ids(turn) if tool_id not in answered]
         for tool_id, line in missing:
             report.unanswered.append(ToolProblem(tool_id, line))
         if repair and missing:
-            synthetic = [
-                {"type": "tool_result", "tool_use_id": tool_id, "content": MISSING_RESULT_TEXT, "is_error": True}
-                for tool_id, _ in missing
-            ]
+            synthetic = [{"type": "tool_result", "tool_use_id": tool_id, "content": MISSING_RESULT_TEXT, "is_error": True} for tool_id, _ in missing]
             if following is None:
                 following = _Turn("user", [], [], None)
                 turns.insert(k + 1, following)

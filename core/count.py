@@ -283,8 +283,10 @@ def calibrate(estimates: Estimates, default: tuple[float, float] | None = None) 
         return Calibration(slope, overhead, "default", len(pairs))
     low, high = SLOPE_BOUNDS
     if not low <= fitted[0] <= high:
-        note = (f"the transcript's own fit (slope {fitted[0]:.2f} over {len(pairs)} response pairs) lies outside "
-                f"{low}–{high}, the range the corpus supports; the corpus fit is used")
+        note = (
+            f"the transcript's own fit (slope {fitted[0]:.2f} over {len(pairs)} response pairs) lies outside "
+            f"{low}–{high}, the range the corpus supports; the corpus fit is used"
+        )
         return Calibration(slope, overhead, "default", len(pairs), note)
     return Calibration(fitted[0], fitted[1], "transcript", len(pairs))
 
@@ -328,8 +330,7 @@ def count_context(
         fixed = baseline.tokens if baseline is not None and messages and not as_claude_code else 0
         extra = reinjection if not as_claude_code else None
         total = estimated + fixed + (extra.tokens if extra else 0)
-        return ContextCount(total, 0, estimated, len(messages), len(messages), model, None, counter.name, calibration, [], raw,
-                            baseline, fixed, extra)
+        return ContextCount(total, 0, estimated, len(messages), len(messages), model, None, counter.name, calibration, [], raw, baseline, fixed, extra)
     anchor_message = messages[anchor]
     exact = usage_total(anchor_message.usage or {})
     tail = list(messages[anchor + 1 :])
@@ -352,8 +353,5 @@ def count_context(
             continue
         saved = min(marker.tokens_saved, exact)
         exact -= saved
-        adjustments.append(
-            Adjustment(marker.kind, -saved, marker.line, f"{marker.kind} after the last response removed content its usage still counted")
-        )
-    return ContextCount(exact + estimated, exact, estimated, len(messages), len(tail), model, anchor, counter.name, calibration, adjustments, raw,
-                        baseline)
+        adjustments.append(Adjustment(marker.kind, -saved, marker.line, f"{marker.kind} after the last response removed content its usage still counted"))
+    return ContextCount(exact + estimated, exact, estimated, len(messages), len(tail), model, anchor, counter.name, calibration, adjustments, raw, baseline)

@@ -21,9 +21,24 @@ from .model import Message
 
 EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
 # Text Claude Code puts in a user turn that the human did not type.
-INJECTED_PREFIXES = ("<local-command-stdout>", "<local-command-stderr>", "<command-name>", "<command-message>", "<command-args>", "Caveat:",
-                     "<system-reminder>", "<task-notification>", "<ide_selection>", "<ide_opened_file>", "<ide_diagnostics>",
-                     "<bash-stdout>", "<bash-stderr>", "<user-prompt-submit-hook>", "<new-diagnostics>", "[Request interrupted")
+INJECTED_PREFIXES = (
+    "<local-command-stdout>",
+    "<local-command-stderr>",
+    "<command-name>",
+    "<command-message>",
+    "<command-args>",
+    "Caveat:",
+    "<system-reminder>",
+    "<task-notification>",
+    "<ide_selection>",
+    "<ide_opened_file>",
+    "<ide_diagnostics>",
+    "<bash-stdout>",
+    "<bash-stderr>",
+    "<user-prompt-submit-hook>",
+    "<new-diagnostics>",
+    "[Request interrupted",
+)
 REJECTION_REASON = "The user provided the following reason for the rejection:"
 DECLINED = ("The user doesn't want to proceed", "The user doesn't want to take this action", "[Request interrupted by user")
 DONE_STATES = frozenset({"completed", "complete", "closed", "done", "resolved", "deleted", "cancelled", "canceled", "wontfix"})
@@ -167,7 +182,13 @@ def typed_parts(content: Any) -> tuple[str, str] | None:
     Blocks Claude Code adds (IDE selections, reminders, tool results) are dropped; a slash command
     counts when it carries arguments ("/review the auth module"), not a bare "/clear".
     """
-    texts = [content] if isinstance(content, str) else [b.get("text") for b in content if isinstance(b, dict) and b.get("type") == "text"] if isinstance(content, list) else []
+    texts = (
+        [content]
+        if isinstance(content, str)
+        else [b.get("text") for b in content if isinstance(b, dict) and b.get("type") == "text"]
+        if isinstance(content, list)
+        else []
+    )
     kept: list[str] = []
     for text in texts:
         if not isinstance(text, str) or not text.strip():
@@ -190,17 +211,32 @@ def typed_parts(content: Any) -> tuple[str, str] | None:
 # --- failures ------------------------------------------------------------------------------------
 
 _NAMES_FAILURE = (
-    (3, re.compile(r"\bfatal\b|\berror\b\s*[:\[(]|^\s*(?:\*\*\s*)?\(?\w*(?:Error|Exception)\b|\bpanic(?:ked)?\b|\bE\d{3,4}\b|^\s*E\s|\bFAILED\b|"
-                   r"\bassert(?:ion)?\b.*\bfailed\b|\bSyntaxError\b|\bTraceback\b(?!.*most recent)|^\d+\) test\b|^[●✕✗×]\s", re.I)),
-    (2, re.compile(r"\b(?:error|errors|failed|failure|fails|cannot|can't|could not|couldn't|unable|not found|no such|denied|refused|invalid|"
-                   r"undefined|unknown|missing|not (?:a|an) |timed out|timeout|conflict|rejected|violat\w+|aborted?)\b", re.I)),
+    (
+        3,
+        re.compile(
+            r"\bfatal\b|\berror\b\s*[:\[(]|^\s*(?:\*\*\s*)?\(?\w*(?:Error|Exception)\b|\bpanic(?:ked)?\b|\bE\d{3,4}\b|^\s*E\s|\bFAILED\b|"
+            r"\bassert(?:ion)?\b.*\bfailed\b|\bSyntaxError\b|\bTraceback\b(?!.*most recent)|^\d+\) test\b|^[●✕✗×]\s",
+            re.I,
+        ),
+    ),
+    (
+        2,
+        re.compile(
+            r"\b(?:error|errors|failed|failure|fails|cannot|can't|could not|couldn't|unable|not found|no such|denied|refused|invalid|"
+            r"undefined|unknown|missing|not (?:a|an) |timed out|timeout|conflict|rejected|violat\w+|aborted?)\b",
+            re.I,
+        ),
+    ),
     (1, re.compile(r"^\[[A-Z]\]\s")),  # a linter's finding: "[D] Nested modules could be aliased…"
 )
 TELLING_LINES = 3  # distinct lines of the best kind an error keeps ("… / …")
-_NOISE = re.compile(r"^(?:exit code \d+|error: process completed with exit code \d+|command failed with exit code \d+|"
-                    r"warn(?:ing)?\b.*|\s*[│┃|]\s*$|[-=~^_*#─━]{3,}|at .*:\d+|\s*\d+\s*[│|].*|"
-                    r"(?:checking|compiling|running|getting|downloading|resolving|fetching|building|installing|collecting|generated|"
-                    r"analysis took|please report)\b.*|.*(?:\.\.\.|…)|[A-Z][a-z]+(?: [A-Za-z]+){0,2})$", re.I)
+_NOISE = re.compile(
+    r"^(?:exit code \d+|error: process completed with exit code \d+|command failed with exit code \d+|"
+    r"warn(?:ing)?\b.*|\s*[│┃|]\s*$|[-=~^_*#─━]{3,}|at .*:\d+|\s*\d+\s*[│|].*|"
+    r"(?:checking|compiling|running|getting|downloading|resolving|fetching|building|installing|collecting|generated|"
+    r"analysis took|please report)\b.*|.*(?:\.\.\.|…)|[A-Z][a-z]+(?: [A-Za-z]+){0,2})$",
+    re.I,
+)
 _TAGS = re.compile(r"</?(?:tool_use_error|error|stderr|stdout)>")
 
 
@@ -212,7 +248,7 @@ def failure_line(content: Any) -> str:
         content = "\n".join(as_text(b.get("text", "")) for b in content if isinstance(b, dict))
     text = _TAGS.sub("", as_text(content or "")).replace("\\n", "\n")
     # Each line is cut before it is matched: the patterns scan a line, and a line may be megabytes.
-    lines = [stripped for line in text.splitlines() if (stripped := line[:2 * LINE_CHARS * 4].strip().strip("┃│|↘ ").strip())]
+    lines = [stripped for line in text.splitlines() if (stripped := line[: 2 * LINE_CHARS * 4].strip().strip("┃│|↘ ").strip())]
     meaningful = [line for line in lines if not _NOISE.match(line)]
     if "Traceback (most recent call last)" in text:  # the exception is named on the traceback's last line
         raised = [line for line in meaningful if re.match(r"^[\w.]*(?:Error|Exception|Interrupt|Exit)\b", line)]
@@ -272,7 +308,7 @@ def _fix_keys(name: str, tool_input: Any) -> list[tuple[str, frozenset[str]]]:
                 subcommand = rest[:1] if rest and _SUBCOMMAND.fullmatch(rest[0]) else []  # `git push`, not `pytest tests/x.py`
                 code_flags = ("-c", "-e", "--eval") + (("-m",) if words[0].startswith("python") else ())  # `python -m pytest`; not `git commit -m`
                 inline = {words[at + 1] for at, w in enumerate(words[:-1]) if w in code_flags}
-                targets = {w for w in rest[len(subcommand):] if _PATHLIKE.search(w)} | inline
+                targets = {w for w in rest[len(subcommand) :] if _PATHLIKE.search(w)} | inline
                 pairs.append(("cmd:" + " ".join(words[:1] + subcommand), frozenset(targets)))
             return pairs
     return [(f"tool:{name}", frozenset())]
@@ -332,7 +368,9 @@ def _tracker_update(tasks: dict[str, Task], command: str, result: str | None) ->
         ids = _TRACKER_ID.findall(rest)
         if verb in ("create", "new") and result:
             ids = [match.group("id") for match in _CREATED.finditer(result)] or ids
-        status = {"close": "closed", "done": "closed", "reopen": "open", "start": "in_progress", "claim": "in_progress", "create": "open", "new": "open"}.get(verb)
+        status = {"close": "closed", "done": "closed", "reopen": "open", "start": "in_progress", "claim": "in_progress", "create": "open", "new": "open"}.get(
+            verb
+        )
         flag = _STATUS_FLAG.search(call.group("rest"))
         if flag:
             status = flag.group("status")
@@ -382,24 +420,38 @@ def _task_tool(tasks: dict[str, Task], name: str, tool_input: dict[str, Any], re
 
 # --- findings ------------------------------------------------------------------------------------
 
-_NARRATION = re.compile(r"^(?:(?:ok(?:ay)?|good|great|perfect|excellent|now|next|first|then|alright|all right|sure)[,.!]?\s+)*"
-                        r"(?:let me|let's|i'll|i will|i'm going to|i am going to|i need to|i should|i want to|i'd like to|time to|going to|"
-                        r"let us|we'll|we need to|now i|checking|looking|reading|running|searching)\b", re.I)
-_CONCLUDES = re.compile(r"\b(?:because|since the|caused by|due to|the (?:issue|problem|bug|cause|reason|fix|error|culprit) (?:is|was)|turns out|"
-                        r"root cause|instead of|switched|decided|chose|choosing|opted|went with|so that|therefore|which means|this means|"
-                        r"fails? (?:because|when|with)|works now|now works|now passes?|fixed|resolved|the solution|the approach|"
-                        r"doesn't work|does not work|won't work|can't|cannot|isn't|is not|wasn't|must|requires?|expects?|confirmed|"
-                        r"likely|probably|known|conflict|comes from|causes?|is what|bug|workaround|trade-?off|the (?:compile |test )?error was|"
-                        r"all \d+ tests pass|tests? pass(?:es|ed)?|committed|pushed)\b", re.I)
+_NARRATION = re.compile(
+    r"^(?:(?:ok(?:ay)?|good|great|perfect|excellent|now|next|first|then|alright|all right|sure)[,.!]?\s+)*"
+    r"(?:let me|let's|i'll|i will|i'm going to|i am going to|i need to|i should|i want to|i'd like to|time to|going to|"
+    r"let us|we'll|we need to|now i|checking|looking|reading|running|searching)\b",
+    re.I,
+)
+_CONCLUDES = re.compile(
+    r"\b(?:because|since the|caused by|due to|the (?:issue|problem|bug|cause|reason|fix|error|culprit) (?:is|was)|turns out|"
+    r"root cause|instead of|switched|decided|chose|choosing|opted|went with|so that|therefore|which means|this means|"
+    r"fails? (?:because|when|with)|works now|now works|now passes?|fixed|resolved|the solution|the approach|"
+    r"doesn't work|does not work|won't work|can't|cannot|isn't|is not|wasn't|must|requires?|expects?|confirmed|"
+    r"likely|probably|known|conflict|comes from|causes?|is what|bug|workaround|trade-?off|the (?:compile |test )?error was|"
+    r"all \d+ tests pass|tests? pass(?:es|ed)?|committed|pushed)\b",
+    re.I,
+)
 _STATUS = re.compile(r"^(?:all \d+ |the )?(?:\d+ )?(?:tests?|checks?)\b.*\bpass|\b(?:committed|pushed|is done|credo clean)\b", re.I)
-_DONE = re.compile(r"\b(?:done|complete[d]?|finished|implemented|all (?:\d+ )?(?:tests?|checks?) pass(?:ed|es)?|committed and pushed|"
-                   r"pushed|closed|is (?:now )?in place|fixed|resolved|ready for review|now (?:\w+ )?(?:passes|uses|reads|works|returns|handles|"
-                   r"supports|calls|shows|runs)|i(?:'ve| have) (?:added|updated|created|written|changed|removed|renamed|moved|made|set up|wired)|"
-                   r"(?:has|have) been (?:added|updated|created|written|changed|removed|fixed|implemented))\b", re.I)
-_EXPLAINS = re.compile(r"\b(?:because|due to|caused by|the (?:issue|problem|bug|cause|reason|error|culprit) (?:is|was|here)|turns out|means|"
-                       r"false positive|instead|doesn't|does not|isn't|is not|wasn't|missing|expects?|requires?|must)\b", re.I)
+_DONE = re.compile(
+    r"\b(?:done|complete[d]?|finished|implemented|all (?:\d+ )?(?:tests?|checks?) pass(?:ed|es)?|committed and pushed|"
+    r"pushed|closed|is (?:now )?in place|fixed|resolved|ready for review|now (?:\w+ )?(?:passes|uses|reads|works|returns|handles|"
+    r"supports|calls|shows|runs)|i(?:'ve| have) (?:added|updated|created|written|changed|removed|renamed|moved|made|set up|wired)|"
+    r"(?:has|have) been (?:added|updated|created|written|changed|removed|fixed|implemented))\b",
+    re.I,
+)
+_EXPLAINS = re.compile(
+    r"\b(?:because|due to|caused by|the (?:issue|problem|bug|cause|reason|error|culprit) (?:is|was|here)|turns out|means|"
+    r"false positive|instead|doesn't|does not|isn't|is not|wasn't|missing|expects?|requires?|must)\b",
+    re.I,
+)
 # …unless the same words say more is to come ("the time parser is done; the zone parser is next").
-_MORE_TO_DO = re.compile(r"\b(?:next|remaining|still|left to|not|never|no longer|cannot|unable|failed to|moving on|now (?:the|let|i)|then i|todo)\b|n't\b", re.I)
+_MORE_TO_DO = re.compile(
+    r"\b(?:next|remaining|still|left to|not|never|no longer|cannot|unable|failed to|moving on|now (?:the|let|i)|then i|todo)\b|n't\b", re.I
+)
 
 
 def says_done(text: str) -> bool:
@@ -501,12 +553,21 @@ def gather(messages: Sequence[Message], side_inputs: Iterable[tuple[int, str | l
                         program = key.removeprefix("cmd:")
                         facts.programs[program] = facts.programs.get(program, 0) + 1
                 if name == "TodoWrite" and isinstance(tool_input.get("todos"), list):
-                    facts.todos = [Task(as_text(t.get("content", "")), one_line(as_text(t.get("content", "")), 300), as_text(t.get("status", "") or "pending"), "todo")
-                                   for t in tool_input["todos"] if isinstance(t, dict) and t.get("content")]
+                    facts.todos = [
+                        Task(as_text(t.get("content", "")), one_line(as_text(t.get("content", "")), 300), as_text(t.get("status", "") or "pending"), "todo")
+                        for t in tool_input["todos"]
+                        if isinstance(t, dict) and t.get("content")
+                    ]
             elif kind == "tool_result":
                 name, tool_input = calls.get(str(block.get("tool_use_id")), ("?", None))
                 content = block.get("content")
-                result = content if isinstance(content, str) else "\n".join(as_text(b.get("text", "")) for b in content if isinstance(b, dict)) if isinstance(content, list) else ""
+                result = (
+                    content
+                    if isinstance(content, str)
+                    else "\n".join(as_text(b.get("text", "")) for b in content if isinstance(b, dict))
+                    if isinstance(content, list)
+                    else ""
+                )
                 if isinstance(tool_input, dict):
                     if name.startswith("Task") and name not in ("Task", "TaskOutput"):
                         _task_tool(facts.tasks, name, tool_input, result)
@@ -583,6 +644,7 @@ def gather(messages: Sequence[Message], side_inputs: Iterable[tuple[int, str | l
 def _drop_echoed_queue(facts: Facts) -> None:
     """A queued prompt that a later line repeats (a user line or attachment written when the queue
     was drained) is one message: the later one is kept."""
+
     def normal(text: str) -> str:
         return re.sub(r"\s+", " ", text).strip()
 

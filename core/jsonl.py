@@ -7,12 +7,11 @@ which str.splitlines() would break on.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Literal
-
-import json
-import re
 
 import orjson
 
@@ -65,8 +64,7 @@ class ReadStats:
 
 
 TRUNCATED = (
-    "truncated last line: the file ends in the middle of a JSON object "
-    "(it was probably cut off while the agent was writing it; --on-error=skip drops it)"
+    "truncated last line: the file ends in the middle of a JSON object (it was probably cut off while the agent was writing it; --on-error=skip drops it)"
 )
 
 
@@ -127,9 +125,7 @@ def as_text(value: Any) -> str:
 
 
 def _kind_of(value: object) -> str:
-    return {list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean"}.get(
-        type(value), "null"
-    )
+    return {list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean"}.get(type(value), "null")
 
 
 class _BadLine(str):
@@ -216,7 +212,6 @@ def write_entries(entries: Iterable[Entry], out: BinaryIO, flush_each: bool = Fa
         pending_newline = not eol
         if flush_each:
             out.flush()
-
 
 
 def line_number(buffer: Any, offset: int, chunk: int = 1 << 24) -> int:

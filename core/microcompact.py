@@ -16,7 +16,8 @@ from typing import Any
 
 from .cache import CacheDecision, CachePolicy, decide
 from .count import Calibration, Estimates, anchor_index, calibrate, count_context
-from .fields import iso, moment, text as field_text
+from .fields import iso, moment
+from .fields import text as field_text
 from .jsonl import Entry
 from .model import Message
 from .placeholders import PLACEHOLDER
@@ -111,8 +112,9 @@ def microcompact(entries: list[Entry], transcript_format: Any, config: Microcomp
     calibration = calibrate(estimates)
     chosen = plan(messages, config, calibration)
     if not chosen.calls:
-        return Outcome(entries, False, "nothing to clear: no compactable tool result older than the last "
-                       f"{max(1, config.keep_recent)} is longer than the placeholder")
+        return Outcome(
+            entries, False, f"nothing to clear: no compactable tool result older than the last {max(1, config.keep_recent)} is longer than the placeholder"
+        )
     now = config.now or datetime.now(timezone.utc)
     trigger = "manual" if config.force else "auto"
     decision: CacheDecision | None = None
@@ -128,8 +130,12 @@ def microcompact(entries: list[Entry], transcript_format: Any, config: Microcomp
             return Outcome(entries, False, "not triggered: the transcript records no time for its last response (use --force)")
         gap = (now - moment).total_seconds() / 60
         if gap < config.gap_minutes:
-            return Outcome(entries, False, f"not triggered: {gap:.0f} min since the last response, under --gap-minutes {config.gap_minutes:g} "
-                           "(the prompt cache may still be warm; --force clears anyway)")
+            return Outcome(
+                entries,
+                False,
+                f"not triggered: {gap:.0f} min since the last response, under --gap-minutes {config.gap_minutes:g} "
+                "(the prompt cache may still be warm; --force clears anyway)",
+            )
     pre_tokens = count_context(estimates, calibration).tokens
     counted = counted_by_anchor(messages, [call.result[0] for call in chosen.calls if call.result], chosen.tokens)
     by_entry: dict[int, dict[int, dict[str, Any]]] = {}
@@ -158,8 +164,13 @@ def microcompact(entries: list[Entry], transcript_format: Any, config: Microcomp
         marker = transcript_format.marker(result, "microcompact_boundary", "Context microcompacted", "microcompactMetadata", metadata, iso(now))
         if marker is not None:
             result.append(marker)
-    report: dict[str, Any] = {"stage": "microcompact", "cleared": len(chosen.calls), "removed_estimate": chosen.tokens_freed,
-                              "tokens_saved": counted, "by_tool": per_tool}
+    report: dict[str, Any] = {
+        "stage": "microcompact",
+        "cleared": len(chosen.calls),
+        "removed_estimate": chosen.tokens_freed,
+        "tokens_saved": counted,
+        "by_tool": per_tool,
+    }
     if decision is not None:
         report["cache"] = decision.as_dict()
     note = f"cleared {len(chosen.calls)} tool result{'s' if len(chosen.calls) != 1 else ''}"

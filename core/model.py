@@ -38,7 +38,9 @@ class Message:
     compact_summary: bool = False
     text_content: str | None = None  # set when the source held a plain string, to write it back as one
     refs: list[tuple[int, int]] = field(default_factory=list)
-    usage_stale: bool = False  # recorded before a compaction that this message survived  # per block: (entry index, index in that entry's content; -1 for a string)
+    usage_stale: bool = (
+        False  # recorded before a compaction that this message survived  # per block: (entry index, index in that entry's content; -1 for a string)
+    )
 
     @property
     def first_line(self) -> int | None:

@@ -25,7 +25,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-
 from .count import Reinjection
 from .fields import text
 from .jsonl import Entry, as_text
@@ -68,8 +67,12 @@ def is_memory_file(path: str) -> bool:
 def _is_home(parts: list[str]) -> bool:
     """Whether these leading path parts name a home folder: ~, /home/NAME, /Users/NAME, /root, C:/Users/NAME."""
     named = [part for part in parts if part]
-    return (named == ["~"] or named == ["root"] or (len(named) == 2 and named[0] in ("home", "Users"))
-            or (len(named) == 3 and named[0].endswith(":") and named[1] == "Users"))
+    return (
+        named == ["~"]
+        or named == ["root"]
+        or (len(named) == 2 and named[0] in ("home", "Users"))
+        or (len(named) == 3 and named[0].endswith(":") and named[1] == "Users")
+    )
 
 
 @dataclass
@@ -336,8 +339,9 @@ def _numbered(text: str, start: int = 1) -> str:
     return "\n".join(f"{number:6d}\t{line}" for number, line in enumerate(text.split("\n"), start))
 
 
-def plan_restore(history: Sequence[Message], history_entries: Sequence[Entry], tail: Sequence[Message], config: RestoreConfig, cwd: str | None,
-                 plan_mode: bool = False) -> list[Candidate]:
+def plan_restore(
+    history: Sequence[Message], history_entries: Sequence[Entry], tail: Sequence[Message], config: RestoreConfig, cwd: str | None, plan_mode: bool = False
+) -> list[Candidate]:
     """Every candidate, chosen or not and why, in the order they would be written. `plan_mode`: the
     session ended in plan mode, so a reminder follows the plan."""
     states = file_states(history, history_entries, cwd)
@@ -398,8 +402,10 @@ def plan_restore(history: Sequence[Message], history_entries: Sequence[Entry], t
         lines = text.count("\n") + 1
         if tokens > config.max_tokens_per_file or used + min(tokens, config.max_tokens_per_file) > config.files_budget:
             over = "over the per-file budget" if tokens > config.max_tokens_per_file else "over the total budget"
-            candidate.text = (f"The file {shown} was read before the conversation was summarized, but at {about}{tokens:,} tokens it is "
-                              f"{over} for restoring. Use the Read tool to see it again.")
+            candidate.text = (
+                f"The file {shown} was read before the conversation was summarized, but at {about}{tokens:,} tokens it is "
+                f"{over} for restoring. Use the Read tool to see it again."
+            )
             candidate.header = f"[restored file reference] {shown} ({about}{tokens:,} tokens, {over}; use Read)"
             candidate.tokens = tokens_of(candidate.text)
             candidate.chosen, candidate.reason = True, f"{over}: its path comes back with a note"
@@ -467,19 +473,32 @@ def _plan_candidate(plan: PlanState, config: RestoreConfig, root: str | None, cw
 def _plan_mode_candidate(plan: PlanState | None) -> Candidate:
     """Claude Code's plan_mode attachment, in our words: the session is still planning."""
     where = f" The plan file is {plan.path}; it is the one file you may edit." if plan is not None and plan.path else ""
-    text = ("The session is in plan mode: the user has not yet approved carrying out a plan. Do not edit files, run commands "
-            "that change anything, or commit; explore read-only, write or refine the plan, and call ExitPlanMode to ask the user "
-            f"to approve it.{where}")
-    return Candidate("plan-mode", "plan mode", text, tokens_of(text), True, "the session's last permission mode is plan",
-                     "[restored plan mode] the session is still in plan mode")
+    text = (
+        "The session is in plan mode: the user has not yet approved carrying out a plan. Do not edit files, run commands "
+        "that change anything, or commit; explore read-only, write or refine the plan, and call ExitPlanMode to ask the user "
+        f"to approve it.{where}"
+    )
+    return Candidate(
+        "plan-mode",
+        "plan mode",
+        text,
+        tokens_of(text),
+        True,
+        "the session's last permission mode is plan",
+        "[restored plan mode] the session is still in plan mode",
+    )
 
 
 def _todos(history: Sequence[Message]) -> list[Candidate]:
     todos = None
     for message in history:
         for block in message.content:
-            if block.get("type") == "tool_use" and block.get("name") == "TodoWrite" and isinstance(block.get("input"), dict) \
-                    and isinstance(block["input"].get("todos"), list):
+            if (
+                block.get("type") == "tool_use"
+                and block.get("name") == "TodoWrite"
+                and isinstance(block.get("input"), dict)
+                and isinstance(block["input"].get("todos"), list)
+            ):
                 todos = block["input"]["todos"]
     out = []
     if todos:
@@ -550,8 +569,6 @@ def restore_objects(candidates: Sequence[Candidate], make: Callable[[str, str | 
     return out
 
 
-
-
 # What Claude Code re-injects after its own compaction, by what the compaction restores
 # (core.count.Compaction.restores). No todo list: 2.1.88 brings it back only through reminders.
 REINJECTED_KINDS = {"files, plan and skills": frozenset({"file", "plan", "plan-mode", "skill"}), "plan": frozenset({"plan"}), "nothing": frozenset()}
@@ -573,9 +590,11 @@ def reinjection(history: Sequence[Message], history_entries: Sequence[Entry], re
     for candidate in candidates:
         if candidate.chosen and candidate.text is not None and candidate.kind in kinds:
             items.append({"kind": candidate.kind, "name": candidate.name, "tokens": measure(candidate.text)})
-    assumed = (f"Claude Code restored the {restores} its rules choose ({MAX_FILES} files of at most {MAX_TOKENS_PER_FILE:,} tokens, "
-               f"{FILES_BUDGET:,} in all; skills {MAX_TOKENS_PER_SKILL:,} each, {SKILLS_BUDGET:,} in all), each file as the history "
-               "last showed it")
+    assumed = (
+        f"Claude Code restored the {restores} its rules choose ({MAX_FILES} files of at most {MAX_TOKENS_PER_FILE:,} tokens, "
+        f"{FILES_BUDGET:,} in all; skills {MAX_TOKENS_PER_SKILL:,} each, {SKILLS_BUDGET:,} in all), each file as the history "
+        "last showed it"
+    )
     return Reinjection(sum(item["tokens"] for item in items), tuple(items), assumed)
 
 
@@ -593,8 +612,9 @@ def split_at_boundary(entries: Sequence[Entry], transcript_format: Any) -> tuple
     return build_messages(entries, [p for p in everything if p < last]), transcript_format.messages(entries)
 
 
-def restore(entries: list[Entry], transcript_format: Any, config: RestoreConfig, when: str,
-            original: tuple[list[Message], Sequence[Entry]] | None = None) -> tuple[Any, list[Candidate]]:
+def restore(
+    entries: list[Entry], transcript_format: Any, config: RestoreConfig, when: str, original: tuple[list[Message], Sequence[Entry]] | None = None
+) -> tuple[Any, list[Candidate]]:
     """The restore stage: (Outcome, candidates). `original` supplies the history from --from."""
     from .stage import Outcome
 
@@ -620,10 +640,14 @@ def restore(entries: list[Entry], transcript_format: Any, config: RestoreConfig,
         return Outcome(entries, False, "nothing to restore: no file, plan, plan-mode reminder, skill or todo list to bring back" + no_disk), candidates
     added = transcript_format.meta_entries(entries, [restored_text(c) for c in chosen], when)
     tokens = sum(c.tokens for c in chosen)
-    report = {"stage": "restore", "restored": [c.as_dict() for c in chosen], "tokens": tokens,
-              "skipped": [c.as_dict() for c in candidates if not c.chosen]}
-    labels = {"file": ("file", "files"), "plan": ("plan", "plans"), "plan-mode": ("plan-mode reminder", "plan-mode reminders"),
-              "skill": ("skill", "skills"), "todos": ("todo list", "todo lists")}
+    report = {"stage": "restore", "restored": [c.as_dict() for c in chosen], "tokens": tokens, "skipped": [c.as_dict() for c in candidates if not c.chosen]}
+    labels = {
+        "file": ("file", "files"),
+        "plan": ("plan", "plans"),
+        "plan-mode": ("plan-mode reminder", "plan-mode reminders"),
+        "skill": ("skill", "skills"),
+        "todos": ("todo list", "todo lists"),
+    }
     counts = {kind: sum(1 for c in chosen if c.kind == kind) for kind in labels}
     kinds = ", ".join(f"{n} {labels[k][n != 1]}" for k, n in counts.items() if n)
     if no_disk:

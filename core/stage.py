@@ -52,8 +52,14 @@ def _text(raw: bytes) -> dict[str, str]:
         return {"b64": base64.b64encode(raw).decode("ascii")}
 
 
-def ledger_record(stage: str, prefix: bytes | memoryview, before: Sequence[Entry], after: Sequence[Entry], removed: list[dict[str, Any]],
-                  region: bytes | memoryview | None = None) -> tuple[dict[str, Any], list[bytes]]:
+def ledger_record(
+    stage: str,
+    prefix: bytes | memoryview,
+    before: Sequence[Entry],
+    after: Sequence[Entry],
+    removed: list[dict[str, Any]],
+    region: bytes | memoryview | None = None,
+) -> tuple[dict[str, Any], list[bytes]]:
     """The ledger line that lets `expand` rebuild the input from the output, and the output's lines.
 
     The recipe lists the input's lines in order: a range [a, b] copies output lines a..b-1 (entries

@@ -21,8 +21,7 @@ from .model import Message
 from .tokens import RoughCounter, estimate_blocks
 
 PREAMBLE = (
-    "This session is being continued from a previous conversation that ran out of context. "
-    "The summary below covers the earlier portion of the conversation."
+    "This session is being continued from a previous conversation that ran out of context. The summary below covers the earlier portion of the conversation."
 )
 SECTIONS = (
     "Primary Request and Intent",
@@ -118,6 +117,8 @@ def listed_failures(facts: Facts) -> tuple[list[Failure], list[Failure], int]:
     unresolved = facts.unresolved[-LISTED_FAILURES:]
     fixed = [f for f in reversed(facts.failures) if f.resolved][: LISTED_FAILURES - len(unresolved)]
     return unresolved, fixed, len(facts.failures) - len(unresolved) - len(fixed)
+
+
 PLAN_CHARS = 1500
 
 
@@ -140,7 +141,7 @@ def _failure_fact(failure: Failure) -> str:
 def _failure_item(failure: Failure) -> str:
     times = f" (×{failure.times})" if failure.times > 1 else ""
     if failure.resolved:
-        how = ("the same call later succeeded" if failure.fixed_by == failure.call else f"then succeeded: {failure.fixed_by}")
+        how = "the same call later succeeded" if failure.fixed_by == failure.call else f"then succeeded: {failure.fixed_by}"
         how += f" — {failure.explanation}" if failure.explanation else ""
         return f"   - [fixed] {failure.call}{times}\n     error: {failure.line}\n     {how}"
     why = f"\n     noted: {failure.explanation}" if failure.explanation else ""
@@ -165,8 +166,7 @@ def _before(side_inputs: Sequence[tuple[int, Any]], tail: Sequence[Message]) -> 
     return [item for item in side_inputs if cut is None or item[0] < cut]
 
 
-def offline_summary(history: Sequence[Message], side_inputs: Sequence[tuple[int, Any]] = (), tail: Sequence[Message] = (),
-                    whole: Facts | None = None) -> str:
+def offline_summary(history: Sequence[Message], side_inputs: Sequence[tuple[int, Any]] = (), tail: Sequence[Message] = (), whole: Facts | None = None) -> str:
     """A deterministic summary under the nine headings, built from the transcript alone.
 
     Written for a developer (or model) who must carry on from it: every typed message, open work
@@ -192,19 +192,25 @@ def offline_summary(history: Sequence[Message], side_inputs: Sequence[tuple[int,
             intent.append(f"   ({len(typed) - 2} other message(s) in between, listed in section 6.)")
     section(1, intent)
     kinds = sorted({p.rsplit(".", 1)[-1] for p in facts.files if "." in p.rsplit("/", 1)[-1]})
-    section(2, [f"   - Tools used: {', '.join(f'{n} ×{c}' for n, c in sorted(facts.tools.items(), key=lambda i: -i[1]))}"] * bool(facts.tools)
-            + [f"   - Commands run: {', '.join(f'{p} ×{c}' for p, c in sorted(facts.programs.items(), key=lambda i: -i[1])[:12])}"] * bool(facts.programs)
-            + [f"   - File types: {', '.join('.' + k for k in kinds)}"] * bool(kinds))
+    section(
+        2,
+        [f"   - Tools used: {', '.join(f'{n} ×{c}' for n, c in sorted(facts.tools.items(), key=lambda i: -i[1]))}"] * bool(facts.tools)
+        + [f"   - Commands run: {', '.join(f'{p} ×{c}' for p, c in sorted(facts.programs.items(), key=lambda i: -i[1])[:12])}"] * bool(facts.programs)
+        + [f"   - File types: {', '.join('.' + k for k in kinds)}"] * bool(kinds),
+    )
     changed = [f"   - {path} — {facts.files[path]}" + (f" ({facts.changes[path]} changes)" if facts.changes.get(path, 0) > 1 else "") for path in facts.edited]
     changed_paths = set(facts.edited)
     looked = [path for path in facts.files if path not in changed_paths]
     section(3, changed + [f"   - {path} — {facts.files[path]}" for path in looked])
     unresolved, fixed, left = listed_failures(now)  # the tail's too: a stage may have cleared them there
     listed = unresolved + fixed
-    section(4, [_failure_item(f) for f in listed[:FULL_FAILURES]]
-            + [f"   - [{'fixed' if f.resolved else 'UNRESOLVED'}] {f.call} — error: {f.line}" for f in listed[FULL_FAILURES:]]
-            + ([f"   ({left} earlier fixed failure(s) not listed)"] if left > 0 else [])
-            + [f"   - The user declined: {call}" for call in now.declined[-5:]])
+    section(
+        4,
+        [_failure_item(f) for f in listed[:FULL_FAILURES]]
+        + [f"   - [{'fixed' if f.resolved else 'UNRESOLVED'}] {f.call} — error: {f.line}" for f in listed[FULL_FAILURES:]]
+        + ([f"   ({left} earlier fixed failure(s) not listed)"] if left > 0 else [])
+        + [f"   - The user declined: {call}" for call in now.declined[-5:]],
+    )
     section(5, [f"   - {finding}" for finding in chosen_findings(facts.findings)])
     # A prompt queued during the kept tail has no message there: it is listed here too.
     cut = first_position(tail)
@@ -218,7 +224,7 @@ def offline_summary(history: Sequence[Message], side_inputs: Sequence[tuple[int,
     if now.plan is not None and now.plan[1].strip():
         pending += _plan_lines(now.plan)
     for request in now.pending_requests[-3:]:
-        pending.append(f"   - Request not yet shown done: \"{_trim(one_line(request.typed.text, 400))}\"")
+        pending.append(f'   - Request not yet shown done: "{_trim(one_line(request.typed.text, 400))}"')
     section(7, pending)
     current: list[str] = []
     if now.in_progress:
@@ -232,8 +238,10 @@ def offline_summary(history: Sequence[Message], side_inputs: Sequence[tuple[int,
     step = []
     if now.requests and now.requests[-1].shown_done:
         latest = now.requests[-1]
-        step.append(f'   Latest request: "{_trim(latest.typed.text)}" — the last words suggest it is done ("{one_line(latest.done_by or "", 300)}"); '
-                    "check before doing it again.")
+        step.append(
+            f'   Latest request: "{_trim(latest.typed.text)}" — the last words suggest it is done ("{one_line(latest.done_by or "", 300)}"); '
+            "check before doing it again."
+        )
     elif now.typed:
         step.append(f'   Continue with the latest request: "{_trim(now.typed[-1].text)}"')
     if now.in_progress:
@@ -255,8 +263,10 @@ def format_llm_summary(text: str) -> str:
 
 
 # An automatic compaction interrupts no one: the model resumes the task instead of greeting the user.
-CARRY_ON = ("Carry on from where the conversation stopped without asking the user anything: do not acknowledge or "
-            "recap this summary and do not announce that you are continuing; simply resume the last task you were asked to do.")
+CARRY_ON = (
+    "Carry on from where the conversation stopped without asking the user anything: do not acknowledge or "
+    "recap this summary and do not announce that you are continuing; simply resume the last task you were asked to do."
+)
 
 
 def summary_message_text(summary: str, transcript_path: str | None, kept_tail: bool, automatic: bool = False) -> str:
@@ -264,7 +274,10 @@ def summary_message_text(summary: str, transcript_path: str | None, kept_tail: b
     is, that recent messages are kept, and (for an automatic compaction) the instruction to carry on."""
     parts = [PREAMBLE, "", summary]
     if transcript_path:
-        parts += ["", f"If you need specific details from before compaction (exact code snippets, error messages, or content you generated), read the full transcript at: {transcript_path}"]
+        parts += [
+            "",
+            f"If you need specific details from before compaction (exact code snippets, error messages, or content you generated), read the full transcript at: {transcript_path}",
+        ]
     if kept_tail:
         parts += ["", "Recent messages are preserved verbatim."]
     if automatic:
@@ -283,12 +296,18 @@ class Fact:
 
 # What the new context must still hold, by kind (the order facts are listed in).
 FACT_KINDS = ("instruction", "last-request", "file", "error", "fixed-error", "task", "current-work")
-FACT_LABELS = {"instruction": "User instruction", "last-request": "Last request", "file": "File edited or written", "error": "Unresolved error",
-               "fixed-error": "Error met and fixed", "task": "Open task", "current-work": "Current work"}
+FACT_LABELS = {
+    "instruction": "User instruction",
+    "last-request": "Last request",
+    "file": "File edited or written",
+    "error": "Unresolved error",
+    "fixed-error": "Error met and fixed",
+    "task": "Open task",
+    "current-work": "Current work",
+}
 
 
-def key_facts(history: Sequence[Message], tail: Sequence[Message], side_inputs: Sequence[tuple[int, Any]] = (),
-              whole: Facts | None = None) -> list[Fact]:
+def key_facts(history: Sequence[Message], tail: Sequence[Message], side_inputs: Sequence[tuple[int, Any]] = (), whole: Facts | None = None) -> list[Fact]:
     """What the new context (summary and kept tail) must hold: every message the user typed (from
     every source), the last request, every file edited or written, every error met (the line that
     names it; unresolved and fixed ones apart), the open todos, tasks and tracker issues, and the
@@ -388,8 +407,9 @@ class Verification:
             totals.setdefault(fact.kind, [0, 0])[0] += 1
         for fact in self.missing:
             totals[fact.kind][1] += 1
-        return {kind: {"facts": n, "carried": n - lost, "recall": round(1 - lost / n, 4)}
-                for kind in FACT_KINDS if kind in totals for n, lost in [totals[kind]]}
+        return {
+            kind: {"facts": n, "carried": n - lost, "recall": round(1 - lost / n, 4)} for kind in FACT_KINDS if kind in totals for n, lost in [totals[kind]]
+        }
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -425,7 +445,8 @@ def verify(facts: Sequence[Fact], context_text: str) -> Verification:
                 wordy[number] = words
     present = set(_WORD.findall(haystack)) if wordy else set()
     missing = [
-        fact for number, (fact, needle) in enumerate(zip(facts, needles))
+        fact
+        for number, (fact, needle) in enumerate(zip(facts, needles))
         if needle not in verbatim and (number not in wordy or len(wordy[number] & present) / len(wordy[number]) < 0.8)
     ]
     return Verification(list(facts), missing)

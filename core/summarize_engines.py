@@ -310,8 +310,9 @@ def _client(config: LlmConfig, client: Any) -> Any:
     if isinstance(client, anthropic.AsyncAnthropic):
         return client
     if isinstance(client, anthropic.Anthropic):  # a sync client given: its settings, on a client the deadline can cancel
-        return anthropic.AsyncAnthropic(api_key=client.api_key, auth_token=client.auth_token, base_url=client.base_url,
-                                        timeout=client.timeout, max_retries=client.max_retries)
+        return anthropic.AsyncAnthropic(
+            api_key=client.api_key, auth_token=client.auth_token, base_url=client.base_url, timeout=client.timeout, max_retries=client.max_retries
+        )
     if client is not None:
         raise TypeError("client must be an anthropic.Anthropic or anthropic.AsyncAnthropic")
     if not config.api_key:
@@ -359,8 +360,9 @@ async def _ask(api: Any, config: LlmConfig, content: Any) -> tuple[str, bool, di
     import anthropic
 
     body = bytearray()
-    async with api.messages.with_streaming_response.create(model=config.model, max_tokens=config.max_tokens, system=SYSTEM,
-                                                           messages=[{"role": "user", "content": content}]) as response:
+    async with api.messages.with_streaming_response.create(
+        model=config.model, max_tokens=config.max_tokens, system=SYSTEM, messages=[{"role": "user", "content": content}]
+    ) as response:
         try:
             async for chunk in response.iter_bytes():
                 body += chunk
@@ -373,8 +375,9 @@ async def _ask(api: Any, config: LlmConfig, content: Any) -> tuple[str, bool, di
     return parse_reply(bytes(body), config)
 
 
-def llm_summary(messages: Sequence[Message], config: LlmConfig, progress: Callable[[str], None] | None = None, client: Any = None,
-                deadline: float | None = None) -> LlmResult:
+def llm_summary(
+    messages: Sequence[Message], config: LlmConfig, progress: Callable[[str], None] | None = None, client: Any = None, deadline: float | None = None
+) -> LlmResult:
     """Ask the model for the nine-section summary; raises SummaryFailed when it cannot be had.
 
     Everything (every request, the client's retries and waits) ends by `deadline` (a
@@ -428,9 +431,11 @@ def repair_summary(summary: str, missing: Sequence[str], config: LlmConfig, clie
     """One request asking the model to rewrite the summary so it also carries the missing facts
     (within `deadline`, the summary's own: the repair is part of the summary's time)."""
     listing = "\n".join(f"- {fact}" for fact in missing)
-    prompt = (f"Here is a summary of a coding session:\n\n{summary}\n\nIt leaves out these facts, which the session "
-              f"must keep:\n{listing}\n\nRewrite the summary, same nine sections, so that it carries every one of "
-              "them (user instructions verbatim). Text only, no tool calls. Put the result inside <summary></summary>.")
+    prompt = (
+        f"Here is a summary of a coding session:\n\n{summary}\n\nIt leaves out these facts, which the session "
+        f"must keep:\n{listing}\n\nRewrite the summary, same nine sections, so that it carries every one of "
+        "them (user instructions verbatim). Text only, no tool calls. Put the result inside <summary></summary>."
+    )
 
     async def repair(api: Any) -> str:
         import anthropic

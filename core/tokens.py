@@ -7,8 +7,8 @@ encodings are built from them with tiktoken's own pattern and special-token defi
 
 from __future__ import annotations
 
-import re
 import math
+import re
 from collections.abc import Iterable
 from functools import cache
 from typing import Any, Protocol

@@ -47,11 +47,17 @@ class AnthropicFormat:
             indexed = blocks_with_index(content)
             usage = obj.get("usage") if isinstance(obj.get("usage"), dict) else None
             messages.append(
-                Message(role, [block for _, block in indexed], [position], obj.get("id") if isinstance(obj.get("id"), str) else None,
-                        usage, obj.get("model") if isinstance(obj.get("model"), str) else None,
-                        text_content=content if isinstance(content, str) else None,
-                        refs=[(position, index) for index, _ in indexed],
-                        compact_summary=role == "user" and isinstance(content, str) and content.startswith(SUMMARY_PREAMBLE))
+                Message(
+                    role,
+                    [block for _, block in indexed],
+                    [position],
+                    obj.get("id") if isinstance(obj.get("id"), str) else None,
+                    usage,
+                    obj.get("model") if isinstance(obj.get("model"), str) else None,
+                    text_content=content if isinstance(content, str) else None,
+                    refs=[(position, index) for index, _ in indexed],
+                    compact_summary=role == "user" and isinstance(content, str) and content.startswith(SUMMARY_PREAMBLE),
+                )
             )
         if messages and messages[0].compact_summary:
             for message in messages:
@@ -104,7 +110,14 @@ class AnthropicFormat:
         findings: list[Finding] = []
         messages = self.messages(entries)
         if messages and messages[0].role != "user":
-            findings.append(Finding("warning", "first-not-user", "the first message is not from the user; the API expects a user turn first", entries[messages[0].entries[0]].line))
+            findings.append(
+                Finding(
+                    "warning",
+                    "first-not-user",
+                    "the first message is not from the user; the API expects a user turn first",
+                    entries[messages[0].entries[0]].line,
+                )
+            )
         for previous, current in zip(messages, messages[1:]):
             if previous.role == current.role:
                 findings.append(Finding("warning", "same-role", f"two {current.role} messages in a row; the API merges them", entries[current.entries[0]].line))
@@ -113,7 +126,14 @@ class AnthropicFormat:
             if problem.why == EARLY:
                 findings.append(Finding("error", "result-before-use", f"tool_result for {problem.tool_use_id} {EARLY}", problem.line))
             else:
-                findings.append(Finding("error", "orphan-tool-result", f"tool_result for {problem.tool_use_id} does not answer a tool_use in the previous assistant message", problem.line))
+                findings.append(
+                    Finding(
+                        "error",
+                        "orphan-tool-result",
+                        f"tool_result for {problem.tool_use_id} does not answer a tool_use in the previous assistant message",
+                        problem.line,
+                    )
+                )
         last_assistant = max((m.entries[0] for m in messages if m.role == "assistant"), default=-1)
         for problem in report.unanswered:
             at_end = problem.line is not None and problem.line >= entries[last_assistant].line

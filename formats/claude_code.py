@@ -153,10 +153,7 @@ def context_positions(entries: Sequence[Entry], history: bool = False) -> list[i
             for block in _blocks(payload.get("content")):
                 if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
                     tool_ids.add(block["id"])
-        elif kind == "user" and any(
-            block.get("type") == "tool_result" and block.get("tool_use_id") in tool_ids
-            for block in _blocks(payload.get("content"))
-        ):
+        elif kind == "user" and any(block.get("type") == "tool_result" and block.get("tool_use_id") in tool_ids for block in _blocks(payload.get("content"))):
             extra.append(position)
     if not extra:
         return chain
@@ -436,8 +433,20 @@ class ClaudeCodeFormat:
         out = []
         for injected in texts:
             line_uuid = str(uuidlib.uuid5(CTXPIPE_NAMESPACE, orjson.dumps(["meta", parent, injected]).decode()))
-            out.append(Entry({"parentUuid": parent, "isSidechain": False, **base, "type": "user",
-                              "message": {"role": "user", "content": injected}, "isMeta": True, "uuid": line_uuid, "timestamp": next(clock)}))
+            out.append(
+                Entry(
+                    {
+                        "parentUuid": parent,
+                        "isSidechain": False,
+                        **base,
+                        "type": "user",
+                        "message": {"role": "user", "content": injected},
+                        "isMeta": True,
+                        "uuid": line_uuid,
+                        "timestamp": next(clock),
+                    }
+                )
+            )
             parent = line_uuid
         return out
 
@@ -456,16 +465,18 @@ class ClaudeCodeFormat:
         for key in ("userType", "cwd", "sessionId", "version", "gitBranch", "slug"):
             if key in envelope:
                 obj[key] = envelope[key]
-        obj.update({
-            "type": "system",
-            "subtype": subtype,
-            "content": text,
-            "isMeta": False,
-            "level": "info",
-            metadata_key: metadata,
-            "uuid": str(uuidlib.uuid5(CTXPIPE_NAMESPACE, body.decode())),
-            "timestamp": when,
-        })
+        obj.update(
+            {
+                "type": "system",
+                "subtype": subtype,
+                "content": text,
+                "isMeta": False,
+                "level": "info",
+                metadata_key: metadata,
+                "uuid": str(uuidlib.uuid5(CTXPIPE_NAMESPACE, body.decode())),
+                "timestamp": when,
+            }
+        )
         return Entry(obj)
 
     def compacted(self, entries: Sequence[Entry], tail: Sequence[int], summary: str, metadata: dict[str, Any], when: str) -> list[Entry]:
@@ -483,11 +494,29 @@ class ClaudeCodeFormat:
         seed = orjson.dumps([session, last.get("uuid"), summary]).decode()
         boundary_uuid = str(uuidlib.uuid5(CTXPIPE_NAMESPACE, "boundary:" + seed))
         summary_uuid = str(uuidlib.uuid5(CTXPIPE_NAMESPACE, "summary:" + seed))
-        boundary = {"parentUuid": None, "logicalParentUuid": last.get("uuid"), **base, "type": "system", "subtype": "compact_boundary",
-                    "content": "Conversation compacted", "isMeta": False, "timestamp": when, "uuid": boundary_uuid, "level": "info",
-                    "compactMetadata": metadata}
-        summary_line = {"parentUuid": boundary_uuid, **base, "type": "user", "message": {"role": "user", "content": summary},
-                        "isVisibleInTranscriptOnly": True, "isCompactSummary": True, "uuid": summary_uuid, "timestamp": when}
+        boundary = {
+            "parentUuid": None,
+            "logicalParentUuid": last.get("uuid"),
+            **base,
+            "type": "system",
+            "subtype": "compact_boundary",
+            "content": "Conversation compacted",
+            "isMeta": False,
+            "timestamp": when,
+            "uuid": boundary_uuid,
+            "level": "info",
+            "compactMetadata": metadata,
+        }
+        summary_line = {
+            "parentUuid": boundary_uuid,
+            **base,
+            "type": "user",
+            "message": {"role": "user", "content": summary},
+            "isVisibleInTranscriptOnly": True,
+            "isCompactSummary": True,
+            "uuid": summary_uuid,
+            "timestamp": when,
+        }
         out = [Entry(boundary), Entry(summary_line)]
         kept = {text(entries[p].obj, "uuid") for p in tail}
         for position in tail:
@@ -553,7 +582,7 @@ def parent_cycles(entries: Sequence[Entry]) -> list[list[int]]:
             path.append(position)
             position = parent_of[position]
         if position is not None and walked[position] == start + 1:  # this walk came back to itself
-            loop = path[path.index(position):]
+            loop = path[path.index(position) :]
             first = loop.index(min(loop))
             cycles.append(loop[first:] + loop[:first])
     return sorted(cycles)  # in file order of their first lines

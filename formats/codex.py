@@ -17,9 +17,10 @@ from typing import Any
 import orjson
 
 from ..core.convert import EARLY, unasked_results
-from ..core.errors import UnsupportedError
 from ..core.count import Compaction, Marker
-from ..core.fields import count, text as field_text
+from ..core.errors import UnsupportedError
+from ..core.fields import count
+from ..core.fields import text as field_text
 from ..core.jsonl import Entry, OnError, ReadStats, dumps, iter_buffer_entries, iter_entries
 from ..core.model import Finding, Message
 from .base import WriteOptions
@@ -209,11 +210,13 @@ class CodexFormat:
                 reported.add(call_id)
                 findings.append(
                     Finding("error", "result-before-use", f"output for call {call_id} comes before its call (line {calls[call_id]})", lines[index])
-                    if why == EARLY else Finding("error", "orphan-tool-result", f"output for call {call_id} has no call", lines[index])
+                    if why == EARLY
+                    else Finding("error", "orphan-tool-result", f"output for call {call_id} has no call", lines[index])
                 )
         findings += [
             Finding("warning", "unanswered-tool-use", f"call {call_id} has no output (interrupted?)", line)
-            for call_id, line in calls.items() if call_id not in outputs
+            for call_id, line in calls.items()
+            if call_id not in outputs
         ]
         return findings
 

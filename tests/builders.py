@@ -43,11 +43,21 @@ class Session:
         parent = self.last if parent is _SAME else parent
         line_uuid = self.uuid()
         second = len(self.lines)
-        self.lines.append({
-            "parentUuid": parent, "isSidechain": sidechain, "userType": "external", "cwd": "/home/dev/app",
-            "sessionId": SESSION, "version": self.version, "gitBranch": "main", "type": kind, **fields,
-            "uuid": line_uuid, "timestamp": f"2026-05-04T10:{second // 60 % 60:02d}:{second % 60:02d}.000Z",
-        })
+        self.lines.append(
+            {
+                "parentUuid": parent,
+                "isSidechain": sidechain,
+                "userType": "external",
+                "cwd": "/home/dev/app",
+                "sessionId": SESSION,
+                "version": self.version,
+                "gitBranch": "main",
+                "type": kind,
+                **fields,
+                "uuid": line_uuid,
+                "timestamp": f"2026-05-04T10:{second // 60 % 60:02d}:{second % 60:02d}.000Z",
+            }
+        )
         if not sidechain:
             self.last = line_uuid
         return line_uuid
@@ -59,8 +69,16 @@ class Session:
         self._tools += 1
         return f"toolu_01T{self._tools:05d}"
 
-    def response(self, blocks: list[dict[str, Any]], final_usage: dict[str, int] | None, outputs: list[int] | None = None,
-                 model: Any = _SAME, sidechain: bool = False, parent: Any = _SAME, message_id: str | None = None) -> list[str]:
+    def response(
+        self,
+        blocks: list[dict[str, Any]],
+        final_usage: dict[str, int] | None,
+        outputs: list[int] | None = None,
+        model: Any = _SAME,
+        sidechain: bool = False,
+        parent: Any = _SAME,
+        message_id: str | None = None,
+    ) -> list[str]:
         """One line per block; every line carries the usage, output_tokens from `outputs` (the last
         line gets final_usage's own output_tokens unless `outputs` says otherwise)."""
         self._messages += 1
@@ -68,8 +86,15 @@ class Session:
         model = self.model if model is _SAME else model
         uuids = []
         for number, block in enumerate(blocks):
-            payload: dict[str, Any] = {"id": message_id, "type": "message", "role": "assistant", "model": model,
-                                       "content": [block], "stop_reason": None, "stop_sequence": None}
+            payload: dict[str, Any] = {
+                "id": message_id,
+                "type": "message",
+                "role": "assistant",
+                "model": model,
+                "content": [block],
+                "stop_reason": None,
+                "stop_sequence": None,
+            }
             if final_usage is not None:
                 line_usage = dict(final_usage)
                 if outputs is not None:
@@ -77,8 +102,7 @@ class Session:
                 elif number < len(blocks) - 1:
                     line_usage["output_tokens"] = 1
                 payload["usage"] = line_usage
-            uuids.append(self.line("assistant", parent if number == 0 else _SAME, sidechain,
-                                   message=payload, requestId=f"req_{message_id}"))
+            uuids.append(self.line("assistant", parent if number == 0 else _SAME, sidechain, message=payload, requestId=f"req_{message_id}"))
             if sidechain:
                 parent = uuids[-1]
         return uuids
@@ -87,23 +111,36 @@ class Session:
         return self.response([{"type": "text", "text": text}], final_usage, **kwargs)
 
     def tool_result(self, tool_id: str, content: Any, parent: Any = _SAME, sidechain: bool = False) -> str:
-        return self.user([{"tool_use_id": tool_id, "type": "tool_result", "content": content}], parent, sidechain,
-                         toolUseResult={"stdout": "", "stderr": ""})
+        return self.user([{"tool_use_id": tool_id, "type": "tool_result", "content": content}], parent, sidechain, toolUseResult={"stdout": "", "stderr": ""})
 
     def system(self, subtype: str, **fields: Any) -> str:
         return self.line("system", subtype=subtype, isMeta=False, level="info", **fields)
 
     def compact(self, summary: str = "Summary: the user is adding rate limiting.") -> str:
         previous = self.last
-        boundary = self.line("system", None, subtype="compact_boundary", content="Conversation compacted", isMeta=False,
-                             level="info", logicalParentUuid=previous, compactMetadata={"trigger": "auto", "preTokens": 150000})
-        self.user("This session is being continued from a previous conversation that ran out of context. " + summary,
-                  isCompactSummary=True, isVisibleInTranscriptOnly=True)
+        boundary = self.line(
+            "system",
+            None,
+            subtype="compact_boundary",
+            content="Conversation compacted",
+            isMeta=False,
+            level="info",
+            logicalParentUuid=previous,
+            compactMetadata={"trigger": "auto", "preTokens": 150000},
+        )
+        self.user(
+            "This session is being continued from a previous conversation that ran out of context. " + summary,
+            isCompactSummary=True,
+            isVisibleInTranscriptOnly=True,
+        )
         return boundary
 
     def microcompact(self, saved: int) -> str:
-        return self.system("microcompact_boundary", content="Context microcompacted",
-                           microcompactMetadata={"trigger": "auto", "preTokens": 20000, "tokensSaved": saved, "compactedToolIds": []})
+        return self.system(
+            "microcompact_boundary",
+            content="Context microcompacted",
+            microcompactMetadata={"trigger": "auto", "preTokens": 20000, "tokensSaved": saved, "compactedToolIds": []},
+        )
 
     def raw(self, obj: dict[str, Any]) -> None:
         self.lines.append(obj)

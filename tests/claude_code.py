@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from messages_server import MessagesServer, RecordedRequest
 
 CLAUDE_CODE_VERSION = "2.1.88"
@@ -136,7 +135,10 @@ class ResumeResult:
 
     def debug(self) -> str:
         lines = [f"exit {self.returncode}", f"stdout: {self.stdout[-2000:]}", f"stderr: {self.stderr[-2000:]}"]
-        lines += [f"{r.method} {r.path} -> {r.status} ({r.reply_kind}) model={(r.body or {}).get('model') if isinstance(r.body, dict) else None}" for r in self.requests]
+        lines += [
+            f"{r.method} {r.path} -> {r.status} ({r.reply_kind}) model={(r.body or {}).get('model') if isinstance(r.body, dict) else None}"
+            for r in self.requests
+        ]
         return "\n".join(lines)
 
 

@@ -28,7 +28,9 @@ needs_corpus = pytest.mark.skipif(
 )
 
 
-def run_cli(*args: str | os.PathLike[str], stdin: bytes | None = b"", env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
+def run_cli(
+    *args: str | os.PathLike[str], stdin: bytes | None = b"", env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[bytes]:
     """Run `python -m ctxpipe ARGS` as a user would, capturing bytes."""
     full_env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "120", **(env or {})}
     full_env.pop("CTXPIPE_DEBUG", None)

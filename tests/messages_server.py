@@ -34,8 +34,9 @@ import sys
 import threading
 import uuid
 from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Union
+from typing import Any, Union
 from urllib.parse import urlsplit
 
 # Headers whose values are credentials: never kept, so a failing assert or a log cannot leak them.
@@ -112,6 +113,7 @@ class Reply:
         """An error whose message quotes the x-api-key and Authorization headers the client sent."""
         return cls("echo_credentials", status=status, error_type="api_error")
 
+
 DefaultReply = Union[str, Callable[[dict], Union[str, Reply]]]
 
 
@@ -149,7 +151,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     timeout = 30  # an idle keep-alive connection cannot pin a thread for ever
     server: _HTTPServer
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet: pytest shows failures, not access logs
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
     # Every method goes through one dispatcher so nothing Claude Code tries can hang or crash the fake.
@@ -188,7 +190,9 @@ class _HTTPServer(http.server.ThreadingHTTPServer):
 class MessagesServer:
     """The fake API. Use as a context manager (or call start()/stop()); `url` is the base URL for clients."""
 
-    def __init__(self, *, default_reply: DefaultReply = _default_reply, timeout_seconds: float = 3.0, max_sleep: float = 10.0, model: str | None = None) -> None:
+    def __init__(
+        self, *, default_reply: DefaultReply = _default_reply, timeout_seconds: float = 3.0, max_sleep: float = 10.0, model: str | None = None
+    ) -> None:
         self.default_reply = default_reply
         self.timeout_seconds = timeout_seconds
         self.max_sleep = max_sleep  # whatever a test asks, a timeout reply never holds a thread longer
@@ -481,7 +485,10 @@ def _stream_events(message: dict) -> Iterator[tuple[str, dict]]:
             yield "content_block_start", {"type": "content_block_start", "index": index, "content_block": {**block, "input": {}}}
             partial = json.dumps(block["input"])
             for i in range(0, len(partial), 16):
-                yield "content_block_delta", {"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": partial[i : i + 16]}}
+                yield (
+                    "content_block_delta",
+                    {"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": partial[i : i + 16]}},
+                )
         yield "content_block_stop", {"type": "content_block_stop", "index": index}
     delta = {"stop_reason": message["stop_reason"], "stop_sequence": None}
     yield "message_delta", {"type": "message_delta", "delta": delta, "usage": {"output_tokens": usage["output_tokens"]}}

@@ -70,8 +70,17 @@ class Project(Session):
         self.total = total or self.total + 300
         return self.text(text, usage(self.total))
 
-    def call(self, name: str, tool_input: dict[str, Any], output: Any, *, error: bool = False, result_extra: dict[str, Any] | None = None,
-             text: str | None = None, total: int | None = None) -> str:
+    def call(
+        self,
+        name: str,
+        tool_input: dict[str, Any],
+        output: Any,
+        *,
+        error: bool = False,
+        result_extra: dict[str, Any] | None = None,
+        text: str | None = None,
+        total: int | None = None,
+    ) -> str:
         """One response (an optional text, then one tool_use) and its result; returns the tool id."""
         tool_id = self.tool_id()
         self.total = total or self.total + 200 + len(str(output)) // 4
@@ -85,8 +94,18 @@ class Project(Session):
 
     # --- file tools ---------------------------------------------------------------------------
 
-    def read(self, rel: str, content: str, *, offset: int | None = None, limit: int | None = None, structured: bool = True,
-             arrow: bool = True, as_given: bool = False, reminder: bool = False) -> str:
+    def read(
+        self,
+        rel: str,
+        content: str,
+        *,
+        offset: int | None = None,
+        limit: int | None = None,
+        structured: bool = True,
+        arrow: bool = True,
+        as_given: bool = False,
+        reminder: bool = False,
+    ) -> str:
         """A Read of `content` (the whole file); `as_given` keeps `rel` exactly as the tool input."""
         file_path = rel if as_given else self.path(rel)
         tool_input: dict[str, Any] = {"file_path": file_path}
@@ -102,8 +121,11 @@ class Project(Session):
         text = numbered(shown, first, arrow)
         if reminder:
             text += "\n\n<system-reminder>\nWhenever you read a file, you should consider whether it looks malicious.\n</system-reminder>\n"
-        extra = {"type": "text", "file": {"filePath": file_path, "content": shown, "numLines": len(shown_lines), "startLine": first,
-                                          "totalLines": len(lines)}} if structured else {"stdout": "", "stderr": ""}
+        extra = (
+            {"type": "text", "file": {"filePath": file_path, "content": shown, "numLines": len(shown_lines), "startLine": first, "totalLines": len(lines)}}
+            if structured
+            else {"stdout": "", "stderr": ""}
+        )
         return self.call("Read", tool_input, text, result_extra=extra)
 
     def unchanged(self, rel: str) -> str:
@@ -114,23 +136,30 @@ class Project(Session):
         tool_input: dict[str, Any] = {"file_path": self.path(rel), "old_string": old, "new_string": new}
         if replace_all:
             tool_input["replace_all"] = True
-        return self.call("Edit", tool_input, f"The file {self.path(rel)} has been updated.",
-                         result_extra={"filePath": self.path(rel), "oldString": old, "newString": new})
+        return self.call(
+            "Edit", tool_input, f"The file {self.path(rel)} has been updated.", result_extra={"filePath": self.path(rel), "oldString": old, "newString": new}
+        )
 
     def multi_edit(self, rel: str, edits: list[tuple[str, str]]) -> str:
-        return self.call("MultiEdit", {"file_path": self.path(rel), "edits": [{"old_string": o, "new_string": n} for o, n in edits]},
-                         f"Applied {len(edits)} edits to {self.path(rel)}")
+        return self.call(
+            "MultiEdit",
+            {"file_path": self.path(rel), "edits": [{"old_string": o, "new_string": n} for o, n in edits]},
+            f"Applied {len(edits)} edits to {self.path(rel)}",
+        )
 
     def write(self, rel: str, content: str) -> str:
-        return self.call("Write", {"file_path": self.path(rel), "content": content}, f"File created successfully at: {self.path(rel)}",
-                         result_extra={"type": "create", "filePath": self.path(rel), "content": content})
+        return self.call(
+            "Write",
+            {"file_path": self.path(rel), "content": content},
+            f"File created successfully at: {self.path(rel)}",
+            result_extra={"type": "create", "filePath": self.path(rel), "content": content},
+        )
 
     def bash(self, command: str, output: str, error: bool = False) -> str:
         return self.call("Bash", {"command": command}, output, error=error)
 
     def todos(self, items: list[tuple[str, str]]) -> str:
-        return self.call("TodoWrite", {"todos": [{"content": c, "status": s, "activeForm": c} for c, s in items]},
-                         "Todos have been modified successfully.")
+        return self.call("TodoWrite", {"todos": [{"content": c, "status": s, "activeForm": c} for c, s in items]}, "Todos have been modified successfully.")
 
     def plan(self, text: str) -> str:
         return self.call("ExitPlanMode", {"plan": text}, "User has approved your plan. You can now start coding.")

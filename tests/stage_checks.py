@@ -27,9 +27,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-import orjson
-
 import ctxpipe
+import orjson
 from ctxpipe.cli.commands.snip import _snipped_before
 from ctxpipe.core.collapse import STUB_PREFIX, CollapseConfig, collapse
 from ctxpipe.core.jsonl import Entry, ReadStats, iter_entries
@@ -106,8 +105,7 @@ def sn(keep_last: int | None = None, before: str | None = None, span: tuple[str,
 
 
 # The stages every invariant is checked on, and pipelines of two or three of them.
-STAGES: list[Stage] = [mc(), mc(keep_recent=1), mc(keep_recent=0, marker=False), co(), co(marker=False),
-                       sn(keep_last=1), sn(keep_last=3), sn(keep_last=6)]
+STAGES: list[Stage] = [mc(), mc(keep_recent=1), mc(keep_recent=0, marker=False), co(), co(marker=False), sn(keep_last=1), sn(keep_last=3), sn(keep_last=6)]
 PIPELINES: list[tuple[Stage, ...]] = [
     (mc(keep_recent=1), co()),
     (co(), mc(keep_recent=1)),
@@ -191,8 +189,11 @@ def result_blocks(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """tool_use_id -> tool_result block of a line."""
     message = obj.get("message")
     content = message.get("content") if isinstance(message, dict) else None
-    return {str(block.get("tool_use_id")): block for block in content if isinstance(block, dict) and block.get("type") == "tool_result"} \
-        if isinstance(content, list) else {}
+    return (
+        {str(block.get("tool_use_id")): block for block in content if isinstance(block, dict) and block.get("type") == "tool_result"}
+        if isinstance(content, list)
+        else {}
+    )
 
 
 def context_uuids(data: bytes) -> list[str]:

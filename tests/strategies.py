@@ -13,10 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from hypothesis import strategies as st
-
 from ctxpipe.core.collapse import FILE_UNCHANGED_STUB
 from ctxpipe.core.microcompact import PLACEHOLDER
+from hypothesis import strategies as st
 
 TOOLS = ("Read", "Bash", "Grep", "Edit", "Task", "mcp__github__search")
 words = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=0, max_size=40)
@@ -35,9 +34,18 @@ class SessionBuilder:
     def add(self, kind: str, parent: str | None, sidechain: bool = False, **fields: Any) -> str:
         self.clock += 1
         line_uuid = self.uuid()
-        line = {"parentUuid": parent, "isSidechain": sidechain, "userType": "external", "cwd": "/w",
-                "sessionId": "99999999-9999-4999-8999-999999999999", "version": "2.1.39", "type": kind, **fields,
-                "uuid": line_uuid, "timestamp": f"2026-01-01T00:{self.clock // 60 % 60:02d}:{self.clock % 60:02d}.000Z"}
+        line = {
+            "parentUuid": parent,
+            "isSidechain": sidechain,
+            "userType": "external",
+            "cwd": "/w",
+            "sessionId": "99999999-9999-4999-8999-999999999999",
+            "version": "2.1.39",
+            "type": kind,
+            **fields,
+            "uuid": line_uuid,
+            "timestamp": f"2026-01-01T00:{self.clock // 60 % 60:02d}:{self.clock % 60:02d}.000Z",
+        }
         self.lines.append(line)
         return line_uuid
 
@@ -46,8 +54,12 @@ class SessionBuilder:
 
 
 def _usage(draw: Any, output: int) -> dict[str, int]:
-    return {"input_tokens": draw(st.integers(1, 50)), "cache_creation_input_tokens": draw(st.integers(0, 5000)),
-            "cache_read_input_tokens": draw(st.integers(0, 100_000)), "output_tokens": output}
+    return {
+        "input_tokens": draw(st.integers(1, 50)),
+        "cache_creation_input_tokens": draw(st.integers(0, 5000)),
+        "cache_read_input_tokens": draw(st.integers(0, 100_000)),
+        "output_tokens": output,
+    }
 
 
 @st.composite
@@ -62,10 +74,21 @@ def claude_sessions(draw: Any, max_turns: int = 6) -> bytes:
     turns = draw(st.integers(1, max_turns))
     for turn in range(turns):
         if turn and draw(st.integers(0, 9)) == 0:  # a compact boundary, then the summary
-            boundary = b.add("system", None, subtype="compact_boundary", content="Conversation compacted",
-                             logicalParentUuid=parent, compactMetadata={"trigger": "auto", "preTokens": 1000})
-            parent = b.add("user", boundary, isCompactSummary=True, isVisibleInTranscriptOnly=True,
-                           message={"role": "user", "content": "This session is being continued from a previous conversation. " + draw(words)})
+            boundary = b.add(
+                "system",
+                None,
+                subtype="compact_boundary",
+                content="Conversation compacted",
+                logicalParentUuid=parent,
+                compactMetadata={"trigger": "auto", "preTokens": 1000},
+            )
+            parent = b.add(
+                "user",
+                boundary,
+                isCompactSummary=True,
+                isVisibleInTranscriptOnly=True,
+                message={"role": "user", "content": "This session is being continued from a previous conversation. " + draw(words)},
+            )
         message_id = f"msg_{next(message_number):04d}"
         blocks: list[dict[str, Any]] = []
         if draw(st.booleans()):
@@ -84,9 +107,21 @@ def claude_sessions(draw: Any, max_turns: int = 6) -> bytes:
         output = 1
         for block in blocks:
             output += draw(st.integers(0, 300))
-            parent = b.add("assistant", parent, requestId="req_" + message_id,
-                           message={"id": message_id, "type": "message", "role": "assistant", "model": "claude-sonnet-4-5-20250929",
-                                    "content": [block], "stop_reason": None, "stop_sequence": None, "usage": _usage(draw, output)})
+            parent = b.add(
+                "assistant",
+                parent,
+                requestId="req_" + message_id,
+                message={
+                    "id": message_id,
+                    "type": "message",
+                    "role": "assistant",
+                    "model": "claude-sonnet-4-5-20250929",
+                    "content": [block],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": _usage(draw, output),
+                },
+            )
             if block["type"] == "tool_use":
                 tool_lines[block["id"]] = parent
             if draw(st.integers(0, 3)) == 0:
@@ -97,15 +132,30 @@ def claude_sessions(draw: Any, max_turns: int = 6) -> bytes:
             break
         if tool_ids and draw(st.integers(0, 5)) == 0:  # an inline 1.0.x sidechain before the results
             side = b.add("user", None, sidechain=True, message={"role": "user", "content": "subagent task"})
-            b.add("assistant", side, sidechain=True, requestId="req_side",
-                  message={"id": f"msg_side{turn}", "type": "message", "role": "assistant", "content": [{"type": "text", "text": "sub"}], "usage": _usage(draw, 3)})
+            b.add(
+                "assistant",
+                side,
+                sidechain=True,
+                requestId="req_side",
+                message={
+                    "id": f"msg_side{turn}",
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": "sub"}],
+                    "usage": _usage(draw, 3),
+                },
+            )
         if draw(st.booleans()):
             b.lines.append({"type": "file-history-snapshot", "messageId": parent, "snapshot": {"trackedFileBackups": {}}, "isSnapshotUpdate": False})
         for tool_id in tool_ids:
             result_parent = tool_lines[tool_id] if branched else parent
             content: Any = draw(st.one_of(words, st.just([{"type": "text", "text": "x" * 50}])))
-            result = b.add("user", result_parent, message={"role": "user", "content": [{"tool_use_id": tool_id, "type": "tool_result", "content": content}]},
-                           toolUseResult={"stdout": "", "stderr": ""})
+            result = b.add(
+                "user",
+                result_parent,
+                message={"role": "user", "content": [{"tool_use_id": tool_id, "type": "tool_result", "content": content}]},
+                toolUseResult={"stdout": "", "stderr": ""},
+            )
             if not branched or tool_id == tool_ids[-1]:
                 parent = result
         if draw(st.integers(0, 4)) == 0:
@@ -120,8 +170,17 @@ POOL = [
     LISTING,
     "On branch main\nnothing to commit, working tree clean\n" * 3,
     [{"type": "text", "text": "Found 12 matches\n" + "src/x.py:1: TODO\n" * 12}],
-    [{"type": "text", "text": "Screenshot of the page, 1280x800, and its caption"},
-     {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg=="}}],
+    [
+        {"type": "text", "text": "Screenshot of the page, 1280x800, and its caption"},
+        {
+            "type": "image",
+            "source": {
+                "type": "base64",
+                "media_type": "image/png",
+                "data": "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg==",
+            },
+        },
+    ],
     FILE_UNCHANGED_STUB + " The content from the earlier Read tool_result in this conversation is still current \u2014 refer to that instead of re-reading.",
     PLACEHOLDER,
     "short",

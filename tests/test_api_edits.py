@@ -18,12 +18,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import pytest
 import typer
-from pydantic import TypeAdapter, ValidationError
-from typer.testing import CliRunner
-
-import anthropic
 from anthropic.types.beta import BetaContextManagementConfigParam
 from anthropic.types.beta.beta_context_management_config_param import Edit
 from builders import SONNET, Session, usage
@@ -42,6 +39,8 @@ from ctxpipe.core.api_edits import (
 from ctxpipe.core.model import Message
 from ctxpipe.core.schemas import errors
 from helpers import FIXTURES
+from pydantic import TypeAdapter, ValidationError
+from typer.testing import CliRunner
 
 SCHEMA = "api-edits.report.schema.json"
 BASIC = FIXTURES / "claude-code" / "basic.jsonl"  # thinking; Bash, Read, Edit; claude-sonnet-4-5
@@ -61,8 +60,7 @@ def tool_edit(trigger: int = 167_000, keep: int = 5, **extra: Any) -> dict[str, 
 
 
 def make_app() -> typer.Typer:
-    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
-                      context_settings={"help_option_names": ["-h", "--help"]})
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None, context_settings={"help_option_names": ["-h", "--help"]})
     app.command("api-edits")(api_edits)
     app.command("unused", hidden=True)(lambda: None)  # two commands: the name must be given, as in ctxpipe
     return app
@@ -158,8 +156,13 @@ def agent_session() -> Session:
     session.response([{"type": "tool_use", "id": first, "name": "mcp__github__get_issue", "input": {"number": 12}}], usage(5_000))
     session.tool_result(first, "Issue 12: the parser drops the last line.")
     second = session.tool_id()
-    session.response([{"type": "thinking", "thinking": "Let a subagent find the parser.", "signature": "c2ln"},
-                      {"type": "tool_use", "id": second, "name": "Agent", "input": {"prompt": "Find the parser"}}], usage(6_000))
+    session.response(
+        [
+            {"type": "thinking", "thinking": "Let a subagent find the parser.", "signature": "c2ln"},
+            {"type": "tool_use", "id": second, "name": "Agent", "input": {"prompt": "Find the parser"}},
+        ],
+        usage(6_000),
+    )
     session.tool_result(second, "The parser is in src/parse.py.")
     third = session.tool_id()
     session.response([{"type": "tool_use", "id": third, "name": "Read", "input": {"file_path": "src/parse.py"}}], usage(7_000))
@@ -207,19 +210,22 @@ def test_there_are_golden_cases() -> None:
 # --- the trigger follows the budget ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("args, env, trigger", [
-    ((), {}, 167_000),
-    (("--model", "claude-sonnet-4-5[1m]"), {}, 967_000),
-    (("--window", "500000"), {}, 467_000),
-    (("--autocompact-pct", "50"), {}, 90_000),
-    (("--max-output-tokens", "8000"), {}, 179_000),
-    ((), {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "60"}, 108_000),
-    (("--model", "claude-3-5-sonnet-20241022"), {}, 178_808),
-    (("--no-auto-compact",), {}, API_DEFAULT_TRIGGER),
-    ((), {"DISABLE_AUTO_COMPACT": "1"}, API_DEFAULT_TRIGGER),
-    (("--trigger", "120000"), {}, 120_000),
-    (("--trigger", "120000", "--model", "claude-sonnet-4-5[1m]"), {}, 120_000),
-])
+@pytest.mark.parametrize(
+    "args, env, trigger",
+    [
+        ((), {}, 167_000),
+        (("--model", "claude-sonnet-4-5[1m]"), {}, 967_000),
+        (("--window", "500000"), {}, 467_000),
+        (("--autocompact-pct", "50"), {}, 90_000),
+        (("--max-output-tokens", "8000"), {}, 179_000),
+        ((), {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "60"}, 108_000),
+        (("--model", "claude-3-5-sonnet-20241022"), {}, 178_808),
+        (("--no-auto-compact",), {}, API_DEFAULT_TRIGGER),
+        ((), {"DISABLE_AUTO_COMPACT": "1"}, API_DEFAULT_TRIGGER),
+        (("--trigger", "120000"), {}, 120_000),
+        (("--trigger", "120000", "--model", "claude-sonnet-4-5[1m]"), {}, 120_000),
+    ],
+)
 def test_token_trigger(args: tuple[str, ...], env: dict[str, str], trigger: int) -> None:
     edit = run(*args, BASIC, env=env)["context_management"]["edits"][1]
     assert edit["trigger"] == {"type": "input_tokens", "value": trigger}
@@ -284,7 +290,9 @@ def test_no_thinking_leaves_it_out() -> None:
     assert run("--no-thinking", BASIC)["context_management"]["edits"] == [tool_edit()]
 
 
-@pytest.mark.parametrize("given, keep", [("2", {"type": "thinking_turns", "value": 2}), ("1", {"type": "thinking_turns", "value": 1}), ("ALL", "all"), ("all", "all")])
+@pytest.mark.parametrize(
+    "given, keep", [("2", {"type": "thinking_turns", "value": 2}), ("1", {"type": "thinking_turns", "value": 1}), ("ALL", "all"), ("all", "all")]
+)
 def test_thinking_keep(given: str, keep: Any) -> None:
     assert run("--thinking-keep", given, BASIC)["context_management"]["edits"][0] == {"type": "clear_thinking_20251015", "keep": keep}
 
@@ -308,15 +316,21 @@ def test_thinking_keep_with_no_thinking_is_a_usage_error() -> None:
 def test_compact_defaults() -> None:
     report = run("--compact", BASIC)
     assert report["betas"] == [CONTEXT_MANAGEMENT_BETA, COMPACT_BETA]
-    assert report["context_management"]["edits"] == [THINKING_ALL, tool_edit(), {"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 150_000}}]
+    assert report["context_management"]["edits"] == [
+        THINKING_ALL,
+        tool_edit(),
+        {"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 150_000}},
+    ]
 
 
 def test_compact_options() -> None:
     report = run("--compact", "--compact-trigger", "90000", "--compact-instructions", "Keep every file path.", "--pause-after-compaction", SIDECHAIN)
     assert report["betas"] == [CONTEXT_MANAGEMENT_BETA, COMPACT_BETA]
     assert report["context_management"]["edits"][-1] == {
-        "type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 90_000},
-        "instructions": "Keep every file path.", "pause_after_compaction": True,
+        "type": "compact_20260112",
+        "trigger": {"type": "input_tokens", "value": 90_000},
+        "instructions": "Keep every file path.",
+        "pause_after_compaction": True,
     }
 
 
@@ -451,8 +465,13 @@ def test_schema_rejects_what_the_api_would() -> None:
     extra_beta = run(BASIC)
     extra_beta["betas"].append(COMPACT_BETA)
     assert errors(SCHEMA, extra_beta), "the compact beta without the compact edit"
-    for broken_edit in ({**tool_edit(), "keep": {"type": "bogus", "value": 1}}, {**tool_edit(), "keep": {"type": "tool_uses", "value": 0}},
-                        {**tool_edit(), "surprise": 1}, {**tool_edit(), "exclude_tools": "Task"}, {"type": "clear_thinking_20251015", "keep": "some"}):
+    for broken_edit in (
+        {**tool_edit(), "keep": {"type": "bogus", "value": 1}},
+        {**tool_edit(), "keep": {"type": "tool_uses", "value": 0}},
+        {**tool_edit(), "surprise": 1},
+        {**tool_edit(), "exclude_tools": "Task"},
+        {"type": "clear_thinking_20251015", "keep": "some"},
+    ):
         assert errors(SCHEMA, {"betas": [CONTEXT_MANAGEMENT_BETA], "context_management": {"edits": [broken_edit]}}), broken_edit
 
 
@@ -472,15 +491,22 @@ def test_sdk_types_reject_broken_edits() -> None:
 class _Stub(BaseHTTPRequestHandler):
     captured: list[dict[str, Any]] = []
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+    def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
         self.captured.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": json.loads(body)})
-        reply = json.dumps({
-            "id": "msg_01STUB", "type": "message", "role": "assistant", "model": "claude-opus-4-7",
-            "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn", "stop_sequence": None,
-            "usage": {"input_tokens": 12, "output_tokens": 1},
-            "context_management": {"applied_edits": [{"type": "clear_tool_uses_20250919", "cleared_input_tokens": 0, "cleared_tool_uses": 0}]},
-        }).encode()
+        reply = json.dumps(
+            {
+                "id": "msg_01STUB",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude-opus-4-7",
+                "content": [{"type": "text", "text": "ok"}],
+                "stop_reason": "end_turn",
+                "stop_sequence": None,
+                "usage": {"input_tokens": 12, "output_tokens": 1},
+                "context_management": {"applied_edits": [{"type": "clear_tool_uses_20250919", "cleared_input_tokens": 0, "cleared_tool_uses": 0}]},
+            }
+        ).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(reply)))
@@ -505,15 +531,24 @@ def stub_api() -> Iterator[tuple[str, list[dict[str, Any]]]]:
         server.server_close()
 
 
-@pytest.mark.parametrize("args", [(BASIC,), ("--compact", "--compact-instructions", "Keep paths.", "--pause-after-compaction", "--clear-tool-inputs", SIDECHAIN),
-                                  ("--thinking-keep", "2", "--trigger-tool-uses", "20", "--clear-at-least", "1000", "--clear-tool-inputs-for", "Bash", BASIC)])
+@pytest.mark.parametrize(
+    "args",
+    [
+        (BASIC,),
+        ("--compact", "--compact-instructions", "Keep paths.", "--pause-after-compaction", "--clear-tool-inputs", SIDECHAIN),
+        ("--thinking-keep", "2", "--trigger-tool-uses", "20", "--clear-at-least", "1000", "--clear-tool-inputs-for", "Bash", BASIC),
+    ],
+)
 def test_the_sdk_sends_exactly_our_parameter(stub_api: tuple[str, list[dict[str, Any]]], args: tuple[Any, ...]) -> None:
     url, captured = stub_api
     report = run(*args)
     client = anthropic.Anthropic(base_url=url, api_key="test", max_retries=0, http_client=anthropic.DefaultHttpxClient(trust_env=False))
     response = client.beta.messages.create(
-        model="claude-opus-4-7", max_tokens=16, messages=[{"role": "user", "content": "Continue."}],
-        context_management=report["context_management"], betas=report["betas"],
+        model="claude-opus-4-7",
+        max_tokens=16,
+        messages=[{"role": "user", "content": "Continue."}],
+        context_management=report["context_management"],
+        betas=report["betas"],
     )
     assert len(captured) == 1
     request = captured[0]
@@ -528,7 +563,10 @@ def test_the_sdk_sends_exactly_our_parameter(stub_api: tuple[str, list[dict[str,
 
 def test_core_uses_the_threshold_it_is_given() -> None:
     built = build_api_edits(tool_names=("Read", "mcp__db__query", "Task"), thinking_blocks=0, tokens=50_000, model="m", autocompact_threshold=42_000)
-    assert built.request == {"betas": [CONTEXT_MANAGEMENT_BETA], "context_management": {"edits": [tool_edit(trigger=42_000, exclude_tools=["Task", "mcp__db__query"])]}}
+    assert built.request == {
+        "betas": [CONTEXT_MANAGEMENT_BETA],
+        "context_management": {"edits": [tool_edit(trigger=42_000, exclude_tools=["Task", "mcp__db__query"])]},
+    }
     assert built.betas == [CONTEXT_MANAGEMENT_BETA] and len(built.edits) == 1
     assert any("already past the trigger" in line for line in built.explanations)
     below = build_api_edits(tokens=10_000, autocompact_threshold=42_000)
@@ -548,11 +586,21 @@ def test_core_notes_settings_that_cannot_fire() -> None:
     assert any("can never happen" in line for line in never.explanations)
 
 
-@pytest.mark.parametrize("options", [
-    dict(trigger_tokens=0), dict(trigger_tool_uses=-1), dict(keep=0), dict(clear_at_least=0), dict(compact_trigger=0),
-    dict(trigger_tokens=10, trigger_tool_uses=10), dict(clear_tool_inputs=True, clear_tool_inputs_for=("Bash",)),
-    dict(thinking_keep=0), dict(thinking_keep="some"), dict(thinking_keep=True),
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(trigger_tokens=0),
+        dict(trigger_tool_uses=-1),
+        dict(keep=0),
+        dict(clear_at_least=0),
+        dict(compact_trigger=0),
+        dict(trigger_tokens=10, trigger_tool_uses=10),
+        dict(clear_tool_inputs=True, clear_tool_inputs_for=("Bash",)),
+        dict(thinking_keep=0),
+        dict(thinking_keep="some"),
+        dict(thinking_keep=True),
+    ],
+)
 def test_options_refuse_impossible_values(options: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
         ApiEditsOptions(**options)
@@ -576,8 +624,14 @@ def test_never_cleared_and_transcript_facts() -> None:
     messages = [
         Message("user", [{"type": "tool_result", "tool_use_id": "x", "content": "Task"}]),
         Message("assistant", [{"type": "thinking", "thinking": "…"}, {"type": "tool_use", "id": "1", "name": "Read", "input": {}}]),
-        Message("assistant", [{"type": "redacted_thinking", "data": "…"}, {"type": "tool_use", "id": "2", "name": "Bash", "input": {}},
-                              {"type": "tool_use", "id": "3", "name": "Read", "input": {}}]),
+        Message(
+            "assistant",
+            [
+                {"type": "redacted_thinking", "data": "…"},
+                {"type": "tool_use", "id": "2", "name": "Bash", "input": {}},
+                {"type": "tool_use", "id": "3", "name": "Read", "input": {}},
+            ],
+        ),
     ]
     assert transcript_facts(messages) == (("Read", "Bash"), 2)
     assert transcript_facts([]) == ((), 0)

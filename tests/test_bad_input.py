@@ -16,7 +16,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from helpers import run_cli
 
 READERS: list[tuple[str, list[str]]] = [
@@ -378,13 +377,15 @@ def test_empty_file_is_accepted(reader, argv, via, tmp_path):
         assert report["tokens"] == report["exact_tokens"] == 0
 
 
-UNKNOWN = jsonl([
-    b'{"type":"some-future-entry","payload2":{"nested":[1,2,{"x":null}]},"uuid":"' + _uuid(900).encode() + b'"}',
-    user_line(1, "first question", brandNewField={"a": [1, 2.5, True]}, anotherOne="z"),
-    assistant_line(2, "first answer"),
-    b'{"type":"x-unknown","value":12345678901234567890,"note":"caf\xc3\xa9"}',
-    user_line(3, "second question"),
-])
+UNKNOWN = jsonl(
+    [
+        b'{"type":"some-future-entry","payload2":{"nested":[1,2,{"x":null}]},"uuid":"' + _uuid(900).encode() + b'"}',
+        user_line(1, "first question", brandNewField={"a": [1, 2.5, True]}, anotherOne="z"),
+        assistant_line(2, "first answer"),
+        b'{"type":"x-unknown","value":12345678901234567890,"note":"caf\xc3\xa9"}',
+        user_line(3, "second question"),
+    ]
+)
 
 
 @pytest.mark.parametrize("via", VIA)
@@ -492,14 +493,14 @@ def test_complete_last_line_without_newline_is_accepted(reader, argv, via, tmp_p
         assert report["valid"] is True and report["entries"] == 3
 
 
-LONE_SURROGATE = jsonl([user_line(1, "q"), assistant_line(2, "a")]) + user_line(3, "output cut inside an emoji: X").replace(
-    b"emoji: X", b"emoji: \\ud83d"
-) + b"\n"
+LONE_SURROGATE = (
+    jsonl([user_line(1, "q"), assistant_line(2, "a")]) + user_line(3, "output cut inside an emoji: X").replace(b"emoji: X", b"emoji: \\ud83d") + b"\n"
+)
 
 
 @pytest.mark.parametrize("reader, argv", READERS, ids=READER_IDS)
 def test_lone_surrogate_escape_is_accepted(reader, argv, tmp_path):
-    assert b"\\ud83d\"" in LONE_SURROGATE
+    assert b'\\ud83d"' in LONE_SURROGATE
     json.loads(LONE_SURROGATE.splitlines()[2])  # legal JSON (RFC 8259 grammar; Python reads it)
     result, _ = run_reader(argv, LONE_SURROGATE, "path", tmp_path)
     assert result.returncode == 0, result.stderr

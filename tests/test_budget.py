@@ -14,16 +14,14 @@ import re
 from pathlib import Path
 from typing import Any
 
+import ctxpipe
 import orjson
 import pytest
-
 from builders import Session, usage
-from helpers import CORPUS, needs_corpus, run_cli
-
 from ctxpipe.core.count import DEFAULT_FITS, SLOPE_BOUNDS
 from ctxpipe.core.tokens import PiecesCounter, estimate_blocks
 from ctxpipe.counting import DEFAULT_BASELINE, CountOptions, count_buffer
-import ctxpipe
+from helpers import CORPUS, needs_corpus, run_cli
 
 PIECES = PiecesCounter()
 SLOPE, OVERHEAD = DEFAULT_FITS["pieces"]
@@ -60,8 +58,7 @@ def session_with_reads(files: int = 2, first_message: str = "Please add rate lim
     for number in range(files):
         name = f"src/module_{number}.py"
         tool = session.tool_id()
-        session.response([{"type": "tool_use", "id": tool, "name": "Read", "input": {"file_path": f"/home/dev/app/{name}"}}],
-                         usage(total + 40, output=30))
+        session.response([{"type": "tool_use", "id": tool, "name": "Read", "input": {"file_path": f"/home/dev/app/{name}"}}], usage(total + 40, output=30))
         session.tool_result(tool, listing(40, f"m{number}"))
         total += 40 + 30 + 900
         names.append(name)
@@ -208,7 +205,9 @@ def big_session() -> bytes:
     for turn in range(6):
         tool = session.tool_id()
         session.response([{"type": "tool_use", "id": tool, "name": "Bash", "input": {"command": "pytest -q"}}], usage(total + 30, output=30))
-        session.tool_result(tool, "collected 40 items\n" + "tests/test_api.py ........\n" * 40 + f"{40 - turn // 2} passed\n")  # runs 0 and 1 agree: collapse folds one
+        session.tool_result(
+            tool, "collected 40 items\n" + "tests/test_api.py ........\n" * 40 + f"{40 - turn // 2} passed\n"
+        )  # runs 0 and 1 agree: collapse folds one
         total += 30 + 30 + 420
         session.text(f"Run {turn} done.", usage(total, output=15))
         session.user(f"Go on with step {turn + 1}.")
@@ -332,8 +331,9 @@ def test_claude_codes_own_compaction_is_counted_within_a_quarter_of_the_next_pro
     lines = data.split(b"\n")
     boundary = next(n for n, line in enumerate(lines) if b'"compact_boundary"' in line)
     response = next(n for n in range(boundary, len(lines)) if b'"type":"assistant"' in lines[n] and b'"usage"' in lines[n])
-    truth = sum(int(orjson.loads(lines[response])["message"]["usage"][key]) for key in
-                ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+    truth = sum(
+        int(orjson.loads(lines[response])["message"]["usage"][key]) for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    )
     counted = count_buffer(b"\n".join(lines[:response]) + b"\n", path.name, CountOptions()).count
     assert counted.reinjected_tokens > 0 and counted.baseline_added > 0
     assert abs(counted.tokens - truth) / truth < 0.25, (counted.tokens, truth)

@@ -16,17 +16,16 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from typer.testing import CliRunner
-
 import ctxpipe
 from ctxpipe.cli.app import app
 from ctxpipe.core.count import DEFAULT_FITS, usage_total
 from ctxpipe.core.model import Message
 from ctxpipe.core.tokens import PiecesCounter, block_texts, estimate_each
 from ctxpipe.counting import CountOptions, count_buffer
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from strategies import stage_sessions
+from typer.testing import CliRunner
 
 NOW = "2030-01-02T03:04:05Z"
 ARGV = {
@@ -51,8 +50,7 @@ def priced_blocks(messages: Sequence[Message], entries: Sequence[Any], slope: fl
     price (as the stages price them)."""
     blocks = [(entries[ref[0]].obj.get("uuid"), ref[1], block) for m in messages for ref, block in zip(m.refs, m.content)]
     tokens = estimate_each([block for _, _, block in blocks], PIECES)
-    return {(uuid, index): round(slope * (raw - block_texts(block)[1])) + block_texts(block)[1]
-            for (uuid, index, block), raw in zip(blocks, tokens)}
+    return {(uuid, index): round(slope * (raw - block_texts(block)[1])) + block_texts(block)[1] for (uuid, index, block), raw in zip(blocks, tokens)}
 
 
 def removed_tokens(before: dict[tuple[str, int], int], after: dict[tuple[str, int], int]) -> int:

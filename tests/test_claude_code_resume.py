@@ -13,7 +13,6 @@ import shutil
 import uuid
 
 import pytest
-
 from claude_code import main_request, project_dir_name, resume
 from messages_server import MessagesServer, RecordedRequest, Reply
 

@@ -24,7 +24,6 @@ from typing import Any
 
 import orjson
 import pytest
-
 from ctxpipe.cli import batch
 from ctxpipe.core.errors import CtxpipeError
 from ctxpipe.core.jsonl import ReadStats
@@ -119,7 +118,7 @@ def test_a_summary_at_or_above_the_threshold_then_restore(tmp_path: Path, args: 
     boundary = max(i for i, o in enumerate(objs) if o.get("subtype") == "compact_boundary")
     assert objs[boundary + 1].get("isCompactSummary") is True
     restored = [o for o in objs[boundary:] if o.get("isMeta") and str(o.get("message", {}).get("content", "")).startswith("[restored")]
-    assert restored and objs[-len(restored):] == restored, "the restored entries come last"
+    assert restored and objs[-len(restored) :] == restored, "the restored entries come last"
 
 
 def test_target_tokens_is_strict_and_the_report_says_why_not(tmp_path: Path) -> None:
@@ -233,8 +232,13 @@ def test_stdin_gives_what_the_path_gives() -> None:
 
 def test_usage_errors() -> None:
     data = (FIXTURES / "claude-code" / "basic.jsonl").read_bytes()
-    for args in (("--out-dir", "x"), ("--in-place",), ("--in-place", "--out-dir", "x", "f.jsonl"), ("--backup", ".bak", "f.jsonl"),
-                 ("--engine", "magic", "f.jsonl")):
+    for args in (
+        ("--out-dir", "x"),
+        ("--in-place",),
+        ("--in-place", "--out-dir", "x", "f.jsonl"),
+        ("--backup", ".bak", "f.jsonl"),
+        ("--engine", "magic", "f.jsonl"),
+    ):
         result = compact(*args, stdin=data)
         assert result.returncode == 2, (args, result.stderr.decode())
         assert b"Traceback" not in result.stderr
@@ -358,8 +362,14 @@ def test_a_progress_bar_on_a_terminal_only(tmp_path: Path) -> None:
     layouts(src)
     master, slave = pty.openpty()
     env = {**os.environ, "TERM": "xterm", "COLUMNS": "100", "ANTHROPIC_API_KEY": ""}
-    proc = subprocess.Popen([sys.executable, "-m", "ctxpipe", "compact", *DETERMINISTIC, "--force", "--keep-last", "2", "--out-dir",
-                             str(tmp_path / "out"), str(src)], stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL, cwd=ROOT, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ctxpipe", "compact", *DETERMINISTIC, "--force", "--keep-last", "2", "--out-dir", str(tmp_path / "out"), str(src)],
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        stdin=subprocess.DEVNULL,
+        cwd=ROOT,
+        env=env,
+    )
     os.close(slave)
     shown = b""
     while True:
@@ -453,9 +463,14 @@ def test_a_killed_in_place_batch_leaves_every_file_old_or_new(big_batch: Any) ->
                 leftover.unlink()
         for path, data in originals.items():
             path.write_bytes(data)
-        proc = subprocess.Popen([sys.executable, "-m", "ctxpipe", "compact", *BIG_ARGS, "--jobs", "2", "--in-place", str(folder)],
-                                cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                                env={**os.environ, "ANTHROPIC_API_KEY": ""})
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ctxpipe", "compact", *BIG_ARGS, "--jobs", "2", "--in-place", str(folder)],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            env={**os.environ, "ANTHROPIC_API_KEY": ""},
+        )
         deadline = time.monotonic() + 60
         # Wait for the first replaced file, then a random moment more (bounded), then kill the whole process group.
         while proc.poll() is None and time.monotonic() < deadline:
@@ -500,8 +515,23 @@ def test_the_breaker_stops_calling_the_model_after_three_failed_summaries(tmp_pa
     for number in range(6):
         (src / f"s{number}.jsonl").parent.mkdir(parents=True, exist_ok=True)
         (src / f"s{number}.jsonl").write_bytes(small("/home/dev/app", number))
-    result = compact("--engine", "llm", "--base-url", failing_server.url, "--force", "--keep-last", "2", "--source", "transcript",
-                     "--now", NOW_ISO, "--out-dir", tmp_path / "out", src, env={"ANTHROPIC_API_KEY": "test-key"})
+    result = compact(
+        "--engine",
+        "llm",
+        "--base-url",
+        failing_server.url,
+        "--force",
+        "--keep-last",
+        "2",
+        "--source",
+        "transcript",
+        "--now",
+        NOW_ISO,
+        "--out-dir",
+        tmp_path / "out",
+        src,
+        env={"ANTHROPIC_API_KEY": "test-key"},
+    )
     assert result.returncode == 0, result.stderr.decode()
     calls = failing_server.message_requests()
     assert [r.status for r in calls] == [400, 400, 400], "three failed summaries, then no more requests"
@@ -576,8 +606,14 @@ def app_session(root: Path, session_id: str) -> bytes:
     p.ask("Run the tests once more.")
     p.bash("pytest -q", "3 passed in 0.06s")
     p.say("All 3 tests pass.")
-    write_files(root, {"src/app.py": APP.replace("@app.route('/')", "@app.route('/health')\ndef health():\n    return {'ok': True}\n\n\n@app.route('/')"),
-                       "src/config.py": CONFIG.replace("8000", "9000"), "README.md": README.replace("A tiny app.", "A tiny app.\n\nGET /health returns ok.")})
+    write_files(
+        root,
+        {
+            "src/app.py": APP.replace("@app.route('/')", "@app.route('/health')\ndef health():\n    return {'ok': True}\n\n\n@app.route('/')"),
+            "src/config.py": CONFIG.replace("8000", "9000"),
+            "README.md": README.replace("A tiny app.", "A tiny app.\n\nGET /health returns ok."),
+        },
+    )
     return p.to_bytes()
 
 
@@ -679,8 +715,21 @@ def test_compact_output_resumes_from_its_last_restored_entry_by_the_observed_rul
 def test_the_llm_engine_without_a_key_is_an_error_and_calls_nothing(tmp_path: Path) -> None:
     # As with summarize: asking for the model without a key is a mistake to report, not to paper over.
     with MessagesServer() as server:
-        result = compact("--engine", "llm", "--base-url", server.url, "--force", "--keep-last", "2", "--source", "transcript", "--now", NOW_ISO,
-                         FIXTURES / "claude-code" / "basic.jsonl", env={"ANTHROPIC_API_KEY": ""})
+        result = compact(
+            "--engine",
+            "llm",
+            "--base-url",
+            server.url,
+            "--force",
+            "--keep-last",
+            "2",
+            "--source",
+            "transcript",
+            "--now",
+            NOW_ISO,
+            FIXTURES / "claude-code" / "basic.jsonl",
+            env={"ANTHROPIC_API_KEY": ""},
+        )
         assert server.requests == []
     assert result.returncode == 1 and result.stdout == b""
     assert b"ctxpipe: error: --engine llm needs ANTHROPIC_API_KEY" in result.stderr and b"Traceback" not in result.stderr

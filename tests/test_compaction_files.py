@@ -12,7 +12,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from builders import SESSION, Session, simple, usage
 from ctxpipe.cli.status import ExitStatus
 from ctxpipe.core.schemas import errors
@@ -23,8 +22,18 @@ from helpers import CORPUS, needs_corpus, run_cli
 AGENT = "acompact-70d8e7"
 NAME = f"agent-{AGENT}.jsonl"
 # Keep the budget environment out of these runs (run_cli passes os.environ on).
-CLEAN_ENV = {name: "" for name in ("CLAUDE_CODE_AUTO_COMPACT_WINDOW", "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "CLAUDE_CODE_MAX_OUTPUT_TOKENS",
-                                   "CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE", "DISABLE_AUTO_COMPACT", "DISABLE_COMPACT", "CLAUDE_CODE_DISABLE_1M_CONTEXT")}
+CLEAN_ENV = {
+    name: ""
+    for name in (
+        "CLAUDE_CODE_AUTO_COMPACT_WINDOW",
+        "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE",
+        "CLAUDE_CODE_MAX_OUTPUT_TOKENS",
+        "CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE",
+        "DISABLE_AUTO_COMPACT",
+        "DISABLE_COMPACT",
+        "CLAUDE_CODE_DISABLE_1M_CONTEXT",
+    )
+}
 BLOCKING = 190_000  # above Sonnet 4.5's blocking limit (177,000): a session this size exits 5
 
 
@@ -36,8 +45,9 @@ def side_call(total: int = BLOCKING, agent: str | None = AGENT) -> Session:
     for reminder in ("<system-reminder>\nPostToolUse:Edit hook additional context\n</system-reminder>",) * 3:
         parent = s.user(reminder, parent=parent, sidechain=True, isMeta=True, **tag)
     prompt = s.user("Your task is to create a detailed summary of the conversation so far.", parent=parent, sidechain=True, **tag)
-    s.response([{"type": "text", "text": "<analysis>…</analysis><summary>1. Primary Request…</summary>"}], usage(total, output=3000),
-               sidechain=True, parent=prompt)
+    s.response(
+        [{"type": "text", "text": "<analysis>…</analysis><summary>1. Primary Request…</summary>"}], usage(total, output=3000), sidechain=True, parent=prompt
+    )
     if agent is not None:  # Session.response has no extra fields: tag the answer's line afterwards
         s.lines[-1]["agentId"] = agent
     return s
@@ -120,7 +130,10 @@ def test_a_damaged_first_line_does_not_hide_the_agent_id_and_the_peek_is_bounded
 def test_find_sessions_labels_the_side_call_by_name(tmp_path: Path) -> None:
     folder = project(tmp_path)
     assert [(f.path.name, f.kind) for f in find_sessions([str(folder)])] == [
-        (f"{SESSION}.jsonl", "main"), ("agent-a1b2c3d.jsonl", "subagent"), (NAME, "compaction")]
+        (f"{SESSION}.jsonl", "main"),
+        ("agent-a1b2c3d.jsonl", "subagent"),
+        (NAME, "compaction"),
+    ]
     assert [f.kind for f in find_sessions([str(folder)], subagents=False)] == ["main"]
 
 
@@ -136,8 +149,11 @@ def test_count_json_labels_the_side_call_in_a_folder_by_name_or_content(tmp_path
     for row in rows[:-1]:
         assert errors("count.report.schema.json", row) == [], row
     assert [(Path(row["file"]).name, row["kind"], row["tokens"]) for row in rows[:-1]] == [
-        (f"{SESSION}.jsonl", "main", BLOCKING), ("renamed-side-call.jsonl", "compaction", BLOCKING),
-        ("agent-a1b2c3d.jsonl", "subagent", 20_000), (NAME, "compaction", BLOCKING)]
+        (f"{SESSION}.jsonl", "main", BLOCKING),
+        ("renamed-side-call.jsonl", "compaction", BLOCKING),
+        ("agent-a1b2c3d.jsonl", "subagent", 20_000),
+        (NAME, "compaction", BLOCKING),
+    ]
 
 
 def test_count_json_labels_a_single_file_and_stdin(tmp_path: Path) -> None:
@@ -151,8 +167,7 @@ def test_count_json_labels_a_single_file_and_stdin(tmp_path: Path) -> None:
     assert session["kind"] is None
 
 
-def test_count_table_shows_the_kind_and_says_what_a_compaction_is(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_count_table_shows_the_kind_and_says_what_a_compaction_is(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     # Under a test stdout is not a terminal (so the CLI prints JSON); call the table printer itself,
     # wide enough for whole cells.
     from ctxpipe.cli.commands.count import _print
@@ -221,7 +236,9 @@ def test_compact_batch_skips_side_calls_saying_so(tmp_path: Path) -> None:
     rows = json_rows(result.stdout)
     skipped = [row for row in rows if "skipped" in row]
     assert [(Path(row["file"]).name, row["kind"], row["skipped"], row["output"]) for row in skipped] == [
-        ("renamed-side-call.jsonl", "compaction", COMPACTION_NOTE, None), (NAME, "compaction", COMPACTION_NOTE, None)]
+        ("renamed-side-call.jsonl", "compaction", COMPACTION_NOTE, None),
+        (NAME, "compaction", COMPACTION_NOTE, None),
+    ]
     assert [Path(row["file"]).name for row in rows if "skipped" not in row] == [f"{SESSION}.jsonl", "agent-a1b2c3d.jsonl"]
 
 
@@ -243,7 +260,8 @@ def test_compact_refuses_a_side_call_given_alone(tmp_path: Path, piped: bool) ->
     assert result.returncode == ExitStatus.NOT_A_SESSION == 6
     assert result.stdout == b""
     assert result.stderr.decode().splitlines() == [
-        f"ctxpipe: error: {'-' if piped else path}: {COMPACTION_NOTE}; nothing to compact (compact its session instead)"]
+        f"ctxpipe: error: {'-' if piped else path}: {COMPACTION_NOTE}; nothing to compact (compact its session instead)"
+    ]
 
 
 # --- the real file -------------------------------------------------------------------------------

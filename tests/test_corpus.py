@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import ctxpipe
 import orjson
 import pytest
-
-import ctxpipe
 from helpers import corpus_files, needs_corpus, run_cli
 
 pytestmark = needs_corpus

@@ -7,16 +7,13 @@ rules behind those numbers on transcripts built so that every token is known.
 
 from __future__ import annotations
 
-import math
-
 import functools
 import json
+import math
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-
 from builders import SONNET, Session, simple, usage
 from ctxpipe.core.count import DEFAULT_FITS, Estimates, calibrate, calibration_pairs, count_context
 from ctxpipe.core.model import Message
@@ -24,6 +21,7 @@ from ctxpipe.core.schemas import errors
 from ctxpipe.core.tokens import TIKTOKEN_SHA256, RoughCounter, counter_named
 from ctxpipe.counting import CountOptions, count_buffer, count_file
 from helpers import FIXTURES, corpus_files, needs_corpus, run_cli
+from hypothesis import HealthCheck, given, settings
 from strategies import claude_sessions
 
 CLAUDE_FIXTURES = sorted((FIXTURES / "claude-code").glob("*.jsonl"))
@@ -31,8 +29,18 @@ OTHER_FIXTURES = sorted((FIXTURES / "anthropic").glob("*.jsonl")) + sorted((FIXT
 FULL = CountOptions(top=1)  # --top needs every line: forces the full parse
 SAME_KEYS = ("tokens", "exact_tokens", "estimated_tokens", "estimated_messages", "model", "anchor_uuid", "calibration", "context_window", "window_source")
 # Keep the budget environment out of these tests (run_cli passes os.environ on).
-CLEAN_ENV = {name: "" for name in ("CLAUDE_CODE_AUTO_COMPACT_WINDOW", "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "CLAUDE_CODE_MAX_OUTPUT_TOKENS",
-                                   "CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE", "DISABLE_AUTO_COMPACT", "DISABLE_COMPACT", "CLAUDE_CODE_DISABLE_1M_CONTEXT")}
+CLEAN_ENV = {
+    name: ""
+    for name in (
+        "CLAUDE_CODE_AUTO_COMPACT_WINDOW",
+        "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE",
+        "CLAUDE_CODE_MAX_OUTPUT_TOKENS",
+        "CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE",
+        "DISABLE_AUTO_COMPACT",
+        "DISABLE_COMPACT",
+        "CLAUDE_CODE_DISABLE_1M_CONTEXT",
+    )
+}
 
 
 def count_json(*args, stdin: bytes | None = b"", env: dict[str, str] | None = None, code: int = 0) -> list[dict]:
@@ -70,7 +78,11 @@ def test_fast_path_equals_full_path_on_fixtures(path: Path) -> None:
     assert fast["tokens"] == fast["exact_tokens"] + fast["estimated_tokens"] + baseline + fast["reinjected_tokens"] > 0
 
 
-@pytest.mark.parametrize("options", [dict(as_claude_code=True), dict(tokenizer="rough"), dict(tokenizer="rough", calibrate=True)], ids=["as-claude-code", "rough", "rough-calibrated"])
+@pytest.mark.parametrize(
+    "options",
+    [dict(as_claude_code=True), dict(tokenizer="rough"), dict(tokenizer="rough", calibrate=True)],
+    ids=["as-claude-code", "rough", "rough-calibrated"],
+)
 @pytest.mark.parametrize("path", CLAUDE_FIXTURES, ids=lambda p: p.name)
 def test_fast_path_equals_full_path_with_other_estimators(path: Path, options: dict) -> None:
     fast = count_file(str(path), CountOptions(**options)).as_dict()
@@ -112,9 +124,10 @@ def long_session(responses: int) -> Session:
     for number in range(responses):
         tool = s.tool_id()
         step = f"Step {number}: reading the next file."
-        s.response([{"type": "text", "text": step},
-                    {"type": "tool_use", "id": tool, "name": "Read", "input": {"file_path": f"/home/dev/app/m{number}.py"}}],
-                   usage(total, output=60))
+        s.response(
+            [{"type": "text", "text": step}, {"type": "tool_use", "id": tool, "name": "Read", "input": {"file_path": f"/home/dev/app/m{number}.py"}}],
+            usage(total, output=60),
+        )
         result = f"def f{number}(x):\n    return x + {number}\n" * (5 + number % 7)
         s.tool_result(tool, result)
         # Each gap costs what a real one does: about 1.25 × its estimate plus some framing.
@@ -181,10 +194,15 @@ def test_usage_is_taken_from_the_last_line_of_the_response() -> None:
     s.user("Look at the failing test.")
     tool = s.tool_id()
     final = usage(20000, output=260)
-    uuids = s.response([{"type": "thinking", "thinking": "Check the test first.", "signature": "EqQBsig=="},
-                        {"type": "text", "text": "Running the tests."},
-                        {"type": "tool_use", "id": tool, "name": "Bash", "input": {"command": "pytest -q"}}],
-                       final, outputs=[2, 9, 260])
+    uuids = s.response(
+        [
+            {"type": "thinking", "thinking": "Check the test first.", "signature": "EqQBsig=="},
+            {"type": "text", "text": "Running the tests."},
+            {"type": "tool_use", "id": tool, "name": "Bash", "input": {"command": "pytest -q"}},
+        ],
+        final,
+        outputs=[2, 9, 260],
+    )
     row = count_bytes(s.to_bytes(), tokenizer="rough", calibrate=False)
     assert row["exact_tokens"] == 20000  # the prompt plus the LAST line's output_tokens (260), not 2 or 9
     assert row["anchor_uuid"] == uuids[-1]
@@ -235,8 +253,9 @@ def test_history_above_a_compact_boundary_does_not_count() -> None:
         assert row["exact_tokens"] == 0  # no response since the boundary: the old usage does not anchor
         assert row["anchor_uuid"] is None
         assert row["messages"] == 2
-        expected = round(len("This session is being continued from a previous conversation that ran out of context. "
-                             "The user wants 5 requests per minute.") / 4) + round(len("Go ahead.") / 4)
+        expected = round(
+            len("This session is being continued from a previous conversation that ran out of context. The user wants 5 requests per minute.") / 4
+        ) + round(len("Go ahead.") / 4)
         assert row["estimated_tokens"] == expected
         # With no usage since the boundary, the baseline (the first prompt less its one short message)
         # and what Claude Code re-injected come on top: here a reference to the file too big to restore.
@@ -339,8 +358,9 @@ def test_auto_compact_window_env_caps_the_window(tmp_path: Path) -> None:
 
 
 def test_disable_1m_context_zero_does_not_disable_1m() -> None:
-    result = run_cli("count", "--json", "--model", "claude-opus-4-6[1m]", FIXTURES / "claude-code" / "basic.jsonl",
-                     env={**CLEAN_ENV, "CLAUDE_CODE_DISABLE_1M_CONTEXT": "0"})
+    result = run_cli(
+        "count", "--json", "--model", "claude-opus-4-6[1m]", FIXTURES / "claude-code" / "basic.jsonl", env={**CLEAN_ENV, "CLAUDE_CODE_DISABLE_1M_CONTEXT": "0"}
+    )
     assert json.loads(result.stdout)["context_window"] == 1_000_000
 
 
@@ -358,14 +378,22 @@ def _claude_code_case() -> tuple[bytes, int]:
     s = Session()
     s.user("Read the config and summarise it.")  # before the anchor: inside the usage
     read, grep = s.tool_id(), s.tool_id()
-    s.response([
-        {"type": "text", "text": "I will read the configuration file now."},  # first line: not estimated
-        {"type": "thinking", "thinking": "t" * 12, "signature": "S" * 400},  # 12/4 = 3 (signature not counted)
-        {"type": "tool_use", "id": read, "name": "Read", "input": {"file_path": "/a.py"}},  # len('Read{"file_path":"/a.py"}') = 25 -> 6
-        {"type": "tool_use", "id": grep, "name": "Grep", "input": {}},  # len('Grep{}') = 6 -> 2 (1.5 -> 2 either way)
-    ], usage(5000, output=120))
-    s.tool_result(read, [{"type": "text", "text": "x" * 40},  # 10
-                         {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo" * 500}}])  # 2000
+    s.response(
+        [
+            {"type": "text", "text": "I will read the configuration file now."},  # first line: not estimated
+            {"type": "thinking", "thinking": "t" * 12, "signature": "S" * 400},  # 12/4 = 3 (signature not counted)
+            {"type": "tool_use", "id": read, "name": "Read", "input": {"file_path": "/a.py"}},  # len('Read{"file_path":"/a.py"}') = 25 -> 6
+            {"type": "tool_use", "id": grep, "name": "Grep", "input": {}},  # len('Grep{}') = 6 -> 2 (1.5 -> 2 either way)
+        ],
+        usage(5000, output=120),
+    )
+    s.tool_result(
+        read,
+        [
+            {"type": "text", "text": "x" * 40},  # 10
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo" * 500}},
+        ],
+    )  # 2000
     s.tool_result(grep, "y" * 23)  # 23/4 = 5.75 -> 6
     s.user([{"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "z" * 9000}}, {"type": "text", "text": "w" * 28}])  # 2000 + 7
     return s.to_bytes(), 5000 + 3 + 6 + 2 + 10 + 2000 + 6 + 2000 + 7
@@ -402,7 +430,7 @@ def test_as_claude_code_rounds_halves_up_like_math_round() -> None:
 
 def test_as_claude_code_measures_utf16_length() -> None:
     s = simple(5000)
-    s.user("\U0001F600" * 4)  # JavaScript length 8: 8 / 4 = 2
+    s.user("\U0001f600" * 4)  # JavaScript length 8: 8 / 4 = 2
     assert count_bytes(s.to_bytes(), as_claude_code=True)["tokens"] == 5000 + 2
 
 
@@ -415,8 +443,14 @@ def test_tiktoken_sha256_matches_the_published_hashes() -> None:
     assert o200k.startswith("446a9538") and o200k.endswith("1a2d") and len(o200k) == 64
 
 
-SAMPLES = ["hello world", "def parse_date(text):\n    return date.fromisoformat(text)\n", "Grüße, 世界! 🎉 <|endoftext|> tabs\tand   spaces",
-           "  leading and trailing  ", "1234567890 9876543210", ""]
+SAMPLES = [
+    "hello world",
+    "def parse_date(text):\n    return date.fromisoformat(text)\n",
+    "Grüße, 世界! 🎉 <|endoftext|> tabs\tand   spaces",
+    "  leading and trailing  ",
+    "1234567890 9876543210",
+    "",
+]
 
 
 @pytest.mark.parametrize("encoding", ["cl100k_base", "o200k_base"])
@@ -457,8 +491,13 @@ def test_tiktoken_tokenizers_work_offline(encoding: str, tmp_path: Path) -> None
     s = simple(7000)
     s.user(tail)
     path = s.write(tmp_path / "s.jsonl")
-    offline = {"TIKTOKEN_CACHE_DIR": str(tmp_path / "empty-cache"), "HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9",
-               "https_proxy": "http://127.0.0.1:9", "http_proxy": "http://127.0.0.1:9"}
+    offline = {
+        "TIKTOKEN_CACHE_DIR": str(tmp_path / "empty-cache"),
+        "HTTPS_PROXY": "http://127.0.0.1:9",
+        "HTTP_PROXY": "http://127.0.0.1:9",
+        "https_proxy": "http://127.0.0.1:9",
+        "http_proxy": "http://127.0.0.1:9",
+    }
     [row] = count_json("--tokenizer", f"tiktoken:{encoding}", "--no-calibrate", path, env=offline)
     assert row["tokenizer"] == f"tiktoken:{encoding}"
     assert row["exact_tokens"] == 7000
@@ -593,8 +632,7 @@ def test_a_folder_finds_main_sessions_and_subagents_in_every_layout(tmp_path: Pa
     project = session_tree(tmp_path)
     rows = count_json(project)
     files = [(Path(row["file"]).relative_to(project).as_posix(), row["kind"], row["tokens"]) for row in rows[:-1]]
-    assert files == [(f"{SID}.jsonl", "main", 30000), ("agent-abc12345.jsonl", "subagent", 12000),
-                     (f"{SID}/subagents/agent-a1b2c3d.jsonl", "subagent", 7000)]
+    assert files == [(f"{SID}.jsonl", "main", 30000), ("agent-abc12345.jsonl", "subagent", 12000), (f"{SID}/subagents/agent-a1b2c3d.jsonl", "subagent", 7000)]
     assert rows[-1]["total"] is True and rows[-1]["tokens"] == 49000 and rows[-1]["files"] == 3
 
 
@@ -671,17 +709,21 @@ def test_a_file_with_a_bad_line_among_good_ones_is_reported(tmp_path: Path) -> N
 # --- report schema -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("args", [
-    [],
-    ["--by", "role"],
-    ["--by", "block", "--top", "3"],
-    ["--by", "tool", "--top", "50"],
-    ["--timeline"],
-    ["--as-claude-code"],
-    ["--tokenizer", "rough", "--no-calibrate"],
-    ["--tokenizer", "tiktoken:o200k_base"],
-    ["--window", "50000", "--max-output-tokens", "8000", "--autocompact-pct", "50", "--blocking-limit", "40000", "--no-auto-compact"],
-], ids=lambda args: " ".join(args) or "plain")
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        ["--by", "role"],
+        ["--by", "block", "--top", "3"],
+        ["--by", "tool", "--top", "50"],
+        ["--timeline"],
+        ["--as-claude-code"],
+        ["--tokenizer", "rough", "--no-calibrate"],
+        ["--tokenizer", "tiktoken:o200k_base"],
+        ["--window", "50000", "--max-output-tokens", "8000", "--autocompact-pct", "50", "--blocking-limit", "40000", "--no-auto-compact"],
+    ],
+    ids=lambda args: " ".join(args) or "plain",
+)
 def test_every_json_line_matches_the_report_schema(args: list[str]) -> None:
     paths = CLAUDE_FIXTURES + OTHER_FIXTURES
     rows = count_json(*args, *paths)

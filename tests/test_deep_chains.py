@@ -12,29 +12,43 @@ from typing import Any
 
 import orjson
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from builders import Session, usage
-from helpers import run_cli
-
 from ctxpipe.core.jsonl import Entry
 from ctxpipe.core.model import Message
 from ctxpipe.core.summarize import GIANT_PASTE, Fact, _pairs_inside, verify
 from ctxpipe.formats.claude_code import context_positions, main_chain, parent_cycles
+from helpers import run_cli
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 
 def chain_lines(depth: int) -> list[dict[str, Any]]:
     """One chain `depth` lines deep: short user and assistant lines in turn."""
     lines = []
     for k in range(depth):
-        envelope = {"parentUuid": f"u{k - 1}" if k else None, "isSidechain": False, "sessionId": "s", "uuid": f"u{k}",
-                    "timestamp": f"2026-05-04T10:00:00.{k % 1000:03d}Z"}
+        envelope = {
+            "parentUuid": f"u{k - 1}" if k else None,
+            "isSidechain": False,
+            "sessionId": "s",
+            "uuid": f"u{k}",
+            "timestamp": f"2026-05-04T10:00:00.{k % 1000:03d}Z",
+        }
         if k % 2 == 0:
             lines.append({**envelope, "type": "user", "message": {"role": "user", "content": f"step {k}"}})
         else:
-            lines.append({**envelope, "type": "assistant", "message": {"id": f"msg_{k}", "role": "assistant", "model": "claude-sonnet-4-5-20250929",
-                                                                       "content": [{"type": "text", "text": f"ok {k}"}], "usage": usage(1000 + k)}})
+            lines.append(
+                {
+                    **envelope,
+                    "type": "assistant",
+                    "message": {
+                        "id": f"msg_{k}",
+                        "role": "assistant",
+                        "model": "claude-sonnet-4-5-20250929",
+                        "content": [{"type": "text", "text": f"ok {k}"}],
+                        "usage": usage(1000 + k),
+                    },
+                }
+            )
     return lines
 
 
@@ -80,7 +94,9 @@ def _loops(tmp_path: Path) -> list[Path]:
     whole.user("Please fix the parser " * 10)
     for k in range(6):
         tool = whole.tool_id()
-        whole.response([{"type": "text", "text": f"Reading {k}"}, {"type": "tool_use", "id": tool, "name": "Read", "input": {"file_path": "/a.py"}}], usage(2000 + 100 * k))
+        whole.response(
+            [{"type": "text", "text": f"Reading {k}"}, {"type": "tool_use", "id": tool, "name": "Read", "input": {"file_path": "/a.py"}}], usage(2000 + 100 * k)
+        )
         whole.tool_result(tool, "same long output " * 40)
     whole.text("Done.", usage(4000))
     whole.lines[0]["parentUuid"] = whole.lines[-1]["uuid"]
@@ -155,6 +171,7 @@ def carried_reference(fact: Fact, context_text: str) -> bool:
     space only as a whole token, bare or without the punctuation around it; an instruction of 5+
     words also when 80 % of its words are words of the text.
     """
+
     def normal(text: str) -> str:
         return re.sub(r"\s+", " ", text).strip().lower()
 
@@ -173,8 +190,9 @@ def carried_reference(fact: Fact, context_text: str) -> bool:
 
 
 # A small alphabet so that facts and context share words, prefixes and overlaps.
-WORDS = st.sampled_from(["fix", "the", "parser", "parsers", "cache", "src/a.py", "a.py", "(a.py)", "tests", "Tests", "  ", "\n", "error:", "retry_budget",
-                         "don't", "not", "x" * 70])
+WORDS = st.sampled_from(
+    ["fix", "the", "parser", "parsers", "cache", "src/a.py", "a.py", "(a.py)", "tests", "Tests", "  ", "\n", "error:", "retry_budget", "don't", "not", "x" * 70]
+)
 TEXT = st.lists(WORDS, max_size=14).map(" ".join)
 
 
@@ -213,7 +231,13 @@ def tool_conversations(draw: Any) -> list[Message]:
         kinds = st.sampled_from(["tool_use", "text"] if role == "assistant" else ["tool_result", "text"])
         blocks = []
         for kind, tool in draw(st.lists(st.tuples(kinds, st.sampled_from("abcde")), max_size=3)):
-            blocks.append({"type": kind, "id": tool} if kind == "tool_use" else {"type": kind, "tool_use_id": tool} if kind == "tool_result" else {"type": "text", "text": "t"})
+            blocks.append(
+                {"type": kind, "id": tool}
+                if kind == "tool_use"
+                else {"type": kind, "tool_use_id": tool}
+                if kind == "tool_result"
+                else {"type": "text", "text": "t"}
+            )
         messages.append(Message(role, blocks))
     return messages
 
@@ -228,15 +252,21 @@ def test_the_split_keeps_pairs_whole_as_the_plain_rule_did(messages: list[Messag
         # The old rule failed (max() of nothing) on a result nothing asked for; now it is let be.
         tail = _pairs_inside(messages, start)
         asked = {b["id"] for m in messages[tail:] for b in m.content if b["type"] == "tool_use"}
-        assert tail == 0 or all(b["tool_use_id"] in asked for m in messages[tail:] for b in m.content if b["type"] == "tool_result" and b["tool_use_id"] in used)
+        assert tail == 0 or all(
+            b["tool_use_id"] in asked for m in messages[tail:] for b in m.content if b["type"] == "tool_result" and b["tool_use_id"] in used
+        )
         return
     assert _pairs_inside(messages, start) == pairs_inside_reference(messages, start)
 
 
 def test_an_orphan_result_in_the_tail_no_longer_breaks_the_split() -> None:
-    messages = [Message("user", [{"type": "text", "text": "go"}]), Message("assistant", [{"type": "tool_use", "id": "a"}]),
-                Message("user", [{"type": "tool_result", "tool_use_id": "a"}]), Message("assistant", [{"type": "text", "text": "ok"}]),
-                Message("user", [{"type": "tool_result", "tool_use_id": "nobody"}])]
+    messages = [
+        Message("user", [{"type": "text", "text": "go"}]),
+        Message("assistant", [{"type": "tool_use", "id": "a"}]),
+        Message("user", [{"type": "tool_result", "tool_use_id": "a"}]),
+        Message("assistant", [{"type": "text", "text": "ok"}]),
+        Message("user", [{"type": "tool_result", "tool_use_id": "nobody"}]),
+    ]
     with pytest.raises(ValueError):
         pairs_inside_reference(messages, 3)
     assert _pairs_inside(messages, 3) == 3

@@ -18,16 +18,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from builders import usage
-from ctxpipe.core.jsonl import ReadStats
 from ctxpipe.core.facts import failure_line
+from ctxpipe.core.jsonl import ReadStats
 from ctxpipe.core.summarize import Fact, key_facts, verify
 from helpers import run_cli
 from test_summarize import CC, NOW_ISO, Convo, SplitConfig, in_process, lines_of, ok, section, summary_of
 
-REJECTED = ("The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it was a file edit, "
-            "the new_string was NOT written to the file). STOP what you are doing and wait for the user to tell you how to proceed.")
+REJECTED = (
+    "The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it was a file edit, "
+    "the new_string was NOT written to the file). STOP what you are doing and wait for the user to tell you how to proceed."
+)
 
 
 def queued(s: Convo, content: Any) -> None:
@@ -99,8 +100,12 @@ def test_a_queued_command_attachment_is_typed_and_repeats_its_enqueue_once() -> 
 
 
 def test_a_queued_prompt_as_blocks_drops_the_ide_selection() -> None:
-    s = busy_session([{"type": "text", "text": "<ide_selection>The user selected lines 3-9 from /home/dev/shop/parser.py:\ndef parse(s): ...</ide_selection>"},
-                      {"type": "text", "text": "why does this return None?"}])
+    s = busy_session(
+        [
+            {"type": "text", "text": "<ide_selection>The user selected lines 3-9 from /home/dev/shop/parser.py:\ndef parse(s): ...</ide_selection>"},
+            {"type": "text", "text": "why does this return None?"},
+        ]
+    )
     typed = section(summary(s), 6)
     assert "   - why does this return None? (typed while the agent was busy)\n" in typed
     assert "ide_selection" not in typed and "selected lines" not in typed
@@ -146,17 +151,21 @@ def test_slash_commands_with_arguments_and_shell_commands_are_typed_but_a_bare_c
 
 
 def test_failure_line_takes_the_fatal_line_not_the_exit_code() -> None:
-    output = ("Exit code 128\nfatal: The current branch x has no upstream branch.\nTo push the current branch and set the remote as upstream, use\n\n"
-              "    git push --set-upstream origin x\n")
+    output = (
+        "Exit code 128\nfatal: The current branch x has no upstream branch.\nTo push the current branch and set the remote as upstream, use\n\n"
+        "    git push --set-upstream origin x\n"
+    )
     line = failure_line(output)
     assert line.startswith("fatal: The current branch x has no upstream branch.")
     assert "Exit code" not in line
 
 
 def test_failure_line_takes_a_tracebacks_exception_line() -> None:
-    output = ("Exit code 1\nTraceback (most recent call last):\n  File \"/home/dev/shop/run.py\", line 9, in <module>\n    main()\n"
-              "  File \"/home/dev/shop/run.py\", line 5, in main\n    log.error(\"config: missing %s\", key)\n"
-              "  File \"/home/dev/shop/config.py\", line 12, in get\n    raise KeyError(key)\nKeyError: 'DATABASE_URL'\n")
+    output = (
+        'Exit code 1\nTraceback (most recent call last):\n  File "/home/dev/shop/run.py", line 9, in <module>\n    main()\n'
+        '  File "/home/dev/shop/run.py", line 5, in main\n    log.error("config: missing %s", key)\n'
+        "  File \"/home/dev/shop/config.py\", line 12, in get\n    raise KeyError(key)\nKeyError: 'DATABASE_URL'\n"
+    )
     assert failure_line(output) == "KeyError: 'DATABASE_URL'"
 
 
@@ -167,24 +176,35 @@ def test_failure_line_joins_a_header_and_its_cause_across_literal_backslash_n() 
 
 
 def test_failure_line_takes_a_linters_finding_not_its_progress() -> None:
-    output = ("Exit code 2\nChecking 3 source files ...\n\n  Software Design\n┃\n"
-              "┃ [D] ↘ Nested modules could be aliased at the top of the invoking module.\n"
-              "┃       lib/app/parser.ex:12:5 #(App.Parser.parse)\n\n"
-              "Please report incorrect results: https://github.com/rrrene/credo/issues\n\n"
-              "Analysis took 0.1 seconds (0.05s to load, 0.05s running 55 checks on 3 files)\n"
-              "12 mods/funs, found 1 software design suggestion.\n")
+    output = (
+        "Exit code 2\nChecking 3 source files ...\n\n  Software Design\n┃\n"
+        "┃ [D] ↘ Nested modules could be aliased at the top of the invoking module.\n"
+        "┃       lib/app/parser.ex:12:5 #(App.Parser.parse)\n\n"
+        "Please report incorrect results: https://github.com/rrrene/credo/issues\n\n"
+        "Analysis took 0.1 seconds (0.05s to load, 0.05s running 55 checks on 3 files)\n"
+        "12 mods/funs, found 1 software design suggestion.\n"
+    )
     line = failure_line(output)
     assert line.startswith("[D]") and "Nested modules could be aliased" in line
     assert "Checking" not in line and "Analysis took" not in line
 
 
-@pytest.mark.parametrize(("output", "expected"), [
-    ("Exit code 1\nCompiling 12 files (.ex)\nGenerated shop app\n\n== Compilation error in file lib/shop.ex ==\n"
-     "** (CompileError) lib/shop.ex:4: undefined function foo/0\n", "(CompileError) lib/shop.ex:4: undefined function foo/0"),
-    ("Exit code 101\n   Compiling libc v0.2.150\n   Compiling shop v0.1.0 (/home/dev/shop)\nerror[E0425]: cannot find value `x` in this scope\n"
-     " --> src/main.rs:2:5\n", "error[E0425]: cannot find value `x` in this scope"),
-    ("Exit code 2\nBuilding shop...\nDownloading deps...\nmain.go:7:2: undefined: fooBar\n", "main.go:7:2: undefined: fooBar"),
-])
+@pytest.mark.parametrize(
+    ("output", "expected"),
+    [
+        (
+            "Exit code 1\nCompiling 12 files (.ex)\nGenerated shop app\n\n== Compilation error in file lib/shop.ex ==\n"
+            "** (CompileError) lib/shop.ex:4: undefined function foo/0\n",
+            "(CompileError) lib/shop.ex:4: undefined function foo/0",
+        ),
+        (
+            "Exit code 101\n   Compiling libc v0.2.150\n   Compiling shop v0.1.0 (/home/dev/shop)\nerror[E0425]: cannot find value `x` in this scope\n"
+            " --> src/main.rs:2:5\n",
+            "error[E0425]: cannot find value `x` in this scope",
+        ),
+        ("Exit code 2\nBuilding shop...\nDownloading deps...\nmain.go:7:2: undefined: fooBar\n", "main.go:7:2: undefined: fooBar"),
+    ],
+)
 def test_failure_line_never_picks_compiler_progress(output: str, expected: str) -> None:
     line = failure_line(output)
     assert expected in line
@@ -205,14 +225,25 @@ def test_repeats_are_counted_fixes_found_and_unresolved_listed_first() -> None:
     s.call("Bash", {"command": "mix test"}, MIX_FAILURE, 9200, error=True)
     s.call("Bash", {"command": "ruff check --fix ."}, "Found 1 error (1 fixed, 0 remaining).", 9300)
     s.call("Bash", {"command": "mix test test/shop_test.exs"}, "3 tests, 0 failures", 9400)  # same program and subcommand
-    s.call("Bash", {"command": "curl -sf localhost:4000/health"}, "Exit code 7\ncurl: (7) Failed to connect to localhost port 4000: Connection refused\n",
-           9600, error=True)
+    s.call(
+        "Bash",
+        {"command": "curl -sf localhost:4000/health"},
+        "Exit code 7\ncurl: (7) Failed to connect to localhost port 4000: Connection refused\n",
+        9600,
+        error=True,
+    )
     s.text("The push needs an upstream.", usage(9800))
     s.call("Read", {"file_path": "/home/dev/shop/mix.exs"}, "defmodule Shop.MixProject do\n", 10000)
     errors = section(summary(s), 4)
     items = [line for line in errors.splitlines() if line.startswith("   - [")]
-    assert sorted(items) == sorted(["   - [UNRESOLVED] Bash git push", "   - [UNRESOLVED] Bash curl -sf localhost:4000/health",
-                                    "   - [fixed] Bash mix test (×2)", "   - [fixed] Bash ruff check ."])
+    assert sorted(items) == sorted(
+        [
+            "   - [UNRESOLVED] Bash git push",
+            "   - [UNRESOLVED] Bash curl -sf localhost:4000/health",
+            "   - [fixed] Bash mix test (×2)",
+            "   - [fixed] Bash ruff check .",
+        ]
+    )
     assert [item.split("]")[0] for item in items] == ["   - [UNRESOLVED"] * 2 + ["   - [fixed"] * 2  # open ones first
     assert "error: fatal: The current branch dates has no upstream branch." in errors
     assert "then succeeded: Bash mix test test/shop_test.exs" in errors
@@ -241,10 +272,18 @@ def test_a_user_rejection_is_not_an_error() -> None:
 
 def test_todo_list_open_items_are_pending_tasks() -> None:
     s = started()
-    s.call("TodoWrite", {"todos": [{"content": "Parse day-first dates", "status": "completed", "activeForm": "Parsing"},
-                                   {"content": "Add the date cache", "status": "in_progress", "activeForm": "Adding"},
-                                   {"content": "Document the format", "status": "pending", "activeForm": "Documenting"}]},
-           "Todos have been modified successfully.", 9000)
+    s.call(
+        "TodoWrite",
+        {
+            "todos": [
+                {"content": "Parse day-first dates", "status": "completed", "activeForm": "Parsing"},
+                {"content": "Add the date cache", "status": "in_progress", "activeForm": "Adding"},
+                {"content": "Document the format", "status": "pending", "activeForm": "Documenting"},
+            ]
+        },
+        "Todos have been modified successfully.",
+        9000,
+    )
     closed(s)
     pending = section(summary(s), 7)
     assert "   - [in_progress] Add the date cache\n" in pending and "   - [pending] Document the format\n" in pending
@@ -256,10 +295,18 @@ def test_todo_list_open_items_are_pending_tasks() -> None:
 
 def task_session() -> Convo:
     s = started()
-    s.call("TaskCreate", {"subject": "Write the parser", "description": "Day-first dates", "activeForm": "Writing the parser"},
-           "Task #1 created successfully: Write the parser", 9000)
-    s.call("TaskCreate", {"subject": "Write the docs", "description": "The date format", "activeForm": "Writing the docs"},
-           "Task #2 created successfully: Write the docs", 9100)
+    s.call(
+        "TaskCreate",
+        {"subject": "Write the parser", "description": "Day-first dates", "activeForm": "Writing the parser"},
+        "Task #1 created successfully: Write the parser",
+        9000,
+    )
+    s.call(
+        "TaskCreate",
+        {"subject": "Write the docs", "description": "The date format", "activeForm": "Writing the docs"},
+        "Task #2 created successfully: Write the docs",
+        9100,
+    )
     s.call("TaskUpdate", {"taskId": "1", "status": "in_progress"}, "Updated task #1 status", 9200)
     s.call("TaskUpdate", {"taskId": "2", "status": "completed"}, "Updated task #2 status", 9300)
     return closed(s)
@@ -278,16 +325,23 @@ def test_task_tools_give_open_tasks_and_the_current_work() -> None:
 
 def bd_session(reason: str = '--reason="Fixed the cache-miss path and the read-through test"') -> Convo:
     s = started("Work on the proj-abc epic.")
-    s.call("Bash", {"command": "bd show proj-abc.2"},
-           "○ proj-abc.2 · Add the cache   [● P1 · OPEN]\n\nDescription:\nCache parsed dates by input string.\n", 9000)
+    s.call(
+        "Bash", {"command": "bd show proj-abc.2"}, "○ proj-abc.2 · Add the cache   [● P1 · OPEN]\n\nDescription:\nCache parsed dates by input string.\n", 9000
+    )
     s.call("Bash", {"command": "bd update proj-abc.2 --status in_progress"}, "✓ Updated issue: proj-abc.2", 9100)
     s.call("Bash", {"command": f"bd close proj-abc.1 {reason}"}, "✓ Closed proj-abc.1: Parse day-first dates", 9200)
     return closed(s)
 
 
-@pytest.mark.parametrize("reason", ['--reason="Fixed the cache-miss path and the read-through test"',
-                                    "--reason 'Fixed the cache-miss path and the read-through test'",
-                                    "--reason=cache-miss", "--reason cache-miss --add-label needs-review"])  # flag values are no ids
+@pytest.mark.parametrize(
+    "reason",
+    [
+        '--reason="Fixed the cache-miss path and the read-through test"',
+        "--reason 'Fixed the cache-miss path and the read-through test'",
+        "--reason=cache-miss",
+        "--reason cache-miss --add-label needs-review",
+    ],
+)  # flag values are no ids
 def test_bd_ids_with_their_last_state_and_the_closed_ones(reason: str) -> None:
     s = bd_session(reason)
     pending = section(summary(s), 7)
@@ -301,9 +355,15 @@ def test_bd_ids_with_their_last_state_and_the_closed_ones(reason: str) -> None:
 def test_a_plan_file_is_shown_as_edited() -> None:
     s = started()
     plan = "/home/u/.claude/plans/x.md"
-    s.call("Write", {"file_path": plan, "content": "# Dates plan\n\n1. Parse day-first dates\n2. Cache results\n"}, f"File created successfully at: {plan}", 9000)
-    s.call("Edit", {"file_path": plan, "old_string": "2. Cache results", "new_string": "2. Cache results in an LRU of 512 entries"},
-           f"The file {plan} has been updated.", 9100)
+    s.call(
+        "Write", {"file_path": plan, "content": "# Dates plan\n\n1. Parse day-first dates\n2. Cache results\n"}, f"File created successfully at: {plan}", 9000
+    )
+    s.call(
+        "Edit",
+        {"file_path": plan, "old_string": "2. Cache results", "new_string": "2. Cache results in an LRU of 512 entries"},
+        f"The file {plan} has been updated.",
+        9100,
+    )
     closed(s)
     pending = section(summary(s), 7)
     assert f"   - Plan ({plan}):\n" in pending
@@ -314,8 +374,12 @@ def test_a_plan_file_is_shown_as_edited() -> None:
 
 def test_an_exit_plan_mode_plan_is_pending_work() -> None:
     s = started()
-    s.call("ExitPlanMode", {"plan": "## Plan\n- Step one: switch the parser to day-first\n- Step two: add a regression test"},
-           "User has approved your plan. You can now start coding.", 9000)
+    s.call(
+        "ExitPlanMode",
+        {"plan": "## Plan\n- Step one: switch the parser to day-first\n- Step two: add a regression test"},
+        "User has approved your plan. You can now start coding.",
+        9000,
+    )
     closed(s)
     pending = section(summary(s), 7)
     assert "   - Plan (the plan presented with ExitPlanMode):\n" in pending
@@ -329,8 +393,12 @@ def test_none_recorded_only_when_there_is_no_open_work() -> None:
 
 def todo_only() -> Convo:
     s = started()
-    s.call("TodoWrite", {"todos": [{"content": "Document the format", "status": "pending", "activeForm": "Documenting"}]},
-           "Todos have been modified successfully.", 9000)
+    s.call(
+        "TodoWrite",
+        {"todos": [{"content": "Document the format", "status": "pending", "activeForm": "Documenting"}]},
+        "Todos have been modified successfully.",
+        9000,
+    )
     return closed(s)
 
 
@@ -384,13 +452,22 @@ def test_key_concepts_count_commands_by_program_and_files_by_changes() -> None:
 # --- findings -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("said, kept, dropped", [
-    ("Let me read the file. The test fails because the parser reads day-month-year. Now I'll fix it:",
-     "The test fails because the parser reads day-month-year.", ["Let me read", "Now I'll fix"]),
-    ("Let me check whether this is caused by the locale. Now I'll fix the bug in the parser so that it reads day-first.\n"
-     "Switched the parser to day-first dates instead of month-first.",  # narration is dropped even with a concluding word in it
-     "Switched the parser to day-first dates instead of month-first.", ["caused by the locale", "fix the bug"]),
-])
+@pytest.mark.parametrize(
+    "said, kept, dropped",
+    [
+        (
+            "Let me read the file. The test fails because the parser reads day-month-year. Now I'll fix it:",
+            "The test fails because the parser reads day-month-year.",
+            ["Let me read", "Now I'll fix"],
+        ),
+        (
+            "Let me check whether this is caused by the locale. Now I'll fix the bug in the parser so that it reads day-first.\n"
+            "Switched the parser to day-first dates instead of month-first.",  # narration is dropped even with a concluding word in it
+            "Switched the parser to day-first dates instead of month-first.",
+            ["caused by the locale", "fix the bug"],
+        ),
+    ],
+)
 def test_findings_keep_the_explanation_and_drop_the_narration(said: str, kept: str, dropped: list[str]) -> None:
     s = started()
     s.text(said, usage(9000))
@@ -425,12 +502,19 @@ def test_a_summary_missing_an_error_line_is_caught_by_kind() -> None:
 
 
 def test_by_kind_counts_each_kind() -> None:
-    facts = [Fact("instruction", "add the cache"), Fact("instruction", "check again"), Fact("file", "/a/b.py"),
-             Fact("task", "Write the docs"), Fact("task", "Write the parser")]
+    facts = [
+        Fact("instruction", "add the cache"),
+        Fact("instruction", "check again"),
+        Fact("file", "/a/b.py"),
+        Fact("task", "Write the docs"),
+        Fact("task", "Write the parser"),
+    ]
     checked = verify(facts, "The user said: Add the CACHE.\nEdited /a/b.py. Open: Write the parser.")
-    assert checked.by_kind() == {"instruction": {"facts": 2, "carried": 1, "recall": 0.5},
-                                 "file": {"facts": 1, "carried": 1, "recall": 1.0},
-                                 "task": {"facts": 2, "carried": 1, "recall": 0.5}}
+    assert checked.by_kind() == {
+        "instruction": {"facts": 2, "carried": 1, "recall": 0.5},
+        "file": {"facts": 1, "carried": 1, "recall": 1.0},
+        "task": {"facts": 2, "carried": 1, "recall": 0.5},
+    }
     assert list(checked.by_kind()) == ["instruction", "file", "task"]  # FACT_KINDS order
 
 
@@ -460,13 +544,33 @@ def test_compact_summary_keeps_an_error_microcompact_cleared_and_names_the_trans
     s.user("Keep going.")
     s.text("On it.", usage(11400))
     (tmp_path / "s.jsonl").write_bytes(s.to_bytes())
-    result = ok(run_cli("compact", "--force", "--engine", "offline", "--source", "transcript", "--now", NOW_ISO, "--keep-last", "2", "s.jsonl",
-                        env={"ANTHROPIC_API_KEY": ""}, cwd=tmp_path))
+    result = ok(
+        run_cli(
+            "compact",
+            "--force",
+            "--engine",
+            "offline",
+            "--source",
+            "transcript",
+            "--now",
+            NOW_ISO,
+            "--keep-last",
+            "2",
+            "s.jsonl",
+            env={"ANTHROPIC_API_KEY": ""},
+            cwd=tmp_path,
+        )
+    )
     out = result.stdout
     # The failed result itself was cleared in the output ...
     failed_id = "toolu_01T00001"
-    results = [b for o in lines_of(out) if isinstance(o.get("message", {}).get("content"), list)
-               for b in o["message"]["content"] if b.get("type") == "tool_result" and b.get("tool_use_id") == failed_id]
+    results = [
+        b
+        for o in lines_of(out)
+        if isinstance(o.get("message", {}).get("content"), list)
+        for b in o["message"]["content"]
+        if b.get("type") == "tool_result" and b.get("tool_use_id") == failed_id
+    ]
     assert results and all(DISTINCTIVE not in str(b.get("content")) for b in results)
     # ... and the summary still names it.
     text = summary_of(out)
@@ -494,26 +598,56 @@ def fixed_or_not(first: tuple[str, dict[str, Any], str], then: tuple[str, dict[s
     return section(summary(s), 4)
 
 
-@pytest.mark.parametrize("failed, succeeded, fixed", [
-    (("Edit", {"file_path": "/p/app.py", "old_string": "a", "new_string": "b"}, "String to replace not found in file."),
-     ("Read", {"file_path": "/p/app.py"}, "x = 1\n"), False),  # reading a file does not fix an edit of it
-    (("Edit", {"file_path": "/p/app.py", "old_string": "a", "new_string": "b"}, "String to replace not found in file."),
-     ("Edit", {"file_path": "/p/app.py", "old_string": "x", "new_string": "y"}, "ok"), True),
-    (("Bash", {"command": 'python -c "import mylib"'}, "ModuleNotFoundError: No module named 'mylib'"),
-     ("Bash", {"command": 'python -c "import sys; print(sys.version)"'}, "3.11"), False),
-    (("Bash", {"command": "pytest tests/test_parser.py"}, "FAILED tests/test_parser.py::test_day - assert 1 == 2"),
-     ("Bash", {"command": "pytest tests/test_util.py"}, "3 passed"), False),
-    (("Bash", {"command": "pytest tests/test_parser.py"}, "FAILED tests/test_parser.py::test_day - assert 1 == 2"),
-     ("Bash", {"command": "cd /p && pytest -q"}, "12 passed"), True),  # a broader run
-    (("Bash", {"command": "git push"}, "fatal: The current branch x has no upstream branch."),
-     ("Bash", {"command": "git push --set-upstream origin x"}, "ok"), True),
-    (("Bash", {"command": "mix credo --strict lib/a.ex lib/b.ex 2>&1"}, "[D] Nested modules could be aliased"),
-     ("Bash", {"command": "mix compile --warnings-as-errors 2>&1 && mix credo --strict lib/a.ex 2>&1"}, "ok"), True),  # a chain ran both; they share lib/a.ex
-    (("Bash", {"command": 'git add lib/x.ex && git commit -m "feat: x; and y"'}, "fatal: pathspec 'lib/x.ex' is beyond a symbolic link"),
-     ("Bash", {"command": 'git add priv/x.exs && git commit -m "$(cat <<\'EOF\'\nfeat: x\nEOF\n)"'}, "ok"), True),  # the commit went through
-    (("Bash", {"command": "mix credo --strict lib/a.ex"}, "[D] Nested modules could be aliased"),
-     ("Bash", {"command": "mix compile && echo 'mix credo --strict lib/a.ex'"}, "ok"), False),  # quoted text is no command
-])
+@pytest.mark.parametrize(
+    "failed, succeeded, fixed",
+    [
+        (
+            ("Edit", {"file_path": "/p/app.py", "old_string": "a", "new_string": "b"}, "String to replace not found in file."),
+            ("Read", {"file_path": "/p/app.py"}, "x = 1\n"),
+            False,
+        ),  # reading a file does not fix an edit of it
+        (
+            ("Edit", {"file_path": "/p/app.py", "old_string": "a", "new_string": "b"}, "String to replace not found in file."),
+            ("Edit", {"file_path": "/p/app.py", "old_string": "x", "new_string": "y"}, "ok"),
+            True,
+        ),
+        (
+            ("Bash", {"command": 'python -c "import mylib"'}, "ModuleNotFoundError: No module named 'mylib'"),
+            ("Bash", {"command": 'python -c "import sys; print(sys.version)"'}, "3.11"),
+            False,
+        ),
+        (
+            ("Bash", {"command": "pytest tests/test_parser.py"}, "FAILED tests/test_parser.py::test_day - assert 1 == 2"),
+            ("Bash", {"command": "pytest tests/test_util.py"}, "3 passed"),
+            False,
+        ),
+        (
+            ("Bash", {"command": "pytest tests/test_parser.py"}, "FAILED tests/test_parser.py::test_day - assert 1 == 2"),
+            ("Bash", {"command": "cd /p && pytest -q"}, "12 passed"),
+            True,
+        ),  # a broader run
+        (
+            ("Bash", {"command": "git push"}, "fatal: The current branch x has no upstream branch."),
+            ("Bash", {"command": "git push --set-upstream origin x"}, "ok"),
+            True,
+        ),
+        (
+            ("Bash", {"command": "mix credo --strict lib/a.ex lib/b.ex 2>&1"}, "[D] Nested modules could be aliased"),
+            ("Bash", {"command": "mix compile --warnings-as-errors 2>&1 && mix credo --strict lib/a.ex 2>&1"}, "ok"),
+            True,
+        ),  # a chain ran both; they share lib/a.ex
+        (
+            ("Bash", {"command": 'git add lib/x.ex && git commit -m "feat: x; and y"'}, "fatal: pathspec 'lib/x.ex' is beyond a symbolic link"),
+            ("Bash", {"command": "git add priv/x.exs && git commit -m \"$(cat <<'EOF'\nfeat: x\nEOF\n)\""}, "ok"),
+            True,
+        ),  # the commit went through
+        (
+            ("Bash", {"command": "mix credo --strict lib/a.ex"}, "[D] Nested modules could be aliased"),
+            ("Bash", {"command": "mix compile && echo 'mix credo --strict lib/a.ex'"}, "ok"),
+            False,
+        ),  # quoted text is no command
+    ],
+)
 def test_a_success_fixes_a_failure_only_of_the_same_kind_and_target(failed: Any, succeeded: Any, fixed: bool) -> None:
     errors = fixed_or_not(failed, succeeded)
     assert errors.startswith("   - [fixed]" if fixed else "   - [UNRESOLVED]"), errors
@@ -531,9 +665,14 @@ def test_a_failure_that_comes_back_after_a_fix_is_open_again_and_listed_once() -
 def test_the_reason_typed_when_declining_a_call_is_a_user_message() -> None:
     s = started()
     reason = "Let's keep the name of the py file but change the pyproject script to reference it, otherwise gtg"
-    s.call("Edit", {"file_path": "/p/pyproject.toml", "old_string": "a", "new_string": "b"},
-           "The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it was a file edit, the new_string was NOT "
-           f"written to the file). The user provided the following reason for the rejection:  {reason}", 9000, error=True)
+    s.call(
+        "Edit",
+        {"file_path": "/p/pyproject.toml", "old_string": "a", "new_string": "b"},
+        "The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it was a file edit, the new_string was NOT "
+        f"written to the file). The user provided the following reason for the rejection:  {reason}",
+        9000,
+        error=True,
+    )
     closed(s)
     text = summary(s)
     assert f"   - {reason}\n" in section(text, 6) and "The user declined: Edit /p/pyproject.toml" in section(text, 4)
@@ -551,8 +690,15 @@ def test_a_withdrawn_queued_prompt_is_no_message() -> None:
     assert "deploy it" not in text and "   - check again (typed while the agent was busy)\n" in section(text, 6)
 
 
-@pytest.mark.parametrize("words", ["I could not complete the migration.", "The tests are still not fixed.",
-                                   "I haven't finished the migration yet.", "Migration done for orders; users is next."])
+@pytest.mark.parametrize(
+    "words",
+    [
+        "I could not complete the migration.",
+        "The tests are still not fixed.",
+        "I haven't finished the migration yet.",
+        "Migration done for orders; users is next.",
+    ],
+)
 def test_words_that_deny_or_defer_are_no_sign_of_done(words: str) -> None:
     s = started("Migrate the orders and users tables.")
     s.call("Bash", {"command": "alembic upgrade head"}, "ok", 9000)
@@ -579,15 +725,18 @@ def test_a_call_keeps_its_backslashes() -> None:
     assert "printf 'a\\nb' > C:\\Users\\nick\\notes.txt" in section(summary(s, keep_last=1), 8)
 
 
-@pytest.mark.parametrize("fact, context, carried", [
-    (Fact("instruction", "Don't push this branch until the review is done"), "pushed the branch after the review; work done; until then", False),
-    (Fact("instruction", "please update the tests and the readme files"), "pleased: updates to tests/ and readme.md", False),
-    (Fact("instruction", "please update the tests and the readme files now"), "Please update the tests and the README files, now.", True),
-    (Fact("file", "a.py"), "edited data.py", False),
-    (Fact("file", "a.py"), "edited a.py, then data.py", True),
-    (Fact("instruction", "y"), "   - y\n", True),
-    (Fact("instruction", "y"), "yes", False),
-])
+@pytest.mark.parametrize(
+    "fact, context, carried",
+    [
+        (Fact("instruction", "Don't push this branch until the review is done"), "pushed the branch after the review; work done; until then", False),
+        (Fact("instruction", "please update the tests and the readme files"), "pleased: updates to tests/ and readme.md", False),
+        (Fact("instruction", "please update the tests and the readme files now"), "Please update the tests and the README files, now.", True),
+        (Fact("file", "a.py"), "edited data.py", False),
+        (Fact("file", "a.py"), "edited a.py, then data.py", True),
+        (Fact("instruction", "y"), "   - y\n", True),
+        (Fact("instruction", "y"), "yes", False),
+    ],
+)
 def test_the_verifier_matches_whole_words_and_negations(fact: Fact, context: str, carried: bool) -> None:
     assert (verify([fact], context).missing == []) == carried
 
@@ -598,4 +747,3 @@ def test_the_verifier_finds_many_facts_that_share_a_long_prefix() -> None:
     context = "\n".join(f.text for f in facts[::2])
     missing = verify(facts, context).missing
     assert missing == facts[1::2]
-

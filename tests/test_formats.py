@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import ctxpipe
 import orjson
 import pytest
-
-import ctxpipe
 from ctxpipe.core.convert import MISSING_RESULT_TEXT, to_api_messages
 from ctxpipe.core.errors import InputError, UnsupportedError
 from ctxpipe.formats import WriteOptions, detect, get
@@ -65,7 +64,9 @@ def test_parallel_results_that_branch_off_the_chain_are_in_the_context() -> None
     chain = main_chain(transcript.entries)
     context = context_positions(transcript.entries)
     # The first result's parent is its own tool_use line, so the leaf's walk misses it.
-    first_result = next(i for i, e in enumerate(transcript.entries) if "toolu_01CART" in str(e.obj.get("message", {}).get("content")) and e.obj["type"] == "user")
+    first_result = next(
+        i for i, e in enumerate(transcript.entries) if "toolu_01CART" in str(e.obj.get("message", {}).get("content")) and e.obj["type"] == "user"
+    )
     assert first_result not in chain
     assert first_result in context
     api, report = to_api_messages(get("claude-code").messages(transcript.entries), transcript.entries)

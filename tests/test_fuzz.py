@@ -35,11 +35,10 @@ from typing import Any
 
 import orjson
 import pytest
-from hypothesis import HealthCheck, Phase, event, given, settings
-from hypothesis import strategies as st
-
 from ctxpipe.cli.app import app, main
 from helpers import FIXTURES, bad_token_figures, finite_float, no_json_constant
+from hypothesis import HealthCheck, Phase, event, given, settings
+from hypothesis import strategies as st
 
 NOW = "2030-01-01T00:00:00Z"
 SOURCES = {path.name: path.read_bytes() for path in sorted((FIXTURES / "claude-code").glob("*.jsonl"))}
@@ -73,9 +72,32 @@ def test_every_registered_command_is_fuzzed() -> None:
 
 # --- mutations -------------------------------------------------------------------------------------
 
-HOSTILE_VALUES: list[Any] = [None, True, False, 0, -1, -13909, 1e308, 10**40, 12.5, "NaN", "", "x" * 300, "\x1b]0;pwned\x07\x1b[2J",
-                             "[/]", "[link=https://evil.example]x[/link]", "\u202eevil", "a\x00b", "../../etc/passwd", {}, [], [[]],
-                             {"a": {"b": None}}, [None, 5, "s"], "2026-13-45T99:99:99Z"]
+HOSTILE_VALUES: list[Any] = [
+    None,
+    True,
+    False,
+    0,
+    -1,
+    -13909,
+    1e308,
+    10**40,
+    12.5,
+    "NaN",
+    "",
+    "x" * 300,
+    "\x1b]0;pwned\x07\x1b[2J",
+    "[/]",
+    "[link=https://evil.example]x[/link]",
+    "\u202eevil",
+    "a\x00b",
+    "../../etc/passwd",
+    {},
+    [],
+    [[]],
+    {"a": {"b": None}},
+    [None, 5, "s"],
+    "2026-13-45T99:99:99Z",
+]
 RAW_VALUES = [b"NaN", b"-Infinity", b"1e400", b"1" + b"0" * 40, b"-0", b"1e-400"]
 DEPTHS = [50, 300, 1000, 1030, 5000]
 
@@ -119,7 +141,7 @@ def mutated_sessions(draw: st.DrawFn) -> bytes:
             lines[i] = line[: draw(st.integers(1, len(line) - 1))]
         elif kind == "flip" and line:
             at = draw(st.integers(0, len(line) - 1))
-            lines[i] = line[:at] + bytes([line[at] ^ draw(st.integers(1, 255))]) + line[at + 1:]
+            lines[i] = line[:at] + bytes([line[at] ^ draw(st.integers(1, 255))]) + line[at + 1 :]
         elif kind == "insert":
             at = draw(st.integers(0, len(line)))
             lines[i] = line[:at] + draw(st.binary(min_size=1, max_size=4).filter(lambda b: b"\n" not in b)) + line[at:]
@@ -187,8 +209,6 @@ def without_links(obj: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in obj.items() if key not in ("parentUuid", "logicalParentUuid")}
 
 
-
-
 def untouched_problems(name: str, data: bytes, output: bytes, skipped: int) -> list[str]:
     problems = []
     inputs = set(data.split(b"\n"))
@@ -204,8 +224,13 @@ def untouched_problems(name: str, data: bytes, output: bytes, skipped: int) -> l
     out_objects = [obj for line in out_lines if (obj := strict_object(line)) is not None]
     missing = []
     relinked = [without_links(obj) for obj in out_objects]
-    removed = {uuid for obj in out_objects if obj.get("subtype") == "snip_boundary" and isinstance(obj.get("snipMetadata"), dict)
-               and isinstance(obj["snipMetadata"].get("removedUuids"), list) for uuid in obj["snipMetadata"]["removedUuids"] if isinstance(uuid, str)}
+    removed = {
+        uuid
+        for obj in out_objects
+        if obj.get("subtype") == "snip_boundary" and isinstance(obj.get("snipMetadata"), dict) and isinstance(obj["snipMetadata"].get("removedUuids"), list)
+        for uuid in obj["snipMetadata"]["removedUuids"]
+        if isinstance(uuid, str)
+    }
     for number, line, obj in good_objects(data):
         if line in out_set:
             continue
@@ -248,8 +273,7 @@ def standard_streams(stdin: bytes) -> Iterator[tuple[Any, Any]]:
             os.dup2(file.fileno(), fd)
         sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "rb", closefd=False)), encoding="utf-8")
         sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "wb", closefd=False)), encoding="utf-8")
-        sys.stderr = io.TextIOWrapper(io.BufferedWriter(io.FileIO(2, "wb", closefd=False)), encoding="utf-8", errors="backslashreplace",
-                                      line_buffering=True)
+        sys.stderr = io.TextIOWrapper(io.BufferedWriter(io.FileIO(2, "wb", closefd=False)), encoding="utf-8", errors="backslashreplace", line_buffering=True)
         yield files[1], files[2]
     finally:
         for stream in (sys.stdout, sys.stderr):
@@ -275,7 +299,7 @@ def invoke(argv: list[str], stdin: bytes) -> Result:
             main()
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        except Exception as exc:  # noqa: BLE001 - the failure under test
+        except Exception as exc:
             exception, code = exc, 1
         finally:
             sys.argv = saved_argv
@@ -346,10 +370,14 @@ def test_the_sources_pass_clean(empty_ledger: Path) -> None:
 # a shrink re-runs them all per step and can take many minutes; the failing example is printed whole.
 # The suite's run is reproducible (the same 60 examples each time, so CI judges the code, not the
 # draw); CTXPIPE_FUZZ_RANDOM=1 explores new ones, and CTXPIPE_FUZZ_EXAMPLES=N runs more.
-@settings(max_examples=int(os.environ.get("CTXPIPE_FUZZ_EXAMPLES", "60")), deadline=None,
-          derandomize=not os.environ.get("CTXPIPE_FUZZ_RANDOM"), database=None,
-          phases=[Phase.explicit, Phase.reuse, Phase.generate],
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=int(os.environ.get("CTXPIPE_FUZZ_EXAMPLES", "60")),
+    deadline=None,
+    derandomize=not os.environ.get("CTXPIPE_FUZZ_RANDOM"),
+    database=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
+)
 @given(data=mutated_sessions(), on_error=st.sampled_from(["fail", "skip"]))
 def test_mutated_real_lines_through_every_command(data: bytes, on_error: str, empty_ledger: Path) -> None:
     codes: dict[str, int] = {}

@@ -10,7 +10,6 @@ import shlex
 from pathlib import Path
 
 import pytest
-
 from helpers import FIXTURES, ROOT, run_cli
 
 # Commands whose output is not a transcript or report worth freezing would be listed here.
@@ -58,7 +57,6 @@ def test_identity_goldens_equal_their_input() -> None:
 
 def test_golden_reports_match_the_report_schema() -> None:
     import orjson
-
     from ctxpipe.core import schemas
 
     reports = sorted((FIXTURES / "validate").glob("*.out.jsonl"))
@@ -70,7 +68,6 @@ def test_golden_reports_match_the_report_schema() -> None:
 
 def test_golden_transcripts_match_their_format_schema() -> None:
     import orjson
-
     from ctxpipe.core import schemas
 
     for path in sorted((FIXTURES / "convert").glob("*.out.jsonl")):

@@ -51,7 +51,6 @@ from typing import Any
 
 import orjson
 import pytest
-
 from helpers import FIXTURES, ROOT, bad_token_figures, finite_float, no_json_constant
 
 ADVERSARIAL = FIXTURES / "adversarial"
@@ -118,6 +117,7 @@ def test_every_registered_command_is_in_the_contract() -> None:
 
 
 # --- the cases -------------------------------------------------------------------------------------
+
 
 def norm(line: bytes) -> bytes:
     """A line without a BOM or a CR before its newline (framing, not content)."""
@@ -236,7 +236,8 @@ def _splice(obj: dict[str, Any], key_path: tuple[str, ...], raw: bytes) -> bytes
 GENERATED: dict[str, Callable[[], bytes]] = {
     "generated-huge-line-16mb": lambda: _with_last_line(lambda o: _splice(o, ("message", "content"), json.dumps("0123456789abcdef" * (1 << 20)).encode())),
     "generated-many-blocks-100k": lambda: _with_last_line(
-        lambda o: _splice(o, ("message", "content"), b"[" + b",".join([b'{"type":"text","text":"x"}'] * 100_000) + b"]")),
+        lambda o: _splice(o, ("message", "content"), b"[" + b",".join([b'{"type":"text","text":"x"}'] * 100_000) + b"]")
+    ),
     "generated-deep-100000-unknown-field": lambda: _with_last_line(lambda o: _splice(o, ("x-future-field",), deep(100_000))),
     "generated-deep-100000-content": lambda: _with_last_line(lambda o: _splice(o, ("message", "content"), deep(100_000, b'{"type":"text","text":"deep"}'))),
 }
@@ -271,7 +272,7 @@ def test_the_cases_are_what_the_readme_says() -> None:
 
 # --- the zygote ------------------------------------------------------------------------------------
 
-ZYGOTE = r'''
+ZYGOTE = r"""
 import importlib, io, json, os, pkgutil, runpy, signal, sys, time, traceback
 
 requests = os.fdopen(os.dup(0), "rb")
@@ -420,7 +421,7 @@ for line in iter(requests.readline, b""):
         time.sleep(0.002)
     replies.write((json.dumps({"returncode": os.waitstatus_to_exitcode(status), "timed_out": timed_out,
                                "seconds": time.monotonic() - start}) + "\n").encode())
-'''
+"""
 
 
 @dataclass
@@ -440,12 +441,24 @@ class Run:
 
 
 def base_env(tmp: Path) -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items()
-           if not key.startswith(("ANTHROPIC_", "CLAUDE_", "CTXPIPE_", "PYTEST_", "DISABLE_")) and key not in ("COLUMNS", "LINES")}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("ANTHROPIC_", "CLAUDE_", "CTXPIPE_", "PYTEST_", "DISABLE_")) and key not in ("COLUMNS", "LINES")
+    }
     for name in ("home", "tmp"):
         (tmp / name).mkdir(exist_ok=True)
-    env.update({"NO_COLOR": "1", "TERM": "dumb", "COLUMNS": "120", "HOME": str(tmp / "home"), "TMPDIR": str(tmp / "tmp"),
-                "TIKTOKEN_CACHE_DIR": str(tmp / "tmp"), "PYTHONDONTWRITEBYTECODE": "1"})
+    env.update(
+        {
+            "NO_COLOR": "1",
+            "TERM": "dumb",
+            "COLUMNS": "120",
+            "HOME": str(tmp / "home"),
+            "TMPDIR": str(tmp / "tmp"),
+            "TIKTOKEN_CACHE_DIR": str(tmp / "tmp"),
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+    )
     return env
 
 
@@ -453,18 +466,41 @@ class Zygote:
     def __init__(self, workdir: Path) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         self.log = open(workdir / "zygote.log", "wb")
-        self.proc = subprocess.Popen([sys.executable, "-c", ZYGOTE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
-                                     cwd=workdir, env=base_env(workdir))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", ZYGOTE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, cwd=workdir, env=base_env(workdir)
+        )
         self.counter = itertools.count()
         self.workdir = workdir
 
-    def run(self, argv: Sequence[Any], *, cwd: Path, env: dict[str, str], stdin: Path | None = None, stdin_pipe: bool = True,
-            terminal: str | None = None, timeout: float = TIMEOUT, audit: bool = True, modules: Path | None = None) -> Run:
+    def run(
+        self,
+        argv: Sequence[Any],
+        *,
+        cwd: Path,
+        env: dict[str, str],
+        stdin: Path | None = None,
+        stdin_pipe: bool = True,
+        terminal: str | None = None,
+        timeout: float = TIMEOUT,
+        audit: bool = True,
+        modules: Path | None = None,
+    ) -> Run:
         n = next(self.counter)
         out, err, log = (self.workdir / f"{n}.{kind}" for kind in ("out", "err", "log"))
-        status = self.ask({"argv": [str(arg) for arg in argv], "cwd": str(cwd), "env": env, "stdin": str(stdin) if stdin else None,
-                           "stdin_pipe": stdin_pipe, "stdout": terminal or str(out), "stderr": terminal or str(err), "timeout": timeout,
-                           "log": str(log) if audit else None, "modules": str(modules) if modules else None})
+        status = self.ask(
+            {
+                "argv": [str(arg) for arg in argv],
+                "cwd": str(cwd),
+                "env": env,
+                "stdin": str(stdin) if stdin else None,
+                "stdin_pipe": stdin_pipe,
+                "stdout": terminal or str(out),
+                "stderr": terminal or str(err),
+                "timeout": timeout,
+                "log": str(log) if audit else None,
+                "modules": str(modules) if modules else None,
+            }
+        )
         stdout = b"" if terminal else out.read_bytes()
         stderr = b"" if terminal else err.read_bytes()
         opens = [json.loads(line) for line in log.read_text().splitlines()] if audit and log.exists() else []
@@ -595,8 +631,6 @@ def reports(run: Run) -> list[dict[str, Any]] | None:
     return found
 
 
-
-
 def without_links(obj: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in obj.items() if key not in ("parentUuid", "logicalParentUuid")}
 
@@ -648,8 +682,13 @@ def check_transcript(variant: str, case: Case, written: bytes) -> list[str]:
     if variant == "convert-anthropic" or not case.claude_code:
         return problems
     out_objects = [obj for line in output if (obj := strict_object(line)) is not None]  # parsed as good_lines parses
-    removed = {uuid for obj in out_objects if obj.get("subtype") == "snip_boundary" and isinstance(obj.get("snipMetadata"), dict)
-               and isinstance(obj["snipMetadata"].get("removedUuids"), list) for uuid in obj["snipMetadata"]["removedUuids"] if isinstance(uuid, str)}
+    removed = {
+        uuid
+        for obj in out_objects
+        if obj.get("subtype") == "snip_boundary" and isinstance(obj.get("snipMetadata"), dict) and isinstance(obj["snipMetadata"].get("removedUuids"), list)
+        for uuid in obj["snipMetadata"]["removedUuids"]
+        if isinstance(uuid, str)
+    }
     relinked = [without_links(obj) for obj in out_objects]
     boundary = last_boundary(case)
     for number, line, obj in good_lines(case):
@@ -714,7 +753,9 @@ def check_run(variant: str, case: Case, run: Run, *, via: str, roots: list[str],
         if command == "validate":
             bad_found = {f.get("line") for r in got or [] for f in r.get("findings", []) if f.get("code") == "bad-line"}
             if run.returncode != 1 or not (bad_found & case.bad or any(set(named_lines(e, run.source)) & case.bad for e in errors)):
-                problems.append(f"validate did not list the bad line(s) {sorted(case.bad)} (exit {run.returncode}, bad-line findings {sorted(bad_found, key=str)})")
+                problems.append(
+                    f"validate did not list the bad line(s) {sorted(case.bad)} (exit {run.returncode}, bad-line findings {sorted(bad_found, key=str)})"
+                )
         elif run.returncode != 1 and not (command in PASS_HISTORY and max(case.bad) < last_boundary(case)):
             problems.append(f"bad line(s) {sorted(case.bad)} accepted with exit {run.returncode}")
         elif run.returncode == 0:
@@ -747,8 +788,20 @@ def check_run(variant: str, case: Case, run: Run, *, via: str, roots: list[str],
 VIA = ("path", "stdin")
 # stdin is read as a stream, a file by path through a map: the two differ in framing (BOM, line
 # ends, blank, cut and bad lines, size), not in what the lines hold. Those cases run both ways.
-FRAMING = {"baseline", "bom-crlf", "bom-only-first", "cr-line-endings", "blank-lines", "no-final-newline", "empty", "only-blank-lines",
-           "only-empty-object", "lone-surrogate-escaped", "raw-c1-bidi-in-string", *GENERATED}
+FRAMING = {
+    "baseline",
+    "bom-crlf",
+    "bom-only-first",
+    "cr-line-endings",
+    "blank-lines",
+    "no-final-newline",
+    "empty",
+    "only-blank-lines",
+    "only-empty-object",
+    "lone-surrogate-escaped",
+    "raw-c1-bidi-in-string",
+    *GENERATED,
+}
 
 
 def vias(case: Case) -> tuple[str, ...]:
@@ -788,8 +841,7 @@ def prepare(case: Case, tmp: Path) -> tuple[Path, Path, dict[str, str], Path]:
 
 
 def fill(argv: list[str], tmp: Path, ledger: Path, n: int = 0) -> list[str]:
-    return [arg.replace("{ledger}", str(ledger)).replace("{out}", str(tmp / f"out-{n}.jsonl")).replace("{outdir}", str(tmp / f"outdir-{n}"))
-            for arg in argv]
+    return [arg.replace("{ledger}", str(ledger)).replace("{out}", str(tmp / f"out-{n}.jsonl")).replace("{outdir}", str(tmp / f"outdir-{n}")) for arg in argv]
 
 
 def run_case(runner: Runner, case: Case, tmp: Path, jobs: list[tuple[str, str]]) -> CaseRuns:
@@ -827,20 +879,19 @@ def case_runs(name: str, runner: Runner, generated: Path, request: pytest.Fixtur
         lock = _CASE_LOCKS.setdefault(name, threading.Lock())
     with lock:
         if name not in _CACHE:
-            _CACHE[name] = run_case(runner, case_by_name(name, generated), tmp_path_factory.mktemp(f"case-{name[:40]}"),
-                                    selected_jobs(request.session, name))
+            _CACHE[name] = run_case(runner, case_by_name(name, generated), tmp_path_factory.mktemp(f"case-{name[:40]}"), selected_jobs(request.session, name))
         return _CACHE[name]
 
 
 def _matrix() -> list[tuple[str, str, str]]:
     fixtures = {case.name: case for case in fixture_cases()}
-    return [(name, variant, via) for name in CASE_NAMES for variant in VARIANTS
-            for via in (vias(fixtures[name]) if name in fixtures else VIA)]
+    return [(name, variant, via) for name in CASE_NAMES for variant in VARIANTS for via in (vias(fixtures[name]) if name in fixtures else VIA)]
 
 
 @pytest.mark.parametrize("name, variant, via", _matrix(), ids=["-".join(job) for job in _matrix()])
-def test_every_command_on_every_hostile_file(name: str, variant: str, via: str, runner: Runner, generated_dir: Path,
-                                             request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_every_command_on_every_hostile_file(
+    name: str, variant: str, via: str, runner: Runner, generated_dir: Path, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     runs = case_runs(name, runner, generated_dir, request, tmp_path_factory)
     run = runs.runs[(variant, via)]
     problems = check_run(variant, runs.case, run, via=via, roots=allowed_roots(runs.tmp))
@@ -862,9 +913,17 @@ def passwd_lines() -> list[str]:
     return [line for line in text.splitlines() if len(line) >= 12]
 
 
-@pytest.mark.parametrize("argv", [["restore", "--now", NOW], ["restore", "--source", "disk", "--now", NOW], ["restore", "--plan"],
-                                  ["compact", "--force", "--keep-last", "2", "--now", NOW], ["compact", "--force", "--source", "disk", "--keep-last", "2", "--now", NOW]],
-                         ids=["restore", "restore-source-disk", "restore-plan", "compact", "compact-source-disk"])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["restore", "--now", NOW],
+        ["restore", "--source", "disk", "--now", NOW],
+        ["restore", "--plan"],
+        ["compact", "--force", "--keep-last", "2", "--now", NOW],
+        ["compact", "--force", "--source", "disk", "--keep-last", "2", "--now", NOW],
+    ],
+    ids=["restore", "restore-source-disk", "restore-plan", "compact", "compact-source-disk"],
+)
 def test_a_transcript_cwd_of_etc_does_not_read_etc_passwd(argv: list[str], runner: Runner, tmp_path: Path) -> None:
     case = Case("cwd-etc-read-passwd", ADVERSARIAL / "cwd-etc-read-passwd.jsonl")
     path, cwd, env, _ = prepare(case, tmp_path)
@@ -903,8 +962,11 @@ def test_a_link_under_the_root_to_etc_passwd_is_not_followed_out(command: str, r
     path = tmp_path / "session.jsonl"
     path.write_text(text)
     env = base_env(tmp_path)
-    argv = ["restore", "--root", project, "--source", "disk", "--now", NOW] if command == "restore" else \
-        ["compact", "--force", "--keep-last", "1", "--root", project, "--source", "disk", "--now", NOW]
+    argv = (
+        ["restore", "--root", project, "--source", "disk", "--now", NOW]
+        if command == "restore"
+        else ["compact", "--force", "--keep-last", "1", "--root", project, "--source", "disk", "--now", NOW]
+    )
     run = runner.run([*argv, path], cwd=project, env=env)
     assert not EXCEPTION.search(run.err), run.err
     shown = run.stdout.decode("utf-8", "replace") + run.err
@@ -912,9 +974,16 @@ def test_a_link_under_the_root_to_etc_passwd_is_not_followed_out(command: str, r
     assert "/etc/passwd" not in {os.path.realpath(record["path"]) for record in run.opens}
 
 
-@pytest.mark.parametrize("argv", [["summarize", "--now", NOW], ["summarize", "--engine", "session-memory", "--now", NOW],
-                                  ["compact", "--force", "--now", NOW], ["compact", "--force", "--engine", "session-memory", "--now", NOW]],
-                         ids=["summarize-auto", "summarize-session-memory", "compact-auto", "compact-session-memory"])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["summarize", "--now", NOW],
+        ["summarize", "--engine", "session-memory", "--now", NOW],
+        ["compact", "--force", "--now", NOW],
+        ["compact", "--force", "--engine", "session-memory", "--now", NOW],
+    ],
+    ids=["summarize-auto", "summarize-session-memory", "compact-auto", "compact-session-memory"],
+)
 @pytest.mark.parametrize("name", ["session-id-traversal", "session-id-absolute"])
 def test_the_session_id_does_not_choose_the_notes_file(name: str, argv: list[str], runner: Runner, tmp_path: Path) -> None:
     folder = tmp_path / "project"
@@ -960,11 +1029,16 @@ def test_a_hostile_file_in_a_batch_is_one_error_line_and_the_others_are_processe
     env = base_env(tmp_path)
     cwd = tmp_path / "cwd"
     cwd.mkdir()
-    runs = dict(runner.map(lambda job: (job[0], runner.run(job[1], cwd=cwd, env=env)), [
-        ("count", ["count", folder]),
-        ("validate", ["validate", *goods, hostile]),
-        ("compact", ["compact", "--force", "--keep-last", "2", "--now", NOW, "--out-dir", tmp_path / "out", folder]),
-    ]))
+    runs = dict(
+        runner.map(
+            lambda job: (job[0], runner.run(job[1], cwd=cwd, env=env)),
+            [
+                ("count", ["count", folder]),
+                ("validate", ["validate", *goods, hostile]),
+                ("compact", ["compact", "--force", "--keep-last", "2", "--now", NOW, "--out-dir", tmp_path / "out", folder]),
+            ],
+        )
+    )
     problems = []
     for label, run in runs.items():
         if run.timed_out:
@@ -1116,10 +1190,30 @@ def test_expand_rebuilds_the_original_from_the_ledger_of_a_chain(name: str, runn
 # --- on a terminal ------------------------------------------------------------------------------------
 
 # Cases whose text reaches a terminal (with colours too), and a few more (plain terminal only).
-ESCAPE_CASES = ["escapes-model", "escapes-tools-paths-ids", "escapes-text", "bidi-c1-model", "rich-markup", "rich-markup-link-model",
-                "raw-c1-bidi-in-string", "raw-esc-in-string", "anthropic-odd"]
-TERMINAL_CASES = [*ESCAPE_CASES, "baseline", "model-odd", "tool-name-long", "session-id-nul", "cwd-odd", "unknown-types", "usage-1e308",
-                  "timestamp-garbage", "invalid-utf8", "read-path-nul"]
+ESCAPE_CASES = [
+    "escapes-model",
+    "escapes-tools-paths-ids",
+    "escapes-text",
+    "bidi-c1-model",
+    "rich-markup",
+    "rich-markup-link-model",
+    "raw-c1-bidi-in-string",
+    "raw-esc-in-string",
+    "anthropic-odd",
+]
+TERMINAL_CASES = [
+    *ESCAPE_CASES,
+    "baseline",
+    "model-odd",
+    "tool-name-long",
+    "session-id-nul",
+    "cwd-odd",
+    "unknown-types",
+    "usage-1e308",
+    "timestamp-garbage",
+    "invalid-utf8",
+    "read-path-nul",
+]
 TERMINAL_ARGV = [(command, argv) for command, variants in ON_A_TERMINAL.items() for argv in variants]
 TERMS = {"dumb": {"TERM": "dumb", "NO_COLOR": "1"}, "xterm": {"TERM": "xterm-256color", "COLORTERM": "truecolor"}}
 # With colours on, rich writes its own CSI sequences; what must never appear is what only the

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from builders import Session, usage
 from ctxpipe.cli.batch import PARALLEL_MIN_BYTES, run_all
 from ctxpipe.core.errors import InputError, InternalError
@@ -54,13 +53,15 @@ def session() -> Session:
     s = Session()
     s.user("Make the server use the WORKERS setting.")
     total = 9_000
-    for number, (name, tool_input, result) in enumerate([
-        ("Read", {"file_path": "/home/dev/app/config.py"}, "WORKERS = 4\n" * 40),
-        ("Bash", {"command": "pytest -q"}, "1 failed, 9 passed\n" * 30),
-        ("Read", {"file_path": "/home/dev/app/config.py"}, "WORKERS = 4\n" * 40),
-        ("Edit", {"file_path": "/home/dev/app/app.py", "old_string": "serve()", "new_string": "serve(WORKERS)"}, "The file was updated."),
-        ("Read", {"file_path": "/home/dev/app/app.py"}, "serve(WORKERS)\n" * 20),
-    ]):
+    for number, (name, tool_input, result) in enumerate(
+        [
+            ("Read", {"file_path": "/home/dev/app/config.py"}, "WORKERS = 4\n" * 40),
+            ("Bash", {"command": "pytest -q"}, "1 failed, 9 passed\n" * 30),
+            ("Read", {"file_path": "/home/dev/app/config.py"}, "WORKERS = 4\n" * 40),
+            ("Edit", {"file_path": "/home/dev/app/app.py", "old_string": "serve()", "new_string": "serve(WORKERS)"}, "The file was updated."),
+            ("Read", {"file_path": "/home/dev/app/app.py"}, "serve(WORKERS)\n" * 20),
+        ]
+    ):
         tool = s.tool_id()
         total += 400 + number * 50
         s.response([{"type": "tool_use", "id": tool, "name": name, "input": tool_input}], usage(total))
@@ -93,8 +94,18 @@ def count_report(path: Path, *extra: str) -> dict[str, Any]:
 # --- usage figures that are not counts --------------------------------------------------------
 
 # (name, the raw JSON written for the figure). 10^40 is a 41-digit integer literal, beyond 64 bits.
-ODD_FIGURES = [("nan-string", b'"NaN"'), ("1e308", b"1e308"), ("10^40", b"1" + b"0" * 40), ("object", b"{}"), ("array", b"[]"),
-               ("true", b"true"), ("negative", b"-13909"), ("null", b"null"), ("numeric-string", b'"12000"'), ("1e15", b"1e15")]
+ODD_FIGURES = [
+    ("nan-string", b'"NaN"'),
+    ("1e308", b"1e308"),
+    ("10^40", b"1" + b"0" * 40),
+    ("object", b"{}"),
+    ("array", b"[]"),
+    ("true", b"true"),
+    ("negative", b"-13909"),
+    ("null", b"null"),
+    ("numeric-string", b'"12000"'),
+    ("1e15", b"1e15"),
+]
 
 
 def _with_figure(data: bytes, key: str, raw: bytes) -> bytes:
@@ -348,8 +359,7 @@ def test_a_nul_byte_in_a_read_path_does_not_stop_a_batch(tmp_path):
         s.write(folder / name)
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
     assert b"\\u0000" in before["a.jsonl"]
-    result = run_cli("compact", "--in-place", "--force", "--engine", "offline", "--keep-last", "1", "--source", "disk",
-                     "--root", project, "--now", NOW, folder)
+    result = run_cli("compact", "--in-place", "--force", "--engine", "offline", "--keep-last", "1", "--source", "disk", "--root", project, "--now", NOW, folder)
     assert_clean(result)
     for name in ("a.jsonl", "b.jsonl"):
         after = (folder / name).read_bytes()
@@ -512,8 +522,11 @@ def test_summarize_twice_is_summarize_once(tmp_path):
 
 
 @pytest.mark.skipif(not CORPUS.is_dir(), reason=f"the shared corpus is not beside this checkout ({CORPUS})")
-@pytest.mark.parametrize("options", [["--force"], ["--force", "--keep-last", "3"], ["--target-tokens", "5000"], ["--autocompact-pct", "5"]],
-                         ids=["force", "keep-last", "target", "threshold"])
+@pytest.mark.parametrize(
+    "options",
+    [["--force"], ["--force", "--keep-last", "3"], ["--target-tokens", "5000"], ["--autocompact-pct", "5"]],
+    ids=["force", "keep-last", "target", "threshold"],
+)
 def test_compact_is_idempotent_on_the_corpus(options, tmp_path):
     sessions = [f for f in corpus_files() if "agent-acompact-" not in f.name]  # a compaction side-call is refused (test_compaction_files.py)
     for number, source in enumerate(sessions):

@@ -28,7 +28,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from builders import Session, usage
 from helpers import run_cli
 
@@ -46,8 +45,7 @@ def session(tool_calls: int = 6, result_bytes: int = 2000) -> bytes:
     built.user("Please check the build.")
     for number in range(tool_calls):
         tool = built.tool_id()
-        built.response([{"type": "tool_use", "id": tool, "name": "Bash", "input": {"command": f"ls {number}"}}],
-                       usage(20_000 + number * 10))
+        built.response([{"type": "tool_use", "id": tool, "name": "Bash", "input": {"command": f"ls {number}"}}], usage(20_000 + number * 10))
         built.tool_result(tool, "x" * result_bytes + f" {number}")
     built.text("Done.", usage(40_000))
     return built.to_bytes()
@@ -87,7 +85,7 @@ def run(*args: object, **kwargs: object) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run([sys.executable, "-m", "ctxpipe", *map(str, args)], env=env(), **kwargs)  # type: ignore[call-overload]
 
 
-def file_size_limit(limit: int):  # noqa: ANN201 - a preexec_fn
+def file_size_limit(limit: int):
     """Writes past `limit` bytes fail with EFBIG (Python ignores SIGXFSZ): a disk that fills up."""
     return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
@@ -158,7 +156,7 @@ DEVICES = {"null": (1, 3), "full": (1, 7)}
 
 
 @pytest.fixture
-def device(tmp_path: Path):  # noqa: ANN201
+def device(tmp_path: Path):
     """device("full") -> a path to /dev/full. As root, a node of its own in tmp_path: a regression
     that renames over its output would otherwise replace the system's /dev/full or /dev/null (it
     did). Not as root, the system's: renaming over it is then refused anyway."""
@@ -295,14 +293,14 @@ def test_a_symlink_to_a_session_is_counted_once(tmp_path: Path, transcript: Path
 # --- 13: outputs that are not regular files, and failing writes --------------------------------
 
 
-def test_output_to_dev_full_is_one_error_and_the_device_stays(transcript: Path, device) -> None:  # noqa: ANN001
+def test_output_to_dev_full_is_one_error_and_the_device_stays(transcript: Path, device) -> None:
     full = device("full")
     one_error(run(*STAGE, transcript, "-o", full), str(full), "No space left")
     assert stat.S_ISCHR(os.stat(full).st_mode)  # renaming over it (as root) once replaced the device node
 
 
 @pytest.mark.parametrize("argv", [STAGE, ["count", "--json"], ["convert", "--to", "anthropic"], ["validate"]], ids=lambda a: a[0])
-def test_stdout_to_dev_full_is_one_error(transcript: Path, argv: list[str], device) -> None:  # noqa: ANN001
+def test_stdout_to_dev_full_is_one_error(transcript: Path, argv: list[str], device) -> None:
     with open(device("full"), "wb") as full:
         one_error(run(*argv, transcript, stdout=full), "No space left")
 
@@ -327,7 +325,7 @@ def test_closed_stderr_keeps_stdout_clean(transcript: Path) -> None:
 # /proc/self/fd/1 and /dev/fd/1 name stdout as /dev/stdout does (tested on those: a regression
 # renaming over /dev/stdout as root would replace the system's link).
 @pytest.mark.parametrize("name", ["null", "/proc/self/fd/1", "/dev/fd/1"])
-def test_output_to_a_device_path_is_written_through(transcript: Path, tmp_path: Path, device, name: str) -> None:  # noqa: ANN001
+def test_output_to_a_device_path_is_written_through(transcript: Path, tmp_path: Path, device, name: str) -> None:
     null = device("null")
     target = null if name == "null" else name
     log = tmp_path / "log.jsonl"
@@ -389,7 +387,7 @@ def test_a_ledger_record_is_whole_or_absent(tmp_path: Path, transcript: Path) ->
     assert not (tmp_path / "second.jsonl").exists()
 
 
-def test_a_ledger_record_is_taken_back_when_the_output_fails(tmp_path: Path, transcript: Path, device) -> None:  # noqa: ANN001
+def test_a_ledger_record_is_taken_back_when_the_output_fails(tmp_path: Path, transcript: Path, device) -> None:
     ledger = tmp_path / "undo.jsonl"
     ledger.write_bytes(b"")
     one_error(run(*STAGE, "--ledger", ledger, transcript, "-o", device("full")), "No space left")
@@ -478,9 +476,29 @@ def test_in_place_leaves_a_file_that_was_written_to_meanwhile(tmp_path: Path, tr
     appended = b'{"type":"user","appended":true}\n'
     with MessagesServer() as server:
         server.enqueue(Reply.timeout(seconds=2))  # the summary takes a while
-        process = subprocess.Popen([sys.executable, "-m", "ctxpipe", "compact", "--force", "--engine", "llm", "--base-url", server.url,
-                                    "--keep-last", "1", "--now", "2026-06-01T00:00:00Z", "--json", "--in-place", transcript],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env() | {"ANTHROPIC_API_KEY": "test-key"})
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "ctxpipe",
+                "compact",
+                "--force",
+                "--engine",
+                "llm",
+                "--base-url",
+                server.url,
+                "--keep-last",
+                "1",
+                "--now",
+                "2026-06-01T00:00:00Z",
+                "--json",
+                "--in-place",
+                transcript,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=env() | {"ANTHROPIC_API_KEY": "test-key"},
+        )
         deadline = time.monotonic() + 60
         while not server.message_requests() and time.monotonic() < deadline and process.poll() is None:
             time.sleep(0.02)
@@ -573,8 +591,12 @@ def test_a_folder_without_out_dir_or_in_place_is_a_usage_error(tmp_path: Path, t
 @pytest.fixture(scope="module")
 def stage_seconds(big: Path, tmp_path_factory: pytest.TempPathFactory) -> float:
     """How long the stage runs on `big` once its input is mapped, on this machine today."""
-    process = subprocess.Popen([sys.executable, "-m", "ctxpipe", *STAGE, big, "-o", tmp_path_factory.mktemp("timing") / "out.jsonl"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env())
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ctxpipe", *STAGE, big, "-o", tmp_path_factory.mktemp("timing") / "out.jsonl"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env(),
+    )
     wait_until_mapped(process, big)
     start = time.monotonic()
     assert process.wait(timeout=120) == 0
@@ -591,8 +613,7 @@ def test_ctrl_c_mid_stage_exits_130_quietly_and_leaves_the_files(tmp_path: Path,
     original = big.read_bytes()
     for delay in (moment * stage_seconds, moment * stage_seconds / 3, 0.0):
         out.write_bytes(b"old\n")
-        process = subprocess.Popen([sys.executable, "-m", "ctxpipe", *STAGE, big, "-o", out],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env())
+        process = subprocess.Popen([sys.executable, "-m", "ctxpipe", *STAGE, big, "-o", out], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env())
         wait_until_mapped(process, big)
         time.sleep(delay)
         finished = process.poll() is not None
@@ -610,8 +631,7 @@ def test_ctrl_c_mid_stage_exits_130_quietly_and_leaves_the_files(tmp_path: Path,
 @pytest.mark.skipif(not HAS_PROC_MAPS, reason="watches /proc/PID/maps to interrupt while ctxpipe's modules load")
 def test_ctrl_c_while_loading_exits_130_quietly(transcript: Path) -> None:
     # orjson's shared library is mapped when the command line's modules are being imported.
-    process = subprocess.Popen([sys.executable, "-m", "ctxpipe", *STAGE, transcript],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env())
+    process = subprocess.Popen([sys.executable, "-m", "ctxpipe", *STAGE, transcript], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env())
     wait_until_mapped(process, "orjson")
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=60)
@@ -626,8 +646,12 @@ def test_ctrl_c_in_a_parallel_batch_stops_the_workers_and_leaves_no_temporary_fi
         (tree / name).mkdir(parents=True)
         os.link(big, tree / name / "s.jsonl")  # 120 MB in all: enough for the batch to use its workers
     out = tmp_path / "out"
-    process = subprocess.Popen([sys.executable, "-m", "ctxpipe", "compact", "--engine", "offline", "--jobs", "2", "--json",
-                                "--out-dir", out, tree], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env())
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ctxpipe", "compact", "--engine", "offline", "--jobs", "2", "--json", "--out-dir", out, tree],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env(),
+    )
     deadline = time.monotonic() + 60
     workers: list[str] = []
     while time.monotonic() < deadline and process.poll() is None:
@@ -658,12 +682,10 @@ def test_a_file_truncated_while_read_is_one_error(tmp_path: Path, big: Path, arg
     out = tmp_path / "out" / "result.jsonl"
     out.parent.mkdir()
     extra = ["-o", out] if argv == STAGE else []
-    process = subprocess.Popen([sys.executable, "-m", "ctxpipe", *argv, victim, *extra],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env())
+    process = subprocess.Popen([sys.executable, "-m", "ctxpipe", *argv, victim, *extra], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env())
     wait_until_mapped(process, victim)
     os.truncate(victim, 1000)
     _, err = process.communicate(timeout=120)
     assert process.returncode == 1, (process.returncode, err)  # was 135 (SIGBUS), without a word
     assert err.decode().splitlines() == [f"{ERROR_PREFIX}{victim}: changed while being read"]
     assert list(out.parent.iterdir()) == []  # no temporary output left behind
-

@@ -23,14 +23,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import ctxpipe
+import pytest
 from ctxpipe.core import restore as core
 from ctxpipe.core.restore import RestoreConfig
 from ctxpipe.core.stage import line_bytes
-from ctxpipe.core.summarize_engines import SUMMARY_TIMEOUT, Breaker, LlmConfig, SummaryFailed, llm_summary, redact
 from ctxpipe.core.summarize import SplitConfig
+from ctxpipe.core.summarize_engines import SUMMARY_TIMEOUT, Breaker, LlmConfig, SummaryFailed, llm_summary, redact
 from ctxpipe.formats import get
 from ctxpipe.summarizing import SummarizeOptions, summarize_entries
 from helpers import run_cli
@@ -94,8 +93,10 @@ def test_a_transcript_cwd_elsewhere_reads_nothing_from_disk_and_says_why_once(tm
     result = ok(run_cli("restore", "--now", NOW_ISO, tmp_path / "s.jsonl", cwd=work))
     assert b"TOP-SECRET" not in result.stdout and b"seen in the transcript" in result.stdout
     (note,) = restore_notes(result.stderr)
-    assert note.startswith(f"ctxpipe: restore: restored 1 file; not reading files from disk: the transcript's project {victim} is not the current "
-                           "directory; --root DIR reads them; "), note
+    assert note.startswith(
+        f"ctxpipe: restore: restored 1 file; not reading files from disk: the transcript's project {victim} is not the current "
+        "directory; --root DIR reads them; "
+    ), note
     # --source disk: nothing to restore, and the same reason.
     disk = ok(run_cli("restore", "--now", NOW_ISO, "--source", "disk", tmp_path / "s.jsonl", cwd=work))
     assert disk.stdout == data and len(restore_notes(disk.stderr)) == 1 and b"nothing to restore" in disk.stderr
@@ -177,11 +178,18 @@ def test_nul_bytes_in_paths_and_a_fifo_are_skipped_not_fatal(tmp_path: Path) -> 
 
 def max_rss_kb(*args: str | Path, cwd: Path) -> tuple[int, subprocess.CompletedProcess[bytes]]:
     """Peak RSS of `ctxpipe ARGS` run as a child (getrusage of the children of a small wrapper)."""
-    wrapper = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:], capture_output=True); "
-               "sys.stderr.buffer.write(r.stderr); sys.stdout.buffer.write(r.stdout); "
-               "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(r.returncode)")
-    result = subprocess.run([sys.executable, "-c", wrapper, sys.executable, "-m", "ctxpipe", *map(str, args)], capture_output=True, cwd=cwd,
-                            env={**os.environ, "NO_COLOR": "1"}, timeout=300)
+    wrapper = (
+        "import resource, subprocess, sys; r = subprocess.run(sys.argv[1:], capture_output=True); "
+        "sys.stderr.buffer.write(r.stderr); sys.stdout.buffer.write(r.stdout); "
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(r.returncode)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", wrapper, sys.executable, "-m", "ctxpipe", *map(str, args)],
+        capture_output=True,
+        cwd=cwd,
+        env={**os.environ, "NO_COLOR": "1"},
+        timeout=300,
+    )
     return int(result.stderr.decode().strip().splitlines()[-1]), result
 
 
@@ -198,7 +206,7 @@ def test_a_1_gb_file_costs_kilobytes_not_gigabytes(tmp_path: Path) -> None:
     (tmp_path / "s.jsonl").write_bytes(with_boundary(p))
     rss, result = max_rss_kb("restore", "--now", NOW_ISO, tmp_path / "s.jsonl", cwd=root)
     ok(result)
-    assert "[restored file reference] huge.log (about 268,435,456 tokens, over the per-file budget; use Read)".encode() in result.stdout
+    assert b"[restored file reference] huge.log (about 268,435,456 tokens, over the per-file budget; use Read)" in result.stdout
     assert b"[restored file] small.py (lines 1-2, 4 tokens, from disk)" in result.stdout
     baseline, plain = max_rss_kb("restore", "--now", NOW_ISO, "--source", "transcript", tmp_path / "s.jsonl", cwd=root)
     ok(plain)
@@ -206,13 +214,16 @@ def test_a_1_gb_file_costs_kilobytes_not_gigabytes(tmp_path: Path) -> None:
     assert rss < baseline + 20_000, (rss, baseline)
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    pytest.param("x" * 20_000, "[restored file] f.txt (lines 1-1, 5,000 tokens, from disk)", id="exactly-the-budget"),
-    pytest.param("x" * 20_004, "[restored file reference] f.txt (5,001 tokens, over the per-file budget; use Read)", id="one-over-read-whole"),
-    pytest.param("x" * 40_000, "[restored file reference] f.txt (about 10,000 tokens, over the per-file budget; use Read)", id="over-read-in-part"),
-    pytest.param("\U0001f600" * 2_600, "[restored file] f.txt (lines 1-1, 1,300 tokens, from disk)", id="astral-under"),
-    pytest.param("\u00e9" * 30_000, "[restored file reference] f.txt (about 7,500 tokens, over the per-file budget; use Read)", id="two-byte-over"),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param("x" * 20_000, "[restored file] f.txt (lines 1-1, 5,000 tokens, from disk)", id="exactly-the-budget"),
+        pytest.param("x" * 20_004, "[restored file reference] f.txt (5,001 tokens, over the per-file budget; use Read)", id="one-over-read-whole"),
+        pytest.param("x" * 40_000, "[restored file reference] f.txt (about 10,000 tokens, over the per-file budget; use Read)", id="over-read-in-part"),
+        pytest.param("\U0001f600" * 2_600, "[restored file] f.txt (lines 1-1, 1,300 tokens, from disk)", id="astral-under"),
+        pytest.param("\u00e9" * 30_000, "[restored file reference] f.txt (about 7,500 tokens, over the per-file budget; use Read)", id="two-byte-over"),
+    ],
+)
 def test_the_budget_decision_is_the_same_when_only_the_start_is_read(tmp_path: Path, text: str, expected: str) -> None:
     root = tmp_path / "proj"
     write_files(root, {"f.txt": text})
@@ -275,8 +286,10 @@ def session_file(tmp_path: Path) -> Path:
 
 
 def test_redact_hides_the_key_anything_key_shaped_and_auth_header_values() -> None:
-    text = (f"echo {SECRET}; another sk-ant-api03-Zz_9-other; {{'x-api-key': 'k3y-V4lue-123', 'Authorization': 'Bearer t0ken-abc'}}; "
-            "proxy-authorization=Basic dXNlcjpwYXNz; mine-is-longkey99")
+    text = (
+        f"echo {SECRET}; another sk-ant-api03-Zz_9-other; {{'x-api-key': 'k3y-V4lue-123', 'Authorization': 'Bearer t0ken-abc'}}; "
+        "proxy-authorization=Basic dXNlcjpwYXNz; mine-is-longkey99"
+    )
     out = redact(text, SECRET, "mine-is-longkey99", None)
     for secret in (SECRET, "sk-ant-api03-Zz_9-other", "k3y-V4lue-123", "t0ken-abc", "dXNlcjpwYXNz", "mine-is-longkey99"):
         assert secret not in out
@@ -334,10 +347,13 @@ def test_an_answer_that_is_not_a_messages_reply_is_a_failed_summary(server: Mess
     assert len(server.message_requests()) == 1
 
 
-@pytest.mark.parametrize(("reply", "why", "engine"), [
-    pytest.param(Reply.raw("All good, here is your summary.", content_type="text/plain"), "is not JSON", "llm", id="plain-text-200-llm"),
-    pytest.param(Reply.raw('{"type": "message", "role": "assistant", "content": null}'), "no content list", "auto", id="null-content-auto"),
-])
+@pytest.mark.parametrize(
+    ("reply", "why", "engine"),
+    [
+        pytest.param(Reply.raw("All good, here is your summary.", content_type="text/plain"), "is not JSON", "llm", id="plain-text-200-llm"),
+        pytest.param(Reply.raw('{"type": "message", "role": "assistant", "content": null}'), "no content list", "auto", id="null-content-auto"),
+    ],
+)
 def test_through_the_cli_it_is_one_line_and_exit_0(tmp_path: Path, server: MessagesServer, reply: Reply, why: str, engine: str) -> None:
     path = session_file(tmp_path)
     server.enqueue(reply)
@@ -404,8 +420,9 @@ def test_compact_takes_the_same_timeout(tmp_path: Path, server: MessagesServer) 
     path = session_file(tmp_path)
     server.default_reply = lambda body: Reply.drip(0.2)
     started = time.monotonic()
-    result = ok(run_cli("compact", "--force", "--engine", "llm", "--keep-last", "2", "--timeout", "1.5", "--now", NOW_ISO,
-                        "--base-url", server.url, path, env=WITH_KEY))
+    result = ok(
+        run_cli("compact", "--force", "--engine", "llm", "--keep-last", "2", "--timeout", "1.5", "--now", NOW_ISO, "--base-url", server.url, path, env=WITH_KEY)
+    )
     assert time.monotonic() - started < 30
     assert "timed out: a summary may take 1.5 s in all (--timeout)" in result.stderr.decode()
     assert len(server.message_requests()) == 1

@@ -6,7 +6,6 @@ import io
 
 import orjson
 import pytest
-
 from ctxpipe.core.errors import InputError
 from ctxpipe.core.jsonl import Entry, ReadStats, iter_entries, write_entries
 
@@ -49,9 +48,9 @@ def test_a_twelve_megabyte_line_is_fine() -> None:
     [
         (b'{"a":1}\n{oops}\n{"b":2}\n', 2, "invalid JSON"),
         (b'{"a":1}\n{"a":"\xff\xfe"}\n', 2, "invalid UTF-8"),
-        (b'[1,2]\n', 1, "found an array"),
+        (b"[1,2]\n", 1, "found an array"),
         (b'"text"\n', 1, "found a string"),
-        (b'\x00\x01\x02garbage\n', 1, "binary data"),
+        (b"\x00\x01\x02garbage\n", 1, "binary data"),
         (b'{"a":1}\n{"type":"assist', 2, "truncated last line"),
     ],
 )

@@ -9,7 +9,6 @@ import urllib.error
 import urllib.request
 
 import pytest
-
 from messages_server import MessagesServer, Reply
 
 # Not a dependency of ctxpipe's test extra (yet): without it these tests skip instead of failing collection.

@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from helpers import FIXTURES, ROOT, run_cli
 
 CTXPIPE = f"{shlex.quote(sys.executable)} -m ctxpipe"
@@ -26,9 +25,7 @@ def sh(command: str, cwd: Path | None = None) -> subprocess.CompletedProcess[byt
     """Run a shell pipeline under `set -o pipefail`, capturing bytes."""
     env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "120"}
     env.pop("CTXPIPE_DEBUG", None)
-    return subprocess.run(
-        ["bash", "-o", "pipefail", "-c", command], capture_output=True, env=env, cwd=cwd or ROOT, timeout=120
-    )
+    return subprocess.run(["bash", "-o", "pipefail", "-c", command], capture_output=True, env=env, cwd=cwd or ROOT, timeout=120)
 
 
 def q(path: Path | str) -> str:
@@ -300,7 +297,7 @@ def test_running_a_command_imports_no_heavy_library(args):
     result = _python("-c", IN_PROCESS, *args)
     report_lines = [line for line in result.stderr.decode().splitlines() if line.startswith("HEAVY ")]
     assert len(report_lines) == 1, result.stderr
-    report = json.loads(report_lines[0][len("HEAVY "):])
+    report = json.loads(report_lines[0][len("HEAVY ") :])
     print(" ".join(args), "->", report)
     assert report["code"] == 0, result.stderr
     assert result.stdout, "the command printed nothing"

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import io
 
-from hypothesis import HealthCheck, given, settings
-
 import ctxpipe
 from ctxpipe.core.jsonl import iter_entries, write_entries
 from ctxpipe.formats import WriteOptions
+from hypothesis import HealthCheck, given, settings
 from strategies import claude_sessions
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -55,10 +54,16 @@ def test_api_conversion_pairs_every_tool_use_and_alternates_roles(data: bytes) -
 @given(claude_sessions())
 def test_thinking_blocks_and_signatures_survive_conversion(data: bytes) -> None:
     transcript = ctxpipe.read_transcript(data)
-    before = [block for message in ctxpipe.formats.get("claude-code").messages(transcript.entries)
-              for block in message.content if block.get("type") == "thinking"]
-    after = [block for message in ctxpipe.api_messages(transcript) if isinstance(message["content"], list)
-             for block in message["content"] if block.get("type") == "thinking"]
+    before = [
+        block for message in ctxpipe.formats.get("claude-code").messages(transcript.entries) for block in message.content if block.get("type") == "thinking"
+    ]
+    after = [
+        block
+        for message in ctxpipe.api_messages(transcript)
+        if isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == "thinking"
+    ]
     assert after == before
 
 

@@ -17,9 +17,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 import ctxpipe
+import orjson
 from ctxpipe.core import restore as core
 from ctxpipe.core.jsonl import iter_entries
 from ctxpipe.core.restore import RestoreConfig, file_states, read_from_disk
@@ -30,7 +29,9 @@ from project_sessions import NOW_ISO, Project, write_files
 from stage_checks import findings, tool_problems
 
 CC = get("claude-code")
-HEADER = re.compile(r"^\[restored file\] (?P<name>\S+) \(lines (?P<first>\d+)-(?P<last>\d+),(?P<partial> partial view,)? (?P<tokens>[\d,]+) tokens, (?P<origin>[^)]+)\)$")
+HEADER = re.compile(
+    r"^\[restored file\] (?P<name>\S+) \(lines (?P<first>\d+)-(?P<last>\d+),(?P<partial> partial view,)? (?P<tokens>[\d,]+) tokens, (?P<origin>[^)]+)\)$"
+)
 REFERENCE = re.compile(r"^\[restored file reference\] (?P<name>\S+) \((?P<tokens>[\d,]+) tokens, over the (per-file|total) budget; use Read\)$")
 
 
@@ -55,7 +56,7 @@ def run(data: bytes, config: RestoreConfig = RestoreConfig(source="transcript"))
 
 def added_objects(before: bytes, after: bytes) -> list[dict[str, Any]]:
     assert after.startswith(before), "every line of the input is kept, byte for byte"
-    return [orjson.loads(line) for line in after[len(before):].splitlines()]
+    return [orjson.loads(line) for line in after[len(before) :].splitlines()]
 
 
 def texts(objs: list[dict[str, Any]]) -> list[str]:
@@ -314,7 +315,7 @@ def test_memory_files_are_skipped() -> None:
     assert files_chosen(candidates) == ["app.py"]
     memory = [c for c in candidates if c.name.endswith(".md")]
     assert len(memory) == 3 and not any(c.chosen for c in memory)
-    assert "Be terse." not in out[len(data):].decode() and "Nested rules." not in out[len(data):].decode()
+    assert "Be terse." not in out[len(data) :].decode() and "Nested rules." not in out[len(data) :].decode()
 
 
 def test_the_latest_plan_and_the_latest_todo_list_come_back() -> None:

@@ -17,7 +17,6 @@ from typing import Any
 
 import orjson
 import pytest
-
 from ctxpipe.core import restore as core
 from ctxpipe.core.jsonl import iter_entries
 from ctxpipe.core.restore import RestoreConfig, is_memory_file, is_plan_file
@@ -36,7 +35,7 @@ def run(data: bytes, config: RestoreConfig = RestoreConfig(source="transcript"))
     outcome, candidates = core.restore(entries, CC, config, "2026-05-01T00:00:00.000Z")
     out = b"".join(line_bytes(outcome.entries))
     assert out.startswith(data), "every line of the input is kept, byte for byte"
-    return [orjson.loads(line)["message"]["content"] for line in out[len(data):].splitlines()], outcome, candidates
+    return [orjson.loads(line)["message"]["content"] for line in out[len(data) :].splitlines()], outcome, candidates
 
 
 def with_boundary(p: Project, mode: str | None = None) -> bytes:
@@ -124,7 +123,7 @@ def test_the_plan_comes_back_from_disk_under_the_root(tmp_path: Path) -> None:
     (tmp_path / "s.jsonl").write_bytes(data)
     result = run_cli("restore", "--now", NOW_ISO, "--root", str(root), tmp_path / "s.jsonl", cwd=tmp_path)
     assert result.returncode == 0, result.stderr.decode()
-    added = [orjson.loads(line)["message"]["content"] for line in result.stdout[len(data):].splitlines()]
+    added = [orjson.loads(line)["message"]["content"] for line in result.stdout[len(data) :].splitlines()]
     assert plan_items(added) == ["[restored plan] .claude/plans/slug.md (7 tokens, from disk)\n# Plan (DISK, edited by hand)"]
     transcript = run_cli("restore", "--now", NOW_ISO, "--root", str(root), "--source", "transcript", tmp_path / "s.jsonl", cwd=tmp_path)
     assert b"# Plan (TRANSCRIPT)" in transcript.stdout and b"DISK" not in transcript.stdout
@@ -178,14 +177,17 @@ def test_a_huge_plan_file_on_disk_is_read_only_as_far_as_the_cap(tmp_path: Path)
     assert plan_items(added)[0].startswith("[restored plan] .claude/plans/big.md (5,000 tokens, from disk, truncated to 5,000 tokens)")
 
 
-@pytest.mark.parametrize("path, plan", [
-    ("/home/dev/.claude/plans/a-b-c.md", True),
-    ("/w/proj/.claude/plans/x.md", True),
-    ("C:\\Users\\dev\\.claude\\plans\\x.md", True),
-    ("/home/dev/.claude/plans/x.txt", False),
-    ("/w/proj/plans/x.md", False),
-    ("/w/proj/.claude/plans/sub/x.md", False),
-])
+@pytest.mark.parametrize(
+    "path, plan",
+    [
+        ("/home/dev/.claude/plans/a-b-c.md", True),
+        ("/w/proj/.claude/plans/x.md", True),
+        ("C:\\Users\\dev\\.claude\\plans\\x.md", True),
+        ("/home/dev/.claude/plans/x.txt", False),
+        ("/w/proj/plans/x.md", False),
+        ("/w/proj/.claude/plans/sub/x.md", False),
+    ],
+)
 def test_is_plan_file(path: str, plan: bool) -> None:
     assert is_plan_file(path) is plan
 
@@ -193,23 +195,26 @@ def test_is_plan_file(path: str, plan: bool) -> None:
 # --- memory and rule files -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path, memory", [
-    ("/w/proj/CLAUDE.md", True),
-    ("/w/proj/a/b/c/CLAUDE.md", True),
-    ("/w/proj/CLAUDE.local.md", True),
-    ("/home/dev/.claude/projects/-w-proj/memory/MEMORY.md", True),
-    ("/w/proj/MEMORY.md", True),
-    ("/w/proj/.claude/rules/style.md", True),
-    ("/w/proj/.claude/rules/deep/api.md", True),
-    ("/home/dev/.claude/settings.json", True),
-    ("/Users/dev/.claude/skills/x/SKILL.md", True),
-    ("C:\\Users\\dev\\.claude\\CLAUDE.md", True),
-    ("/w/proj/claude.md", False),
-    ("/w/proj/CLAUDE.md.bak", False),
-    ("/w/proj/.claudeignore", False),
-    ("/w/proj/my.claude/rules/x.md", False),
-    ("/w/proj/src/app.py", False),
-])
+@pytest.mark.parametrize(
+    "path, memory",
+    [
+        ("/w/proj/CLAUDE.md", True),
+        ("/w/proj/a/b/c/CLAUDE.md", True),
+        ("/w/proj/CLAUDE.local.md", True),
+        ("/home/dev/.claude/projects/-w-proj/memory/MEMORY.md", True),
+        ("/w/proj/MEMORY.md", True),
+        ("/w/proj/.claude/rules/style.md", True),
+        ("/w/proj/.claude/rules/deep/api.md", True),
+        ("/home/dev/.claude/settings.json", True),
+        ("/Users/dev/.claude/skills/x/SKILL.md", True),
+        ("C:\\Users\\dev\\.claude\\CLAUDE.md", True),
+        ("/w/proj/claude.md", False),
+        ("/w/proj/CLAUDE.md.bak", False),
+        ("/w/proj/.claudeignore", False),
+        ("/w/proj/my.claude/rules/x.md", False),
+        ("/w/proj/src/app.py", False),
+    ],
+)
 def test_is_memory_file(path: str, memory: bool) -> None:
     assert is_memory_file(path) is memory
 
@@ -219,9 +224,14 @@ def test_memory_and_rule_files_never_take_a_slot_while_normal_files_do() -> None
     p.ask("go")
     for n in range(5):
         p.read(f"f{n}.py", f"content {n}")
-    memory = {"CLAUDE.md": "Be terse.", "pkg/deep/CLAUDE.md": "Nested rules.", "CLAUDE.local.md": "Local rules.",
-              ".claude/rules/style.md": "RULE: tabs", "/home/dev/.claude/projects/-w-proj/memory/MEMORY.md": "AUTO MEMORY",
-              "/home/dev/.claude/settings.json": '{"theme": "dark"}'}
+    memory = {
+        "CLAUDE.md": "Be terse.",
+        "pkg/deep/CLAUDE.md": "Nested rules.",
+        "CLAUDE.local.md": "Local rules.",
+        ".claude/rules/style.md": "RULE: tabs",
+        "/home/dev/.claude/projects/-w-proj/memory/MEMORY.md": "AUTO MEMORY",
+        "/home/dev/.claude/settings.json": '{"theme": "dark"}',
+    }
     for path, body in memory.items():  # read after the normal files: they are the newest
         p.read(path, body)
     added, _, candidates = run(with_boundary(p))
@@ -251,8 +261,13 @@ def test_the_plan_mode_reminder_comes_back_when_the_last_prompt_was_in_plan_mode
     assert len(reminders(added)) == 1 and PLAN in reminders(added)[0] and "ExitPlanMode" in reminders(added)[0]
     assert [c.kind for c in candidates if c.chosen] == ["plan", "plan-mode"]
     assert added[-1].startswith("[restored plan mode]") and "1 plan-mode reminder" in outcome.note
-    assert outcome.report["restored"][-1] == {"kind": "plan-mode", "name": "plan mode", "tokens": candidates[-1].tokens,
-                                              "chosen": True, "reason": "the session's last permission mode is plan"}
+    assert outcome.report["restored"][-1] == {
+        "kind": "plan-mode",
+        "name": "plan mode",
+        "tokens": candidates[-1].tokens,
+        "chosen": True,
+        "reason": "the session's last permission mode is plan",
+    }
 
 
 def test_a_permission_mode_line_sets_plan_mode() -> None:

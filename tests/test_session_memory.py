@@ -19,9 +19,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 import ctxpipe
+import orjson
 from ctxpipe.core.fields import moment
 from ctxpipe.core.jsonl import Entry
 from ctxpipe.core.model import Message
@@ -163,8 +162,10 @@ def test_stale_notes_auto_falls_back_and_says_why(tmp_path: Path) -> None:
     assert "SNAPDRAGON" not in summary_text(result.stdout)
     err = result.stderr.decode()
     assert "with the offline engine" in err
-    assert f"the session notes at {memory} do not cover the history: written at 2026-03-01 09:00:00 UTC, before the history's last message at " \
-           f"{end:%Y-%m-%d %H:%M:%S} UTC; no ANTHROPIC_API_KEY" in err, err
+    assert (
+        f"the session notes at {memory} do not cover the history: written at 2026-03-01 09:00:00 UTC, before the history's last message at "
+        f"{end:%Y-%m-%d %H:%M:%S} UTC; no ANTHROPIC_API_KEY" in err
+    ), err
     report = tmp_path / "report.json"
     assert summarize("--keep-last", "2", "--report-json", report, transcript).returncode == 0
     assert "do not cover the history" in json.loads(report.read_text())["engine_reason"]
@@ -172,8 +173,10 @@ def test_stale_notes_auto_falls_back_and_says_why(tmp_path: Path) -> None:
 
 def test_stale_notes_asked_for_are_refused_in_one_line(tmp_path: Path) -> None:
     transcript, memory = project(tmp_path, written="2026-03-01T09:00:00Z")
-    for run in (summarize("--engine", "session-memory", "--keep-last", "2", transcript),
-                compact("--force", "--engine", "session-memory", "--keep-last", "2", transcript)):
+    for run in (
+        summarize("--engine", "session-memory", "--keep-last", "2", transcript),
+        compact("--force", "--engine", "session-memory", "--keep-last", "2", transcript),
+    ):
         assert run.returncode == 1 and run.stdout == b""
         err = run.stderr.decode()
         assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
@@ -246,7 +249,13 @@ def test_the_trigger_is_auto_only_when_the_threshold_fired(tmp_path: Path) -> No
         (("--window", "40000"), "auto"),  # 18,109 ≥ 7,000: Claude Code would have compacted
         (("--window", "40000", "--target-tokens", "10000"), "auto"),  # the threshold fired either way
         (("--window", "40000", "--force"), "manual"),
-        (("--target-tokens", "10000",), "manual"),  # asked for: 18,109 < 167,000
+        (
+            (
+                "--target-tokens",
+                "10000",
+            ),
+            "manual",
+        ),  # asked for: 18,109 < 167,000
         (("--force",), "manual"),
     ]
     for args, trigger in cases:

@@ -11,16 +11,28 @@ import io
 from datetime import timedelta
 
 import orjson
-from hypothesis import HealthCheck, assume, given, settings
-from hypothesis import strategies as st
-
 from ctxpipe.core.collapse import FILE_UNCHANGED_STUB, STUB_PREFIX
 from ctxpipe.core.jsonl import ReadStats, iter_entries
 from ctxpipe.core.microcompact import COMPACTABLE_TOOLS, PLACEHOLDER, MicrocompactConfig, timestamp_of
 from ctxpipe.core.stage import expand
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 from stage_checks import (
-    FMT, PIPELINES, STAGES, Stage, apply, check_idempotent, check_keep_last, check_pipeline, check_step, co, mc,
-    message_uuids, objects, result_blocks, sn,
+    FMT,
+    PIPELINES,
+    STAGES,
+    Stage,
+    apply,
+    check_idempotent,
+    check_keep_last,
+    check_pipeline,
+    check_step,
+    co,
+    mc,
+    message_uuids,
+    objects,
+    result_blocks,
+    sn,
 )
 from strategies import stage_sessions as sessions
 
@@ -165,8 +177,7 @@ def test_collapse_folds_only_into_a_later_identical_result_that_stays_whole(data
         stub = results_out[folded]["content"]
         assert stub.startswith(STUB_PREFIX) and survivor in stub and fold["tool"] in stub
     # Nothing repeated and worth folding is left behind.
-    in_context = {b["tool_use_id"] for m in FMT.messages(list(iter_entries(io.BytesIO(run.after), "y")))
-                  for b in m.content if b.get("type") == "tool_result"}
+    in_context = {b["tool_use_id"] for m in FMT.messages(list(iter_entries(io.BytesIO(run.after), "y"))) for b in m.content if b.get("type") == "tool_result"}
     seen: dict[tuple, list[str]] = {}
     for tool_id in order:
         if tool_id not in in_context:

@@ -22,7 +22,6 @@ from pathlib import Path
 
 import orjson
 import pytest
-
 from builders import SONNET, Session, usage
 from ctxpipe.core.cache import DEFAULT_PRICES, CachePolicy, Prices, costs, decide, prices_from
 from ctxpipe.core.collapse import FILE_UNCHANGED_STUB, STUB_PREFIX
@@ -32,8 +31,22 @@ from ctxpipe.core.stage import expand, read_ledger, split_lines
 from ctxpipe.counting import CountOptions, count_buffer
 from helpers import FIXTURES, ROOT, corpus_files, needs_corpus, run_cli
 from stage_checks import (
-    FMT, NOW_ISO, PIPELINES, STAGES, Stage, apply, check_idempotent, check_keep_last, check_pipeline, check_step, co, mc,
-    message_uuids, objects, result_blocks, sn,
+    FMT,
+    NOW_ISO,
+    PIPELINES,
+    STAGES,
+    Stage,
+    apply,
+    check_idempotent,
+    check_keep_last,
+    check_pipeline,
+    check_step,
+    co,
+    mc,
+    message_uuids,
+    objects,
+    result_blocks,
+    sn,
 )
 
 CLAUDE = FIXTURES / "claude-code"
@@ -165,9 +178,17 @@ def test_the_cli_writes_what_the_core_computes(fixture: Path, stage: Stage) -> N
     assert stderr(result).startswith(f"ctxpipe: {stage.name}: {run.outcome.note}")
 
 
-VALIDATE_CASES = [(REPEATS, mc(keep_recent=1)), (BASIC, mc(keep_recent=1)), (CLAUDE / "parallel.jsonl", mc(keep_recent=1)),
-                  (REPEATS, co()), (REPEATS, sn(keep_last=3)), (BASIC, sn(keep_last=3)), (CLAUDE / "parallel.jsonl", sn(keep_last=1)),
-                  (CLAUDE / "compacted.jsonl", sn(keep_last=1)), (CLAUDE / "sidechain.jsonl", sn(keep_last=1))]
+VALIDATE_CASES = [
+    (REPEATS, mc(keep_recent=1)),
+    (BASIC, mc(keep_recent=1)),
+    (CLAUDE / "parallel.jsonl", mc(keep_recent=1)),
+    (REPEATS, co()),
+    (REPEATS, sn(keep_last=3)),
+    (BASIC, sn(keep_last=3)),
+    (CLAUDE / "parallel.jsonl", sn(keep_last=1)),
+    (CLAUDE / "compacted.jsonl", sn(keep_last=1)),
+    (CLAUDE / "sidechain.jsonl", sn(keep_last=1)),
+]
 
 
 @pytest.mark.parametrize("stage", [mc(keep_recent=1), co(), sn(keep_last=3)], ids=["microcompact", "collapse", "snip"])
@@ -218,8 +239,12 @@ def test_the_corpus_gives_the_stages_something_to_do() -> None:
 def test_a_real_session_through_a_shell_pipe_and_back(tmp_path: Path) -> None:
     source = max(CORPUS, key=lambda p: p.stat().st_size)
     ledger, out, back = tmp_path / "undo.jsonl", tmp_path / "out.jsonl", tmp_path / "back.jsonl"
-    ok(sh(f"{CTXPIPE} microcompact --force --ledger {q(ledger)} {q(source)} | {CTXPIPE} collapse --ledger {q(ledger)} "
-          f"| {CTXPIPE} snip --keep-last 4 --ledger {q(ledger)} > {q(out)}"))
+    ok(
+        sh(
+            f"{CTXPIPE} microcompact --force --ledger {q(ledger)} {q(source)} | {CTXPIPE} collapse --ledger {q(ledger)} "
+            f"| {CTXPIPE} snip --keep-last 4 --ledger {q(ledger)} > {q(out)}"
+        )
+    )
     assert out.stat().st_size < source.stat().st_size
     ok(sh(f"{CTXPIPE} expand --ledger {q(ledger)} {q(out)} > {q(back)}"))
     assert back.read_bytes() == source.read_bytes()
@@ -228,9 +253,11 @@ def test_a_real_session_through_a_shell_pipe_and_back(tmp_path: Path) -> None:
 # --- the ledger and expand ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("argv", [("microcompact", "--force"), ("collapse",), ("snip", "--keep-last", "4"),
-                                  ("snip", "--range", "5..8"), ("snip", "--before", uid(11))],
-                         ids=["microcompact", "collapse", "snip-keep-last", "snip-range-lines", "snip-before"])
+@pytest.mark.parametrize(
+    "argv",
+    [("microcompact", "--force"), ("collapse",), ("snip", "--keep-last", "4"), ("snip", "--range", "5..8"), ("snip", "--before", uid(11))],
+    ids=["microcompact", "collapse", "snip-keep-last", "snip-range-lines", "snip-before"],
+)
 def test_ledger_round_trip_for_each_stage(argv: tuple[str, ...], tmp_path: Path) -> None:
     ledger, out, back = tmp_path / "undo.jsonl", tmp_path / "out.jsonl", tmp_path / "back.jsonl"
     ok(run_cli(*argv, "--ledger", ledger, "-o", out, REPEATS))
@@ -247,8 +274,12 @@ def test_ledger_round_trip_for_each_stage(argv: tuple[str, ...], tmp_path: Path)
 def test_three_stage_shell_pipe_shares_one_ledger(tmp_path: Path) -> None:
     ledger, out = tmp_path / "undo.jsonl", tmp_path / "out.jsonl"
     # keep 7: the first git status stays for collapse to fold into the second.
-    result = ok(sh(f"{CTXPIPE} microcompact --force --keep-recent 7 --ledger {q(ledger)} {q(REPEATS)} "
-                   f"| {CTXPIPE} collapse --ledger {q(ledger)} | {CTXPIPE} snip --keep-last 4 --ledger {q(ledger)} > {q(out)}"))
+    result = ok(
+        sh(
+            f"{CTXPIPE} microcompact --force --keep-recent 7 --ledger {q(ledger)} {q(REPEATS)} "
+            f"| {CTXPIPE} collapse --ledger {q(ledger)} | {CTXPIPE} snip --keep-last 4 --ledger {q(ledger)} > {q(out)}"
+        )
+    )
     records = read_ledger(ledger.read_bytes(), str(ledger))
     assert [r["stage"] for r in records] == ["microcompact", "collapse", "snip"]
     assert len(split_lines(out.read_bytes())) < len(split_lines(REPEATS.read_bytes()))
@@ -362,8 +393,9 @@ def test_ledger_round_trip_with_a_bom(tmp_path: Path) -> None:
 # --- Messages API input -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("argv", [("microcompact", "--force", "--keep-recent", "1"), ("collapse",), ("snip", "--keep-last", "3")],
-                         ids=["microcompact", "collapse", "snip"])
+@pytest.mark.parametrize(
+    "argv", [("microcompact", "--force", "--keep-recent", "1"), ("collapse",), ("snip", "--keep-last", "3")], ids=["microcompact", "collapse", "snip"]
+)
 def test_stages_edit_a_messages_api_transcript(argv: tuple[str, ...], tmp_path: Path) -> None:
     import ctxpipe
 
@@ -442,7 +474,22 @@ def test_short_results_are_never_cleared_but_count_among_the_recent() -> None:
 
 
 def test_only_compactable_tools_are_cleared_by_default() -> None:
-    names = ["Read", "Bash", "Grep", "Glob", "Edit", "Write", "WebFetch", "WebSearch", "PowerShell", "NotebookRead", "TodoWrite", "Task", "Agent", "mcp__github__get_issue"]
+    names = [
+        "Read",
+        "Bash",
+        "Grep",
+        "Glob",
+        "Edit",
+        "Write",
+        "WebFetch",
+        "WebSearch",
+        "PowerShell",
+        "NotebookRead",
+        "TodoWrite",
+        "Task",
+        "Agent",
+        "mcp__github__get_issue",
+    ]
     session, ids = tool_session([(name, body(10, name)) for name in names] + [("Read", body(3, "last"))])
     run = apply(mc(keep_recent=1), session.to_bytes())
     cleared = {item["tool"] for item in run.outcome.removed}
@@ -452,7 +499,9 @@ def test_only_compactable_tools_are_cleared_by_default() -> None:
 
 
 def test_task_agent_and_mcp_results_are_never_cleared_even_when_asked() -> None:
-    session, ids = tool_session([("Task", body(10, "t")), ("Agent", body(10, "a")), ("mcp__x__y", body(10, "m")), ("Read", body(10, "r")), ("Read", body(10, "r2"))])
+    session, ids = tool_session(
+        [("Task", body(10, "t")), ("Agent", body(10, "a")), ("mcp__x__y", body(10, "m")), ("Read", body(10, "r")), ("Read", body(10, "r2"))]
+    )
     data = session.to_bytes()
     result = ok(run_cli("microcompact", "--force", "--keep-recent", "1", "--tools", "Task,Agent,mcp__x__y,Read", stdin=data))
     after = results_by_id(result.stdout)
@@ -584,9 +633,17 @@ def iso(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-@pytest.mark.parametrize("gap, minutes_later, fires", [
-    (None, 59, False), (None, 60, True), (None, 61 * 24, True), ("10", 9, False), ("10", 10, True), ("0", 0, True),
-])
+@pytest.mark.parametrize(
+    "gap, minutes_later, fires",
+    [
+        (None, 59, False),
+        (None, 60, True),
+        (None, 61 * 24, True),
+        ("10", 9, False),
+        ("10", 10, True),
+        ("0", 0, True),
+    ],
+)
 def test_time_trigger(gap: str | None, minutes_later: float, fires: bool) -> None:
     data = BASIC.read_bytes()
     args = ["microcompact", "--keep-recent", "1", "--now", iso(LAST_BASIC_RESPONSE + timedelta(minutes=minutes_later))]
@@ -686,13 +743,16 @@ def cache_session(minutes_idle: float, one_hour: bool = False) -> tuple[list, li
     return FMT.messages(entries), entries, last + timedelta(minutes=minutes_idle)
 
 
-@pytest.mark.parametrize("idle, one_hour, warm, clears, write", [
-    (2, False, True, False, 3.75),  # warm 5-minute cache: a cache break does not pay
-    (5 + 1 / 60, False, False, True, 3.75),  # just past the 5-minute TTL: it pays at turn 1
-    (30, False, False, True, 3.75),
-    (30, True, True, False, 6.0),  # the 1-hour TTL the last usage shows: still warm at 30 minutes
-    (61, True, False, True, 6.0),
-])
+@pytest.mark.parametrize(
+    "idle, one_hour, warm, clears, write",
+    [
+        (2, False, True, False, 3.75),  # warm 5-minute cache: a cache break does not pay
+        (5 + 1 / 60, False, False, True, 3.75),  # just past the 5-minute TTL: it pays at turn 1
+        (30, False, False, True, 3.75),
+        (30, True, True, False, 6.0),  # the 1-hour TTL the last usage shows: still warm at 30 minutes
+        (61, True, False, True, 6.0),
+    ],
+)
 def test_decide_by_hand(idle: float, one_hour: bool, warm: bool, clears: bool, write: float) -> None:
     messages, entries, now = cache_session(idle, one_hour)
     decision = decide(messages, entries, 15_000, 20_000, CachePolicy(), now)
@@ -725,7 +785,7 @@ def test_custom_prices_come_first() -> None:
     policy = CachePolicy(prices=prices_from({"sonnet": own.as_dict()}))
     assert policy.prices_for(SONNET) == own
     assert CachePolicy().prices_for(SONNET) == SONNET_PRICES
-    assert policy.prices[len(policy.prices) - len(DEFAULT_PRICES):] == DEFAULT_PRICES
+    assert policy.prices[len(policy.prices) - len(DEFAULT_PRICES) :] == DEFAULT_PRICES
     messages, entries, now = cache_session(1)
     assert decide(messages, entries, 15_000, 20_000, CachePolicy(), now).clear is False
     assert decide(messages, entries, 15_000, 20_000, policy, now).clear is True
@@ -761,16 +821,22 @@ def test_cache_aware_cli_uses_a_prices_file(tmp_path: Path) -> None:
     prices = tmp_path / "prices.json"
     prices.write_text(json.dumps({model: {"input": 1, "cache_write_5m": 0.1, "cache_write_1h": 0.1, "cache_read": 0.1, "output": 1}}))
     report = tmp_path / "r.json"
-    result = ok(run_cli("microcompact", "--cache-aware", "--clear-at-least", "10", "--prices", prices, "--report-json", report,
-                        "--now", "2026-04-02T09:00:40Z", CACHE_INPUT))
+    result = ok(
+        run_cli(
+            "microcompact", "--cache-aware", "--clear-at-least", "10", "--prices", prices, "--report-json", report, "--now", "2026-04-02T09:00:40Z", CACHE_INPUT
+        )
+    )
     assert result.stdout != data, stderr(result)  # with writes as cheap as reads, even a warm cache pays
     cache = json.loads(report.read_text())["cache"]
     assert cache["prices_per_mtok"] == {"input": 1.0, "cache_write_5m": 0.1, "cache_write_1h": 0.1, "cache_read": 0.1, "output": 1.0}
     assert cache["clear"] is True and cache["break_even_turn"] == 1
 
 
-@pytest.mark.parametrize("content", ["not json", '{"sonnet": {"input": 1}}', '{"sonnet": {"input": "cheap", "cache_write_5m": 1, "cache_write_1h": 1, "cache_read": 1, "output": 1}}'],
-                         ids=["not-json", "missing-keys", "not-a-number"])
+@pytest.mark.parametrize(
+    "content",
+    ["not json", '{"sonnet": {"input": 1}}', '{"sonnet": {"input": "cheap", "cache_write_5m": 1, "cache_write_1h": 1, "cache_read": 1, "output": 1}}'],
+    ids=["not-json", "missing-keys", "not-a-number"],
+)
 def test_a_bad_prices_file_is_an_error(content: str, tmp_path: Path) -> None:
     prices = tmp_path / "prices.json"
     prices.write_text(content)
@@ -921,8 +987,11 @@ def test_snip_before_a_uuid() -> None:
     check_step(run)
 
 
-@pytest.mark.parametrize("span", [(uid(4), uid(7)), (uid(5), uid(6)), ("4", "7"), ("5", "6"), (uid(6), uid(5)), ("6", uid(5))],
-                         ids=["uuids", "uuids-widened", "lines", "lines-widened", "reversed", "mixed"])
+@pytest.mark.parametrize(
+    "span",
+    [(uid(4), uid(7)), (uid(5), uid(6)), ("4", "7"), ("5", "6"), (uid(6), uid(5)), ("6", uid(5))],
+    ids=["uuids", "uuids-widened", "lines", "lines-widened", "reversed", "mixed"],
+)
 def test_snip_range_widens_to_whole_pairs(span: tuple[str, str]) -> None:
     data = REPEATS.read_bytes()
     result = ok(run_cli("snip", "--range", f"{span[0]}..{span[1]}", "--now", NOW_ISO, REPEATS))
@@ -958,9 +1027,17 @@ def test_repeating_a_snip_is_a_no_op(args: tuple[str, ...]) -> None:
         assert "snipped already" in stderr(twice)
 
 
-@pytest.mark.parametrize("args", [(), ("--keep-last", "3", "--before", uid(5)), ("--keep-last", "3", "--range", "1..2"),
-                                  ("--before", uid(5), "--range", "1..2"), ("--keep-last", "3", "--before", uid(5), "--range", "1..2")],
-                         ids=["none", "keep-last+before", "keep-last+range", "before+range", "all-three"])
+@pytest.mark.parametrize(
+    "args",
+    [
+        (),
+        ("--keep-last", "3", "--before", uid(5)),
+        ("--keep-last", "3", "--range", "1..2"),
+        ("--before", uid(5), "--range", "1..2"),
+        ("--keep-last", "3", "--before", uid(5), "--range", "1..2"),
+    ],
+    ids=["none", "keep-last+before", "keep-last+range", "before+range", "all-three"],
+)
 def test_snip_takes_exactly_one_of_its_options(args: tuple[str, ...]) -> None:
     message = usage_error(run_cli("snip", *args, REPEATS))
     assert "exactly one of --before, --range, --keep-last" in message
@@ -971,11 +1048,15 @@ def test_snip_bad_values_are_usage_errors(args: tuple[str, ...]) -> None:
     usage_error(run_cli("snip", *args, REPEATS))
 
 
-@pytest.mark.parametrize("args, named", [
-    (("--before", "00000000-dead-beef-0000-000000000000"), "00000000-dead-beef-0000-000000000000"),
-    (("--range", f"{uid(4)}..no-such-uuid"), "no-such-uuid"),
-    (("--range", "4..999"), "999"),
-], ids=["before", "range-uuid", "range-line"])
+@pytest.mark.parametrize(
+    "args, named",
+    [
+        (("--before", "00000000-dead-beef-0000-000000000000"), "00000000-dead-beef-0000-000000000000"),
+        (("--range", f"{uid(4)}..no-such-uuid"), "no-such-uuid"),
+        (("--range", "4..999"), "999"),
+    ],
+    ids=["before", "range-uuid", "range-line"],
+)
 def test_snip_unknown_uuid_or_line_is_an_error(args: tuple[str, ...], named: str) -> None:
     message = error_line(run_cli("snip", *args, REPEATS))
     assert named in message
@@ -1008,10 +1089,19 @@ def resumed_after_compact() -> bytes:
     session.user("Now the tests.")
     last = session.text("Tests pass.", usage(5000))[0]
     history = list(session.lines)
-    session.line("system", None, subtype="compact_boundary", content="Conversation compacted", isMeta=False, level="info",
-                 logicalParentUuid=last, compactMetadata={"trigger": "manual", "preTokens": 5000})
-    summary = session.user("This session is being continued from a previous conversation. Summary: the refactor.",
-                           isCompactSummary=True, isVisibleInTranscriptOnly=True)
+    session.line(
+        "system",
+        None,
+        subtype="compact_boundary",
+        content="Conversation compacted",
+        isMeta=False,
+        level="info",
+        logicalParentUuid=last,
+        compactMetadata={"trigger": "manual", "preTokens": 5000},
+    )
+    summary = session.user(
+        "This session is being continued from a previous conversation. Summary: the refactor.", isCompactSummary=True, isVisibleInTranscriptOnly=True
+    )
     for n, line in enumerate(history[2:]):
         session.raw({**line, "parentUuid": summary if n == 0 else line["parentUuid"]})
     session.last = last

@@ -31,12 +31,9 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
+import ctxpipe
 import orjson
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-import ctxpipe
 from builders import _SAME, Session, usage
 from ctxpipe.core.jsonl import ReadStats
 from ctxpipe.core.model import Message
@@ -46,6 +43,8 @@ from ctxpipe.core.summarize_engines import TRUNCATION_MARKER, Breaker, LlmConfig
 from ctxpipe.formats import get
 from ctxpipe.summarizing import SummarizeOptions, summarize_entries
 from helpers import FIXTURES, run_cli
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from messages_server import MessagesServer, Reply
 from stage_checks import findings, message_uuids, objects, response_groups, tool_problems
 from strategies import claude_sessions
@@ -60,12 +59,18 @@ SECRET = "sk-ant-api03-CTXPIPE-TEST-SECRET-9f8e7d6c5b4a"  # never a real key; mu
 
 # Written out here rather than imported, so a change to the wording is caught.
 PREAMBLE = (
-    "This session is being continued from a previous conversation that ran out of context. "
-    "The summary below covers the earlier portion of the conversation."
+    "This session is being continued from a previous conversation that ran out of context. The summary below covers the earlier portion of the conversation."
 )
 SECTION_NAMES = [
-    "Primary Request and Intent", "Key Technical Concepts", "Files and Code Sections", "Errors and fixes", "Problem Solving",
-    "All user messages", "Pending Tasks", "Current Work", "Optional Next Step",
+    "Primary Request and Intent",
+    "Key Technical Concepts",
+    "Files and Code Sections",
+    "Errors and fixes",
+    "Problem Solving",
+    "All user messages",
+    "Pending Tasks",
+    "Current Work",
+    "Optional Next Step",
 ]
 
 # The typed messages of work_session(), in order.
@@ -110,42 +115,87 @@ class Convo(Session):
         return tool_id
 
 
-def work_session(cwd: str = "/home/dev/shop", session_id: str = SESSION_ID, seed: int = 1, paste: str | None = None,
-                 image: bool = False) -> Convo:
+def work_session(cwd: str = "/home/dev/shop", session_id: str = SESSION_ID, seed: int = 1, paste: str | None = None, image: bool = False) -> Convo:
     """Four typed requests, reads, edits, a write, a failing then passing test run, two todo lists,
     a thinking block, a parallel pair of reads whose results branch off their tool_use lines."""
     s = Convo(cwd, session_id, seed)
     first: Any = ASK_HEALTH if paste is None else ASK_HEALTH + "\n" + paste
     if image:
-        first = [{"type": "text", "text": ASK_HEALTH}, {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk"}}]
+        first = [
+            {"type": "text", "text": ASK_HEALTH},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk"}},
+        ]
     s.user(first)
     read_id = s.tool_id()
-    s.response([{"type": "thinking", "thinking": "Look at the app factory first.", "signature": "EqsigTEST=="},
-                {"type": "text", "text": "Reading the server first."},
-                {"type": "tool_use", "id": read_id, "name": "Read", "input": {"file_path": f"{cwd}/server.py"}}], usage(9000))
+    s.response(
+        [
+            {"type": "thinking", "thinking": "Look at the app factory first.", "signature": "EqsigTEST=="},
+            {"type": "text", "text": "Reading the server first."},
+            {"type": "tool_use", "id": read_id, "name": "Read", "input": {"file_path": f"{cwd}/server.py"}},
+        ],
+        usage(9000),
+    )
     s.result(read_id, "from app import create_app\n\ndef main():\n    create_app().run()\n" * 30)
-    s.call("Edit", {"file_path": f"{cwd}/server.py", "old_string": "def main():", "new_string": "@route('/health')\ndef health():\n    return {'ok': True}\n\ndef main():"},
-           f"The file {cwd}/server.py has been updated.", 10000)
+    s.call(
+        "Edit",
+        {
+            "file_path": f"{cwd}/server.py",
+            "old_string": "def main():",
+            "new_string": "@route('/health')\ndef health():\n    return {'ok': True}\n\ndef main():",
+        },
+        f"The file {cwd}/server.py has been updated.",
+        10000,
+    )
     s.call("Bash", {"command": "pytest -q tests/test_health.py"}, "FAILED tests/test_health.py::test_health - assert 404 == 200", 10500, error=True)
-    s.call("Edit", {"file_path": f"{cwd}/app.py", "old_string": "routes = []", "new_string": "routes = [health]"},
-           f"The file {cwd}/app.py has been updated.", 11000, text="The route is not registered in create_app(); registering it.")
+    s.call(
+        "Edit",
+        {"file_path": f"{cwd}/app.py", "old_string": "routes = []", "new_string": "routes = [health]"},
+        f"The file {cwd}/app.py has been updated.",
+        11000,
+        text="The route is not registered in create_app(); registering it.",
+    )
     s.call("Bash", {"command": "pytest -q"}, "3 passed in 0.12s", 11500)
     s.text("The endpoint works: 3 tests pass.", usage(11800))
     s.user(ASK_LOGGING)
-    s.call("TodoWrite", {"todos": [{"content": "Add the request-logging middleware", "status": "in_progress", "activeForm": "Adding"},
-                                   {"content": "Rotate logs/access.log", "status": "pending", "activeForm": "Rotating"},
-                                   {"content": "Document the log format", "status": "pending", "activeForm": "Documenting"}]},
-           "Todos have been modified successfully.", 12200)
-    s.call("Write", {"file_path": f"{cwd}/logging_mw.py", "content": "import json\n\ndef middleware(request):\n    ...\n"},
-           f"File created successfully at: {cwd}/logging_mw.py", 12600)
-    s.call("TodoWrite", {"todos": [{"content": "Add the request-logging middleware", "status": "completed", "activeForm": "Adding"},
-                                   {"content": "Rotate logs/access.log", "status": "in_progress", "activeForm": "Rotating"},
-                                   {"content": "Document the log format", "status": "pending", "activeForm": "Documenting"}]},
-           "Todos have been modified successfully.", 13000)
+    s.call(
+        "TodoWrite",
+        {
+            "todos": [
+                {"content": "Add the request-logging middleware", "status": "in_progress", "activeForm": "Adding"},
+                {"content": "Rotate logs/access.log", "status": "pending", "activeForm": "Rotating"},
+                {"content": "Document the log format", "status": "pending", "activeForm": "Documenting"},
+            ]
+        },
+        "Todos have been modified successfully.",
+        12200,
+    )
+    s.call(
+        "Write",
+        {"file_path": f"{cwd}/logging_mw.py", "content": "import json\n\ndef middleware(request):\n    ...\n"},
+        f"File created successfully at: {cwd}/logging_mw.py",
+        12600,
+    )
+    s.call(
+        "TodoWrite",
+        {
+            "todos": [
+                {"content": "Add the request-logging middleware", "status": "completed", "activeForm": "Adding"},
+                {"content": "Rotate logs/access.log", "status": "in_progress", "activeForm": "Rotating"},
+                {"content": "Document the log format", "status": "pending", "activeForm": "Documenting"},
+            ]
+        },
+        "Todos have been modified successfully.",
+        13000,
+    )
     config_id, readme_id = s.tool_id(), s.tool_id()
-    lines = s.response([{"type": "text", "text": "Checking the config and the README."},
-                        {"type": "tool_use", "id": config_id, "name": "Read", "input": {"file_path": f"{cwd}/config.py"}},
-                        {"type": "tool_use", "id": readme_id, "name": "Read", "input": {"file_path": f"{cwd}/README.md"}}], usage(13500))
+    lines = s.response(
+        [
+            {"type": "text", "text": "Checking the config and the README."},
+            {"type": "tool_use", "id": config_id, "name": "Read", "input": {"file_path": f"{cwd}/config.py"}},
+            {"type": "tool_use", "id": readme_id, "name": "Read", "input": {"file_path": f"{cwd}/README.md"}},
+        ],
+        usage(13500),
+    )
     s.result(config_id, "LOG_DIR = 'logs'\n", parent=lines[1])
     s.result(readme_id, "# Shop\n\nA small web shop.\n", parent=lines[2])
     s.text("Middleware added; rotation is next.", usage(14000))
@@ -153,8 +203,12 @@ def work_session(cwd: str = "/home/dev/shop", session_id: str = SESSION_ID, seed
     s.call("Bash", {"command": "ls logs"}, "access.log", 14300)
     s.text("Rotation set to 10 MB with 5 files kept.", usage(14600))
     s.user(ASK_README)
-    s.call("Edit", {"file_path": f"{cwd}/README.md", "old_string": "A small web shop.", "new_string": "A small web shop.\n\nGET /health returns {\"ok\": true}."},
-           f"The file {cwd}/README.md has been updated.", 15000)
+    s.call(
+        "Edit",
+        {"file_path": f"{cwd}/README.md", "old_string": "A small web shop.", "new_string": 'A small web shop.\n\nGET /health returns {"ok": true}.'},
+        f"The file {cwd}/README.md has been updated.",
+        15000,
+    )
     s.text("README updated: it documents GET /health.", usage(15400))
     return s
 
@@ -162,8 +216,16 @@ def work_session(cwd: str = "/home/dev/shop", session_id: str = SESSION_ID, seed
 # --- running the stage --------------------------------------------------------------------------
 
 
-def in_process(data: bytes, fmt: Any = CC, engine: str = "offline", split: SplitConfig | None = None, llm: LlmConfig | None = None,
-               breaker: Breaker | None = None, transcript_path: str | None = None, **options: Any) -> tuple[bytes, Any]:
+def in_process(
+    data: bytes,
+    fmt: Any = CC,
+    engine: str = "offline",
+    split: SplitConfig | None = None,
+    llm: LlmConfig | None = None,
+    breaker: Breaker | None = None,
+    transcript_path: str | None = None,
+    **options: Any,
+) -> tuple[bytes, Any]:
     """What `ctxpipe summarize` writes for `data` (read_region, summarize_entries, prefix + lines)."""
     offset, entries = fmt.read_region(data, "in.jsonl", "fail", ReadStats())
     opts = SummarizeOptions(engine, split or SplitConfig(keep_last=4), llm=llm, now=NOW, transcript_path=transcript_path, **options)
@@ -224,7 +286,10 @@ def summary_of(output: bytes) -> str:
 
 def section(summary: str, number: int) -> str:
     """The body of section `number` of a nine-section summary."""
-    match = re.search(rf"(?ms)^{number}\. {re.escape(SECTION_NAMES[number - 1])}:\n(.*?)(?=^\d\. |^Earlier summary|^Facts to keep|^If you need specific|^Recent messages are preserved|\Z)", summary)
+    match = re.search(
+        rf"(?ms)^{number}\. {re.escape(SECTION_NAMES[number - 1])}:\n(.*?)(?=^\d\. |^Earlier summary|^Facts to keep|^If you need specific|^Recent messages are preserved|\Z)",
+        summary,
+    )
     assert match, f"no section {number} in:\n{summary}"
     return match.group(1)
 
@@ -346,7 +411,9 @@ def test_keep_last_is_widened_only_to_keep_a_tool_pair_whole() -> None:
     assert tail_start(msgs, SplitConfig(keep_last=1)) == 5  # no pair at the cut: exactly 1
     assert tail_start(msgs, SplitConfig(keep_last=3)) == 3
     # A parallel batch: two results answering one response, the cut between them.
-    batch = Message("assistant", [{"type": "tool_use", "id": "toolu_B", "name": "Read", "input": {}}, {"type": "tool_use", "id": "toolu_C", "name": "Read", "input": {}}])
+    batch = Message(
+        "assistant", [{"type": "tool_use", "id": "toolu_B", "name": "Read", "input": {}}, {"type": "tool_use", "id": "toolu_C", "name": "Read", "input": {}}]
+    )
     first = Message("user", [{"type": "tool_result", "tool_use_id": "toolu_B", "content": "b"}])
     second = Message("user", [{"type": "tool_result", "tool_use_id": "toolu_C", "content": "c"}])
     msgs = [sized("user", 40), batch, first, second, sized("assistant", 40)]
@@ -377,8 +444,16 @@ def test_keep_fraction_through_the_cli(tmp_path: Path) -> None:
     assert message_uuids(out)[1:] == message_uuids(data)[-kept:]
 
 
-SPLITS = [SplitConfig(keep_last=0), SplitConfig(keep_last=1), SplitConfig(keep_last=2), SplitConfig(keep_last=5),
-          SplitConfig(20, 1, 60), SplitConfig(1, 1, 1), SplitConfig(200, 3, 400), SplitConfig(keep_fraction=0.5)]
+SPLITS = [
+    SplitConfig(keep_last=0),
+    SplitConfig(keep_last=1),
+    SplitConfig(keep_last=2),
+    SplitConfig(keep_last=5),
+    SplitConfig(20, 1, 60),
+    SplitConfig(1, 1, 1),
+    SplitConfig(200, 3, 400),
+    SplitConfig(keep_fraction=0.5),
+]
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
@@ -446,8 +521,12 @@ def test_claude_code_output_shape(tmp_path: Path) -> None:
     b = parts.boundary
     assert (b["type"], b["subtype"], b["parentUuid"]) == ("system", "compact_boundary", None)
     assert b["logicalParentUuid"] == lines_of(data)[-1]["uuid"]
-    assert b["compactMetadata"] == {"trigger": "manual", "preTokens": report["pre_tokens"], "postTokens": report["post_tokens"],
-                                    "ctxpipe": {"engine": "offline", "baseline": count_json_bytes(data)["baseline_tokens"]}}
+    assert b["compactMetadata"] == {
+        "trigger": "manual",
+        "preTokens": report["pre_tokens"],
+        "postTokens": report["post_tokens"],
+        "ctxpipe": {"engine": "offline", "baseline": count_json_bytes(data)["baseline_tokens"]},
+    }
     assert report["pre_tokens"] == 15400 > report["post_tokens"]  # the last response's recorded usage
     # Stamped just before the kept tail, so Claude Code (newest leaf by time) resumes the compacted chain.
     assert b["timestamp"] < parts.tail[0]["timestamp"] and b["timestamp"] > lines_of(data)[0]["timestamp"]
@@ -544,8 +623,7 @@ def test_messages_api_summarizing_twice_is_a_no_op() -> None:
 
 def test_count_is_smaller_even_when_now_is_before_the_transcript(tmp_path: Path) -> None:
     data = work_session().to_bytes()
-    result = ok(run_cli("summarize", "--engine", "offline", "--keep-last", "4", "--now", "2026-01-01T00:00:00Z", stdin=data,
-                        env={"ANTHROPIC_API_KEY": ""}))
+    result = ok(run_cli("summarize", "--engine", "offline", "--keep-last", "4", "--now", "2026-01-01T00:00:00Z", stdin=data, env={"ANTHROPIC_API_KEY": ""}))
     path = tmp_path / "out.jsonl"
     path.write_bytes(result.stdout)
     assert count_json(path)["tokens"] < 15400
@@ -604,16 +682,21 @@ def test_offline_summary_files_failures_todos_and_last_request() -> None:
     errors = section(summary, 4)
     # Unresolved first; each with its call, the line naming the failure, and how it was fixed.
     assert errors.startswith("   - [UNRESOLVED] Bash ruff check .\n     error: E501 line too long\n")
-    assert ("   - [fixed] Bash pytest -q tests/test_health.py\n     error: FAILED tests/test_health.py::test_health - assert 404 == 200\n"
-            "     then succeeded: Bash pytest -q — The route is not registered in create_app(); registering it.\n") in errors
+    assert (
+        "   - [fixed] Bash pytest -q tests/test_health.py\n     error: FAILED tests/test_health.py::test_health - assert 404 == 200\n"
+        "     then succeeded: Bash pytest -q — The route is not registered in create_app(); registering it.\n"
+    ) in errors
     assert errors.count("   - [") == 2  # the run that passed is no failure
     # Only the last todo list, only its open items.
     todos = section(summary, 7)
     assert "   - [in_progress] Rotate logs/access.log\n" in todos
     assert "   - [pending] Document the log format\n" in todos
     assert "middleware" not in todos
-    assert section(summary, 9).strip().splitlines() == ['Continue with the latest request: "Ignore the linter for now."',
-                                                         "   In progress: Rotate logs/access.log", "   Unresolved: Bash ruff check . — E501 line too long"]
+    assert section(summary, 9).strip().splitlines() == [
+        'Continue with the latest request: "Ignore the linter for now."',
+        "   In progress: Rotate logs/access.log",
+        "   Unresolved: Bash ruff check . — E501 line too long",
+    ]
     assert "Ignore the linter for now." in section(summary, 6)
     assert section(summary, 1).strip().startswith(ASK_HEALTH)
 
@@ -708,9 +791,20 @@ def summary_reply(text: str = "Summary body.") -> str:
 
 def nine_sections(*extra: str) -> str:
     """A plausible model summary carrying every key fact of work_session() (and `extra`)."""
-    facts = [ASK_HEALTH, ASK_LOGGING, ASK_ROTATION, ASK_README, "/home/dev/shop/server.py", "/home/dev/shop/app.py",
-             "/home/dev/shop/logging_mw.py", "/home/dev/shop/README.md", "Rotate logs/access.log", "Document the log format",
-             "FAILED tests/test_health.py::test_health - assert 404 == 200", *extra]
+    facts = [
+        ASK_HEALTH,
+        ASK_LOGGING,
+        ASK_ROTATION,
+        ASK_README,
+        "/home/dev/shop/server.py",
+        "/home/dev/shop/app.py",
+        "/home/dev/shop/logging_mw.py",
+        "/home/dev/shop/README.md",
+        "Rotate logs/access.log",
+        "Document the log format",
+        "FAILED tests/test_health.py::test_health - assert 404 == 200",
+        *extra,
+    ]
     return "\n".join(f"{n}. {name}:\n   " + (" | ".join(facts) if n == 6 else "see section 6") for n, name in enumerate(SECTION_NAMES, 1))
 
 
@@ -745,8 +839,20 @@ def test_auto_picks_the_llm_engine_when_a_key_is_set_and_never_prints_the_key(tm
 
 def test_a_rejected_key_falls_back_without_printing_it(tmp_path: Path, server: MessagesServer) -> None:
     server.enqueue(Reply.error(401, "authentication_error", "invalid x-api-key"))
-    result = ok(cli(work_session().to_bytes(), "--engine", "llm", "--keep-last", "3", "--base-url", server.url,
-                    "--report-json", tmp_path / "r.json", env={"ANTHROPIC_API_KEY": SECRET}))
+    result = ok(
+        cli(
+            work_session().to_bytes(),
+            "--engine",
+            "llm",
+            "--keep-last",
+            "3",
+            "--base-url",
+            server.url,
+            "--report-json",
+            tmp_path / "r.json",
+            env={"ANTHROPIC_API_KEY": SECRET},
+        )
+    )
     err = result.stderr.decode()
     assert "so the offline engine ran" in err and "401" in err
     assert "1. Primary Request and Intent:" in summary_of(result.stdout)
@@ -801,7 +907,9 @@ def test_the_summary_request_asks_for_text_and_the_nine_sections(server: Message
 
 
 def test_analysis_is_stripped_and_summary_tags_become_a_heading(server: MessagesServer) -> None:
-    server.enqueue("<analysis>\nStep 1: read.\n\n\nStep 2: <b>edit</b>.\n</analysis>\nPreface line.\n<summary>\n1. Primary Request and Intent:\n   Health.\n</summary>\nTrailer.")
+    server.enqueue(
+        "<analysis>\nStep 1: read.\n\n\nStep 2: <b>edit</b>.\n</analysis>\nPreface line.\n<summary>\n1. Primary Request and Intent:\n   Health.\n</summary>\nTrailer."
+    )
     result = llm_summary(history_of(work_session()), LlmConfig(MODEL), client=client_for(server))
     assert result.text == "Preface line.\nSummary:\n1. Primary Request and Intent:\n   Health.\nTrailer."
 
@@ -828,8 +936,19 @@ def test_images_become_markers_unless_asked_to_describe_them(server: MessagesSer
 
 def test_describe_images_through_the_cli(server: MessagesServer) -> None:
     server.enqueue(summary_reply(nine_sections()))
-    ok(cli(work_session(image=True).to_bytes(), "--engine", "llm", "--describe-images", "--keep-last", "3", "--base-url", server.url,
-           env={"ANTHROPIC_API_KEY": SECRET}))
+    ok(
+        cli(
+            work_session(image=True).to_bytes(),
+            "--engine",
+            "llm",
+            "--describe-images",
+            "--keep-last",
+            "3",
+            "--base-url",
+            server.url,
+            env={"ANTHROPIC_API_KEY": SECRET},
+        )
+    )
     (request,) = server.message_requests()
     assert [b["type"] for b in request.body["messages"][0]["content"]].count("image") == 1
 
@@ -870,8 +989,20 @@ def test_prompt_too_long_drops_the_oldest_rounds_and_retries(server: MessagesSer
 
 def test_prompt_too_long_through_the_cli_is_in_the_report(tmp_path: Path, server: MessagesServer) -> None:
     server.enqueue(Reply.prompt_too_long(200_010, 200_000), Reply.prompt_too_long(200_010, 200_000), summary_reply(nine_sections()))
-    ok(cli(work_session().to_bytes(), "--engine", "llm", "--keep-last", "3", "--base-url", server.url, "--report-json", tmp_path / "r.json",
-           env={"ANTHROPIC_API_KEY": SECRET}))
+    ok(
+        cli(
+            work_session().to_bytes(),
+            "--engine",
+            "llm",
+            "--keep-last",
+            "3",
+            "--base-url",
+            server.url,
+            "--report-json",
+            tmp_path / "r.json",
+            env={"ANTHROPIC_API_KEY": SECRET},
+        )
+    )
     report = json.loads((tmp_path / "r.json").read_text())
     assert (report["engine"], report["llm_attempts"], report["dropped_api_rounds"]) == ("llm", 3, 2)
     assert [r.status for r in server.message_requests()] == [400, 400, 200]
@@ -907,8 +1038,20 @@ def test_a_tool_call_answer_gets_one_retry_with_a_reminder(server: MessagesServe
 
 def test_two_tool_call_answers_fall_back_to_the_offline_engine(tmp_path: Path, server: MessagesServer) -> None:
     server.enqueue(Reply.tool_use("Bash", {"command": "ls"}), Reply.tool_use("Read", {"file_path": "x"}))
-    result = ok(cli(work_session().to_bytes(), "--engine", "llm", "--keep-last", "3", "--base-url", server.url, "--report-json", tmp_path / "r.json",
-                    env={"ANTHROPIC_API_KEY": SECRET}))
+    result = ok(
+        cli(
+            work_session().to_bytes(),
+            "--engine",
+            "llm",
+            "--keep-last",
+            "3",
+            "--base-url",
+            server.url,
+            "--report-json",
+            tmp_path / "r.json",
+            env={"ANTHROPIC_API_KEY": SECRET},
+        )
+    )
     assert len(server.message_requests()) == 2
     err = result.stderr.decode()
     assert "the model failed (the model answered with a tool call instead of a summary), so the offline engine ran" in err
@@ -982,8 +1125,20 @@ def test_a_summary_missing_an_instruction_is_repaired_by_the_model(server: Messa
 def test_a_summary_still_missing_an_instruction_gets_facts_to_keep(tmp_path: Path, server: MessagesServer) -> None:
     partial = nine_sections().replace(ASK_ROTATION + " | ", "")
     server.enqueue(summary_reply(partial), summary_reply(partial))
-    result = ok(cli(work_session().to_bytes(), "--engine", "llm", "--keep-last", "1", "--base-url", server.url, "--report-json", tmp_path / "r.json",
-                    env={"ANTHROPIC_API_KEY": SECRET}))
+    result = ok(
+        cli(
+            work_session().to_bytes(),
+            "--engine",
+            "llm",
+            "--keep-last",
+            "1",
+            "--base-url",
+            server.url,
+            "--report-json",
+            tmp_path / "r.json",
+            env={"ANTHROPIC_API_KEY": SECRET},
+        )
+    )
     assert len(server.message_requests()) == 2  # the summary, one repair request, nothing more
     summary = summary_of(result.stdout)
     facts = summary.split("Facts to keep (checked by ctxpipe; the summary above did not carry them):\n", 1)
@@ -1024,7 +1179,11 @@ def test_summarize_goldens_match_their_format_schema() -> None:
 
 def test_the_llm_engine_never_drops_an_earlier_summary(server: MessagesServer) -> None:
     data = (FIXTURES / "claude-code" / "compacted.jsonl").read_bytes()
-    server.enqueue("<summary>" + "\n".join(f"{n}. {name}: Use 5 requests per minute per IP. /home/dev/api/app.py" for n, name in enumerate(SECTION_NAMES, 1)) + "</summary>")
+    server.enqueue(
+        "<summary>"
+        + "\n".join(f"{n}. {name}: Use 5 requests per minute per IP. /home/dev/api/app.py" for n, name in enumerate(SECTION_NAMES, 1))
+        + "</summary>"
+    )
     out, outcome = in_process(data, engine="llm", llm=LlmConfig(MODEL, "test-key", server.url, max_retries=0), split=SplitConfig(keep_last=1))
     assert outcome.report["engine"] == "llm"
     assert "add rate limiting to /login" in summary_of(out)
@@ -1074,10 +1233,13 @@ def pairs_whole(messages: list[dict[str, Any]]) -> bool:
 
 
 @needs_claude_code
-@pytest.mark.parametrize("now", [
-    pytest.param("2026-03-01T00:00:00Z", id="boundary-stamped-before-the-tail"),
-    pytest.param(None, id="real-clock"),
-])
+@pytest.mark.parametrize(
+    "now",
+    [
+        pytest.param("2026-03-01T00:00:00Z", id="boundary-stamped-before-the-tail"),
+        pytest.param(None, id="real-clock"),
+    ],
+)
 def test_claude_code_resumes_the_summarized_session(tmp_path: Path, now: str | None) -> None:
     from claude_code import resume
 
@@ -1104,6 +1266,6 @@ def test_claude_code_resumes_the_summarized_session(tmp_path: Path, now: str | N
     assert len(sent) < len(before.body["messages"]) and len(json.dumps(sent)) < len(json.dumps(before.body["messages"]))
     # Claude Code chained the new turn onto the last kept line.
     last_kept_uuid = [o for o in lines_of(compacted) if o["type"] in ("user", "assistant")][-1]["uuid"]
-    appended = [orjson.loads(line) for line in after.session_after[len(compacted):].splitlines()]
+    appended = [orjson.loads(line) for line in after.session_after[len(compacted) :].splitlines()]
     new_user = next(o for o in appended if o.get("type") == "user")
     assert new_user["parentUuid"] == last_kept_uuid

@@ -23,16 +23,17 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
-from hypothesis import given, strategies as st
-
 from builders import Session, usage
 from ctxpipe.cli.terminal import json_shown, shown
 from helpers import ROOT, run_cli
+from hypothesis import given
+from hypothesis import strategies as st
 
 pty = pytest.importorskip("pty")
 termios = pytest.importorskip("termios")
@@ -41,11 +42,14 @@ termios = pytest.importorskip("termios")
 
 # Each place of the transcript gets its own tag, so a test can tell which one reached the output.
 # No "/" (it also names files) and no space (a table could wrap there).
-TEMPLATE = ("{t}\x1b]0;pwned-{t}\x07\x1b[2J\r\x9b31m\x85\x7f\u202e{t}\u2066\u200f\u2028\t\n"
-            "[/][link=mailto:pwned@example.com]{t}[/link][bold]{t}[/bold]:smile:{s}")
+TEMPLATE = (
+    "{t}\x1b]0;pwned-{t}\x07\x1b[2J\r\x9b31m\x85\x7f\u202e{t}\u2066\u200f\u2028\t\n[/][link=mailto:pwned@example.com]{t}[/link][bold]{t}[/bold]:smile:{s}"
+)
 # What the terminal must show instead: written out by hand, not computed by the code under test.
-ESCAPED = (r"{t}\x1b]0;pwned-{t}\x07\x1b[2J\r\x9b31m\x85\x7f\u202e{t}\u2066\u200f\u2028\t\n"
-           r"[/][link=mailto:pwned@example.com]{t}[/link][bold]{t}[/bold]:smile:{s}")
+ESCAPED = (
+    r"{t}\x1b]0;pwned-{t}\x07\x1b[2J\r\x9b31m\x85\x7f\u202e{t}\u2066\u200f\u2028\t\n"
+    r"[/][link=mailto:pwned@example.com]{t}[/link][bold]{t}[/bold]:smile:{s}"
+)
 
 
 def hostile(tag: str, surrogate: bool = True) -> str:
@@ -206,7 +210,7 @@ def assert_inert(text: str, where: str) -> None:
     """Nothing in `text` a terminal would act on, but ctxpipe's own colours."""
     rest = SGR.sub("", text)
     found = RAW.search(rest)
-    assert found is None, f"raw {found.group()!r} in {where} at {found.start()}: {rest[max(0, found.start() - 80):found.start() + 40]!r}"
+    assert found is None, f"raw {found.group()!r} in {where} at {found.start()}: {rest[max(0, found.start() - 80) : found.start() + 40]!r}"
 
 
 def strings(value: Any) -> list[str]:
@@ -250,45 +254,71 @@ def _has(*values: str) -> Callable[[Files, list[Any]], None]:
         found = strings(objects)
         for value in values:
             assert any(value in text for text in found), f"{value!r} is not a JSON value"
+
     return check
 
 
 CASES = [
     Case("count", lambda f, out: ["count", f.session], shows=lambda f: [*_file(f), escaped("MODEL")], json=_count_json),
-    Case("count-by-tool", lambda f, out: ["count", "--by", "tool", f.session], shows=lambda f: [escaped("TOOL", False), escaped("MCP", False)],
-         json=_has(TOOL, MCP_TOOL)),
+    Case(
+        "count-by-tool",
+        lambda f, out: ["count", "--by", "tool", f.session],
+        shows=lambda f: [escaped("TOOL", False), escaped("MCP", False)],
+        json=_has(TOOL, MCP_TOOL),
+    ),
     Case("count-by-block", lambda f, out: ["count", "--by", "block", f.session], shows=_file),
     Case("count-top", lambda f, out: ["count", "--top", "20", f.session], shows=lambda f: [escaped("TOOL", False)], json=_has(TOOL)),
     Case("count-timeline", lambda f, out: ["count", "--timeline", f.session], shows=_file),
     # The chart shows the first 16 characters of the timestamp: of its escaped form.
     Case("count-timeline-timestamp", lambda f, out: ["count", "--timeline", f.timed], shows=lambda f: [r"TIME\x1b]0;pwned"]),
-    Case("count-folders", lambda f, out: ["count", f.projects], exit=1,
-         shows=lambda f: [*_file(f), "bad-" + escaped_name("FILE")], json=_has(FILE_NAME)),
-    Case("count-usage-error", lambda f, out: ["count", "--by", hostile("ARG", surrogate=False), f.session], exit=2,
-         shows=lambda f: [escaped("ARG", surrogate=False)]),
+    Case("count-folders", lambda f, out: ["count", f.projects], exit=1, shows=lambda f: [*_file(f), "bad-" + escaped_name("FILE")], json=_has(FILE_NAME)),
+    Case(
+        "count-usage-error",
+        lambda f, out: ["count", "--by", hostile("ARG", surrogate=False), f.session],
+        exit=2,
+        shows=lambda f: [escaped("ARG", surrogate=False)],
+    ),
     Case("count-missing-file", lambda f, out: ["count", out / FILE_NAME], exit=1, shows=_file),
-    Case("warn-explain", lambda f, out: ["warn", "--explain", f.session], shows=lambda f: [*_file(f), escaped("MODEL")],
-         json=_has(MODEL)),
-    Case("warn-pass-through", lambda f, out: ["warn", "--pass-through", "--explain", f.session], data_on_stdout=True,
-         shows=lambda f: [*_file(f), escaped("MODEL")]),
+    Case("warn-explain", lambda f, out: ["warn", "--explain", f.session], shows=lambda f: [*_file(f), escaped("MODEL")], json=_has(MODEL)),
+    Case(
+        "warn-pass-through",
+        lambda f, out: ["warn", "--pass-through", "--explain", f.session],
+        data_on_stdout=True,
+        shows=lambda f: [*_file(f), escaped("MODEL")],
+    ),
     Case("validate", lambda f, out: ["validate", f.session], shows=lambda f: [*_file(f), escaped("ID")], json=_has(TOOL_ID)),
-    Case("validate-bad-line", lambda f, out: ["validate", f.bad], exit=1,
-         shows=lambda f: ["bad-" + escaped_name("FILE")]),
-    Case("api-edits-explain", lambda f, out: ["api-edits", "--explain", f.session], shows=lambda f: [*_file(f), escaped("MODEL"), escaped("MCP", False)],
-         json=_has(MCP_TOOL)),
-    Case("restore-plan", lambda f, out: ["restore", "--plan", "--source", "transcript", f.session], shows=lambda f: [escaped("PATH", False)],
-         json=_has(PATH)),
+    Case("validate-bad-line", lambda f, out: ["validate", f.bad], exit=1, shows=lambda f: ["bad-" + escaped_name("FILE")]),
+    Case(
+        "api-edits-explain",
+        lambda f, out: ["api-edits", "--explain", f.session],
+        shows=lambda f: [*_file(f), escaped("MODEL"), escaped("MCP", False)],
+        json=_has(MCP_TOOL),
+    ),
+    Case("restore-plan", lambda f, out: ["restore", "--plan", "--source", "transcript", f.session], shows=lambda f: [escaped("PATH", False)], json=_has(PATH)),
     Case("restore", lambda f, out: ["restore", "--source", "transcript", f.session], data_on_stdout=True),
     Case("convert", lambda f, out: ["convert", "--to", "anthropic", f.session], data_on_stdout=True, shows=lambda f: [*_file(f), escaped("ID")]),
-    Case("microcompact", lambda f, out: ["microcompact", "--force", "--keep-recent", "1", "--report", "--tools", f"{TOOL},mcp__{hostile('ARG', False)}", f.session],
-         data_on_stdout=True, shows=lambda f: [escaped("TOOL", False), escaped("ARG", False)]),
-    Case("collapse", lambda f, out: ["collapse", "--report", "--now", "2026-06-01T00:00:00Z", f.session], data_on_stdout=True,
-         shows=lambda f: [escaped("TOOL", False)]),
+    Case(
+        "microcompact",
+        lambda f, out: ["microcompact", "--force", "--keep-recent", "1", "--report", "--tools", f"{TOOL},mcp__{hostile('ARG', False)}", f.session],
+        data_on_stdout=True,
+        shows=lambda f: [escaped("TOOL", False), escaped("ARG", False)],
+    ),
+    Case(
+        "collapse",
+        lambda f, out: ["collapse", "--report", "--now", "2026-06-01T00:00:00Z", f.session],
+        data_on_stdout=True,
+        shows=lambda f: [escaped("TOOL", False)],
+    ),
     Case("snip", lambda f, out: ["snip", "--keep-last", "1", "--report", "--now", "2026-06-01T00:00:00Z", f.session], data_on_stdout=True),
     Case("summarize", lambda f, out: ["summarize", *OFFLINE, f.session], data_on_stdout=True),
     Case("compact", lambda f, out: ["compact", *OFFLINE, "--force", "--source", "transcript", f.session], data_on_stdout=True, shows=_file),
-    Case("compact-folders", lambda f, out: ["compact", *OFFLINE, "--force", "--source", "transcript", "--out-dir", out, f.projects], exit=1,
-         shows=lambda f: [*_file(f), "bad-" + escaped_name("FILE")], json=_has(FILE_NAME)),
+    Case(
+        "compact-folders",
+        lambda f, out: ["compact", *OFFLINE, "--force", "--source", "transcript", "--out-dir", out, f.projects],
+        exit=1,
+        shows=lambda f: [*_file(f), "bad-" + escaped_name("FILE")],
+        json=_has(FILE_NAME),
+    ),
     Case("expand", lambda f, out: ["expand", "--ledger", f.ledger, f.session], exit=1, shows=lambda f: [*_file(f), "ledger-" + escaped_name("FILE")]),
 ]
 
@@ -336,11 +366,27 @@ def test_in_a_pipe(case: Case, files: Files, tmp_path: Path) -> None:
 # --- the escaping function itself -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("raw", "seen"), [
-    ("\x1b", r"\x1b"), ("\x07", r"\x07"), ("\x00", r"\x00"), ("\r", r"\r"), ("\n", r"\n"), ("\t", r"\t"),
-    ("\x7f", r"\x7f"), ("\x9b", r"\x9b"), ("\x85", r"\x85"), ("\u202e", r"\u202e"), ("\u2066", r"\u2066"),
-    ("\u200f", r"\u200f"), ("\u061c", r"\u061c"), ("\u2028", r"\u2028"), ("\u2029", r"\u2029"), ("\udc80", r"\udc80"),
-])
+@pytest.mark.parametrize(
+    ("raw", "seen"),
+    [
+        ("\x1b", r"\x1b"),
+        ("\x07", r"\x07"),
+        ("\x00", r"\x00"),
+        ("\r", r"\r"),
+        ("\n", r"\n"),
+        ("\t", r"\t"),
+        ("\x7f", r"\x7f"),
+        ("\x9b", r"\x9b"),
+        ("\x85", r"\x85"),
+        ("\u202e", r"\u202e"),
+        ("\u2066", r"\u2066"),
+        ("\u200f", r"\u200f"),
+        ("\u061c", r"\u061c"),
+        ("\u2028", r"\u2028"),
+        ("\u2029", r"\u2029"),
+        ("\udc80", r"\udc80"),
+    ],
+)
 def test_each_unsafe_character_is_shown_as_its_escape(raw: str, seen: str) -> None:
     assert shown(f"a{raw}b") == f"a{seen}b"
 

@@ -11,14 +11,12 @@ from typing import Any
 
 import orjson
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from builders import Session, usage
-from helpers import CORPUS, FIXTURES, corpus_files, run_cli
-
 from ctxpipe.core import schemas
 from ctxpipe.formats.claude_code import parent_cycles
+from helpers import CORPUS, FIXTURES, corpus_files, run_cli
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 ENTRY = "claude-code.entry.schema.json"
 LINE_SCHEMAS = (ENTRY, "anthropic.message.schema.json", "codex.line.schema.json")
@@ -122,7 +120,8 @@ def test_a_result_before_its_tool_use_is_an_error_naming_the_later_line(tmp_path
     code, findings = _validate(session.write(tmp_path / "early.jsonl"))
     assert code == 1
     assert [(f["severity"], f["line"], f["message"]) for f in _coded(findings, "result-before-use")] == [
-        ("error", result_line, f"tool_result for {tool} comes before its tool_use (line {use_line})")]
+        ("error", result_line, f"tool_result for {tool} comes before its tool_use (line {use_line})")
+    ]
     assert _coded(findings, "orphan-tool-result") == []  # one finding for the one problem
 
 
@@ -214,23 +213,42 @@ def _agree(name: str, instance: Any) -> None:
 
 
 JSON_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.floats(-2, 2, allow_nan=False), st.sampled_from(["", "x", "user", "text"]))
-ANY_JSON = st.recursive(JSON_SCALARS, lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.sampled_from(["type", "text", "id"]), inner, max_size=2), max_leaves=4)
+ANY_JSON = st.recursive(
+    JSON_SCALARS, lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.sampled_from(["type", "text", "id"]), inner, max_size=2), max_leaves=4
+)
 
 VALID_BLOCKS = [
-    {"type": "text", "text": "hi"}, {"type": "thinking", "thinking": "", "signature": "sig"}, {"type": "redacted_thinking", "data": "d"},
+    {"type": "text", "text": "hi"},
+    {"type": "thinking", "thinking": "", "signature": "sig"},
+    {"type": "redacted_thinking", "data": "d"},
     {"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {"file_path": "/a"}},
     {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "out"}], "is_error": False},
-    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AA=="}}, {"type": "document", "anything": 1},
+    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AA=="}},
+    {"type": "document", "anything": 1},
 ]
 ENVELOPE = {"uuid": "u1", "parentUuid": None, "isSidechain": False, "timestamp": "2026-01-01T00:00:00Z", "sessionId": "s"}
 VALID_ENTRIES = [
     {**ENVELOPE, "type": "user", "message": {"role": "user", "content": "hello"}},
     {**ENVELOPE, "type": "user", "message": {"role": "user", "content": [VALID_BLOCKS[4]]}, "isCompactSummary": True},
-    {**ENVELOPE, "type": "assistant", "requestId": "r", "message": {"role": "assistant", "id": "msg_1", "model": "m", "content": [VALID_BLOCKS[0]],
-     "stop_reason": None, "usage": {"input_tokens": 5, "output_tokens": 1, "cache_creation": {"ephemeral_5m_input_tokens": 2}, "service_tier": "x"}}},
+    {
+        **ENVELOPE,
+        "type": "assistant",
+        "requestId": "r",
+        "message": {
+            "role": "assistant",
+            "id": "msg_1",
+            "model": "m",
+            "content": [VALID_BLOCKS[0]],
+            "stop_reason": None,
+            "usage": {"input_tokens": 5, "output_tokens": 1, "cache_creation": {"ephemeral_5m_input_tokens": 2}, "service_tier": "x"},
+        },
+    },
     {**ENVELOPE, "type": "system", "subtype": "compact_boundary", "logicalParentUuid": "u0", "compactMetadata": {"trigger": "auto", "preTokens": 5}},
-    {**ENVELOPE, "type": "progress", "data": {"type": "hook_progress"}}, {**ENVELOPE, "type": "attachment", "attachment": {"type": "x"}},
-    {"type": "summary", "summary": "t", "leafUuid": "u"}, {"type": "file-history-snapshot", "snapshot": {}}, {"type": "queue-operation", "operation": "x"},
+    {**ENVELOPE, "type": "progress", "data": {"type": "hook_progress"}},
+    {**ENVELOPE, "type": "attachment", "attachment": {"type": "x"}},
+    {"type": "summary", "summary": "t", "leafUuid": "u"},
+    {"type": "file-history-snapshot", "snapshot": {}},
+    {"type": "queue-operation", "operation": "x"},
     {"type": "permission-mode"},
 ]
 

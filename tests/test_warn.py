@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from builders import SONNET, Session, simple, usage
 from ctxpipe.cli.budget_options import ENVIRONMENT, budget_settings
 from ctxpipe.core.budget import BudgetSettings, Setting, thresholds
@@ -50,7 +49,15 @@ def test_thresholds_of_a_200k_sonnet_4_5() -> None:
     assert levels.blocking == 177_000
     assert levels.ignored == ()
     assert [levels.level(n) for n in (0, 146_999, 147_000, 166_999, 167_000, 176_999, 177_000, 250_000)] == [
-        "normal", "normal", "warning", "warning", "autocompact", "autocompact", "blocking", "blocking"]
+        "normal",
+        "normal",
+        "warning",
+        "warning",
+        "autocompact",
+        "autocompact",
+        "blocking",
+        "blocking",
+    ]
     assert (levels.percent_left(0), levels.percent_left(150_000), levels.percent_left(167_000), levels.percent_left(190_000)) == (100, 10, 0, 0)
 
 
@@ -68,10 +75,19 @@ def test_small_max_output_models_have_a_smaller_reserve() -> None:
     assert levels.autocompact == 178_808
 
 
-@pytest.mark.parametrize("tokens, level", [
-    (100_000, "normal"), (146_999, "normal"), (147_000, "warning"), (160_000, "warning"),
-    (167_000, "autocompact"), (176_999, "autocompact"), (177_000, "blocking"), (190_000, "blocking"),
-])
+@pytest.mark.parametrize(
+    "tokens, level",
+    [
+        (100_000, "normal"),
+        (146_999, "normal"),
+        (147_000, "warning"),
+        (160_000, "warning"),
+        (167_000, "autocompact"),
+        (176_999, "autocompact"),
+        (177_000, "blocking"),
+        (190_000, "blocking"),
+    ],
+)
 def test_exit_code_follows_the_level(tokens: int, level: str) -> None:
     result, report = warn(stdin=at(tokens))
     assert report["level"] == level
@@ -221,7 +237,12 @@ def test_flags_beat_the_environment() -> None:
 
 
 def test_budget_settings_read_the_environment_and_let_flags_win() -> None:
-    environ = {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "50", "CLAUDE_CODE_MAX_OUTPUT_TOKENS": "8000", "DISABLE_COMPACT": "", "CLAUDE_CODE_AUTO_COMPACT_WINDOW": "100000"}
+    environ = {
+        "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "50",
+        "CLAUDE_CODE_MAX_OUTPUT_TOKENS": "8000",
+        "DISABLE_COMPACT": "",
+        "CLAUDE_CODE_AUTO_COMPACT_WINDOW": "100000",
+    }
     settings = budget_settings(environ, autocompact_pct=60.0, blocking_limit=150_000)
     assert settings.autocompact_pct == Setting("60", "--autocompact-pct")
     assert settings.max_output_tokens == Setting("8000", "CLAUDE_CODE_MAX_OUTPUT_TOKENS")

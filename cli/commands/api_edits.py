@@ -20,18 +20,55 @@ def api_edits(
     autocompact_pct: AutocompactPct = None,
     max_output_tokens: MaxOutput = None,
     no_auto_compact: NoAutoCompact = False,
-    trigger: Annotated[Optional[int], typer.Option("--trigger", help="Clear tool uses once the prompt reaches N input tokens (default: the transcript's autocompact threshold).", min=1, show_default=False)] = None,
-    trigger_tool_uses: Annotated[Optional[int], typer.Option("--trigger-tool-uses", help="Clear once the prompt holds N tool uses, instead of a token trigger.", min=1, show_default=False)] = None,
-    keep: Annotated[Optional[int], typer.Option("--keep", help="Keep the N most recent tool uses (default 5, as microcompact).", min=1, show_default=False)] = None,
-    clear_at_least: Annotated[Optional[int], typer.Option("--clear-at-least", help="Clear only if at least N input tokens go (worth a cache break).", min=1, show_default=False)] = None,
-    exclude_tool: Annotated[Optional[list[str]], typer.Option("--exclude-tool", help="Never clear this tool's uses (repeatable; Task/Agent and mcp__ tools in the transcript are excluded already).", metavar="NAME", show_default=False)] = None,
+    trigger: Annotated[
+        Optional[int],
+        typer.Option(
+            "--trigger",
+            help="Clear tool uses once the prompt reaches N input tokens (default: the transcript's autocompact threshold).",
+            min=1,
+            show_default=False,
+        ),
+    ] = None,
+    trigger_tool_uses: Annotated[
+        Optional[int],
+        typer.Option("--trigger-tool-uses", help="Clear once the prompt holds N tool uses, instead of a token trigger.", min=1, show_default=False),
+    ] = None,
+    keep: Annotated[
+        Optional[int], typer.Option("--keep", help="Keep the N most recent tool uses (default 5, as microcompact).", min=1, show_default=False)
+    ] = None,
+    clear_at_least: Annotated[
+        Optional[int], typer.Option("--clear-at-least", help="Clear only if at least N input tokens go (worth a cache break).", min=1, show_default=False)
+    ] = None,
+    exclude_tool: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--exclude-tool",
+            help="Never clear this tool's uses (repeatable; Task/Agent and mcp__ tools in the transcript are excluded already).",
+            metavar="NAME",
+            show_default=False,
+        ),
+    ] = None,
     clear_tool_inputs: Annotated[bool, typer.Option("--clear-tool-inputs", help="Clear the inputs of cleared tool uses too.")] = False,
-    clear_tool_inputs_for: Annotated[Optional[list[str]], typer.Option("--clear-tool-inputs-for", help="Clear the inputs of this tool's cleared uses (repeatable).", metavar="NAME", show_default=False)] = None,
-    thinking: Annotated[Optional[bool], typer.Option("--thinking/--no-thinking", help="Add or leave out the thinking edit (default: when the transcript has thinking blocks).", show_default=False)] = None,
-    thinking_keep: Annotated[str, typer.Option("--thinking-keep", help="Thinking to keep: 'all' (as Claude Code sends) or the N most recent assistant turns.", metavar="all|N")] = "all",
+    clear_tool_inputs_for: Annotated[
+        Optional[list[str]],
+        typer.Option("--clear-tool-inputs-for", help="Clear the inputs of this tool's cleared uses (repeatable).", metavar="NAME", show_default=False),
+    ] = None,
+    thinking: Annotated[
+        Optional[bool],
+        typer.Option(
+            "--thinking/--no-thinking", help="Add or leave out the thinking edit (default: when the transcript has thinking blocks).", show_default=False
+        ),
+    ] = None,
+    thinking_keep: Annotated[
+        str, typer.Option("--thinking-keep", help="Thinking to keep: 'all' (as Claude Code sends) or the N most recent assistant turns.", metavar="all|N")
+    ] = "all",
     compact: Annotated[bool, typer.Option("--compact", help="Add the server-side compaction edit (beta compact-2026-01-12).")] = False,
-    compact_trigger: Annotated[Optional[int], typer.Option("--compact-trigger", help="Compact once the prompt reaches N input tokens (default 150,000).", min=1, show_default=False)] = None,
-    compact_instructions: Annotated[Optional[str], typer.Option("--compact-instructions", help="Extra instructions for the server's summary.", metavar="TEXT", show_default=False)] = None,
+    compact_trigger: Annotated[
+        Optional[int], typer.Option("--compact-trigger", help="Compact once the prompt reaches N input tokens (default 150,000).", min=1, show_default=False)
+    ] = None,
+    compact_instructions: Annotated[
+        Optional[str], typer.Option("--compact-instructions", help="Extra instructions for the server's summary.", metavar="TEXT", show_default=False)
+    ] = None,
     pause_after_compaction: Annotated[bool, typer.Option("--pause-after-compaction", help="Stop the response after the compaction block.")] = False,
     json_output: Json = False,
     explain: Annotated[bool, typer.Option("--explain", help="Say on stderr why each value was chosen.")] = False,
@@ -52,11 +89,15 @@ def api_edits(
     from ...counting import CountOptions, count_buffer, mapped
     from ...formats import get
 
-    compact_only = [flag for flag, given in (
-        ("--compact-trigger", compact_trigger is not None),
-        ("--compact-instructions", compact_instructions is not None),
-        ("--pause-after-compaction", pause_after_compaction),
-    ) if given]
+    compact_only = [
+        flag
+        for flag, given in (
+            ("--compact-trigger", compact_trigger is not None),
+            ("--compact-instructions", compact_instructions is not None),
+            ("--pause-after-compaction", pause_after_compaction),
+        )
+        if given
+    ]
     if compact_only and not compact:
         raise typer.BadParameter(f"{', '.join(compact_only)} only apply with --compact", param_hint="--compact")
     if thinking is False and thinking_keep.strip().lower() != "all":

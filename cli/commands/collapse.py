@@ -28,10 +28,12 @@ def collapse(
 
     Example:  ctxpipe microcompact session.jsonl | ctxpipe collapse --report > smaller.jsonl
     """
-    from ...core.collapse import CollapseConfig, collapse as run
+    from ...core.collapse import CollapseConfig
+    from ...core.collapse import collapse as run
 
     config = CollapseConfig(not no_marker, parse_now(now))
-    outcome = run_stage("collapse", path, input_format, on_error, output, ledger, report_json,
-                        lambda entries, fmt, _measure: run(entries, fmt, config), unbuffered)
+    outcome = run_stage(
+        "collapse", path, input_format, on_error, output, ledger, report_json, lambda entries, fmt, _measure: run(entries, fmt, config), unbuffered
+    )
     if report:
         print_report(outcome.report)

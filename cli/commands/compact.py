@@ -12,9 +12,34 @@ import typer
 from .. import io
 from ..budget_options import AutocompactPct, Baseline, MaxOutput, Model, NoAutoCompact, Window, budget_settings
 from ..options import Format, InputPaths, Json, OnError, SourceChoice
-from ..stage_options import (AllowOutsideRoot, BaseUrl, CacheAware, ClearAtLeast, DescribeImages, DropHistory, Engine, GapMinutes, Horizon,
-                             Instructions, KeepFraction, KeepLast, KeepMaxTokens, KeepMinTextMessages, KeepMinTokens, KeepRecent, LlmTimeout,
-                             NoMarker, Prices, Root, SessionMemory, Source, Tools, Verify, cache_policy, compactable_tools)
+from ..stage_options import (
+    AllowOutsideRoot,
+    BaseUrl,
+    CacheAware,
+    ClearAtLeast,
+    DescribeImages,
+    DropHistory,
+    Engine,
+    GapMinutes,
+    Horizon,
+    Instructions,
+    KeepFraction,
+    KeepLast,
+    KeepMaxTokens,
+    KeepMinTextMessages,
+    KeepMinTokens,
+    KeepRecent,
+    LlmTimeout,
+    NoMarker,
+    Prices,
+    Root,
+    SessionMemory,
+    Source,
+    Tools,
+    Verify,
+    cache_policy,
+    compactable_tools,
+)
 from ..stages import Now, parse_now
 from ..status import ExitStatus
 
@@ -22,12 +47,28 @@ from ..status import ExitStatus
 def compact(
     paths: InputPaths = None,
     input_format: Format = None,
-    out_dir: Annotated[Optional[str], typer.Option("--out-dir", help="Write each result here: a file given by name as DIR/NAME, the files of a folder given at the same place below DIR. Two results for one path, or one over an input, is a usage error before anything is written.", show_default=False)] = None,
+    out_dir: Annotated[
+        Optional[str],
+        typer.Option(
+            "--out-dir",
+            help="Write each result here: a file given by name as DIR/NAME, the files of a folder given at the same place below DIR. Two results for one path, or one over an input, is a usage error before anything is written.",
+            show_default=False,
+        ),
+    ] = None,
     in_place: Annotated[bool, typer.Option("--in-place", help="Replace each file atomically (temp file in the same folder, fsync, rename).")] = False,
-    backup: Annotated[Optional[str], typer.Option("--backup", help="With --in-place: keep each original that changes as FILE+SUFFIX (FILE+SUFFIX.1, .2, … when that exists; never overwritten), written and synced before FILE is replaced.", show_default=False)] = None,
+    backup: Annotated[
+        Optional[str],
+        typer.Option(
+            "--backup",
+            help="With --in-place: keep each original that changes as FILE+SUFFIX (FILE+SUFFIX.1, .2, … when that exists; never overwritten), written and synced before FILE is replaced.",
+            show_default=False,
+        ),
+    ] = None,
     jobs: Annotated[int, typer.Option("--jobs", "-j", help="Worker processes (0: one per core).", min=0)] = 0,
     force: Annotated[bool, typer.Option("--force", help="Summarize even below the autocompact threshold (microcompact is forced too).")] = False,
-    target_tokens: Annotated[Optional[int], typer.Option("--target-tokens", help="Summarize when the context is above this many tokens.", min=0, show_default=False)] = None,
+    target_tokens: Annotated[
+        Optional[int], typer.Option("--target-tokens", help="Summarize when the context is above this many tokens.", min=0, show_default=False)
+    ] = None,
     # microcompact
     keep_recent: KeepRecent = 5,
     tools: Tools = None,
@@ -105,14 +146,28 @@ def compact(
         from ...core.errors import CtxpipeError
 
         raise CtxpipeError("--engine llm needs ANTHROPIC_API_KEY in the environment")
-    llm = LlmConfig(model or "", api_key, base_url or os.environ.get("ANTHROPIC_BASE_URL") or None, instructions, describe_images,
-                    timeout=SUMMARY_TIMEOUT if timeout is None else timeout)  # no --model: compact takes the transcript's
+    llm = LlmConfig(
+        model or "",
+        api_key,
+        base_url or os.environ.get("ANTHROPIC_BASE_URL") or None,
+        instructions,
+        describe_images,
+        timeout=SUMMARY_TIMEOUT if timeout is None else timeout,
+    )  # no --model: compact takes the transcript's
     options = CompactOptions(
-        microcompact=MicrocompactConfig(compactable_tools(tools), keep_recent, gap_minutes, moment, force, not no_marker,
-                                        cache_policy(cache_aware, clear_at_least, horizon, prices, model)),
+        microcompact=MicrocompactConfig(
+            compactable_tools(tools), keep_recent, gap_minutes, moment, force, not no_marker, cache_policy(cache_aware, clear_at_least, horizon, prices, model)
+        ),
         collapse=CollapseConfig(not no_marker, moment),
-        summarize=SummarizeOptions(engine, SplitConfig(keep_min_tokens, keep_min_text_messages, keep_max_tokens, keep_last, keep_fraction),
-                                   session_memory, llm=llm, verify=verify, drop_history=drop_history, now=moment),
+        summarize=SummarizeOptions(
+            engine,
+            SplitConfig(keep_min_tokens, keep_min_text_messages, keep_max_tokens, keep_last, keep_fraction),
+            session_memory,
+            llm=llm,
+            verify=verify,
+            drop_history=drop_history,
+            now=moment,
+        ),
         restore=RestoreConfig(source.value, root, allow_outside_root),
         force_summary=force,
         target_tokens=target_tokens,
@@ -199,12 +254,15 @@ def _plan(files: list[Any], given: list[str], out_dir: str | None, in_place: boo
         target = str(_target(file, given, out_dir or "", in_place))
         key = os.path.realpath(target)
         if not in_place and key in inputs:
-            raise typer.BadParameter(f"the result for {file.shown} would replace the input {inputs[key]}; "
-                                     "choose another --out-dir, or use --in-place", param_hint="--out-dir")
+            raise typer.BadParameter(
+                f"the result for {file.shown} would replace the input {inputs[key]}; choose another --out-dir, or use --in-place", param_hint="--out-dir"
+            )
         if key in written:
-            raise typer.BadParameter(f"{written[key]} and {file.shown} would both be written to {target}; "
-                                     "give their common folder instead (its tree is mirrored below --out-dir), or run them separately",
-                                     param_hint="--out-dir")
+            raise typer.BadParameter(
+                f"{written[key]} and {file.shown} would both be written to {target}; "
+                "give their common folder instead (its tree is mirrored below --out-dir), or run them separately",
+                param_hint="--out-dir",
+            )
         written[key] = file.shown
         items.append((str(file.path), file.shown, target))
     return items
@@ -275,9 +333,11 @@ def _batch(paths: list[str], options: Any, out_dir: str | None, in_place: bool, 
         io.warn(f"{skipped['file']}: skipped: {skipped['skipped']}")
     numbered = [r["backup"] for r in reports if r.get("backup") and r["backup"] != f"{r['output']}{backup}"]
     if numbered:
-        io.note(f"compact: {len(numbered)} {'backup names were' if len(numbered) > 1 else 'backup name was'} taken: "
-                f"kept the original as {numbered[0]}{' (and so on)' if len(numbered) > 1 else ''}")
-    for shown, failure in failures:
+        io.note(
+            f"compact: {len(numbered)} {'backup names were' if len(numbered) > 1 else 'backup name was'} taken: "
+            f"kept the original as {numbered[0]}{' (and so on)' if len(numbered) > 1 else ''}"
+        )
+    for _shown, failure in failures:
         io.error(str(failure))
     if failures:
         io.note(f"compact: {len(failures)} of {len(items)} files failed")

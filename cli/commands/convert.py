@@ -25,11 +25,17 @@ def convert(
     output: Output = None,
     unbuffered: Unbuffered = False,
     on_error: OnError = "fail",  # type: ignore[assignment]
-    repair: Annotated[bool, typer.Option("--repair", help="Answer each tool_use that has no result with a synthetic error result (and drop orphan results).")] = False,
-    history: Annotated[bool, typer.Option("--history", help="Follow the main chain across compact boundaries instead of converting only the active context.")] = False,
+    repair: Annotated[
+        bool, typer.Option("--repair", help="Answer each tool_use that has no result with a synthetic error result (and drop orphan results).")
+    ] = False,
+    history: Annotated[
+        bool, typer.Option("--history", help="Follow the main chain across compact boundaries instead of converting only the active context.")
+    ] = False,
     session_id: Annotated[Optional[str], typer.Option("--session-id", help="sessionId for lines written as claude-code (default: a new one).")] = None,
     cwd: Annotated[str, typer.Option("--cwd", help="cwd recorded on lines written as claude-code.")] = ".",
-    start_time: Annotated[Optional[str], typer.Option("--start-time", help="ISO time of the first line written as claude-code (default: now).", callback=iso_time)] = None,
+    start_time: Annotated[
+        Optional[str], typer.Option("--start-time", help="ISO time of the first line written as claude-code (default: now).", callback=iso_time)
+    ] = None,
     model: Annotated[Optional[str], typer.Option("--model", help="Model recorded on assistant lines written as claude-code.")] = None,
 ) -> None:
     """Convert a transcript to the Anthropic Messages form or to Claude Code JSONL.

@@ -36,7 +36,12 @@ def count(
     window: Window = None,
     baseline: Baseline = None,
     tokenizer: Annotated[Tokenizer, typer.Option("--tokenizer", "-t", help="Estimator for what came after the last recorded usage.")] = Tokenizer.calibrated,
-    calibrate: Annotated[Optional[bool], typer.Option("--calibrate/--no-calibrate", help="Fit the estimator to the transcript's recorded usage (default: only for 'calibrated').", show_default=False)] = None,
+    calibrate: Annotated[
+        Optional[bool],
+        typer.Option(
+            "--calibrate/--no-calibrate", help="Fit the estimator to the transcript's recorded usage (default: only for 'calibrated').", show_default=False
+        ),
+    ] = None,
     as_claude_code: Annotated[bool, typer.Option("--as-claude-code", help="Reproduce Claude Code's own figure (characters/4, no calibration).")] = False,
     by: Annotated[Optional[By], typer.Option("--by", help="Break the active context down by role, block type or tool.", show_default=False)] = None,
     top: Annotated[int, typer.Option("--top", help="List the N largest lines of the active context.", min=0)] = 0,
@@ -82,7 +87,9 @@ def count(
         timeline=timeline or svg is not None,
         whole=full,
         baseline=baseline,
-        budget=budget_settings(autocompact_pct=autocompact_pct, max_output_tokens=max_output_tokens, blocking_limit=blocking_limit, no_auto_compact=no_auto_compact),
+        budget=budget_settings(
+            autocompact_pct=autocompact_pct, max_output_tokens=max_output_tokens, blocking_limit=blocking_limit, no_auto_compact=no_auto_compact
+        ),
     )
     workers = jobs or default_jobs()
     if not paths or paths == [io.STDIN]:
@@ -146,8 +153,9 @@ def _messages(value: int | None) -> str:
 
 def _parts(data: dict[str, Any]) -> str:
     if data["baseline_in_total"]:
-        return (f"no recorded usage describes this context: the baseline plus the estimate of its {data['estimated_messages']} message(s)"
-                + (", plus what Claude Code re-injected" if data["reinjected_tokens"] else ""))
+        return f"no recorded usage describes this context: the baseline plus the estimate of its {data['estimated_messages']} message(s)" + (
+            ", plus what Claude Code re-injected" if data["reinjected_tokens"] else ""
+        )
     return f"exact part from the last recorded usage (the baseline inside it), estimated part for the {data['estimated_messages']} message(s) after it"
 
 
@@ -170,12 +178,30 @@ def _print(counted: list[Any], rows: list[dict[str, Any]], timeline: bool, by: s
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     for row in rows:
         if row.get("total"):
-            cells = [shown_text("total", "bold"), *([""] if kinds else []), "", "", shown_text(f"{row['tokens']:,}", "bold"), f"{row['exact_tokens']:,}", f"{row['estimated_tokens']:,}", ""]
+            cells = [
+                shown_text("total", "bold"),
+                *([""] if kinds else []),
+                "",
+                "",
+                shown_text(f"{row['tokens']:,}", "bold"),
+                f"{row['exact_tokens']:,}",
+                f"{row['estimated_tokens']:,}",
+                "",
+            ]
             table.add_row(*cells, *([""] if reinjected else []), "", _messages(row["messages"]))
             continue
         # The baseline is part of the exact figure when a recorded usage anchors the count: shown in brackets.
         baseline = f"+{row['baseline_tokens']:,}" if row["baseline_in_total"] else f"({row['baseline_tokens']:,})"
-        cells = [shown_text(row["file"]), *([row["kind"] or "-"] if kinds else []), shown_text(row["model"] or "?"), f"{row['context_window']:,}", shown_text(f"{row['tokens']:,}", "bold"), f"{row['exact_tokens']:,}", f"{row['estimated_tokens']:,}", baseline]
+        cells = [
+            shown_text(row["file"]),
+            *([row["kind"] or "-"] if kinds else []),
+            shown_text(row["model"] or "?"),
+            f"{row['context_window']:,}",
+            shown_text(f"{row['tokens']:,}", "bold"),
+            f"{row['exact_tokens']:,}",
+            f"{row['estimated_tokens']:,}",
+            baseline,
+        ]
         table.add_row(*cells, *([f"+{row['reinjected_tokens']:,}"] if reinjected else []), f"{row['percent_of_window']}%", _messages(row["messages"]))
     console.print(table)
     if any(row.get("kind") == "compaction" for row in rows):
@@ -200,7 +226,9 @@ def _print(counted: list[Any], rows: list[dict[str, Any]], timeline: bool, by: s
             console.print(shown_text(data["file"], "bold") + ": largest lines")
             largest = Table("line", "role", "block", "tool", "tokens", show_edge=False)
             for item in data["top"]:
-                largest.add_row(str(item["line"] or ""), shown_text(item["role"]), shown_text(item["block"]), shown_text(item["tool"] or ""), f"{item['tokens']:,}")
+                largest.add_row(
+                    str(item["line"] or ""), shown_text(item["role"]), shown_text(item["block"]), shown_text(item["tool"] or ""), f"{item['tokens']:,}"
+                )
             console.print(largest)
         if timeline and "timeline" in data:
             from ..chart import timeline_text

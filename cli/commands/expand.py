@@ -24,7 +24,8 @@ def expand(
               ctxpipe expand --ledger undo.jsonl small.jsonl > s-again.jsonl
     """
     from ...core.errors import CtxpipeError
-    from ...core.stage import expand as undo, read_ledger
+    from ...core.stage import expand as undo
+    from ...core.stage import read_ledger
     from ...counting import mapped
 
     with mapped(ledger) as ledger_bytes:

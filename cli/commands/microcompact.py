@@ -42,12 +42,21 @@ def microcompact(
 
     Example:  ctxpipe microcompact --force --ledger undo.jsonl session.jsonl > smaller.jsonl
     """
-    from ...core.microcompact import MicrocompactConfig, microcompact as run
+    from ...core.microcompact import MicrocompactConfig
+    from ...core.microcompact import microcompact as run
 
-    config = MicrocompactConfig(compactable_tools(tools), keep_recent, gap_minutes, parse_now(now), force, not no_marker,
-                                cache_policy(cache_aware, clear_at_least, horizon, prices, model))
-    outcome = run_stage("microcompact", path, input_format, on_error, output, ledger, report_json,
-                        lambda entries, fmt, _measure: run(entries, fmt, config), unbuffered)
+    config = MicrocompactConfig(
+        compactable_tools(tools),
+        keep_recent,
+        gap_minutes,
+        parse_now(now),
+        force,
+        not no_marker,
+        cache_policy(cache_aware, clear_at_least, horizon, prices, model),
+    )
+    outcome = run_stage(
+        "microcompact", path, input_format, on_error, output, ledger, report_json, lambda entries, fmt, _measure: run(entries, fmt, config), unbuffered
+    )
     if report:
         print_report(outcome.report)
     if "cache" in outcome.report:

@@ -15,7 +15,9 @@ def restore(
     path: InputPath = None,
     input_format: Format = None,
     output: Output = None,
-    from_: Annotated[Optional[str], typer.Option("--from", help="The transcript from before the summary, when the input no longer holds its history.", show_default=False)] = None,
+    from_: Annotated[
+        Optional[str], typer.Option("--from", help="The transcript from before the summary, when the input no longer holds its history.", show_default=False)
+    ] = None,
     root: Root = None,
     source: Source = SourceChoice.auto,
     allow_outside_root: AllowOutsideRoot = False,
@@ -45,7 +47,8 @@ def restore(
     """
     import ctxpipe
 
-    from ...core.restore import RestoreConfig, restore as run
+    from ...core.restore import RestoreConfig
+    from ...core.restore import restore as run
     from .. import io
 
     config = RestoreConfig(source.value, root, allow_outside_root)
@@ -64,10 +67,11 @@ def restore(
         return outcome
 
     if plan:
+        import io as io_module
+
+        from ...core.jsonl import ReadStats, iter_entries
         from ...counting import _first_line_format, mapped
         from ...formats import get
-        from ...core.jsonl import ReadStats, iter_entries
-        import io as io_module
 
         source_name = io.source_name(path)
         with mapped(path) as buffer:
@@ -85,7 +89,9 @@ def restore(
             # Names are the transcript's file paths, skills and plans: shown, never markup.
             table = Table("kind", "name", "tokens", "chosen", "why", show_edge=False)
             for row in rows:
-                table.add_row(shown_text(row["kind"]), shown_text(row["name"]), f"{row['tokens']:,}", "yes" if row["chosen"] else "no", shown_text(row["reason"]))
+                table.add_row(
+                    shown_text(row["kind"]), shown_text(row["name"]), f"{row['tokens']:,}", "yes" if row["chosen"] else "no", shown_text(row["reason"])
+                )
             io.stdout_console().print(table)
         return
     run_stage("restore", path, input_format, on_error, output, ledger, report_json, transform, unbuffered, whole=True)

@@ -14,9 +14,13 @@ def snip(
     path: InputPath = None,
     input_format: Format = None,
     output: Output = None,
-    before: Annotated[Optional[str], typer.Option("--before", help="Remove what lies between the opening message and the message holding this uuid.", show_default=False)] = None,
+    before: Annotated[
+        Optional[str], typer.Option("--before", help="Remove what lies between the opening message and the message holding this uuid.", show_default=False)
+    ] = None,
     range_: Annotated[Optional[str], typer.Option("--range", help="Remove A..B (uuids or line numbers), inclusive.", show_default=False)] = None,
-    keep_last: Annotated[Optional[int], typer.Option("--keep-last", help="Keep the opening message and the last N messages of the active context.", min=1, show_default=False)] = None,
+    keep_last: Annotated[
+        Optional[int], typer.Option("--keep-last", help="Keep the opening message and the last N messages of the active context.", min=1, show_default=False)
+    ] = None,
     no_marker: Annotated[bool, typer.Option("--no-marker", help="Do not append the snip_boundary record.")] = False,
     now: Now = None,
     report: Report = False,
@@ -36,7 +40,8 @@ def snip(
 
     Example:  ctxpipe snip --keep-last 40 --ledger undo.jsonl session.jsonl > shorter.jsonl
     """
-    from ...core.snip import SnipConfig, snip as run
+    from ...core.snip import SnipConfig
+    from ...core.snip import snip as run
 
     chosen = [name for name, value in (("--before", before), ("--range", range_), ("--keep-last", keep_last)) if value is not None]
     if len(chosen) != 1:

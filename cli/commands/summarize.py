@@ -8,8 +8,21 @@ from typing import Annotated, Optional
 import typer
 
 from ..options import Format, InputPath, OnError, Output, Unbuffered
-from ..stage_options import (BaseUrl, DescribeImages, DropHistory, Engine, Instructions, KeepFraction, KeepLast, KeepMaxTokens, KeepMinTextMessages,
-                             KeepMinTokens, LlmTimeout, SessionMemory, Verify)
+from ..stage_options import (
+    BaseUrl,
+    DescribeImages,
+    DropHistory,
+    Engine,
+    Instructions,
+    KeepFraction,
+    KeepLast,
+    KeepMaxTokens,
+    KeepMinTextMessages,
+    KeepMinTokens,
+    LlmTimeout,
+    SessionMemory,
+    Verify,
+)
 from ..stages import Ledger, Now, ReportJson, parse_now, run_stage
 
 
@@ -59,8 +72,14 @@ def summarize(
 
     def transform(entries: list, transcript_format: object, measure: object) -> object:
         chosen_model = model or transcript_model(transcript_format.messages(entries))  # type: ignore[attr-defined]
-        llm = LlmConfig(chosen_model, api_key, base_url or os.environ.get("ANTHROPIC_BASE_URL") or None, instructions, describe_images,
-                        timeout=SUMMARY_TIMEOUT if timeout is None else timeout)
+        llm = LlmConfig(
+            chosen_model,
+            api_key,
+            base_url or os.environ.get("ANTHROPIC_BASE_URL") or None,
+            instructions,
+            describe_images,
+            timeout=SUMMARY_TIMEOUT if timeout is None else timeout,
+        )
         options = SummarizeOptions(engine, split, session_memory, path, llm, verify, drop_history, parse_now(now), measure=measure)  # type: ignore[arg-type]
         if engine == "llm" and not api_key:
             raise CtxpipeError("--engine llm needs ANTHROPIC_API_KEY in the environment")
@@ -81,4 +100,3 @@ def shared_breaker() -> object:
 
         _BREAKER = Breaker()
     return _BREAKER
-

@@ -26,10 +26,9 @@ def validate(
     """
     import typer
 
+    from ...core.errors import CtxpipeError
     from ...core.model import Finding
     from ...core.validate import schema_findings, sort_findings
-
-    from ...core.errors import CtxpipeError
 
     reports: list[dict[str, Any]] = []
     unreadable = 0
@@ -52,15 +51,17 @@ def validate(
         findings += opened.format.check(entries)
         findings = sort_findings(findings)
         errors = sum(1 for finding in findings if finding.severity == "error")
-        reports.append({
-            "file": source,
-            "format": opened.format.name,
-            "entries": len(entries),
-            "valid": errors == 0,
-            "errors": errors,
-            "warnings": len(findings) - errors,
-            "findings": [finding.as_dict() for finding in findings],
-        })
+        reports.append(
+            {
+                "file": source,
+                "format": opened.format.name,
+                "entries": len(entries),
+                "valid": errors == 0,
+                "errors": errors,
+                "warnings": len(findings) - errors,
+                "findings": [finding.as_dict() for finding in findings],
+            }
+        )
     if json_output or not io.stdout_is_terminal():
         io.write_json_lines(reports)
     else:
@@ -78,7 +79,9 @@ def _print_tables(reports: list[dict[str, Any]]) -> None:
     for report in reports:
         verdict = shown_text("valid", "green") if report["valid"] else shown_text("invalid", "red")
         console.print(
-            shown_text(report["file"], "bold") + shown_text(f" ({report['format']}, {report['entries']} entries): ") + verdict
+            shown_text(report["file"], "bold")
+            + shown_text(f" ({report['format']}, {report['entries']} entries): ")
+            + verdict
             + f", {report['errors']} errors, {report['warnings']} warnings"
         )
         if report["findings"]:

@@ -27,7 +27,9 @@ def warn(
     no_auto_compact: NoAutoCompact = False,
     json_output: Json = False,
     explain: Annotated[bool, typer.Option("--explain", help="Show where each threshold came from, and any override that was ignored and why.")] = False,
-    pass_through: Annotated[bool, typer.Option("--pass-through", help="Copy the input to stdout unchanged and report on stderr, to sit inside a pipe.")] = False,
+    pass_through: Annotated[
+        bool, typer.Option("--pass-through", help="Copy the input to stdout unchanged and report on stderr, to sit inside a pipe.")
+    ] = False,
     on_error: OnError = "fail",  # type: ignore[assignment]
 ) -> None:
     """Report the context's level and exit with it: 0 normal, 3 warning, 4 autocompact, 5 blocking.
@@ -53,7 +55,9 @@ def warn(
         format=format_name(input_format),
         on_error=on_error.value,
         baseline=baseline,
-        budget=budget_settings(autocompact_pct=autocompact_pct, max_output_tokens=max_output_tokens, blocking_limit=blocking_limit, no_auto_compact=no_auto_compact),
+        budget=budget_settings(
+            autocompact_pct=autocompact_pct, max_output_tokens=max_output_tokens, blocking_limit=blocking_limit, no_auto_compact=no_auto_compact
+        ),
     )
     source = io.source_name(path)
     with mapped(path) as buffer:
