@@ -15,8 +15,9 @@ from typing import Any
 from .core.budget import BudgetSettings, thresholds
 from .core.collapse import CollapseConfig, collapse
 from .core.errors import UnsupportedError
+from .core.fields import iso
 from .core.jsonl import Entry, OnError, ReadStats, iter_entries
-from .core.microcompact import MicrocompactConfig, iso, microcompact
+from .core.microcompact import MicrocompactConfig, microcompact
 from .core.restore import RestoreConfig, restore
 from .core.stage import Outcome, line_bytes
 from .core.summarize_engines import Breaker, transcript_model

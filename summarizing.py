@@ -13,9 +13,8 @@ from typing import Any
 from .core.count import Compaction
 from .core.errors import CtxpipeError, InputError
 from .core.facts import Facts, gather
-from .core.fields import moment
+from .core.fields import iso, moment
 from .core.jsonl import Entry
-from .core.microcompact import iso
 from .core.model import Message
 from .core.restore import RESTORED_PREFIX
 from .core.stage import Outcome

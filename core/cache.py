@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from .count import usage_tokens, usage_total
+from .fields import moment
 from .jsonl import Entry
 from .model import Message
 
@@ -131,16 +132,14 @@ def costs(prompt: int, freed: int, kept_prefix: int, warm: bool, write: float, r
 
 
 def decide(messages: Sequence[Message], entries: Sequence[Entry], freed: int, kept_prefix: int, policy: CachePolicy, now: datetime) -> CacheDecision:
-    from .microcompact import timestamp_of
-
     response = next((m for m in reversed(messages) if m.role == "assistant" and m.usage), None)
     usage = response.usage if response and response.usage else {}
     prompt = usage_total(usage) if usage else 0
     creation = usage.get("cache_creation")
     creation = creation if isinstance(creation, dict) else {}
     ttl = 60 if usage_tokens(creation, "ephemeral_1h_input_tokens") > 0 else 5
-    moment = timestamp_of(entries[response.entries[-1]].obj) if response else None
-    warm = moment is not None and (now - moment).total_seconds() < ttl * 60
+    answered = moment(entries[response.entries[-1]].obj.get("timestamp")) if response else None
+    warm = answered is not None and (now - answered).total_seconds() < ttl * 60
     prices = policy.prices_for(response.model if response else None)
     write = prices.cache_write_1h if ttl == 60 else prices.cache_write_5m
     horizon = max(1, policy.horizon)

@@ -15,9 +15,10 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .count import Estimates, calibrate
+from .fields import iso
 from .fields import text as field_text
 from .jsonl import Entry, as_text, dumps
-from .microcompact import ToolCall, counted_by_anchor, iso, tool_calls
+from .microcompact import ToolCall, counted_by_anchor, tool_calls
 from .placeholders import PLACEHOLDER, STUB_PREFIX
 from .stage import Outcome
 from .tokens import PiecesCounter, block_texts

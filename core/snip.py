@@ -14,9 +14,9 @@ from typing import Any
 
 from .count import Estimates, anchor_index, calibrate, priced_blocks
 from .errors import CtxpipeError
+from .fields import iso
 from .fields import text as field_text
 from .jsonl import Entry
-from .microcompact import iso
 from .model import Message
 from .stage import Outcome
 from .tokens import PiecesCounter

@@ -98,6 +98,6 @@ def restore(
 
 
 def _iso(moment: Any) -> str:
-    from ...core.microcompact import iso
+    from ...core.fields import iso
 
     return iso(moment)
