@@ -71,15 +71,16 @@ for command in (convert, validate, count, warn, microcompact, collapse, snip, su
 app.command("api-edits")(pipe_safe(api_edits))
 
 
-def main() -> None:
-    """Console entry point: one place for bad input, broken pipes, failed writes and interrupts."""
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: one place for bad input, broken pipes, failed writes and interrupts.
+    `argv` (default: sys.argv[1:]) lets the tests run a command in-process."""
     try:
-        _main()
+        _main(argv)
     except KeyboardInterrupt:  # at any moment, even while an error is being reported
         _interrupted()
 
 
-def _main() -> None:
+def _main(argv: list[str] | None = None) -> None:
     from typer.exceptions import Abort, TyperException
 
     from ..core.errors import CtxpipeError, InputError, InternalError
@@ -90,7 +91,7 @@ def _main() -> None:
     guard_truncation(lambda name: f"ctxpipe: error: {shown(InputError(name, None, 'changed while being read'))}", ExitStatus.ERROR)
     try:
         # standalone_mode=False: click would otherwise turn a closed pipe into exit 1 itself.
-        status = app(prog_name="ctxpipe", standalone_mode=False)
+        status = app(args=argv, prog_name="ctxpipe", standalone_mode=False)
     except TyperException as exc:  # usage errors (typer vendors click; these derive from it)
         show = getattr(exc, "show", None)
         context = getattr(exc, "ctx", None)
