@@ -13,6 +13,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
 from ..core.errors import CtxpipeError, InternalError
+from .breaker import breaker, share, shared
 from .status import ExitStatus
 
 Item = TypeVar("Item")
@@ -35,41 +36,12 @@ def _guarded(job: Callable[[Any], Any], item: Any) -> tuple[bool, Any]:
         return False, InternalError.of(str(item[0] if isinstance(item, tuple) else item), exc)
 
 
-_SHARED_FAILURES: Any = None
-
-
-class _SharedBreaker:
-    """The summary circuit breaker, counted across every worker of a batch."""
-
-    limit = 3
-
-    def __init__(self, failures: Any) -> None:
-        self.failures_value = failures
-
-    @property
-    def failures(self) -> int:
-        return int(self.failures_value.value)
-
-    @property
-    def open(self) -> bool:
-        return self.failures >= self.limit
-
-    def record(self, ok: bool) -> None:
-        with self.failures_value.get_lock():
-            self.failures_value.value = 0 if ok else self.failures_value.value + 1
-
-
-def _install(failures: Any) -> None:
-    global _SHARED_FAILURES
-    _SHARED_FAILURES = failures
-
-
 _BUSY = False  # a worker is running a job
 
 
 def _start_worker(failures: Any) -> None:
     signal.signal(signal.SIGINT, _worker_interrupted)
-    _install(failures)
+    share(failures)
 
 
 def _worker_interrupted(signum: int, frame: Any) -> None:
@@ -106,13 +78,7 @@ def find_inputs(paths: Sequence[str], subagents: bool) -> list[Any]:
     return files
 
 
-def worker_breaker() -> Any:
-    """The batch's shared breaker in a worker; the process's own one otherwise."""
-    if _SHARED_FAILURES is not None:
-        return _SharedBreaker(_SHARED_FAILURES)
-    from .commands.summarize import shared_breaker
-
-    return shared_breaker()
+worker_breaker = breaker  # the old name, until compact imports cli.breaker.breaker
 
 
 def run_all(
@@ -121,12 +87,12 @@ def run_all(
     """(ok, result or CtxpipeError) for each item, in order; bad input in one file spares the rest."""
     failures = multiprocessing.Value("i", 0) if shared_breaker else None
     if jobs <= 1 or len(items) < 2 or total_bytes < PARALLEL_MIN_BYTES:
-        _install(failures)
         results = []
-        for item in items:
-            results.append(_guarded(job, item))
-            if on_done:
-                on_done(results[-1][0])
+        with shared(failures):
+            for item in items:
+                results.append(_guarded(job, item))
+                if on_done:
+                    on_done(results[-1][0])
         return results
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else None)
