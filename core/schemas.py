@@ -8,6 +8,22 @@ from typing import Any
 
 import orjson
 
+# The schema of every JSON report a command prints: (command, the flag that asks for it) -> file.
+# tests/test_report_schemas.py fails for a command with --json or --report-json missing here.
+REPORT_SCHEMAS: dict[tuple[str, str], str] = {
+    ("count", "--json"): "count.report.schema.json",
+    ("validate", "--json"): "validate.report.schema.json",
+    ("warn", "--json"): "warn.report.schema.json",
+    ("api-edits", "--json"): "api-edits.report.schema.json",
+    ("compact", "--json"): "compact.report.schema.json",
+    ("restore", "--json"): "restore-plan.report.schema.json",  # with --plan, the only time restore prints JSON
+    ("microcompact", "--report-json"): "microcompact.report.schema.json",
+    ("collapse", "--report-json"): "collapse.report.schema.json",
+    ("snip", "--report-json"): "snip.report.schema.json",
+    ("summarize", "--report-json"): "summarize.report.schema.json",
+    ("restore", "--report-json"): "restore.report.schema.json",
+}
+
 
 def schema_names() -> list[str]:
     folder = resources.files("ctxpipe").joinpath("schemas")
@@ -16,7 +32,7 @@ def schema_names() -> list[str]:
 
 @cache
 def load(name: str) -> dict[str, Any]:
-    data = resources.files("ctxpipe").joinpath("schemas", name).read_bytes()
+    data = resources.files("ctxpipe").joinpath("schemas").joinpath(name).read_bytes()
     schema: dict[str, Any] = orjson.loads(data)
     return schema
 

@@ -1,0 +1,249 @@
+"""The JSON reports ctxpipe prints, as types: one TypedDict per object of schemas/*.report.schema.json.
+
+A report is a plain dict (it is written with orjson and read back by tools that know JSON only), so
+these are TypedDicts, not classes. Keys that are always present are declared in a total base; keys
+present only sometimes (a stage that changed nothing has no `stage`, `cleared`, …) in a
+`total=False` subclass — the spelling of NotRequired that works on Python 3.10 too.
+tests/test_report_schemas.py checks that each type's keys are exactly its schema's properties, and
+that every key the type promises is one the schema requires, so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TypedDict, Union
+
+Engine = Literal["session-memory", "llm", "offline"]
+FactKind = Literal["instruction", "last-request", "file", "error", "fixed-error", "task", "current-work"]
+CandidateKind = Literal["file", "plan", "plan-mode", "skill", "todos"]
+StageName = Literal["microcompact", "collapse", "summarize", "restore"]
+
+
+# --- parts shared by several reports (schemas/report-defs.schema.json) -----------------------------
+
+
+class ToolFigures(TypedDict):
+    """One tool's row of `by_tool`: results cleared or folded, and their estimated tokens."""
+
+    results: int
+    tokens: int
+
+
+class PricesReport(TypedDict):
+    """Dollars per million tokens."""
+
+    input: float
+    cache_write_5m: float
+    cache_write_1h: float
+    cache_read: float
+    output: float
+
+
+class CacheDecisionReport(TypedDict):
+    """microcompact --cache-aware: whether clearing pays for the cache break (core.cache.CacheDecision)."""
+
+    clear: bool
+    reason: str
+    tokens_freed: int
+    prompt_tokens: int
+    kept_prefix_tokens: int
+    cache_warm: bool
+    ttl_minutes: int
+    horizon: int
+    cost_keep_usd: float
+    cost_clear_usd: float
+    break_even_turn: int | None
+    prices_per_mtok: PricesReport
+
+
+class KindRecall(TypedDict):
+    facts: int
+    carried: int
+    recall: float
+
+
+class MissingFact(TypedDict):
+    kind: FactKind
+    text: str  # at most 300 characters
+
+
+class VerificationReport(TypedDict):
+    """summarize's verifier (core.summarize.Verification)."""
+
+    facts: int
+    carried: int
+    recall: float
+    kinds: dict[str, KindRecall]  # keyed by FactKind
+    missing: list[MissingFact]
+
+
+class PlanRow(TypedDict):
+    """A restore candidate (core.restore.Candidate): a row of `restore --plan`, an item of restore's report."""
+
+    kind: CandidateKind
+    name: str
+    tokens: int
+    chosen: bool
+    reason: str
+
+
+class Fold(TypedDict):
+    """One result collapse folded into a pointer to a later identical one."""
+
+    tool_use_id: str
+    tool: str
+    survivor: str
+    tokens: int
+
+
+class LlmUsage(TypedDict, total=False):
+    input_tokens: int
+    output_tokens: int
+
+
+# --- the stages' --report-json (schemas/<stage>.report.schema.json) ------------------------------
+#
+# What a stage's Outcome.report holds is its extras; run_stage adds the figures and `file`.
+
+
+class StageFigures(TypedDict):
+    """`count` of the input and of the output, as run_stage measures them."""
+
+    tokens_before: int
+    tokens_after: int
+    tokens_freed: int  # negative when the stage added more than it removed (restore)
+
+
+class StageReport(StageFigures):
+    """The keys every stage's --report-json has."""
+
+    file: str
+
+
+class MicrocompactExtras(TypedDict, total=False):
+    stage: Literal["microcompact"]
+    cleared: int
+    removed_estimate: int
+    tokens_saved: int
+    by_tool: dict[str, ToolFigures]
+    cache: CacheDecisionReport  # --cache-aware, also when it decided not to clear
+
+
+class CollapseExtras(TypedDict, total=False):
+    stage: Literal["collapse"]
+    folded: int
+    removed_estimate: int
+    tokens_saved: int
+    by_tool: dict[str, ToolFigures]
+    folds: list[Fold]
+
+
+class SnipExtras(TypedDict, total=False):
+    stage: Literal["snip"]
+    removed_messages: int
+    removed_lines: int
+    removed_estimate: int
+    tokens_saved: int
+
+
+class SummarizeExtras(TypedDict, total=False):
+    stage: Literal["summarize"]
+    engine: Engine
+    engine_reason: str
+    history_messages: int
+    tail_messages: int
+    llm_attempts: int
+    dropped_api_rounds: int
+    llm_usage: LlmUsage
+    fallback_reason: str
+    verification_before_repair: VerificationReport
+    repaired: Literal[True]
+    repair_error: str
+    facts_to_keep: int
+    verification: VerificationReport
+    pre_tokens: int
+    post_tokens: int
+    reduction: float
+    over_threshold: Literal[True]
+
+
+class RestoreExtras(TypedDict, total=False):
+    stage: Literal["restore"]
+    restored: list[PlanRow]
+    tokens: int
+    skipped: list[PlanRow]
+    disk: str
+
+
+# The type Outcome.report can take: what any stage adds.
+StageExtras = Union[MicrocompactExtras, CollapseExtras, SnipExtras, SummarizeExtras, RestoreExtras]
+
+
+class MicrocompactReport(StageReport, MicrocompactExtras):
+    pass
+
+
+class CollapseReport(StageReport, CollapseExtras):
+    pass
+
+
+class SnipReport(StageReport, SnipExtras):
+    pass
+
+
+class SummarizeReport(StageReport, SummarizeExtras):
+    pass
+
+
+class RestoreReport(StageReport, RestoreExtras):
+    pass
+
+
+# --- compact (schemas/compact.report.schema.json) --------------------------------------------------
+
+
+class _StageRecordKeys(TypedDict):
+    stage: StageName
+    changed: bool
+    note: str
+
+
+class StageRecord(_StageRecordKeys, total=False):
+    """One stage's line in compact's report. The figures are missing only from summarize's
+    'not needed' record; why/engine/verification belong to summarize."""
+
+    why: str
+    engine: Engine | None
+    verification: VerificationReport | None
+    tokens_before: int
+    tokens_after: int
+    tokens_freed: int
+
+
+class _CompactKeys(TypedDict):
+    file: str
+    format: Literal["anthropic", "claude-code"]
+    tokens_before: int
+    tokens_after: int
+    changed: bool
+    skipped_lines: int
+    stages: list[StageRecord]
+
+
+class CompactReport(_CompactKeys, total=False):
+    """A compacted file: what compact_buffer returns, and (with output, and backup) a row of `compact --json`."""
+
+    output: str  # set by the batch, which writes the file
+    backup: str  # --in-place --backup, for a file that changed
+
+
+class CompactSkipRow(TypedDict):
+    """A row of `compact --json` for a compaction side-call: not a session, not compacted."""
+
+    file: str
+    kind: Literal["compaction"]
+    skipped: str
+    changed: Literal[False]
+    output: None
+
+
+CompactRow = Union[CompactReport, CompactSkipRow]
