@@ -247,3 +247,164 @@ class CompactSkipRow(TypedDict):
 
 
 CompactRow = Union[CompactReport, CompactSkipRow]
+
+
+# --- count, warn and validate (schemas/count|warn|validate.report.schema.json) ----------------------
+
+
+class BaselineReport(TypedDict):
+    tokens: int
+    source: Literal["measured", "default", "--baseline"]
+    note: str
+
+
+class _CalibrationKeys(TypedDict):
+    slope: float
+    overhead: float
+    source: Literal["transcript", "default", "none"]
+    pairs: int
+
+
+class CalibrationReport(_CalibrationKeys, total=False):
+    note: str  # why the transcript's own fit was rejected
+
+
+class ReinjectedItem(TypedDict):
+    kind: Literal["file", "plan", "skill"]
+    name: str
+    tokens: int
+
+
+class ReinjectedReport(TypedDict):
+    tokens: int
+    items: list[ReinjectedItem]
+    assumed: str
+
+
+class Adjustment(TypedDict):
+    kind: str
+    tokens: int  # signed: a change, not a figure
+    line: int | None
+    note: str
+
+
+class BreakdownRow(TypedDict):
+    key: str
+    tokens: int
+    blocks: int
+    share: float
+
+
+class TopLine(TypedDict):
+    line: int | None
+    role: Literal["user", "assistant"]
+    block: str
+    tool: str | None
+    tokens: int
+
+
+class _TimelineKeys(TypedDict):
+    line: int | None
+    timestamp: str | None
+    tokens: int
+    output_tokens: int
+
+
+class TimelinePoint(_TimelineKeys, total=False):
+    compacted_after: bool
+
+
+class _CountKeys(TypedDict):
+    file: str
+    format: Literal["anthropic", "claude-code", "codex"]
+    kind: Literal["main", "subagent", "compaction"] | None
+    model: str | None
+    context_window: int
+    tokens: int
+    exact_tokens: int
+    estimated_tokens: int
+    messages: int | None
+    estimated_messages: int
+    percent_of_window: float | None
+    tokenizer: str
+    calibration: CalibrationReport
+    anchor_uuid: str | None
+    window_source: str
+    adjustments: list[Adjustment]
+    skipped_lines: int
+    baseline_tokens: int
+    baseline: BaselineReport | None
+    baseline_in_total: bool
+    reinjected_tokens: int
+    reinjected: ReinjectedReport | None
+
+
+class CountReport(_CountKeys, total=False):
+    """A row of `count --json`: one transcript."""
+
+    breakdown: list[BreakdownRow]  # --by
+    top: list[TopLine]  # --top
+    timeline: list[TimelinePoint]  # --timeline
+
+
+class CountTotal(TypedDict):
+    """The last row of `count --json` over several inputs."""
+
+    file: None
+    total: Literal[True]
+    files: int
+    failed: int
+    tokens: int
+    exact_tokens: int
+    estimated_tokens: int
+    messages: int | None
+
+
+class WarnThresholds(TypedDict):
+    warning: int
+    error: int
+    autocompact: int | None  # None when autocompact is off
+    blocking: int
+
+
+class _WarnKeys(TypedDict):
+    file: str
+    model: str | None
+    level: Literal["normal", "warning", "autocompact", "blocking"]
+    tokens: int
+    exact_tokens: int
+    estimated_tokens: int
+    context_window: int
+    effective_window: int
+    max_output_tokens: int
+    thresholds: WarnThresholds
+    percent_left: int
+    percent_used: float
+    explanations: list[str]
+    ignored: list[str]
+
+
+class WarnReport(_WarnKeys, total=False):
+    """`warn --json`."""
+
+    kind: Literal["compaction"]  # with note: a compaction side-call, which raises no alarm
+    note: str
+
+
+class FindingRow(TypedDict):
+    severity: Literal["error", "warning"]
+    code: str
+    line: int | None
+    message: str
+
+
+class ValidateReport(TypedDict):
+    """A row of `validate --json`: one transcript."""
+
+    file: str
+    format: Literal["anthropic", "claude-code", "codex"]
+    entries: int
+    valid: bool
+    errors: int
+    warnings: int
+    findings: list[FindingRow]
