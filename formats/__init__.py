@@ -1,4 +1,8 @@
-"""Transcript formats behind one contract (see base.TranscriptFormat), and their registry."""
+"""Transcript formats behind one contract (core.transcript_format.TranscriptFormat), and their registry.
+
+Adding a format: its module here, one line in REGISTRY, its line schema in schemas/, its fixtures.
+Nothing else names a format: the code asks a format's capabilities, never its name.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ REGISTRY: dict[str, TranscriptFormat] = {
     claude_code.FORMAT.name: claude_code.FORMAT,
 }
 NAMES = tuple(sorted(REGISTRY))
+WRITABLE = tuple(name for name in NAMES if REGISTRY[name].writable)  # what the stages edit and `convert --to` writes
 DEFAULT = claude_code.FORMAT.name
 SNIFF_LINES = 50
 
@@ -48,4 +53,4 @@ def detect(entries: Sequence[Entry], source: str) -> TranscriptFormat:
     )
 
 
-__all__ = ["REGISTRY", "NAMES", "DEFAULT", "TranscriptFormat", "WriteOptions", "claim", "detect", "get"]
+__all__ = ["REGISTRY", "NAMES", "WRITABLE", "DEFAULT", "TranscriptFormat", "WriteOptions", "claim", "detect", "get"]

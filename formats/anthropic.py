@@ -10,26 +10,30 @@ response's recorded usage.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 from typing import Any
 
 from ..core.convert import EARLY, to_api_messages
 from ..core.count import Compaction, Marker
 from ..core.fields import blocks_with_index
-from ..core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries, iter_entries
+from ..core.jsonl import Entry
 from ..core.model import Finding, Message
-from .base import WriteOptions
+from .base import WholeFileContext, WriteOptions
 
 ROLES = ("user", "assistant")
 # The first words of the summary message `summarize` writes (core.summarize.PREAMBLE).
 SUMMARY_PREAMBLE = "This session is being continued from a previous conversation that ran out of context."
 
 
-class AnthropicFormat:
+class AnthropicFormat(WholeFileContext):
     name = "anthropic"
     summary = "Anthropic Messages API messages, one {role, content} object per line"
     schema = "anthropic.message.schema.json"
+    writable = True
+    has_usage = True  # a stored API response keeps its `usage`
+    has_tree = False
+    keeps_history = False  # the file is the context: a summary replaces the messages it covers
+    lines_are_messages = True
 
     def sniff(self, obj: dict[str, Any]) -> bool | None:
         if "role" in obj and "content" in obj and "uuid" not in obj and "payload" not in obj:
@@ -67,14 +71,14 @@ class AnthropicFormat:
     def context_positions(self, entries: Sequence[Entry]) -> list[int]:
         return list(range(len(entries)))
 
+    def split_at_compaction(self, entries: Sequence[Entry]) -> tuple[list[Message], list[Message]] | None:
+        return None  # a summary replaces the history: none is left in the file
+
+    def boundary_metadata(self, obj: dict[str, Any]) -> dict[str, Any] | None:
+        return None  # a summary is a message, not a boundary line
+
     def from_messages(self, messages: Sequence[dict[str, Any]], options: WriteOptions) -> list[Entry]:
         return [Entry(dict(message)) for message in messages]
-
-    def read_region(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats) -> tuple[int, list[Entry]]:
-        return 0, list(iter_entries(io.BytesIO(buffer), source, on_error, stats))
-
-    def read_context(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats, responses: int | None = None) -> tuple[list[Entry], bool]:
-        return list(iter_buffer_entries(buffer, source, on_error, stats)), True
 
     def replace_blocks(self, entry: Entry, blocks: dict[int, dict[str, Any]]) -> Entry:
         obj = dict(entry.obj)
@@ -137,8 +141,14 @@ class AnthropicFormat:
         last_assistant = max((m.entries[0] for m in messages if m.role == "assistant"), default=-1)
         for problem in report.unanswered:
             at_end = problem.line is not None and problem.line >= entries[last_assistant].line
-            severity = "warning" if at_end else "error"
-            findings.append(Finding(severity, "unanswered-tool-use", f"tool_use {problem.tool_use_id} is not answered in the next user message", problem.line))
+            findings.append(
+                Finding(
+                    "warning" if at_end else "error",
+                    "unanswered-tool-use",
+                    f"tool_use {problem.tool_use_id} is not answered in the next user message",
+                    problem.line,
+                )
+            )
         return findings
 
 

@@ -24,15 +24,14 @@ from ..core.count import Compaction, Marker
 from ..core.fields import blocks_with_index, count, iso, moment, text
 from ..core.jsonl import Entry, OnError, ReadStats, iter_entries_reversed
 from ..core.model import Finding, Message
-from .base import WriteOptions
+from .base import SUMMARY_MARKER, WriteOptions
 
 # Tuples, not sets: a line's `type` may be a list or an object, which a set lookup cannot hash.
 TREE_TYPES = ("user", "assistant", "system", "progress", "attachment")
 MESSAGE_TYPES = ("user", "assistant")
 CTXPIPE_NAMESPACE = uuidlib.UUID("6f1d2c1e-7f3b-4c1a-9a51-0c7e1d2b9a10")
-
-
-SUMMARY_MARKER = "ctxpipe_compact"
+# The fields a line ctxpipe appends copies from the conversation it joins.
+ENVELOPE = ("userType", "cwd", "sessionId", "version", "gitBranch", "slug")
 
 
 def is_compact_boundary(obj: dict[str, Any]) -> bool:
@@ -221,6 +220,14 @@ def build_messages(entries: Sequence[Entry], positions: Sequence[int]) -> list[M
     return messages
 
 
+def _anchor(entries: Sequence[Entry]) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """Where a line appended below `entries` hangs: the last line with a uuid (None: there is
+    none), and the line whose envelope it copies (the last conversation line, else that one)."""
+    last = next((e.obj for e in reversed(entries) if isinstance(e.obj.get("uuid"), str)), None)
+    envelope = next((e.obj for e in reversed(entries) if e.obj.get("type") in MESSAGE_TYPES), last or {})
+    return last, envelope
+
+
 def _timestamps(start: datetime | None) -> Any:
     current = start or datetime.now(timezone.utc)
     while True:
@@ -233,6 +240,11 @@ class ClaudeCodeFormat:
     name = "claude-code"
     summary = "Claude Code session JSONL (~/.claude/projects/…/<session-id>.jsonl)"
     schema = "claude-code.entry.schema.json"
+    writable = True
+    has_usage = True
+    has_tree = True  # uuid/parentUuid
+    keeps_history = True  # a compact_boundary starts a new root below the history
+    lines_are_messages = False  # envelope fields (uuid, cwd, sessionId, …) a rebuild would drop
 
     def sniff(self, obj: dict[str, Any]) -> bool | None:
         kind = obj.get("type")
@@ -304,6 +316,22 @@ class ClaudeCodeFormat:
 
     def context_positions(self, entries: Sequence[Entry]) -> list[int]:
         return context_positions(entries)
+
+    def split_at_compaction(self, entries: Sequence[Entry]) -> tuple[list[Message], list[Message]] | None:
+        """The main chain's messages before the last compact boundary (followed back through
+        logicalParentUuid), and the active context's."""
+        everything = context_positions(entries, history=True)
+        boundaries = [p for p in everything if is_compact_boundary(entries[p].obj)]
+        if not boundaries:
+            return None
+        last = boundaries[-1]
+        return build_messages(entries, [p for p in everything if p < last]), self.messages(entries)
+
+    def boundary_metadata(self, obj: dict[str, Any]) -> dict[str, Any] | None:
+        if not is_compact_boundary(obj):
+            return None
+        metadata = obj.get("compactMetadata")
+        return metadata if isinstance(metadata, dict) else {}
 
     def from_messages(self, messages: Sequence[dict[str, Any]], options: WriteOptions) -> list[Entry]:
         """One line per assistant block (sharing a message id), one line per tool result."""
@@ -421,10 +449,9 @@ class ClaudeCodeFormat:
 
     def meta_entries(self, entries: Sequence[Entry], texts: Sequence[str], when: str) -> list[Entry]:
         """isMeta user lines holding injected text, chained one after another below the last line."""
-        last = next((e.obj for e in reversed(entries) if isinstance(e.obj.get("uuid"), str)), {})
-        envelope = next((e.obj for e in reversed(entries) if e.obj.get("type") in MESSAGE_TYPES), last)
-        base = {key: envelope[key] for key in ("userType", "cwd", "sessionId", "version", "gitBranch", "slug") if key in envelope}
-        parent = last.get("uuid")
+        last, envelope = _anchor(entries)
+        base: dict[str, Any] = {key: envelope[key] for key in ENVELOPE if key in envelope}
+        parent = last.get("uuid") if last else None
         # Claude Code resumes from the newest leaf by time: each line must be newer than every
         # line above it (markers included), or the ones after the first are not loaded.
         times = (moment(e.obj.get("timestamp")) for e in entries)
@@ -456,13 +483,12 @@ class ClaudeCodeFormat:
         It carries the envelope of the last conversation line (session, cwd, version) and a uuid
         derived from its content, so the same run gives the same bytes.
         """
-        last = next((e.obj for e in reversed(entries) if isinstance(e.obj.get("uuid"), str)), None)
+        last, envelope = _anchor(entries)
         if last is None:
             return None
-        envelope = next((e.obj for e in reversed(entries) if e.obj.get("type") in MESSAGE_TYPES), last)
         body = orjson.dumps([subtype, metadata, last["uuid"]])
         obj: dict[str, Any] = {"parentUuid": last["uuid"], "isSidechain": False}
-        for key in ("userType", "cwd", "sessionId", "version", "gitBranch", "slug"):
+        for key in ENVELOPE:
             if key in envelope:
                 obj[key] = envelope[key]
         obj.update(
@@ -486,15 +512,15 @@ class ClaudeCodeFormat:
         Claude Code loads the later line of a uuid, so re-emitting the tail (its first lines
         re-parented to the summary) makes the compacted chain the one it resumes.
         """
-        last = next((e.obj for e in reversed(entries) if isinstance(e.obj.get("uuid"), str)), {})
-        envelope = next((e.obj for e in reversed(entries) if e.obj.get("type") in MESSAGE_TYPES), last)
+        anchor, envelope = _anchor(entries)
+        last = anchor or {}
         session = text(envelope, "sessionId") or ""
-        base = {key: envelope[key] for key in ("isSidechain", "userType", "cwd", "sessionId", "version", "gitBranch", "slug") if key in envelope}
+        base: dict[str, Any] = {key: envelope[key] for key in ("isSidechain", *ENVELOPE) if key in envelope}
         base["isSidechain"] = False
         seed = orjson.dumps([session, last.get("uuid"), summary]).decode()
         boundary_uuid = str(uuidlib.uuid5(CTXPIPE_NAMESPACE, "boundary:" + seed))
         summary_uuid = str(uuidlib.uuid5(CTXPIPE_NAMESPACE, "summary:" + seed))
-        boundary = {
+        boundary: dict[str, Any] = {
             "parentUuid": None,
             "logicalParentUuid": last.get("uuid"),
             **base,
@@ -507,7 +533,7 @@ class ClaudeCodeFormat:
             "level": "info",
             "compactMetadata": metadata,
         }
-        summary_line = {
+        summary_line: dict[str, Any] = {
             "parentUuid": boundary_uuid,
             **base,
             "type": "user",

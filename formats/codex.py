@@ -10,7 +10,6 @@ events, except `token_count`, which carries the usage of the last model call; a 
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,12 +17,11 @@ import orjson
 
 from ..core.convert import EARLY, unasked_results
 from ..core.count import Compaction, Marker
-from ..core.errors import UnsupportedError
 from ..core.fields import count
 from ..core.fields import text as field_text
-from ..core.jsonl import Entry, OnError, ReadStats, dumps, iter_buffer_entries, iter_entries
+from ..core.jsonl import Entry, dumps
 from ..core.model import Finding, Message
-from .base import WriteOptions
+from .base import WholeFileContext, WriteOptions, read_only
 
 # Tuples, not sets: a line's `type` may be a list or an object, which a set lookup cannot hash.
 LINE_TYPES = ("session_meta", "response_item", "event_msg", "turn_context", "compacted")
@@ -98,6 +96,10 @@ def _item_message(item: dict[str, Any], position: int) -> Message | None:
     return None  # reasoning (encrypted), web_search_call, ghost_snapshot, …
 
 
+def _is_compacted(obj: dict[str, Any]) -> bool:
+    return obj.get("type") == "compacted" and isinstance(obj.get("payload"), dict)
+
+
 def _usage(info: Any) -> dict[str, Any] | None:
     last = info.get("last_token_usage") if isinstance(info, dict) else None
     if not isinstance(last, dict):
@@ -113,10 +115,15 @@ def _usage(info: Any) -> dict[str, Any] | None:
     }
 
 
-class CodexFormat:
+class CodexFormat(WholeFileContext):
     name = "codex"
     summary = "Codex CLI rollout JSONL (~/.codex/sessions/…/rollout-*.jsonl), read only"
     schema = "codex.line.schema.json"
+    writable = False
+    has_usage = True  # `token_count` events
+    has_tree = False
+    keeps_history = True  # a `compacted` line is appended; the history above it stays
+    lines_are_messages = False
 
     def sniff(self, obj: dict[str, Any]) -> bool | None:
         return obj.get("type") in LINE_TYPES and isinstance(obj.get("payload"), dict)
@@ -154,23 +161,31 @@ class CodexFormat:
                     messages.append(Message("user", [{"type": "text", "text": payload["message"]}], [position], compact_summary=True))
         return messages
 
+    def context_positions(self, entries: Sequence[Entry]) -> list[int]:
+        """From the last `compacted` line (which stands for the history it replaced) to the end."""
+        start = next((p for p in range(len(entries) - 1, -1, -1) if _is_compacted(entries[p].obj)), 0)
+        return list(range(start, len(entries)))
+
+    def split_at_compaction(self, entries: Sequence[Entry]) -> tuple[list[Message], list[Message]] | None:
+        return None  # Codex re-injects nothing unrecorded after its own compaction: there is nothing to restore or add
+
+    def boundary_metadata(self, obj: dict[str, Any]) -> dict[str, Any] | None:
+        return None  # a `compacted` line carries its replacement history, which messages() reads in place
+
     def from_messages(self, messages: Sequence[dict[str, Any]], options: WriteOptions) -> list[Entry]:
-        raise UnsupportedError("ctxpipe reads the codex format but does not write it; convert to anthropic or claude-code")
-
-    def read_region(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats) -> tuple[int, list[Entry]]:
-        return 0, list(iter_entries(io.BytesIO(buffer), source, on_error, stats))
-
-    def read_context(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats, responses: int | None = None) -> tuple[list[Entry], bool]:
-        return list(iter_buffer_entries(buffer, source, on_error, stats)), True
+        read_only(self.name, "write")
 
     def replace_blocks(self, entry: Entry, blocks: dict[int, dict[str, Any]]) -> Entry:
-        raise UnsupportedError("ctxpipe reads the codex format but does not edit it; convert to claude-code or anthropic first")
+        read_only(self.name)
 
     def compacted(self, entries: Sequence[Entry], tail: Sequence[int], summary: str, metadata: dict[str, Any], when: str) -> list[Entry]:
-        raise UnsupportedError("ctxpipe reads the codex format but does not edit it; convert to claude-code or anthropic first")
+        read_only(self.name)
+
+    def meta_entries(self, entries: Sequence[Entry], texts: Sequence[str], when: str) -> list[Entry]:
+        read_only(self.name)
 
     def marker(self, entries: Sequence[Entry], subtype: str, text: str, metadata_key: str, metadata: dict[str, Any], when: str) -> Entry | None:
-        raise UnsupportedError("ctxpipe reads the codex format but does not edit it; convert to claude-code or anthropic first")
+        read_only(self.name)
 
     def markers(self, entries: Sequence[Entry]) -> list[Marker]:
         return []

@@ -7,15 +7,17 @@ from typing import Annotated, Optional
 
 import typer
 
+from ...formats import REGISTRY, WRITABLE
 from .. import io
 from ..options import Format, InputPath, OnError, Output, Unbuffered, format_name, iso_time
 
 MAX_LISTED = 5
 
-
-class Target(str, Enum):
-    anthropic = "anthropic"
-    claude_code = "claude-code"
+# The formats ctxpipe writes; a read-only one is refused when the command line is parsed. (mypy
+# reads only a literal as Enum's members, hence the ignore; the names come from the registry.)
+Target = Enum("Target", {name.replace("-", "_"): name for name in WRITABLE}, type=str)  # type: ignore[misc]
+# Where --repair/--history may keep the format: rebuilt from messages, its lines lose nothing.
+REBUILDABLE = tuple(name for name in WRITABLE if REGISTRY[name].lines_are_messages)
 
 
 def convert(
@@ -38,7 +40,7 @@ def convert(
     ] = None,
     model: Annotated[Optional[str], typer.Option("--model", help="Model recorded on assistant lines written as claude-code.")] = None,
 ) -> None:
-    """Convert a transcript to the Anthropic Messages form or to Claude Code JSONL.
+    """Convert a transcript to another format (--to: the formats ctxpipe writes).
 
     Converting to the format the input is already in copies it byte for byte. Claude Code to
     anthropic merges the lines of one API response, merges parallel tool results into one user
@@ -53,10 +55,10 @@ def convert(
     with io.open_input(path) as stream:
         opened = io.stream_entries(stream, source, format_name(input_format), on_error.value)
         target = get(to.value)
-        if opened.format.name == target.name == "claude-code" and (repair or history):
-            # Rebuilding Claude Code lines from API messages would drop every envelope field.
-            raise typer.BadParameter("--repair and --history rebuild messages; use them with --to anthropic", param_hint="--to")
-        if opened.format.name == target.name and not repair and not history:
+        if opened.format is target and not target.lines_are_messages and (repair or history):
+            # Rebuilding such lines from API messages would drop every field beyond the message.
+            raise typer.BadParameter(f"--repair and --history rebuild messages; use them with --to {' or '.join(REBUILDABLE)}", param_hint="--to")
+        if opened.format is target and not repair and not history:
             with io.open_output(output) as out:
                 io.write_transcript(opened.entries, out, unbuffered)
             io.report_skipped(opened.stats, source)

@@ -1,0 +1,116 @@
+"""The one contract every transcript format implements: what it can do, and the methods the code calls.
+
+It lives in the core so that core code can type a format parameter without importing `formats`
+(the formats build on the core, never the other way round). formats/base.py re-exports it.
+
+All formats are JSONL, so reading lines and writing them back is shared (core.jsonl); a format
+decides only what its lines mean: whether a line looks like its own (sniff), how its entries form
+API messages (messages), how API messages become its entries (from_messages), how a stage's
+changes are written in its vocabulary, and which structural rules its files must keep (check).
+
+Code never asks a format its name to decide what to do: it asks a capability (the `bool`
+attributes below). A new format declares every one of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from .count import Compaction, Marker
+from .jsonl import Entry, OnError, ReadStats
+from .model import Finding, Message
+
+# The subtype of the record `summarize` writes below a kept tail (through `marker`): a format that
+# reads markers back knows from it that every response above it was measured before the summary.
+SUMMARY_MARKER = "ctxpipe_compact"
+
+# Every capability a format declares, so a test can hold each format to all of them.
+CAPABILITIES = ("writable", "has_usage", "has_tree", "keeps_history", "lines_are_messages")
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    """What a format needs to invent when it builds entries the source did not have."""
+
+    session_id: str | None = None
+    cwd: str = "."
+    start_time: str | None = None  # ISO 8601; None means now
+    model: str | None = None
+
+
+class TranscriptFormat(Protocol):
+    name: str  # for the command line, reports and detection messages; never branched on
+    summary: str
+    schema: str  # file name in schemas/ that one line must validate against
+
+    # Capabilities (see CAPABILITIES).
+    writable: bool
+    """ctxpipe writes this format: the stages edit it and `convert --to` produces it. False: read
+    only (from_messages, replace_blocks, compacted and marker raise UnsupportedError)."""
+    has_usage: bool
+    """Its lines can carry the API's recorded usage (prompt and output tokens of a response)."""
+    has_tree: bool
+    """Entries link to a parent, so the active context is a chain through the file, not all of it."""
+    keeps_history: bool
+    """A compaction is appended below the history, which stays in the file (the format marks where
+    the active context starts). False: the compacted entries replace the file's entries."""
+    lines_are_messages: bool
+    """A line is one API message and nothing more, so rebuilding the file from its messages
+    (convert --repair/--history to the same format) keeps what it means. False: lines carry
+    fields a rebuild from messages would drop."""
+
+    def sniff(self, obj: dict[str, Any]) -> bool | None:
+        """True: this line is ours; False: it cannot be ours; None: cannot tell from this line."""
+
+    def messages(self, entries: Sequence[Entry], history: bool = False) -> list[Message]:
+        """The API messages of the active context (or of the whole main chain with history=True)."""
+
+    def context_positions(self, entries: Sequence[Entry]) -> list[int]:
+        """Positions of the entries that make up the active context."""
+
+    def split_at_compaction(self, entries: Sequence[Entry]) -> tuple[list[Message], list[Message]] | None:
+        """(the history's messages before the last compaction, the active context's messages);
+        None when the file holds no history before one (restore and count's re-injection read it)."""
+
+    def boundary_metadata(self, obj: dict[str, Any]) -> dict[str, Any] | None:
+        """The metadata of a line where an active context starts after a compaction whose history
+        was dropped ({} when it records none); None: not such a line."""
+
+    def from_messages(self, messages: Sequence[dict[str, Any]], options: WriteOptions) -> list[Entry]:
+        """Entries in this format holding the given Messages-API messages."""
+
+    def read_context(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats, responses: int | None = None) -> tuple[list[Entry], bool]:
+        """The entries a count needs from a whole file's bytes (an mmap): at least the last
+        `responses` API responses of the active context and all after them (all of it when None),
+        and whether they reach the start of the active context."""
+
+    def read_region(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats) -> tuple[int, list[Entry]]:
+        """Where the active context starts (byte offset) and every entry from there on, bytes kept."""
+
+    def replace_blocks(self, entry: Entry, blocks: dict[int, dict[str, Any]]) -> Entry:
+        """A changed copy of `entry` with content blocks replaced by index."""
+
+    def compacted(self, entries: Sequence[Entry], tail: Sequence[int], summary: str, metadata: dict[str, Any], when: str) -> list[Entry]:
+        """The entries a summary adds: its record(s) in this format, then the kept tail."""
+
+    def meta_entries(self, entries: Sequence[Entry], texts: Sequence[str], when: str) -> list[Entry]:
+        """Entries to append holding injected text (restore's files, plan, skills) the model reads
+        as context, not as something the user typed."""
+
+    def marker(self, entries: Sequence[Entry], subtype: str, text: str, metadata_key: str, metadata: dict[str, Any], when: str) -> Entry | None:
+        """A line recording what a stage did, in this format's vocabulary (None: it has none)."""
+
+    def markers(self, entries: Sequence[Entry]) -> list[Marker]:
+        """Stage records (microcompact, collapse, …) saying how many tokens they removed."""
+
+    def opening(self, entries: Sequence[Entry]) -> Compaction | None:
+        """The compaction the active context starts from (None: it starts at the session's start)."""
+
+    def typed_elsewhere(self, entries: Sequence[Entry]) -> list[tuple[int, Any]]:
+        """(position, content) of what the user typed in the active context outside its messages
+        (Claude Code's prompts queued while the agent was busy), for the summary and its verifier."""
+
+    def check(self, entries: Sequence[Entry]) -> list[Finding]:
+        """Structural problems beyond what the line schema sees."""
