@@ -290,6 +290,7 @@ def compact_folder(tmp_path: Path) -> Path:
     good = (FIXTURES / "compact" / "below-threshold.in.jsonl").read_bytes()
     (folder / "c.jsonl").write_bytes(good + b"{not json\n")  # one bad line: skipped with --on-error skip
     shutil.copy(FIXTURES / "count" / "codex.in.jsonl", folder / "d.jsonl")  # codex: refused, an error on stderr, no row
+    shutil.copy(FIXTURES / "summarize" / "basic-keep-window.out.jsonl", folder / "e.jsonl")  # summarized already: nothing new to summarize
     return folder
 
 
@@ -302,7 +303,7 @@ def test_compact_rows_match_their_schema(tmp_path: Path) -> None:
     forced = json_lines(ctxpipe("compact", *common, "--force", "--keep-last", "3", "--in-place", "--backup", ".bak", folder, code=1).stdout)
     for rows in (quiet, forced):
         assert_valid("compact.report.schema.json", rows)
-        assert [row["file"].rsplit("/", 1)[-1] for row in rows] == ["a.jsonl", "agent-acompact-0a1b2c.jsonl", "b.jsonl", "c.jsonl"]  # d.jsonl failed
+        assert [row["file"].rsplit("/", 1)[-1] for row in rows] == ["a.jsonl", "agent-acompact-0a1b2c.jsonl", "b.jsonl", "c.jsonl", "e.jsonl"]  # d failed
         assert sum("skipped" in row for row in rows) == 1
         assert any(row.get("skipped_lines") == 1 for row in rows)
     assert all(stage["note"].startswith("not needed") for row in quiet if "stages" in row for stage in row["stages"] if stage["stage"] == "summarize")
@@ -310,6 +311,8 @@ def test_compact_rows_match_their_schema(tmp_path: Path) -> None:
     assert changed and all(row["backup"].endswith(".bak") for row in changed)
     assert any(stage["stage"] == "restore" and stage["tokens_freed"] < 0 for row in changed for stage in row["stages"])
     assert any(stage["stage"] == "summarize" and stage["verification"] for row in changed for stage in row["stages"])
+    (found_nothing,) = [stage for stage in forced[-1]["stages"] if stage["stage"] == "summarize"]
+    assert found_nothing["engine"] is None and found_nothing["verification"] is None and found_nothing["why"] == "--force"
 
 
 # --- the older reports, in their modes ------------------------------------------------------------------
