@@ -54,7 +54,7 @@ class _Sink(io.FileIO):
         if self.failed:
             return memoryview(data).nbytes
         try:
-            return super().write(data)  # type: ignore[no-any-return]
+            return super().write(data)
         except BrokenPipeError:
             self.failed = True
             if self.pipe_errors:

@@ -15,18 +15,16 @@ from .status import ExitStatus
 try:
     import typer
 
+    from ..pipeline import STAGES
     from .commands.api_edits import api_edits
-    from .commands.collapse import collapse
     from .commands.compact import compact
     from .commands.convert import convert
     from .commands.count import count
     from .commands.expand import expand
-    from .commands.microcompact import microcompact
     from .commands.restore import restore
-    from .commands.snip import snip
-    from .commands.summarize import summarize
     from .commands.validate import validate
     from .commands.warn import warn
+    from .stages import stage_command
 except KeyboardInterrupt:  # Ctrl-C while starting up: as quiet as at any other moment
     raise SystemExit(ExitStatus.INTERRUPTED) from None
 
@@ -66,9 +64,20 @@ def pipe_safe(command: Callable[..., None]) -> Callable[..., None]:
     return run
 
 
-for command in (convert, validate, count, warn, microcompact, collapse, snip, summarize, restore, compact, expand):
-    app.command()(pipe_safe(command))
-app.command("api-edits")(pipe_safe(api_edits))
+# The stage commands come from the stage registry (restore adds --from and --plan to its own).
+STAGE_COMMANDS = {stage.name: stage_command(stage) for stage in STAGES} | {"restore": restore}
+COMMANDS: dict[str, Callable[..., None]] = {
+    "convert": convert,
+    "validate": validate,
+    "count": count,
+    "warn": warn,
+    **STAGE_COMMANDS,
+    "compact": compact,
+    "expand": expand,
+    "api-edits": api_edits,
+}
+for name, command in COMMANDS.items():
+    app.command(name)(pipe_safe(command))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Annotated, Optional
 
 import typer
@@ -70,3 +71,20 @@ def budget_settings(
     if no_auto_compact:
         values["disable_auto_compact"] = Setting("1", "--no-auto-compact")
     return BudgetSettings(**values)
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """The options that set the window and the autocompact threshold (count, warn, api-edits, compact)."""
+
+    model: Model = None
+    window: Window = None
+    autocompact_pct: AutocompactPct = None
+    max_output_tokens: MaxOutput = None
+    no_auto_compact: NoAutoCompact = False
+
+    def settings(self, blocking_limit: int | None = None) -> BudgetSettings:
+        """The environment's budget settings with these flags over them."""
+        return budget_settings(
+            autocompact_pct=self.autocompact_pct, max_output_tokens=self.max_output_tokens, blocking_limit=blocking_limit, no_auto_compact=self.no_auto_compact
+        )

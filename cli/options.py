@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import Enum
 from typing import Annotated, Optional
 
@@ -86,3 +87,49 @@ Json = Annotated[bool, typer.Option("--json", help="JSON Lines output (also the 
 
 def format_name(choice: Optional[Enum]) -> Optional[str]:
     return None if choice is None else str(choice.value)
+
+
+Ledger = Annotated[
+    Optional[str], typer.Option("--ledger", help="Append what this stage removed to FILE, so `ctxpipe expand` can put it back.", show_default=False)
+]
+# expand reads the ledger the stages appended to (required there: it is what expand undoes).
+LedgerToRead = Annotated[str, typer.Option("--ledger", help="The ledger file the stages appended to.", show_default=False)]
+ReportJson = Annotated[Optional[str], typer.Option("--report-json", help="Write what the stage did to FILE as JSON.", show_default=False)]
+Report = Annotated[bool, typer.Option("--report", help="Print what the stage did on stderr, in detail.")]
+Now = Annotated[
+    Optional[str], typer.Option("--now", help="The current time (ISO 8601) for time-based decisions and markers.", show_default=False, callback=iso_time)
+]
+Jobs = Annotated[int, typer.Option("--jobs", "-j", help="Worker processes for many files (0: one per core).", min=0)]
+Subagents = Annotated[bool, typer.Option("--subagents/--no-subagents", help="Include subagent files found in folders.")]
+Explain = Annotated[bool, typer.Option("--explain", help="Say on stderr where each figure came from, and any override that was ignored and why.")]
+
+
+# --- bundles: options that go together, expanded into a command's parameters by flags.with_options ----
+
+
+@dataclass(frozen=True)
+class StageIO:
+    """What every stage command shares: where the transcript comes from and goes, and the stage's records."""
+
+    path: InputPath = None
+    input_format: Format = None
+    output: Output = None
+    now: Now = None
+    report: Report = False
+    report_json: ReportJson = None
+    ledger: Ledger = None
+    unbuffered: Unbuffered = False
+    on_error: OnError = OnErrorChoice.fail
+
+    @property
+    def format(self) -> Optional[str]:
+        return format_name(self.input_format)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Many transcripts: files and folders searched for sessions, on worker processes."""
+
+    paths: InputPaths = None
+    jobs: Jobs = 0
+    subagents: Subagents = True

@@ -7,28 +7,82 @@ import io as io_module
 import os
 import stat
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Annotated, Any, Optional
+from typing import Any
 
 import orjson
 import typer
 
 from ..atomic import write_error
-from ..core.errors import UnsupportedError
+from ..core.errors import SettingsError, UnsupportedError
 from ..core.jsonl import Entry, ReadStats, iter_entries
-from ..core.stage import Outcome, ledger_record, line_bytes
+from ..core.stage import Outcome, Stage, StageContext, ledger_record, line_bytes
 from ..inputs import view
 from . import io
-from .options import format_name, iso_time
+from .flags import with_options
+from .options import StageIO, format_name, iso_time
 
-Ledger = Annotated[
-    Optional[str], typer.Option("--ledger", help="Append what this stage removed to FILE, so `ctxpipe expand` can put it back.", show_default=False)
-]
-ReportJson = Annotated[Optional[str], typer.Option("--report-json", help="Write what the stage did to FILE as JSON.", show_default=False)]
-Report = Annotated[bool, typer.Option("--report", help="Print what the stage did on stderr, in detail.")]
-Now = Annotated[
-    Optional[str], typer.Option("--now", help="The current time (ISO 8601) for time-based decisions and markers.", show_default=False, callback=iso_time)
-]
+
+def stage_command(stage: Stage) -> Callable[..., None]:
+    """The command of a stage: the options every stage shares, then the stage's own settings."""
+
+    @with_options(given=StageIO, settings=stage.settings)
+    def command(given: StageIO, settings: Any) -> None:
+        run_command(stage, given, settings)
+
+    command.__name__ = stage.name
+    command.__doc__ = stage.help
+    return command
+
+
+def stage_context(path: str | None, now: str | None) -> StageContext:
+    """What a stage run from the command line knows besides its settings."""
+    from .breaker import breaker
+
+    return StageContext(
+        parse_now(now),
+        transcript_path=path,
+        breaker=breaker(),
+        api_key=os.environ.get("ANTHROPIC_API_KEY") or None,  # never printed or logged
+        base_url=os.environ.get("ANTHROPIC_BASE_URL") or None,
+    )
+
+
+def checked(stage: Stage, settings: Any) -> None:
+    """Settings that do not go together are a usage error (exit 2), before any input is read."""
+    try:
+        stage.check(settings)
+    except SettingsError as exc:
+        raise typer.BadParameter(exc.what, param_hint=exc.flag) from None
+
+
+def run_command(stage: Stage, given: StageIO, settings: Any, context: StageContext | None = None) -> Outcome:
+    """Run one stage on one transcript as its command does: read, transform, write, say what was done."""
+    checked(stage, settings)
+    context = context or stage_context(given.path, given.now)
+
+    def transform(entries: list[Entry], transcript_format: Any, measure: Any) -> Outcome:
+        with io.progress(stage.name) as progress:
+            return stage.run(entries, transcript_format, settings, replace(context, measure=measure, progress=progress))
+
+    outcome = run_stage(
+        stage.name,
+        given.path,
+        given.input_format,
+        given.on_error,
+        given.output,
+        given.ledger,
+        given.report_json,
+        transform,
+        given.unbuffered,
+        whole=stage.whole(settings),
+    )
+    if given.report:
+        print_report(stage.name, outcome.report)
+    for line in outcome.notes:
+        io.note(line)
+    return outcome
 
 
 def parse_now(value: str | None) -> datetime:
@@ -165,12 +219,13 @@ def _take_back(path: str, start: int, end: int) -> None:
             os.close(descriptor)
 
 
-def print_report(report: dict[str, Any]) -> None:
-    """The stage's per-tool figures as a small table on stderr."""
+def print_report(name: str, report: dict[str, Any]) -> None:
+    """What the stage did, on stderr: its per-tool figures as a small table, else its report as one JSON line."""
     from rich.table import Table
 
     by_tool = report.get("by_tool") or {}
     if not by_tool:
+        io.note(f"{name}: " + io.json_bytes(report).decode())  # inert on a terminal, whatever the transcript's text
         return
     from .terminal import shown_text
 

@@ -44,3 +44,15 @@ class InternalError(CtxpipeError):
 
     def __reduce__(self) -> tuple[type[InternalError], tuple[str | None, str]]:
         return (InternalError, (self.source, self.error))
+
+
+class SettingsError(CtxpipeError):
+    """Settings that do not go together (a usage error on the command line: exit 2)."""
+
+    def __init__(self, flag: str, what: str) -> None:
+        self.flag = flag
+        self.what = what
+        super().__init__(f"{flag}: {what}")
+
+    def __reduce__(self) -> tuple[type[SettingsError], tuple[str, str]]:
+        return (SettingsError, (self.flag, self.what))

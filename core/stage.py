@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -20,6 +20,7 @@ import orjson
 from .errors import CtxpipeError
 from .fields import text
 from .jsonl import Entry
+from .transcript_format import TranscriptFormat
 
 LEDGER_VERSION = 1
 
@@ -33,6 +34,7 @@ class Outcome:
     note: str  # one line for stderr: what was done, or why nothing was
     report: dict[str, Any] = field(default_factory=dict)
     removed: list[dict[str, Any]] = field(default_factory=list)  # human-readable: uuid, block, tool_use_id
+    notes: list[str] = field(default_factory=list)  # more lines for stderr, after the stage's one line
 
 
 def line_bytes(entries: Iterable[Entry]) -> list[bytes]:
@@ -164,3 +166,95 @@ def read_ledger(data: bytes, source: str) -> list[dict[str, Any]]:
             raise InputError(source, number, "not a ctxpipe ledger record")
         records.append(record)
     return records
+
+
+# --- a stage, declared once ------------------------------------------------------------------------
+#
+# A stage is its settings (a frozen dataclass whose fields carry their command-line spelling, in
+# neutral terms: the core does not import the CLI library) and a run function. The CLI builds each
+# stage's command from this, and `compact` builds its options from the stages it runs, so a flag has
+# one name, help text and range wherever it appears.
+
+
+@dataclass(frozen=True)
+class Flag:
+    """How a setting is spelled on the command line."""
+
+    name: str  # "--keep-recent"
+    help: str
+    short: str | None = None  # "-m"
+    off: str | None = None  # a boolean's negative form ("--no-verify"): `--verify/--no-verify`
+    min: float | None = None
+    max: float | None = None
+    choices: tuple[str, ...] = ()  # the only values accepted
+    # What the text given becomes, when it is not the field's plain type (the CLI checks and converts
+    # it while parsing): "time" (ISO 8601 → datetime), "file" (a readable file), "names" (a comma
+    # list → frozenset), "span" ("A..B" → a pair), "prices" (a price table file → the table),
+    # "percentage" (above 0, at most 100).
+    parse: str | None = None
+
+
+FLAG = "ctxpipe_flag"
+
+
+def setting(default: Any, name: str, help: str, **spelling: Any) -> Any:
+    """A settings field with its flag: `keep_recent: int = setting(5, "--keep-recent", "…", min=0)`."""
+    return field(default=default, metadata={FLAG: Flag(name, help, **spelling)})
+
+
+def flag_of(item: Any) -> Flag | None:
+    """The flag of a dataclass field (None: the field is set by the program, not on the command line)."""
+    found = item.metadata.get(FLAG)
+    return found if isinstance(found, Flag) else None
+
+
+@dataclass(frozen=True)
+class StageContext:
+    """What a stage needs besides its settings: the run's clock, what the caller knows of the file,
+    and what it may call outside the process."""
+
+    now: datetime
+    # Tokens of a candidate output as `count` finds them, prefix included (counting.Measure).
+    measure: Any = None
+    transcript_path: str | None = None  # the file read, when it is one (session notes are looked for beside it)
+    # The entries before earlier stages of the same run cleared anything (same positions).
+    original: Sequence[Entry] | None = None
+    # The autocompact threshold and whether it fired unforced (known to `compact`).
+    threshold: int | None = None
+    trigger: str = "manual"
+    # The entries above the active context, parsed (restore reads the history a summary replaced).
+    history: Sequence[Entry] = ()
+    # restore --from: (messages, entries) of the transcript as it was before its summary.
+    earlier: Any = None
+    breaker: Any = None  # core.summarize_engines.Breaker: one per process, so a batch stops asking a failing model
+    api_key: str | None = None  # the summary model's key (never printed)
+    base_url: str | None = None
+    progress: Callable[[str], None] | None = None
+
+
+StageRun = Callable[[list[Entry], TranscriptFormat, Any, StageContext], Outcome]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One transforming stage: its name, settings type, run function and help."""
+
+    name: str
+    settings: type
+    run: StageRun
+    help: str
+    in_compact: bool = True  # `compact` runs it (snip needs a range only a person can choose)
+    # When `compact` runs it: "always", "over threshold" (at or above the autocompact threshold,
+    # above --target-tokens, or forced: the summary) or "after a summary" (only when one was written).
+    runs: str = "always"
+    # Whether it reads every line, numbered, rather than the active context only.
+    whole: Callable[[Any], bool] = lambda _settings: False
+    # Settings that do not go together raise core.errors.SettingsError here, before any input is read.
+    check: Callable[[Any], None] = lambda _settings: None
+
+
+def no_marker() -> Any:
+    """The --no-marker setting, one spelling for every stage that appends a record of what it did."""
+    return setting(
+        False, "--no-marker", "Do not append the record saying what was cleared, folded or snipped (microcompact_boundary, ctxpipe_collapse, snip_boundary)."
+    )

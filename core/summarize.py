@@ -18,6 +18,7 @@ from typing import Any
 from .facts import NO_OUTPUT, Facts, Failure, Typed, chosen_findings, gather, one_line, well_formed
 from .jsonl import as_text
 from .model import Message
+from .stage import setting
 from .tokens import RoughCounter, estimate_blocks
 
 PREAMBLE = (
@@ -356,7 +357,7 @@ def occurring(needles: Collection[str], haystack: str) -> set[str]:
     transcript (the offline summary lists every typed message); an Aho-Corasick automaton over all
     of them reads the haystack once.
     """
-    import ahocorasick  # type: ignore[import-not-found]  # pyahocorasick (no stubs); only a verification needs it
+    import ahocorasick  # pyahocorasick (no stubs: typed Any by the mypy config); only a verification needs it
 
     found: set[str] = {needle for needle in needles if not needle}  # "" is in every string
     anchored: dict[str, list[str]] = {}
@@ -472,3 +473,54 @@ def context_text(messages: Sequence[Message]) -> str:
             elif kind == "tool_result":
                 parts.append(as_text(block.get("content")))
     return "\n".join(parts)
+
+
+# --- the stage's settings, declared once (its run needs the engines: summarizing.run) ---------------
+
+ENGINES = ("auto", "session-memory", "llm", "offline")
+
+
+@dataclass(frozen=True)
+class SummarizeSettings:
+    """summarize's settings as the command line spells them (see core.stage.Flag)."""
+
+    engine: str = setting(
+        "auto",
+        "--engine",
+        "Summary engine: auto | session-memory | llm | offline. auto: the session's notes if found and written after the history they replace, "
+        "else the model if ANTHROPIC_API_KEY is set, else offline.",
+        short="-e",
+        choices=ENGINES,
+    )
+    session_memory: str | None = setting(
+        None,
+        "--session-memory",
+        "The session notes for the session-memory engine (default: <project>/<session>/session-memory/summary.md beside the transcript). "
+        "Notes last written before the history's last message do not cover it: auto then uses the next engine, --engine session-memory stops "
+        "with an error.",
+        parse="file",
+    )
+    model: str | None = setting(None, "--model", "Model for the llm engine (default: the transcript's).", short="-m")
+    base_url: str | None = setting(None, "--base-url", "llm engine: a Messages-API-compatible endpoint (default: Anthropic's; ANTHROPIC_BASE_URL is honoured).")
+    instructions: str | None = setting(None, "--instructions", "llm engine: custom instructions appended to the summary request.")
+    describe_images: bool = setting(False, "--describe-images", "llm engine: send images and ask for a one-line description of each, kept in the summary.")
+    timeout: float | None = setting(
+        None,
+        "--timeout",
+        "llm engine: seconds for a whole summary, every request, retry and wait included (default 300); past it the offline engine runs.",
+        min=0.0,
+    )
+    keep_min_tokens: int = setting(
+        10_000, "--keep-min-tokens", "The tail kept after the summary holds at least this many tokens (4/3-padded estimate)...", min=0
+    )
+    keep_min_text_messages: int = setting(5, "--keep-min-text-messages", "...and at least this many messages with text...", min=0)
+    keep_max_tokens: int = setting(40_000, "--keep-max-tokens", "...and at most this many tokens.", min=0)
+    keep_last: int | None = setting(
+        None, "--keep-last", "Keep exactly the last N messages after the summary instead (widened only to keep pairs whole).", min=0
+    )
+    keep_fraction: float | None = setting(None, "--keep-fraction", "Keep the last F (0-1) of the context's tokens after the summary instead.", min=0.0, max=1.0)
+    drop_history: bool = setting(False, "--drop-history", "Leave out the lines before the summary (Claude Code keeps them above the boundary).")
+    verify: bool = setting(True, "--verify", "Check the new context still holds the key facts; add what is missing.", off="--no-verify")
+
+    def split(self) -> SplitConfig:
+        return SplitConfig(self.keep_min_tokens, self.keep_min_text_messages, self.keep_max_tokens, self.keep_last, self.keep_fraction)

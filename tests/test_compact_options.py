@@ -1,7 +1,7 @@
 """`compact` offers every option of the stages it runs, under the same name, help and limits.
 
-The options are declared once (cli/stage_options.py) and used by each stage command and by
-compact; the first test reads the registered commands, so a stage option added, renamed or given
+The options are declared once (each stage's settings in its core module, expanded by cli/flags.py)
+and used by each stage command and by compact; the first test reads the registered commands, so a stage option added, renamed or given
 another default, range or help on one side only fails here. The others check that compact hands
 each option to its stage: the output is what the option asks for.
 """
@@ -20,12 +20,15 @@ import orjson
 import pytest
 from helpers import FIXTURES, ROOT, run_cli
 
-STAGES = ("microcompact", "collapse", "summarize", "restore")
+from ctxpipe.cli.commands.compact import GIVEN_BY_COMPACT
+from ctxpipe.pipeline import PIPELINE
+
+STAGES = tuple(stage.name for stage in PIPELINE)
 # The stages' own input, output and reporting: compact has its own (--out-dir, --in-place, --json).
 IO_OPTIONS = {"--output", "--report", "--report-json", "--ledger", "--unbuffered", "--plan", "--from", "--json"}
 # Same name, wider meaning in compact (its help says so): --force also summarizes; --model also
 # sets the window, the price table and the llm engine's model.
-COMPACT_MEANING = {"--force", "--model"}
+COMPACT_MEANING = {f"--{name}" for name in GIVEN_BY_COMPACT}
 NOW = "2026-05-01T00:00:00Z"
 DETERMINISTIC = ("--source", "transcript", "--now", NOW)
 
@@ -86,30 +89,33 @@ def test_the_exceptions_name_real_options() -> None:
     assert COMPACT_MEANING <= set(options(registered["compact"]))
 
 
-def test_the_options_are_declared_once() -> None:
-    """No stage command or compact spells a stage option out itself: each comes from cli/stage_options.py."""
-    declared = (ROOT / "cli" / "stage_options.py").read_text()
-    for file in ("compact", "microcompact", "collapse", "summarize", "restore"):
-        source = (ROOT / "cli" / "commands" / f"{file}.py").read_text()
-        for flag in (
-            "--keep-recent",
-            "--gap-minutes",
-            "--tools",
-            "--cache-aware",
-            "--no-marker",
-            "--engine",
-            "--session-memory",
-            "--keep-fraction",
-            "--keep-last",
-            "--describe-images",
-            "--timeout",
-            "--root",
-            "--source",
-            "--allow-outside-root",
-        ):
-            spelled = re.compile(rf'typer\.Option\(\s*"{flag}"')
-            assert spelled.search(declared)
-            assert not spelled.search(source), f"{file}.py declares {flag} again"
+def test_no_long_flag_is_declared_inline_in_two_cli_modules() -> None:
+    """A flag shared by commands is declared once (an alias or bundle in cli/options.py or cli/budget_options.py,
+    or a stage's settings field): no command module spells out a flag another CLI module spells too."""
+    spelled = re.compile(r'typer\.(?:Option|Argument)\(\s*"(--[a-z0-9-]+)')
+    where: dict[str, set[str]] = {}
+    for module in sorted((ROOT / "cli").rglob("*.py")):
+        for flag in set(spelled.findall(module.read_text())):
+            where.setdefault(flag.split("/")[0], set()).add(module.relative_to(ROOT).as_posix())
+    assert where, "the scan found no flags: the pattern no longer matches how options are declared"
+    repeated = {flag: sorted(modules) for flag, modules in where.items() if len(modules) > 1}
+    assert not repeated, repeated
+
+
+def test_the_stage_options_are_declared_in_the_core_only() -> None:
+    """No CLI module spells a stage setting's flag: the stage commands and compact expand the settings."""
+    import dataclasses
+
+    from ctxpipe.core.stage import flag_of
+    from ctxpipe.pipeline import STAGES as REGISTRY
+
+    flags = {flag.name for stage in REGISTRY for item in dataclasses.fields(stage.settings) if (flag := flag_of(item)) is not None}
+    assert {"--keep-recent", "--engine", "--root", "--no-marker", "--keep-last"} <= flags
+    for module in sorted((ROOT / "cli").rglob("*.py")):
+        source = module.read_text()
+        # api-edits' --clear-at-least is the server's parameter (the API's default when left out), not microcompact's.
+        for flag in flags - COMPACT_MEANING - ({"--clear-at-least"} if module.name == "api_edits.py" else set()):
+            assert not re.search(rf'typer\.Option\(\s*"{flag}"', source), f"{module.name} declares {flag} again"
 
 
 # --- compact hands each option to its stage ---------------------------------------------------------

@@ -2,24 +2,21 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated, Any, Optional
 
 import typer
 
 from .. import io
-from ..budget_options import AutocompactPct, MaxOutput, Model, NoAutoCompact, Window, budget_settings
-from ..options import Format, InputPath, Json, OnError, format_name
+from ..budget_options import Threshold
+from ..flags import with_options
+from ..options import Explain, Format, InputPath, Json, OnError, OnErrorChoice, format_name
 
 
+@with_options(threshold=Threshold)
 def api_edits(
+    threshold: Threshold,
     path: InputPath = None,
     input_format: Format = None,
-    model: Model = None,
-    window: Window = None,
-    autocompact_pct: AutocompactPct = None,
-    max_output_tokens: MaxOutput = None,
-    no_auto_compact: NoAutoCompact = False,
     trigger: Annotated[
         Optional[int],
         typer.Option(
@@ -71,8 +68,8 @@ def api_edits(
     ] = None,
     pause_after_compaction: Annotated[bool, typer.Option("--pause-after-compaction", help="Stop the response after the compaction block.")] = False,
     json_output: Json = False,
-    explain: Annotated[bool, typer.Option("--explain", help="Say on stderr why each value was chosen.")] = False,
-    on_error: OnError = "fail",  # type: ignore[assignment]
+    explain: Explain = False,
+    on_error: OnError = OnErrorChoice.fail,
 ) -> None:
     """Print the context_management request parameter that makes the API clear this context itself.
 
@@ -86,8 +83,9 @@ def api_edits(
     """
     from ...core.api_edits import ApiEditsOptions, build_api_edits, parse_thinking_keep, transcript_facts
     from ...core.jsonl import ReadStats, iter_buffer_entries
-    from ...counting import CountOptions, count_buffer, mapped
+    from ...counting import CountOptions, count_buffer
     from ...formats import get
+    from ...inputs import mapped
 
     compact_only = [
         flag
@@ -126,11 +124,11 @@ def api_edits(
         raise typer.BadParameter(str(exc)) from None
 
     count_options = CountOptions(
-        model=model,
-        window=window,
+        model=threshold.model,
+        window=threshold.window,
         format=format_name(input_format),
         on_error=on_error.value,
-        budget=budget_settings(autocompact_pct=autocompact_pct, max_output_tokens=max_output_tokens, no_auto_compact=no_auto_compact),
+        budget=threshold.settings(),
     )
     source = io.source_name(path)
     with mapped(path) as buffer:
@@ -148,29 +146,14 @@ def api_edits(
         model=counted.count.model,
         autocompact_threshold=counted.thresholds.autocompact,
     )
-    if json_output or not io.stdout_is_terminal():
-        io.write_json_lines([result.request])
-    else:
-        _print_pretty(result.request)
+    # Pretty-printed for a person at a terminal, one line for a program.
+    io.write_json_lines([result.request], indent=not (json_output or not io.stdout_is_terminal()))
     if explain:
-        _print_explanation(source, result.explanations, counted.thresholds.explanations, options)
+        io.explain(_explanation(source, result.explanations, counted.thresholds.explanations, options))
 
 
-def _print_pretty(obj: dict[str, Any]) -> None:
-    out = sys.stdout.buffer
-    out.write(io.json_bytes(obj, indent=True))
-    out.flush()
-
-
-def _print_explanation(source: str, lines: tuple[str, ...], threshold_lines: tuple[str, ...], options: Any) -> None:
-    from ..terminal import shown
-
-    # The lines name the transcript's tools and model: shown() keeps their escapes off the terminal.
-    err = sys.stderr
-    print(f"{shown(source)}:", file=err)
-    for line in lines:
-        print(f"  {shown(line)}", file=err)
+def _explanation(source: str, lines: tuple[str, ...], threshold_lines: tuple[str, ...], options: Any) -> list[str]:
+    explained = [f"{source}:", *(f"  {line}" for line in lines)]
     if options.trigger_tokens is None and options.trigger_tool_uses is None:
-        print("  where the autocompact threshold comes from:", file=err)
-        for line in threshold_lines:
-            print(f"    {shown(line)}", file=err)
+        explained += ["  where the autocompact threshold comes from:", *(f"    {line}" for line in threshold_lines)]
+    return explained

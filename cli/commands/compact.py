@@ -3,55 +3,37 @@
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 
+from ...pipeline import PIPELINE
 from .. import io
-from ..budget_options import AutocompactPct, Baseline, MaxOutput, Model, NoAutoCompact, Window, budget_settings
-from ..options import Format, InputPaths, Json, OnError, SourceChoice
-from ..stage_options import (
-    AllowOutsideRoot,
-    BaseUrl,
-    CacheAware,
-    ClearAtLeast,
-    DescribeImages,
-    DropHistory,
-    Engine,
-    GapMinutes,
-    Horizon,
-    Instructions,
-    KeepFraction,
-    KeepLast,
-    KeepMaxTokens,
-    KeepMinTextMessages,
-    KeepMinTokens,
-    KeepRecent,
-    LlmTimeout,
-    NoMarker,
-    Prices,
-    Root,
-    SessionMemory,
-    Source,
-    Tools,
-    Verify,
-    cache_policy,
-    compactable_tools,
-)
-from ..stages import Now, parse_now
+from ..budget_options import Baseline, Threshold
+from ..flags import Merged, with_options
+from ..options import Batch, Format, Json, Now, OnError, OnErrorChoice
+from ..stages import checked, parse_now
 from ..status import ExitStatus
 
+# The one place where a stage's option means something else in compact: compact's own --force
+# (summarize even below the threshold) also forces microcompact, and the threshold's --model also
+# picks the price table and the llm engine's model. Any other clash is an error when the CLI is built.
+GIVEN_BY_COMPACT = frozenset({"force", "model"})
 
+
+@with_options(batch=Batch, threshold=Threshold, stages=Merged(tuple(stage.settings for stage in PIPELINE), GIVEN_BY_COMPACT))
 def compact(
-    paths: InputPaths = None,
+    batch: Batch,
+    threshold: Threshold,
+    stages: dict[type, Any],
     input_format: Format = None,
     out_dir: Annotated[
         Optional[str],
         typer.Option(
             "--out-dir",
-            help="Write each result here: a file given by name as DIR/NAME, the files of a folder given at the same place below DIR. Two results for one path, or one over an input, is a usage error before anything is written.",
+            help="Write each result here: a file given by name as DIR/NAME, the files of a folder given at the same place below DIR. "
+            "Two results for one path, or one over an input, is a usage error before anything is written.",
             show_default=False,
         ),
     ] = None,
@@ -60,53 +42,19 @@ def compact(
         Optional[str],
         typer.Option(
             "--backup",
-            help="With --in-place: keep each original that changes as FILE+SUFFIX (FILE+SUFFIX.1, .2, … when that exists; never overwritten), written and synced before FILE is replaced.",
+            help="With --in-place: keep each original that changes as FILE+SUFFIX (FILE+SUFFIX.1, .2, … when that exists; never overwritten), "
+            "written and synced before FILE is replaced.",
             show_default=False,
         ),
     ] = None,
-    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Worker processes (0: one per core).", min=0)] = 0,
     force: Annotated[bool, typer.Option("--force", help="Summarize even below the autocompact threshold (microcompact is forced too).")] = False,
     target_tokens: Annotated[
         Optional[int], typer.Option("--target-tokens", help="Summarize when the context is above this many tokens.", min=0, show_default=False)
     ] = None,
-    # microcompact
-    keep_recent: KeepRecent = 5,
-    tools: Tools = None,
-    gap_minutes: GapMinutes = 60.0,
-    cache_aware: CacheAware = False,
-    clear_at_least: ClearAtLeast = 10_000,
-    horizon: Horizon = 5,
-    prices: Prices = None,
-    # microcompact and collapse
-    no_marker: NoMarker = False,
-    # summarize
-    engine: Engine = "auto",
-    session_memory: SessionMemory = None,
-    base_url: BaseUrl = None,
-    instructions: Instructions = None,
-    describe_images: DescribeImages = False,
-    timeout: LlmTimeout = None,
-    keep_min_tokens: KeepMinTokens = 10_000,
-    keep_min_text_messages: KeepMinTextMessages = 5,
-    keep_max_tokens: KeepMaxTokens = 40_000,
-    keep_last: KeepLast = None,
-    keep_fraction: KeepFraction = None,
-    drop_history: DropHistory = False,
-    verify: Verify = True,
-    # restore
-    root: Root = None,
-    source: Source = SourceChoice.auto,
-    allow_outside_root: AllowOutsideRoot = False,
-    model: Model = None,
-    window: Window = None,
     baseline: Baseline = None,
-    autocompact_pct: AutocompactPct = None,
-    max_output_tokens: MaxOutput = None,
-    no_auto_compact: NoAutoCompact = False,
-    subagents: Annotated[bool, typer.Option("--subagents/--no-subagents", help="Include subagent files found in folders.")] = True,
     now: Now = None,
     json_output: Json = False,
-    on_error: OnError = "fail",  # type: ignore[assignment]
+    on_error: OnError = OnErrorChoice.fail,
 ) -> None:
     """Compact transcripts: microcompact → collapse → summarize (when needed) → restore.
 
@@ -127,12 +75,6 @@ def compact(
     Example:  ctxpipe compact --out-dir compacted/ ~/.claude/projects/
     """
     from ...compacting import CompactOptions
-    from ...core.collapse import CollapseConfig
-    from ...core.microcompact import MicrocompactConfig
-    from ...core.restore import RestoreConfig
-    from ...core.summarize import SplitConfig
-    from ...core.summarize_engines import SUMMARY_TIMEOUT, LlmConfig
-    from ...summarizing import SummarizeOptions
 
     if in_place and out_dir:
         raise typer.BadParameter("give --in-place or --out-dir, not both", param_hint="--in-place")
@@ -140,67 +82,51 @@ def compact(
         raise typer.BadParameter("--backup goes with --in-place", param_hint="--backup")
     if backup is not None and (not backup or "/" in backup or os.sep in backup):
         raise typer.BadParameter("expected a suffix for the file name, such as .bak", param_hint="--backup")
-    moment = parse_now(now)
-    api_key = os.environ.get("ANTHROPIC_API_KEY") or None
-    if engine == "llm" and not api_key:
+    for stage in PIPELINE:
+        checked(stage, stages[stage.settings])
+    settings = {stage.name: stages[stage.settings] for stage in PIPELINE}
+    api_key = os.environ.get("ANTHROPIC_API_KEY") or None  # never printed or logged
+    if getattr(settings.get("summarize"), "engine", None) == "llm" and not api_key:
         from ...core.errors import CtxpipeError
 
         raise CtxpipeError("--engine llm needs ANTHROPIC_API_KEY in the environment")
-    llm = LlmConfig(
-        model or "",
-        api_key,
-        base_url or os.environ.get("ANTHROPIC_BASE_URL") or None,
-        instructions,
-        describe_images,
-        timeout=SUMMARY_TIMEOUT if timeout is None else timeout,
-    )  # no --model: compact takes the transcript's
     options = CompactOptions(
-        microcompact=MicrocompactConfig(
-            compactable_tools(tools), keep_recent, gap_minutes, moment, force, not no_marker, cache_policy(cache_aware, clear_at_least, horizon, prices, model)
-        ),
-        collapse=CollapseConfig(not no_marker, moment),
-        summarize=SummarizeOptions(
-            engine,
-            SplitConfig(keep_min_tokens, keep_min_text_messages, keep_max_tokens, keep_last, keep_fraction),
-            session_memory,
-            llm=llm,
-            verify=verify,
-            drop_history=drop_history,
-            now=moment,
-        ),
-        restore=RestoreConfig(source.value, root, allow_outside_root),
+        settings=settings,
         force_summary=force,
         target_tokens=target_tokens,
-        budget=budget_settings(autocompact_pct=autocompact_pct, max_output_tokens=max_output_tokens, no_auto_compact=no_auto_compact),
-        model=model,
-        window=window,
+        budget=threshold.settings(),
+        model=threshold.model,
+        window=threshold.window,
         baseline=baseline,
         format=input_format.value if input_format else None,
         on_error=on_error.value,
-        now=moment,
+        now=parse_now(now),
+        api_key=api_key,
+        base_url=os.environ.get("ANTHROPIC_BASE_URL") or None,
     )
+    paths = batch.paths
     single = not paths or paths == [io.STDIN] or (len(paths) == 1 and not Path(paths[0]).is_dir())
     if single and not out_dir and not in_place:
         _to_stdout(paths[0] if paths else None, options, json_output)
         return
     if not paths or paths == [io.STDIN]:
         raise typer.BadParameter("--out-dir and --in-place need files or folders, not stdin", param_hint="PATHS")
-    if session_memory is not None and not single:
+    if getattr(settings.get("summarize"), "session_memory", None) is not None and not single:
         raise typer.BadParameter("the notes of one session go with one transcript, not several files or a folder", param_hint="--session-memory")
     if not out_dir and not in_place:
         raise typer.BadParameter("several files or a folder need --out-dir DIR or --in-place (one file alone goes to stdout)", param_hint="PATHS")
-    _batch(paths, options, out_dir, in_place, backup, jobs, subagents, json_output)
+    _batch(paths, options, out_dir, in_place, backup, batch.jobs, batch.subagents, json_output)
 
 
 def _to_stdout(path: str | None, options: Any, json_output: bool) -> None:
     from ...compacting import compact_buffer
     from ...counting import mapped
-    from ..commands.summarize import shared_breaker
+    from ..breaker import breaker
 
     source = io.source_name(path)
     with mapped(path) as buffer:
         _refuse_compaction(buffer, path, source)
-        pieces, report = compact_buffer(buffer, source, replace(options, summarize=replace(options.summarize, transcript_path=path)), shared_breaker())
+        pieces, report = compact_buffer(buffer, source, options, breaker(), path)
     with io.open_output(None) as out:
         for piece in pieces:
             out.write(piece)
@@ -285,7 +211,7 @@ def compact_one(item: tuple[str, str, str], options: Any, backup: str | None) ->
     from ...core.errors import InputError
     from ...inputs import mapped
     from ...sessions import COMPACTION_NOTE, is_compaction
-    from ..batch import worker_breaker
+    from ..breaker import breaker
 
     path, shown, target = item
     in_place = path == target
@@ -293,7 +219,7 @@ def compact_one(item: tuple[str, str, str], options: Any, backup: str | None) ->
     with mapped(path) as buffer:
         if is_compaction(buffer, path):  # not a session: skipped, nothing written
             return {"file": shown, "kind": "compaction", "skipped": COMPACTION_NOTE, "changed": False, "output": None}
-        pieces, report = compact_buffer(buffer, shown, replace(options, summarize=replace(options.summarize, transcript_path=path)), worker_breaker())
+        pieces, report = compact_buffer(buffer, shown, options, breaker(), path)
         report["output"] = target
         if in_place and not report["changed"]:
             return report
@@ -351,7 +277,7 @@ def _table(reports: list[dict[str, Any]]) -> None:
 
     table = Table("file", "before", "after", "summarized", show_edge=False)
     for report in reports:
-        summarized = next((s for s in report["stages"] if s["stage"] == "summarize"), {})
+        summarized: dict[str, Any] = next((s for s in report["stages"] if s["stage"] == "summarize"), {})
         # File names come from the folders searched: shown, never markup.
         table.add_row(shown_text(report["file"]), f"{report['tokens_before']:,}", f"{report['tokens_after']:,}", "yes" if summarized.get("changed") else "no")
     before = sum(r["tokens_before"] for r in reports)

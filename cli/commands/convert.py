@@ -9,7 +9,8 @@ import typer
 
 from ...formats import REGISTRY, WRITABLE
 from .. import io
-from ..options import Format, InputPath, OnError, Output, Unbuffered, format_name, iso_time
+from ..budget_options import Model
+from ..options import Format, InputPath, OnError, OnErrorChoice, Output, Unbuffered, format_name, iso_time
 
 MAX_LISTED = 5
 
@@ -26,7 +27,7 @@ def convert(
     input_format: Format = None,
     output: Output = None,
     unbuffered: Unbuffered = False,
-    on_error: OnError = "fail",  # type: ignore[assignment]
+    on_error: OnError = OnErrorChoice.fail,
     repair: Annotated[
         bool, typer.Option("--repair", help="Answer each tool_use that has no result with a synthetic error result (and drop orphan results).")
     ] = False,
@@ -38,7 +39,7 @@ def convert(
     start_time: Annotated[
         Optional[str], typer.Option("--start-time", help="ISO time of the first line written as claude-code (default: now).", callback=iso_time)
     ] = None,
-    model: Annotated[Optional[str], typer.Option("--model", help="Model recorded on assistant lines written as claude-code.")] = None,
+    model: Model = None,
 ) -> None:
     """Convert a transcript to another format (--to: the formats ctxpipe writes).
 

@@ -10,8 +10,9 @@ from typing import Annotated, Any, Optional
 import typer
 
 from .. import io
-from ..budget_options import AutocompactPct, Baseline, BlockingLimit, MaxOutput, Model, NoAutoCompact, Window, budget_settings
-from ..options import Format, InputPaths, Json, OnError, format_name
+from ..budget_options import Baseline, BlockingLimit, Threshold
+from ..flags import with_options
+from ..options import Batch, Format, Json, OnError, OnErrorChoice, format_name
 from ..status import ExitStatus
 
 
@@ -29,11 +30,11 @@ class By(str, Enum):
     tool = "tool"
 
 
+@with_options(batch=Batch, threshold=Threshold)
 def count(
-    paths: InputPaths = None,
+    batch: Batch,
+    threshold: Threshold,
     input_format: Format = None,
-    model: Model = None,
-    window: Window = None,
     baseline: Baseline = None,
     tokenizer: Annotated[Tokenizer, typer.Option("--tokenizer", "-t", help="Estimator for what came after the last recorded usage.")] = Tokenizer.calibrated,
     calibrate: Annotated[
@@ -49,13 +50,8 @@ def count(
     full: Annotated[bool, typer.Option("--full", help="Parse every line (an exact message count; slower on big folders).")] = False,
     svg: Annotated[Optional[str], typer.Option("--svg", help="Save the timeline chart as an SVG picture.", show_default=False)] = None,
     json_output: Json = False,
-    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Worker processes for many files (0: one per core).", min=0)] = 0,
-    subagents: Annotated[bool, typer.Option("--subagents/--no-subagents", help="Include subagent files found in folders.")] = True,
-    on_error: OnError = "fail",  # type: ignore[assignment]
-    autocompact_pct: AutocompactPct = None,
-    max_output_tokens: MaxOutput = None,
+    on_error: OnError = OnErrorChoice.fail,
     blocking_limit: BlockingLimit = None,
-    no_auto_compact: NoAutoCompact = False,
 ) -> None:
     """Count the tokens of each transcript's active context.
 
@@ -78,8 +74,8 @@ def count(
         tokenizer=tokenizer.value,
         calibrate=calibrate,
         as_claude_code=as_claude_code,
-        model=model,
-        window=window,
+        model=threshold.model,
+        window=threshold.window,
         format=format_name(input_format),
         on_error=on_error.value,
         by=by.value if by else None,
@@ -87,16 +83,15 @@ def count(
         timeline=timeline or svg is not None,
         whole=full,
         baseline=baseline,
-        budget=budget_settings(
-            autocompact_pct=autocompact_pct, max_output_tokens=max_output_tokens, blocking_limit=blocking_limit, no_auto_compact=no_auto_compact
-        ),
+        budget=threshold.settings(blocking_limit),
     )
-    workers = jobs or default_jobs()
+    workers = batch.jobs or default_jobs()
+    paths = batch.paths
     if not paths or paths == [io.STDIN]:
-        results = [(True, count_file(None, replace(options, threads=workers)))]
+        results: list[tuple[bool, Any]] = [(True, count_file(None, replace(options, threads=workers)))]
         inputs_shown = [io.STDIN]
     else:
-        files = find_inputs(paths, subagents)  # warns about what it leaves out (a FIFO, a broken link)
+        files = find_inputs(paths, batch.subagents)  # warns about what it leaves out (a FIFO, a broken link)
         # One file: the tokenizer may use every core; many: the files are spread over them instead.
         options = replace(options, threads=workers if len(files) == 1 else 1)
         job = functools.partial(_count_one, options=options)

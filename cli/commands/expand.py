@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-import typer
-
 from .. import io
-from ..options import InputPath, Output
+from ..options import InputPath, LedgerToRead, Output
 
 
 def expand(
+    ledger: LedgerToRead,
     path: InputPath = None,
-    ledger: Annotated[str, typer.Option("--ledger", help="The ledger file the stages appended to.", show_default=False)] = ...,  # type: ignore[assignment]
     output: Output = None,
 ) -> None:
     """Rebuild the transcript a chain of stages started from, byte for byte.
@@ -26,7 +22,7 @@ def expand(
     from ...core.errors import CtxpipeError
     from ...core.stage import expand as undo
     from ...core.stage import read_ledger
-    from ...counting import mapped
+    from ...inputs import mapped
 
     with mapped(ledger) as ledger_bytes:
         records = read_ledger(bytes(ledger_bytes), ledger)

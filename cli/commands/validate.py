@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import io
-from ..options import Format, InputPaths, Json, OnError, format_name
+from ..options import Format, InputPaths, Json, OnError, OnErrorChoice, format_name
 from ..status import ExitStatus
 
 
@@ -13,7 +13,7 @@ def validate(
     paths: InputPaths = None,
     input_format: Format = None,
     json_output: Json = False,
-    on_error: OnError = "fail",  # type: ignore[assignment]
+    on_error: OnError = OnErrorChoice.fail,
 ) -> None:
     """Check each line against its format's JSON Schema and the transcript's structure.
 

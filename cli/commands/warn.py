@@ -8,29 +8,27 @@ from typing import Annotated, Any
 import typer
 
 from .. import io
-from ..budget_options import AutocompactPct, Baseline, BlockingLimit, MaxOutput, Model, NoAutoCompact, Window, budget_settings
-from ..options import Format, InputPath, Json, OnError, format_name
+from ..budget_options import Baseline, BlockingLimit, Threshold
+from ..flags import with_options
+from ..options import Explain, Format, InputPath, Json, OnError, OnErrorChoice, format_name
 
 LEVEL_EXIT = {"normal": 0, "warning": 3, "autocompact": 4, "blocking": 5}
 LEVEL_STYLE = {"normal": "green", "warning": "yellow", "autocompact": "magenta", "blocking": "bold red"}
 
 
+@with_options(threshold=Threshold)
 def warn(
+    threshold: Threshold,
     path: InputPath = None,
     input_format: Format = None,
-    model: Model = None,
-    window: Window = None,
     baseline: Baseline = None,
-    autocompact_pct: AutocompactPct = None,
-    max_output_tokens: MaxOutput = None,
     blocking_limit: BlockingLimit = None,
-    no_auto_compact: NoAutoCompact = False,
     json_output: Json = False,
-    explain: Annotated[bool, typer.Option("--explain", help="Show where each threshold came from, and any override that was ignored and why.")] = False,
+    explain: Explain = False,
     pass_through: Annotated[
         bool, typer.Option("--pass-through", help="Copy the input to stdout unchanged and report on stderr, to sit inside a pipe.")
     ] = False,
-    on_error: OnError = "fail",  # type: ignore[assignment]
+    on_error: OnError = OnErrorChoice.fail,
 ) -> None:
     """Report the context's level and exit with it: 0 normal, 3 warning, 4 autocompact, 5 blocking.
 
@@ -46,18 +44,17 @@ def warn(
 
     Example:  ctxpipe warn session.jsonl || ctxpipe compact --in-place session.jsonl
     """
-    from ...counting import CountOptions, count_buffer, mapped
+    from ...counting import CountOptions, count_buffer
+    from ...inputs import mapped
     from ...sessions import kind_of
 
     options = CountOptions(
-        model=model,
-        window=window,
+        model=threshold.model,
+        window=threshold.window,
         format=format_name(input_format),
         on_error=on_error.value,
         baseline=baseline,
-        budget=budget_settings(
-            autocompact_pct=autocompact_pct, max_output_tokens=max_output_tokens, blocking_limit=blocking_limit, no_auto_compact=no_auto_compact
-        ),
+        budget=threshold.settings(blocking_limit),
     )
     source = io.source_name(path)
     with mapped(path) as buffer:
