@@ -14,11 +14,10 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .core.budget import BudgetSettings, thresholds
-from .core.errors import UnsupportedError
 from .core.jsonl import OnError, ReadStats, iter_entries
 from .core.stage import Outcome, Stage, StageContext, line_bytes
 from .counting import CountOptions, Measure, _first_line_format, count_buffer, region_measure
-from .formats import get
+from .formats import get, not_writable
 from .pipeline import PIPELINE
 
 
@@ -46,8 +45,8 @@ class CompactOptions:
 def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: Any, transcript_path: str | None = None) -> tuple[list[bytes], dict[str, Any]]:
     """The compacted transcript's bytes (as pieces) and the report: every stage of the pipeline in order."""
     transcript_format = get(options.format or _first_line_format(buffer, source))
-    if transcript_format.name == "codex":
-        raise UnsupportedError(f"{source}: compact edits claude-code and anthropic transcripts; convert a codex rollout first")
+    if not transcript_format.writable:
+        raise not_writable(source, "compact", transcript_format.name)
     stats = ReadStats()
     offset, entries = transcript_format.read_region(buffer, source, options.on_error, stats)
     original = entries

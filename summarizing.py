@@ -17,9 +17,22 @@ from .core.fields import iso, moment
 from .core.jsonl import Entry
 from .core.model import Message
 from .core.restore import RESTORED_PREFIX
-from .core.stage import Outcome
-from .core.summarize import SplitConfig, context_text, facts_to_keep, first_position, key_facts, offline_summary, summary_message_text, tail_start, verify
+from .core.stage import Outcome, Stage, StageContext
+from .core.summarize import (
+    ENGINES,
+    SplitConfig,
+    SummarizeSettings,
+    context_text,
+    facts_to_keep,
+    first_position,
+    key_facts,
+    offline_summary,
+    summary_message_text,
+    tail_start,
+    verify,
+)
 from .core.summarize_engines import (
+    SUMMARY_TIMEOUT,
     Breaker,
     LlmConfig,
     SummaryFailed,
@@ -30,12 +43,13 @@ from .core.summarize_engines import (
     notes_cover,
     notes_summary,
     repair_summary,
+    transcript_model,
     usable_notes,
 )
 from .core.transcript_format import SUMMARY_MARKER, TranscriptFormat
 from .counting import CountOptions, Measure, region_measure
 
-ENGINES = ("auto", "session-memory", "llm", "offline")
+__all__ = ["ENGINES", "STAGE", "SummarizeOptions", "summarize_entries"]
 
 
 @dataclass
@@ -274,3 +288,64 @@ def summarize_entries(
                 mended.append(f"{report['facts_to_keep']} added as Facts to keep")
             note += f" (missing {lost}; {', '.join(mended)}); recall now {report['verification']['recall']:.0%}"
     return Outcome(written, True, note, report)
+
+
+# --- the stage ---------------------------------------------------------------------------------------
+
+
+def options_of(settings: SummarizeSettings, context: StageContext, transcript_model_name: str | None = None) -> SummarizeOptions:
+    """The summarize stage's settings and the run's context as summarize_entries' options.
+
+    No --model: the llm engine uses the transcript's (transcript_model_name, found by the caller).
+    """
+    if settings.engine == "llm" and not context.api_key:
+        raise CtxpipeError("--engine llm needs ANTHROPIC_API_KEY in the environment")
+    llm = LlmConfig(
+        settings.model or transcript_model_name or "",
+        context.api_key,
+        settings.base_url or context.base_url,
+        settings.instructions,
+        settings.describe_images,
+        timeout=SUMMARY_TIMEOUT if settings.timeout is None else settings.timeout,
+        max_retries=settings.max_retries,
+    )
+    return SummarizeOptions(
+        settings.engine,
+        settings.split(),
+        settings.session_memory,
+        context.transcript_path,
+        llm,
+        settings.verify,
+        settings.drop_history,
+        context.now,
+        trigger=context.trigger,
+        measure=context.measure,
+        original=context.original,
+        threshold=context.threshold,
+    )
+
+
+def run(entries: list[Entry], transcript_format: TranscriptFormat, settings: SummarizeSettings, context: StageContext) -> Outcome:
+    options = options_of(settings, context, None if settings.model else transcript_model(transcript_format.messages(entries)))
+    return summarize_entries(entries, transcript_format, options, context.breaker or Breaker(), context.progress)
+
+
+STAGE = Stage(
+    "summarize",
+    SummarizeSettings,
+    run,
+    """Summarize the older part of the active context and keep a recent tail verbatim.
+
+    Claude Code files get the original lines above, a compact_boundary, the isCompactSummary user
+    line (continuation preamble + summary) and the kept tail re-linked after it, so Claude Code
+    resumes the compacted conversation; Messages-API files get a summary message and the tail.
+    stderr says which engine ran and why. With --verify (default) every typed instruction, edited
+    file, the last request, open todos and an unresolved error are checked in the result, and
+    whatever is missing is added as "Facts to keep".
+
+    Example:  ctxpipe summarize --engine offline session.jsonl > compacted.jsonl
+    """,
+    # --drop-history writes the lines before the summary no more: it needs them all.
+    whole=lambda settings: bool(settings.drop_history),
+    runs="over threshold",
+)

@@ -33,13 +33,12 @@ from pathlib import Path
 import ctxpipe
 from ctxpipe.compacting import CompactOptions, compact_buffer
 from ctxpipe.core.count import Estimates, calibrate, calibration_pairs, count_context, fit, response_indices, usage_prompt, usage_total
-from ctxpipe.core.microcompact import MicrocompactConfig
-from ctxpipe.core.summarize import SplitConfig
+from ctxpipe.core.microcompact import MicrocompactSettings
+from ctxpipe.core.summarize import SummarizeSettings
 from ctxpipe.core.summarize_engines import Breaker
 from ctxpipe.core.tokens import PiecesCounter, counter_named, estimate_blocks
 from ctxpipe.counting import CountOptions, count_buffer
 from ctxpipe.formats.claude_code import is_compact_boundary
-from ctxpipe.summarizing import SummarizeOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 BASES = ("pieces", "rough", "tiktoken:cl100k_base", "tiktoken:o200k_base")
@@ -161,8 +160,8 @@ def ctxpipe_outputs(files: list[Path], claude_code: bool) -> list[dict[str, obje
     """compact --force --engine offline on each main session: count of the output against a fresh
     estimate of its active context plus the baseline (and what Claude Code 2.1.88 sends on resume)."""
     # A 4-message tail, so that every session with a history is summarized (no usage anchors the output).
-    split = SplitConfig(keep_last=4)
-    options = CompactOptions(microcompact=MicrocompactConfig(force=True), summarize=SummarizeOptions(engine="offline", split=split), force_summary=True)
+    settings = {"microcompact": MicrocompactSettings(force=True), "summarize": SummarizeSettings(engine="offline", keep_last=4)}
+    options = CompactOptions(settings, force_summary=True)
     counter = PiecesCounter()
     rows = []
     for path in files:

@@ -44,7 +44,6 @@ import re
 import subprocess
 import sys
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -204,21 +203,14 @@ def _compact_report(cut: Path, now: str, cli_bytes: bytes) -> tuple[dict[str, An
     try:
         from ctxpipe.cli.stages import parse_now
         from ctxpipe.compacting import CompactOptions, compact_buffer
-        from ctxpipe.core.collapse import CollapseConfig
-        from ctxpipe.core.microcompact import MicrocompactConfig
+        from ctxpipe.core.microcompact import MicrocompactSettings
+        from ctxpipe.core.summarize import SummarizeSettings
         from ctxpipe.core.summarize_engines import Breaker
-        from ctxpipe.summarizing import SummarizeOptions
 
         moment = parse_now(now)  # as the CLI reads --now
-        options = CompactOptions(
-            microcompact=MicrocompactConfig(now=moment, force=True),
-            collapse=CollapseConfig(now=moment),
-            summarize=SummarizeOptions("offline", now=moment),
-            force_summary=True,
-            now=moment,
-        )
-        options = replace(options, summarize=replace(options.summarize, transcript_path=str(cut)))
-        pieces, report = compact_buffer(cut.read_bytes(), cut.name, options, Breaker())
+        settings = {"microcompact": MicrocompactSettings(force=True), "summarize": SummarizeSettings("offline")}
+        options = CompactOptions(settings, force_summary=True, now=moment)
+        pieces, report = compact_buffer(cut.read_bytes(), cut.name, options, Breaker(), str(cut))
     except Exception as error:  # the library is being reworked: no figure rather than no report
         return None, f"in-process compact failed ({type(error).__name__}: {error})"
     if b"".join(pieces) != cli_bytes:

@@ -15,9 +15,10 @@ import orjson
 import typer
 
 from ..atomic import write_error
-from ..core.errors import SettingsError, UnsupportedError
+from ..core.errors import SettingsError
 from ..core.jsonl import Entry, ReadStats, iter_entries
 from ..core.stage import Outcome, Stage, StageContext, ledger_record, line_bytes
+from ..formats import not_writable
 from ..inputs import view
 from . import io
 from .flags import with_options
@@ -117,8 +118,8 @@ def run_stage(
     stats = ReadStats()
     with mapped(path) as buffer:
         transcript_format = get(format_name(input_format) or _first_line_format(buffer, source))
-        if transcript_format.name == "codex":
-            raise UnsupportedError(f"{source}: {name} edits claude-code and anthropic transcripts; convert a codex rollout first")
+        if not transcript_format.writable:
+            raise not_writable(source, name, transcript_format.name)
         if whole:  # the stage needs every line, numbered (e.g. ranges given by line number)
             offset, entries = 0, list(iter_entries(io_module.BytesIO(buffer), source, on_error.value, stats))
         else:

@@ -20,7 +20,7 @@ from .fields import text as field_text
 from .jsonl import Entry, as_text, dumps
 from .microcompact import ToolCall, counted_by_anchor, tool_calls
 from .placeholders import PLACEHOLDER, STUB_PREFIX
-from .stage import Outcome
+from .stage import Outcome, Stage, StageContext, no_marker
 from .tokens import PiecesCounter, block_texts
 from .transcript_format import TranscriptFormat
 
@@ -117,3 +117,33 @@ def collapse(entries: list[Entry], transcript_format: TranscriptFormat, config: 
         stats["tokens"] += item["tokens"]
     report = {"stage": "collapse", "folded": len(folded), "removed_estimate": saved, "tokens_saved": counted, "by_tool": per_tool, "folds": folded}
     return Outcome(result, True, f"folded {len(folded)} repeated result{'s' if len(folded) != 1 else ''}", report, removed)
+
+
+# --- the stage, declared once ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CollapseSettings:
+    """collapse's settings as the command line spells them (see core.stage.Flag)."""
+
+    no_marker: bool = no_marker()
+
+
+def run(entries: list[Entry], transcript_format: TranscriptFormat, settings: CollapseSettings, context: StageContext) -> Outcome:
+    return collapse(entries, transcript_format, CollapseConfig(not settings.no_marker, context.now))
+
+
+STAGE = Stage(
+    "collapse",
+    CollapseSettings,
+    run,
+    """Fold a tool result that a later call repeated exactly into a pointer to the later copy.
+
+    Same tool, same input, same result (a file read again with nothing changed, the same `git
+    status` twice): the earlier copy becomes a stub naming the tool, its input and the later call.
+    The latest copy stays whole. A result that differs (the file changed in between) is never
+    folded, nor is a full read that Claude Code's "file unchanged" stub points back to.
+
+    Example:  ctxpipe microcompact session.jsonl | ctxpipe collapse --report > smaller.jsonl
+    """,
+)

@@ -14,14 +14,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from .cache import CacheDecision, CachePolicy, decide
+from .cache import DEFAULT_PRICES, CacheDecision, CachePolicy, Prices, decide
 from .count import Calibration, Estimates, anchor_index, calibrate, count_context
 from .fields import iso, moment
 from .fields import text as field_text
 from .jsonl import Entry
 from .model import Message
 from .placeholders import PLACEHOLDER
-from .stage import Outcome
+from .stage import Outcome, Stage, StageContext, no_marker, setting
 from .tokens import PiecesCounter, block_texts
 from .transcript_format import TranscriptFormat
 
@@ -192,3 +192,74 @@ def first_changed_block_tokens(messages: Sequence[Message], chosen: Plan, estima
     """Estimated tokens of the prompt before the first cleared result: the part whose cache survives."""
     first = min((messages.index(call.result[0]) for call in chosen.calls if call.result), default=0)
     return estimates.between(0, first)
+
+
+# --- the stage, declared once ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MicrocompactSettings:
+    """microcompact's settings as the command line spells them (see core.stage.Flag)."""
+
+    keep_recent: int = setting(5, "--keep-recent", "Old tool results: keep those of the last N compactable calls (0 keeps 1, as Claude Code).", min=0)
+    tools: frozenset[str] | None = setting(
+        None,
+        "--tools",
+        "Comma-separated tool names whose old results are cleared (default: Read,Bash,PowerShell,Grep,Glob,WebSearch,WebFetch,Edit,Write,MultiEdit,"
+        "NotebookEdit). Task, Agent and mcp__ tools are never cleared.",
+        parse="names",
+    )
+    gap_minutes: float = setting(
+        60.0, "--gap-minutes", "Clear old tool results only when the last response is at least this many minutes old (the prompt cache has expired).", min=0.0
+    )
+    force: bool = setting(False, "--force", "Clear regardless of the time since the last response.")
+    no_marker: bool = no_marker()
+    cache_aware: bool = setting(
+        False,
+        "--cache-aware",
+        "Clear old tool results only when the tokens freed pay for the prompt-cache break within --horizon turns (replaces the time trigger).",
+    )
+    clear_at_least: int = setting(10_000, "--clear-at-least", "With --cache-aware: the fewest tokens worth a cache break.", min=0)
+    horizon: int = setting(5, "--horizon", "With --cache-aware: the turns within which the break must pay for itself.", min=1)
+    prices: tuple[tuple[str, Prices], ...] | None = setting(
+        None,
+        "--prices",
+        "With --cache-aware: a JSON price table {model fragment: {input, cache_write_5m, cache_write_1h, cache_read, output}} in $/MTok.",
+        parse="prices",
+    )
+    model: str | None = setting(None, "--model", "Model for the price table (default: the transcript's).", short="-m")
+
+    def config(self, now: datetime | None) -> MicrocompactConfig:
+        cache = CachePolicy(self.clear_at_least, self.horizon, self.prices or DEFAULT_PRICES, self.model) if self.cache_aware else None
+        return MicrocompactConfig(
+            COMPACTABLE_TOOLS if self.tools is None else self.tools, self.keep_recent, self.gap_minutes, now, self.force, not self.no_marker, cache
+        )
+
+
+def run(entries: list[Entry], transcript_format: TranscriptFormat, settings: MicrocompactSettings, context: StageContext) -> Outcome:
+    outcome = microcompact(entries, transcript_format, settings.config(context.now))
+    cache = outcome.report.get("cache")
+    if cache:  # what keeping and clearing cost: the figures behind the decision
+        outcome.notes.append(
+            f"microcompact: cache {'warm' if cache['cache_warm'] else 'expired'} (TTL {cache['ttl_minutes']} min); "
+            f"over {cache['horizon']} turns keeping costs ${cache['cost_keep_usd']:.4f}, clearing ${cache['cost_clear_usd']:.4f}"
+            + (f"; break-even at turn {cache['break_even_turn']}" if cache["break_even_turn"] else "")
+        )
+    return outcome
+
+
+STAGE = Stage(
+    "microcompact",
+    MicrocompactSettings,
+    run,
+    """Replace old tool results with "[Old tool result content cleared]", as Claude Code does.
+
+    Only the active context is touched; results of Task/Agent and MCP tools are never cleared, and
+    the last --keep-recent compactable results stay. By default it fires only when the last
+    response is --gap-minutes old (the prompt cache has expired, so clearing costs nothing extra);
+    otherwise the input passes through unchanged. A microcompact_boundary record with tokensSaved
+    is appended, which `count` uses. Running it twice changes nothing more.
+
+    Example:  ctxpipe microcompact --force --ledger undo.jsonl session.jsonl > smaller.jsonl
+    """,
+)

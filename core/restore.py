@@ -29,6 +29,7 @@ from .count import Reinjection
 from .fields import text
 from .jsonl import Entry, as_text
 from .model import Message
+from .stage import Outcome, Stage, StageContext, setting
 from .tokens import RoughCounter
 from .transcript_format import TranscriptFormat
 
@@ -645,3 +646,67 @@ def restore(
     if no_disk:
         report["disk"] = no_disk.split(": ", 1)[1]
     return Outcome(list(entries) + added, True, f"restored {kinds}{no_disk}", report), candidates
+
+
+# --- the stage, declared once ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RestoreSettings:
+    """restore's settings as the command line spells them (see core.stage.Flag)."""
+
+    root: str | None = setting(
+        None,
+        "--root",
+        "Restore reads files from disk only under this folder, links resolved (default: the current directory, and only for a transcript whose cwd "
+        "is in it; else the transcript's own copies).",
+    )
+    source: str = setting(
+        "auto",
+        "--source",
+        "Where a restored file's content comes from (auto: disk when the file is under the root, else the transcript).",
+        choices=("disk", "transcript", "auto"),
+    )
+    allow_outside_root: bool = setting(
+        False, "--allow-outside-root", "Restore reads files outside the root too (a transcript is untrusted input: off by default)."
+    )
+
+    def config(self) -> RestoreConfig:
+        return RestoreConfig(self.source, self.root, self.allow_outside_root)
+
+
+def run(entries: list[Entry], transcript_format: TranscriptFormat, settings: RestoreSettings, context: StageContext) -> Outcome:
+    """The history above the active context (context.history) is read, and left out of the result."""
+    from .fields import iso
+
+    history = list(context.history)
+    outcome, _ = restore(history + entries, transcript_format, settings.config(), iso(context.now), context.earlier)
+    if history and outcome.changed:
+        outcome.entries = outcome.entries[len(history) :]
+    return outcome
+
+
+STAGE = Stage(
+    "restore",
+    RestoreSettings,
+    run,
+    """Bring back, after the last summary, what the model needs to carry on.
+
+    From the history before the last compact boundary (or --from ORIGINAL): the most recently used
+    files (at most 5, 5,000 tokens each, 50,000 in all, newest first, none whose full read is still
+    in the kept tail; a file over budget comes back as its path with a note; memory and rule files —
+    CLAUDE.md, MEMORY.md, .claude/rules/*, ~/.claude/… — never take a slot, Claude Code reloads them),
+    the latest plan (the plan file, or the last ExitPlanMode plan; its own item, at most 5,000
+    tokens), a plan-mode reminder when the session ended in plan mode, the invoked skills (5,000
+    tokens each, 25,000 in all) and the latest todo list. Each is its own
+    isMeta user entry whose first line says what it is, e.g.
+    "[restored file] src/app.py (lines 1-120, 1,850 tokens, from disk)". Files are read from disk
+    only under --root (links resolved); without it, only under the current directory and only when
+    the transcript's cwd is in it (a transcript is untrusted: it does not choose what is read).
+
+    Example:  ctxpipe summarize session.jsonl | ctxpipe restore --root ~/src/app > resumed.jsonl
+    """,
+    # It reads the history above the boundary: every line.
+    whole=lambda _settings: True,
+    runs="after a summary",
+)

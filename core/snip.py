@@ -13,12 +13,12 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .count import Estimates, anchor_index, calibrate, priced_blocks
-from .errors import CtxpipeError
+from .errors import CtxpipeError, SettingsError
 from .fields import iso
 from .fields import text as field_text
 from .jsonl import Entry
 from .model import Message
-from .stage import Outcome
+from .stage import Outcome, Stage, StageContext, no_marker, setting
 from .tokens import PiecesCounter
 from .transcript_format import TranscriptFormat
 
@@ -184,3 +184,62 @@ def _survivors(parent_of: dict[str, Any]) -> Callable[[str], Any]:
         return parent
 
     return survivor
+
+
+# --- the stage, declared once ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SnipSettings:
+    """snip's settings as the command line spells them (see core.stage.Flag)."""
+
+    before: str | None = setting(None, "--before", "Remove what lies between the opening message and the message holding this uuid.")
+    range: tuple[str, str] | None = setting(None, "--range", "Remove A..B (uuids or line numbers), inclusive.", parse="span")
+    keep_last: int | None = setting(None, "--keep-last", "Keep the opening message and the last N messages of the active context.", min=1)
+    no_marker: bool = no_marker()
+
+
+def check(settings: SnipSettings) -> None:
+    if sum(value is not None for value in (settings.before, settings.range, settings.keep_last)) != 1:
+        raise SettingsError("snip", "give exactly one of --before, --range, --keep-last")
+
+
+def by_line(settings: SnipSettings) -> bool:
+    """Line numbers need every line counted; uuids and --keep-last need only the active context."""
+    return settings.range is not None and any(part.isdigit() for part in settings.range)
+
+
+def snipped_before(entries: Sequence[Entry]) -> set[str]:
+    """uuids earlier snip records removed, so a repeated snip is a quiet no-op, not an error."""
+    found: set[str] = set()
+    for entry in entries:
+        metadata = entry.obj.get("snipMetadata")
+        if entry.obj.get("subtype") == "snip_boundary" and isinstance(metadata, dict):
+            found.update(str(u) for u in metadata.get("removedUuids", []))
+    return found
+
+
+def run(entries: list[Entry], transcript_format: TranscriptFormat, settings: SnipSettings, context: StageContext) -> Outcome:
+    config = SnipConfig(settings.before, settings.range, settings.keep_last, not settings.no_marker, context.now)
+    return snip(entries, transcript_format, config, snipped_before(entries))
+
+
+STAGE = Stage(
+    "snip",
+    SnipSettings,
+    run,
+    """Remove a range of the active context, widened so no tool pair or response is split.
+
+    Give exactly one of --before, --range, --keep-last. The opening message of the active context
+    (the task, or the compact summary) stays with --before and --keep-last, so the context still
+    starts with a user turn; a tail that would begin inside a tool pair keeps a little more. Lines
+    whose parent was removed are
+    re-parented to the nearest line that stays; a snip_boundary record lists the removed uuids
+    and the tokens they held (which `count` subtracts). Line numbers count from 1 in the input.
+
+    Example:  ctxpipe snip --keep-last 40 --ledger undo.jsonl session.jsonl > shorter.jsonl
+    """,
+    in_compact=False,
+    whole=by_line,
+    check=check,
+)

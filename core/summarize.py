@@ -521,6 +521,7 @@ class SummarizeSettings:
     keep_fraction: float | None = setting(None, "--keep-fraction", "Keep the last F (0-1) of the context's tokens after the summary instead.", min=0.0, max=1.0)
     drop_history: bool = setting(False, "--drop-history", "Leave out the lines before the summary (Claude Code keeps them above the boundary).")
     verify: bool = setting(True, "--verify", "Check the new context still holds the key facts; add what is missing.", off="--no-verify")
+    max_retries: int = 4  # the model's retries per request (no flag: the library may ask for fewer, e.g. against a test server)
 
     def split(self) -> SplitConfig:
         return SplitConfig(self.keep_min_tokens, self.keep_min_text_messages, self.keep_max_tokens, self.keep_last, self.keep_fraction)

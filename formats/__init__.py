@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..core.errors import InputError
+from ..core.errors import InputError, UnsupportedError
 from ..core.jsonl import Entry
 from . import anthropic, claude_code, codex
 from .base import TranscriptFormat, WriteOptions
@@ -24,6 +24,11 @@ NAMES = tuple(sorted(REGISTRY))
 WRITABLE = tuple(name for name in NAMES if REGISTRY[name].writable)  # what the stages edit and `convert --to` writes
 DEFAULT = claude_code.FORMAT.name
 SNIFF_LINES = 50
+
+
+def not_writable(source: str, command: str, name: str) -> UnsupportedError:
+    """The error for a stage given a format it cannot write (convert it to one it can)."""
+    return UnsupportedError(f"{source}: {command} edits {' and '.join(sorted(WRITABLE, reverse=True))} transcripts; convert a {name} transcript first")
 
 
 def get(name: str) -> TranscriptFormat:

@@ -246,7 +246,7 @@ def test_usage_errors() -> None:
 
 def test_bad_input_on_stdout_mode_is_one_message_and_exit_1(tmp_path: Path) -> None:
     codex = compact(*DETERMINISTIC, FIXTURES / "codex" / "rollout.jsonl")
-    assert codex.returncode == 1 and codex.stdout == b"" and b"convert a codex rollout first" in codex.stderr
+    assert codex.returncode == 1 and codex.stdout == b"" and b"convert a codex transcript first" in codex.stderr
     broken = tmp_path / "broken.jsonl"
     broken.write_bytes((FIXTURES / "claude-code" / "basic.jsonl").read_bytes() + b'{"type":"user","message":\n')
     result = compact(*DETERMINISTIC, broken)
@@ -348,7 +348,7 @@ def test_a_bad_file_is_listed_at_the_end_and_the_others_are_written(tmp_path: Pa
         err = result.stderr.decode().splitlines()
         assert err[-1] == "ctxpipe: compact: 2 of 6 files failed"
         assert re.fullmatch(rf"ctxpipe: error: {re.escape(str(broken))}:\d+: invalid JSON: .*", err[-3]), err
-        assert err[-2] == f"ctxpipe: error: {rollout}: compact edits claude-code and anthropic transcripts; convert a codex rollout first"
+        assert err[-2] == f"ctxpipe: error: {rollout}: compact edits claude-code and anthropic transcripts; convert a codex transcript first"
         assert sorted(Path(r["file"]).name for r in reports(result)) == sorted(Path(rel).name for rel in files)
     assert sorted(tree(tmp_path / "out")) == sorted(files)
     assert all((src / rel).read_bytes() == (tmp_path / "out" / rel).read_bytes() for rel in files)
@@ -548,19 +548,17 @@ def test_the_breaker_is_shared_by_parallel_workers(tmp_path: Path, failing_serve
 
     from ctxpipe.cli.commands.compact import compact_one
     from ctxpipe.compacting import CompactOptions
-    from ctxpipe.core.collapse import CollapseConfig
-    from ctxpipe.core.microcompact import MicrocompactConfig
-    from ctxpipe.core.restore import RestoreConfig
-    from ctxpipe.core.summarize import SplitConfig
-    from ctxpipe.core.summarize_engines import LlmConfig
-    from ctxpipe.summarizing import SummarizeOptions
+    from ctxpipe.core.microcompact import MicrocompactSettings
+    from ctxpipe.core.restore import RestoreSettings
+    from ctxpipe.core.summarize import SummarizeSettings
 
     now = datetime(2026, 5, 1, tzinfo=timezone.utc)
-    options = CompactOptions(
-        microcompact=MicrocompactConfig(now=now, force=True), collapse=CollapseConfig(now=now),
-        summarize=SummarizeOptions("llm", SplitConfig(keep_last=2), llm=LlmConfig("claude-sonnet-4-6", "test-key", failing_server.url, None, max_retries=0), now=now),
-        restore=RestoreConfig("transcript"), force_summary=True, now=now,
-    )  # fmt: skip
+    settings = {
+        "microcompact": MicrocompactSettings(force=True),
+        "summarize": SummarizeSettings("llm", model="claude-sonnet-4-6", base_url=failing_server.url, keep_last=2, max_retries=0),
+        "restore": RestoreSettings(source="transcript"),
+    }
+    options = CompactOptions(settings, force_summary=True, now=now, api_key="test-key")
     items = []
     for number in range(10):
         path = tmp_path / f"s{number}.jsonl"
