@@ -46,7 +46,7 @@ def convert_with_report(
     transcript: Transcript, to: str, repair: bool = False, history: bool = False, options: WriteOptions | None = None
 ) -> tuple[Transcript, ConvertReport]:
     source_format, target = get(transcript.format), get(to)
-    if source_format.name == target.name and not repair and not history:
+    if source_format is target and not repair and not history:
         return transcript, ConvertReport()
     messages = source_format.messages(transcript.entries, history=history)
     api_messages, report = to_api_messages(messages, transcript.entries, repair=repair)

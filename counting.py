@@ -34,8 +34,8 @@ from .core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries, iter_ent
 from .core.model import Message
 from .core.stage import line_bytes
 from .core.tokens import TextCounter, counter_named
+from .core.transcript_format import TranscriptFormat
 from .formats import claim, detect, get
-from .formats.claude_code import is_compact_boundary
 from .inputs import mapped  # re-exported: the commands open their inputs through counting
 from .sessions import kind_read
 
@@ -263,7 +263,9 @@ def region_measure(prefix: Any, source: str, options: CountOptions) -> Measure:
     return measure
 
 
-def _reinjection(entries: list[Entry], transcript_format: Any, restores: str, counter: TextCounter, calibration: Calibration) -> Reinjection | None:
+def _reinjection(
+    entries: list[Entry], transcript_format: TranscriptFormat, restores: str, counter: TextCounter, calibration: Calibration
+) -> Reinjection | None:
     from .core.restore import reinjection, split_at_boundary
 
     split = split_at_boundary(entries, transcript_format)
@@ -278,7 +280,13 @@ def _smallest_prompt(messages: Sequence[Message]) -> int | None:
 
 
 def session_baseline(
-    buffer: Any, source: str, transcript_format: Any, counter: TextCounter, calibration: Calibration, options: CountOptions, ceiling: int | None = None
+    buffer: Any,
+    source: str,
+    transcript_format: TranscriptFormat,
+    counter: TextCounter,
+    calibration: Calibration,
+    options: CountOptions,
+    ceiling: int | None = None,
 ) -> Baseline:
     """The fixed part of every request: --baseline, else measured on the session's first response
     (its recorded prompt less the estimate of the messages before it, and never less than the
@@ -294,16 +302,15 @@ def session_baseline(
     return measured
 
 
-def _measured_baseline(buffer: Any, source: str, transcript_format: Any, counter: TextCounter, calibration: Calibration) -> Baseline:
+def _measured_baseline(buffer: Any, source: str, transcript_format: TranscriptFormat, counter: TextCounter, calibration: Calibration) -> Baseline:
     head: list[Entry] = []
     for entry in iter_buffer_entries(buffer, source, "skip"):
         head.append(entry)
-        obj = entry.obj
-        if is_compact_boundary(obj):
+        metadata = transcript_format.boundary_metadata(entry.obj)
+        if metadata is not None:
             # The file starts after a compaction (its history dropped): the responses below were
             # sent with a summary, so the evidence is what the summary's writer recorded, if anything.
-            metadata = obj.get("compactMetadata")
-            recorded = metadata.get("ctxpipe") if isinstance(metadata, dict) else None
+            recorded = metadata.get("ctxpipe")
             if isinstance(recorded, dict) and count(recorded, "baseline") > 0:  # a figure, not whatever a hostile file holds
                 return Baseline(count(recorded, "baseline"), "measured", f"measured before the summary at line {entry.line} and recorded on its boundary")
             head.pop()
