@@ -19,12 +19,6 @@ from helpers import FIXTURES, ROOT, run_cli
 
 FORMATS = [REGISTRY[name] for name in NAMES]
 PACKAGE = ROOT  # the repo root is the package
-# Modules still branching on a name, each waiting for the capability named here (remove the entry
-# when the line is swapped; the test fails if an entry is no longer needed).
-PENDING = {
-    "compacting.py": "writable",
-    "cli/stages.py": "writable",
-}
 
 
 def _protocol_members() -> tuple[set[str], set[str]]:
@@ -153,9 +147,7 @@ def test_no_module_outside_formats_compares_a_format_name() -> None:
         hits = _name_comparisons(path)
         if hits:
             found[path.relative_to(PACKAGE).as_posix()] = hits
-    unexpected = {module: hits for module, hits in found.items() if module not in PENDING}
-    assert not unexpected, f"ask a capability ({', '.join(CAPABILITIES)}) instead: {unexpected}"
-    assert set(found) == set(PENDING), f"no longer branching on a name, remove from PENDING: {set(PENDING) - set(found)}"
+    assert not found, f"ask a capability ({', '.join(CAPABILITIES)}) instead: {found}"
 
 
 def test_the_name_check_finds_a_comparison(tmp_path: Path) -> None:
