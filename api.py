@@ -10,28 +10,24 @@ for finding in ctxpipe.validate_transcript(transcript):
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
-from typing import Any, BinaryIO
+from typing import Any
 
 from .atomic import atomic_file
 from .core.convert import ConvertReport, to_api_messages
 from .core.jsonl import OnError, ReadStats, iter_entries, write_entries
 from .core.model import Finding, Transcript
 from .formats import WriteOptions, detect, get
-from .inputs import open_file
+from .inputs import opened, source_name
 
 
 def read_transcript(source: str | os.PathLike[str] | bytes, format: str | None = None, on_error: OnError = "fail") -> Transcript:
-    """A transcript from a path (a pipe or a FIFO is read as a stream) or from raw JSONL bytes;
-    raises InputError on bad input."""
-    stream: BinaryIO
-    if isinstance(source, bytes):
-        name, stream = "<bytes>", io.BytesIO(source)
-    else:
-        name = str(source)
-        stream = open_file(name)
-    with stream:
+    """A transcript from a path ("-" is stdin; a pipe or a FIFO is read as a stream) or from raw
+    JSONL bytes; raises InputError on bad input."""
+    name = "<bytes>" if isinstance(source, bytes) else source_name(source)
+    with contextlib.nullcontext(io.BytesIO(source)) if isinstance(source, bytes) else opened(source) as stream:
         entries = list(iter_entries(stream, name, on_error, ReadStats()))
     chosen = get(format) if format else detect(entries, name)
     return Transcript(entries, chosen.name, name)

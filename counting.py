@@ -30,13 +30,12 @@ from .core.count import (
     usage_tokens,
 )
 from .core.fields import count, text
-from .core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries, iter_entries
+from .core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries
 from .core.model import Message
 from .core.stage import line_bytes
 from .core.tokens import TextCounter, counter_named
 from .core.transcript_format import TranscriptFormat
-from .formats import claim, detect, get
-from .inputs import mapped  # re-exported: the commands open their inputs through counting
+from .inputs import detect_format, mapped, source_name
 from .sessions import kind_read
 
 DEFAULT_TOKENIZER = "calibrated"
@@ -132,21 +131,8 @@ class FileCount:
 
 
 def _first_line_format(buffer: Any, source: str) -> str:
-    """Detect the format from the first parseable lines without reading the rest."""
-    head_end = 0
-    sample: list[Entry] = []
-    for _ in range(50):
-        next_end = buffer.find(b"\n", head_end)
-        chunk = bytes(buffer[head_end : len(buffer) if next_end < 0 else next_end + 1])
-        if not chunk:
-            break
-        sample += list(iter_entries([chunk], source, "skip"))
-        if sample and claim(sample[-1].obj) is not None:
-            break
-        if next_end < 0:
-            break
-        head_end = next_end + 1
-    return detect(sample, source).name
+    """Kept until compacting, cli/stages and restore --plan call inputs.detect_format (then removed)."""
+    return detect_format(buffer, source).name
 
 
 def _window(options: CountOptions, model: str | None, largest_prompt: int, budget: BudgetSettings) -> tuple[int, str]:
@@ -167,8 +153,8 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: str | No
     """Count one transcript held in `buffer` (bytes or an mmap): the one accounting every command uses.
     `kind` is what the file's name says (None for stdin); the lines may tell a compaction side-call."""
     kind = kind_read(buffer, kind)
-    format_name = options.format or _first_line_format(buffer, source)
-    transcript_format = get(format_name)
+    transcript_format = detect_format(buffer, source, options.format)
+    format_name = transcript_format.name
     stats = ReadStats()
 
     def read(responses: int | None) -> tuple[list[Entry], bool]:
@@ -258,7 +244,7 @@ def region_measure(prefix: Any, source: str, options: CountOptions) -> Measure:
         key = tuple(map(id, entries))
         if key != last[1]:
             last[:] = [list(entries), key, count_buffer(b"".join([prefix, *line_bytes(entries)]), source, options)]
-        return last[2]  # type: ignore[no-any-return]
+        return last[2]
 
     return measure
 
@@ -349,7 +335,7 @@ def _tokenizer_label(options: CountOptions, calibration: Calibration) -> str:
 
 
 def count_file(path: str | None, options: CountOptions = CountOptions(), kind: str | None = None, shown: str | None = None) -> FileCount:
-    source = shown or ("-" if path in (None, "-") else str(path))
+    source = shown or source_name(path)
     with mapped(path) as buffer:
         return count_buffer(buffer, source, options, kind)
 

@@ -1,8 +1,12 @@
-"""Opening inputs: a path or stdin, whatever kind of file it is.
+"""The one way in: every command and the library read their inputs here, a path or stdin, whatever kind of file it is.
 
-A regular file is memory-mapped (count reads only its end); anything else — stdin, a pipe, a FIFO,
-`<(…)`, a character device, a file in /proc that claims 0 bytes — has no size to map, so it is
-read whole. Missing, unreadable and folder inputs are bad input (InputError), never a traceback.
+Two shapes of the same input: `opened` (a stream, read line by line: the stages, convert, validate,
+the library) and `mapped` (the whole input as a buffer: count and the commands built on it). For
+`mapped`, a regular file is memory-mapped (count reads only its end); anything else — stdin, a pipe,
+a FIFO, `<(…)`, a character device, a file in /proc that claims 0 bytes — has no size to map, so it
+is read whole. Missing, unreadable and folder inputs are bad input (InputError), never a traceback:
+the mapping of OS errors to messages is `open_file` and `read_all`, nowhere else. `detect_format`
+tells a buffer's format from its first lines.
 """
 
 from __future__ import annotations
@@ -18,8 +22,16 @@ from typing import Any, BinaryIO
 
 from .atomic import TEMPORARY
 from .core.errors import InputError
+from .core.jsonl import Entry, iter_entries
+from .formats import SNIFF_LINES, TranscriptFormat, claim, detect, get
 
 STDIN = "-"
+Source = str | os.PathLike[str] | None  # a path; None or "-" is stdin
+
+
+def source_name(path: Source) -> str:
+    """How messages name the input: "-" for stdin."""
+    return STDIN if path in (None, STDIN) else str(path)
 
 
 def open_file(path: str | os.PathLike[str], buffering: int = -1) -> BinaryIO:
@@ -59,9 +71,41 @@ def is_regular(path: str | os.PathLike[str]) -> bool:
 
 
 @contextlib.contextmanager
-def mapped(path: str | None) -> Iterator[Any]:
+def opened(path: Source, buffering: int = -1) -> Iterator[BinaryIO]:
+    """The input as a binary stream: stdin for None or "-"; a pipe, a FIFO or a device is read as the
+    stream it is (so `tail -f` is not held up). A missing, forbidden or folder path is bad input."""
+    if path is None or path == STDIN:
+        yield stdin_stream()
+        return
+    with open_file(path, buffering) as stream:
+        yield stream
+
+
+def detect_format(buffer: Any, source: str, named: str | None = None) -> TranscriptFormat:
+    """The format `named` (--format), else the one the buffer's first parseable lines give away,
+    read one line at a time up to formats.SNIFF_LINES without reading the rest."""
+    if named:
+        return get(named)
+    head_end = 0
+    sample: list[Entry] = []
+    for _ in range(SNIFF_LINES):
+        next_end = buffer.find(b"\n", head_end)
+        chunk = bytes(buffer[head_end : len(buffer) if next_end < 0 else next_end + 1])
+        if not chunk:
+            break
+        sample += list(iter_entries([chunk], source, "skip"))
+        if sample and claim(sample[-1].obj) is not None:
+            break
+        if next_end < 0:
+            break
+        head_end = next_end + 1
+    return detect(sample, source)
+
+
+@contextlib.contextmanager
+def mapped(path: Source) -> Iterator[Any]:
     """The whole input as a bytes-like object: an mmap for a regular file, bytes for anything else."""
-    if path in (None, STDIN):
+    if path is None or path == STDIN:
         yield read_all(stdin_stream(), STDIN)
         return
     name = str(path)

@@ -1,6 +1,8 @@
 """The only module that touches the standard streams and the file system for commands.
 
-Inputs: a path, or stdin for "-" / no path. Transcripts are read as bytes, line by line.
+Inputs: a path, or stdin for "-" / no path, opened by inputs.py (the one reader, shared with the
+library: file, stdin, pipe, a memory map for a regular file, OS errors put into words once).
+Transcripts are read as bytes, line by line.
 Outputs: stdout, or a file written atomically (temporary file in the same folder, fsync, rename),
 so an interrupted run never leaves a half-written file behind.
 """
@@ -19,25 +21,15 @@ from ..atomic import atomic_file, writer
 from ..core.errors import CtxpipeError
 from ..core.jsonl import Entry, OnError, ReadStats, iter_entries, write_entries
 from ..formats import SNIFF_LINES, TranscriptFormat, claim, detect, get
-from ..inputs import STDIN, is_regular, open_file, stdin_stream
+from ..inputs import STDIN, is_regular, opened, source_name
 from .terminal import json_shown, shown
 
 OUTPUT_BUFFER = 1 << 20
 
 
-def source_name(path: str | None) -> str:
-    return STDIN if path in (None, STDIN) else str(path)
-
-
-@contextlib.contextmanager
-def open_input(path: str | None) -> Iterator[BinaryIO]:
-    """A binary stream for a path or stdin (a pipe, a FIFO or a device is read as the stream it is);
-    a missing file or a folder is bad input (exit 1)."""
-    if path in (None, STDIN):
-        yield stdin_stream()
-        return
-    with open_file(path, buffering=OUTPUT_BUFFER) as stream:
-        yield stream
+def open_input(path: str | None) -> contextlib.AbstractContextManager[BinaryIO]:
+    """inputs.opened with a large buffer: a missing file or a folder is bad input (exit 1)."""
+    return opened(path, buffering=OUTPUT_BUFFER)
 
 
 @dataclass
@@ -133,10 +125,17 @@ def stdout_is_terminal() -> bool:
     return sys.stdout is not None and sys.stdout.isatty()
 
 
-def write_json_lines(objects: Iterable[dict[str, Any]]) -> None:
+def write_json_lines(objects: Iterable[dict[str, Any]], indent: bool = False) -> None:
+    """Each object as JSON on stdout: one line each, or pretty-printed (indent) for a person."""
     with open_output(None) as out:
         for obj in objects:
-            out.write(json_bytes(obj))
+            out.write(json_bytes(obj, indent))
+
+
+def explain(lines: Iterable[str]) -> None:
+    """Lines of explanation on stderr, each shown() (they quote transcript values), without a prefix."""
+    for line in lines:
+        print(shown(line), file=sys.stderr)
 
 
 def json_bytes(obj: Any, indent: bool = False) -> bytes:
@@ -213,6 +212,7 @@ __all__ = [
     "EntryStream",
     "STDIN",
     "error",
+    "explain",
     "note",
     "open_input",
     "open_output",
