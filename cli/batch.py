@@ -13,7 +13,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
 from ..core.errors import CtxpipeError, InternalError
-from .breaker import breaker, share, shared
+from .breaker import share, shared
 from .status import ExitStatus
 
 Item = TypeVar("Item")
@@ -76,9 +76,6 @@ def find_inputs(paths: Sequence[str], subagents: bool) -> list[Any]:
     if not files:
         raise typer.BadParameter("no session files (*.jsonl) found", param_hint="PATHS")
     return files
-
-
-worker_breaker = breaker  # the old name, until compact imports cli.breaker.breaker
 
 
 def run_all(
