@@ -5,12 +5,15 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
 from ..core.budget import BudgetSettings, Setting
-from .options import percentage
+from .options import Reading, percentage
+
+if TYPE_CHECKING:
+    from ..counting import CountOptions
 
 ENVIRONMENT = {
     "auto_compact_window": "CLAUDE_CODE_AUTO_COMPACT_WINDOW",
@@ -88,3 +91,28 @@ class Threshold:
         return budget_settings(
             autocompact_pct=self.autocompact_pct, max_output_tokens=self.max_output_tokens, blocking_limit=blocking_limit, no_auto_compact=self.no_auto_compact
         )
+
+    def counted(self, reading: Reading, baseline: int | None = None, blocking_limit: int | None = None, **more: Any) -> CountOptions:
+        """count's options for transcripts read as `reading` says, with these budget flags."""
+        from ..counting import CountOptions
+
+        return CountOptions(
+            model=self.model,
+            window=self.window,
+            format=reading.format,
+            on_error=reading.errors,
+            baseline=baseline,
+            budget=self.settings(blocking_limit),
+            **more,
+        )
+
+
+@dataclass(frozen=True)
+class Budget(Threshold):
+    """The threshold options and the two that only a count needs: the fixed baseline and the blocking limit (count, warn)."""
+
+    baseline: Baseline = None
+    blocking_limit: BlockingLimit = None
+
+    def count_options(self, reading: Reading, **more: Any) -> CountOptions:
+        return self.counted(reading, self.baseline, self.blocking_limit, **more)

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..core.jsonl import OnError as ReadErrors
 from ..formats import NAMES
 
 
@@ -108,22 +109,33 @@ Explain = Annotated[bool, typer.Option("--explain", help="Say on stderr where ea
 
 
 @dataclass(frozen=True)
-class StageIO:
+class Reading:
+    """How transcripts are read: their format (detected when left out) and what a bad line does."""
+
+    input_format: Format = None
+    on_error: OnError = OnErrorChoice.fail
+
+    @property
+    def format(self) -> Optional[str]:
+        return format_name(self.input_format)
+
+    @property
+    def errors(self) -> ReadErrors:
+        """--on-error as the readers take it: "fail" or "skip"."""
+        return "skip" if self.on_error is OnErrorChoice.skip else "fail"
+
+
+@dataclass(frozen=True)
+class StageIO(Reading):
     """What every stage command shares: where the transcript comes from and goes, and the stage's records."""
 
     path: InputPath = None
-    input_format: Format = None
     output: Output = None
     now: Now = None
     report: Report = False
     report_json: ReportJson = None
     ledger: Ledger = None
     unbuffered: Unbuffered = False
-    on_error: OnError = OnErrorChoice.fail
-
-    @property
-    def format(self) -> Optional[str]:
-        return format_name(self.input_format)
 
 
 @dataclass(frozen=True)

@@ -9,14 +9,14 @@ import typer
 from .. import io
 from ..budget_options import Threshold
 from ..flags import with_options
-from ..options import Explain, Format, InputPath, Json, OnError, OnErrorChoice, format_name
+from ..options import Explain, InputPath, Json, Reading
 
 
-@with_options(threshold=Threshold)
+@with_options(reading=Reading, threshold=Threshold)
 def api_edits(
+    reading: Reading,
     threshold: Threshold,
     path: InputPath = None,
-    input_format: Format = None,
     trigger: Annotated[
         Optional[int],
         typer.Option(
@@ -69,7 +69,6 @@ def api_edits(
     pause_after_compaction: Annotated[bool, typer.Option("--pause-after-compaction", help="Stop the response after the compaction block.")] = False,
     json_output: Json = False,
     explain: Explain = False,
-    on_error: OnError = OnErrorChoice.fail,
 ) -> None:
     """Print the context_management request parameter that makes the API clear this context itself.
 
@@ -83,7 +82,7 @@ def api_edits(
     """
     from ...core.api_edits import ApiEditsOptions, build_api_edits, parse_thinking_keep, transcript_facts
     from ...core.jsonl import ReadStats, iter_buffer_entries
-    from ...counting import CountOptions, count_buffer
+    from ...counting import count_buffer
     from ...formats import get
     from ...inputs import mapped
 
@@ -123,13 +122,7 @@ def api_edits(
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
 
-    count_options = CountOptions(
-        model=threshold.model,
-        window=threshold.window,
-        format=format_name(input_format),
-        on_error=on_error.value,
-        budget=threshold.settings(),
-    )
+    count_options = threshold.counted(reading)
     source = io.source_name(path)
     with mapped(path) as buffer:
         stats = ReadStats()

@@ -12,7 +12,7 @@ from ...pipeline import PIPELINE
 from .. import io
 from ..budget_options import Baseline, Threshold
 from ..flags import Merged, with_options
-from ..options import Batch, Format, Json, Now, OnError, OnErrorChoice
+from ..options import Batch, Json, Now, Reading
 from ..stages import checked, parse_now
 from ..status import ExitStatus
 
@@ -22,12 +22,12 @@ from ..status import ExitStatus
 GIVEN_BY_COMPACT = frozenset({"force", "model"})
 
 
-@with_options(batch=Batch, threshold=Threshold, stages=Merged(tuple(stage.settings for stage in PIPELINE), GIVEN_BY_COMPACT))
+@with_options(batch=Batch, reading=Reading, threshold=Threshold, stages=Merged(tuple(stage.settings for stage in PIPELINE), GIVEN_BY_COMPACT))
 def compact(
     batch: Batch,
+    reading: Reading,
     threshold: Threshold,
     stages: dict[type, Any],
-    input_format: Format = None,
     out_dir: Annotated[
         Optional[str],
         typer.Option(
@@ -54,7 +54,6 @@ def compact(
     baseline: Baseline = None,
     now: Now = None,
     json_output: Json = False,
-    on_error: OnError = OnErrorChoice.fail,
 ) -> None:
     """Compact transcripts: microcompact → collapse → summarize (when needed) → restore.
 
@@ -98,8 +97,8 @@ def compact(
         model=threshold.model,
         window=threshold.window,
         baseline=baseline,
-        format=input_format.value if input_format else None,
-        on_error=on_error.value,
+        format=reading.format,
+        on_error=reading.errors,
         now=parse_now(now),
         api_key=api_key,
         base_url=os.environ.get("ANTHROPIC_BASE_URL") or None,

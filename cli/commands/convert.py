@@ -10,7 +10,8 @@ import typer
 from ...formats import REGISTRY, WRITABLE
 from .. import io
 from ..budget_options import Model
-from ..options import Format, InputPath, OnError, OnErrorChoice, Output, Unbuffered, format_name, iso_time
+from ..flags import with_options
+from ..options import InputPath, Output, Reading, Unbuffered, iso_time
 
 MAX_LISTED = 5
 
@@ -21,13 +22,13 @@ Target = Enum("Target", {name.replace("-", "_"): name for name in WRITABLE}, typ
 REBUILDABLE = tuple(name for name in WRITABLE if REGISTRY[name].lines_are_messages)
 
 
+@with_options(reading=Reading)
 def convert(
+    reading: Reading,
+    to: Annotated[Target, typer.Option("--to", "-t", help="Output format.", show_default=False)],
     path: InputPath = None,
-    to: Annotated[Target, typer.Option("--to", "-t", help="Output format.", show_default=False)] = ...,  # type: ignore[assignment]
-    input_format: Format = None,
     output: Output = None,
     unbuffered: Unbuffered = False,
-    on_error: OnError = OnErrorChoice.fail,
     repair: Annotated[
         bool, typer.Option("--repair", help="Answer each tool_use that has no result with a synthetic error result (and drop orphan results).")
     ] = False,
@@ -54,7 +55,7 @@ def convert(
 
     source = io.source_name(path)
     with io.open_input(path) as stream:
-        opened = io.stream_entries(stream, source, format_name(input_format), on_error.value)
+        opened = io.stream_entries(stream, source, reading.format, reading.errors)
         target = get(to.value)
         if opened.format is target and not target.lines_are_messages and (repair or history):
             # Rebuilding such lines from API messages would drop every field beyond the message.

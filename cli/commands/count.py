@@ -10,9 +10,9 @@ from typing import Annotated, Any, Optional
 import typer
 
 from .. import io
-from ..budget_options import Baseline, BlockingLimit, Threshold
+from ..budget_options import Budget
 from ..flags import with_options
-from ..options import Batch, Format, Json, OnError, OnErrorChoice, format_name
+from ..options import Batch, Json, Reading
 from ..status import ExitStatus
 
 
@@ -30,12 +30,11 @@ class By(str, Enum):
     tool = "tool"
 
 
-@with_options(batch=Batch, threshold=Threshold)
+@with_options(batch=Batch, reading=Reading, budget=Budget)
 def count(
     batch: Batch,
-    threshold: Threshold,
-    input_format: Format = None,
-    baseline: Baseline = None,
+    reading: Reading,
+    budget: Budget,
     tokenizer: Annotated[Tokenizer, typer.Option("--tokenizer", "-t", help="Estimator for what came after the last recorded usage.")] = Tokenizer.calibrated,
     calibrate: Annotated[
         Optional[bool],
@@ -50,8 +49,6 @@ def count(
     full: Annotated[bool, typer.Option("--full", help="Parse every line (an exact message count; slower on big folders).")] = False,
     svg: Annotated[Optional[str], typer.Option("--svg", help="Save the timeline chart as an SVG picture.", show_default=False)] = None,
     json_output: Json = False,
-    on_error: OnError = OnErrorChoice.fail,
-    blocking_limit: BlockingLimit = None,
 ) -> None:
     """Count the tokens of each transcript's active context.
 
@@ -67,23 +64,18 @@ def count(
 
     Example:  ctxpipe count ~/.claude/projects/-home-me-app/
     """
-    from ...counting import CountOptions, count_file
+    from ...counting import count_file
     from ..batch import default_jobs, find_inputs, run_all
 
-    options = CountOptions(
+    options = budget.count_options(
+        reading,
         tokenizer=tokenizer.value,
         calibrate=calibrate,
         as_claude_code=as_claude_code,
-        model=threshold.model,
-        window=threshold.window,
-        format=format_name(input_format),
-        on_error=on_error.value,
         by=by.value if by else None,
         top=top,
         timeline=timeline or svg is not None,
         whole=full,
-        baseline=baseline,
-        budget=threshold.settings(blocking_limit),
     )
     workers = batch.jobs or default_jobs()
     paths = batch.paths

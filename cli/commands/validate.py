@@ -5,15 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from .. import io
-from ..options import Format, InputPaths, Json, OnError, OnErrorChoice, format_name
+from ..flags import with_options
+from ..options import InputPaths, Json, Reading
 from ..status import ExitStatus
 
 
+@with_options(reading=Reading)
 def validate(
+    reading: Reading,
     paths: InputPaths = None,
-    input_format: Format = None,
     json_output: Json = False,
-    on_error: OnError = OnErrorChoice.fail,
 ) -> None:
     """Check each line against its format's JSON Schema and the transcript's structure.
 
@@ -36,14 +37,14 @@ def validate(
         source = io.source_name(path)
         try:  # a file that cannot be read at all is one error line; the other files are still checked
             with io.open_input(path) as stream:
-                opened = io.stream_entries(stream, source, format_name(input_format), "skip")
+                opened = io.stream_entries(stream, source, reading.format, "skip")
                 entries = list(opened.entries)
         except CtxpipeError as exc:
             io.error(str(exc))
             unreadable += 1
             continue
         findings: list[Finding] = []
-        if on_error.value == "fail":
+        if reading.errors == "fail":
             findings += [Finding("error", "bad-line", what, line) for line, what in opened.stats.problems]
         else:
             io.report_skipped(opened.stats, source)

@@ -8,27 +8,24 @@ from typing import Annotated, Any
 import typer
 
 from .. import io
-from ..budget_options import Baseline, BlockingLimit, Threshold
+from ..budget_options import Budget
 from ..flags import with_options
-from ..options import Explain, Format, InputPath, Json, OnError, OnErrorChoice, format_name
+from ..options import Explain, InputPath, Json, Reading
 
 LEVEL_EXIT = {"normal": 0, "warning": 3, "autocompact": 4, "blocking": 5}
 LEVEL_STYLE = {"normal": "green", "warning": "yellow", "autocompact": "magenta", "blocking": "bold red"}
 
 
-@with_options(threshold=Threshold)
+@with_options(reading=Reading, budget=Budget)
 def warn(
-    threshold: Threshold,
+    reading: Reading,
+    budget: Budget,
     path: InputPath = None,
-    input_format: Format = None,
-    baseline: Baseline = None,
-    blocking_limit: BlockingLimit = None,
     json_output: Json = False,
     explain: Explain = False,
     pass_through: Annotated[
         bool, typer.Option("--pass-through", help="Copy the input to stdout unchanged and report on stderr, to sit inside a pipe.")
     ] = False,
-    on_error: OnError = OnErrorChoice.fail,
 ) -> None:
     """Report the context's level and exit with it: 0 normal, 3 warning, 4 autocompact, 5 blocking.
 
@@ -44,18 +41,11 @@ def warn(
 
     Example:  ctxpipe warn session.jsonl || ctxpipe compact --in-place session.jsonl
     """
-    from ...counting import CountOptions, count_buffer
+    from ...counting import count_buffer
     from ...inputs import mapped
     from ...sessions import kind_of
 
-    options = CountOptions(
-        model=threshold.model,
-        window=threshold.window,
-        format=format_name(input_format),
-        on_error=on_error.value,
-        baseline=baseline,
-        budget=threshold.settings(blocking_limit),
-    )
+    options = budget.count_options(reading)
     source = io.source_name(path)
     with mapped(path) as buffer:
         result = count_buffer(buffer, source, options, None if source == io.STDIN else kind_of(Path(source)))
