@@ -197,3 +197,24 @@ def test_only_the_app_imports_commands() -> None:
 def test_each_core_module_stays_in_core(module: str) -> None:
     outside = sorted(t for t in GRAPH[module] if _layer(t) != "core" and (module, t) not in KNOWN_WRONG_WAY)
     assert outside == []
+
+
+# The standard streams have owners: inputs.py reads stdin (the one input path), cli/io.py writes
+# stdout and stderr for the commands, cli/app.py repairs them at start-up and exit, atomic.py names
+# /dev/stdout. A command printing on its own would bypass the escaping and the closed-stream rules.
+STREAM_OWNERS = {"ctxpipe.inputs", "ctxpipe.cli.io", "ctxpipe.cli.streams", "ctxpipe.cli.app", "ctxpipe.atomic"}
+
+
+def _stream_users() -> dict[str, set[str]]:
+    users: dict[str, set[str]] = {}
+    for path in _package_files():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "sys" and node.attr in ("stdin", "stdout", "stderr"):
+                users.setdefault(_module_name(path), set()).add(node.attr)
+    return users
+
+
+def test_only_their_owners_touch_the_standard_streams() -> None:
+    users = _stream_users()
+    assert {"stdin", "stdout", "stderr"} <= set().union(*users.values())  # the scan sees them
+    assert sorted(set(users) - STREAM_OWNERS) == []
