@@ -15,6 +15,7 @@ from typing import Any
 
 from .core.budget import BudgetSettings, thresholds
 from .core.jsonl import OnError, ReadStats, iter_entries
+from .core.reports import CompactReport, StageRecord
 from .core.stage import Outcome, Stage, StageContext, line_bytes
 from .counting import CountOptions, Measure, _first_line_format, count_buffer, region_measure
 from .formats import get, not_writable
@@ -42,7 +43,7 @@ class CompactOptions:
         return self.settings.get(stage.name) or stage.settings()
 
 
-def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: Any, transcript_path: str | None = None) -> tuple[list[bytes], dict[str, Any]]:
+def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: Any, transcript_path: str | None = None) -> tuple[list[bytes], CompactReport]:
     """The compacted transcript's bytes (as pieces) and the report: every stage of the pipeline in order."""
     transcript_format = get(options.format or _first_line_format(buffer, source))
     if not transcript_format.writable:
@@ -55,7 +56,7 @@ def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: A
     initial = count_buffer(buffer, source, counting)
     before, model = initial.count.tokens, initial.count.model
     measure = region_measure(buffer[:offset], source, counting)
-    report: dict[str, Any] = {"file": source, "format": transcript_format.name, "tokens_before": before, "stages": []}
+    stages: list[StageRecord] = []
     current = before
     context = StageContext(
         options.now or datetime.now(timezone.utc), measure, transcript_path, original, breaker=breaker, api_key=options.api_key, base_url=options.base_url
@@ -65,25 +66,21 @@ def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: A
     summarized = False
     dropped_prefix = False
 
-    def record(stage: str, outcome: Outcome, measured: Measure, **extra: Any) -> None:
+    def record(stage: str, outcome: Outcome, measured: Measure, why: str | None) -> None:
         nonlocal current
         after = measured(outcome.entries).count.tokens if outcome.changed else current
-        report["stages"].append(
-            {
-                "stage": stage,
-                "changed": outcome.changed,
-                "note": outcome.note,
-                **extra,
-                "tokens_before": current,
-                "tokens_after": after,
-                "tokens_freed": current - after,
-            }
-        )
+        line = StageRecord(stage=stage, changed=outcome.changed, note=outcome.note)
+        if why is not None:  # a summary: why it ran, which engine wrote it, what its verifier found
+            line["why"] = why
+            line["engine"] = outcome.report.get("engine")
+            line["verification"] = outcome.report.get("verification")
+        line["tokens_before"], line["tokens_after"], line["tokens_freed"] = current, after, current - after
+        stages.append(line)
         current = after
 
     for stage in PIPELINE:
         settings = options.of(stage)
-        extra: dict[str, Any] = {}
+        why = None
         if stage.runs == "after a summary" and not summarized:
             continue
         if stage.runs == "over threshold":
@@ -95,12 +92,12 @@ def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: A
             if options.target_tokens is not None and current > options.target_tokens:
                 reasons.append(f"{current:,} tokens > --target-tokens {options.target_tokens:,}")
             if not reasons:
-                report["stages"].append(
-                    {
-                        "stage": stage.name,
-                        "changed": False,
-                        "note": f"not needed: {current:,} tokens < the autocompact threshold {threshold:,} (--force or --target-tokens to summarize anyway)",
-                    }
+                stages.append(
+                    StageRecord(
+                        stage=stage.name,
+                        changed=False,
+                        note=f"not needed: {current:,} tokens < the autocompact threshold {threshold:,} (--force or --target-tokens to summarize anyway)",
+                    )
                 )
                 continue
             # Claude Code would have compacted on its own: the threshold was reached, nobody forced it.
@@ -109,15 +106,14 @@ def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: A
             if dropped_prefix:  # the lines above the context are not written: measured without them
                 measure = region_measure(b"", source, counting)
             context = replace(context, measure=measure, threshold=threshold, trigger="auto" if auto else "manual")
-            extra["why"] = "; ".join(reasons)
+            why = "; ".join(reasons)
         if stage.runs == "after a summary":
             # restore looks at the history above the boundary: the untouched head, parsed.
             context = replace(context, history=list(iter_entries(io.BytesIO(bytes(buffer[:offset])), source, options.on_error, stats)))
         outcome = stage.run(entries, transcript_format, settings, context)
         if stage.runs == "over threshold":
-            extra.update(engine=outcome.report.get("engine"), verification=outcome.report.get("verification"))
             summarized = outcome.changed
-        record(stage.name, outcome, measure, **extra)
+        record(stage.name, outcome, measure, why)
         if outcome.changed:
             entries = outcome.entries
     if entries is original and not stats.skipped:
@@ -127,5 +123,13 @@ def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: A
         pieces = [head, *line_bytes(entries)]
     # Measured on the bytes written, the way `count` will measure them.
     written = count_buffer(b"".join(pieces), source, counting)
-    report.update({"tokens_after": written.count.tokens, "changed": entries is not original, "skipped_lines": stats.skipped})
+    report = CompactReport(
+        file=source,
+        format=transcript_format.name,
+        tokens_before=before,
+        tokens_after=written.count.tokens,
+        changed=entries is not original,
+        skipped_lines=stats.skipped,
+        stages=stages,
+    )
     return pieces, report

@@ -15,7 +15,7 @@ from typing import Literal, TypedDict, Union
 Engine = Literal["session-memory", "llm", "offline"]
 FactKind = Literal["instruction", "last-request", "file", "error", "fixed-error", "task", "current-work"]
 CandidateKind = Literal["file", "plan", "plan-mode", "skill", "todos"]
-StageName = Literal["microcompact", "collapse", "summarize", "restore"]
+StageName = str  # a stage of pipeline.PIPELINE (not listed here: adding a stage changes no type)
 
 
 # --- parts shared by several reports (schemas/report-defs.schema.json) -----------------------------
@@ -221,7 +221,7 @@ class StageRecord(_StageRecordKeys, total=False):
 
 class _CompactKeys(TypedDict):
     file: str
-    format: Literal["anthropic", "claude-code"]
+    format: str  # a registered format (formats.NAMES; not listed here: adding a format changes no type)
     tokens_before: int
     tokens_after: int
     changed: bool
@@ -316,7 +316,7 @@ class TimelinePoint(_TimelineKeys, total=False):
 
 class _CountKeys(TypedDict):
     file: str
-    format: Literal["anthropic", "claude-code", "codex"]
+    format: str  # a registered format (formats.NAMES)
     kind: Literal["main", "subagent", "compaction"] | None
     model: str | None
     context_window: int
@@ -402,7 +402,7 @@ class ValidateReport(TypedDict):
     """A row of `validate --json`: one transcript."""
 
     file: str
-    format: Literal["anthropic", "claude-code", "codex"]
+    format: str  # a registered format (formats.NAMES)
     entries: int
     valid: bool
     errors: int

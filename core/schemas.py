@@ -16,6 +16,7 @@ REPORT_SCHEMAS: dict[tuple[str, str], str] = {
     ("warn", "--json"): "warn.report.schema.json",
     ("api-edits", "--json"): "api-edits.report.schema.json",
     ("compact", "--json"): "compact.report.schema.json",
+    ("compact", "--report-json"): "compact.report.schema.json",
     ("restore", "--json"): "restore-plan.report.schema.json",  # with --plan, the only time restore prints JSON
     ("microcompact", "--report-json"): "microcompact.report.schema.json",
     ("collapse", "--report-json"): "collapse.report.schema.json",
@@ -23,6 +24,15 @@ REPORT_SCHEMAS: dict[tuple[str, str], str] = {
     ("summarize", "--report-json"): "summarize.report.schema.json",
     ("restore", "--report-json"): "restore.report.schema.json",
 }
+
+
+# A stage with no schema of its own (one just added) reports at least what every stage does.
+STAGE_REPORT = "stage.report.schema.json"
+
+
+def report_schema(command: str, flag: str) -> str | None:
+    """The schema of what `command flag` prints or writes (None: it writes no JSON report)."""
+    return REPORT_SCHEMAS.get((command, flag)) or (STAGE_REPORT if flag == "--report-json" else None)
 
 
 def schema_names() -> list[str]:

@@ -83,8 +83,13 @@ def _report_flags() -> set[tuple[str, str]]:
 def test_every_command_that_prints_json_has_a_schema() -> None:
     flags = _report_flags()
     assert ("compact", "--json") in flags and ("summarize", "--report-json") in flags  # the scan sees the commands
-    missing = sorted(flags - set(schemas.REPORT_SCHEMAS))
+    missing = sorted(flag for flag in flags if schemas.report_schema(*flag) is None)
     assert not missing, f"commands whose JSON report has no schema in core/schemas.REPORT_SCHEMAS: {missing}"
+    # Every stage of the registry has a schema of its own; a stage just added falls back to the generic one.
+    from ctxpipe.pipeline import STAGES
+
+    assert all(schemas.report_schema(stage.name, "--report-json") == f"{stage.name}.report.schema.json" for stage in STAGES)
+    assert schemas.report_schema("a-new-stage", "--report-json") == schemas.STAGE_REPORT
     stale = sorted(set(schemas.REPORT_SCHEMAS) - flags)
     assert not stale, f"REPORT_SCHEMAS lists flags no command has: {stale}"
     for name in schemas.REPORT_SCHEMAS.values():
@@ -95,7 +100,7 @@ def test_every_report_schema_describes_a_report_and_is_a_valid_schema() -> None:
     from jsonschema import Draft202012Validator
 
     files = [name for name in schemas.schema_names() if name.endswith(".report.schema.json")]
-    assert sorted(set(schemas.REPORT_SCHEMAS.values())) == sorted(files)
+    assert sorted({*schemas.REPORT_SCHEMAS.values(), schemas.STAGE_REPORT}) == sorted(files)
     for name in [*files, "report-defs.schema.json"]:
         schema = schemas.load(name)
         Draft202012Validator.check_schema(schema)
@@ -144,7 +149,7 @@ def test_the_schemas_are_strict() -> None:
 # Each TypedDict and the schema object it types: (type, schema file, JSON pointer, keys the schema
 # requires that the type may lack, because the code that builds it adds them later).
 TYPES: list[tuple[Any, str, str, set[str]]] = [
-    (reports.CompactReport, "compact.report.schema.json", "/$defs/file", {"output"}),  # compact_buffer's; the batch adds output
+    (reports.CompactReport, "compact.report.schema.json", "/$defs/file", set()),
     (reports.CompactSkipRow, "compact.report.schema.json", "/$defs/skipped", set()),
     (reports.StageRecord, "compact.report.schema.json", "/$defs/stage", set()),
     (reports.MicrocompactReport, "microcompact.report.schema.json", "", set()),
@@ -313,6 +318,22 @@ def test_compact_rows_match_their_schema(tmp_path: Path) -> None:
     assert any(stage["stage"] == "summarize" and stage["verification"] for row in changed for stage in row["stages"])
     (found_nothing,) = [stage for stage in forced[-1]["stages"] if stage["stage"] == "summarize"]
     assert found_nothing["engine"] is None and found_nothing["verification"] is None and found_nothing["why"] == "--force"
+
+
+def test_compact_of_one_transcript_reports_in_report_json(tmp_path: Path) -> None:
+    """One transcript compacted to stdout: the transcript on stdout, its report in --report-json FILE
+    (the same object a batch row holds, without `output`); --json, which would mix them, is refused."""
+    case = FIXTURES / "compact" / "force-keep-last"
+    args = shlex.split(case.with_suffix(".args").read_text())
+    report_file = tmp_path / "report.json"
+    result = ctxpipe("compact", *args, "--report-json", report_file, stdin=case.with_suffix(".in.jsonl").read_bytes())
+    assert result.stdout == case.with_suffix(".out.jsonl").read_bytes()  # the golden output, untouched by the report
+    report = orjson.loads(report_file.read_bytes())
+    assert_valid(schemas.report_schema("compact", "--report-json"), [report])
+    assert "output" not in report and [stage["stage"] for stage in report["stages"]] == ["microcompact", "collapse", "summarize", "restore"]
+    assert report["tokens_after"] == orjson.loads(ctxpipe("count", "--json", stdin=result.stdout).stdout)["tokens"]
+    refused = ctxpipe("compact", *args, "--json", stdin=case.with_suffix(".in.jsonl").read_bytes(), code=2)
+    assert refused.stdout == b"" and b"--report-json" in refused.stderr
 
 
 # --- the older reports, in their modes ------------------------------------------------------------------

@@ -8,11 +8,13 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from ...compacting import CompactOptions
+from ...core.reports import CompactReport, CompactRow, CompactSkipRow
 from ...pipeline import PIPELINE
 from .. import io
 from ..budget_options import Baseline, Threshold
 from ..flags import Merged, with_options
-from ..options import Batch, Json, Now, Reading
+from ..options import Batch, Json, Now, Reading, ReportJson
 from ..stages import checked, parse_now
 from ..status import ExitStatus
 
@@ -54,6 +56,7 @@ def compact(
     baseline: Baseline = None,
     now: Now = None,
     json_output: Json = False,
+    report_json: ReportJson = None,
 ) -> None:
     """Compact transcripts: microcompact → collapse → summarize (when needed) → restore.
 
@@ -106,7 +109,11 @@ def compact(
     paths = batch.paths
     single = not paths or paths == [io.STDIN] or (len(paths) == 1 and not Path(paths[0]).is_dir())
     if single and not out_dir and not in_place:
-        _to_stdout(paths[0] if paths else None, options, json_output)
+        if json_output:  # stdout holds the transcript
+            raise typer.BadParameter(
+                "one transcript written to stdout has its report in --report-json FILE (--json lists a batch's reports)", param_hint="--json"
+            )
+        _to_stdout(paths[0] if paths else None, options, report_json)
         return
     if not paths or paths == [io.STDIN]:
         raise typer.BadParameter("--out-dir and --in-place need files or folders, not stdin", param_hint="PATHS")
@@ -114,10 +121,10 @@ def compact(
         raise typer.BadParameter("the notes of one session go with one transcript, not several files or a folder", param_hint="--session-memory")
     if not out_dir and not in_place:
         raise typer.BadParameter("several files or a folder need --out-dir DIR or --in-place (one file alone goes to stdout)", param_hint="PATHS")
-    _batch(paths, options, out_dir, in_place, backup, batch.jobs, batch.subagents, json_output)
+    _batch(paths, options, out_dir, in_place, backup, batch.jobs, batch.subagents, json_output, report_json)
 
 
-def _to_stdout(path: str | None, options: Any, json_output: bool) -> None:
+def _to_stdout(path: str | None, options: CompactOptions, report_json: str | None) -> None:
     from ...compacting import compact_buffer
     from ...counting import mapped
     from ..breaker import breaker
@@ -130,6 +137,9 @@ def _to_stdout(path: str | None, options: Any, json_output: bool) -> None:
         for piece in pieces:
             out.write(piece)
     _say(report)
+    if report_json:
+        with io.open_output(report_json) as out:
+            out.write(io.json_bytes(report, indent=True))
 
 
 def _refuse_compaction(buffer: Any, path: str | None, source: str) -> None:
@@ -141,7 +151,7 @@ def _refuse_compaction(buffer: Any, path: str | None, source: str) -> None:
         raise typer.Exit(ExitStatus.NOT_A_SESSION)
 
 
-def _say(report: dict[str, Any]) -> None:
+def _say(report: CompactReport) -> None:
     from ..stages import stage_note
 
     for stage in report["stages"]:
@@ -201,7 +211,7 @@ def _version(path: str) -> tuple[int, ...] | None:
     return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
 
 
-def compact_one(item: tuple[str, str, str], options: Any, backup: str | None) -> dict[str, Any]:
+def compact_one(item: tuple[str, str, str], options: CompactOptions, backup: str | None) -> CompactRow:
     """Worker: compact one file into its target, atomically. In place, the original is kept first
     (with --backup: complete and synced under a name no other file has), and it is replaced only if
     nothing wrote to it meanwhile. Runs in a worker process."""
@@ -217,7 +227,7 @@ def compact_one(item: tuple[str, str, str], options: Any, backup: str | None) ->
     read = _version(path)
     with mapped(path) as buffer:
         if is_compaction(buffer, path):  # not a session: skipped, nothing written
-            return {"file": shown, "kind": "compaction", "skipped": COMPACTION_NOTE, "changed": False, "output": None}
+            return CompactSkipRow(file=shown, kind="compaction", skipped=COMPACTION_NOTE, changed=False, output=None)
         pieces, report = compact_buffer(buffer, shown, options, breaker(), path)
         report["output"] = target
         if in_place and not report["changed"]:
@@ -237,7 +247,17 @@ def compact_one(item: tuple[str, str, str], options: Any, backup: str | None) ->
     return report
 
 
-def _batch(paths: list[str], options: Any, out_dir: str | None, in_place: bool, backup: str | None, jobs: int, subagents: bool, json_output: bool) -> None:
+def _batch(
+    paths: list[str],
+    options: CompactOptions,
+    out_dir: str | None,
+    in_place: bool,
+    backup: str | None,
+    jobs: int,
+    subagents: bool,
+    json_output: bool,
+    report_json: str | None,
+) -> None:
     import functools
 
     from ..batch import default_jobs, find_inputs, run_all
@@ -250,10 +270,15 @@ def _batch(paths: list[str], options: Any, out_dir: str | None, in_place: bool, 
     done = [value for ok, value in results if ok]
     reports = [r for r in done if "skipped" not in r]
     failures = [(item[1], value) for item, (ok, value) in zip(items, results) if not ok]
+    rows = [r if "skipped" in r else {k: v for k, v in r.items() if k != "stages"} | {"stages": r["stages"]} for r in done]  # stages last: the long part
     if json_output or not io.stdout_is_terminal():
-        io.write_json_lines([r if "skipped" in r else {k: v for k, v in r.items() if k != "stages"} | {"stages": r["stages"]} for r in done])
+        io.write_json_lines(rows)
     else:
         _table(reports)
+    if report_json:
+        with io.open_output(report_json) as out:
+            for row in rows:
+                out.write(io.json_bytes(row))
     for skipped in (r for r in done if "skipped" in r):
         io.warn(f"{skipped['file']}: skipped: {skipped['skipped']}")
     numbered = [r["backup"] for r in reports if r.get("backup") and r["backup"] != f"{r['output']}{backup}"]
@@ -269,16 +294,18 @@ def _batch(paths: list[str], options: Any, out_dir: str | None, in_place: bool, 
         raise typer.Exit(ExitStatus.ERROR)
 
 
-def _table(reports: list[dict[str, Any]]) -> None:
+def _table(reports: list[CompactReport]) -> None:
     from rich.table import Table
 
     from ..terminal import shown_text
 
     table = Table("file", "before", "after", "summarized", show_edge=False)
     for report in reports:
-        summarized: dict[str, Any] = next((s for s in report["stages"] if s["stage"] == "summarize"), {})
+        summarized = next((s for s in report["stages"] if s["stage"] == "summarize"), None)
         # File names come from the folders searched: shown, never markup.
-        table.add_row(shown_text(report["file"]), f"{report['tokens_before']:,}", f"{report['tokens_after']:,}", "yes" if summarized.get("changed") else "no")
+        table.add_row(
+            shown_text(report["file"]), f"{report['tokens_before']:,}", f"{report['tokens_after']:,}", "yes" if summarized and summarized["changed"] else "no"
+        )
     before = sum(r["tokens_before"] for r in reports)
     after = sum(r["tokens_after"] for r in reports)
     table.add_row(shown_text("total", "bold"), f"{before:,}", f"{after:,}", "")
