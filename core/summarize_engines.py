@@ -37,7 +37,7 @@ TRUNCATION_MARKER = "[earlier conversation truncated for compaction retry]"
 SECTION_CHARS = 2000 * 4
 SECTION_TRUNCATED = "\n[... section truncated for length ...]"
 SUMMARY_TIMEOUT = 300.0  # seconds for one whole summary; a typical one takes 30-120 s
-DEFAULT_MODEL = "claude-sonnet-4-5"  # the llm engine's model when neither --model nor the transcript names one
+DEFAULT_MODEL = "claude-sonnet-4-6"  # the llm engine's model when neither --model nor the transcript names one
 MAX_REPLY_BYTES = 16 * 1024 * 1024  # a 20,000-token answer is about 100 KB of JSON
 
 T = TypeVar("T")
