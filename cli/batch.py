@@ -70,9 +70,9 @@ def find_inputs(paths: Sequence[str], subagents: bool) -> list[Any]:
     import typer
 
     from ..sessions import find_sessions
-    from . import io
+    from . import streams
 
-    files = find_sessions(paths, subagents, on_skip=lambda shown, why: io.warn(f"{shown}: skipped: {why}"))
+    files = find_sessions(paths, subagents, on_skip=lambda shown, why: streams.warn(f"{shown}: skipped: {why}"))
     if not files:
         raise typer.BadParameter("no session files (*.jsonl) found", param_hint="PATHS")
     return files

@@ -42,12 +42,12 @@ def _names(value: str | None) -> frozenset[str] | None:
     if value is None:
         return None
     from ..core.microcompact import never_cleared
-    from . import io
+    from . import streams
 
     chosen = frozenset(name.strip() for name in value.split(",") if name.strip())
     for name in sorted(chosen):
         if never_cleared(name):
-            io.warn(f"--tools: {name} results are never cleared (a subagent or MCP result cannot be reproduced)")
+            streams.warn(f"--tools: {name} results are never cleared (a subagent or MCP result cannot be reproduced)")
     return chosen or None
 
 

@@ -20,7 +20,7 @@ from ..core.jsonl import Entry, ReadStats, iter_entries
 from ..core.stage import Outcome, Stage, StageContext, ledger_record, line_bytes
 from ..formats import not_writable
 from ..inputs import view
-from . import io
+from . import streams
 from .flags import with_options
 from .options import StageIO, format_name, iso_time
 
@@ -64,7 +64,7 @@ def run_command(stage: Stage, given: StageIO, settings: Any, context: StageConte
     context = context or stage_context(given.path, given.now)
 
     def transform(entries: list[Entry], transcript_format: Any, measure: Any) -> Outcome:
-        with io.progress(stage.name) as progress:
+        with streams.progress(stage.name) as progress:
             return stage.run(entries, transcript_format, settings, replace(context, measure=measure, progress=progress))
 
     outcome = run_stage(
@@ -82,7 +82,7 @@ def run_command(stage: Stage, given: StageIO, settings: Any, context: StageConte
     if given.report:
         print_report(stage.name, outcome.report)
     for line in outcome.notes:
-        io.note(line)
+        streams.note(line)
     return outcome
 
 
@@ -114,7 +114,7 @@ def run_stage(
     from ..counting import CountOptions, _first_line_format, count_buffer, mapped, region_measure
     from ..formats import get
 
-    source = io.source_name(path)
+    source = streams.source_name(path)
     stats = ReadStats()
     with mapped(path) as buffer:
         transcript_format = get(format_name(input_format) or _first_line_format(buffer, source))
@@ -140,17 +140,17 @@ def run_stage(
                     pieces = line_bytes(outcome.entries)
                 after = count_buffer(b"".join([prefix, *pieces]), source, counting).count.tokens
                 pieces = [prefix, *pieces]
-            with ledger_kept(ledger, record), io.open_output(output) as out:
+            with ledger_kept(ledger, record), streams.open_output(output) as out:
                 for piece in pieces:
                     out.write(piece)
                     if unbuffered:
                         out.flush()
     outcome.report.update({"tokens_before": before, "tokens_after": after, "tokens_freed": before - after})
-    io.report_skipped(stats, source)
-    io.note(stage_note(name, outcome.note, before, after, outcome.changed))
+    streams.report_skipped(stats, source)
+    streams.note(stage_note(name, outcome.note, before, after, outcome.changed))
     if report_json:
-        with io.open_output(report_json) as out:
-            out.write(io.json_bytes({"file": source, **outcome.report}, indent=True))  # inert on a terminal, valid with any text
+        with streams.open_output(report_json) as out:
+            out.write(streams.json_bytes({"file": source, **outcome.report}, indent=True))  # inert on a terminal, valid with any text
     return outcome
 
 
@@ -226,11 +226,11 @@ def print_report(name: str, report: dict[str, Any]) -> None:
 
     by_tool = report.get("by_tool") or {}
     if not by_tool:
-        io.note(f"{name}: " + io.json_bytes(report).decode())  # inert on a terminal, whatever the transcript's text
+        streams.note(f"{name}: " + streams.json_bytes(report).decode())  # inert on a terminal, whatever the transcript's text
         return
     from .terminal import shown_text
 
     table = Table("tool", "results", "tokens freed", show_edge=False)
     for tool, figures in sorted(by_tool.items(), key=lambda item: -item[1]["tokens"]):
         table.add_row(shown_text(tool), str(figures["results"]), f"{figures['tokens']:,}")  # the transcript's tool name
-    io.stderr_console().print(table)
+    streams.stderr_console().print(table)

@@ -7,7 +7,7 @@ order than it reads (Trojan Source). Every human-facing line built from such tex
 `shown` once, at the point where it is printed. JSON reports keep the true values: JSON escapes
 the C0 controls itself, and `json_shown` writes the rest as \\u escapes, which decode to the same.
 
-Rich markup is the other half: the consoles in cli/io.py interpret no markup, emoji codes or
+Rich markup is the other half: the consoles in cli/streams.py interpret no markup, emoji codes or
 highlighting, and styled output is built from `rich.text.Text`, so `[link=…]` in a model name is
 only text. `shown_text` gives a rich Text that is both, for table cells and styled lines.
 """

@@ -349,7 +349,7 @@ def test_compact_options_need_compact(args: tuple[str, ...]) -> None:
 
 
 def test_terminal_gets_an_indented_object(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ctxpipe.cli import io
+    from ctxpipe.cli import streams
 
     expected = run(BASIC)
     monkeypatch.setattr(io, "stdout_is_terminal", lambda: True)

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from .. import io
+from .. import streams
 from ..budget_options import Threshold
 from ..flags import with_options
 from ..options import Explain, InputPath, Json, Reading
@@ -123,13 +123,13 @@ def api_edits(
         raise typer.BadParameter(str(exc)) from None
 
     count_options = threshold.counted(reading)
-    source = io.source_name(path)
+    source = streams.source_name(path)
     with mapped(path) as buffer:
         stats = ReadStats()
         # Every line, from the start: the tools and thinking of the whole active context.
         entries = list(iter_buffer_entries(buffer, source, count_options.on_error, stats))
         counted = count_buffer(buffer, source, count_options)
-    io.report_skipped(stats, source)
+    streams.report_skipped(stats, source)
     tool_names, thinking_blocks = transcript_facts(get(counted.format).messages(entries))
     result = build_api_edits(
         options,
@@ -140,9 +140,9 @@ def api_edits(
         autocompact_threshold=counted.thresholds.autocompact,
     )
     # Pretty-printed for a person at a terminal, one line for a program.
-    io.write_json_lines([result.request], indent=not (json_output or not io.stdout_is_terminal()))
+    streams.write_json_lines([result.request], indent=not (json_output or not streams.stdout_is_terminal()))
     if explain:
-        io.explain(_explanation(source, result.explanations, counted.thresholds.explanations, options))
+        streams.explain(_explanation(source, result.explanations, counted.thresholds.explanations, options))
 
 
 def _explanation(source: str, lines: tuple[str, ...], threshold_lines: tuple[str, ...], options: Any) -> list[str]:

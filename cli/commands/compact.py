@@ -11,7 +11,7 @@ import typer
 from ...compacting import CompactOptions
 from ...core.reports import CompactReport, CompactRow, CompactSkipRow
 from ...pipeline import PIPELINE
-from .. import io
+from .. import streams
 from ..budget_options import Baseline, Threshold
 from ..flags import Merged, with_options
 from ..options import Batch, Json, Now, Reading, ReportJson
@@ -107,7 +107,7 @@ def compact(
         base_url=os.environ.get("ANTHROPIC_BASE_URL") or None,
     )
     paths = batch.paths
-    single = not paths or paths == [io.STDIN] or (len(paths) == 1 and not Path(paths[0]).is_dir())
+    single = not paths or paths == [streams.STDIN] or (len(paths) == 1 and not Path(paths[0]).is_dir())
     if single and not out_dir and not in_place:
         if json_output:  # stdout holds the transcript
             raise typer.BadParameter(
@@ -115,7 +115,7 @@ def compact(
             )
         _to_stdout(paths[0] if paths else None, options, report_json)
         return
-    if not paths or paths == [io.STDIN]:
+    if not paths or paths == [streams.STDIN]:
         raise typer.BadParameter("--out-dir and --in-place need files or folders, not stdin", param_hint="PATHS")
     if getattr(settings.get("summarize"), "session_memory", None) is not None and not single:
         raise typer.BadParameter("the notes of one session go with one transcript, not several files or a folder", param_hint="--session-memory")
@@ -129,17 +129,17 @@ def _to_stdout(path: str | None, options: CompactOptions, report_json: str | Non
     from ...counting import mapped
     from ..breaker import breaker
 
-    source = io.source_name(path)
+    source = streams.source_name(path)
     with mapped(path) as buffer:
         _refuse_compaction(buffer, path, source)
         pieces, report = compact_buffer(buffer, source, options, breaker(), path)
-    with io.open_output(None) as out:
+    with streams.open_output(None) as out:
         for piece in pieces:
             out.write(piece)
     _say(report)
     if report_json:
-        with io.open_output(report_json) as out:
-            out.write(io.json_bytes(report, indent=True))
+        with streams.open_output(report_json) as out:
+            out.write(streams.json_bytes(report, indent=True))
 
 
 def _refuse_compaction(buffer: Any, path: str | None, source: str) -> None:
@@ -147,7 +147,7 @@ def _refuse_compaction(buffer: Any, path: str | None, source: str) -> None:
     from ...sessions import COMPACTION_NOTE, is_compaction
 
     if is_compaction(buffer, path):
-        io.error(f"{source}: {COMPACTION_NOTE}; nothing to compact (compact its session instead)")
+        streams.error(f"{source}: {COMPACTION_NOTE}; nothing to compact (compact its session instead)")
         raise typer.Exit(ExitStatus.NOT_A_SESSION)
 
 
@@ -155,10 +155,10 @@ def _say(report: CompactReport) -> None:
     from ..stages import stage_note
 
     for stage in report["stages"]:
-        io.note(stage_note(stage["stage"], stage["note"], stage.get("tokens_before", 0), stage.get("tokens_after", 0), stage["changed"]))
+        streams.note(stage_note(stage["stage"], stage["note"], stage.get("tokens_before", 0), stage.get("tokens_after", 0), stage["changed"]))
     if report.get("skipped_lines"):  # --on-error skip: say so, as every other reader does
-        io.warn(f"{report['file']}: skipped {report['skipped_lines']} bad line{'s' if report['skipped_lines'] != 1 else ''}")
-    io.note(f"compact: {report['file']}: {report['tokens_before']:,} → {report['tokens_after']:,} tokens")
+        streams.warn(f"{report['file']}: skipped {report['skipped_lines']} bad line{'s' if report['skipped_lines'] != 1 else ''}")
+    streams.note(f"compact: {report['file']}: {report['tokens_before']:,} → {report['tokens_after']:,} tokens")
 
 
 def _target(file: Any, given: list[str], out_dir: str, in_place: bool) -> Path:
@@ -239,7 +239,7 @@ def compact_one(item: tuple[str, str, str], options: CompactOptions, backup: str
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise write_error(str(folder), exc, "cannot create the folder") from None
-    with io.open_output(target) as out:
+    with streams.open_output(target) as out:
         for piece in pieces:
             out.write(piece)
         if in_place and _version(path) != read:  # e.g. a session still being written: its new lines would be lost
@@ -265,32 +265,32 @@ def _batch(
     files = find_inputs(paths, subagents)
     items = _plan(files, paths, out_dir, in_place)
     job = functools.partial(compact_one, options=options, backup=backup)
-    with io.batch_progress(len(items)) as advance:
+    with streams.batch_progress(len(items)) as advance:
         results = run_all(job, items, jobs or default_jobs(), sum(f.size for f in files), on_done=advance, shared_breaker=True)
     done = [value for ok, value in results if ok]
     reports = [r for r in done if "skipped" not in r]
     failures = [(item[1], value) for item, (ok, value) in zip(items, results) if not ok]
     rows = [r if "skipped" in r else {k: v for k, v in r.items() if k != "stages"} | {"stages": r["stages"]} for r in done]  # stages last: the long part
-    if json_output or not io.stdout_is_terminal():
-        io.write_json_lines(rows)
+    if json_output or not streams.stdout_is_terminal():
+        streams.write_json_lines(rows)
     else:
         _table(reports)
     if report_json:
-        with io.open_output(report_json) as out:
+        with streams.open_output(report_json) as out:
             for row in rows:
-                out.write(io.json_bytes(row))
+                out.write(streams.json_bytes(row))
     for skipped in (r for r in done if "skipped" in r):
-        io.warn(f"{skipped['file']}: skipped: {skipped['skipped']}")
+        streams.warn(f"{skipped['file']}: skipped: {skipped['skipped']}")
     numbered = [r["backup"] for r in reports if r.get("backup") and r["backup"] != f"{r['output']}{backup}"]
     if numbered:
-        io.note(
+        streams.note(
             f"compact: {len(numbered)} {'backup names were' if len(numbered) > 1 else 'backup name was'} taken: "
             f"kept the original as {numbered[0]}{' (and so on)' if len(numbered) > 1 else ''}"
         )
     for _shown, failure in failures:
-        io.error(str(failure))
+        streams.error(str(failure))
     if failures:
-        io.note(f"compact: {len(failures)} of {len(items)} files failed")
+        streams.note(f"compact: {len(failures)} of {len(items)} files failed")
         raise typer.Exit(ExitStatus.ERROR)
 
 
@@ -309,4 +309,4 @@ def _table(reports: list[CompactReport]) -> None:
     before = sum(r["tokens_before"] for r in reports)
     after = sum(r["tokens_after"] for r in reports)
     table.add_row(shown_text("total", "bold"), f"{before:,}", f"{after:,}", "")
-    io.stdout_console().print(table)
+    streams.stdout_console().print(table)

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from ...formats import REGISTRY, WRITABLE
-from .. import io
+from .. import streams
 from ..budget_options import Model
 from ..flags import with_options
 from ..options import InputPath, Output, Reading, Unbuffered, iso_time
@@ -53,26 +53,26 @@ def convert(
     from ...core.convert import to_api_messages
     from ...formats import WriteOptions, get
 
-    source = io.source_name(path)
-    with io.open_input(path) as stream:
-        opened = io.stream_entries(stream, source, reading.format, reading.errors)
+    source = streams.source_name(path)
+    with streams.open_input(path) as stream:
+        opened = streams.stream_entries(stream, source, reading.format, reading.errors)
         target = get(to.value)
         if opened.format is target and not target.lines_are_messages and (repair or history):
             # Rebuilding such lines from API messages would drop every field beyond the message.
             raise typer.BadParameter(f"--repair and --history rebuild messages; use them with --to {' or '.join(REBUILDABLE)}", param_hint="--to")
         if opened.format is target and not repair and not history:
-            with io.open_output(output) as out:
-                io.write_transcript(opened.entries, out, unbuffered)
-            io.report_skipped(opened.stats, source)
+            with streams.open_output(output) as out:
+                streams.write_transcript(opened.entries, out, unbuffered)
+            streams.report_skipped(opened.stats, source)
             return
         entries = list(opened.entries)
     messages = opened.format.messages(entries, history=history)
     api_messages, report = to_api_messages(messages, entries, repair=repair)
     options = WriteOptions(session_id=session_id, cwd=cwd, start_time=start_time, model=model)
     written = target.from_messages(api_messages, options)
-    with io.open_output(output) as out:
-        io.write_transcript(written, out, unbuffered)
-    io.report_skipped(opened.stats, source)
+    with streams.open_output(output) as out:
+        streams.write_transcript(written, out, unbuffered)
+    streams.report_skipped(opened.stats, source)
     _report_tool_problems(source, report.unanswered, "tool_use {} has no tool_result", repair, "answered with a synthetic error result")
     _report_tool_problems(source, report.orphans, "tool_result for {} {}", repair, "dropped")
 
@@ -80,8 +80,8 @@ def convert(
 def _report_tool_problems(source: str, problems: list, template: str, repaired: bool, fix: str) -> None:
     for problem in problems[:MAX_LISTED]:
         where = f"{source}:{problem.line}" if problem.line is not None else source
-        io.warn(f"{where}: {template.format(problem.tool_use_id, problem.why)}" + (f" ({fix})" if repaired else ""))
+        streams.warn(f"{where}: {template.format(problem.tool_use_id, problem.why)}" + (f" ({fix})" if repaired else ""))
     if len(problems) > MAX_LISTED:
-        io.warn(f"{source}: {len(problems) - MAX_LISTED} more like this")
+        streams.warn(f"{source}: {len(problems) - MAX_LISTED} more like this")
     if problems and not repaired:
-        io.warn(f"{source}: the API rejects unpaired tool calls; --repair fixes them")
+        streams.warn(f"{source}: the API rejects unpaired tool calls; --repair fixes them")

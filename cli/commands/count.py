@@ -9,7 +9,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from .. import io
+from .. import streams
 from ..budget_options import Budget
 from ..flags import with_options
 from ..options import Batch, Json, Reading
@@ -79,9 +79,9 @@ def count(
     )
     workers = batch.jobs or default_jobs()
     paths = batch.paths
-    if not paths or paths == [io.STDIN]:
+    if not paths or paths == [streams.STDIN]:
         results: list[tuple[bool, Any]] = [(True, count_file(None, replace(options, threads=workers)))]
-        inputs_shown = [io.STDIN]
+        inputs_shown = [streams.STDIN]
     else:
         files = find_inputs(paths, batch.subagents)  # warns about what it leaves out (a FIFO, a broken link)
         # One file: the tokenizer may use every core; many: the files are spread over them instead.
@@ -94,20 +94,20 @@ def count(
     if len(results) == 1 and failures:
         raise failures[0]
     for failure in failures:
-        io.error(str(failure))
+        streams.error(str(failure))
     for result in counted:
         if result.skipped_lines:
-            io.warn(f"{result.file}: skipped {result.skipped_lines} bad line{'s' if result.skipped_lines != 1 else ''}")
+            streams.warn(f"{result.file}: skipped {result.skipped_lines} bad line{'s' if result.skipped_lines != 1 else ''}")
     rows = [result.as_dict() for result in counted]
     if len(inputs_shown) > 1:
         rows.append(_total(rows, len(failures)))
     if svg is not None and counted:
         from ..chart import timeline_svg
 
-        with io.open_output(svg) as out:
+        with streams.open_output(svg) as out:
             out.write(timeline_svg(counted[0]).encode())
-    if json_output or not io.stdout_is_terminal():
-        io.write_json_lines(rows)
+    if json_output or not streams.stdout_is_terminal():
+        streams.write_json_lines(rows)
     else:
         _print(counted, rows, timeline, options.by)
     if failures:
@@ -153,7 +153,7 @@ def _print(counted: list[Any], rows: list[dict[str, Any]], timeline: bool, by: s
     from ..terminal import shown_text
 
     # Every cell and line is a Text of shown(...): file, model, tool and path names come from the transcript.
-    console = io.stdout_console()
+    console = streams.stdout_console()
     table = Table(show_edge=False, header_style="bold")
     reinjected = any(row.get("reinjected_tokens") for row in rows)
     columns = [("file", "left"), ("model", "left"), ("window", "right"), ("tokens", "right"), ("exact", "right"), ("estimated", "right"), ("baseline", "right")]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .. import io
+from .. import streams
 from ..options import InputPath, LedgerToRead, Output
 
 
@@ -26,12 +26,12 @@ def expand(
 
     with mapped(ledger) as ledger_bytes:
         records = read_ledger(bytes(ledger_bytes), ledger)
-    source = io.source_name(path)
+    source = streams.source_name(path)
     with mapped(path) as buffer:
         data = bytes(buffer)
     original, undone = undo(data, records)
     if records and not undone:
         raise CtxpipeError(f"{source}: no record in {ledger} was written for this transcript (it may have changed since)")
-    with io.open_output(output) as out:
+    with streams.open_output(output) as out:
         out.write(original)
-    io.note(f"expand: undid {undone} stage run{'s' if undone != 1 else ''}")
+    streams.note(f"expand: undid {undone} stage run{'s' if undone != 1 else ''}")

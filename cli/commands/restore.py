@@ -48,16 +48,16 @@ def _plan(given: StageIO, settings: RestoreSettings, context: Any, json_output: 
     from ...core.restore import restore as plan_restore
     from ...counting import _first_line_format, mapped
     from ...formats import get
-    from .. import io
+    from .. import streams
 
-    source_name = io.source_name(given.path)
+    source_name = streams.source_name(given.path)
     with mapped(given.path) as buffer:
         transcript_format = get(given.format or _first_line_format(buffer, source_name))
         entries = list(iter_entries(io_module.BytesIO(buffer), source_name, given.on_error.value, ReadStats()))
     _, candidates = plan_restore(entries, transcript_format, settings.config(), iso(context.now), context.earlier)
     rows = [c.as_dict() for c in candidates]
-    if json_output or not io.stdout_is_terminal():
-        io.write_json_lines(rows)
+    if json_output or not streams.stdout_is_terminal():
+        streams.write_json_lines(rows)
         return
     from rich.table import Table
 
@@ -67,4 +67,4 @@ def _plan(given: StageIO, settings: RestoreSettings, context: Any, json_output: 
     table = Table("kind", "name", "tokens", "chosen", "why", show_edge=False)
     for row in rows:
         table.add_row(shown_text(row["kind"]), shown_text(row["name"]), f"{row['tokens']:,}", "yes" if row["chosen"] else "no", shown_text(row["reason"]))
-    io.stdout_console().print(table)
+    streams.stdout_console().print(table)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import io
+from .. import streams
 from ..flags import with_options
 from ..options import InputPaths, Json, Reading
 from ..status import ExitStatus
@@ -33,21 +33,21 @@ def validate(
 
     reports: list[dict[str, Any]] = []
     unreadable = 0
-    for path in paths or [io.STDIN]:
-        source = io.source_name(path)
+    for path in paths or [streams.STDIN]:
+        source = streams.source_name(path)
         try:  # a file that cannot be read at all is one error line; the other files are still checked
-            with io.open_input(path) as stream:
-                opened = io.stream_entries(stream, source, reading.format, "skip")
+            with streams.open_input(path) as stream:
+                opened = streams.stream_entries(stream, source, reading.format, "skip")
                 entries = list(opened.entries)
         except CtxpipeError as exc:
-            io.error(str(exc))
+            streams.error(str(exc))
             unreadable += 1
             continue
         findings: list[Finding] = []
         if reading.errors == "fail":
             findings += [Finding("error", "bad-line", what, line) for line, what in opened.stats.problems]
         else:
-            io.report_skipped(opened.stats, source)
+            streams.report_skipped(opened.stats, source)
         findings += schema_findings(entries, opened.format.schema)
         findings += opened.format.check(entries)
         findings = sort_findings(findings)
@@ -63,8 +63,8 @@ def validate(
                 "findings": [finding.as_dict() for finding in findings],
             }
         )
-    if json_output or not io.stdout_is_terminal():
-        io.write_json_lines(reports)
+    if json_output or not streams.stdout_is_terminal():
+        streams.write_json_lines(reports)
     else:
         _print_tables(reports)
     if unreadable or any(not report["valid"] for report in reports):
@@ -76,7 +76,7 @@ def _print_tables(reports: list[dict[str, Any]]) -> None:
 
     from ..terminal import shown_text
 
-    console = io.stdout_console()
+    console = streams.stdout_console()
     for report in reports:
         verdict = shown_text("valid", "green") if report["valid"] else shown_text("invalid", "red")
         console.print(

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .. import io
+from .. import streams
 from ..budget_options import Budget
 from ..flags import with_options
 from ..options import Explain, InputPath, Json, Reading
@@ -46,22 +46,22 @@ def warn(
     from ...sessions import kind_of
 
     options = budget.count_options(reading)
-    source = io.source_name(path)
+    source = streams.source_name(path)
     with mapped(path) as buffer:
-        result = count_buffer(buffer, source, options, None if source == io.STDIN else kind_of(Path(source)))
+        result = count_buffer(buffer, source, options, None if source == streams.STDIN else kind_of(Path(source)))
         if pass_through:
-            with io.open_output(None) as out:
+            with streams.open_output(None) as out:
                 out.write(buffer)
     if result.skipped_lines:
-        io.warn(f"{source}: skipped {result.skipped_lines} bad line{'s' if result.skipped_lines != 1 else ''}")
+        streams.warn(f"{source}: skipped {result.skipped_lines} bad line{'s' if result.skipped_lines != 1 else ''}")
     report = _report(result)
     if pass_through:
         _print_brief(report, to_stderr=True)
-    elif json_output or not io.stdout_is_terminal():
-        io.write_json_lines([report])
+    elif json_output or not streams.stdout_is_terminal():
+        streams.write_json_lines([report])
     else:
         _print_brief(report, to_stderr=False)
-    if explain and (pass_through or not (json_output or not io.stdout_is_terminal())):
+    if explain and (pass_through or not (json_output or not streams.stdout_is_terminal())):
         _print_explanation(result, to_stderr=pass_through)  # the JSON report carries it already
     raise typer.Exit(0 if report.get("kind") == "compaction" else LEVEL_EXIT[report["level"]])
 
@@ -100,7 +100,7 @@ def _report(result: Any) -> dict[str, Any]:
 def _print_brief(report: dict[str, Any], to_stderr: bool) -> None:
     from ..terminal import shown_text
 
-    console = io.stderr_console() if to_stderr else io.stdout_console()
+    console = streams.stderr_console() if to_stderr else streams.stdout_console()
     level = report["level"]
     autocompact = report["thresholds"]["autocompact"]
     target = f"autocompact at {autocompact:,}" if autocompact is not None else "autocompact off"
@@ -115,7 +115,7 @@ def _print_explanation(result: Any, to_stderr: bool) -> None:
     from ..terminal import shown_text
 
     # The lines quote the model name and the environment's values as given.
-    console = io.stderr_console() if to_stderr else io.stdout_console()
+    console = streams.stderr_console() if to_stderr else streams.stdout_console()
     for line in result.thresholds.explanations:
         console.print(shown_text(f"  {line}"))
     for line in result.thresholds.ignored:
