@@ -352,7 +352,7 @@ def test_terminal_gets_an_indented_object(monkeypatch: pytest.MonkeyPatch) -> No
     from ctxpipe.cli import streams
 
     expected = run(BASIC)
-    monkeypatch.setattr(io, "stdout_is_terminal", lambda: True)
+    monkeypatch.setattr(streams, "stdout_is_terminal", lambda: True)
     result = invoke(BASIC)
     assert result.exit_code == 0, result.stderr
     assert result.stdout.startswith('{\n  "betas": [\n    "context-management-2025-06-27"\n  ],\n')

@@ -202,7 +202,7 @@ def test_each_core_module_stays_in_core(module: str) -> None:
 # The standard streams have owners: inputs.py reads stdin (the one input path), cli/streams.py writes
 # stdout and stderr for the commands, cli/app.py repairs them at start-up and exit, atomic.py names
 # /dev/stdout. A command printing on its own would bypass the escaping and the closed-stream rules.
-STREAM_OWNERS = {"ctxpipe.inputs", "ctxpipe.cli.io", "ctxpipe.cli.streams", "ctxpipe.cli.app", "ctxpipe.atomic"}
+STREAM_OWNERS = {"ctxpipe.inputs", "ctxpipe.cli.streams", "ctxpipe.cli.app", "ctxpipe.atomic"}
 
 
 def _stream_users() -> dict[str, set[str]]:
