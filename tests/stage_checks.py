@@ -29,11 +29,11 @@ from typing import Any
 
 import ctxpipe
 import orjson
-from ctxpipe.core.snip import snipped_before as _snipped_before
 from ctxpipe.core.collapse import STUB_PREFIX, CollapseConfig, collapse
 from ctxpipe.core.jsonl import Entry, ReadStats, iter_entries
 from ctxpipe.core.microcompact import PLACEHOLDER, MicrocompactConfig, microcompact
 from ctxpipe.core.snip import SnipConfig, snip
+from ctxpipe.core.snip import snipped_before as _snipped_before
 from ctxpipe.core.stage import Outcome, expand, ledger_record, split_lines
 from ctxpipe.formats import get
 

@@ -18,10 +18,9 @@ from typing import Any
 
 import orjson
 import pytest
-from helpers import FIXTURES, ROOT, run_cli
-
 from ctxpipe.cli.commands.compact import GIVEN_BY_COMPACT
 from ctxpipe.pipeline import PIPELINE
+from helpers import FIXTURES, ROOT, run_cli
 
 STAGES = tuple(stage.name for stage in PIPELINE)
 # The stages' own input, output and reporting: compact has its own (--out-dir, --in-place, --json).
