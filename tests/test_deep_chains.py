@@ -17,7 +17,7 @@ from ctxpipe.core.jsonl import Entry
 from ctxpipe.core.model import Message
 from ctxpipe.core.summarize import GIANT_PASTE, Fact, _pairs_inside, verify
 from ctxpipe.formats.claude_code import context_positions, main_chain, parent_cycles
-from helpers import run_cli
+from helpers import run_cli, run_process
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -124,7 +124,7 @@ def _loops(tmp_path: Path) -> list[Path]:
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda command: command[0])
 def test_every_command_ends_on_a_chain_that_loops(tmp_path: Path, command: list[str]) -> None:
     for path in _loops(tmp_path):
-        done = run_cli(*command, path)  # run_cli's timeout ends an endless walk as a failure
+        done = run_process(*command, path)  # in a child: its timeout ends an endless walk as a failure
         stderr = done.stderr.decode()
         assert b"Traceback" not in done.stderr, stderr
         # validate reports the loop (exit 1); every other command tolerates it.

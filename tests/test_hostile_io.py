@@ -29,9 +29,8 @@ from pathlib import Path
 
 import pytest
 from builders import Session, usage
-from helpers import run_cli
+from helpers import ERROR_PREFIX, run_cli, usage_error
 
-ERROR_PREFIX = "ctxpipe: error: "
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 HAS_PROC_MAPS = Path("/proc/self/maps").exists()
 
@@ -108,14 +107,6 @@ def one_error(result: subprocess.CompletedProcess[bytes], *words: str, batch: bo
     for word in words:
         assert word in errors[0], (word, errors[0])
     return errors[0]
-
-
-def usage_error(result: subprocess.CompletedProcess[bytes], *words: str) -> str:
-    assert result.returncode == 2, (result.returncode, result.stderr)
-    err = "\n".join(lines(result))
-    for word in words:
-        assert word in err, (word, err)
-    return err
 
 
 def leftovers(folder: Path) -> list[str]:

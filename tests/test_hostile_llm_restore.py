@@ -32,7 +32,7 @@ from ctxpipe.core.summarize import SplitConfig
 from ctxpipe.core.summarize_engines import SUMMARY_TIMEOUT, Breaker, LlmConfig, SummaryFailed, llm_summary, redact
 from ctxpipe.formats import get
 from ctxpipe.summarizing import SummarizeOptions, summarize_entries
-from helpers import run_cli
+from helpers import ok, run_cli
 from messages_server import MessagesServer, Reply
 from project_sessions import NOW_ISO, Project, write_files
 
@@ -40,12 +40,6 @@ CC = get("claude-code")
 SECRET = "sk-ant-api03-CTXPIPE-HOSTILE-SECRET-0a1b2c3d4e"  # never a real key; must never be printed
 NO_KEY = {"ANTHROPIC_API_KEY": "", "ANTHROPIC_BASE_URL": "", "ANTHROPIC_AUTH_TOKEN": ""}
 WITH_KEY = {**NO_KEY, "ANTHROPIC_API_KEY": SECRET}
-
-
-def ok(result: Any) -> Any:
-    assert result.returncode == 0, result.stderr.decode()
-    assert b"Traceback" not in result.stderr, result.stderr.decode()
-    return result
 
 
 def with_boundary(p: Project) -> bytes:

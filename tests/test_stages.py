@@ -29,7 +29,7 @@ from ctxpipe.core.jsonl import iter_entries
 from ctxpipe.core.microcompact import COMPACTABLE_TOOLS, PLACEHOLDER
 from ctxpipe.core.stage import expand, read_ledger, split_lines
 from ctxpipe.counting import CountOptions, count_buffer
-from helpers import FIXTURES, ROOT, corpus_files, needs_corpus, run_cli
+from helpers import FIXTURES, ROOT, corpus_files, error_line, needs_corpus, ok, run_cli, usage_error
 from stage_checks import (
     FMT,
     NOW_ISO,
@@ -54,7 +54,6 @@ CLAUDE_FIXTURES = sorted(CLAUDE.glob("*.jsonl"))
 REPEATS = CLAUDE / "repeats.jsonl"
 BASIC = CLAUDE / "basic.jsonl"
 CTXPIPE = f"{shlex.quote(sys.executable)} -m ctxpipe"
-ERROR_PREFIX = "ctxpipe: error: "
 
 
 def uid(n: int) -> str:
@@ -69,28 +68,6 @@ def sh(command: str) -> subprocess.CompletedProcess[bytes]:
     env = {**os.environ, "NO_COLOR": "1"}
     env.pop("CTXPIPE_DEBUG", None)
     return subprocess.run(["bash", "-o", "pipefail", "-c", command], capture_output=True, env=env, cwd=ROOT, timeout=120)
-
-
-def ok(result: subprocess.CompletedProcess[bytes]) -> subprocess.CompletedProcess[bytes]:
-    assert result.returncode == 0, result.stderr.decode()
-    assert b"Traceback" not in result.stderr, result.stderr.decode()
-    return result
-
-
-def error_line(result: subprocess.CompletedProcess[bytes]) -> str:
-    """Exit 1 and exactly one `ctxpipe: error:` line on stderr, nothing on stdout."""
-    assert result.returncode == 1, (result.returncode, result.stderr.decode())
-    lines = result.stderr.decode().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(ERROR_PREFIX), lines
-    assert result.stdout == b""
-    return lines[0]
-
-
-def usage_error(result: subprocess.CompletedProcess[bytes]) -> str:
-    assert result.returncode == 2, (result.returncode, result.stderr.decode())
-    assert b"Traceback" not in result.stderr
-    assert result.stdout == b""
-    return result.stderr.decode()
 
 
 def stderr(result: subprocess.CompletedProcess[bytes]) -> str:

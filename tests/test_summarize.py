@@ -42,7 +42,7 @@ from ctxpipe.core.summarize import SplitConfig, key_facts, padded_tokens, tail_s
 from ctxpipe.core.summarize_engines import TRUNCATION_MARKER, Breaker, LlmConfig, SummaryFailed, llm_summary
 from ctxpipe.formats import get
 from ctxpipe.summarizing import SummarizeOptions, summarize_entries
-from helpers import FIXTURES, run_cli
+from helpers import FIXTURES, ok, run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from messages_server import MessagesServer, Reply
@@ -241,12 +241,6 @@ def cli(data: bytes | None, *args: str | os.PathLike[str], env: dict[str, str] |
     """`ctxpipe summarize --now NOW ARGS` with no API key and no base URL from the caller's environment."""
     clean = {"ANTHROPIC_API_KEY": "", "ANTHROPIC_BASE_URL": "", **(env or {})}
     return run_cli("summarize", "--now", NOW_ISO, *args, stdin=data, env=clean)
-
-
-def ok(result: Any) -> Any:
-    assert result.returncode == 0, result.stderr.decode()
-    assert b"Traceback" not in result.stderr, result.stderr.decode()
-    return result
 
 
 def lines_of(data: bytes) -> list[dict[str, Any]]:
