@@ -10,7 +10,7 @@ import shlex
 from pathlib import Path
 
 import pytest
-from helpers import FIXTURES, ROOT, run_cli
+from helpers import FIXTURES, ROOT, registered_commands, run_cli
 
 # Commands whose output is not a transcript or report worth freezing would be listed here.
 COMMANDS_WITHOUT_GOLDEN: set[str] = set()
@@ -18,12 +18,6 @@ COMMANDS_WITHOUT_GOLDEN: set[str] = set()
 
 def _cases() -> list[Path]:
     return sorted(FIXTURES.glob("*/*.args"))
-
-
-def _registered_commands() -> list[str]:
-    from ctxpipe.cli.app import app
-
-    return sorted(command.name or command.callback.__name__ for command in app.registered_commands)
 
 
 @pytest.mark.parametrize("args_file", _cases(), ids=lambda p: f"{p.parent.name}/{p.stem}")
@@ -44,7 +38,7 @@ def test_golden_case(args_file: Path) -> None:
 
 def test_every_command_has_a_golden_case() -> None:
     covered = {path.parent.name for path in _cases()}
-    missing = [name for name in _registered_commands() if name not in covered | COMMANDS_WITHOUT_GOLDEN]
+    missing = [name for name in registered_commands() if name not in covered | COMMANDS_WITHOUT_GOLDEN]
     assert not missing, f"commands without a golden case in fixtures/: {missing}"
 
 

@@ -51,7 +51,7 @@ from typing import Any
 
 import orjson
 import pytest
-from helpers import FIXTURES, ROOT, bad_token_figures, finite_float, no_json_constant
+from helpers import FIXTURES, ROOT, bad_token_figures, finite_float, no_json_constant, registered_commands
 
 ADVERSARIAL = FIXTURES / "adversarial"
 NOW = "2030-01-01T00:00:00Z"
@@ -100,13 +100,6 @@ NOT_PARSING = {"expand"}  # undoes ledger records on bytes; an empty ledger leav
 # Stages that copy the lines before the active context (the last compact boundary) unparsed.
 PASS_HISTORY = {"microcompact", "collapse", "snip", "summarize", "restore", "compact"}
 EXIT_CODES = {"warn": {0, 1, 3, 4, 5}}  # warn exits with the context's level; the others 0 or 1
-
-
-def registered_commands() -> list[str]:
-    from ctxpipe.cli.app import app
-
-    # typer names a command after its function, underscores as dashes, unless given a name.
-    return sorted(info.name or info.callback.__name__.replace("_", "-") for info in app.registered_commands)
 
 
 def test_every_registered_command_is_in_the_contract() -> None:

@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 from builders import Session, usage
 from ctxpipe.cli.terminal import json_shown, shown
-from helpers import ROOT, run_cli
+from helpers import ROOT, registered_commands, run_cli
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -323,14 +323,8 @@ CASES = [
 ]
 
 
-def _name(command: Any) -> str:
-    return command.name or command.callback.__name__.replace("_", "-")
-
-
 def test_every_command_is_run_here() -> None:
-    from ctxpipe.cli.app import app
-
-    registered = {_name(command) for command in app.registered_commands}
+    registered = set(registered_commands())
     covered = {case.argv(Files(*(Path(name) for name in "psbtl")), Path("o"))[0] for case in CASES}
     assert registered == covered, f"commands without a case: {sorted(registered - covered)}"
 
