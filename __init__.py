@@ -12,7 +12,18 @@ from __future__ import annotations
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["__version__", "api_messages", "convert", "convert_with_report", "read_transcript", "validate_transcript", "write_transcript"]
+__all__ = [
+    "__version__",
+    "api_messages",
+    "compact",
+    "convert",
+    "convert_with_report",
+    "count_transcript",
+    "read_transcript",
+    "run_stage",
+    "validate_transcript",
+    "write_transcript",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -13,14 +13,21 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-from typing import Any
+from collections.abc import Iterator
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from .atomic import atomic_file
 from .core.convert import ConvertReport, to_api_messages
 from .core.jsonl import OnError, ReadStats, iter_entries, write_entries
 from .core.model import Finding, Transcript
 from .formats import WriteOptions, detect, get
-from .inputs import opened, source_name
+from .inputs import mapped, opened, source_name
+
+if TYPE_CHECKING:
+    from .core.reports import CompactReport, CountReport
+    from .counting import CountOptions
+    from .pipeline import CompactOptions
 
 
 def read_transcript(source: str | os.PathLike[str] | bytes, format: str | None = None, on_error: OnError = "fail") -> Transcript:
@@ -68,3 +75,75 @@ def write_transcript(transcript: Transcript, path: str | os.PathLike[str]) -> No
     """Write atomically: a temporary file in the same folder, fsync, then rename over `path`."""
     with atomic_file(path) as out:
         write_entries(transcript.entries, out)
+
+
+# --- the commands' own work, returning what they print ------------------------------------------------
+
+
+@contextlib.contextmanager
+def _bytes_of(source: str | os.PathLike[str] | bytes) -> Iterator[tuple[Any, str]]:
+    """(buffer, name) for a path ("-": stdin; an mmap for a regular file) or raw bytes."""
+    if isinstance(source, bytes):
+        yield source, "<bytes>"
+        return
+    with mapped(os.fspath(source)) as buffer:
+        yield buffer, source_name(os.fspath(source))
+
+
+def count_transcript(source: str | os.PathLike[str] | bytes, options: CountOptions | None = None) -> CountReport:
+    """What `count --json` prints for one transcript: the same accounting, the same object."""
+    from pathlib import Path
+
+    from .counting import CountOptions, count_buffer
+    from .sessions import kind_of
+
+    kind = None if isinstance(source, bytes) or os.fspath(source) == "-" else kind_of(Path(os.fspath(source)))  # as its name says, like count
+    with _bytes_of(source) as (buffer, name):
+        return count_buffer(buffer, name, options or CountOptions(), kind).as_dict()
+
+
+def run_stage(
+    name: str,
+    source: str | os.PathLike[str] | bytes,
+    settings: Any = None,
+    now: datetime | None = None,
+    format: str | None = None,
+    on_error: OnError = "fail",
+) -> tuple[bytes, dict[str, Any]]:
+    """One stage (`ctxpipe.pipeline.STAGES`: snip, microcompact, collapse, summarize, restore) on one
+    transcript: its output and what `--report-json` writes. `settings` is the stage's settings
+    (e.g. `MicrocompactSettings(force=True)`; default: the command's defaults). The summarize stage
+    asks a model only with the `llm` engine and ANTHROPIC_API_KEY set."""
+    from datetime import timezone
+
+    from .breaker import breaker
+    from .core.stage import StageContext
+    from .pipeline import BY_NAME
+    from .pipeline import run_stage as run
+
+    stage = BY_NAME[name]
+    chosen = settings if settings is not None else stage.settings()
+    stage.check(chosen)
+    path = None if isinstance(source, bytes) else os.fspath(source)
+    context = StageContext(
+        now or datetime.now(timezone.utc),
+        transcript_path=path,
+        breaker=breaker(),
+        api_key=os.environ.get("ANTHROPIC_API_KEY") or None,
+        base_url=os.environ.get("ANTHROPIC_BASE_URL") or None,
+    )
+    with _bytes_of(source) as (buffer, shown):
+        result = run(stage, buffer, shown, chosen, context, format, on_error)
+        return result.output(buffer), result.report
+
+
+def compact(source: str | os.PathLike[str] | bytes, options: CompactOptions | None = None) -> tuple[bytes, CompactReport]:
+    """The whole pipeline on one transcript, as `compact` runs it: the output and the report
+    `compact --report-json` writes (`ctxpipe.pipeline.CompactOptions` holds each stage's settings)."""
+    from .breaker import breaker
+    from .pipeline import CompactOptions, compact_buffer
+
+    path = None if isinstance(source, bytes) else os.fspath(source)
+    with _bytes_of(source) as (buffer, shown):
+        pieces, report = compact_buffer(buffer, shown, options or CompactOptions(), breaker(), path)
+        return b"".join(pieces), report

@@ -6,6 +6,7 @@ active context only; `full` parses every line (for breakdowns, the largest entri
 
 from __future__ import annotations
 
+import typing
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from .core.count import (
 from .core.fields import count, text
 from .core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries
 from .core.model import Message
+from .core.reports import CountReport
 from .core.stage import line_bytes
 from .core.tokens import TextCounter, counter_named
 from .core.transcript_format import TranscriptFormat
@@ -97,7 +99,8 @@ class FileCount:
     top: list[dict[str, Any]] | None = None
     timeline: list[dict[str, Any]] | None = None
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> CountReport:
+        """What `count --json` prints (schemas/count.report.schema.json; tests/test_report_schemas.py holds the two together)."""
         count = self.count
         data: dict[str, Any] = {
             "file": self.file,
@@ -127,12 +130,7 @@ class FileCount:
             value = getattr(self, key)
             if value is not None:
                 data[key] = value
-        return data
-
-
-def _first_line_format(buffer: Any, source: str) -> str:
-    """Kept until compacting, cli/stages and restore --plan call inputs.detect_format (then removed)."""
-    return detect_format(buffer, source).name
+        return typing.cast("CountReport", data)  # built as a dict: its parts come from several as_dicts
 
 
 def _window(options: CountOptions, model: str | None, largest_prompt: int, budget: BudgetSettings) -> tuple[int, str]:

@@ -1,15 +1,217 @@
-"""The stages, in the seed's pipeline order: the one list the stage commands and `compact` are built from.
+"""The stages in the seed's pipeline order, and running them: one stage on a transcript, or the
+whole pipeline (`compact`). The stage commands, `compact` and the library are all built on this.
 
 snip → microcompact → collapse → summarize → restore, as Claude Code's query loop applies them
-(restore re-injects after a summary). `compact` runs every stage marked `in_compact`.
+(restore re-injects after a summary). `compact` runs every stage marked `in_compact`:
+microcompact → collapse → summarize (only at or above the autocompact threshold, above
+--target-tokens, or forced) → restore (only after a summary). Each stage sees what the one before
+it left; untouched lines stay byte-identical; what a stage says it freed is `count` of its input
+minus `count` of its output.
 """
 
 from __future__ import annotations
 
+import io
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from typing import Any, BinaryIO
+
 from . import summarizing
 from .core import collapse, microcompact, restore, snip
-from .core.stage import Stage
+from .core.budget import BudgetSettings, thresholds
+from .core.jsonl import OnError, ReadStats, iter_entries
+from .core.reports import CompactReport, StageRecord
+from .core.stage import Outcome, Stage, StageContext, ledger_record, line_bytes
+from .counting import CountOptions, Measure, count_buffer, region_measure
+from .formats import not_writable
+from .inputs import detect_format, view
 
 STAGES: tuple[Stage, ...] = (snip.STAGE, microcompact.STAGE, collapse.STAGE, summarizing.STAGE, restore.STAGE)
 PIPELINE: tuple[Stage, ...] = tuple(stage for stage in STAGES if stage.in_compact)
 BY_NAME: dict[str, Stage] = {stage.name: stage for stage in STAGES}
+
+
+# --- one stage -------------------------------------------------------------------------------------
+
+
+@dataclass
+class StageRun:
+    """One stage run on one transcript: its output as the input's first `head` bytes and then `lines`
+    (an untouched input is all head, copied byte for byte), the outcome, and the report."""
+
+    head: int
+    lines: list[bytes]
+    outcome: Outcome
+    report: dict[str, Any]  # core.reports.<Stage>Report: file, the stage's own keys, tokens_before/after/freed
+    ledger: dict[str, Any] | None  # the record `expand` undoes it with (when asked for and something changed)
+    stats: ReadStats  # the bad lines left out (--on-error skip)
+
+    def write(self, buffer: Any, out: BinaryIO, flush: bool = False) -> None:
+        """The output's bytes to `out`, the head straight from the input's buffer (no copy)."""
+        with view(buffer, 0, self.head) as head:
+            out.write(head)
+        for line in self.lines:
+            out.write(line)
+            if flush:
+                out.flush()
+
+    def output(self, buffer: Any) -> bytes:
+        return bytes(buffer[: self.head]) + b"".join(self.lines)
+
+
+def run_stage(
+    stage: Stage,
+    buffer: Any,
+    source: str,
+    settings: Any,
+    context: StageContext,
+    format: str | None = None,
+    on_error: OnError = "fail",
+    ledger: bool = False,
+) -> StageRun:
+    """Run `stage` on one transcript's bytes. What it reports as before → after is `count` of its
+    input and of its output, each measured as `count --on-error skip` would (a bad line the stage
+    passes through unparsed is no reason to fail)."""
+    transcript_format = detect_format(buffer, source, format)
+    if not transcript_format.writable:
+        raise not_writable(source, stage.name, transcript_format.name)
+    stats = ReadStats()
+    if stage.whole(settings):  # the stage needs every line, numbered (e.g. ranges given by line number)
+        offset, entries = 0, list(iter_entries(io.BytesIO(buffer), source, on_error, stats))
+    else:
+        offset, entries = transcript_format.read_region(buffer, source, on_error, stats)
+    counting = CountOptions(format=transcript_format.name, on_error="skip")
+    before = count_buffer(buffer, source, counting).count.tokens
+    record = None
+    lines: list[bytes] = []
+    with view(buffer, 0, offset) as prefix:  # released however the stage ends, so the mmap can close
+        outcome = stage.run(entries, transcript_format, settings, replace(context, measure=region_measure(prefix, source, counting)))
+        if not outcome.changed and not stats.skipped:
+            head, after = len(buffer), before
+        else:
+            if ledger and outcome.changed:
+                with view(buffer, offset) as region:
+                    record, lines = ledger_record(stage.name, prefix, entries, outcome.entries, outcome.removed, region)
+            else:
+                lines = line_bytes(outcome.entries)
+            head = offset
+            after = count_buffer(b"".join([prefix, *lines]), source, counting).count.tokens
+    report = {"file": source, **outcome.report, "tokens_before": before, "tokens_after": after, "tokens_freed": before - after}
+    return StageRun(head, lines, outcome, report, record, stats)
+
+
+# --- the pipeline: compact -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CompactOptions:
+    """compact's own choices, and each stage's settings by name (a stage left out runs with its defaults)."""
+
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    force_summary: bool = False
+    target_tokens: int | None = None
+    budget: BudgetSettings = field(default_factory=BudgetSettings)
+    model: str | None = None
+    window: int | None = None
+    baseline: int | None = None
+    format: str | None = None
+    on_error: OnError = "fail"
+    now: datetime | None = None
+    api_key: str | None = None  # the summary model's (never printed)
+    base_url: str | None = None
+
+    def of(self, stage: Stage) -> Any:
+        return self.settings.get(stage.name) or stage.settings()
+
+
+def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: Any, transcript_path: str | None = None) -> tuple[list[bytes], CompactReport]:
+    """The compacted transcript's bytes (as pieces) and the report: every stage of the pipeline in order."""
+    transcript_format = detect_format(buffer, source, options.format)
+    if not transcript_format.writable:
+        raise not_writable(source, "compact", transcript_format.name)
+    stats = ReadStats()
+    offset, entries = transcript_format.read_region(buffer, source, options.on_error, stats)
+    original = entries
+    # Measured as `count --on-error skip` would: a bad line passed through unparsed is no reason to fail.
+    counting = CountOptions(format=transcript_format.name, model=options.model, on_error="skip", baseline=options.baseline)
+    initial = count_buffer(buffer, source, counting)
+    before, model = initial.count.tokens, initial.count.model
+    measure = region_measure(buffer[:offset], source, counting)
+    stages: list[StageRecord] = []
+    current = before
+    context = StageContext(
+        options.now or datetime.now(timezone.utc), measure, transcript_path, original, breaker=breaker, api_key=options.api_key, base_url=options.base_url
+    )
+    limits = thresholds(options.model or model, options.budget, options.window, "--window" if options.window else None, window_flag=bool(options.window))
+    threshold = limits.autocompact if limits.autocompact is not None else limits.effective_window
+    summarized = False
+    dropped_prefix = False
+
+    def record(stage: str, outcome: Outcome, measured: Measure, why: str | None) -> None:
+        nonlocal current
+        after = measured(outcome.entries).count.tokens if outcome.changed else current
+        line = StageRecord(stage=stage, changed=outcome.changed, note=outcome.note)
+        if why is not None:  # a summary: why it ran, which engine wrote it, what its verifier found
+            line["why"] = why
+            line["engine"] = outcome.report.get("engine")
+            line["verification"] = outcome.report.get("verification")
+        line["tokens_before"], line["tokens_after"], line["tokens_freed"] = current, after, current - after
+        stages.append(line)
+        current = after
+
+    for stage in PIPELINE:
+        settings = options.of(stage)
+        why = None
+        if stage.runs == "after a summary" and not summarized:
+            continue
+        if stage.runs == "over threshold":
+            reasons = []
+            if options.force_summary:
+                reasons.append("--force")
+            if current >= threshold:
+                reasons.append(f"{current:,} tokens ≥ the autocompact threshold {threshold:,}")
+            if options.target_tokens is not None and current > options.target_tokens:
+                reasons.append(f"{current:,} tokens > --target-tokens {options.target_tokens:,}")
+            if not reasons:
+                stages.append(
+                    StageRecord(
+                        stage=stage.name,
+                        changed=False,
+                        note=f"not needed: {current:,} tokens < the autocompact threshold {threshold:,} (--force or --target-tokens to summarize anyway)",
+                    )
+                )
+                continue
+            # Claude Code would have compacted on its own: the threshold was reached, nobody forced it.
+            auto = not options.force_summary and limits.autocompact is not None and current >= limits.autocompact
+            dropped_prefix = bool(getattr(settings, "drop_history", False))
+            if dropped_prefix:  # the lines above the context are not written: measured without them
+                measure = region_measure(b"", source, counting)
+            context = replace(context, measure=measure, threshold=threshold, trigger="auto" if auto else "manual")
+            why = "; ".join(reasons)
+        if stage.runs == "after a summary":
+            # restore looks at the history above the boundary: the untouched head, parsed.
+            context = replace(context, history=list(iter_entries(io.BytesIO(bytes(buffer[:offset])), source, options.on_error, stats)))
+        outcome = stage.run(entries, transcript_format, settings, context)
+        if stage.runs == "over threshold":
+            summarized = outcome.changed
+        record(stage.name, outcome, measure, why)
+        if outcome.changed:
+            entries = outcome.entries
+    if entries is original and not stats.skipped:
+        pieces = [bytes(buffer)]
+    else:
+        head = b"" if summarized and dropped_prefix else bytes(buffer[:offset])
+        pieces = [head, *line_bytes(entries)]
+    # Measured on the bytes written, the way `count` will measure them.
+    written = count_buffer(b"".join(pieces), source, counting)
+    report = CompactReport(
+        file=source,
+        format=transcript_format.name,
+        tokens_before=before,
+        tokens_after=written.count.tokens,
+        changed=entries is not original,
+        skipped_lines=stats.skipped,
+        stages=stages,
+    )
+    return pieces, report

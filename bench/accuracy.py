@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import ctxpipe
-from ctxpipe.compacting import CompactOptions, compact_buffer
 from ctxpipe.core.count import Estimates, calibrate, calibration_pairs, count_context, fit, response_indices, usage_prompt, usage_total
 from ctxpipe.core.microcompact import MicrocompactSettings
 from ctxpipe.core.summarize import SummarizeSettings
@@ -39,6 +38,7 @@ from ctxpipe.core.summarize_engines import Breaker
 from ctxpipe.core.tokens import PiecesCounter, counter_named, estimate_blocks
 from ctxpipe.counting import CountOptions, count_buffer
 from ctxpipe.formats.claude_code import is_compact_boundary
+from ctxpipe.pipeline import CompactOptions, compact_buffer
 
 ROOT = Path(__file__).resolve().parent.parent
 BASES = ("pieces", "rough", "tiktoken:cl100k_base", "tiktoken:o200k_base")

@@ -202,10 +202,10 @@ def _compact_report(cut: Path, now: str, cli_bytes: bytes) -> tuple[dict[str, An
     CLI writes no report for compact; the run counts only if it wrote the CLI's bytes."""
     try:
         from ctxpipe.cli.stages import parse_now
-        from ctxpipe.compacting import CompactOptions, compact_buffer
         from ctxpipe.core.microcompact import MicrocompactSettings
         from ctxpipe.core.summarize import SummarizeSettings
         from ctxpipe.core.summarize_engines import Breaker
+        from ctxpipe.pipeline import CompactOptions, compact_buffer
 
         moment = parse_now(now)  # as the CLI reads --now
         settings = {"microcompact": MicrocompactSettings(force=True), "summarize": SummarizeSettings("offline")}

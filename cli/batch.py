@@ -12,8 +12,8 @@ from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
+from ..breaker import share, shared
 from ..core.errors import CtxpipeError, InternalError
-from .breaker import share, shared
 from .status import ExitStatus
 
 Item = TypeVar("Item")

@@ -3,26 +3,25 @@
 from __future__ import annotations
 
 import contextlib
-import io as io_module
 import os
 import stat
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import typer
 
 from ..atomic import write_error
 from ..core.errors import SettingsError
-from ..core.jsonl import Entry, ReadStats, iter_entries
-from ..core.stage import Outcome, Stage, StageContext, ledger_record, line_bytes
-from ..formats import not_writable
-from ..inputs import view
+from ..core.stage import Stage, StageContext
+
+if TYPE_CHECKING:
+    from ..pipeline import StageRun
 from . import streams
 from .flags import with_options
-from .options import StageIO, format_name, iso_time
+from .options import StageIO, iso_time
 
 
 def stage_command(stage: Stage) -> Callable[..., None]:
@@ -39,7 +38,7 @@ def stage_command(stage: Stage) -> Callable[..., None]:
 
 def stage_context(path: str | None, now: str | None) -> StageContext:
     """What a stage run from the command line knows besides its settings."""
-    from .breaker import breaker
+    from ..breaker import breaker
 
     return StageContext(
         parse_now(now),
@@ -58,32 +57,30 @@ def checked(stage: Stage, settings: Any) -> None:
         raise typer.BadParameter(exc.what, param_hint=exc.flag) from None
 
 
-def run_command(stage: Stage, given: StageIO, settings: Any, context: StageContext | None = None) -> Outcome:
-    """Run one stage on one transcript as its command does: read, transform, write, say what was done."""
+def run_command(stage: Stage, given: StageIO, settings: Any, context: StageContext | None = None) -> StageRun:
+    """Run one stage on one transcript as its command does: read, transform, write, say what was done.
+    An untouched input is copied byte for byte."""
+    from ..inputs import mapped
+    from ..pipeline import run_stage
+
     checked(stage, settings)
     context = context or stage_context(given.path, given.now)
-
-    def transform(entries: list[Entry], transcript_format: Any, measure: Any) -> Outcome:
+    source = streams.source_name(given.path)
+    with mapped(given.path) as buffer:
         with streams.progress(stage.name) as progress:
-            return stage.run(entries, transcript_format, settings, replace(context, measure=measure, progress=progress))
-
-    outcome = run_stage(
-        stage.name,
-        given.path,
-        given.input_format,
-        given.on_error,
-        given.output,
-        given.ledger,
-        given.report_json,
-        transform,
-        given.unbuffered,
-        whole=stage.whole(settings),
-    )
+            run = run_stage(stage, buffer, source, settings, replace(context, progress=progress), given.format, given.errors, ledger=given.ledger is not None)
+        with ledger_kept(given.ledger, run.ledger), streams.open_output(given.output) as out:
+            run.write(buffer, out, given.unbuffered)
+    streams.report_skipped(run.stats, source)
+    streams.note(stage_note(stage.name, run.outcome.note, run.report["tokens_before"], run.report["tokens_after"], run.outcome.changed))
+    if given.report_json:
+        with streams.open_output(given.report_json) as out:
+            out.write(streams.json_bytes(run.report, indent=True))  # inert on a terminal, valid with any text
     if given.report:
-        print_report(stage.name, outcome.report)
-    for line in outcome.notes:
+        print_report(stage.name, run.report)
+    for line in run.outcome.notes:
         streams.note(line)
-    return outcome
+    return run
 
 
 def parse_now(value: str | None) -> datetime:
@@ -91,67 +88,6 @@ def parse_now(value: str | None) -> datetime:
     from ..core.fields import moment
 
     return moment(iso_time(value)) or datetime.now(timezone.utc)
-
-
-def run_stage(
-    name: str,
-    path: str | None,
-    input_format: Any,
-    on_error: Any,
-    output: str | None,
-    ledger: str | None,
-    report_json: str | None,
-    transform: Callable[[list[Entry], Any, Any], Outcome],
-    unbuffered: bool = False,
-    whole: bool = False,
-) -> Outcome:
-    """Read, transform and write one transcript; an untouched input is copied byte for byte.
-
-    The transform gets the entries, the format and a measure (tokens of a candidate output, as
-    `count` will find them). What the stage prints as before → after is `count` of its input and
-    of its output.
-    """
-    from ..counting import CountOptions, _first_line_format, count_buffer, mapped, region_measure
-    from ..formats import get
-
-    source = streams.source_name(path)
-    stats = ReadStats()
-    with mapped(path) as buffer:
-        transcript_format = get(format_name(input_format) or _first_line_format(buffer, source))
-        if not transcript_format.writable:
-            raise not_writable(source, name, transcript_format.name)
-        if whole:  # the stage needs every line, numbered (e.g. ranges given by line number)
-            offset, entries = 0, list(iter_entries(io_module.BytesIO(buffer), source, on_error.value, stats))
-        else:
-            offset, entries = transcript_format.read_region(buffer, source, on_error.value, stats)
-        # Measured as `count --on-error skip` would: a bad line the stage passes through unparsed is no reason to fail.
-        counting = CountOptions(format=transcript_format.name, on_error="skip")
-        before = count_buffer(buffer, source, counting).count.tokens
-        with view(buffer, 0, offset) as prefix:  # released however the stage ends, so the mmap can close
-            outcome = transform(entries, transcript_format, region_measure(prefix, source, counting))
-            record = None
-            if not outcome.changed and not stats.skipped:
-                pieces, after = [buffer], before
-            else:
-                if ledger and outcome.changed:
-                    with view(buffer, offset) as region:
-                        record, pieces = ledger_record(name, prefix, entries, outcome.entries, outcome.removed, region)
-                else:
-                    pieces = line_bytes(outcome.entries)
-                after = count_buffer(b"".join([prefix, *pieces]), source, counting).count.tokens
-                pieces = [prefix, *pieces]
-            with ledger_kept(ledger, record), streams.open_output(output) as out:
-                for piece in pieces:
-                    out.write(piece)
-                    if unbuffered:
-                        out.flush()
-    outcome.report.update({"tokens_before": before, "tokens_after": after, "tokens_freed": before - after})
-    streams.report_skipped(stats, source)
-    streams.note(stage_note(name, outcome.note, before, after, outcome.changed))
-    if report_json:
-        with streams.open_output(report_json) as out:
-            out.write(streams.json_bytes({"file": source, **outcome.report}, indent=True))  # inert on a terminal, valid with any text
-    return outcome
 
 
 def stage_note(name: str, note: str, before: int, after: int, changed: bool) -> str:

@@ -100,8 +100,8 @@ def invoke(*args: str | os.PathLike[str], input: bytes | None = b"", env: dict[s
 # in this process (and restored after), so one run cannot see another's. An entry whose module or
 # attribute is gone is skipped; test_in_process.py fails if the summary breaker is not among them.
 FRESH_PROCESS_STATE = [
-    ("ctxpipe.cli.breaker", "_PROCESS", None),  # the process's own summary breaker, made on first use
-    ("ctxpipe.cli.breaker", "_SHARED_FAILURES", None),  # a batch's shared breaker count
+    ("ctxpipe.breaker", "_PROCESS", None),  # the process's own summary breaker, made on first use
+    ("ctxpipe.breaker", "_SHARED_FAILURES", None),  # a batch's shared breaker count
     ("ctxpipe.cli.commands.summarize", "_BREAKER", None),  # where the breaker lived before cli/breaker.py
     ("ctxpipe.cli.batch", "_SHARED_FAILURES", None),
     ("ctxpipe.cli.batch", "_BUSY", False),

@@ -547,10 +547,10 @@ def test_the_breaker_is_shared_by_parallel_workers(tmp_path: Path, failing_serve
     from datetime import datetime, timezone
 
     from ctxpipe.cli.commands.compact import compact_one
-    from ctxpipe.compacting import CompactOptions
     from ctxpipe.core.microcompact import MicrocompactSettings
     from ctxpipe.core.restore import RestoreSettings
     from ctxpipe.core.summarize import SummarizeSettings
+    from ctxpipe.pipeline import CompactOptions
 
     now = datetime(2026, 5, 1, tzinfo=timezone.utc)
     settings = {

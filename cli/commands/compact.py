@@ -8,9 +8,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ...compacting import CompactOptions
 from ...core.reports import CompactReport, CompactRow, CompactSkipRow
-from ...pipeline import PIPELINE
+from ...pipeline import PIPELINE, CompactOptions
 from .. import streams
 from ..budget_options import Baseline, Threshold
 from ..flags import Merged, with_options
@@ -76,7 +75,6 @@ def compact(
 
     Example:  ctxpipe compact --out-dir compacted/ ~/.claude/projects/
     """
-    from ...compacting import CompactOptions
 
     if in_place and out_dir:
         raise typer.BadParameter("give --in-place or --out-dir, not both", param_hint="--in-place")
@@ -125,9 +123,9 @@ def compact(
 
 
 def _to_stdout(path: str | None, options: CompactOptions, report_json: str | None) -> None:
-    from ...compacting import compact_buffer
+    from ...breaker import breaker
     from ...counting import mapped
-    from ..breaker import breaker
+    from ...pipeline import compact_buffer
 
     source = streams.source_name(path)
     with mapped(path) as buffer:
@@ -216,11 +214,11 @@ def compact_one(item: tuple[str, str, str], options: CompactOptions, backup: str
     (with --backup: complete and synced under a name no other file has), and it is replaced only if
     nothing wrote to it meanwhile. Runs in a worker process."""
     from ...atomic import keep_backup, write_error
-    from ...compacting import compact_buffer
+    from ...breaker import breaker
     from ...core.errors import InputError
     from ...inputs import mapped
+    from ...pipeline import compact_buffer
     from ...sessions import COMPACTION_NOTE, is_compaction
-    from ..breaker import breaker
 
     path, shown, target = item
     in_place = path == target

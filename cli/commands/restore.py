@@ -41,19 +41,18 @@ restore.__doc__ = STAGE.help
 
 def _plan(given: StageIO, settings: RestoreSettings, context: Any, json_output: bool) -> None:
     """Every candidate, chosen or not and why; no transcript is written."""
-    import io as io_module
+    import io
 
     from ...core.fields import iso
     from ...core.jsonl import ReadStats, iter_entries
     from ...core.restore import restore as plan_restore
-    from ...counting import _first_line_format, mapped
-    from ...formats import get
+    from ...inputs import detect_format, mapped
     from .. import streams
 
     source_name = streams.source_name(given.path)
     with mapped(given.path) as buffer:
-        transcript_format = get(given.format or _first_line_format(buffer, source_name))
-        entries = list(iter_entries(io_module.BytesIO(buffer), source_name, given.on_error.value, ReadStats()))
+        transcript_format = detect_format(buffer, source_name, given.format)
+        entries = list(iter_entries(io.BytesIO(buffer), source_name, given.errors, ReadStats()))
     _, candidates = plan_restore(entries, transcript_format, settings.config(), iso(context.now), context.earlier)
     rows = [c.as_dict() for c in candidates]
     if json_output or not streams.stdout_is_terminal():

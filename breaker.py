@@ -1,4 +1,4 @@
-"""The summary circuit breaker of a run: after 3 failed summaries in a row the model is not asked again.
+"""The summary circuit breaker of a run (the commands and the library): after 3 failed summaries in a row the model is not asked again.
 
 One per process; while a batch runs (cli/batch.run_all with shared_breaker), one count shared by all
 its worker processes, so a batch stops asking a model that is down whichever worker saw the failures.
@@ -40,7 +40,7 @@ class SharedBreaker:
 def breaker() -> Any:
     """The breaker a summary reports to: the batch's shared one inside a batch, the process's own one otherwise."""
     global _PROCESS
-    from ..core.summarize_engines import BREAKER_LIMIT, Breaker
+    from .core.summarize_engines import BREAKER_LIMIT, Breaker
 
     if _SHARED_FAILURES is not None:
         return SharedBreaker(_SHARED_FAILURES, BREAKER_LIMIT)

@@ -1,0 +1,67 @@
+"""The library returns what the commands print: the same bytes and the same report objects."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+import ctxpipe
+import pytest
+from ctxpipe.core.microcompact import MicrocompactSettings
+from ctxpipe.core.restore import RestoreSettings
+from ctxpipe.core.snip import SnipSettings
+from ctxpipe.core.summarize import SummarizeSettings
+from ctxpipe.pipeline import CompactOptions
+from helpers import FIXTURES, ok, run_cli
+
+NOW = "2026-05-01T00:00:00Z"
+MOMENT = datetime(2026, 5, 1, tzinfo=timezone.utc)
+REPEATS = FIXTURES / "claude-code" / "repeats.jsonl"
+
+
+@pytest.mark.parametrize("name", ["basic.jsonl", "repeats.jsonl", "compacted.jsonl"])
+def test_count_transcript_is_count_json(name: str) -> None:
+    path = FIXTURES / "claude-code" / name
+    assert ctxpipe.count_transcript(path) == json.loads(ok(run_cli("count", "--json", path)).stdout)
+    assert ctxpipe.count_transcript(path.read_bytes())["tokens"] == ctxpipe.count_transcript(path)["tokens"]
+
+
+@pytest.mark.parametrize(
+    ("name", "settings", "flags"),
+    [
+        ("microcompact", MicrocompactSettings(force=True, keep_recent=1), ["--force", "--keep-recent", "1"]),
+        ("collapse", None, []),
+        ("snip", SnipSettings(keep_last=2), ["--keep-last", "2"]),
+        ("summarize", SummarizeSettings("offline", keep_last=2), ["--engine", "offline", "--keep-last", "2"]),
+    ],
+)
+def test_run_stage_is_the_stage_command(tmp_path: Path, name: str, settings: object, flags: list[str]) -> None:
+    report_file = tmp_path / "report.json"
+    printed = ok(run_cli(name, *flags, "--now", NOW, "--report-json", report_file, REPEATS))
+    output, report = ctxpipe.run_stage(name, REPEATS, settings, now=MOMENT)
+    assert output == printed.stdout
+    assert report == {**json.loads(report_file.read_bytes()), "file": str(REPEATS)}
+    assert report["tokens_after"] == ctxpipe.count_transcript(output)["tokens"]  # what it says it freed is what count finds
+
+
+def test_run_stage_refuses_settings_that_do_not_go_together() -> None:
+    from ctxpipe.core.errors import SettingsError
+
+    with pytest.raises(SettingsError, match="exactly one"):
+        ctxpipe.run_stage("snip", REPEATS, SnipSettings())
+
+
+def test_compact_is_the_compact_command(tmp_path: Path) -> None:
+    report_file = tmp_path / "report.json"
+    flags = ["--force", "--engine", "offline", "--keep-last", "3", "--source", "transcript", "--now", NOW]
+    printed = ok(run_cli("compact", *flags, "--report-json", report_file, REPEATS))
+    settings = {
+        "microcompact": MicrocompactSettings(force=True),
+        "summarize": SummarizeSettings("offline", keep_last=3),
+        "restore": RestoreSettings(source="transcript"),
+    }
+    output, report = ctxpipe.compact(REPEATS, CompactOptions(settings, force_summary=True, now=MOMENT))
+    assert output == printed.stdout
+    assert report == {**json.loads(report_file.read_bytes()), "file": str(REPEATS)}
+    assert [stage["stage"] for stage in report["stages"]] == ["microcompact", "collapse", "summarize", "restore"]
