@@ -10,7 +10,7 @@ import typing
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .core.budget import ONE_MILLION, BudgetSettings, Thresholds, model_window, thresholds, truthy
 from .core.count import (
@@ -33,11 +33,13 @@ from .core.count import (
 from .core.fields import count, text
 from .core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries
 from .core.model import Message
-from .core.reports import CountReport
 from .core.stage import line_bytes
 from .core.tokens import TextCounter, counter_named
 from .core.transcript_format import TranscriptFormat
 from .inputs import detect_format, mapped, source_name
+
+if TYPE_CHECKING:  # types only
+    from .core.reports import CountReport
 from .sessions import kind_read
 
 DEFAULT_TOKENIZER = "calibrated"

@@ -15,17 +15,19 @@ import io
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from . import summarizing
 from .core import collapse, microcompact, restore, snip
 from .core.budget import BudgetSettings, thresholds
 from .core.jsonl import OnError, ReadStats, iter_entries
-from .core.reports import CompactReport, StageRecord
 from .core.stage import Outcome, Stage, StageContext, ledger_record, line_bytes
 from .counting import CountOptions, Measure, count_buffer, region_measure
 from .formats import not_writable
 from .inputs import detect_format, view
+
+if TYPE_CHECKING:  # types only: the commands start without them
+    from .core.reports import CompactReport, StageRecord
 
 STAGES: tuple[Stage, ...] = (snip.STAGE, microcompact.STAGE, collapse.STAGE, summarizing.STAGE, restore.STAGE)
 PIPELINE: tuple[Stage, ...] = tuple(stage for stage in STAGES if stage.in_compact)
@@ -151,7 +153,7 @@ def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: A
     def record(stage: str, outcome: Outcome, measured: Measure, why: str | None) -> None:
         nonlocal current
         after = measured(outcome.entries).count.tokens if outcome.changed else current
-        line = StageRecord(stage=stage, changed=outcome.changed, note=outcome.note)
+        line: StageRecord = {"stage": stage, "changed": outcome.changed, "note": outcome.note}
         if why is not None:  # a summary: why it ran, which engine wrote it, what its verifier found
             line["why"] = why
             line["engine"] = outcome.report.get("engine")
@@ -174,13 +176,8 @@ def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: A
             if options.target_tokens is not None and current > options.target_tokens:
                 reasons.append(f"{current:,} tokens > --target-tokens {options.target_tokens:,}")
             if not reasons:
-                stages.append(
-                    StageRecord(
-                        stage=stage.name,
-                        changed=False,
-                        note=f"not needed: {current:,} tokens < the autocompact threshold {threshold:,} (--force or --target-tokens to summarize anyway)",
-                    )
-                )
+                not_needed = f"not needed: {current:,} tokens < the autocompact threshold {threshold:,} (--force or --target-tokens to summarize anyway)"
+                stages.append({"stage": stage.name, "changed": False, "note": not_needed})
                 continue
             # Claude Code would have compacted on its own: the threshold was reached, nobody forced it.
             auto = not options.force_summary and limits.autocompact is not None and current >= limits.autocompact
@@ -205,13 +202,13 @@ def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: A
         pieces = [head, *line_bytes(entries)]
     # Measured on the bytes written, the way `count` will measure them.
     written = count_buffer(b"".join(pieces), source, counting)
-    report = CompactReport(
-        file=source,
-        format=transcript_format.name,
-        tokens_before=before,
-        tokens_after=written.count.tokens,
-        changed=entries is not original,
-        skipped_lines=stats.skipped,
-        stages=stages,
-    )
+    report: CompactReport = {
+        "file": source,
+        "format": transcript_format.name,
+        "tokens_before": before,
+        "tokens_after": written.count.tokens,
+        "changed": entries is not original,
+        "skipped_lines": stats.skipped,
+        "stages": stages,
+    }
     return pieces, report

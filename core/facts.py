@@ -18,6 +18,7 @@ from typing import Any
 
 from .jsonl import as_text
 from .model import Message
+from .patterns import pattern
 
 EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
 # Text Claude Code puts in a user turn that the human did not type.
@@ -42,7 +43,7 @@ INJECTED_PREFIXES = (
 REJECTION_REASON = "The user provided the following reason for the rejection:"
 DECLINED = ("The user doesn't want to proceed", "The user doesn't want to take this action", "[Request interrupted by user")
 DONE_STATES = frozenset({"completed", "complete", "closed", "done", "resolved", "deleted", "cancelled", "canceled", "wontfix"})
-PLAN_PATH = re.compile(r"(^|/)\.claude/plans/[^/]+\.md$")
+PLAN_PATH = pattern(r"(^|/)\.claude/plans/[^/]+\.md$")
 NO_OUTPUT = "(no output)"
 OPEN_CHECKED = 64  # open failures of one command a later success is checked against (older ones stay open)
 LINE_CHARS = 240  # an error line, a finding or a call is cut here: one line each in the summary
@@ -165,7 +166,7 @@ class Facts:
 
 # --- typed input ---------------------------------------------------------------------------------
 
-_SHELL = re.compile(r"^<bash-input>(?P<command>.*?)</bash-input>", re.S)
+_SHELL = pattern(r"^<bash-input>(?P<command>.*?)</bash-input>", re.S)
 
 
 def _between(text: str, opening: str, closing: str) -> str | None:
@@ -213,7 +214,7 @@ def typed_parts(content: Any) -> tuple[str, str] | None:
 _NAMES_FAILURE = (
     (
         3,
-        re.compile(
+        pattern(
             r"\bfatal\b|\berror\b\s*[:\[(]|^\s*(?:\*\*\s*)?\(?\w*(?:Error|Exception)\b|\bpanic(?:ked)?\b|\bE\d{3,4}\b|^\s*E\s|\bFAILED\b|"
             r"\bassert(?:ion)?\b.*\bfailed\b|\bSyntaxError\b|\bTraceback\b(?!.*most recent)|^\d+\) test\b|^[●✕✗×]\s",
             re.I,
@@ -221,23 +222,23 @@ _NAMES_FAILURE = (
     ),
     (
         2,
-        re.compile(
+        pattern(
             r"\b(?:error|errors|failed|failure|fails|cannot|can't|could not|couldn't|unable|not found|no such|denied|refused|invalid|"
             r"undefined|unknown|missing|not (?:a|an) |timed out|timeout|conflict|rejected|violat\w+|aborted?)\b",
             re.I,
         ),
     ),
-    (1, re.compile(r"^\[[A-Z]\]\s")),  # a linter's finding: "[D] Nested modules could be aliased…"
+    (1, pattern(r"^\[[A-Z]\]\s")),  # a linter's finding: "[D] Nested modules could be aliased…"
 )
 TELLING_LINES = 3  # distinct lines of the best kind an error keeps ("… / …")
-_NOISE = re.compile(
+_NOISE = pattern(
     r"^(?:exit code \d+|error: process completed with exit code \d+|command failed with exit code \d+|"
     r"warn(?:ing)?\b.*|\s*[│┃|]\s*$|[-=~^_*#─━]{3,}|at .*:\d+|\s*\d+\s*[│|].*|"
     r"(?:checking|compiling|running|getting|downloading|resolving|fetching|building|installing|collecting|generated|"
     r"analysis took|please report)\b.*|.*(?:\.\.\.|…)|[A-Z][a-z]+(?: [A-Za-z]+){0,2})$",
     re.I,
 )
-_TAGS = re.compile(r"</?(?:tool_use_error|error|stderr|stdout)>")
+_TAGS = pattern(r"</?(?:tool_use_error|error|stderr|stdout)>")
 
 
 def failure_line(content: Any) -> str:
@@ -254,10 +255,10 @@ def failure_line(content: Any) -> str:
         raised = [line for line in meaningful if re.match(r"^[\w.]*(?:Error|Exception|Interrupt|Exit)\b", line)]
         if raised:
             return one_line(raised[-1])
-    for _, pattern in _NAMES_FAILURE:
+    for _, names_it in _NAMES_FAILURE:
         chosen: list[str] = []
         for at, line in enumerate(meaningful):
-            if pattern.search(line):
+            if names_it.search(line):
                 if line.endswith(":") and at + 1 < len(meaningful):  # "validation failed:" names the failure on the next line
                     line += " " + meaningful[at + 1]
                 if line not in chosen:
@@ -277,9 +278,9 @@ def describe_call(name: str, tool_input: Any) -> str:
     return name
 
 
-_ASSIGNMENT = re.compile(r"^[A-Za-z_]\w*=")
-_PATHLIKE = re.compile(r"[/\\]|\.\w{1,6}$|::")
-_SUBCOMMAND = re.compile(r"[a-z][\w:.-]*")
+_ASSIGNMENT = pattern(r"^[A-Za-z_]\w*=")
+_PATHLIKE = pattern(r"[/\\]|\.\w{1,6}$|::")
+_SUBCOMMAND = pattern(r"[a-z][\w:.-]*")
 
 
 def _fix_keys(name: str, tool_input: Any) -> list[tuple[str, frozenset[str]]]:
@@ -349,15 +350,15 @@ def _fixes(success: frozenset[str], failure: frozenset[str]) -> bool:
 
 # --- open work -----------------------------------------------------------------------------------
 
-_TRACKER_CALL = re.compile(r"\b(?P<tool>bd|beads|br)\s+(?P<verb>create|new|update|close|done|reopen|show|start|claim|edit)\b(?P<rest>[^;&|\n]*)")
-_GH_CALL = re.compile(r"\bgh\s+issue\s+(?P<verb>close|reopen|view|edit|develop)\s+#?(?P<id>\d+)\b")
-_TRACKER_ID = re.compile(r"(?<![\w./-])([a-z][a-z0-9_]*-[a-z0-9]{2,}(?:\.\d+)*)(?![\w/-])")
-_STATUS_FLAG = re.compile(r"--status[= ]\s*['\"]?(?P<status>[\w-]+)")
-_SHOWN_STATE = re.compile(r"\[[^\]]*?\b(?P<state>open|closed|in[_ ]progress|blocked|deferred|done)\s*\]|\bstatus:\s*(?P<field>[\w-]+)", re.I)
-_CREATED = re.compile(r"\bcreated (?:issue|task)?:?\s*(?P<id>[a-z][a-z0-9_]*-[a-z0-9]{2,}(?:\.\d+)*)", re.I)
-_TASK_CREATED = re.compile(r"#(?P<id>\d+)")
-_TASK_LINE = re.compile(r"^[ \t]*#?(?P<id>\d+)[.:)]?[ \t]*\[(?P<status>[\w ]+)\][ \t]*(?P<subject>.+)$", re.M)
-_QUOTED = re.compile(r"\"(?:[^\"\\]|\\.)*\"|'[^']*'")
+_TRACKER_CALL = pattern(r"\b(?P<tool>bd|beads|br)\s+(?P<verb>create|new|update|close|done|reopen|show|start|claim|edit)\b(?P<rest>[^;&|\n]*)")
+_GH_CALL = pattern(r"\bgh\s+issue\s+(?P<verb>close|reopen|view|edit|develop)\s+#?(?P<id>\d+)\b")
+_TRACKER_ID = pattern(r"(?<![\w./-])([a-z][a-z0-9_]*-[a-z0-9]{2,}(?:\.\d+)*)(?![\w/-])")
+_STATUS_FLAG = pattern(r"--status[= ]\s*['\"]?(?P<status>[\w-]+)")
+_SHOWN_STATE = pattern(r"\[[^\]]*?\b(?P<state>open|closed|in[_ ]progress|blocked|deferred|done)\s*\]|\bstatus:\s*(?P<field>[\w-]+)", re.I)
+_CREATED = pattern(r"\bcreated (?:issue|task)?:?\s*(?P<id>[a-z][a-z0-9_]*-[a-z0-9]{2,}(?:\.\d+)*)", re.I)
+_TASK_CREATED = pattern(r"#(?P<id>\d+)")
+_TASK_LINE = pattern(r"^[ \t]*#?(?P<id>\d+)[.:)]?[ \t]*\[(?P<status>[\w ]+)\][ \t]*(?P<subject>.+)$", re.M)
+_QUOTED = pattern(r"\"(?:[^\"\\]|\\.)*\"|'[^']*'")
 
 
 def _tracker_update(tasks: dict[str, Task], command: str, result: str | None) -> None:
@@ -420,13 +421,13 @@ def _task_tool(tasks: dict[str, Task], name: str, tool_input: dict[str, Any], re
 
 # --- findings ------------------------------------------------------------------------------------
 
-_NARRATION = re.compile(
+_NARRATION = pattern(
     r"^(?:(?:ok(?:ay)?|good|great|perfect|excellent|now|next|first|then|alright|all right|sure)[,.!]?\s+)*"
     r"(?:let me|let's|i'll|i will|i'm going to|i am going to|i need to|i should|i want to|i'd like to|time to|going to|"
     r"let us|we'll|we need to|now i|checking|looking|reading|running|searching)\b",
     re.I,
 )
-_CONCLUDES = re.compile(
+_CONCLUDES = pattern(
     r"\b(?:because|since the|caused by|due to|the (?:issue|problem|bug|cause|reason|fix|error|culprit) (?:is|was)|turns out|"
     r"root cause|instead of|switched|decided|chose|choosing|opted|went with|so that|therefore|which means|this means|"
     r"fails? (?:because|when|with)|works now|now works|now passes?|fixed|resolved|the solution|the approach|"
@@ -435,23 +436,21 @@ _CONCLUDES = re.compile(
     r"all \d+ tests pass|tests? pass(?:es|ed)?|committed|pushed)\b",
     re.I,
 )
-_STATUS = re.compile(r"^(?:all \d+ |the )?(?:\d+ )?(?:tests?|checks?)\b.*\bpass|\b(?:committed|pushed|is done|credo clean)\b", re.I)
-_DONE = re.compile(
+_STATUS = pattern(r"^(?:all \d+ |the )?(?:\d+ )?(?:tests?|checks?)\b.*\bpass|\b(?:committed|pushed|is done|credo clean)\b", re.I)
+_DONE = pattern(
     r"\b(?:done|complete[d]?|finished|implemented|all (?:\d+ )?(?:tests?|checks?) pass(?:ed|es)?|committed and pushed|"
     r"pushed|closed|is (?:now )?in place|fixed|resolved|ready for review|now (?:\w+ )?(?:passes|uses|reads|works|returns|handles|"
     r"supports|calls|shows|runs)|i(?:'ve| have) (?:added|updated|created|written|changed|removed|renamed|moved|made|set up|wired)|"
     r"(?:has|have) been (?:added|updated|created|written|changed|removed|fixed|implemented))\b",
     re.I,
 )
-_EXPLAINS = re.compile(
+_EXPLAINS = pattern(
     r"\b(?:because|due to|caused by|the (?:issue|problem|bug|cause|reason|error|culprit) (?:is|was|here)|turns out|means|"
     r"false positive|instead|doesn't|does not|isn't|is not|wasn't|missing|expects?|requires?|must)\b",
     re.I,
 )
 # …unless the same words say more is to come ("the time parser is done; the zone parser is next").
-_MORE_TO_DO = re.compile(
-    r"\b(?:next|remaining|still|left to|not|never|no longer|cannot|unable|failed to|moving on|now (?:the|let|i)|then i|todo)\b|n't\b", re.I
-)
+_MORE_TO_DO = pattern(r"\b(?:next|remaining|still|left to|not|never|no longer|cannot|unable|failed to|moving on|now (?:the|let|i)|then i|todo)\b|n't\b", re.I)
 
 
 def says_done(text: str) -> bool:
@@ -459,7 +458,7 @@ def says_done(text: str) -> bool:
     return bool(_DONE.search(text)) and not _MORE_TO_DO.search(text)
 
 
-_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z`*\"'(])|\n+")
+_SENTENCE = pattern(r"(?<=[.!?])\s+(?=[A-Z`*\"'(])|\n+")
 
 
 def findings_of(text: str) -> list[str]:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from ...core.reports import CompactReport, CompactRow, CompactSkipRow
 from ...pipeline import PIPELINE, CompactOptions
+
+if TYPE_CHECKING:  # types only
+    from ...core.reports import CompactReport, CompactRow, CompactSkipRow
 from .. import streams
 from ..budget_options import Baseline, Threshold
 from ..flags import Merged, with_options
@@ -225,7 +227,8 @@ def compact_one(item: tuple[str, str, str], options: CompactOptions, backup: str
     read = _version(path)
     with mapped(path) as buffer:
         if is_compaction(buffer, path):  # not a session: skipped, nothing written
-            return CompactSkipRow(file=shown, kind="compaction", skipped=COMPACTION_NOTE, changed=False, output=None)
+            skipped: CompactSkipRow = {"file": shown, "kind": "compaction", "skipped": COMPACTION_NOTE, "changed": False, "output": None}
+            return skipped
         pieces, report = compact_buffer(buffer, shown, options, breaker(), path)
         report["output"] = target
         if in_place and not report["changed"]:
