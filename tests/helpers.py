@@ -4,6 +4,7 @@ child when the test is about the process), the contract checks on a run's result
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import importlib
 import io
@@ -102,6 +103,8 @@ def invoke(*args: str | os.PathLike[str], input: bytes | None = b"", env: dict[s
 FRESH_PROCESS_STATE = [
     ("ctxpipe.breaker", "_PROCESS", None),  # the process's own summary breaker, made on first use
     ("ctxpipe.breaker", "_SHARED_FAILURES", None),  # a batch's shared breaker count
+    ("ctxpipe.cli.breaker", "_PROCESS", None),  # where the breaker lived before breaker.py
+    ("ctxpipe.cli.breaker", "_SHARED_FAILURES", None),
     ("ctxpipe.cli.commands.summarize", "_BREAKER", None),  # where the breaker lived before cli/breaker.py
     ("ctxpipe.cli.batch", "_SHARED_FAILURES", None),
     ("ctxpipe.cli.batch", "_BUSY", False),
@@ -167,8 +170,8 @@ def _standard_pipes(stdin: bytes | None) -> Iterator[dict[str, bytes]]:
             threads.append(threading.Thread(target=_drain, args=(draining, captured, name), daemon=True))
         for thread in threads:
             thread.start()
-        # Modelled on the streams Python made at start-up (sys.__std*__): same environment, same locale.
-        sys.stdin, sys.stdout, sys.stderr = (_text_stream(number, model) for number, model in enumerate((sys.__stdin__, sys.__stdout__, sys.__stderr__)))
+        settings = _stdio_settings(*(os.environ.get(name, "") for name in _STDIO_VARIABLES))
+        sys.stdin, sys.stdout, sys.stderr = (_text_stream(number, *settings[number]) for number in (0, 1, 2))
         try:
             yield captured
         finally:
@@ -186,12 +189,24 @@ def _standard_pipes(stdin: bytes | None) -> Iterator[dict[str, bytes]]:
             assert not thread.is_alive(), "a copy of the command's stdout or stderr is still open (a descriptor leaked)"
 
 
-def _text_stream(number: int, model: Any) -> io.TextIOWrapper:
-    # As Python's start-up (create_stdio) does: the locale's encoding and error handler (surrogateescape
-    # under C.UTF-8); PYTHONUNBUFFERED: stdout and stderr unbuffered (.buffer is the raw file) and
-    # written through; otherwise stderr line-buffered.
-    encoding = getattr(model, "encoding", None) or "utf-8"
-    errors = getattr(model, "errors", None) or ("backslashreplace" if number == 2 else "strict")
+# What decides the encoding and error handler of a new interpreter's sys.std* (surrogateescape under
+# C.UTF-8, say). Asked of a child once per combination: this process's own streams may have been
+# replaced (pytest-xdist's workers, pytest's capture), so they are no model.
+_STDIO_VARIABLES = ("LANG", "LC_ALL", "LC_CTYPE", "PYTHONIOENCODING", "PYTHONUTF8", "PYTHONCOERCECLOCALE")
+
+
+@functools.cache
+def _stdio_settings(*variables: str) -> list[tuple[str, str]]:
+    env = {**os.environ, **dict(zip(_STDIO_VARIABLES, variables))}
+    env = {name: value for name, value in env.items() if value or name not in _STDIO_VARIABLES}
+    probe = "import sys; print(*(f'{s.encoding} {s.errors}' for s in (sys.stdin, sys.stdout, sys.stderr)), sep=chr(10))"
+    answer = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True, stdin=subprocess.PIPE).stdout
+    return [tuple(line.split()) for line in answer.splitlines()]  # type: ignore[misc]
+
+
+def _text_stream(number: int, encoding: str, errors: str) -> io.TextIOWrapper:
+    # As Python's start-up (create_stdio) does: PYTHONUNBUFFERED: stdout and stderr unbuffered
+    # (.buffer is the raw file) and written through; otherwise stderr line-buffered.
     raw = io.FileIO(number, "r" if number == 0 else "w", closefd=False)
     if number == 0:
         return io.TextIOWrapper(io.BufferedReader(raw), encoding=encoding, errors=errors)
