@@ -126,7 +126,7 @@ def compact(
 
 def _to_stdout(path: str | None, options: CompactOptions, report_json: str | None) -> None:
     from ...breaker import breaker
-    from ...counting import mapped
+    from ...inputs import mapped
     from ...pipeline import compact_buffer
 
     source = streams.source_name(path)
