@@ -64,14 +64,15 @@ class CountOptions:
     by: str | None = None  # role | block | tool
     top: int = 0
     timeline: bool = False
-    whole: bool = False  # parse every line, for an exact message count
+    every_line: bool = False  # --full: parse every line, for an exact message count
     budget: BudgetSettings = field(default_factory=BudgetSettings)
     threads: int = 1  # tokenizer threads (tiktoken only)
     baseline: int | None = None  # --baseline: the fixed part of every request, instead of measuring it
 
     @property
-    def full(self) -> bool:
-        return bool(self.whole or self.by or self.top or self.timeline)
+    def reads_whole_file(self) -> bool:
+        """Whether the count reads the whole file (asked for, or needed by a breakdown, a top list or a timeline), not only its end."""
+        return bool(self.every_line or self.by or self.top or self.timeline)
 
     def counter(self) -> TextCounter:
         if self.as_claude_code:
@@ -146,7 +147,7 @@ def _window(options: CountOptions, model: str | None, largest_prompt: int, budge
 
 def complete_file(options: CountOptions, buffer: Any) -> bool:
     """Whether count reads every line: asked to, or a small file (which costs little, and gets an exact message count)."""
-    return options.full or len(buffer) <= SMALL_FILE
+    return options.reads_whole_file or len(buffer) <= SMALL_FILE
 
 
 def count_buffer(buffer: Any, source: str, options: CountOptions, kind: str | None = None) -> FileCount:

@@ -79,7 +79,7 @@ def run_stage(
     if not transcript_format.writable:
         raise not_writable(source, stage.name, transcript_format.name)
     stats = ReadStats()
-    if stage.whole(settings):  # the stage needs every line, numbered (e.g. ranges given by line number)
+    if stage.every_line(settings):  # the stage needs every line, numbered (e.g. ranges given by line number)
         offset, entries = 0, list(iter_entries(io.BytesIO(buffer), source, on_error, stats))
     else:
         offset, entries = transcript_format.read_region(buffer, source, on_error, stats)

@@ -346,6 +346,6 @@ STAGE = Stage(
     Example:  ctxpipe summarize --engine offline session.jsonl > compacted.jsonl
     """,
     # --drop-history writes the lines before the summary no more: it needs them all.
-    whole=lambda settings: bool(settings.drop_history),
+    every_line=lambda settings: bool(settings.drop_history),
     runs="over threshold",
 )

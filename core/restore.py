@@ -707,6 +707,6 @@ STAGE = Stage(
     Example:  ctxpipe summarize session.jsonl | ctxpipe restore --root ~/src/app > resumed.jsonl
     """,
     # It reads the history above the boundary: every line.
-    whole=lambda _settings: True,
+    every_line=lambda _settings: True,
     runs="after a summary",
 )

@@ -240,6 +240,6 @@ STAGE = Stage(
     Example:  ctxpipe snip --keep-last 40 --ledger undo.jsonl session.jsonl > shorter.jsonl
     """,
     in_compact=False,
-    whole=by_line,
+    every_line=by_line,
     check=check,
 )

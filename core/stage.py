@@ -248,7 +248,7 @@ class Stage:
     # above --target-tokens, or forced: the summary) or "after a summary" (only when one was written).
     runs: str = "always"
     # Whether it reads every line, numbered, rather than the active context only.
-    whole: Callable[[Any], bool] = lambda _settings: False
+    every_line: Callable[[Any], bool] = lambda _settings: False
     # Settings that do not go together raise core.errors.SettingsError here, before any input is read.
     check: Callable[[Any], None] = lambda _settings: None
 

@@ -42,7 +42,7 @@ PIECES = PiecesCounter()
 
 
 def counted(data: bytes, whole: bool = False) -> Any:
-    return count_buffer(data, "-", CountOptions(on_error="skip", whole=whole)).count
+    return count_buffer(data, "-", CountOptions(on_error="skip", every_line=whole)).count
 
 
 def priced_blocks(messages: Sequence[Message], entries: Sequence[Any], slope: float) -> dict[tuple[str, int], int]:

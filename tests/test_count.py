@@ -144,7 +144,7 @@ def test_fast_path_on_a_long_context_agrees_with_the_full_parse() -> None:
     assert fast["estimated_messages"] == 2  # the last tool result and the question
     # Documented: the message count is null unless the read reached the start; --full reads it all.
     assert fast["messages"] is None
-    assert count_bytes(data, whole=True)["messages"] == full["messages"]
+    assert count_bytes(data, every_line=True)["messages"] == full["messages"]
     [row] = count_json("--full", stdin=data)
     assert row["messages"] == full["messages"] and row["tokens"] == fast["tokens"]
     assert fast["calibration"]["source"] == "transcript"

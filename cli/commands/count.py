@@ -75,7 +75,7 @@ def count(
         by=by.value if by else None,
         top=top,
         timeline=timeline or svg is not None,
-        whole=full,
+        every_line=full,
     )
     workers = batch.jobs or default_jobs()
     paths = batch.paths
