@@ -197,14 +197,15 @@ def summarize_entries(
 
     fell_back = None
     deadline = None  # the model's: one limit for the summary and its repair request
-    if engine == "session-memory":
-        raw_notes = Path(notes).read_text(encoding="utf-8", errors="replace")  # type: ignore[arg-type]
+    llm = options.llm or LlmConfig(transcript_model(messages))  # the model of the transcript, when none was chosen
+    if engine == "session-memory" and notes is not None:  # choose_engine names the notes it chose
+        raw_notes = Path(notes).read_text(encoding="utf-8", errors="replace")
         if not usable_notes(raw_notes):
             raise CtxpipeError(f"{notes}: the session notes are empty or still the template")
-        summary = notes_summary(raw_notes, notes)  # type: ignore[arg-type]
+        summary = notes_summary(raw_notes, notes)
     elif engine == "llm":
         try:
-            result = llm_summary(history_read, options.llm, progress)  # type: ignore[arg-type]
+            result = llm_summary(history_read, llm, progress)
             deadline = result.deadline
             breaker.record(True)
             summary = result.text
@@ -228,7 +229,7 @@ def summarize_entries(
         report["verification_before_repair"] = checked.as_dict()
         if checked.missing and engine == "llm":
             try:
-                summary = repair_summary(summary, [f.text for f in checked.missing], options.llm, deadline=deadline)  # type: ignore[arg-type]
+                summary = repair_summary(summary, [f.text for f in checked.missing], llm, deadline=deadline)
                 checked = verify(facts, summary + "\n" + context_text(tail))
                 report["repaired"] = True
             except SummaryFailed as exc:

@@ -101,12 +101,12 @@ def run_all(
         if on_done is None:
             chunk = max(1, len(items) // (jobs * 32))  # small chunks: sessions differ a lot in size
             return list(pool.map(_in_worker, [job] * len(items), items, chunksize=chunk))
-        ordered: list[tuple[bool, Any] | None] = [None] * len(items)
+        done: dict[int, tuple[bool, Any]] = {}
         futures = {pool.submit(_in_worker, job, item): index for index, item in enumerate(items)}
         for future in as_completed(futures):
-            ordered[futures[future]] = future.result()
-            on_done(ordered[futures[future]][0])  # type: ignore[index]
-        return ordered  # type: ignore[return-value]
+            done[futures[future]] = result = future.result()
+            on_done(result[0])
+        return [done[index] for index in range(len(items))]
 
 
 @contextlib.contextmanager
@@ -120,8 +120,9 @@ def _stopped_cleanly(pool: Executor) -> Iterator[None]:
         raise CtxpipeError("a worker process ended abruptly (see above); files written so far are complete, the others unchanged") from None
     except BaseException:
         for worker in multiprocessing.active_children():  # for when only this process got the Ctrl-C
-            with contextlib.suppress(OSError, TypeError):
-                os.kill(worker.pid, signal.SIGINT)  # type: ignore[arg-type]
+            if worker.pid is not None:  # None: not started yet
+                with contextlib.suppress(OSError):
+                    os.kill(worker.pid, signal.SIGINT)
         pool.shutdown(wait=True, cancel_futures=True)  # once: a second call can race the pool's own thread
         raise
     pool.shutdown(wait=True)

@@ -24,6 +24,7 @@ from typing import Annotated, Any, Optional, TypeVar
 import typer
 
 from ..core.stage import Flag, flag_of
+from .options import choice_enum
 
 Command = TypeVar("Command", bound=Callable[..., Any])
 
@@ -111,8 +112,7 @@ def choices(flag: Flag) -> type[Enum]:
     """One Enum per flag with choices, so typer lists and checks them."""
     key = (flag.name, flag.choices)
     if key not in _CHOICES:
-        members = {value.replace("-", "_"): value for value in flag.choices}
-        _CHOICES[key] = typing.cast("type[Enum]", Enum(flag.name.strip("-").title().replace("-", ""), members, type=str))
+        _CHOICES[key] = choice_enum(flag.name.strip("-").title().replace("-", ""), flag.choices)
     return _CHOICES[key]
 
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Annotated, Optional
+from typing import Annotated, Optional, cast
 
 import typer
 
@@ -60,6 +61,14 @@ def percentage(value: Optional[float]) -> Optional[float]:
     return value
 
 
+def choice_enum(name: str, values: Iterable[str]) -> type[Enum]:
+    """A str Enum of `values`, so typer lists and checks them (made at run time from a registry:
+    mypy reads only literal members, hence the cast)."""
+    return cast("type[Enum]", Enum(name, {value.replace("-", "_"): value for value in values}, type=str))
+
+
+# A class statement, so it can annotate options: its members come from the registry at run time, and
+# mypy reads only literal members (hence the ignore).
 FormatChoice = Enum("FormatChoice", {name.replace("-", "_"): name for name in NAMES}, type=str)  # type: ignore[misc]
 
 InputPath = Annotated[

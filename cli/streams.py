@@ -2,7 +2,7 @@
 
 Inputs: a path, or stdin for "-" / no path, opened by inputs.py (the one reader, shared with the
 library: file, stdin, pipe, a memory map for a regular file, OS errors put into words once).
-Transcripts are read as bytes, line by line.
+Transcripts are read as bytes, line by line (inputs.stream_entries, re-exported here).
 Outputs: stdout, or a file written atomically (temporary file in the same folder, fsync, rename),
 so an interrupted run never leaves a half-written file behind.
 """
@@ -10,18 +10,15 @@ so an interrupted run never leaves a half-written file behind.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
 import sys
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from ..atomic import atomic_file, writer
 from ..core.errors import CtxpipeError
-from ..core.jsonl import Entry, OnError, ReadStats, iter_entries, write_entries
-from ..formats import SNIFF_LINES, TranscriptFormat, claim, detect, get
-from ..inputs import STDIN, is_regular, opened, source_name
+from ..core.jsonl import Entry, ReadStats, write_entries
+from ..inputs import STDIN, EntryStream, is_regular, opened, source_name, stream_entries
 from .terminal import json_shown, shown
 
 OUTPUT_BUFFER = 1 << 20
@@ -30,30 +27,6 @@ OUTPUT_BUFFER = 1 << 20
 def open_input(path: str | None) -> contextlib.AbstractContextManager[BinaryIO]:
     """inputs.opened with a large buffer: a missing file or a folder is bad input (exit 1)."""
     return opened(path, buffering=OUTPUT_BUFFER)
-
-
-@dataclass
-class EntryStream:
-    """Entries of one input, read lazily, with the format detected from its first lines."""
-
-    source: str
-    format: TranscriptFormat
-    entries: Iterator[Entry]
-    stats: ReadStats
-
-
-def stream_entries(stream: BinaryIO, source: str, format_name: str | None, on_error: OnError) -> EntryStream:
-    stats = ReadStats()
-    entries = iter_entries(stream, source, on_error, stats)
-    if format_name:
-        return EntryStream(source, get(format_name), entries, stats)
-    # Read only until a line gives the format away, so `tail -f` pipes are not held up.
-    head: list[Entry] = []
-    for entry in entries:
-        head.append(entry)
-        if claim(entry.obj) is not None or len(head) >= SNIFF_LINES:
-            break
-    return EntryStream(source, detect(head, source), itertools.chain(head, entries), stats)
 
 
 @contextlib.contextmanager

@@ -94,6 +94,11 @@ def truthy(setting: Setting | None) -> bool:
     return setting is not None and setting.value.strip().lower() not in ("", "0", "false", "no", "off")
 
 
+def _source(setting: Setting | None) -> str:
+    """Where a setting came from (an environment variable or a flag), for the explanation."""
+    return setting.source if setting is not None else "unset"
+
+
 def _positive_int(setting: Setting | None, ignored: list[str]) -> int | None:
     if setting is None:
         return None
@@ -140,14 +145,15 @@ def thresholds(
         reason = window_reason or "given"
     explain.append(f"window {window:,}: {reason}")
     cap = _positive_int(settings.auto_compact_window, ignored)
+    cap_source = _source(settings.auto_compact_window)
     if cap is not None and window_flag:
-        ignored.append(f"{settings.auto_compact_window.source}={cap} ignored: --window was given")  # type: ignore[union-attr]
+        ignored.append(f"{cap_source}={cap} ignored: --window was given")
     elif cap is not None:
         if cap < window:
-            explain.append(f"window {cap:,}: {settings.auto_compact_window.source} caps the window")  # type: ignore[union-attr]
+            explain.append(f"window {cap:,}: {cap_source} caps the window")
             window = cap
         else:
-            ignored.append(f"{settings.auto_compact_window.source}={cap} ignored: it is not below the window {window:,}")  # type: ignore[union-attr]
+            ignored.append(f"{cap_source}={cap} ignored: it is not below the window {window:,}")
 
     default_out, upper_out = max_output_for(model)
     max_out = default_out
@@ -155,7 +161,7 @@ def thresholds(
     if override_out is not None:
         max_out = min(override_out, upper_out)
         capped = " (capped at the model's limit)" if override_out > upper_out else ""
-        explain.append(f"max output {max_out:,}: {settings.max_output_tokens.source}{capped}")  # type: ignore[union-attr]
+        explain.append(f"max output {max_out:,}: {_source(settings.max_output_tokens)}{capped}")
     else:
         explain.append(f"max output {max_out:,}: the default for {model or 'an unknown model'}")
     reserve = min(max_out, SUMMARY_OUTPUT_RESERVE)
@@ -163,9 +169,10 @@ def thresholds(
     explain.append(f"effective window {effective:,} = window {window:,} − reserve {reserve:,} (min(max output, 20,000))")
 
     auto_off = truthy(settings.disable_compact) or truthy(settings.disable_auto_compact)
-    autocompact: int | None = effective - AUTOCOMPACT_BUFFER
+    threshold = effective - AUTOCOMPACT_BUFFER
+    autocompact: int | None = threshold
     if auto_off:
-        source = (settings.disable_compact or settings.disable_auto_compact).source  # type: ignore[union-attr]
+        source = _source(settings.disable_compact if truthy(settings.disable_compact) else settings.disable_auto_compact)
         explain.append(f"autocompact off: {source}")
         autocompact = None
         if settings.autocompact_pct is not None:
@@ -181,7 +188,7 @@ def thresholds(
                 ignored.append(f"{settings.autocompact_pct.source}={settings.autocompact_pct.value!r} ignored: must be a percentage above 0 and at most 100")
             else:
                 lowered = math.floor(effective * pct / 100)
-                if lowered < autocompact:  # type: ignore[operator]
+                if lowered < threshold:
                     explain.append(f"autocompact {lowered:,} = {pct:g}% of the effective window ({settings.autocompact_pct.source})")
                     autocompact = lowered
                 else:
@@ -196,7 +203,7 @@ def thresholds(
     override_block = _positive_int(settings.blocking_limit, ignored)
     if override_block is not None:
         blocking = override_block
-        explain.append(f"blocking {blocking:,}: {settings.blocking_limit.source}")  # type: ignore[union-attr]
+        explain.append(f"blocking {blocking:,}: {_source(settings.blocking_limit)}")
     else:
         explain.append(f"blocking {blocking:,} = effective {effective:,} − 3,000")
     return Thresholds(window, max_out, reserve, effective, autocompact, warning, warning, blocking, tuple(explain), tuple(ignored))

@@ -82,7 +82,9 @@ def collapse(entries: list[Entry], transcript_format: TranscriptFormat, config: 
             continue
         survivor = calls[-1]
         for call in calls[:-1]:
-            message, index = call.result  # type: ignore[misc]
+            if call.result is None:  # never: only answered calls are grouped
+                continue
+            message, index = call.result
             block = message.content[index]
             text = stub(name, inputs.get(call.id), survivor.id)
             texts, flat = block_texts(block)

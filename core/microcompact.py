@@ -143,7 +143,9 @@ def microcompact(entries: list[Entry], transcript_format: TranscriptFormat, conf
     removed = []
     per_tool: dict[str, dict[str, int]] = {}
     for call, tokens in zip(chosen.calls, chosen.tokens):
-        message, index = call.result  # type: ignore[misc]
+        if call.result is None:  # never: plan() chooses answered calls only
+            continue
+        message, index = call.result
         position, block_index = message.refs[index]
         block = dict(message.content[index])
         block["content"] = PLACEHOLDER

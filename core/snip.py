@@ -98,8 +98,8 @@ def snip(entries: list[Entry], transcript_format: TranscriptFormat, config: Snip
     if config.keep_last is not None or config.before is not None:
         if config.keep_last is not None:
             wanted = len(messages) - config.keep_last
-        else:
-            found = _index_of(messages, entries, config.before)  # type: ignore[arg-type]
+        elif config.before is not None:
+            found = _index_of(messages, entries, config.before)
             if found is None:
                 if config.before in previously_removed:
                     return Outcome(entries, False, f"nothing to snip: {config.before} was snipped already")
@@ -109,8 +109,8 @@ def snip(entries: list[Entry], transcript_format: TranscriptFormat, config: Snip
         if cut is None:
             return Outcome(entries, False, "nothing to snip: only the opening message lies before the tail")
         first, last = 1, cut - 1
-    else:
-        start_key, end_key = config.range  # type: ignore[misc]
+    elif config.range is not None:
+        start_key, end_key = config.range
         start, end = _index_of(messages, entries, start_key), _index_of(messages, entries, end_key)
         if start is None or end is None:
             missing = start_key if start is None else end_key
@@ -118,6 +118,8 @@ def snip(entries: list[Entry], transcript_format: TranscriptFormat, config: Snip
                 return Outcome(entries, False, f"nothing to snip: {missing} was snipped already")
             raise CtxpipeError(f"--range: {missing} is not a line or uuid of a message in the active context")
         first, last = _widen(messages, min(start, end), max(start, end))
+    else:
+        raise SettingsError("snip", "give exactly one of --before, --range, --keep-last")
     removed_messages = messages[first : last + 1]
     doomed = {position for message in removed_messages for position in message.entries}
     # Lines of the chain between the removed messages (progress, attachments, hooks) go with them.

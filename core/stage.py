@@ -32,6 +32,8 @@ class Outcome:
     entries: list[Entry]
     changed: bool
     note: str  # one line for stderr: what was done, or why nothing was
+    # What the stage did, beyond its one line: one of core.reports.StageExtras (a dict, written as JSON;
+    # tests/test_report_schemas.py holds each stage's to its schema and its TypedDict).
     report: dict[str, Any] = field(default_factory=dict)
     removed: list[dict[str, Any]] = field(default_factory=list)  # human-readable: uuid, block, tool_use_id
     notes: list[str] = field(default_factory=list)  # more lines for stderr, after the stage's one line
@@ -83,10 +85,11 @@ def ledger_record(
                 recipe.append([index, index + 1])
         else:
             recipe.append(_text(entry.encode() + entry.eol))
+    whole = b"" if region is None else bytes(region)  # used only when the region held more than the entries
     if not exact:
-        recipe = [_text(bytes(region))]  # type: ignore[arg-type]
+        recipe = [_text(whole)]
     digest_in = hashlib.sha256(prefix)
-    for piece in line_bytes(before) if exact else [bytes(region)]:  # type: ignore[arg-type]
+    for piece in line_bytes(before) if exact else [whole]:
         digest_in.update(piece)
     digest_out = hashlib.sha256(prefix)
     for piece in output:

@@ -15,8 +15,8 @@ from ..options import InputPath, Output, Reading, Unbuffered, iso_time
 
 MAX_LISTED = 5
 
-# The formats ctxpipe writes; a read-only one is refused when the command line is parsed. (mypy
-# reads only a literal as Enum's members, hence the ignore; the names come from the registry.)
+# The formats ctxpipe writes; a read-only one is refused when the command line is parsed. (Its members
+# come from the registry at run time; mypy reads only literal members, hence the ignore.)
 Target = Enum("Target", {name.replace("-", "_"): name for name in WRITABLE}, type=str)  # type: ignore[misc]
 # Where --repair/--history may keep the format: rebuilt from messages, its lines lose nothing.
 REBUILDABLE = tuple(name for name in WRITABLE if REGISTRY[name].lines_are_messages)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from dataclasses import replace
 from enum import Enum
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -14,6 +14,9 @@ from ..budget_options import Budget
 from ..flags import with_options
 from ..options import Batch, Json, Reading
 from ..status import ExitStatus
+
+if TYPE_CHECKING:  # rich is imported only when a table is printed
+    from rich.console import JustifyMethod
 
 
 class Tokenizer(str, Enum):
@@ -156,13 +159,21 @@ def _print(counted: list[Any], rows: list[dict[str, Any]], timeline: bool, by: s
     console = streams.stdout_console()
     table = Table(show_edge=False, header_style="bold")
     reinjected = any(row.get("reinjected_tokens") for row in rows)
-    columns = [("file", "left"), ("model", "left"), ("window", "right"), ("tokens", "right"), ("exact", "right"), ("estimated", "right"), ("baseline", "right")]
+    columns: list[tuple[str, JustifyMethod]] = [
+        ("file", "left"),
+        ("model", "left"),
+        ("window", "right"),
+        ("tokens", "right"),
+        ("exact", "right"),
+        ("estimated", "right"),
+        ("baseline", "right"),
+    ]
     columns += [("re-injected", "right")] if reinjected else []
     # The kind only where files differ in it (a folder with subagents or compaction side-calls).
     kinds = any(row.get("kind") not in (None, "main") for row in rows if not row.get("total"))
     columns[1:1] = [("kind", "left")] if kinds else []
     for column, justify in [*columns, ("used", "right"), ("messages", "right")]:
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+        table.add_column(column, justify=justify)
     for row in rows:
         if row.get("total"):
             cells = [
