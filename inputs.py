@@ -12,17 +12,19 @@ tells a buffer's format from its first lines.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import mmap
 import os
 import stat
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from .atomic import TEMPORARY
 from .core.errors import InputError
-from .core.jsonl import Entry, iter_entries
+from .core.jsonl import Entry, OnError, ReadStats, iter_entries
 from .formats import SNIFF_LINES, TranscriptFormat, claim, detect, get
 
 STDIN = "-"
@@ -100,6 +102,32 @@ def detect_format(buffer: Any, source: str, named: str | None = None) -> Transcr
             break
         head_end = next_end + 1
     return detect(sample, source)
+
+
+@dataclass
+class EntryStream:
+    """Entries of one input, read lazily, with the format detected from its first lines."""
+
+    source: str
+    format: TranscriptFormat
+    entries: Iterator[Entry]
+    stats: ReadStats
+
+
+def stream_entries(stream: BinaryIO, source: str, format_name: str | None, on_error: OnError) -> EntryStream:
+    """The entries of an opened input, with its format: `format_name`, else the first line some format
+    claims (detect_format's rule, for a stream: nothing is read beyond that line until asked)."""
+    stats = ReadStats()
+    entries = iter_entries(stream, source, on_error, stats)
+    if format_name:
+        return EntryStream(source, get(format_name), entries, stats)
+    # Read only until a line gives the format away, so `tail -f` pipes are not held up.
+    head: list[Entry] = []
+    for entry in entries:
+        head.append(entry)
+        if claim(entry.obj) is not None or len(head) >= SNIFF_LINES:
+            break
+    return EntryStream(source, detect(head, source), itertools.chain(head, entries), stats)
 
 
 @contextlib.contextmanager
