@@ -8,9 +8,24 @@ import os
 import signal
 import sys
 from collections.abc import Callable
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from .status import ExitStatus
+
+
+def _quit_while_loading(_signum: int, _frame: object) -> None:
+    os._exit(ExitStatus.INTERRUPTED)
+
+
+# Ctrl-C while the commands load ends the process at once with 130, quietly: nothing is open or
+# written yet, and a KeyboardInterrupt raised in the middle of an import (a C extension's, or the
+# interpreter's own machinery) can escape any handler and end the process by the signal instead.
+# The handler the process had comes back once the commands are registered (the end of this module).
+_HANDLER_BEFORE: Any = None  # signal.signal's answer: a handler, SIG_DFL or SIG_IGN (None: not set from Python)
+try:
+    _HANDLER_BEFORE = signal.signal(signal.SIGINT, _quit_while_loading)
+except ValueError:  # imported outside the main thread: signals are not ours to set there
+    pass
 
 try:
     import typer
@@ -78,6 +93,8 @@ COMMANDS: dict[str, Callable[..., None]] = {
 }
 for name, command in COMMANDS.items():
     app.command(name)(pipe_safe(command))
+if _HANDLER_BEFORE is not None:
+    signal.signal(signal.SIGINT, _HANDLER_BEFORE)
 
 
 def main(argv: list[str] | None = None) -> None:
