@@ -26,7 +26,7 @@ from .inputs import mapped, opened, source_name
 
 if TYPE_CHECKING:
     from .core.reports import CompactReport, CountReport
-    from .counting import CountOptions
+    from .file_count import CountOptions
     from .pipeline import CompactOptions
 
 
@@ -94,7 +94,7 @@ def count_transcript(source: str | os.PathLike[str] | bytes, options: CountOptio
     """What `count --json` prints for one transcript: the same accounting, the same object."""
     from pathlib import Path
 
-    from .counting import CountOptions, count_buffer
+    from .file_count import CountOptions, count_buffer
     from .sessions import kind_of
 
     kind = None if isinstance(source, bytes) or os.fspath(source) == "-" else kind_of(Path(os.fspath(source)))  # as its name says, like count

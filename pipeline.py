@@ -17,19 +17,19 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from . import summarizing
+from . import summary_stage
 from .core import collapse, microcompact, restore, snip
 from .core.budget import BudgetSettings, thresholds
 from .core.jsonl import OnError, ReadStats, iter_entries
 from .core.stage import Outcome, Stage, StageContext, ledger_record, line_bytes
-from .counting import CountOptions, Measure, count_buffer, region_measure
+from .file_count import CountOptions, Measure, count_buffer, region_measure
 from .formats import not_writable
 from .inputs import detect_format, view
 
 if TYPE_CHECKING:  # types only: the commands start without them
     from .core.reports import CompactReport, StageRecord
 
-STAGES: tuple[Stage, ...] = (snip.STAGE, microcompact.STAGE, collapse.STAGE, summarizing.STAGE, restore.STAGE)
+STAGES: tuple[Stage, ...] = (snip.STAGE, microcompact.STAGE, collapse.STAGE, summary_stage.STAGE, restore.STAGE)
 PIPELINE: tuple[Stage, ...] = tuple(stage for stage in STAGES if stage.in_compact)
 BY_NAME: dict[str, Stage] = {stage.name: stage for stage in STAGES}
 

@@ -36,7 +36,7 @@ from ctxpipe.core.microcompact import MicrocompactSettings
 from ctxpipe.core.summarize import SummarizeSettings
 from ctxpipe.core.summarize_engines import Breaker
 from ctxpipe.core.tokens import PiecesCounter, counter_named, estimate_blocks
-from ctxpipe.counting import CountOptions, count_buffer
+from ctxpipe.file_count import CountOptions, count_buffer
 from ctxpipe.formats.claude_code import is_compact_boundary
 from ctxpipe.pipeline import CompactOptions, compact_buffer
 

@@ -13,7 +13,7 @@ from ..core.budget import BudgetSettings, Setting
 from .options import Reading, percentage
 
 if TYPE_CHECKING:
-    from ..counting import CountOptions
+    from ..file_count import CountOptions
 
 ENVIRONMENT = {
     "auto_compact_window": "CLAUDE_CODE_AUTO_COMPACT_WINDOW",
@@ -94,7 +94,7 @@ class Threshold:
 
     def counted(self, reading: Reading, baseline: int | None = None, blocking_limit: int | None = None, **more: Any) -> CountOptions:
         """count's options for transcripts read as `reading` says, with these budget flags."""
-        from ..counting import CountOptions
+        from ..file_count import CountOptions
 
         return CountOptions(
             model=self.model,

@@ -45,15 +45,6 @@ def readable_file(value: Optional[str]) -> Optional[str]:
     return value
 
 
-def engine_name(value: str) -> str:
-    """Checks --engine (summarize, compact) against the summary engines there are."""
-    from ..summarizing import ENGINES
-
-    if value not in ENGINES:
-        raise typer.BadParameter(f"{value!r}: expected one of {', '.join(ENGINES)}")
-    return value
-
-
 def percentage(value: Optional[float]) -> Optional[float]:
     """Checks a percentage option: above 0, at most 100."""
     if value is not None and not 0 < value <= 100:

@@ -475,7 +475,7 @@ def context_text(messages: Sequence[Message]) -> str:
     return "\n".join(parts)
 
 
-# --- the stage's settings, declared once (its run needs the engines: summarizing.run) ---------------
+# --- the stage's settings, declared once (its run needs the engines: summary_stage.run) ---------------
 
 ENGINES = ("auto", "session-memory", "llm", "offline")
 

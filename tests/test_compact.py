@@ -27,7 +27,7 @@ import pytest
 from ctxpipe.cli import batch
 from ctxpipe.core.errors import CtxpipeError
 from ctxpipe.core.jsonl import ReadStats
-from ctxpipe.counting import CountOptions, count_buffer, count_file
+from ctxpipe.file_count import CountOptions, count_buffer, count_file
 from ctxpipe.formats import get
 from ctxpipe.sessions import find_sessions
 from helpers import FIXTURES, ROOT, corpus_files, needs_corpus, run_cli

@@ -15,7 +15,7 @@ import pytest
 from builders import SESSION, Session, simple, usage
 from ctxpipe.cli.status import ExitStatus
 from ctxpipe.core.schemas import errors
-from ctxpipe.counting import CountOptions, count_file
+from ctxpipe.file_count import CountOptions, count_file
 from ctxpipe.sessions import COMPACTION_NOTE, find_sessions, is_compaction, kind_of, kind_read
 from helpers import CORPUS, needs_corpus, run_cli
 

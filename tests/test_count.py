@@ -19,7 +19,7 @@ from ctxpipe.core.count import DEFAULT_FITS, Estimates, calibrate, calibration_p
 from ctxpipe.core.model import Message
 from ctxpipe.core.schemas import errors
 from ctxpipe.core.tokens import TIKTOKEN_SHA256, RoughCounter, counter_named
-from ctxpipe.counting import CountOptions, count_buffer, count_file
+from ctxpipe.file_count import CountOptions, count_buffer, count_file
 from helpers import FIXTURES, corpus_files, needs_corpus, run_cli
 from hypothesis import HealthCheck, given, settings
 from strategies import claude_sessions
@@ -155,7 +155,7 @@ def test_a_bad_line_above_the_active_context_is_not_seen_by_count(tmp_path: Path
     # the history above the last compact boundary is not parsed, so it does not stop the count.
     s = Session()
     s.user("Old question.")
-    s.text("Old answer. " + "(a long history) " * 5000, usage(40000))  # over counting.SMALL_FILE: read from the end
+    s.text("Old answer. " + "(a long history) " * 5000, usage(40000))  # over file_count.SMALL_FILE: read from the end
     s.compact()
     s.user("New question.")
     s.text("New answer.", usage(9000))

@@ -2,7 +2,7 @@
 93 of them are kept there for start-up time and would otherwise hide a wrong-way edge):
 
 - `core/` imports only `core/` (and the standard library and third-party packages): nothing from
-  `formats`, `cli` or the service modules beside it (counting, pipeline, api, inputs, …).
+  `formats`, `cli` or the service modules beside it (file_count, pipeline, api, inputs, …).
 - `formats/` imports only `core/` and `formats/`.
 - No import cycles between the package's modules, module-level and function-level imports alike.
 """

@@ -82,7 +82,7 @@ def api_edits(
     """
     from ...core.api_edits import ApiEditsOptions, build_api_edits, parse_thinking_keep, transcript_facts
     from ...core.jsonl import ReadStats, iter_buffer_entries
-    from ...counting import count_buffer
+    from ...file_count import count_buffer
     from ...formats import get
     from ...inputs import mapped
 

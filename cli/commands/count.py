@@ -67,7 +67,7 @@ def count(
 
     Example:  ctxpipe count ~/.claude/projects/-home-me-app/
     """
-    from ...counting import count_file
+    from ...file_count import count_file
     from ..batch import default_jobs, find_inputs, run_all
 
     options = budget.count_options(
@@ -118,7 +118,7 @@ def count(
 
 
 def _count_one(item: tuple[str, str, str], options: Any) -> Any:
-    from ...counting import count_file
+    from ...file_count import count_file
 
     path, kind, shown = item
     return count_file(path, options, kind, shown)

@@ -41,7 +41,7 @@ def warn(
 
     Example:  ctxpipe warn session.jsonl || ctxpipe compact --in-place session.jsonl
     """
-    from ...counting import count_buffer
+    from ...file_count import count_buffer
     from ...inputs import mapped
     from ...sessions import kind_of
 

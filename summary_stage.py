@@ -47,7 +47,7 @@ from .core.summarize_engines import (
     usable_notes,
 )
 from .core.transcript_format import SUMMARY_MARKER, TranscriptFormat
-from .counting import CountOptions, Measure, region_measure
+from .file_count import CountOptions, Measure, region_measure
 
 __all__ = ["ENGINES", "STAGE", "SummarizeOptions", "summarize_entries"]
 
