@@ -244,6 +244,21 @@ def test_usage_errors() -> None:
         assert b"Traceback" not in result.stderr
 
 
+def test_a_folder_without_a_destination_and_an_unknown_source_are_usage_errors(tmp_path: Path) -> None:
+    """`compact DIR` with neither --out-dir nor --in-place, and `--source bogus`: exit 2, one line naming
+    the option, nothing written (the first once crashed with a TypeError, the second restored nothing)."""
+    folder = tmp_path / "projects"
+    folder.mkdir()
+    shutil.copy(FIXTURES / "claude-code" / "basic.jsonl", folder / "s.jsonl")
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    no_destination = compact(folder)
+    assert no_destination.returncode == 2 and no_destination.stdout == b""
+    assert b"--out-dir" in no_destination.stderr and b"--in-place" in no_destination.stderr and b"Traceback" not in no_destination.stderr
+    bogus = compact("--source", "bogus", FIXTURES / "claude-code" / "basic.jsonl")
+    assert bogus.returncode == 2 and bogus.stdout == b"" and b"--source" in bogus.stderr and b"bogus" in bogus.stderr
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
+
+
 def test_bad_input_on_stdout_mode_is_one_message_and_exit_1(tmp_path: Path) -> None:
     codex = compact(*DETERMINISTIC, FIXTURES / "codex" / "rollout.jsonl")
     assert codex.returncode == 1 and codex.stdout == b"" and b"convert a codex transcript first" in codex.stderr
