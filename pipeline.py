@@ -17,19 +17,51 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from . import summary_stage
 from .core import collapse, microcompact, restore, snip
 from .core.budget import BudgetSettings, thresholds
 from .core.jsonl import OnError, ReadStats, iter_entries
 from .core.stage import Outcome, Stage, StageContext, ledger_record, line_bytes
-from .file_count import CountOptions, Measure, count_buffer, region_measure
+from .core.summarize import SummarizeSettings
 from .formats import not_writable
 from .inputs import detect_format, view
 
 if TYPE_CHECKING:  # types only: the commands start without them
+    from .core.jsonl import Entry
     from .core.reports import CompactReport, StageRecord
+    from .core.transcript_format import TranscriptFormat
+    from .file_count import Measure
 
-STAGES: tuple[Stage, ...] = (snip.STAGE, microcompact.STAGE, collapse.STAGE, summary_stage.STAGE, restore.STAGE)
+
+def _summarize(entries: list[Entry], transcript_format: TranscriptFormat, settings: SummarizeSettings, context: StageContext) -> Outcome:
+    # The engines (the model's client, the session notes, the count of a candidate) load when a
+    # summary is written, not when the commands start.
+    from . import summary_stage
+
+    return summary_stage.run(entries, transcript_format, settings, context)
+
+
+# The summarize stage's settings are in core/summarize.py; its run is the service's (summary_stage.py).
+SUMMARIZE = Stage(
+    "summarize",
+    SummarizeSettings,
+    _summarize,
+    """Summarize the older part of the active context and keep a recent tail verbatim.
+
+    Claude Code files get the original lines above, a compact_boundary, the isCompactSummary user
+    line (continuation preamble + summary) and the kept tail re-linked after it, so Claude Code
+    resumes the compacted conversation; Messages-API files get a summary message and the tail.
+    stderr says which engine ran and why. With --verify (default) every typed instruction, edited
+    file, the last request, open todos and an unresolved error are checked in the result, and
+    whatever is missing is added as "Facts to keep".
+
+    Example:  ctxpipe summarize --engine offline session.jsonl > compacted.jsonl
+    """,
+    # --drop-history writes the lines before the summary no more: it needs them all.
+    every_line=lambda settings: bool(settings.drop_history),
+    runs="over threshold",
+)
+
+STAGES: tuple[Stage, ...] = (snip.STAGE, microcompact.STAGE, collapse.STAGE, SUMMARIZE, restore.STAGE)
 PIPELINE: tuple[Stage, ...] = tuple(stage for stage in STAGES if stage.in_compact)
 BY_NAME: dict[str, Stage] = {stage.name: stage for stage in STAGES}
 
@@ -75,6 +107,8 @@ def run_stage(
     """Run `stage` on one transcript's bytes. What it reports as before → after is `count` of its
     input and of its output, each measured as `count --on-error skip` would (a bad line the stage
     passes through unparsed is no reason to fail)."""
+    from .file_count import CountOptions, count_buffer, region_measure
+
     transcript_format = detect_format(buffer, source, format)
     if not transcript_format.writable:
         raise not_writable(source, stage.name, transcript_format.name)
@@ -129,6 +163,8 @@ class CompactOptions:
 
 def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: Any, transcript_path: str | None = None) -> tuple[list[bytes], CompactReport]:
     """The compacted transcript's bytes (as pieces) and the report: every stage of the pipeline in order."""
+    from .file_count import CountOptions, count_buffer, region_measure
+
     transcript_format = detect_format(buffer, source, options.format)
     if not transcript_format.writable:
         raise not_writable(source, "compact", transcript_format.name)

@@ -17,7 +17,7 @@ from .core.fields import iso, moment
 from .core.jsonl import Entry
 from .core.model import Message
 from .core.restore import RESTORED_PREFIX
-from .core.stage import Outcome, Stage, StageContext
+from .core.stage import Outcome, StageContext
 from .core.summarize import (
     ENGINES,
     SplitConfig,
@@ -49,7 +49,7 @@ from .core.summarize_engines import (
 from .core.transcript_format import SUMMARY_MARKER, TranscriptFormat
 from .file_count import CountOptions, Measure, region_measure
 
-__all__ = ["ENGINES", "STAGE", "SummarizeOptions", "summarize_entries"]
+__all__ = ["ENGINES", "SummarizeOptions", "run", "summarize_entries"]
 
 
 @dataclass
@@ -329,24 +329,3 @@ def options_of(settings: SummarizeSettings, context: StageContext, transcript_mo
 def run(entries: list[Entry], transcript_format: TranscriptFormat, settings: SummarizeSettings, context: StageContext) -> Outcome:
     options = options_of(settings, context, None if settings.model else transcript_model(transcript_format.messages(entries)))
     return summarize_entries(entries, transcript_format, options, context.breaker or Breaker(), context.progress)
-
-
-STAGE = Stage(
-    "summarize",
-    SummarizeSettings,
-    run,
-    """Summarize the older part of the active context and keep a recent tail verbatim.
-
-    Claude Code files get the original lines above, a compact_boundary, the isCompactSummary user
-    line (continuation preamble + summary) and the kept tail re-linked after it, so Claude Code
-    resumes the compacted conversation; Messages-API files get a summary message and the tail.
-    stderr says which engine ran and why. With --verify (default) every typed instruction, edited
-    file, the last request, open todos and an unresolved error are checked in the result, and
-    whatever is missing is added as "Facts to keep".
-
-    Example:  ctxpipe summarize --engine offline session.jsonl > compacted.jsonl
-    """,
-    # --drop-history writes the lines before the summary no more: it needs them all.
-    every_line=lambda settings: bool(settings.drop_history),
-    runs="over threshold",
-)

@@ -13,13 +13,15 @@ import math
 import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .facts import NO_OUTPUT, Facts, Failure, Typed, chosen_findings, gather, one_line, well_formed
 from .jsonl import as_text
 from .model import Message
 from .stage import setting
 from .tokens import RoughCounter, estimate_blocks
+
+if TYPE_CHECKING:
+    from .facts import Facts, Failure, Typed
 
 PREAMBLE = (
     "This session is being continued from a previous conversation that ran out of context. The summary below covers the earlier portion of the conversation."
@@ -136,6 +138,8 @@ def _typed_item(typed: Typed) -> str:
 
 def _failure_fact(failure: Failure) -> str:
     """What the summary must carry of a failure: the line naming it (the call, when it printed nothing)."""
+    from .facts import NO_OUTPUT  # on first use: the commands start without the summary's readers
+
     return failure.call if failure.line == NO_OUTPUT else failure.line
 
 
@@ -176,6 +180,8 @@ def offline_summary(history: Sequence[Message], side_inputs: Sequence[tuple[int,
     The open work, the current work and the next step are as of the end of the kept `tail` (its
     tool results may be cleared); the rest is the history's. `side_inputs` and `whole`: see key_facts.
     """
+    from .facts import chosen_findings, gather, one_line  # on first use: the commands start without the summary's readers
+
     facts = gather(history, _before(side_inputs, tail))
     now = whole or (gather(list(history) + list(tail), side_inputs) if tail else facts)
     out: list[str] = []
@@ -273,6 +279,8 @@ CARRY_ON = (
 def summary_message_text(summary: str, transcript_path: str | None, kept_tail: bool, automatic: bool = False) -> str:
     """The summary record's text in Claude Code's order: preamble, summary, where the full transcript
     is, that recent messages are kept, and (for an automatic compaction) the instruction to carry on."""
+    from .facts import well_formed  # on first use: the commands start without the summary's readers
+
     parts = [PREAMBLE, "", summary]
     if transcript_path:
         parts += [
@@ -318,6 +326,8 @@ def key_facts(history: Sequence[Message], tail: Sequence[Message], side_inputs: 
     `side_inputs` is typed input kept outside the messages (queued prompts), with positions;
     `whole` is gather() of history, tail and side_inputs when the caller has it already.
     """
+    from .facts import gather  # on first use: the commands start without the summary's readers
+
     facts = whole or gather(list(history) + list(tail), side_inputs)
     found: list[Fact] = [Fact("instruction", typed.text) for typed in facts.typed]
     if facts.typed:
@@ -335,6 +345,8 @@ def key_facts(history: Sequence[Message], tail: Sequence[Message], side_inputs: 
 
 
 def _normal(text: str) -> str:
+    from .facts import well_formed  # on first use: the commands start without the summary's readers
+
     return re.sub(r"\s+", " ", well_formed(text)).strip().lower()
 
 
