@@ -123,6 +123,8 @@ def run_stage(
 
     stage = BY_NAME[name]
     chosen = settings if settings is not None else stage.settings()
+    if not isinstance(chosen, stage.settings):
+        raise TypeError(f"{name} takes {stage.settings.__name__}, not {type(chosen).__name__}")
     stage.check(chosen)
     path = None if isinstance(source, bytes) else os.fspath(source)
     context = StageContext(
@@ -140,10 +142,21 @@ def run_stage(
 def compact(source: str | os.PathLike[str] | bytes, options: CompactOptions | None = None) -> tuple[bytes, CompactReport]:
     """The whole pipeline on one transcript, as `compact` runs it: the output and the report
     `compact --report-json` writes (`ctxpipe.pipeline.CompactOptions` holds each stage's settings)."""
-    from .breaker import breaker
-    from .pipeline import CompactOptions, compact_buffer
+    from dataclasses import replace
 
+    from .breaker import breaker
+    from .core.errors import UnsupportedError
+    from .pipeline import CompactOptions, compact_buffer
+    from .sessions import COMPACTION_NOTE, is_compaction
+
+    options = options or CompactOptions()
+    if options.api_key is None:  # as the command: the model's key and endpoint from the environment
+        options = replace(
+            options, api_key=os.environ.get("ANTHROPIC_API_KEY") or None, base_url=options.base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
+        )
     path = None if isinstance(source, bytes) else os.fspath(source)
     with _bytes_of(source) as (buffer, shown):
-        pieces, report = compact_buffer(buffer, shown, options or CompactOptions(), breaker(), path)
+        if is_compaction(buffer, path):
+            raise UnsupportedError(f"{shown}: {COMPACTION_NOTE}; nothing to compact (compact its session instead)")
+        pieces, report = compact_buffer(buffer, shown, options, breaker(), path)
         return b"".join(pieces), report

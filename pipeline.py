@@ -59,6 +59,7 @@ SUMMARIZE = Stage(
     # --drop-history writes the lines before the summary no more: it needs them all.
     every_line=lambda settings: bool(settings.drop_history),
     runs="over threshold",
+    progress="summarizing",
 )
 
 STAGES: tuple[Stage, ...] = (snip.STAGE, microcompact.STAGE, collapse.STAGE, SUMMARIZE, restore.STAGE)
@@ -158,7 +159,20 @@ class CompactOptions:
     base_url: str | None = None
 
     def of(self, stage: Stage) -> Any:
-        return self.settings.get(stage.name) or stage.settings()
+        """The stage's settings, with what compact's own options mean for it (GIVEN_BY_COMPACT)."""
+        settings = self.settings.get(stage.name) or stage.settings()
+        handed = {name: value for name, value in self.given().items() if value and hasattr(settings, name) and not getattr(settings, name)}
+        return replace(settings, **handed) if handed else settings
+
+    def given(self) -> dict[str, Any]:
+        """The one place where compact's own options reach its stages under the same name: --force
+        (summarize even below the threshold) also forces microcompact, and --model (the window's)
+        also picks the price table and the llm engine's model. The CLI lets no other stage option
+        clash (cli/flags.Merged)."""
+        return {"force": self.force_summary, "model": self.model}
+
+
+GIVEN_BY_COMPACT = frozenset(CompactOptions().given())
 
 
 def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: Any, transcript_path: str | None = None) -> tuple[list[bytes], CompactReport]:

@@ -52,6 +52,8 @@ Baseline = Annotated[
     ),
 ]
 Model = Annotated[Optional[str], typer.Option("--model", "-m", help="Model name (default: the one recorded in the transcript).", show_default=False)]
+# convert's --model is another thing, declared beside it: the model written on the lines it makes.
+RecordedModel = Annotated[Optional[str], typer.Option("--model", help="Model recorded on assistant lines written as claude-code.", show_default=False)]
 
 
 def budget_settings(

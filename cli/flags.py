@@ -49,7 +49,7 @@ def _names(value: str | None) -> frozenset[str] | None:
     for name in sorted(chosen):
         if never_cleared(name):
             streams.warn(f"--tools: {name} results are never cleared (a subagent or MCP result cannot be reproduced)")
-    return chosen or None
+    return chosen  # given but naming no tool (--tools ","): nothing is cleared, as before
 
 
 def _span(value: str | None) -> tuple[str, str] | None:

@@ -67,7 +67,7 @@ def run_command(stage: Stage, given: StageIO, settings: Any, context: StageConte
     context = context or stage_context(given.path, given.now)
     source = streams.source_name(given.path)
     with mapped(given.path) as buffer:
-        with streams.progress(stage.name) as progress:
+        with streams.progress(stage.progress) if stage.progress else contextlib.nullcontext(None) as progress:
             run = run_stage(stage, buffer, source, settings, replace(context, progress=progress), given.format, given.errors, ledger=given.ledger is not None)
         with ledger_kept(given.ledger, run.ledger), streams.open_output(given.output) as out:
             run.write(buffer, out, given.unbuffered)
@@ -76,7 +76,7 @@ def run_command(stage: Stage, given: StageIO, settings: Any, context: StageConte
     if given.report_json:
         with streams.open_output(given.report_json) as out:
             out.write(streams.json_bytes(run.report, indent=True))  # inert on a terminal, valid with any text
-    if given.report:
+    if given.report and run.outcome.report:  # a stage that did nothing has nothing to detail
         print_report(stage.name, run.report)
     for line in run.outcome.notes:
         streams.note(line)
@@ -162,7 +162,7 @@ def print_report(name: str, report: dict[str, Any]) -> None:
 
     by_tool = report.get("by_tool") or {}
     if not by_tool:
-        streams.note(f"{name}: " + streams.json_bytes(report).decode())  # inert on a terminal, whatever the transcript's text
+        streams.note(f"{name}: " + streams.json_bytes(report).decode().rstrip("\n"))  # inert on a terminal, whatever the transcript's text
         return
     from .terminal import shown_text
 

@@ -14,10 +14,15 @@ class _OnFirstUse:
     def __getattr__(self, name: str) -> Any:
         # Called only for what the instance does not hold yet: compile once, then keep the compiled
         # pattern's methods on the instance, so later calls cost what they cost on the pattern.
+        if name.startswith("_"):  # a copy being made (no __init__ ran): nothing to compile from
+            raise AttributeError(name)
         compiled = re.compile(self._text, self._flags)
         for attribute in ("search", "match", "fullmatch", "finditer", "findall", "sub", "subn", "split", "pattern", "flags", "groupindex"):
             setattr(self, attribute, getattr(compiled, attribute))
         return getattr(compiled, name)
+
+    def __reduce__(self) -> tuple[Any, tuple[str, int]]:
+        return (re.compile, (self._text, self._flags))  # pickled (or deep-copied) as the compiled pattern
 
 
 def pattern(text: str, flags: int | re.RegexFlag = 0) -> re.Pattern[str]:

@@ -252,6 +252,8 @@ class Stage:
     runs: str = "always"
     # Whether it reads every line, numbered, rather than the active context only.
     every_line: Callable[[Any], bool] = lambda _settings: False
+    # What a spinner says while it runs on a terminal (None: it is quick, no spinner), e.g. "summarizing".
+    progress: str | None = None
     # Settings that do not go together raise core.errors.SettingsError here, before any input is read.
     check: Callable[[Any], None] = lambda _settings: None
 

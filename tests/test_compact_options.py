@@ -18,8 +18,7 @@ from typing import Any
 
 import orjson
 import pytest
-from ctxpipe.cli.commands.compact import GIVEN_BY_COMPACT
-from ctxpipe.pipeline import PIPELINE
+from ctxpipe.pipeline import GIVEN_BY_COMPACT, PIPELINE
 from helpers import FIXTURES, ROOT, run_cli
 
 STAGES = tuple(stage.name for stage in PIPELINE)

@@ -65,3 +65,39 @@ def test_compact_is_the_compact_command(tmp_path: Path) -> None:
     assert output == printed.stdout
     assert report == {**json.loads(report_file.read_bytes()), "file": str(REPEATS)}
     assert [stage["stage"] for stage in report["stages"]] == ["microcompact", "collapse", "summarize", "restore"]
+
+
+def test_compact_hands_its_force_and_model_to_the_stages_as_the_command_does(tmp_path: Path) -> None:
+    """CompactOptions(force_summary=True) forces microcompact too, as `compact --force` does."""
+    flags = ["--force", "--engine", "offline", "--source", "transcript", "--now", "2026-04-02T09:05:00Z"]
+    printed = ok(run_cli("compact", *flags, REPEATS))
+    settings = {"summarize": SummarizeSettings("offline"), "restore": RestoreSettings(source="transcript")}
+    output, report = ctxpipe.compact(REPEATS, CompactOptions(settings, force_summary=True, now=datetime(2026, 4, 2, 9, 5, tzinfo=timezone.utc)))
+    assert output == printed.stdout
+    assert report["stages"][0]["stage"] == "microcompact" and report["stages"][0]["changed"]
+
+
+def test_compact_refuses_a_compaction_side_call(tmp_path: Path) -> None:
+    from ctxpipe.core.errors import UnsupportedError
+
+    side_call = tmp_path / "agent-acompact-0a1b2c.jsonl"
+    side_call.write_bytes(REPEATS.read_bytes())
+    with pytest.raises(UnsupportedError, match="compaction side-call"):
+        ctxpipe.compact(side_call)
+
+
+def test_run_stage_names_the_settings_it_takes() -> None:
+    with pytest.raises(TypeError, match="MicrocompactSettings"):
+        ctxpipe.run_stage("microcompact", REPEATS, SnipSettings(keep_last=2))
+
+
+def test_a_lazy_pattern_copies_and_pickles_as_a_pattern() -> None:
+    import copy
+    import pickle
+    import re
+
+    from ctxpipe.core.patterns import pattern
+
+    lazy = pattern(r"a+b", re.I)
+    assert lazy.search("xAAb") is not None
+    assert pickle.loads(pickle.dumps(lazy)).pattern == "a+b" and copy.deepcopy(lazy).search("ab") is not None

@@ -17,12 +17,11 @@ from typing import Any
 
 import pytest
 import typer
-from ctxpipe.cli.commands.compact import GIVEN_BY_COMPACT
 from ctxpipe.cli.flags import Merged, parameters, with_options
 from ctxpipe.cli.stages import stage_command
 from ctxpipe.core.jsonl import Entry
 from ctxpipe.core.stage import Outcome, Stage, StageContext, flag_of, no_marker, setting
-from ctxpipe.pipeline import BY_NAME, PIPELINE, STAGES
+from ctxpipe.pipeline import BY_NAME, GIVEN_BY_COMPACT, PIPELINE, STAGES
 from helpers import FIXTURES, ok, run_cli
 from typer.testing import CliRunner
 
@@ -167,3 +166,23 @@ def test_with_options_expands_a_bundle_and_refuses_a_name_declared_twice() -> No
     expanded = with_options(a=Depth)(_one)
     assert [p.name for p in inspect.signature(expanded).parameters.values()] == ["depth", "verbose"]
     assert expanded(depth=3, verbose=True) == (Depth(3), True)
+
+
+# --- what every stage command prints with --report ----------------------------------------------------
+
+
+def test_report_details_only_what_a_stage_did() -> None:
+    basic = FIXTURES / "claude-code" / "basic.jsonl"
+    quiet = ok(run_cli("collapse", "--report", "--now", "2026-05-01T00:00:00Z", basic))
+    lines = [line for line in quiet.stderr.decode().splitlines() if line.startswith("ctxpipe: collapse:")]
+    assert len(lines) == 1 and "{" not in quiet.stderr.decode()  # its one line; nothing done, nothing detailed
+    snipped = ok(run_cli("snip", "--keep-last", "2", "--report", "--now", "2026-05-01T00:00:00Z", basic))
+    (detail,) = [line for line in snipped.stderr.decode().splitlines() if line.startswith("ctxpipe: snip: {")]
+    report = json.loads(detail.removeprefix("ctxpipe: snip: "))  # one JSON object, nothing after it
+    assert report["stage"] == "snip" and report["tokens_freed"] == report["tokens_before"] - report["tokens_after"]
+
+
+def test_tools_naming_no_tool_clears_nothing() -> None:
+    repeats = FIXTURES / "claude-code" / "repeats.jsonl"
+    result = ok(run_cli("microcompact", "--force", "--tools", ",", "--now", "2026-05-01T00:00:00Z", repeats))
+    assert result.stdout == repeats.read_bytes() and b"nothing to clear" in result.stderr

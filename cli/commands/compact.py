@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from ...pipeline import PIPELINE, CompactOptions
+from ...pipeline import GIVEN_BY_COMPACT, PIPELINE, CompactOptions
 
 if TYPE_CHECKING:  # types only
     from ...core.reports import CompactReport, CompactRow, CompactSkipRow
@@ -18,11 +18,6 @@ from ..flags import Merged, with_options
 from ..options import Batch, Json, Now, Reading, ReportJson
 from ..stages import checked, parse_now
 from ..status import ExitStatus
-
-# The one place where a stage's option means something else in compact: compact's own --force
-# (summarize even below the threshold) also forces microcompact, and the threshold's --model also
-# picks the price table and the llm engine's model. Any other clash is an error when the CLI is built.
-GIVEN_BY_COMPACT = frozenset({"force", "model"})
 
 
 @with_options(batch=Batch, reading=Reading, threshold=Threshold, stages=Merged(tuple(stage.settings for stage in PIPELINE), GIVEN_BY_COMPACT))

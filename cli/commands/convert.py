@@ -9,7 +9,7 @@ import typer
 
 from ...formats import REGISTRY, WRITABLE
 from .. import streams
-from ..budget_options import Model
+from ..budget_options import RecordedModel
 from ..flags import with_options
 from ..options import InputPath, Output, Reading, Unbuffered, iso_time
 
@@ -40,7 +40,7 @@ def convert(
     start_time: Annotated[
         Optional[str], typer.Option("--start-time", help="ISO time of the first line written as claude-code (default: now).", callback=iso_time)
     ] = None,
-    model: Model = None,
+    model: RecordedModel = None,
 ) -> None:
     """Convert a transcript to another format (--to: the formats ctxpipe writes).
 
