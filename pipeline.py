@@ -34,10 +34,19 @@ if TYPE_CHECKING:  # types only: the commands start without them
 
 def _summarize(entries: list[Entry], transcript_format: TranscriptFormat, settings: SummarizeSettings, context: StageContext) -> Outcome:
     # The engines (the model's client, the session notes, the count of a candidate) load when a
-    # summary is written, not when the commands start.
+    # summary is written, not when the commands start (see ready()).
     from . import summary_stage
 
     return summary_stage.run(entries, transcript_format, settings, context)
+
+
+def ready(stages: tuple[Stage, ...]) -> None:
+    """Load what running `stages` needs, before any input is read: a Ctrl-C then lands in the run,
+    where it is handled, not inside an import (where Python may swallow it or die by the signal)."""
+    from . import file_count  # noqa: F401  # every run counts its input and output
+
+    if SUMMARIZE in stages:
+        from . import summary_stage  # noqa: F401
 
 
 # The summarize stage's settings are in core/summarize.py; its run is the service's (summary_stage.py).

@@ -61,9 +61,10 @@ def run_command(stage: Stage, given: StageIO, settings: Any, context: StageConte
     """Run one stage on one transcript as its command does: read, transform, write, say what was done.
     An untouched input is copied byte for byte."""
     from ..inputs import mapped
-    from ..pipeline import run_stage
+    from ..pipeline import ready, run_stage
 
     checked(stage, settings)
+    ready((stage,))
     context = context or stage_context(given.path, given.now)
     source = streams.source_name(given.path)
     with mapped(given.path) as buffer:

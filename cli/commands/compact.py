@@ -122,8 +122,9 @@ def compact(
 def _to_stdout(path: str | None, options: CompactOptions, report_json: str | None) -> None:
     from ...breaker import breaker
     from ...inputs import mapped
-    from ...pipeline import compact_buffer
+    from ...pipeline import compact_buffer, ready
 
+    ready(PIPELINE)
     source = streams.source_name(path)
     with mapped(path) as buffer:
         _refuse_compaction(buffer, path, source)
@@ -214,12 +215,13 @@ def compact_one(item: tuple[str, str, str], options: CompactOptions, backup: str
     from ...breaker import breaker
     from ...core.errors import InputError
     from ...inputs import mapped
-    from ...pipeline import compact_buffer
+    from ...pipeline import compact_buffer, ready
     from ...sessions import COMPACTION_NOTE, is_compaction
 
     path, shown, target = item
     in_place = path == target
     read = _version(path)
+    ready(PIPELINE)
     with mapped(path) as buffer:
         if is_compaction(buffer, path):  # not a session: skipped, nothing written
             skipped: CompactSkipRow = {"file": shown, "kind": "compaction", "skipped": COMPACTION_NOTE, "changed": False, "output": None}
