@@ -137,7 +137,7 @@ def _name_comparisons(path: Path, root: Path = PACKAGE) -> list[str]:
 
 
 def _package_modules() -> list[Path]:
-    skipped = ("formats", "tests", "bench", ".ci")
+    skipped = ("formats", "tests", "bench", ".ci", "build", "dist")  # build/: what pip install . leaves
     return sorted(p for p in PACKAGE.rglob("*.py") if p.relative_to(PACKAGE).parts[0] not in skipped and ".egg-info" not in str(p))
 
 

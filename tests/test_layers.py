@@ -17,7 +17,7 @@ import pytest
 
 PACKAGE = "ctxpipe"
 ROOT = Path(__file__).resolve().parent.parent  # the repository root is the package
-SKIPPED = {"tests", "bench", "fixtures", "schemas"}  # not part of the importable package's layers
+SKIPPED = {"tests", "bench", "fixtures", "schemas", "build", "dist"}  # not the importable package (build/: what pip install . leaves)
 
 
 def _module_name(path: Path) -> str:
