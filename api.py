@@ -116,7 +116,6 @@ def run_stage(
     asks a model only with the `llm` engine and ANTHROPIC_API_KEY set."""
     from datetime import timezone
 
-    from .breaker import breaker
     from .core.stage import StageContext
     from .pipeline import BY_NAME
     from .pipeline import run_stage as run
@@ -130,7 +129,6 @@ def run_stage(
     context = StageContext(
         now or datetime.now(timezone.utc),
         transcript_path=path,
-        breaker=breaker(),
         api_key=os.environ.get("ANTHROPIC_API_KEY") or None,
         base_url=os.environ.get("ANTHROPIC_BASE_URL") or None,
     )

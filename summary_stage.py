@@ -10,6 +10,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from .breaker import breaker as process_breaker
 from .core.count import Compaction
 from .core.errors import CtxpipeError, InputError
 from .core.facts import Facts, gather
@@ -328,4 +329,4 @@ def options_of(settings: SummarizeSettings, context: StageContext, transcript_mo
 
 def run(entries: list[Entry], transcript_format: TranscriptFormat, settings: SummarizeSettings, context: StageContext) -> Outcome:
     options = options_of(settings, context, None if settings.model else transcript_model(transcript_format.messages(entries)))
-    return summarize_entries(entries, transcript_format, options, context.breaker or Breaker(), context.progress)
+    return summarize_entries(entries, transcript_format, options, context.breaker or process_breaker(), context.progress)

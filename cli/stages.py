@@ -38,12 +38,9 @@ def stage_command(stage: Stage) -> Callable[..., None]:
 
 def stage_context(path: str | None, now: str | None) -> StageContext:
     """What a stage run from the command line knows besides its settings."""
-    from ..breaker import breaker
-
     return StageContext(
         parse_now(now),
         transcript_path=path,
-        breaker=breaker(),
         api_key=os.environ.get("ANTHROPIC_API_KEY") or None,  # never printed or logged
         base_url=os.environ.get("ANTHROPIC_BASE_URL") or None,
     )

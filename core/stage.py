@@ -229,7 +229,8 @@ class StageContext:
     history: Sequence[Entry] = ()
     # restore --from: (messages, entries) of the transcript as it was before its summary.
     earlier: Any = None
-    breaker: Any = None  # core.summarize_engines.Breaker: one per process, so a batch stops asking a failing model
+    # core.summarize_engines.Breaker (None: the process's own, breaker.breaker(), made when a summary asks for it).
+    breaker: Any = None
     api_key: str | None = None  # the summary model's key (never printed)
     base_url: str | None = None
     progress: Callable[[str], None] | None = None
