@@ -116,8 +116,7 @@ def run_stage(
     asks a model only with the `llm` engine and ANTHROPIC_API_KEY set."""
     from datetime import timezone
 
-    from .core.stage import StageContext
-    from .pipeline import BY_NAME
+    from .pipeline import BY_NAME, stage_context
     from .pipeline import run_stage as run
 
     stage = BY_NAME[name]
@@ -126,12 +125,7 @@ def run_stage(
         raise TypeError(f"{name} takes {stage.settings.__name__}, not {type(chosen).__name__}")
     stage.check(chosen)
     path = None if isinstance(source, bytes) else os.fspath(source)
-    context = StageContext(
-        now or datetime.now(timezone.utc),
-        transcript_path=path,
-        api_key=os.environ.get("ANTHROPIC_API_KEY") or None,
-        base_url=os.environ.get("ANTHROPIC_BASE_URL") or None,
-    )
+    context = stage_context(now or datetime.now(timezone.utc), path)
     with _bytes_of(source) as (buffer, shown):
         result = run(stage, buffer, shown, chosen, context, format, on_error)
         return result.output(buffer), result.report
@@ -144,14 +138,13 @@ def compact(source: str | os.PathLike[str] | bytes, options: CompactOptions | No
 
     from .breaker import breaker
     from .core.errors import UnsupportedError
-    from .pipeline import CompactOptions, compact_buffer
+    from .pipeline import CompactOptions, compact_buffer, model_access
     from .sessions import COMPACTION_NOTE, is_compaction
 
     options = options or CompactOptions()
     if options.api_key is None:  # as the command: the model's key and endpoint from the environment
-        options = replace(
-            options, api_key=os.environ.get("ANTHROPIC_API_KEY") or None, base_url=options.base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
-        )
+        api_key, base_url = model_access()
+        options = replace(options, api_key=api_key, base_url=options.base_url or base_url)
     path = None if isinstance(source, bytes) else os.fspath(source)
     with _bytes_of(source) as (buffer, shown):
         if is_compaction(buffer, path):

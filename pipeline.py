@@ -12,6 +12,7 @@ minus `count` of its output.
 from __future__ import annotations
 
 import io
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -77,6 +78,17 @@ BY_NAME: dict[str, Stage] = {stage.name: stage for stage in STAGES}
 
 
 # --- one stage -------------------------------------------------------------------------------------
+
+
+def model_access() -> tuple[str | None, str | None]:
+    """The summary model's key and endpoint as the environment gives them (the key is never printed or logged)."""
+    return os.environ.get("ANTHROPIC_API_KEY") or None, os.environ.get("ANTHROPIC_BASE_URL") or None
+
+
+def stage_context(now: datetime, transcript_path: str | None) -> StageContext:
+    """What a stage run on one transcript knows besides its settings, for the commands and the library."""
+    api_key, base_url = model_access()
+    return StageContext(now, transcript_path=transcript_path, api_key=api_key, base_url=base_url)
 
 
 @dataclass

@@ -300,8 +300,7 @@ def options_of(settings: SummarizeSettings, context: StageContext, transcript_mo
 
     No --model: the llm engine uses the transcript's (transcript_model_name, found by the caller).
     """
-    if settings.engine == "llm" and not context.api_key:
-        raise CtxpipeError("--engine llm needs ANTHROPIC_API_KEY in the environment")
+    settings.check_key(context.api_key)
     llm = LlmConfig(
         settings.model or transcript_model_name or "",
         context.api_key,

@@ -24,18 +24,12 @@ from typing import Annotated, Any, Optional, TypeVar
 import typer
 
 from ..core.stage import Flag, flag_of
-from .options import choice_enum
+from .options import choice_enum, iso_time, percentage, readable_file
 
 Command = TypeVar("Command", bound=Callable[..., Any])
 
 
 # --- what a flag's text becomes (Flag.parse), checked while the command line is parsed --------------
-
-
-def _time(value: str | None) -> Any:
-    from .options import iso_time
-
-    return iso_time(value)
 
 
 def _names(value: str | None) -> frozenset[str] | None:
@@ -79,25 +73,13 @@ def _prices(value: str | None) -> Any:
         raise InputError(value, None, f"not a price table: {exc}") from None
 
 
-def _file(value: str | None) -> str | None:
-    from .options import readable_file
-
-    return readable_file(value)
-
-
-def _percentage(value: float | None) -> float | None:
-    from .options import percentage
-
-    return percentage(value)
-
-
 PARSERS: dict[str, Callable[[Any], Any]] = {
-    "time": _time,
+    "time": iso_time,
     "names": _names,
     "span": _span,
     "prices": _prices,
-    "file": _file,
-    "percentage": _percentage,
+    "file": readable_file,
+    "percentage": percentage,
 }
 # What the user types for a flag whose value is converted (the field holds the result).
 TYPED_AS: dict[str, type] = {"time": str, "names": str, "span": str, "prices": str, "file": str, "percentage": float}

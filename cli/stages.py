@@ -38,12 +38,9 @@ def stage_command(stage: Stage) -> Callable[..., None]:
 
 def stage_context(path: str | None, now: str | None) -> StageContext:
     """What a stage run from the command line knows besides its settings."""
-    return StageContext(
-        parse_now(now),
-        transcript_path=path,
-        api_key=os.environ.get("ANTHROPIC_API_KEY") or None,  # never printed or logged
-        base_url=os.environ.get("ANTHROPIC_BASE_URL") or None,
-    )
+    from ..pipeline import stage_context as context
+
+    return context(parse_now(now), path)
 
 
 def checked(stage: Stage, settings: Any) -> None:

@@ -15,6 +15,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .errors import CtxpipeError
 from .jsonl import as_text
 from .model import Message
 from .stage import setting
@@ -534,6 +535,11 @@ class SummarizeSettings:
     drop_history: bool = setting(False, "--drop-history", "Leave out the lines before the summary (Claude Code keeps them above the boundary).")
     verify: bool = setting(True, "--verify", "Check the new context still holds the key facts; add what is missing.", off="--no-verify")
     max_retries: int = 4  # the model's retries per request (no flag: the library may ask for fewer, e.g. against a test server)
+
+    def check_key(self, api_key: str | None) -> None:
+        """The llm engine asked for without the model's key is an error before anything runs."""
+        if self.engine == "llm" and not api_key:
+            raise CtxpipeError("--engine llm needs ANTHROPIC_API_KEY in the environment")
 
     def split(self) -> SplitConfig:
         return SplitConfig(self.keep_min_tokens, self.keep_min_text_messages, self.keep_max_tokens, self.keep_last, self.keep_fraction)

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from ...pipeline import GIVEN_BY_COMPACT, PIPELINE, CompactOptions
+from ...core.summarize import SummarizeSettings
+from ...pipeline import GIVEN_BY_COMPACT, PIPELINE, CompactOptions, model_access
 
 if TYPE_CHECKING:  # types only
     from ...core.reports import CompactReport, CompactRow, CompactSkipRow
@@ -82,11 +83,8 @@ def compact(
     for stage in PIPELINE:
         checked(stage, stages[stage.settings])
     settings = {stage.name: stages[stage.settings] for stage in PIPELINE}
-    api_key = os.environ.get("ANTHROPIC_API_KEY") or None  # never printed or logged
-    if getattr(settings.get("summarize"), "engine", None) == "llm" and not api_key:
-        from ...core.errors import CtxpipeError
-
-        raise CtxpipeError("--engine llm needs ANTHROPIC_API_KEY in the environment")
+    api_key, base_url = model_access()
+    stages[SummarizeSettings].check_key(api_key)  # once, not once per file of a batch
     options = CompactOptions(
         settings=settings,
         force_summary=force,
@@ -99,7 +97,7 @@ def compact(
         on_error=reading.errors,
         now=parse_now(now),
         api_key=api_key,
-        base_url=os.environ.get("ANTHROPIC_BASE_URL") or None,
+        base_url=base_url,
     )
     paths = batch.paths
     single = not paths or paths == [streams.STDIN] or (len(paths) == 1 and not Path(paths[0]).is_dir())
@@ -112,7 +110,7 @@ def compact(
         return
     if not paths or paths == [streams.STDIN]:
         raise typer.BadParameter("--out-dir and --in-place need files or folders, not stdin", param_hint="PATHS")
-    if getattr(settings.get("summarize"), "session_memory", None) is not None and not single:
+    if stages[SummarizeSettings].session_memory is not None and not single:
         raise typer.BadParameter("the notes of one session go with one transcript, not several files or a folder", param_hint="--session-memory")
     if not out_dir and not in_place:
         raise typer.BadParameter("several files or a folder need --out-dir DIR or --in-place (one file alone goes to stdout)", param_hint="PATHS")
