@@ -101,12 +101,17 @@ def main(argv: list[str] | None = None) -> None:
     """Console entry point: one place for bad input, broken pipes, failed writes and interrupts.
     `argv` (default: sys.argv[1:]) lets the tests run a command in-process."""
     try:
-        _main(argv)
+        status = _main(argv)
+        if argv is None:
+            # The outcome is written and decided: a Ctrl-C from here on changes nothing, and would
+            # otherwise kill the exiting interpreter by the signal (it restores the default handler).
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
     except KeyboardInterrupt:  # at any moment, even while an error is being reported
         _interrupted()
+    sys.exit(status)
 
 
-def _main(argv: list[str] | None = None) -> None:
+def _main(argv: list[str] | None = None) -> int:
     from typer.exceptions import Abort, TyperException
 
     from ..core.errors import CtxpipeError, InputError, InternalError
@@ -132,28 +137,28 @@ def _main(argv: list[str] | None = None) -> None:
             sys.stderr.write("\n".join(shown(line) for line in shown_lines.getvalue().split("\n")))
         else:
             print(f"ctxpipe: error: {shown(exc.format_message())}", file=sys.stderr)
-        sys.exit(exc.exit_code)
+        return int(exc.exit_code)
     except Abort:
         print("Aborted.", file=sys.stderr)
-        sys.exit(ExitStatus.INTERRUPTED)
+        return ExitStatus.INTERRUPTED
     except CtxpipeError as exc:
         if os.environ.get("CTXPIPE_DEBUG"):
             raise
         print(f"ctxpipe: error: {shown(exc)}", file=sys.stderr)  # names files, quotes transcript values
-        sys.exit(ExitStatus.ERROR)
+        return ExitStatus.ERROR
     except (BrokenPipeError, PipeClosed):
-        _quiet_broken_pipe()
+        return _quiet_broken_pipe()
     except OSError as exc:  # a failure no command put into words, e.g. a table printed to a full stdout
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"ctxpipe: error: {shown(where + (exc.strerror or str(exc)))}", file=sys.stderr)
         _detach_stdout()
-        sys.exit(ExitStatus.ERROR)
+        return ExitStatus.ERROR
     except Exception as exc:  # a bug: one line naming it, as a batch row does (CTXPIPE_DEBUG=1 shows the traceback)
         if os.environ.get("CTXPIPE_DEBUG"):
             raise
         print(f"ctxpipe: error: {shown(InternalError.of(None, exc))}", file=sys.stderr)
-        sys.exit(ExitStatus.ERROR)
-    sys.exit(status if isinstance(status, int) else ExitStatus.OK)
+        return ExitStatus.ERROR
+    return status if isinstance(status, int) else ExitStatus.OK
 
 
 def _interrupted() -> NoReturn:
@@ -177,11 +182,11 @@ def _hold_standard_descriptors() -> None:
         sys.stderr = open(os.devnull, "w")
 
 
-def _quiet_broken_pipe() -> None:
+def _quiet_broken_pipe() -> int:
     # The reader went away (`| head`): point stdout at devnull so the interpreter's final flush
     # cannot raise again, and end quietly with success, as ripgrep and jc do.
     _detach_stdout()
-    sys.exit(ExitStatus.OK)
+    return ExitStatus.OK
 
 
 def _detach_stdout() -> None:
