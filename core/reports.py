@@ -408,3 +408,124 @@ class ValidateReport(TypedDict):
     errors: int
     warnings: int
     findings: list[FindingRow]
+
+
+# --- cost and the session report (`count --cost`, `report --json`) ----------------------------------
+
+
+class TokenParts(TypedDict):
+    """Tokens of the API calls by how they are billed."""
+
+    input: int
+    cache_write_5m: int
+    cache_write_1h: int
+    cache_read: int
+    output: int
+
+
+class DollarParts(TypedDict):
+    """US dollars by the same parts as TokenParts."""
+
+    input: float
+    cache_write_5m: float
+    cache_write_1h: float
+    cache_read: float
+    output: float
+
+
+class CostReport(TypedDict):
+    """What the API calls recorded in one transcript cost (`count --cost`; `report --json`'s cost).
+
+    Every billed call counts once: every branch and sidechain the file holds, a response split over
+    several lines once (its usage from its last line), synthetic error lines never."""
+
+    usd: float
+    usd_by_part: DollarParts
+    tokens: TokenParts
+    api_calls: int
+    cache_hit_rate: float | None  # cache reads / every prompt token; None with no prompt at all
+    cache_rebuilds: int  # calls that wrote most of their prompt to the cache again
+    models: list[str]
+    prices_per_mtok: dict[str, PricesReport]  # by model, as priced (a long prompt at its own rate)
+    long_context_calls: int  # calls over 200K prompt tokens, priced at the model's long-context rate
+
+
+class CallRow(TypedDict):
+    """One API call: a point of the timeline (when `main`) and a row of the cost per turn."""
+
+    turn: int  # 1-based, in file order, over every billed call
+    line: int | None
+    timestamp: str | None
+    model: str | None
+    main: bool  # on the main chain (the timeline); False: a sidechain or an abandoned branch
+    prompt_tokens: int  # input + cache writes + cache reads: the context size the call was sent
+    output_tokens: int
+    tokens: TokenParts
+    usd: float
+    cache_hit_rate: float | None  # this call's cache reads / its prompt
+    cache_rebuilt: bool
+
+
+class TimelineEvent(TypedDict):
+    """Something that changed the context between two calls: a compaction or a stage's marker."""
+
+    kind: str  # "compact_boundary", "microcompact", "collapse", "snip", …
+    line: int | None
+    after_turn: int | None  # the last main call before it (None: before the first)
+    tokens_saved: int | None
+    label: str
+
+
+class ExcerptLine(TopLine):
+    """One of the largest lines of the active context, with a short excerpt of what it holds."""
+
+    excerpt: str
+
+
+class StageDryRun(TypedDict):
+    """What one stage would do now (nothing written), and whether its cache break pays."""
+
+    stage: str
+    engine: str | None  # summarize: the offline engine (a dry run calls no model)
+    tokens_before: int
+    tokens_after: int
+    tokens_freed: int
+    changed: bool
+    cache: CacheDecisionReport | None  # None when the stage changes nothing
+    note: str
+
+
+class SessionReport(TypedDict):
+    """`report --json`: everything one session's page shows."""
+
+    file: str
+    format: str
+    kind: Literal["main", "subagent", "compaction"] | None
+    model: str | None
+    session_id: str | None
+    first_activity: str | None
+    last_activity: str | None
+    count: CountReport
+    warn: WarnReport
+    calls: list[CallRow]
+    events: list[TimelineEvent]
+    breakdown: dict[str, list[BreakdownRow]]  # by "tool", "role" and "block"
+    largest: list[ExcerptLine]
+    cost: CostReport
+    horizon: int
+    dry_runs: list[StageDryRun]
+    recommendation: str
+
+
+class IndexRow(TypedDict):
+    """One session of a folder's index page (`report DIR --out-dir OUT`)."""
+
+    file: str  # as found under the folder
+    page: str | None  # the session page's file name, relative to the index; None when it failed
+    model: str | None
+    tokens: int | None
+    percent_of_window: float | None
+    level: str | None
+    usd: float | None
+    last_activity: str | None
+    error: str | None  # why the file has no page
