@@ -37,6 +37,8 @@ try:
     from .commands.count import count
     from .commands.expand import expand
     from .commands.restore import restore
+    from .commands.statusline import SETTINGS as STATUSLINE_SETTINGS
+    from .commands.statusline import statusline
     from .commands.validate import validate
     from .commands.warn import warn
     from .stages import stage_command
@@ -90,9 +92,12 @@ COMMANDS: dict[str, Callable[..., None]] = {
     "compact": compact,
     "expand": expand,
     "api-edits": api_edits,
+    "statusline": statusline,
 }
+# statusline's own parser takes its arguments (it runs on a light path without typer: cli/entry.py).
+SETTINGS: dict[str, dict[str, object]] = {"statusline": STATUSLINE_SETTINGS}
 for name, command in COMMANDS.items():
-    app.command(name)(pipe_safe(command))
+    app.command(name, **SETTINGS.get(name, {}))(pipe_safe(command))  # type: ignore[arg-type]  # typer's keywords, given as a dict
 if _HANDLER_BEFORE is not None:
     signal.signal(signal.SIGINT, _HANDLER_BEFORE)
 

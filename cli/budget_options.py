@@ -2,28 +2,17 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from ..core.budget import BudgetSettings, Setting
+from ..core.budget import BudgetSettings
+from .budget_environment import ENVIRONMENT, budget_settings  # noqa: F401  # re-exported: declared beside the settings statusline reads without typer
 from .options import Reading, percentage
 
 if TYPE_CHECKING:
     from ..file_count import CountOptions
-
-ENVIRONMENT = {
-    "auto_compact_window": "CLAUDE_CODE_AUTO_COMPACT_WINDOW",
-    "autocompact_pct": "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE",
-    "max_output_tokens": "CLAUDE_CODE_MAX_OUTPUT_TOKENS",
-    "blocking_limit": "CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE",
-    "disable_auto_compact": "DISABLE_AUTO_COMPACT",
-    "disable_compact": "DISABLE_COMPACT",
-    "disable_1m": "CLAUDE_CODE_DISABLE_1M_CONTEXT",
-}
 
 Window = Annotated[
     Optional[int], typer.Option("--window", help="Context window in tokens (default: from the model; 1M for [1m] names).", min=1, show_default=False)
@@ -54,28 +43,6 @@ Baseline = Annotated[
 Model = Annotated[Optional[str], typer.Option("--model", "-m", help="Model name (default: the one recorded in the transcript).", show_default=False)]
 # convert's --model is another thing, declared beside it: the model written on the lines it makes.
 RecordedModel = Annotated[Optional[str], typer.Option("--model", help="Model recorded on assistant lines written as claude-code.", show_default=False)]
-
-
-def budget_settings(
-    environ: Mapping[str, str] | None = None,
-    autocompact_pct: float | None = None,
-    max_output_tokens: int | None = None,
-    blocking_limit: int | None = None,
-    no_auto_compact: bool = False,
-) -> BudgetSettings:
-    environ = os.environ if environ is None else environ
-    values: dict[str, Setting | None] = {field: Setting(environ[name], name) if environ.get(name, "") != "" else None for field, name in ENVIRONMENT.items()}
-    flags = {
-        "autocompact_pct": (autocompact_pct, "--autocompact-pct"),
-        "max_output_tokens": (max_output_tokens, "--max-output-tokens"),
-        "blocking_limit": (blocking_limit, "--blocking-limit"),
-    }
-    for field, (value, flag) in flags.items():
-        if value is not None:
-            values[field] = Setting(f"{value:g}" if isinstance(value, float) else str(value), flag)
-    if no_auto_compact:
-        values["disable_auto_compact"] = Setting("1", "--no-auto-compact")
-    return BudgetSettings(**values)
 
 
 @dataclass(frozen=True)
