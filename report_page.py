@@ -1,0 +1,678 @@
+"""The session report as HTML: one self-contained page per session, and an index page for a folder.
+
+Rendering only: the figures come from a SessionReport (core.reports) and are shown as they are.
+Each page is one file that asks the network for nothing (inline CSS, inline SVG, one inline script
+allowed by its hash in a Content-Security-Policy), and reads with JavaScript off too: every section
+is plain HTML, and the tooltips are SVG <title>s. The script only adds hover details, the breakdown
+switch and the index's sorting; it reads the page's own data- attributes and writes text with
+textContent, so no transcript string is ever run or parsed as markup.
+
+Every string of a report comes from a transcript and is hostile: `_text` escapes it for text and
+attributes alike (and shows control characters as visible symbols). Machine-readable copies of the
+figures sit in data- attributes and ids, so tests compare them with the report without reading prose.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import re
+from collections.abc import Iterable, Sequence
+from urllib.parse import quote
+
+from .core.reports import BreakdownRow, CallRow, DollarParts, IndexRow, PricesReport, SessionReport, TimelineEvent, TokenParts
+
+# Above this many main calls the timeline is drawn from a sample: each bucket's min and max, and
+# the calls on either side of every event (a 200 MB session has ~10^5 calls; its page stays small).
+MAX_POINTS = 2000
+# Bars of the cost chart and points of the hit-rate chart: above this many calls, consecutive calls
+# are summed into one bar (the page says how many a bar holds).
+MAX_BARS = 600
+EXCERPT_CHARS = 300  # the largest table's excerpts (the report's may be longer)
+TABLE_ROWS = 50  # rows of a capped table (largest lines, rebuilt calls, events)
+BREAKDOWN_ROWS = 25  # keys per breakdown; the rest are summed into one row
+
+LEVELS = ("normal", "warning", "autocompact", "blocking")
+LEVEL_COLOURS = {"normal": "#2e7d32", "warning": "#b58900", "autocompact": "#a03cae", "blocking": "#c62828"}
+PART_NAMES = ("input", "cache_write_5m", "cache_write_1h", "cache_read", "output")
+PART_LABELS = {
+    "input": "input",
+    "cache_write_5m": "cache write 5 min",
+    "cache_write_1h": "cache write 1 h",
+    "cache_read": "cache read",
+    "output": "output",
+}
+PART_COLOURS = {"input": "#1f77b4", "cache_write_5m": "#ff7f0e", "cache_write_1h": "#d62728", "cache_read": "#2ca02c", "output": "#9467bd"}
+BREAKDOWN_KINDS = ("tool", "role", "block")
+
+# C0 controls (but tab and newline), DEL and lone surrogates: shown as visible symbols, never as
+# themselves (a NUL would be dropped or replaced by the parser; a surrogate cannot be encoded).
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f\ud800-\udfff]")
+
+
+def _visible(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return chr(0x2400 + code) if code < 0x20 else "\u2421" if code == 0x7F else "\ufffd"
+
+
+def _text(value: object) -> str:
+    """Any value as HTML text or as an attribute's value (quotes escaped too)."""
+    return html.escape(_UNSAFE.sub(_visible, value if isinstance(value, str) else str(value)), quote=True)
+
+
+def _int(value: int | None) -> str:
+    return "–" if value is None else f"{value:,}"
+
+
+def _usd(value: float | None) -> str:
+    if value is None:
+        return "–"
+    return f"${value:,.2f}" if abs(value) >= 1 or value == 0 else f"${value:,.4f}"
+
+
+def _rate(value: float | None) -> str:
+    return "–" if value is None else f"{value * 100:.1f}%"
+
+
+def _parts(parts: TokenParts | DollarParts | PricesReport) -> dict[str, float]:
+    """The five billed parts as a plain dict, to index by a part's name."""
+    return {
+        "input": parts["input"],
+        "cache_write_5m": parts["cache_write_5m"],
+        "cache_write_1h": parts["cache_write_1h"],
+        "cache_read": parts["cache_read"],
+        "output": parts["output"],
+    }
+
+
+def _short(tokens: float) -> str:
+    return f"{tokens / 1_000_000:.2f}M" if tokens >= 1_000_000 else f"{tokens / 1000:.0f}K" if tokens >= 1000 else f"{tokens:.0f}"
+
+
+def _figure(element_id: str, value: object, shown: str) -> str:
+    """A figure with its machine-readable value: `<span id=.. data-value=..>shown</span>`."""
+    data = "" if value is None else _text(value)
+    return f'<span id="{element_id}" data-value="{data}">{_text(shown)}</span>'
+
+
+# --- the script, allowed by its hash --------------------------------------------------------------
+
+SCRIPT = """
+(function () {
+  "use strict";
+  var tip = document.getElementById("tip");
+  function show(event) {
+    var el = event.target.closest("[data-tip]");
+    if (!el || !tip) { if (tip) { tip.hidden = true; } return; }
+    tip.textContent = el.getAttribute("data-tip");
+    tip.hidden = false;
+    tip.style.left = (event.pageX + 14) + "px";
+    tip.style.top = (event.pageY + 14) + "px";
+  }
+  document.addEventListener("mouseover", show);
+  document.addEventListener("mousemove", function (event) {
+    if (tip && !tip.hidden) { tip.style.left = (event.pageX + 14) + "px"; tip.style.top = (event.pageY + 14) + "px"; }
+  });
+  document.addEventListener("mouseout", function (event) {
+    if (tip && !(event.relatedTarget && event.relatedTarget.closest && event.relatedTarget.closest("[data-tip]"))) { tip.hidden = true; }
+  });
+
+  var switcher = document.getElementById("breakdown-switch");
+  if (switcher) {
+    var choose = function (by) {
+      document.querySelectorAll(".breakdown").forEach(function (part) { part.hidden = part.getAttribute("data-by") !== by; });
+      switcher.querySelectorAll("button").forEach(function (b) { b.setAttribute("aria-pressed", String(b.getAttribute("data-by") === by)); });
+    };
+    switcher.hidden = false;
+    switcher.addEventListener("click", function (event) {
+      var b = event.target.closest("button[data-by]");
+      if (b) { choose(b.getAttribute("data-by")); }
+    });
+    choose("tool");
+  }
+
+  var table = document.getElementById("sessions");
+  if (table) {
+    var body = table.tBodies[0];
+    var sortBy = function (key, descending) {
+      var rows = Array.prototype.slice.call(body.rows);
+      var value = function (row) {
+        var cell = row.querySelector('td[data-col="' + key + '"]');
+        var raw = cell ? cell.getAttribute("data-value") : "";
+        if (raw === null || raw === "") { return null; }
+        var number = Number(raw);
+        return isNaN(number) ? raw : number;
+      };
+      rows.sort(function (a, b) {
+        var x = value(a), y = value(b);
+        if (x === null || y === null) { return (x === null) - (y === null); }
+        var order = x < y ? -1 : x > y ? 1 : 0;
+        return descending ? -order : order;
+      });
+      rows.forEach(function (row) { body.appendChild(row); });
+      table.setAttribute("data-sorted-by", key);
+      table.setAttribute("data-sorted-desc", String(descending));
+      table.querySelectorAll("th[data-sort]").forEach(function (th) {
+        th.setAttribute("aria-sort", th.getAttribute("data-sort") === key ? (descending ? "descending" : "ascending") : "none");
+      });
+    };
+    table.querySelectorAll("th[data-sort] button").forEach(function (button) {
+      button.addEventListener("click", function () {
+        var key = button.parentNode.getAttribute("data-sort");
+        var same = table.getAttribute("data-sorted-by") === key;
+        sortBy(key, same ? table.getAttribute("data-sorted-desc") !== "true" : true);
+      });
+    });
+  }
+})();
+"""
+
+SCRIPT_HASH = base64.b64encode(hashlib.sha256(SCRIPT.encode()).digest()).decode()
+# No network at all: nothing may be fetched, framed, posted or used as a base; only the inline
+# style and this one script run.
+CSP = (
+    "default-src 'none'; "
+    f"script-src 'sha256-{SCRIPT_HASH}'; "
+    "style-src 'unsafe-inline'; img-src data:; "
+    "base-uri 'none'; form-action 'none'; frame-src 'none'; connect-src 'none'"
+)
+
+STYLE = """
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 auto; max-width: 1100px; padding: 1em 1.5em 3em; color: #222; background: #fff; }
+h1 { font-size: 1.35em; margin: 0.2em 0; word-break: break-all; }
+h2 { font-size: 1.15em; margin-top: 1.8em; border-bottom: 1px solid #ddd; padding-bottom: 0.2em; }
+table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.93em; }
+th, td { padding: 0.2em 0.6em; border-bottom: 1px solid #eee; text-align: left; vertical-align: top; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+.level { display: inline-block; padding: 0.05em 0.6em; border-radius: 0.8em; color: #fff; font-weight: 600; }
+.level-normal { background: #2e7d32; } .level-warning { background: #b58900; }
+.level-autocompact { background: #a03cae; } .level-blocking { background: #c62828; } .level-unknown { background: #777; }
+.meta { color: #555; } .meta span.k { color: #888; }
+.note { color: #666; font-size: 0.9em; }
+.excerpt { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 0.85em; white-space: pre-wrap; word-break: break-all; max-width: 40em; }
+svg { display: block; max-width: 100%; height: auto; font-size: 11px; }
+svg text { fill: #444; }
+.call { fill: #1f77b4; } .call:hover { fill: #000; }
+.bar-row { display: grid; grid-template-columns: 14em 1fr 10em; gap: 0.6em; align-items: center; margin: 2px 0; }
+.bar-row .name { overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+.bar { background: #1f77b4; height: 0.9em; min-width: 1px; }
+.bar-track { background: #f1f1f1; }
+#breakdown-switch button { font: inherit; padding: 0.2em 0.8em; border: 1px solid #bbb; background: #f7f7f7; cursor: pointer; }
+#breakdown-switch button[aria-pressed="true"] { background: #1f77b4; color: #fff; border-color: #1f77b4; }
+#tip { position: absolute; background: #222; color: #fff; padding: 0.3em 0.6em; border-radius: 4px; font-size: 0.85em; pointer-events: none; white-space: pre; z-index: 10; }
+#recommendation { font-size: 1.05em; background: #f4f8fc; border-left: 4px solid #1f77b4; padding: 0.5em 0.8em; }
+.legend span { display: inline-block; margin-right: 1em; }
+.legend i { display: inline-block; width: 0.8em; height: 0.8em; margin-right: 0.3em; vertical-align: -0.05em; }
+th button { font: inherit; font-weight: 600; border: 0; background: none; cursor: pointer; padding: 0; text-decoration: underline dotted; }
+"""
+
+
+def _document(title: str, body: str) -> str:
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        '<meta name="referrer" content="no-referrer">\n'
+        f"<title>{_text(title)}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"
+        f'{body}\n<div id="tip" hidden></div>\n<script>{SCRIPT}</script>\n</body>\n</html>\n'
+    )
+
+
+# --- the timeline ----------------------------------------------------------------------------------
+
+
+def downsample(calls: Sequence[CallRow], events: Iterable[TimelineEvent], limit: int = MAX_POINTS) -> list[CallRow]:
+    """At most about `limit` of `calls` (in order) to draw: all of them when they fit; else, per
+    bucket, its smallest and largest prompt, plus the first and last call and the calls on either
+    side of every event (so a compaction's drop is drawn where it happened)."""
+    if len(calls) <= limit:
+        return list(calls)
+    keep: set[int] = {0, len(calls) - 1}
+    position = {call["turn"]: i for i, call in enumerate(calls)}
+    for event in events:
+        after = event["after_turn"]
+        i = position.get(after, -1) if after is not None else -1
+        keep.update(j for j in (i, i + 1) if 0 <= j < len(calls))
+    buckets = max(1, limit // 2)
+    size = len(calls) / buckets
+    for b in range(buckets):
+        start, stop = int(b * size), min(len(calls), max(int(b * size) + 1, int((b + 1) * size)))
+        span = range(start, stop)
+        keep.add(min(span, key=lambda i: calls[i]["prompt_tokens"]))
+        keep.add(max(span, key=lambda i: calls[i]["prompt_tokens"]))
+    return [calls[i] for i in sorted(keep)]
+
+
+def _call_tip(call: CallRow) -> str:
+    parts = [f"turn {call['turn']:,}", f"{call['prompt_tokens']:,} tokens"]
+    if call["line"] is not None:
+        parts.append(f"line {call['line']:,}")
+    if call["timestamp"]:
+        parts.append(str(call["timestamp"]))
+    return " · ".join(parts)
+
+
+def _timeline(report: SessionReport) -> str:
+    main = [call for call in report["calls"] if call["main"]]
+    events = report["events"]
+    thresholds = report["warn"]["thresholds"]
+    lines = [("warning", thresholds["warning"]), ("autocompact", thresholds["autocompact"]), ("blocking", thresholds["blocking"])]
+    drawn = downsample(main, events)
+    width, height, left, right, top, bottom = 1000, 380, 64, 130, 20, 36
+    plot_w, plot_h = width - left - right, height - top - bottom
+    ceiling = max([call["prompt_tokens"] for call in main] + [value for _, value in lines if value is not None] + [1]) * 1.05
+    index = {call["turn"]: i for i, call in enumerate(main)}
+    span = max(1, len(main) - 1)
+
+    def x(i: float) -> float:
+        return left + plot_w * (min(max(i, 0), span) / span if len(main) > 1 else 0.5)
+
+    def y(tokens: float) -> float:
+        return top + plot_h * (1 - tokens / ceiling)
+
+    out = [
+        f'<svg id="timeline" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
+        f'aria-label="prompt tokens at each main API call" data-calls="{len(main)}" data-drawn="{len(drawn)}">',
+        f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="#fafafa" stroke="#ddd"/>',
+    ]
+    for step in range(5):
+        tick = ceiling / 1.05 * step / 4
+        out.append(f'<text x="{left - 6}" y="{y(tick) + 4:.1f}" text-anchor="end">{_short(tick)}</text>')
+    for name, value in lines:
+        if value is None:
+            continue
+        colour = LEVEL_COLOURS[name]
+        out.append(
+            f'<g class="threshold" data-level="{name}" data-tokens="{value}"><title>{name}: {value:,} tokens</title>'
+            f'<line x1="{left}" x2="{left + plot_w}" y1="{y(value):.1f}" y2="{y(value):.1f}" stroke="{colour}" stroke-dasharray="6 4"/>'
+            f'<text x="{left + plot_w + 6}" y="{y(value) + 4:.1f}" fill="{colour}">{name} {_short(value)}</text></g>'
+        )
+    for event in events:
+        after = event["after_turn"]
+        at = x(index[after] + 0.5) if after is not None and after in index else x(-1) if after is None else x(span)
+        compact = event["kind"] == "compact_boundary"
+        colour, stroke = ("#c62828", ' stroke-width="2"') if compact else ("#6d6d6d", ' stroke-dasharray="2 3"')
+        label = _text(event["label"] + (f" (−{event['tokens_saved']:,} tokens)" if event["tokens_saved"] else ""))
+        where = "" if event["line"] is None else event["line"]
+        out.append(
+            f'<g class="event {"compact" if compact else "stage"}" data-kind="{_text(event["kind"])}" data-line="{where}"'
+            f' data-after-turn="{"" if after is None else after}" data-tip="{label}"><title>{label}</title>'
+            f'<line x1="{at:.1f}" x2="{at:.1f}" y1="{top}" y2="{top + plot_h}" stroke="{colour}"{stroke}/></g>'
+        )
+    if drawn:
+        path = " ".join(f"{x(index[c['turn']]):.1f},{y(c['prompt_tokens']):.1f}" for c in drawn)
+        out.append(f'<polyline points="{path}" fill="none" stroke="#1f77b4" stroke-width="1" opacity="0.6"/>')
+        radius = 3 if len(drawn) <= 300 else 2 if len(drawn) <= 1000 else 1.3
+        for c in drawn:
+            tip = _text(_call_tip(c))
+            out.append(
+                f'<circle class="call" cx="{x(index[c["turn"]]):.1f}" cy="{y(c["prompt_tokens"]):.1f}" r="{radius}" data-turn="{c["turn"]}"'
+                f' data-line="{"" if c["line"] is None else c["line"]}" data-tokens="{c["prompt_tokens"]}" data-time="{_text(c["timestamp"] or "")}"'
+                f' data-tip="{tip}"><title>{tip}</title></circle>'
+            )
+    first, last = (main[0]["timestamp"], main[-1]["timestamp"]) if main else (None, None)
+    out.append(f'<text x="{left}" y="{height - 12}">{_text((first or "")[:19])}</text>')
+    out.append(f'<text x="{left + plot_w}" y="{height - 12}" text-anchor="end">{_text((last or "")[:19])}</text>')
+    out.append("</svg>")
+    if not main:
+        caption = '<p class="note">No API call on the main chain: nothing to draw.</p>'
+    elif len(drawn) < len(main):
+        caption = (
+            f'<p class="note" id="downsampled" data-drawn="{len(drawn)}" data-calls="{len(main)}">Downsampled: {len(drawn):,} of {len(main):,} '
+            "main calls drawn (each bucket's smallest and largest prompt, and the calls next to every event).</p>"
+        )
+    else:
+        caption = f'<p class="note">{len(main):,} API calls on the main chain; hover a point for its turn, tokens, line and time.</p>'
+    return "\n".join(out) + "\n" + caption + _events_table(events)
+
+
+def _events_table(events: Sequence[TimelineEvent]) -> str:
+    if not events:
+        return '<p class="note">No compaction or stage marker in this session.</p>'
+    rows = "".join(
+        f'<tr class="event-row"><td>{_text(e["kind"])}</td><td class="num">{_int(e["line"])}</td><td class="num">{_int(e["after_turn"])}</td>'
+        f'<td class="num">{_int(e["tokens_saved"])}</td><td>{_text(e["label"])}</td></tr>'
+        for e in events[:TABLE_ROWS]
+    )
+    more = f'<p class="note">and {len(events) - TABLE_ROWS:,} more events</p>' if len(events) > TABLE_ROWS else ""
+    return (
+        '<table id="events"><thead><tr><th>event</th><th class="num">line</th><th class="num">after turn</th>'
+        f'<th class="num">tokens saved</th><th>label</th></tr></thead><tbody>{rows}</tbody></table>{more}'
+    )
+
+
+# --- what fills the window -------------------------------------------------------------------------
+
+
+def _breakdown(report: SessionReport) -> str:
+    parts = []
+    for by in BREAKDOWN_KINDS:
+        rows: list[BreakdownRow] = sorted(report["breakdown"].get(by, []), key=lambda r: -r["tokens"])
+        shown, rest = rows[:BREAKDOWN_ROWS], rows[BREAKDOWN_ROWS:]
+        top = max([r["tokens"] for r in rows] + [1])
+        body = "".join(
+            f'<div class="bar-row" data-key="{_text(r["key"])}" data-tokens="{r["tokens"]}" data-tip="{_text(r["key"])}: {r["tokens"]:,} tokens, '
+            f'{r["blocks"]:,} blocks">'
+            f'<span class="name">{_text(r["key"])}</span><span class="bar-track"><span class="bar" style="display:block;width:{100 * r["tokens"] / top:.2f}%">'
+            f'</span></span><span class="num">{r["tokens"]:,} · {r["share"] * 100:.1f}%</span></div>'
+            for r in shown
+        )
+        if rest:
+            body += f'<p class="note">and {len(rest):,} more, {sum(r["tokens"] for r in rest):,} tokens</p>'
+        if not rows:
+            body = '<p class="note">nothing</p>'
+        parts.append(f'<div class="breakdown" data-by="{by}"><h3>by {by}</h3>{body}</div>')
+    switch = (
+        '<div id="breakdown-switch" hidden role="group" aria-label="breakdown">'
+        + "".join(f'<button type="button" data-by="{by}" aria-pressed="false">by {by}</button>' for by in BREAKDOWN_KINDS)
+        + "</div>"
+    )
+    return switch + "".join(parts)
+
+
+def _largest(report: SessionReport) -> str:
+    rows = report["largest"][:TABLE_ROWS]
+    if not rows:
+        return '<p class="note">No entries in the active context.</p>'
+    body = "".join(
+        f'<tr class="largest" data-line="{"" if r["line"] is None else r["line"]}" data-tokens="{r["tokens"]}"><td class="num">{_int(r["line"])}</td>'
+        f'<td>{_text(r["role"])}</td><td>{_text(r["block"])}</td><td>{_text(r["tool"] or "")}</td><td class="num">{r["tokens"]:,}</td>'
+        f'<td class="excerpt">{_text(_cut(r["excerpt"]))}</td></tr>'
+        for r in rows
+    )
+    return (
+        '<table id="largest"><thead><tr><th class="num">line</th><th>role</th><th>block</th><th>tool</th><th class="num">tokens</th>'
+        f"<th>excerpt</th></tr></thead><tbody>{body}</tbody></table>"
+    )
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS] + "…"
+
+
+# --- cost and cache --------------------------------------------------------------------------------
+
+
+def _cost(report: SessionReport) -> str:
+    cost = report["cost"]
+    tokens, dollars = _parts(cost["tokens"]), _parts(cost["usd_by_part"])
+    parts = "".join(
+        f'<tr data-part="{p}"><td><i style="display:inline-block;width:.8em;height:.8em;background:{PART_COLOURS[p]}"></i> {PART_LABELS[p]}</td>'
+        f'<td class="num" id="tokens-{p}" data-value="{tokens[p]}">{tokens[p]:,}</td>'
+        f'<td class="num" id="usd-{p}" data-value="{dollars[p]!r}">{_usd(dollars[p])}</td></tr>'
+        for p in PART_NAMES
+    )
+    prices = "".join(
+        f'<tr data-model="{_text(model)}"><td>{_text(model)}</td>' + "".join(f'<td class="num">${_parts(price)[p]:,.2f}</td>' for p in PART_NAMES) + "</tr>"
+        for model, price in cost["prices_per_mtok"].items()
+    )
+    totals = (
+        f"<p>Total {_figure('cost-usd', '' if cost['usd'] is None else repr(cost['usd']), 'unknown' if cost['usd'] is None else _usd(cost['usd']))} over {_figure('api-calls', cost['api_calls'], _int(cost['api_calls']))} "
+        f"API calls · cache hit rate {_figure('cache-hit-rate', '' if cost['cache_hit_rate'] is None else repr(cost['cache_hit_rate']), _rate(cost['cache_hit_rate']))}"
+        f" · cache rebuilt {_figure('cache-rebuilds', cost['cache_rebuilds'], _int(cost['cache_rebuilds']))} times"
+        + (f" · {cost['long_context_calls']:,} calls priced at the long-context rate" if cost["long_context_calls"] else "")
+        + (
+            f' · <span id="unpriced">no known price for {_text(", ".join(cost["unpriced_models"]))}</span> (the parts below are the priced calls)'
+            if cost["unpriced_models"]
+            else ""
+        )
+        + "</p>"
+    )
+    head = "".join(f'<th class="num">{PART_LABELS[p]}</th>' for p in PART_NAMES)
+    return (
+        totals
+        + '<table id="cost-parts"><thead><tr><th>part</th><th class="num">tokens</th><th class="num">USD</th></tr></thead>'
+        + f"<tbody>{parts}</tbody></table>"
+        + f'<h3>List prices, $ per million tokens</h3><table id="prices"><thead><tr><th>model</th>{head}</tr></thead><tbody>{prices}</tbody></table>'
+        + _cost_chart(report["calls"])
+        + _rate_chart(report["calls"])
+        + _rebuilt_table(report["calls"])
+    )
+
+
+def _groups(calls: Sequence[CallRow]) -> list[list[CallRow]]:
+    """Consecutive calls in at most MAX_BARS groups (one call each when they fit)."""
+    if len(calls) <= MAX_BARS:
+        return [[c] for c in calls]
+    size = -(-len(calls) // MAX_BARS)
+    return [list(calls[i : i + size]) for i in range(0, len(calls), size)]
+
+
+def _cost_chart(calls: Sequence[CallRow]) -> str:
+    if not calls:
+        return '<p class="note">No billed API call.</p>'
+    groups = _groups(calls)
+    width, height, left, top, bottom = 1000, 220, 64, 14, 26
+    plot_w, plot_h = width - left - 16, height - top - bottom
+    # A call with no known price (usd None) draws no bar; its tooltip says so.
+    sums = [{p: sum(((c["usd"] or 0.0) * _share(c, p) for c in g), 0.0) for p in PART_NAMES} for g in groups]
+    ceiling = max(sum(s.values()) for s in sums) * 1.05 or 1.0
+    bar_w = plot_w / len(groups)
+    out = [
+        f'<svg id="cost-chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" aria-label="cost per call"'
+        f' data-bars="{len(groups)}" data-calls="{len(calls)}">',
+        f'<text x="{left - 6}" y="{top + 8}" text-anchor="end">{_usd(ceiling / 1.05)}</text>',
+        f'<text x="{left - 6}" y="{top + plot_h}" text-anchor="end">$0</text>',
+    ]
+    for i, (group, parts) in enumerate(zip(groups, sums)):
+        base = float(top + plot_h)
+        first, last = group[0], group[-1]
+        total = sum((c["usd"] or 0.0 for c in group), 0.0)
+        unpriced = sum(1 for c in group if c["usd"] is None)
+        label = f"turn {first['turn']:,}" if len(group) == 1 else f"turns {first['turn']:,}–{last['turn']:,}"
+        tip = f"{label}: {_usd(total)}" + "".join(f"\n{PART_LABELS[p]} {_usd(parts[p])}" for p in PART_NAMES if parts[p])
+        rebuilt = sum(1 for c in group if c["cache_rebuilt"])
+        if rebuilt:
+            tip += f"\ncache rebuilt ({rebuilt:,})"
+        if unpriced:
+            tip += f"\n{unpriced:,} unpriced (model with no known price)"
+        out.append(f'<g class="cost-bar" data-turn="{first["turn"]}" data-usd="{total!r}" data-tip="{_text(tip)}"><title>{_text(tip)}</title>')
+        for p in PART_NAMES:
+            h = plot_h * parts[p] / ceiling
+            if h > 0:
+                base -= h
+                out.append(f'<rect x="{left + i * bar_w:.2f}" y="{base:.2f}" width="{max(bar_w - 0.3, 0.5):.2f}" height="{h:.2f}" fill="{PART_COLOURS[p]}"/>')
+        if rebuilt:
+            out.append(f'<path class="rebuilt" d="M{left + (i + 0.5) * bar_w:.1f},{base - 2:.1f} l-4,-7 h8 z" fill="#c62828"/>')
+        out.append("</g>")
+    out.append("</svg>")
+    legend = "".join(f'<span><i style="background:{PART_COLOURS[p]}"></i>{PART_LABELS[p]}</span>' for p in PART_NAMES)
+    per = "one bar per API call" if len(groups) == len(calls) else f"each bar sums {len(groups[0]):,} consecutive API calls ({len(calls):,} in all)"
+    return (
+        f'<h3>Cost per turn</h3><p class="legend">{legend}<span><i style="background:#c62828"></i>cache rebuilt</span></p>'
+        + "\n".join(out)
+        + f'<p class="note">{per}; every billed call, sidechains included.</p>'
+    )
+
+
+def _share(call: CallRow, part: str) -> float:
+    """The part's share of a call's cost, from its tokens and the call's own total (no price table
+    is needed: the report's per-call usd is split in proportion to each part's priced tokens)."""
+    tokens = _parts(call["tokens"])
+    total = sum(tokens[p] * _WEIGHTS[p] for p in PART_NAMES)
+    return tokens[part] * _WEIGHTS[part] / total if total else 0.0
+
+
+# The relative list prices of the parts (Anthropic's: cache writes 1.25x and 2x input, reads 0.1x,
+# output 5x): only to split a call's dollars among its parts in the chart; totals are the report's.
+_WEIGHTS = {"input": 1.0, "cache_write_5m": 1.25, "cache_write_1h": 2.0, "cache_read": 0.1, "output": 5.0}
+
+
+def _rate_chart(calls: Sequence[CallRow]) -> str:
+    rated = [c for c in calls if c["cache_hit_rate"] is not None]
+    if not rated:
+        return ""
+    groups = _groups(rated)
+    width, height, left, top, bottom = 1000, 160, 64, 10, 20
+    plot_w, plot_h = width - left - 16, height - top - bottom
+    out = [
+        f'<svg id="hit-rate-chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" aria-label="cache hit rate per call"'
+        f' data-points="{len(groups)}">',
+        f'<text x="{left - 6}" y="{top + 8}" text-anchor="end">100%</text><text x="{left - 6}" y="{top + plot_h}" text-anchor="end">0%</text>',
+        f'<line x1="{left}" x2="{left + plot_w}" y1="{top + plot_h}" y2="{top + plot_h}" stroke="#ddd"/>',
+    ]
+    points = []
+    for i, group in enumerate(groups):
+        prompt = sum(c["prompt_tokens"] for c in group)
+        rate = sum(c["tokens"]["cache_read"] for c in group) / prompt if prompt else 0.0
+        if len(group) == 1:
+            rate = group[0]["cache_hit_rate"] or 0.0
+        px = left + plot_w * (i + 0.5) / len(groups)
+        py = top + plot_h * (1 - rate)
+        points.append(f"{px:.1f},{py:.1f}")
+        rebuilt = any(c["cache_rebuilt"] for c in group)
+        label = f"turn {group[0]['turn']:,}" if len(group) == 1 else f"turns {group[0]['turn']:,}–{group[-1]['turn']:,}"
+        tip = _text(f"{label}: cache hit rate {_rate(rate)}" + (" · cache rebuilt" if rebuilt else ""))
+        out.append(
+            f'<circle class="rate{" rebuilt" if rebuilt else ""}" cx="{px:.1f}" cy="{py:.1f}" r="{3.5 if rebuilt else 1.6}"'
+            f' fill="{"#c62828" if rebuilt else "#2ca02c"}" data-turn="{group[0]["turn"]}" data-tip="{tip}"><title>{tip}</title></circle>'
+        )
+    out.insert(3, f'<polyline points="{" ".join(points)}" fill="none" stroke="#2ca02c" stroke-width="1"/>')
+    out.append("</svg>")
+    return '<h3>Cache hit rate per call</h3><p class="note">Red points: calls that wrote most of their prompt to the cache again.</p>' + "\n".join(out)
+
+
+def _rebuilt_table(calls: Sequence[CallRow]) -> str:
+    rebuilt = [c for c in calls if c["cache_rebuilt"]]
+    if not rebuilt:
+        return '<p class="note">The cache was never rebuilt.</p>'
+    body = "".join(
+        f'<tr class="rebuilt-call" data-turn="{c["turn"]}"><td class="num">{c["turn"]:,}</td><td class="num">{_int(c["line"])}</td>'
+        f'<td>{_text(c["timestamp"] or "")}</td><td class="num">{c["prompt_tokens"]:,}</td>'
+        f'<td class="num">{c["tokens"]["cache_write_5m"] + c["tokens"]["cache_write_1h"]:,}</td><td class="num">{_usd(c["usd"])}</td></tr>'
+        for c in rebuilt[:TABLE_ROWS]
+    )
+    more = f'<p class="note">and {len(rebuilt) - TABLE_ROWS:,} more</p>' if len(rebuilt) > TABLE_ROWS else ""
+    return (
+        '<h3>Calls that rebuilt the cache</h3><table id="rebuilt"><thead><tr><th class="num">turn</th><th class="num">line</th><th>time</th>'
+        f'<th class="num">prompt</th><th class="num">written to cache</th><th class="num">USD</th></tr></thead><tbody>{body}</tbody></table>{more}'
+    )
+
+
+# --- the dry runs ----------------------------------------------------------------------------------
+
+
+def _dry_runs(report: SessionReport) -> str:
+    rows = []
+    for run in report["dry_runs"]:
+        cache = run["cache"]
+        if cache is None:
+            costs, verdict = '<td class="num">–</td><td class="num">–</td><td class="num">–</td>', "nothing to do"
+        else:
+            saving = cache["cost_keep_usd"] - cache["cost_clear_usd"]
+            even = "–" if cache["break_even_turn"] is None else f"{cache['break_even_turn']:,}"
+            costs = (
+                f'<td class="num">{_usd(cache["cost_keep_usd"])}</td><td class="num">{_usd(cache["cost_clear_usd"])}</td>'
+                f'<td class="num" data-value="{saving!r}">{_usd(saving)} (even at turn {even})</td>'
+            )
+            verdict = ("pays: " if cache["clear"] else "does not pay: ") + cache["reason"]
+        engine = f" ({_text(run['engine'])})" if run["engine"] else ""
+        rows.append(
+            f'<tr class="dry-run" data-stage="{_text(run["stage"])}" data-freed="{run["tokens_freed"]}" data-pays="{"" if cache is None else str(cache["clear"]).lower()}">'
+            f'<td>{_text(run["stage"])}{engine}</td><td class="num">{run["tokens_before"]:,}</td><td class="num">{run["tokens_after"]:,}</td>'
+            f'<td class="num freed">{run["tokens_freed"]:,}</td>{costs}<td>{_text(verdict)}</td><td class="note">{_text(run["note"])}</td></tr>'
+        )
+    if not rows:
+        return '<p class="note">No stage dry run in this report.</p>'
+    return (
+        f'<p class="note">Nothing was written: each stage ran on a copy. Costs are over the next {_figure("horizon", report["horizon"], _int(report["horizon"]))}'
+        " turns: keeping the context as it is, against clearing it (one cache rebuild, then smaller prompts).</p>"
+        '<table id="dry-runs"><thead><tr><th>stage</th><th class="num">tokens now</th><th class="num">after</th><th class="num">freed</th>'
+        '<th class="num">cost if kept</th><th class="num">cost if cleared</th><th class="num">saving</th><th>verdict</th><th>note</th></tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+# --- the pages -------------------------------------------------------------------------------------
+
+
+def _level_badge(level: str | None, element_id: str | None = None) -> str:
+    known = level if level in LEVELS else "unknown"
+    ident = f' id="{element_id}"' if element_id else ""
+    return f'<span{ident} class="level level-{known}" data-value="{_text(level or "")}">{_text(level or "–")}</span>'
+
+
+def session_page(report: SessionReport, *, title: str | None = None) -> str:
+    """One session's page: header, timeline, what fills the window, cost and cache, the dry runs."""
+    count, warn = report["count"], report["warn"]
+    percent = count["percent_of_window"]
+    header = (
+        f"<h1>{_text(title or report['file'])}</h1>"
+        f'<p class="meta"><span class="k">file</span> <span id="file">{_text(report["file"])}</span> · <span class="k">model</span> '
+        f'<span id="model">{_text(report["model"] or "unknown")}</span> · <span class="k">format</span> {_text(report["format"])}'
+        + (f" · {_text(report['kind'])}" if report["kind"] else "")
+        + (f' · <span class="k">session</span> {_text(report["session_id"])}' if report["session_id"] else "")
+        + "</p>"
+        f'<p class="meta">{_text(report["first_activity"] or "?")} → {_text(report["last_activity"] or "?")}</p>'
+        f'<p style="font-size:1.2em">{_level_badge(warn["level"], "level")} '
+        f"{_figure('total-tokens', count['tokens'], _int(count['tokens']))} / {_figure('context-window', count['context_window'], _int(count['context_window']))}"
+        f" tokens · {_figure('percent', '' if percent is None else percent, '–' if percent is None else f'{percent}%')} of the window"
+        f" · {warn['percent_left']}% left before {'autocompact' if warn['thresholds']['autocompact'] is not None else 'blocking'}</p>"
+    )
+    body = (
+        f"{header}\n<h2>Timeline: prompt size at each API call</h2>\n{_timeline(report)}\n"
+        f"<h2>What fills the window now</h2>\n{_breakdown(report)}\n<h3>Largest entries</h3>\n{_largest(report)}\n"
+        f"<h2>Cost and cache</h2>\n{_cost(report)}\n"
+        f"<h2>What each stage would do now</h2>\n{_dry_runs(report)}\n"
+        f'<p id="recommendation">{_text(report["recommendation"])}</p>\n'
+        '<p class="note">Made by ctxpipe report. This page loads nothing from the network.</p>'
+    )
+    return _document(f"ctxpipe report: {title or report['file']}", body)
+
+
+def _page_href(page: str) -> str:
+    """A relative link to a session page: every character that could make it absolute or a scheme
+    (':' of `javascript:`, a leading '/') is percent-encoded, so it only ever names a file here."""
+    return "./" + quote(page.lstrip("/"), safe="/")
+
+
+def _row_sort_key(row: IndexRow) -> tuple[bool, str]:
+    return (row["last_activity"] is None, row["last_activity"] or "")
+
+
+def index_page(rows: Sequence[IndexRow], *, title: str) -> str:
+    """A folder's sessions as one sortable table, newest activity first, each linking to its page."""
+    # Newest first, sessions with no activity last: the same order the script's default gives.
+    ordered = sorted((r for r in rows if r["last_activity"] is not None), key=lambda r: r["last_activity"] or "", reverse=True)
+    ordered += [r for r in rows if r["last_activity"] is None]
+    body_rows = []
+    for row in ordered:
+        name = _text(row["file"])
+        link = f'<a href="{_text(_page_href(row["page"]))}">{name}</a>' if row["page"] else name
+        level = row["level"]
+        level_rank = LEVELS.index(level) if level in LEVELS else ""
+        pct = row["percent_of_window"]
+        body_rows.append(
+            f'<tr class="session"><td data-col="file" data-value="{name}">{link}</td><td>{_text(row["model"] or "")}</td>'
+            f'<td class="num" data-col="tokens" data-value="{"" if row["tokens"] is None else row["tokens"]}">{_int(row["tokens"])}</td>'
+            f'<td class="num" data-col="percent" data-value="{"" if pct is None else pct}">{"–" if pct is None else f"{pct}%"}</td>'
+            f'<td data-col="level" data-value="{level_rank}">{_level_badge(level) if level else "–"}</td>'
+            f'<td class="num" data-col="usd" data-value="{"" if row["usd"] is None else repr(row["usd"])}">{_usd(row["usd"])}</td>'
+            f'<td data-col="last_activity" data-value="{_text(row["last_activity"] or "")}">{_text(row["last_activity"] or "–")}</td>'
+            f'<td class="error">{_text(row["error"] or "")}</td></tr>'
+        )
+
+    def sortable(key: str, label: str, cls: str = "") -> str:
+        aria = "descending" if key == "last_activity" else "none"
+        return f'<th{cls} data-sort="{key}" aria-sort="{aria}"><button type="button">{label}</button></th>'
+
+    head = (
+        "<tr><th>file</th><th>model</th>"
+        + sortable("tokens", "tokens", ' class="num"')
+        + sortable("percent", "% of window", ' class="num"')
+        + sortable("level", "level")
+        + sortable("usd", "cost", ' class="num"')
+        + sortable("last_activity", "last activity")
+        + "<th>error</th></tr>"
+    )
+    failed = sum(1 for r in rows if r["error"])
+    body = (
+        f"<h1>{_text(title)}</h1>"
+        f'<p class="meta"><span id="session-count" data-value="{len(rows)}">{len(rows):,}</span> sessions'
+        + (f", {failed:,} without a page" if failed else "")
+        + ". Click a header to sort.</p>"
+        f'<table id="sessions" data-sorted-by="last_activity" data-sorted-desc="true"><thead>{head}</thead><tbody>{"".join(body_rows)}</tbody></table>'
+    )
+    return _document(title, body)
