@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .core.budget import ONE_MILLION, BudgetSettings, Thresholds, model_window, thresholds, truthy
+from .core.cache import DEFAULT_PRICES, Prices
 from .core.count import (
     CALIBRATION_WINDOW,
     UNCALIBRATED,
@@ -39,6 +40,7 @@ from .core.transcript_format import TranscriptFormat
 from .inputs import detect_format, mapped, source_name
 
 if TYPE_CHECKING:  # types only
+    from .core.cost import SessionCost
     from .core.reports import CountReport
 from .sessions import kind_read
 
@@ -68,11 +70,13 @@ class CountOptions:
     budget: BudgetSettings = field(default_factory=BudgetSettings)
     threads: int = 1  # tokenizer threads (tiktoken only)
     baseline: int | None = None  # --baseline: the fixed part of every request, instead of measuring it
+    cost: bool = False  # --cost: what every API call in the file cost
+    prices: tuple[tuple[str, Prices], ...] = DEFAULT_PRICES  # --prices FILE's table before the list prices
 
     @property
     def reads_whole_file(self) -> bool:
-        """Whether the count reads the whole file (asked for, or needed by a breakdown, a top list or a timeline), not only its end."""
-        return bool(self.every_line or self.by or self.top or self.timeline)
+        """Whether the count reads the whole file (asked for, or needed by a breakdown, a top list, a timeline or the cost), not only its end."""
+        return bool(self.every_line or self.by or self.top or self.timeline or self.cost)
 
     def counter(self) -> TextCounter:
         if self.as_claude_code:
@@ -101,6 +105,7 @@ class FileCount:
     breakdown: list[dict[str, Any]] | None = None
     top: list[dict[str, Any]] | None = None
     timeline: list[dict[str, Any]] | None = None
+    cost: SessionCost | None = None
 
     def as_dict(self) -> CountReport:
         """What `count --json` prints (schemas/count.report.schema.json; tests/test_report_schemas.py holds the two together)."""
@@ -133,6 +138,8 @@ class FileCount:
             value = getattr(self, key)
             if value is not None:
                 data[key] = value
+        if self.cost is not None:
+            data["cost"] = self.cost.report
         return typing.cast("CountReport", data)  # built as a dict: its parts come from several as_dicts
 
 
@@ -224,8 +231,15 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: str | No
             result.breakdown = breakdown(messages, estimates, views, options.by)
         if options.top:
             result.top = largest_entries(messages, entries, counter, views, options.top)
-    if options.timeline:
-        result.timeline = timeline(transcript_format.messages(entries, history=True), entries)
+    if options.timeline or options.cost:
+        history = transcript_format.messages(entries, history=True)
+        if options.timeline:
+            result.timeline = timeline(history, entries)
+        if options.cost:
+            from .core.cost import session_cost  # only with --cost: count's usual path stays light
+
+            main = {position for message in history for position in message.entries}
+            result.cost = session_cost(transcript_format.api_calls(entries), entries, main, options.prices)
     return result
 
 

@@ -52,6 +52,13 @@ def percentage(value: Optional[float]) -> Optional[float]:
     return value
 
 
+def price_table(value: Optional[str]) -> object:
+    """--prices FILE read when the command line is parsed: the user's table before the list prices."""
+    from .flags import PARSERS
+
+    return PARSERS["prices"](value)
+
+
 def choice_enum(name: str, values: Iterable[str]) -> type[Enum]:
     """A str Enum of `values`, so typer lists and checks them (made at run time from a registry:
     mypy reads only literal members, hence the cast)."""
@@ -102,6 +109,16 @@ Now = Annotated[
 ]
 Jobs = Annotated[int, typer.Option("--jobs", "-j", help="Worker processes for many files (0: one per core).", min=0)]
 Subagents = Annotated[bool, typer.Option("--subagents/--no-subagents", help="Include subagent files found in folders.")]
+Cost = Annotated[bool, typer.Option("--cost", help="Add what the session's API calls cost so far, by part, and its cache hit rate (reads every line).")]
+PricesFile = Annotated[
+    Optional[str],
+    typer.Option(
+        "--prices",
+        help="A JSON price table {model fragment: {input, cache_write_5m, cache_write_1h, cache_read, output[, long_context]}} in $/MTok, before the list prices.",
+        callback=price_table,
+        show_default=False,
+    ),
+]
 Explain = Annotated[bool, typer.Option("--explain", help="Say on stderr where each figure came from, and any override that was ignored and why.")]
 
 

@@ -20,16 +20,24 @@ from .fields import moment
 from .jsonl import Entry
 from .model import Message
 
+PRICE_PARTS = ("input", "cache_write_5m", "cache_write_1h", "cache_read", "output")
+LONG_CONTEXT = 200_000  # a prompt over this many tokens is billed at the model's long-context rate
+
 
 @dataclass(frozen=True)
 class Prices:
-    """US dollars per million tokens."""
+    """US dollars per million tokens; `long_context` is the rate for a prompt over LONG_CONTEXT tokens."""
 
     input: float
     cache_write_5m: float
     cache_write_1h: float
     cache_read: float
     output: float
+    long_context: Prices | None = None
+
+    def for_prompt(self, prompt_tokens: int) -> Prices:
+        """The rate one request is billed at: its whole prompt decides (Anthropic's long-context pricing)."""
+        return self.long_context if self.long_context is not None and prompt_tokens > LONG_CONTEXT else self
 
     def as_dict(self) -> dict[str, float]:
         return {
@@ -42,11 +50,13 @@ class Prices:
 
 
 # Anthropic's list prices; the first name fragment that matches wins. --prices FILE adds its own first.
+# The models with a 1M window bill a prompt over 200K tokens at a higher rate, the whole request.
 DEFAULT_PRICES: tuple[tuple[str, Prices], ...] = (
     ("opus-4-5", Prices(5.0, 6.25, 10.0, 0.50, 25.0)),
-    ("opus-4-6", Prices(5.0, 6.25, 10.0, 0.50, 25.0)),
+    ("opus-4-6", Prices(5.0, 6.25, 10.0, 0.50, 25.0, Prices(10.0, 12.5, 20.0, 1.0, 37.5))),
     ("opus-4-7", Prices(5.0, 6.25, 10.0, 0.50, 25.0)),
     ("opus-4", Prices(15.0, 18.75, 30.0, 1.50, 75.0)),
+    ("sonnet-4", Prices(3.0, 3.75, 6.0, 0.30, 15.0, Prices(6.0, 7.5, 12.0, 0.60, 22.5))),
     ("sonnet", Prices(3.0, 3.75, 6.0, 0.30, 15.0)),
     ("haiku-4", Prices(1.0, 1.25, 2.0, 0.10, 5.0)),
     ("haiku", Prices(0.80, 1.0, 1.6, 0.08, 4.0)),
@@ -62,27 +72,36 @@ class CachePolicy:
     model: str | None = None
 
     def prices_for(self, model: str | None) -> Prices:
-        name = (self.model or model or "").lower()
-        for fragment, prices in self.prices:
-            if fragment in name:
-                return prices
-        return FALLBACK_PRICES
+        return price_of(self.model or model, self.prices) or FALLBACK_PRICES
 
 
-def prices_from(table: Mapping[str, Mapping[str, float]]) -> tuple[tuple[str, Prices], ...]:
-    """A user's price table ({"model fragment": {"input": …, "cache_write_5m": …, …}}) before ours."""
+def price_of(model: str | None, table: Sequence[tuple[str, Prices]] = DEFAULT_PRICES) -> Prices | None:
+    """The prices of the first fragment of `table` the model's name holds; None for an unknown model."""
+    name = (model or "").lower()
+    return next((prices for fragment, prices in table if fragment in name), None) if name else None
+
+
+def prices_from(table: Mapping[str, Mapping[str, Any]]) -> tuple[tuple[str, Prices], ...]:
+    """A user's price table ({"model fragment": {"input": …, "cache_write_5m": …, …, optionally
+    "long_context": {the same five}}}) before ours."""
     if not isinstance(table, Mapping) or not all(isinstance(row, Mapping) for row in table.values()):
         raise ValueError('expected {"model fragment": {"input": …, "cache_write_5m": …, …}}')
-    fields = tuple(Prices.__dataclass_fields__)
-    own = []
-    for fragment, row in table.items():
-        if sorted(row) != sorted(fields):
-            raise ValueError(f"{fragment!r}: expected exactly the prices {', '.join(fields)}")
-        for key, value in row.items():
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
-                raise ValueError(f"{fragment!r}: {key} must be a price in dollars (a number, 0 or more)")
-        own.append((str(fragment).lower(), Prices(**{key: float(value) for key, value in row.items()})))
-    return tuple(own) + DEFAULT_PRICES
+    return tuple((str(fragment).lower(), _row(str(fragment), row, nested=True)) for fragment, row in table.items()) + DEFAULT_PRICES
+
+
+def _row(fragment: str, row: Mapping[str, Any], nested: bool) -> Prices:
+    long_context = row.get("long_context") if nested else None
+    if sorted(key for key in row if not (nested and key == "long_context")) != sorted(PRICE_PARTS):
+        raise ValueError(f"{fragment!r}: expected exactly the prices {', '.join(PRICE_PARTS)}" + (" (and long_context)" if nested else ""))
+    for key in PRICE_PARTS:
+        value = row[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+            raise ValueError(f"{fragment!r}: {key} must be a price in dollars (a number, 0 or more)")
+    if long_context is not None and not isinstance(long_context, Mapping):
+        raise ValueError(f"{fragment!r}: long_context must be an object of the same prices")
+    longer = _row(f"{fragment}.long_context", long_context, nested=False) if long_context is not None else None
+    input_, write_5m, write_1h, read, output = (float(row[key]) for key in PRICE_PARTS)
+    return Prices(input_, write_5m, write_1h, read, output, longer)
 
 
 @dataclass
@@ -140,7 +159,7 @@ def decide(messages: Sequence[Message], entries: Sequence[Entry], freed: int, ke
     ttl = 60 if usage_tokens(creation, "ephemeral_1h_input_tokens") > 0 else 5
     answered = moment(entries[response.entries[-1]].obj.get("timestamp")) if response else None
     warm = answered is not None and (now - answered).total_seconds() < ttl * 60
-    prices = policy.prices_for(response.model if response else None)
+    prices = policy.prices_for(response.model if response else None).for_prompt(prompt)
     write = prices.cache_write_1h if ttl == 60 else prices.cache_write_5m
     horizon = max(1, policy.horizon)
     keep, clear = costs(max(prompt, freed), freed, kept_prefix, warm, write, prices.cache_read, horizon)

@@ -345,11 +345,10 @@ class CountReport(_CountKeys, total=False):
     breakdown: list[BreakdownRow]  # --by
     top: list[TopLine]  # --top
     timeline: list[TimelinePoint]  # --timeline
+    cost: CostReport  # --cost
 
 
-class CountTotal(TypedDict):
-    """The last row of `count --json` over several inputs."""
-
+class _CountTotalKeys(TypedDict):
     file: None
     total: Literal[True]
     files: int
@@ -358,6 +357,12 @@ class CountTotal(TypedDict):
     exact_tokens: int
     estimated_tokens: int
     messages: int | None
+
+
+class CountTotal(_CountTotalKeys, total=False):
+    """The last row of `count --json` over several inputs."""
+
+    usd: float | None  # --cost: every file's cost; None when one is unknown
 
 
 class WarnThresholds(TypedDict):
@@ -439,8 +444,8 @@ class CostReport(TypedDict):
     Every billed call counts once: every branch and sidechain the file holds, a response split over
     several lines once (its usage from its last line), synthetic error lines never."""
 
-    usd: float
-    usd_by_part: DollarParts
+    usd: float | None  # None when a call's model has no known price (unpriced_models; --prices FILE adds one)
+    usd_by_part: DollarParts  # the priced calls
     tokens: TokenParts
     api_calls: int
     cache_hit_rate: float | None  # cache reads / every prompt token; None with no prompt at all
@@ -448,6 +453,7 @@ class CostReport(TypedDict):
     models: list[str]
     prices_per_mtok: dict[str, PricesReport]  # by model, as priced (a long prompt at its own rate)
     long_context_calls: int  # calls over 200K prompt tokens, priced at the model's long-context rate
+    unpriced_models: list[str]
 
 
 class CallRow(TypedDict):
@@ -461,7 +467,7 @@ class CallRow(TypedDict):
     prompt_tokens: int  # input + cache writes + cache reads: the context size the call was sent
     output_tokens: int
     tokens: TokenParts
-    usd: float
+    usd: float | None  # None: no price is known for its model
     cache_hit_rate: float | None  # this call's cache reads / its prompt
     cache_rebuilt: bool
 

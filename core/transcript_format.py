@@ -70,6 +70,10 @@ class TranscriptFormat(Protocol):
     def context_positions(self, entries: Sequence[Entry]) -> list[int]:
         """Positions of the entries that make up the active context."""
 
+    def api_calls(self, entries: Sequence[Entry]) -> list[Message]:
+        """Every billed API response the file records, in file order: every branch and sidechain, a
+        response written over several lines once (its usage from its last line), synthetic lines never."""
+
     def split_at_compaction(self, entries: Sequence[Entry]) -> tuple[list[Message], list[Message]] | None:
         """(the history's messages before the last compaction, the active context's messages);
         None when the file holds no history before one (restore and count's re-injection read it)."""

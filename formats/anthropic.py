@@ -71,6 +71,9 @@ class AnthropicFormat(WholeFileContext):
     def context_positions(self, entries: Sequence[Entry]) -> list[int]:
         return list(range(len(entries)))
 
+    def api_calls(self, entries: Sequence[Entry]) -> list[Message]:
+        return []  # a Messages-API log records no usage: nothing it says was billed
+
     def split_at_compaction(self, entries: Sequence[Entry]) -> tuple[list[Message], list[Message]] | None:
         return None  # a summary replaces the history: none is left in the file
 

@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from ..core.convert import EARLY, UNASKED, tool_event, unasked_results
-from ..core.count import Compaction, Marker
+from ..core.count import Compaction, Marker, is_real_response
 from ..core.fields import blocks_with_index, count, iso, moment, text
 from ..core.jsonl import Entry, OnError, ReadStats, iter_entries_reversed
 from ..core.model import Finding, Message
@@ -316,6 +316,9 @@ class ClaudeCodeFormat:
 
     def context_positions(self, entries: Sequence[Entry]) -> list[int]:
         return context_positions(entries)
+
+    def api_calls(self, entries: Sequence[Entry]) -> list[Message]:
+        return [message for message in build_messages(entries, range(len(entries))) if is_real_response(message)]
 
     def split_at_compaction(self, entries: Sequence[Entry]) -> tuple[list[Message], list[Message]] | None:
         """The main chain's messages before the last compact boundary (followed back through

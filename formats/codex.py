@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from ..core.convert import EARLY, unasked_results
-from ..core.count import Compaction, Marker
+from ..core.count import Compaction, Marker, is_real_response
 from ..core.fields import count
 from ..core.fields import text as field_text
 from ..core.jsonl import Entry, dumps
@@ -160,6 +160,10 @@ class CodexFormat(WholeFileContext):
                 elif isinstance(payload.get("message"), str):
                     messages.append(Message("user", [{"type": "text", "text": payload["message"]}], [position], compact_summary=True))
         return messages
+
+    def api_calls(self, entries: Sequence[Entry]) -> list[Message]:
+        # One rollout has one chain: every model call is on it, history included.
+        return [message for message in self.messages(entries, history=True) if is_real_response(message)]
 
     def context_positions(self, entries: Sequence[Entry]) -> list[int]:
         """From the last `compacted` line (which stands for the history it replaced) to the end."""

@@ -22,7 +22,6 @@ exempt: whatever still aims at the internet lands on the fake, is refused and is
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
@@ -35,9 +34,9 @@ from typing import Any
 
 import pytest
 from messages_server import MessagesServer, RecordedRequest
+from npm_tools import npm_tool
 
 CLAUDE_CODE_VERSION = "2.1.88"
-INSTALL_TIMEOUT = 600  # a cold npm cache on a slow link; a warm one takes seconds
 
 # What 2.1.88 reads (grepped from its cli.js): the first one switches off all nonessential traffic
 # (telemetry, error reporting, auto-update checks, release notes, grove, model capabilities); the
@@ -64,50 +63,9 @@ def cache_dir() -> Path:
     return Path(os.environ.get("CTXPIPE_CLAUDE_CODE_DIR") or default)
 
 
-def _installed_cli(folder: Path) -> Path | None:
-    package = folder / "node_modules" / "@anthropic-ai" / "claude-code"
-    try:
-        version = json.loads((package / "package.json").read_text())["version"]
-    except (OSError, ValueError, KeyError):
-        return None
-    cli = package / "cli.js"
-    return cli if version == CLAUDE_CODE_VERSION and cli.is_file() else None
-
-
-_install_failure: str | None = None  # one failed install per test session, not one per test
-
-
 def claude_code_cli() -> Path:
     """The pinned Claude Code's cli.js, installed on first use; skips the calling test when that cannot be done."""
-    global _install_failure
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        pytest.skip("Claude Code tests need node and npm on PATH (Node.js 18 or newer)")
-    if _install_failure is not None:
-        pytest.skip(_install_failure)
-    folder = cache_dir()
-    if (cli := _installed_cli(folder)) is not None:
-        return cli
-    folder.mkdir(parents=True, exist_ok=True)
-    # Parallel test workers install once: the others wait on the lock, then find it done.
-    with open(folder / ".install.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (cli := _installed_cli(folder)) is not None:
-            return cli
-        try:
-            proc = subprocess.run(
-                [npm, "install", "--prefix", str(folder), "--no-audit", "--no-fund", "--ignore-scripts", "--save-exact", "--loglevel=error",
-                 f"@anthropic-ai/claude-code@{CLAUDE_CODE_VERSION}"],
-                capture_output=True, text=True, timeout=INSTALL_TIMEOUT, stdin=subprocess.DEVNULL,
-            )  # fmt: skip
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            _install_failure = f"could not install Claude Code {CLAUDE_CODE_VERSION} with npm into {folder}: {exc}"
-            pytest.skip(_install_failure)
-        if (cli := _installed_cli(folder)) is None:
-            errors = [line for line in (proc.stderr or proc.stdout).splitlines() if line.strip() and not line.startswith("npm error   ")]
-            _install_failure = f"npm install of Claude Code {CLAUDE_CODE_VERSION} into {folder} failed (exit {proc.returncode}): " + " | ".join(errors[:3])
-            pytest.skip(_install_failure)
-        return cli
+    return npm_tool("@anthropic-ai/claude-code", CLAUDE_CODE_VERSION, "cli.js", cache_dir())
 
 
 def project_dir_name(cwd: str | os.PathLike[str]) -> str:

@@ -720,6 +720,7 @@ def test_a_file_with_a_bad_line_among_good_ones_is_reported(tmp_path: Path) -> N
         ["--as-claude-code"],
         ["--tokenizer", "rough", "--no-calibrate"],
         ["--tokenizer", "tiktoken:o200k_base"],
+        ["--cost"],
         ["--window", "50000", "--max-output-tokens", "8000", "--autocompact-pct", "50", "--blocking-limit", "40000", "--no-auto-compact"],
     ],
     ids=lambda args: " ".join(args) or "plain",

@@ -685,7 +685,7 @@ def test_report_table_and_json(tmp_path: Path) -> None:
 # --- cache-aware microcompact -----------------------------------------------------------------
 
 
-SONNET_PRICES = Prices(3.0, 3.75, 6.0, 0.30, 15.0)
+SONNET_PRICES = Prices(3.0, 3.75, 6.0, 0.30, 15.0, Prices(6.0, 7.5, 12.0, 0.60, 22.5))  # with its rate over 200K
 
 
 def test_costs_by_hand() -> None:

@@ -12,7 +12,7 @@ import typer
 from .. import streams
 from ..budget_options import Budget
 from ..flags import with_options
-from ..options import Batch, Json, Reading
+from ..options import Batch, Cost, Json, PricesFile, Reading
 from ..status import ExitStatus
 
 if TYPE_CHECKING:  # rich is imported only when a table is printed
@@ -51,6 +51,8 @@ def count(
     timeline: Annotated[bool, typer.Option("--timeline", help="Chart the context size at every API call across the session.")] = False,
     full: Annotated[bool, typer.Option("--full", help="Parse every line (an exact message count; slower on big folders).")] = False,
     svg: Annotated[Optional[str], typer.Option("--svg", help="Save the timeline chart as an SVG picture.", show_default=False)] = None,
+    cost: Cost = False,
+    prices: PricesFile = None,
     json_output: Json = False,
 ) -> None:
     """Count the tokens of each transcript's active context.
@@ -79,6 +81,8 @@ def count(
         top=top,
         timeline=timeline or svg is not None,
         every_line=full,
+        cost=cost,
+        **({"prices": prices} if prices is not None else {}),
     )
     workers = batch.jobs or default_jobs()
     paths = batch.paths
@@ -134,7 +138,19 @@ def _total(rows: list[dict[str, Any]], failed: int) -> dict[str, Any]:
         "exact_tokens": sum(row["exact_tokens"] for row in rows),
         "estimated_tokens": sum(row["estimated_tokens"] for row in rows),
         "messages": sum(row["messages"] for row in rows) if all(row["messages"] is not None for row in rows) else None,
-    }
+    } | ({"usd": _sum_usd([row["cost"]["usd"] for row in rows])} if rows and "cost" in rows[0] else {})
+
+
+def _sum_usd(figures: list[float | None]) -> float | None:
+    return None if None in figures else round(sum(figure for figure in figures if figure is not None), 6)
+
+
+def _usd(value: float | None) -> str:
+    return "?" if value is None else f"${value:,.2f}" if value >= 1 else f"${value:.4f}"
+
+
+def _rate(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:.1f}%"
 
 
 def _messages(value: int | None) -> str:
@@ -172,7 +188,9 @@ def _print(counted: list[Any], rows: list[dict[str, Any]], timeline: bool, by: s
     # The kind only where files differ in it (a folder with subagents or compaction side-calls).
     kinds = any(row.get("kind") not in (None, "main") for row in rows if not row.get("total"))
     columns[1:1] = [("kind", "left")] if kinds else []
-    for column, justify in [*columns, ("used", "right"), ("messages", "right")]:
+    cost = any("cost" in row or "usd" in row for row in rows)
+    spending: list[tuple[str, JustifyMethod]] = [("cost", "right"), ("cache hit", "right")] if cost else []
+    for column, justify in [*columns, ("used", "right"), ("messages", "right"), *spending]:
         table.add_column(column, justify=justify)
     for row in rows:
         if row.get("total"):
@@ -186,7 +204,7 @@ def _print(counted: list[Any], rows: list[dict[str, Any]], timeline: bool, by: s
                 f"{row['estimated_tokens']:,}",
                 "",
             ]
-            table.add_row(*cells, *([""] if reinjected else []), "", _messages(row["messages"]))
+            table.add_row(*cells, *([""] if reinjected else []), "", _messages(row["messages"]), *([_usd(row.get("usd")), ""] if cost else []))
             continue
         # The baseline is part of the exact figure when a recorded usage anchors the count: shown in brackets.
         baseline = f"+{row['baseline_tokens']:,}" if row["baseline_in_total"] else f"({row['baseline_tokens']:,})"
@@ -200,7 +218,8 @@ def _print(counted: list[Any], rows: list[dict[str, Any]], timeline: bool, by: s
             f"{row['estimated_tokens']:,}",
             baseline,
         ]
-        table.add_row(*cells, *([f"+{row['reinjected_tokens']:,}"] if reinjected else []), f"{row['percent_of_window']}%", _messages(row["messages"]))
+        spent = [_usd(row["cost"]["usd"]), _rate(row["cost"]["cache_hit_rate"])] if cost else []
+        table.add_row(*cells, *([f"+{row['reinjected_tokens']:,}"] if reinjected else []), f"{row['percent_of_window']}%", _messages(row["messages"]), *spent)
     console.print(table)
     if any(row.get("kind") == "compaction" for row in rows):
         console.print(shown_text(f"kind compaction: {COMPACTION_NOTE}", "dim"))
@@ -214,6 +233,16 @@ def _print(counted: list[Any], rows: list[dict[str, Any]], timeline: bool, by: s
             if data["reinjected"] and data["reinjected_tokens"]:
                 items = ", ".join(f"{item['kind']} {item['name']} ({item['tokens']:,})" for item in data["reinjected"]["items"])
                 console.print(shown_text(f"re-injected after Claude Code's compaction, assumed: {items}", "dim"))
+        if "cost" in data and len(counted) == 1:
+            spent = data["cost"]
+            parts = ", ".join(f"{part.replace('_', ' ')} {_usd(usd)}" for part, usd in spent["usd_by_part"].items())
+            console.print(
+                shown_text(
+                    f"cost: {_usd(spent['usd'])} over {spent['api_calls']:,} API calls ({parts}); cache rebuilt {spent['cache_rebuilds']} time(s)", "dim"
+                )
+            )
+            if spent["unpriced_models"]:
+                console.print(shown_text(f"no price known for {', '.join(spent['unpriced_models'])}: give one with --prices FILE", "dim"))
         if "breakdown" in data:
             console.print(shown_text(data["file"], "bold") + f": estimated tokens by {by}")
             breakdown = Table("group", "tokens", "share", "blocks", show_edge=False)

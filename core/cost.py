@@ -1,0 +1,134 @@
+"""What a session's API calls cost: every billed call once, by the part of the prompt it paid for.
+
+A call is one API response: Claude Code writes a response over several lines with the same
+message id, and its usage once per line, so each response counts once, from its last line (as the
+context count takes it). Every branch and sidechain the file holds was billed and counts; synthetic
+error lines were never sent and do not. Cache writes are split by their TTL when the usage says so
+(`cache_creation.ephemeral_1h_input_tokens`); otherwise they are 5-minute writes, the default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import cast
+
+from .cache import DEFAULT_PRICES, PRICE_PARTS, Prices, price_of
+from .count import usage_prompt, usage_tokens
+from .fields import text
+from .jsonl import Entry
+from .model import Message
+from .reports import CallRow, CostReport, DollarParts, PricesReport, TokenParts
+
+MILLION = 1_000_000
+# A call rebuilt the cache when it read less than half of what the call before it on the same chain
+# had in its prompt, and wrote that much again instead (an expired cache, or an edit high in the prompt).
+REBUILT_SHARE = 0.5
+
+
+def token_parts(usage: dict[str, object]) -> TokenParts:
+    """A usage record's tokens by how they are billed."""
+    written = usage_tokens(usage, "cache_creation_input_tokens")
+    split = usage.get("cache_creation")
+    hour = min(usage_tokens(split, "ephemeral_1h_input_tokens"), written) if isinstance(split, dict) else 0
+    return {
+        "input": usage_tokens(usage, "input_tokens"),
+        "cache_write_5m": written - hour,
+        "cache_write_1h": hour,
+        "cache_read": usage_tokens(usage, "cache_read_input_tokens"),
+        "output": usage_tokens(usage, "output_tokens"),
+    }
+
+
+def dollars(tokens: TokenParts, prices: Prices) -> DollarParts:
+    rate = prices.for_prompt(tokens["input"] + tokens["cache_write_5m"] + tokens["cache_write_1h"] + tokens["cache_read"])
+    return {
+        "input": tokens["input"] * rate.input / MILLION,
+        "cache_write_5m": tokens["cache_write_5m"] * rate.cache_write_5m / MILLION,
+        "cache_write_1h": tokens["cache_write_1h"] * rate.cache_write_1h / MILLION,
+        "cache_read": tokens["cache_read"] * rate.cache_read / MILLION,
+        "output": tokens["output"] * rate.output / MILLION,
+    }
+
+
+def _hit_rate(read: int, prompt: int) -> float | None:
+    return round(read / prompt, 4) if prompt else None
+
+
+@dataclass
+class SessionCost:
+    calls: list[CallRow]
+    report: CostReport
+
+
+def session_cost(
+    calls: Sequence[Message], entries: Sequence[Entry], main: Collection[int], table: Sequence[tuple[str, Prices]] = DEFAULT_PRICES
+) -> SessionCost:
+    """The cost of `calls` (a format's `api_calls`, in file order). `main`: the entry positions of the
+    main chain (history included); a call whose last line is among them is drawn on the timeline.
+    A call of a model no price is known for counts its tokens but makes the total unknown (None)."""
+    rows: list[CallRow] = []
+    tokens = dict.fromkeys(PRICE_PARTS, 0)
+    usd = dict.fromkeys(PRICE_PARTS, 0.0)
+    priced: dict[str, PricesReport] = {}
+    unpriced: list[str] = []
+    models: list[str] = []
+    long_calls = rebuilds = 0
+    previous_prompt: dict[bool, int] = {}  # per chain kind (main or not): the prompt of the call before
+    for turn, call in enumerate(calls, 1):
+        usage = call.usage or {}
+        parts = token_parts(usage)
+        prompt = usage_prompt(usage)
+        model = call.model
+        if model and model not in models:
+            models.append(model)
+        for key in PRICE_PARTS:
+            tokens[key] += cast("dict[str, int]", parts)[key]
+        prices = price_of(model, table)
+        cost: float | None = None
+        if prices is None:
+            unpriced += [] if (model or "(no model)") in unpriced else [model or "(no model)"]
+        else:
+            rate = prices.for_prompt(prompt)
+            long_calls += rate is not prices
+            priced.setdefault(model or "", cast(PricesReport, rate.as_dict()))
+            part_costs = cast("dict[str, float]", dollars(parts, prices))
+            for key in PRICE_PARTS:
+                usd[key] += part_costs[key]
+            cost = round(sum(part_costs.values()), 6)
+        last = entries[call.entries[-1]] if call.entries else None
+        on_main = bool(call.entries) and call.entries[-1] in main
+        before = previous_prompt.get(on_main)
+        written = parts["cache_write_5m"] + parts["cache_write_1h"]
+        rebuilt = before is not None and before > 0 and parts["cache_read"] < REBUILT_SHARE * before and written >= REBUILT_SHARE * before
+        rebuilds += rebuilt
+        previous_prompt[on_main] = prompt
+        rows.append(
+            {
+                "turn": turn,
+                "line": (last.line or None) if last else None,
+                "timestamp": text(last.obj, "timestamp") if last else None,
+                "model": model,
+                "main": on_main,
+                "prompt_tokens": prompt,
+                "output_tokens": parts["output"],
+                "tokens": parts,
+                "usd": cost,
+                "cache_hit_rate": _hit_rate(parts["cache_read"], prompt),
+                "cache_rebuilt": rebuilt,
+            }
+        )
+    prompt_total = sum(tokens[key] for key in PRICE_PARTS if key != "output")
+    report: CostReport = {
+        "usd": round(sum(usd.values()), 6) if not unpriced else None,
+        "usd_by_part": cast(DollarParts, {key: round(value, 6) for key, value in usd.items()}),
+        "tokens": cast(TokenParts, tokens),
+        "api_calls": len(rows),
+        "cache_hit_rate": _hit_rate(tokens["cache_read"], prompt_total),
+        "cache_rebuilds": rebuilds,
+        "models": models,
+        "prices_per_mtok": priced,
+        "long_context_calls": long_calls,
+        "unpriced_models": unpriced,
+    }
+    return SessionCost(rows, report)
