@@ -41,7 +41,7 @@ from .inputs import detect_format, mapped, source_name
 
 if TYPE_CHECKING:  # types only
     from .core.cost import SessionCost
-    from .core.reports import CountReport
+    from .core.reports import CountReport, WarnReport
 from .sessions import kind_read
 
 DEFAULT_TOKENIZER = "calibrated"
@@ -141,6 +141,33 @@ class FileCount:
         if self.cost is not None:
             data["cost"] = self.cost.report
         return typing.cast("CountReport", data)  # built as a dict: its parts come from several as_dicts
+
+    def warn_report(self) -> WarnReport:
+        """What `warn --json` prints: the level and the thresholds it was judged against."""
+        from .sessions import COMPACTION_NOTE
+
+        levels = self.thresholds
+        tokens = self.count.tokens
+        report: WarnReport = {
+            "file": self.file,
+            "model": self.count.model,
+            "level": levels.level(tokens),
+            "tokens": tokens,
+            "exact_tokens": self.count.exact_tokens,
+            "estimated_tokens": self.count.estimated_tokens,
+            "context_window": levels.window,
+            "effective_window": levels.effective_window,
+            "max_output_tokens": levels.max_output_tokens,
+            "thresholds": {"warning": levels.warning, "error": levels.error, "autocompact": levels.autocompact, "blocking": levels.blocking},
+            "percent_left": levels.percent_left(tokens),
+            "percent_used": round(100 * tokens / levels.window, 1),
+            "explanations": list(levels.explanations),
+            "ignored": list(levels.ignored),
+        }
+        if self.kind == "compaction":  # only a compaction side-call says what it is
+            report["kind"] = "compaction"
+            report["note"] = f"{COMPACTION_NOTE}: no alarm"
+        return report
 
 
 def _window(options: CountOptions, model: str | None, largest_prompt: int, budget: BudgetSettings) -> tuple[int, str]:

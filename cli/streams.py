@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, BinaryIO
 
 from ..atomic import atomic_file, writer
@@ -98,7 +98,7 @@ def stdout_is_terminal() -> bool:
     return sys.stdout is not None and sys.stdout.isatty()
 
 
-def write_json_lines(objects: Iterable[dict[str, Any]], indent: bool = False) -> None:
+def write_json_lines(objects: Iterable[Mapping[str, Any]], indent: bool = False) -> None:
     """Each object as JSON on stdout: one line each, or pretty-printed (indent) for a person."""
     with open_output(None) as out:
         for obj in objects:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -11,6 +11,9 @@ from .. import streams
 from ..budget_options import Budget
 from ..flags import with_options
 from ..options import Explain, InputPath, Json, Reading
+
+if TYPE_CHECKING:  # types only
+    from ...core.reports import WarnReport
 
 LEVEL_EXIT = {"normal": 0, "warning": 3, "autocompact": 4, "blocking": 5}
 LEVEL_STYLE = {"normal": "green", "warning": "yellow", "autocompact": "magenta", "blocking": "bold red"}
@@ -54,7 +57,7 @@ def warn(
                 out.write(buffer)
     if result.skipped_lines:
         streams.warn(f"{source}: skipped {result.skipped_lines} bad line{'s' if result.skipped_lines != 1 else ''}")
-    report = _report(result)
+    report = result.warn_report()
     if pass_through:
         _print_brief(report, to_stderr=True)
     elif json_output or not streams.stdout_is_terminal():
@@ -66,38 +69,7 @@ def warn(
     raise typer.Exit(0 if report.get("kind") == "compaction" else LEVEL_EXIT[report["level"]])
 
 
-def _report(result: Any) -> dict[str, Any]:
-    from ...sessions import COMPACTION_NOTE
-
-    levels = result.thresholds
-    tokens = result.count.tokens
-    # Only a compaction side-call says what it is: a session's report is as it always was.
-    compaction = {"kind": "compaction", "note": f"{COMPACTION_NOTE}: no alarm"} if result.kind == "compaction" else {}
-    return {
-        "file": result.file,
-        "model": result.count.model,
-        "level": levels.level(tokens),
-        "tokens": tokens,
-        "exact_tokens": result.count.exact_tokens,
-        "estimated_tokens": result.count.estimated_tokens,
-        "context_window": levels.window,
-        "effective_window": levels.effective_window,
-        "max_output_tokens": levels.max_output_tokens,
-        "thresholds": {
-            "warning": levels.warning,
-            "error": levels.error,
-            "autocompact": levels.autocompact,
-            "blocking": levels.blocking,
-        },
-        "percent_left": levels.percent_left(tokens),
-        "percent_used": round(100 * tokens / levels.window, 1),
-        "explanations": list(levels.explanations),
-        "ignored": list(levels.ignored),
-        **compaction,
-    }
-
-
-def _print_brief(report: dict[str, Any], to_stderr: bool) -> None:
+def _print_brief(report: WarnReport, to_stderr: bool) -> None:
     from ..terminal import shown_text
 
     console = streams.stderr_console() if to_stderr else streams.stdout_console()
