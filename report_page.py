@@ -299,7 +299,10 @@ def _timeline(report: SessionReport) -> str:
         out.append(
             f'<g class="event {"compact" if compact else "stage"}" data-kind="{_text(event["kind"])}" data-line="{where}"'
             f' data-after-turn="{"" if after is None else after}" data-tip="{label}"><title>{label}</title>'
-            f'<line x1="{at:.1f}" x2="{at:.1f}" y1="{top}" y2="{top + plot_h}" stroke="{colour}"{stroke}/></g>'
+            f'<line x1="{at:.1f}" x2="{at:.1f}" y1="{top}" y2="{top + plot_h}" stroke="{colour}"{stroke}/>'
+            # A few markers are named on the chart too; many would write over each other.
+            + (f'<text x="{at + 3:.1f}" y="{top + 12}" fill="{colour}">{"compacted" if compact else _text(event["kind"])}</text>' if len(events) <= 12 else "")
+            + "</g>"
         )
     if drawn:
         path = " ".join(f"{x(index[c['turn']]):.1f},{y(c['prompt_tokens']):.1f}" for c in drawn)

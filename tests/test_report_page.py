@@ -551,5 +551,59 @@ def test_screenshot_for_the_readme(context: Any) -> None:
     _check_png(target)
 
 
+CORPUS = ROOT.parent / "shared" / "corpus"
+COMPACTED = CORPUS / "marot__spotter" / "test__fixtures__transcripts__fa812bfe-b295-4cca-9c2f-fdf01028cb46.jsonl"
+
+
 def _corpus_report() -> SessionReport | None:
-    return None
+    """The corpus's compacted session's report, when report_data and ../shared are both here."""
+    try:
+        from ctxpipe import report_data  # type: ignore[attr-defined]  # built at the same time as this page; may be missing
+    except ImportError:
+        return None
+    if not COMPACTED.is_file():
+        return None
+    report: SessionReport = report_data.session_report(COMPACTED)
+    return report
+
+
+@needs_browser
+def test_corpus_compacted_session_in_chromium(context: Any) -> None:
+    """The corpus's compacted session: its page draws one point per main call and the compact boundary."""
+    report = _corpus_report()
+    if report is None:
+        pytest.skip("needs ctxpipe.report_data and ../shared/corpus")
+    opened = open_html(context, session_page(report))
+    page = opened.page
+    assert opened.problems == []
+    main = [c["turn"] for c in report["calls"] if c["main"]]
+    assert page.eval_on_selector_all("#timeline circle.call", "els => els.map(e => +e.dataset.turn)") == main
+    assert page.locator("#timeline .event.compact").count() == sum(e["kind"] == "compact_boundary" for e in report["events"]) >= 1
+    assert int(_value(page, "total-tokens")) == report["count"]["tokens"]
+    if report["cost"]["usd"] is not None:
+        assert float(_value(page, "cost-usd")) == report["cost"]["usd"]
+    runs = page.eval_on_selector_all("#dry-runs tr.dry-run", "els => els.map(e => +e.dataset.freed)")
+    assert runs == [r["tokens_freed"] for r in report["dry_runs"]]
+
+
+def test_unpriced_cost_is_unknown_not_zero() -> None:
+    report = session()
+    report["cost"]["usd"] = None
+    report["cost"]["unpriced_models"] = ["<b>mystery</b>"]
+    report["calls"][0]["usd"] = None
+    page = session_page(report)
+    assert '<span id="cost-usd" data-value="">unknown</span>' in page
+    assert "no known price for &lt;b&gt;mystery&lt;/b&gt;" in page
+    assert "1 unpriced (model with no known price)" in page
+
+
+@needs_browser
+def test_the_harness_sees_a_request_and_the_policy_stops_a_foreign_script(context: Any) -> None:
+    """The checks above could fail: a page that fetches is caught, and a script our policy does not
+    name does not run even when it is in the page."""
+    leaky = open_html(context, '<!DOCTYPE html><img src="http://example.invalid/x.png"><p>x</p>')
+    assert any("example.invalid" in url for url in leaky.outside_requests)
+    page = session_page(session()).replace("<body>", "<body><script>window.__pwned = 1</script>", 1)
+    opened = open_html(context, page)
+    assert opened.page.evaluate("() => window.__pwned") is None
+    assert opened.page.evaluate("() => document.getElementById('breakdown-switch').hidden") is False  # ours ran
