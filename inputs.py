@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from .atomic import TEMPORARY
 from .core.errors import InputError
 from .core.jsonl import Entry, OnError, ReadStats, iter_entries
 from .formats import SNIFF_LINES, TranscriptFormat, claim, detect, get
@@ -225,7 +224,9 @@ def _on_sigbus(signum: int) -> None:
     if not _MAPPED or not _MAPPED[-1]:  # not ours to explain: the default action runs when the fault repeats
         _GUARD["install"](_GUARD["signum"], None)
         return
-    for name in list(TEMPORARY):
+    # The temporary files of a run that writes (ctxpipe.atomic, not loaded by a run that only reads).
+    atomic = sys.modules.get(f"{__package__}.atomic")
+    for name in list(getattr(atomic, "TEMPORARY", ())):
         with contextlib.suppress(OSError):
             os.unlink(name)
     os.write(2, _MAPPED[-1])

@@ -18,8 +18,8 @@ import os
 import signal
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import IO, TYPE_CHECKING, Any, NoReturn
+from dataclasses import replace
+from typing import IO, TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 from .budget_environment import budget_settings
 from .status import ExitStatus
@@ -81,8 +81,7 @@ class UsageError(Exception):
     """A bad flag or value: exit 2 with one line, as every command."""
 
 
-@dataclass(frozen=True)
-class Options:
+class Options(NamedTuple):  # a NamedTuple, not a dataclass: a dataclass costs ~1 ms of start-up to make
     window: int | None = None
     autocompact_pct: float | None = None
     max_output_tokens: int | None = None
@@ -183,18 +182,18 @@ def read_status(stream: IO[bytes]) -> dict[str, Any] | None:
 # --- the figures -----------------------------------------------------------------------------------
 
 
-@dataclass
 class Figures:
     """What the line says; None where it cannot be known."""
 
-    model: str | None = None
-    tokens: int | None = None
-    window: int | None = None
-    level: str | None = None
-    to_autocompact: int | None = None  # None: autocompact is off (or nothing counted)
-    autocompact_off: bool = False
-    saving: tuple[str, int] | None = None
-    note: str | None = None  # e.g. "no transcript"
+    def __init__(self, model: str | None) -> None:
+        self.model = model
+        self.tokens: int | None = None
+        self.window: int | None = None
+        self.level: str | None = None
+        self.to_autocompact: int | None = None  # None: autocompact is off (or nothing counted)
+        self.autocompact_off = False
+        self.saving: tuple[str, int] | None = None
+        self.note: str | None = None  # e.g. "no transcript"
 
 
 def figures(status: Mapping[str, Any], options: Options, environ: Mapping[str, str]) -> Figures:
@@ -204,7 +203,7 @@ def figures(status: Mapping[str, Any], options: Options, environ: Mapping[str, s
     given_window = _tokens(_field(status, "context_window", "context_window_size")) or None
     model_id = _text(_field(status, "model", "id"))
     path = _text(status.get("transcript_path"))
-    result = Figures(model=_text(_field(status, "model", "display_name")) or model_id)
+    result = Figures(_text(_field(status, "model", "display_name")) or model_id)
     counted = _count(path, options, settings, model_id) if path else None
     if counted is not None:
         tokens, levels = counted.count.tokens, counted.thresholds
@@ -266,9 +265,11 @@ def cache_dir(environ: Mapping[str, str]) -> str:
 
 
 def _key(path: str) -> str:
-    import hashlib
+    """The cache file's name for `path` (the entry names its path too, so a collision only misses)."""
+    import zlib  # built in: hashlib would cost a few ms of start-up
 
-    return hashlib.sha256(os.fsencode(os.path.abspath(path))).hexdigest()[:32]
+    name = os.fsencode(os.path.abspath(path))
+    return f"{zlib.crc32(name):08x}{zlib.adler32(name):08x}"
 
 
 def _stamp(path: str) -> tuple[int, int] | None:

@@ -9,7 +9,6 @@ responses tells how many tokens the content between them really cost.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -266,6 +265,8 @@ def fit(pairs: Sequence[tuple[int, int]]) -> tuple[float, float] | None:
     slopes = [(y2 - y1) / (x2 - x1) for i, (x1, y1) in enumerate(sized) for x2, y2 in sized[i + 1 :] if x2 != x1]
     if len(pairs) < MIN_PAIRS or not slopes:
         return None
+    import statistics  # here: a count with nothing to calibrate (statusline) does not load it
+
     slope = statistics.median(slopes)
     overhead = max(0.0, statistics.median(y - slope * x for x, y in pairs))
     return slope, overhead

@@ -8,8 +8,6 @@ ledger can tell changed lines from untouched ones by identity alone.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -53,6 +51,8 @@ def _text(raw: bytes) -> dict[str, str]:
     try:
         return {"raw": raw.decode("utf-8")}
     except UnicodeDecodeError:
+        import base64
+
         return {"b64": base64.b64encode(raw).decode("ascii")}
 
 
@@ -88,6 +88,8 @@ def ledger_record(
     whole = b"" if region is None else bytes(region)  # used only when the region held more than the entries
     if not exact:
         recipe = [_text(whole)]
+    import hashlib  # here: the ledger's digests; counting (statusline's light path) never needs them
+
     digest_in = hashlib.sha256(prefix)
     for piece in line_bytes(before) if exact else [whole]:
         digest_in.update(piece)
@@ -122,6 +124,8 @@ def expand(data: bytes, records: Sequence[dict[str, Any]]) -> tuple[bytes, int]:
     A record applies only to the exact bytes it produced (its output_sha256), so a ledger shared by
     several files or runs is safe: records for other outputs are skipped.
     """
+    import hashlib
+
     undone = 0
     for record in reversed(records):
         if record.get("ctxpipe_ledger") != LEDGER_VERSION:
@@ -141,6 +145,8 @@ def expand(data: bytes, records: Sequence[dict[str, Any]]) -> tuple[bytes, int]:
 
 def _rebuilt(data: bytes, record: dict[str, Any]) -> bytes:
     """The input a record's recipe rebuilds from the output it produced."""
+    import base64
+
     prefix_size = int(record["prefix_bytes"])
     prefix, lines = data[:prefix_size], split_lines(data[prefix_size:])
     pieces = [prefix]
