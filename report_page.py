@@ -359,7 +359,7 @@ def _breakdown(report: SessionReport) -> str:
             f'<div class="bar-row" data-key="{_text(r["key"])}" data-tokens="{r["tokens"]}" data-tip="{_text(r["key"])}: {r["tokens"]:,} tokens, '
             f'{r["blocks"]:,} blocks">'
             f'<span class="name">{_text(r["key"])}</span><span class="bar-track"><span class="bar" style="display:block;width:{100 * r["tokens"] / top:.2f}%">'
-            f'</span></span><span class="num">{r["tokens"]:,} · {r["share"] * 100:.1f}%</span></div>'
+            f'</span></span><span class="num">{r["tokens"]:,} · {r["share"]:g}%</span></div>'
             for r in shown
         )
         if rest:
@@ -414,7 +414,7 @@ def _cost(report: SessionReport) -> str:
     totals = (
         f"<p>Total {_figure('cost-usd', '' if cost['usd'] is None else repr(cost['usd']), 'unknown' if cost['usd'] is None else _usd(cost['usd']))} over {_figure('api-calls', cost['api_calls'], _int(cost['api_calls']))} "
         f"API calls · cache hit rate {_figure('cache-hit-rate', '' if cost['cache_hit_rate'] is None else repr(cost['cache_hit_rate']), _rate(cost['cache_hit_rate']))}"
-        f" · cache rebuilt {_figure('cache-rebuilds', cost['cache_rebuilds'], _int(cost['cache_rebuilds']))} times"
+        f" · cache rebuilt {_figure('cache-rebuilds', cost['cache_rebuilds'], _int(cost['cache_rebuilds']))} {'time' if cost['cache_rebuilds'] == 1 else 'times'}"
         + (f" · {cost['long_context_calls']:,} calls priced at the long-context rate" if cost["long_context_calls"] else "")
         + (
             f' · <span id="unpriced">no known price for {_text(", ".join(cost["unpriced_models"]))}</span> (the parts below are the priced calls)'
@@ -449,8 +449,7 @@ def _cost_chart(calls: Sequence[CallRow]) -> str:
     groups = _groups(calls)
     width, height, left, top, bottom = 1000, 220, 64, 14, 26
     plot_w, plot_h = width - left - 16, height - top - bottom
-    # A call with no known price (usd None) draws no bar; its tooltip says so.
-    sums = [{p: sum(((c["usd"] or 0.0) * _share(c, p) for c in g), 0.0) for p in PART_NAMES} for g in groups]
+    sums = [dict(zip(PART_NAMES, (sum(column) for column in zip(*map(_split, g))))) for g in groups]
     ceiling = max(sum(s.values()) for s in sums) * 1.05 or 1.0
     bar_w = plot_w / len(groups)
     out = [
@@ -490,17 +489,16 @@ def _cost_chart(calls: Sequence[CallRow]) -> str:
     )
 
 
-def _share(call: CallRow, part: str) -> float:
-    """The part's share of a call's cost, from its tokens and the call's own total (no price table
-    is needed: the report's per-call usd is split in proportion to each part's priced tokens)."""
-    tokens = _parts(call["tokens"])
-    total = sum(tokens[p] * _WEIGHTS[p] for p in PART_NAMES)
-    return tokens[part] * _WEIGHTS[part] / total if total else 0.0
-
-
-# The relative list prices of the parts (Anthropic's: cache writes 1.25x and 2x input, reads 0.1x,
-# output 5x): only to split a call's dollars among its parts in the chart; totals are the report's.
-_WEIGHTS = {"input": 1.0, "cache_write_5m": 1.25, "cache_write_1h": 2.0, "cache_read": 0.1, "output": 5.0}
+def _split(call: CallRow) -> list[float]:
+    """A call's dollars by part (PART_NAMES' order), in proportion to each part's priced tokens: no
+    price table is needed, and the parts add up to the report's own figure for the call."""
+    t = call["tokens"]
+    # The relative list prices of the parts (Anthropic's: cache writes 1.25x and 2x input, reads
+    # 0.1x, output 5x): only to split a call's dollars in the chart; every total is the report's.
+    weights = [t["input"] * 1.0, t["cache_write_5m"] * 1.25, t["cache_write_1h"] * 2.0, t["cache_read"] * 0.1, t["output"] * 5.0]
+    total = sum(weights)
+    usd = call["usd"] or 0.0  # a call with no known price draws no bar; its tooltip says so
+    return [usd * w / total for w in weights] if total else [0.0] * len(weights)
 
 
 def _rate_chart(calls: Sequence[CallRow]) -> str:

@@ -155,18 +155,18 @@ def session(main_calls: int = 36, *, text: str = "", events: list[TimelineEvent]
         "events": events,
         "breakdown": {
             "tool": [
-                {"key": f"Read{text}", "tokens": 31_000, "blocks": 14, "share": 0.62},
-                {"key": "Bash", "tokens": 12_500, "blocks": 9, "share": 0.25},
-                {"key": "Edit", "tokens": 6_500, "blocks": 5, "share": 0.13},
+                {"key": f"Read{text}", "tokens": 31_000, "blocks": 14, "share": 62.0},
+                {"key": "Bash", "tokens": 12_500, "blocks": 9, "share": 25.0},
+                {"key": "Edit", "tokens": 6_500, "blocks": 5, "share": 13.0},
             ],
             "role": [
-                {"key": "user", "tokens": 41_000, "blocks": 30, "share": 0.55},
-                {"key": "assistant", "tokens": 33_700, "blocks": 41, "share": 0.45},
+                {"key": "user", "tokens": 41_000, "blocks": 30, "share": 55.0},
+                {"key": "assistant", "tokens": 33_700, "blocks": 41, "share": 45.0},
             ],
             "block": [
-                {"key": "tool_result", "tokens": 40_000, "blocks": 28, "share": 0.54},
-                {"key": "text", "tokens": 22_000, "blocks": 35, "share": 0.29},
-                {"key": "tool_use", "tokens": 12_700, "blocks": 28, "share": 0.17},
+                {"key": "tool_result", "tokens": 40_000, "blocks": 28, "share": 54.0},
+                {"key": "text", "tokens": 22_000, "blocks": 35, "share": 29.0},
+                {"key": "tool_use", "tokens": 12_700, "blocks": 28, "share": 17.0},
             ],
         },
         "largest": [
@@ -395,7 +395,7 @@ def test_page_in_chromium_shows_the_reports_figures(context: Any, tmp_path: Path
     runs = page.eval_on_selector_all("#dry-runs tr.dry-run", "els => els.map(e => [e.dataset.stage, +e.dataset.freed, e.querySelector('.freed').innerText])")
     assert runs == [[r["stage"], r["tokens_freed"], f"{r['tokens_freed']:,}"] for r in report["dry_runs"]]
     assert page.inner_text("#recommendation") == report["recommendation"]
-    assert page.locator("#cost-chart .cost-bar").count() == len(report["calls"])
+    assert page.eval_on_selector_all("#cost-chart .cost-bar", "els => els.map(e => +e.dataset.usd)") == [c["usd"] for c in report["calls"]]
     assert page.locator("#hit-rate-chart circle.rebuilt").count() == report["cost"]["cache_rebuilds"]
     assert page.locator("#largest tr.largest").count() == 2
 
@@ -427,6 +427,7 @@ def test_breakdown_switch(context: Any) -> None:
     page.click('#breakdown-switch button[data-by="role"]')
     keys = page.eval_on_selector_all('.breakdown[data-by="role"] .bar-row', "els => els.map(e => [e.dataset.key, +e.dataset.tokens])")
     assert keys == [["user", 41_000], ["assistant", 33_700]]
+    assert page.inner_text('.breakdown[data-by="role"] .bar-row .num') == "41,000 · 55%"  # share is a percent already
     assert opened.problems == []
 
 
@@ -563,7 +564,9 @@ def _corpus_report() -> SessionReport | None:
         return None
     if not COMPACTED.is_file():
         return None
-    report: SessionReport = report_data.session_report(COMPACTED)
+    from datetime import datetime, timezone
+
+    report: SessionReport = report_data.session_report(COMPACTED.read_bytes(), str(COMPACTED), report_data.ReportOptions(), datetime.now(timezone.utc))
     return report
 
 
