@@ -422,8 +422,16 @@ def breakdown(messages: Sequence[Message], estimates: Estimates, calibration: Ca
     ]
 
 
-def largest_entries(messages: Sequence[Message], entries: Sequence[Entry], counter: TextCounter, calibration: Calibration, limit: int) -> list[dict[str, Any]]:
-    """The `limit` lines of the active context that cost the most, with what they hold."""
+def largest_entries(
+    messages: Sequence[Message],
+    entries: Sequence[Entry],
+    counter: TextCounter,
+    calibration: Calibration,
+    limit: int,
+    describe: Callable[[dict[str, Any]], str] | None = None,
+) -> list[dict[str, Any]]:
+    """The `limit` lines of the active context that cost the most, with what they hold (and, given
+    `describe`, an `excerpt` of each block)."""
     names = _tool_names(messages)
     rows: list[dict[str, Any]] = []
     tokens = iter(_block_tokens(messages, counter, calibration))
@@ -441,8 +449,12 @@ def largest_entries(messages: Sequence[Message], entries: Sequence[Entry], count
                     "tool": tool,
                     "tokens": next(tokens),
                 }
+                | ({"excerpt": block} if describe is not None else {})
             )
     rows.sort(key=lambda row: -row["tokens"])
+    if describe is not None:
+        for row in rows[:limit]:
+            row["excerpt"] = describe(row["excerpt"])  # only the lines kept: a 200 MB file has millions
     return rows[:limit]
 
 

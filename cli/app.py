@@ -36,6 +36,7 @@ try:
     from .commands.convert import convert
     from .commands.count import count
     from .commands.expand import expand
+    from .commands.report import report
     from .commands.restore import restore
     from .commands.statusline import SETTINGS as STATUSLINE_SETTINGS
     from .commands.statusline import statusline
@@ -90,6 +91,7 @@ COMMANDS: dict[str, Callable[..., None]] = {
     "warn": warn,
     **STAGE_COMMANDS,
     "compact": compact,
+    "report": report,
     "expand": expand,
     "api-edits": api_edits,
     "statusline": statusline,

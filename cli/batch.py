@@ -10,6 +10,7 @@ import signal
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
 from typing import Any, TypeVar
 
 from ..breaker import share, shared
@@ -63,6 +64,19 @@ def _in_worker(job: Callable[[Any], Any], item: Any) -> tuple[bool, Any]:
         os._exit(ExitStatus.INTERRUPTED)
     finally:
         _BUSY = False
+
+
+def target_path(path: str | Path, given: Sequence[str], out_dir: str) -> Path:
+    """Where --out-dir puts the result for `path`: a file of a folder given at the same place below
+    DIR (the tree is mirrored), a file given by name as DIR/NAME."""
+    for root in given:
+        base = Path(root).expanduser()
+        if base.is_dir():
+            try:
+                return Path(out_dir) / Path(path).relative_to(base)
+            except ValueError:
+                continue
+    return Path(out_dir) / Path(path).name
 
 
 def find_inputs(paths: Sequence[str], subagents: bool) -> list[Any]:

@@ -109,6 +109,15 @@ Now = Annotated[
 ]
 Jobs = Annotated[int, typer.Option("--jobs", "-j", help="Worker processes for many files (0: one per core).", min=0)]
 Subagents = Annotated[bool, typer.Option("--subagents/--no-subagents", help="Include subagent files found in folders.")]
+OutDir = Annotated[
+    Optional[str],
+    typer.Option(
+        "--out-dir",
+        help="Write each result here: a file given by name as DIR/NAME, the files of a folder given at the same place below DIR. "
+        "Two results for one path, or one over an input, is a usage error before anything is written.",
+        show_default=False,
+    ),
+]
 Cost = Annotated[bool, typer.Option("--cost", help="Add what the session's API calls cost so far, by part, and its cache hit rate (reads every line).")]
 PricesFile = Annotated[
     Optional[str],

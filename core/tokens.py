@@ -35,7 +35,8 @@ class TextCounter(Protocol):
 
 def js_length(text: str) -> int:
     """JavaScript's String.length: UTF-16 code units (an emoji counts 2)."""
-    return len(text) if text.isascii() else len(text.encode("utf-16-le")) // 2
+    # surrogatepass: a lone surrogate (legal in JSON, \ud83d) is one code unit in JavaScript too.
+    return len(text) if text.isascii() else len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 class RoughCounter:

@@ -42,6 +42,7 @@ COMMAND_READERS: dict[str, list[tuple[str, list[str]]]] = {
     "count": [("count", ["count"])],
     "expand": [("expand", ["expand", "--ledger", os.devnull])],
     "microcompact": [("microcompact", ["microcompact", "--force", "--now", NOW])],
+    "report": [("report", ["report", "--json", "--now", NOW])],
     "restore": [("restore", ["restore", "--source", "transcript", "--now", NOW])],
     "snip": [("snip", ["snip", "--keep-last", "1", "--now", NOW])],
     "summarize": [("summarize", ["summarize", "--engine", "offline", "--keep-last", "1", "--now", NOW])],
@@ -60,7 +61,7 @@ READS_FROM_THE_END = {"count", "warn", "microcompact", "collapse", "snip", "summ
 # Readers that report the active context's tokens (JSON on stdout in a pipe).
 REPORTS_TOKENS = {"count", "warn"}
 # Readers that search a folder for session files instead of refusing it.
-SEARCHES_FOLDERS = {"count"}
+SEARCHES_FOLDERS = {"count", "report"}
 # Readers that take a folder of sessions only with somewhere to write them (a usage error without).
 FOLDERS_NEED_OUT_DIR = {"compact"}
 # Readers that write a Claude Code input back unchanged (an identity conversion).

@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # types only
 from .. import streams
 from ..budget_options import Baseline, Threshold
 from ..flags import Merged, with_options
-from ..options import Batch, Json, Now, Reading, ReportJson
+from ..options import Batch, Json, Now, OutDir, Reading, ReportJson
 from ..stages import checked, parse_now
 from ..status import ExitStatus
 
@@ -27,15 +27,7 @@ def compact(
     reading: Reading,
     threshold: Threshold,
     stages: dict[type, Any],
-    out_dir: Annotated[
-        Optional[str],
-        typer.Option(
-            "--out-dir",
-            help="Write each result here: a file given by name as DIR/NAME, the files of a folder given at the same place below DIR. "
-            "Two results for one path, or one over an input, is a usage error before anything is written.",
-            show_default=False,
-        ),
-    ] = None,
+    out_dir: OutDir = None,
     in_place: Annotated[bool, typer.Option("--in-place", help="Replace each file atomically (temp file in the same folder, fsync, rename).")] = False,
     backup: Annotated[
         Optional[str],
@@ -155,24 +147,12 @@ def _say(report: CompactReport) -> None:
     streams.note(f"compact: {report['file']}: {report['tokens_before']:,} → {report['tokens_after']:,} tokens")
 
 
-def _target(file: Any, given: list[str], out_dir: str, in_place: bool) -> Path:
-    if in_place:
-        return Path(file.path)
-    for root in given:
-        base = Path(root).expanduser()
-        if base.is_dir():
-            try:
-                return Path(out_dir) / Path(file.path).relative_to(base)
-            except ValueError:
-                continue
-    return Path(out_dir) / Path(file.path).name
-
-
 def _plan(files: list[Any], given: list[str], out_dir: str | None, in_place: bool) -> list[tuple[str, str, str]]:
     """(path, shown, target) for each file, checked before anything is written: no two results for
     one target, no result over an input (only --in-place replaces inputs), no in-place rewrite of
     what is not a regular file. (find_sessions already lists each file once.)"""
     from ...inputs import is_regular
+    from ..batch import target_path
 
     inputs = {os.path.realpath(f.path): f.shown for f in files}
     written: dict[str, str] = {}
@@ -180,7 +160,7 @@ def _plan(files: list[Any], given: list[str], out_dir: str | None, in_place: boo
     for file in files:
         if in_place and not is_regular(file.path):
             raise typer.BadParameter(f"{file.shown}: not a regular file; --in-place replaces regular files only", param_hint="PATHS")
-        target = str(_target(file, given, out_dir or "", in_place))
+        target = str(Path(file.path) if in_place else target_path(file.path, given, out_dir or ""))
         key = os.path.realpath(target)
         if not in_place and key in inputs:
             raise typer.BadParameter(

@@ -1,0 +1,181 @@
+"""`ctxpipe report`: one self-contained HTML page per session, or an index page for a folder."""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, cast
+
+import typer
+
+from .. import streams
+from ..budget_options import Budget
+from ..flags import with_options
+from ..options import Batch, Json, Now, OutDir, Output, PricesFile, Reading
+from ..stages import parse_now
+from ..status import ExitStatus
+
+if TYPE_CHECKING:  # types only
+    from ...core.reports import IndexRow, SessionReport
+    from ...report_data import ReportOptions
+
+INDEX = "index.html"
+
+
+@with_options(batch=Batch, reading=Reading, budget=Budget)
+def report(
+    batch: Batch,
+    reading: Reading,
+    budget: Budget,
+    output: Output = None,
+    out_dir: OutDir = None,
+    prices: PricesFile = None,
+    horizon: Annotated[int, typer.Option("--horizon", help="The turns over which a stage's prompt-cache break must pay for itself.", min=1)] = 5,
+    now: Now = None,
+    json_output: Json = False,
+) -> None:
+    """Write a self-contained HTML page about each session: the prompt size at every API call with
+    the warning, autocompact and blocking lines and every compaction, what fills the window now,
+    what the session cost (by part, with the cache hit rate), and what each stage would free now
+    and whether its prompt-cache break pays for itself within --horizon turns (a dry run: nothing
+    is written but the page).
+
+    One transcript: the page goes to -o FILE, or to stdout when that is not a terminal. Several
+    files or a folder: --out-dir DIR gets one page per session (the folder's tree mirrored, NAME.html)
+    and an index.html listing them, sortable by size, cost, level and last activity. --json prints
+    the same facts as JSON Lines instead (schema: schemas/report.report.schema.json). Pages load
+    nothing from the network and open nothing by themselves.
+
+    Example:  ctxpipe report --out-dir ~/ctxpipe-report ~/.claude/projects/
+    """
+    from ...report_data import ReportOptions
+
+    options = ReportOptions(
+        count=budget.count_options(reading),
+        horizon=horizon,
+        on_error=reading.errors,
+        **({"prices": cast(Any, prices)} if prices is not None else {}),  # --prices was read into a table when parsed
+    )
+    moment = parse_now(now)
+    paths = batch.paths
+    single = not paths or paths == [streams.STDIN] or (len(paths) == 1 and not Path(paths[0]).is_dir())
+    if out_dir and output:
+        raise typer.BadParameter("give -o FILE for one page or --out-dir DIR for a folder's pages, not both", param_hint="--out-dir")
+    if single and not out_dir:
+        _one(paths[0] if paths else None, options, moment, output, json_output)
+        return
+    if not out_dir and not json_output:
+        raise typer.BadParameter("several files or a folder need --out-dir DIR (one page each and an index), or --json", param_hint="PATHS")
+    if output:
+        raise typer.BadParameter("-o FILE is for one transcript; several files go to --out-dir DIR", param_hint="--output")
+    if not paths or paths == [streams.STDIN]:
+        raise typer.BadParameter("--out-dir needs files or folders, not stdin", param_hint="PATHS")
+    _many(paths, options, moment, out_dir, json_output, batch.jobs, batch.subagents)
+
+
+def _one(path: str | None, options: ReportOptions, moment: Any, output: str | None, json_output: bool) -> None:
+    from ...inputs import mapped
+    from ...report_data import session_report
+    from ...sessions import kind_of
+
+    source = streams.source_name(path)
+    if output is None and not json_output and streams.stdout_is_terminal():
+        raise typer.BadParameter("the page is HTML: give -o FILE (or redirect stdout, or --json for the facts)", param_hint="--output")
+    with mapped(path) as buffer:
+        data = session_report(buffer, source, options, moment, None if path is None or source == streams.STDIN else kind_of(Path(path)))
+    _skipped(data["file"], data["count"]["skipped_lines"])
+    with streams.open_output(output) as out:
+        if json_output:
+            out.write(streams.json_bytes(data))
+        else:
+            out.write(_page(data).encode("utf-8"))
+    if output is not None and not json_output:
+        streams.note(f"report: {source}: {output}")
+
+
+def _page(data: SessionReport) -> str:
+    from ...report_page import session_page
+
+    return session_page(data)
+
+
+def _many(paths: list[str], options: ReportOptions, moment: Any, out_dir: str | None, json_output: bool, jobs: int, subagents: bool) -> None:
+    from ..batch import default_jobs, find_inputs, run_all, target_path
+
+    files = find_inputs(paths, subagents)
+    targets: dict[str, str] = {}
+    items = []
+    for file in files:
+        page = str(target_path(file.path, paths, out_dir).with_suffix(".html")) if out_dir else None
+        if page is not None:
+            key = os.path.realpath(page)
+            if key in targets or key == os.path.realpath(Path(out_dir or "") / INDEX):
+                raise typer.BadParameter(
+                    f"{targets.get(key, INDEX)} and {file.shown} would both be written to {page}; run them separately", param_hint="--out-dir"
+                )
+            targets[key] = file.shown
+        items.append((str(file.path), file.kind, file.shown, page))
+    job = functools.partial(_report_one, options=options, moment=moment, json_output=json_output, out_dir=out_dir)
+    results = run_all(job, items, jobs or default_jobs(), sum(file.size for file in files))
+    rows: list[IndexRow] = []
+    failures = 0
+    for (_, _, shown, _), (ok, value) in zip(items, results):
+        if not ok:
+            failures += 1
+            streams.error(str(value))
+            rows.append(_row(shown, None, None, str(value)))
+            continue
+        found, skipped = value
+        _skipped(shown, skipped)
+        if json_output:
+            streams.write_json_lines([found])
+        else:
+            rows.append(found)
+    if out_dir and not json_output:
+        from ...report_page import index_page
+
+        index = Path(out_dir) / INDEX
+        with streams.open_output(str(index)) as out:
+            out.write(index_page(rows, title=f"ctxpipe report: {len(files)} session{'s' if len(files) != 1 else ''}").encode("utf-8"))
+        streams.note(f"report: {len(files) - failures} page(s) and {index}")
+    if failures:
+        raise typer.Exit(ExitStatus.ERROR)
+
+
+def _report_one(item: tuple[str, str, str, str | None], options: ReportOptions, moment: Any, json_output: bool, out_dir: str | None) -> Any:
+    """In a worker: the report of one file; its page written there (the data stays in the worker)."""
+    from ...inputs import mapped
+    from ...report_data import session_report
+
+    path, kind, shown, page = item
+    with mapped(path) as buffer:
+        data = session_report(buffer, shown, options, moment, kind)
+    if json_output:
+        return data, data["count"]["skipped_lines"]
+    assert page is not None
+    Path(page).parent.mkdir(parents=True, exist_ok=True)
+    with streams.open_output(page) as out:
+        out.write(_page(data).encode("utf-8"))
+    return _row(shown, os.path.relpath(page, out_dir or "."), data, None), data["count"]["skipped_lines"]  # the index links to the page from out_dir
+
+
+def _skipped(shown: str, skipped: int) -> None:
+    """--on-error skip: say how many bad lines were left out, as every other reader does."""
+    if skipped:
+        streams.warn(f"{shown}: skipped {skipped} bad line{'s' if skipped != 1 else ''}")
+
+
+def _row(shown: str, page: str | None, data: SessionReport | None, error: str | None) -> IndexRow:
+    count = data["count"] if data else None
+    return {
+        "file": shown,
+        "page": page,
+        "model": data["model"] if data else None,
+        "tokens": count["tokens"] if count else None,
+        "percent_of_window": count["percent_of_window"] if count else None,
+        "level": data["warn"]["level"] if data else None,
+        "usd": data["cost"]["usd"] if data else None,
+        "last_activity": data["last_activity"] if data else None,
+        "error": error,
+    }

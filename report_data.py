@@ -1,0 +1,230 @@
+"""Everything one session's report page shows, as data (`report --json`; the page is one view of it).
+
+The figures come from the code the commands use: `count` (the one accounting), `warn`'s thresholds,
+`count --cost`'s prices, and each stage's own run on the file's bytes (a dry run: nothing is written)
+measured before → after by `count`, so "microcompact would free 12K" is what `ctxpipe microcompact`
+prints on the same file. Whether a stage's cache break pays is `microcompact --cache-aware`'s model
+(core.cache.decide).
+"""
+
+from __future__ import annotations
+
+import re
+import typing
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from .core.cache import DEFAULT_PRICES, CachePolicy, Prices, decide
+from .core.count import UNCALIBRATED, Estimates, calibrate, fitted_or_corpus
+from .core.fields import text
+from .core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries
+from .core.reports import BreakdownRow, CacheDecisionReport, CallRow, ExcerptLine, SessionReport, StageDryRun, TimelineEvent
+from .core.tokens import block_texts
+from .file_count import CountOptions, FileCount, breakdown, count_buffer, largest_entries
+from .inputs import detect_format
+
+EXCERPT_CHARACTERS = 160  # a largest line's excerpt on the page: enough to recognise it, never a whole file
+LARGEST_LINES = 10
+DRY_RUN_STAGES = ("microcompact", "collapse", "summarize")
+MARKER_LABELS = {"microcompact_boundary": "microcompact", "ctxpipe_collapse": "collapse", "snip_boundary": "snip"}
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """What `report` counts with (count's options: model, window, budget, tokenizer) and prices by."""
+
+    count: CountOptions = field(default_factory=CountOptions)
+    prices: tuple[tuple[str, Prices], ...] = DEFAULT_PRICES
+    horizon: int = 5  # turns over which a stage's cache break must pay for itself
+    on_error: OnError = "fail"
+
+
+def excerpt(block: dict[str, Any]) -> str:
+    """The start of what a block holds, on one line (whitespace folded), at most EXCERPT_CHARACTERS."""
+    if block.get("type") == "tool_use":
+        texts = [str(block.get("input"))]
+    else:
+        texts = block_texts(block)[0]
+    folded = re.sub(r"\s+", " ", " ".join(texts)).strip()
+    return folded if len(folded) <= EXCERPT_CHARACTERS else folded[: EXCERPT_CHARACTERS - 1] + "…"
+
+
+def session_report(buffer: Any, source: str, options: ReportOptions, now: datetime, kind: str | None = None) -> SessionReport:
+    """The report of one transcript held in `buffer` (bytes or an mmap)."""
+    counting = replace(options.count, cost=True, prices=options.prices, on_error=options.on_error)
+    counted = count_buffer(buffer, source, counting, kind)
+    transcript_format = detect_format(buffer, source, counting.format)
+    entries = list(iter_buffer_entries(buffer, source, options.on_error, ReadStats()))
+    messages = transcript_format.messages(entries)
+    counter = counting.counter()
+    estimates = Estimates(messages, counter)
+    calibration = counted.count.calibration
+    if calibration is UNCALIBRATED and counting.calibrating:
+        calibration = calibrate(estimates)  # the views price every block: they want the fit even when the count did not
+    views = {by: typing.cast("list[BreakdownRow]", breakdown(messages, estimates, calibration, by)) for by in ("tool", "role", "block")}
+    largest = typing.cast("list[ExcerptLine]", largest_entries(messages, entries, counter, calibration, LARGEST_LINES, describe=excerpt))
+    assert counted.cost is not None  # asked for above
+    calls = counted.cost.calls
+    main_calls = [call for call in calls if call["main"]]
+    dry_runs = [_dry_run(name, buffer, source, options, now, messages, entries, estimates, calibration, counted) for name in DRY_RUN_STAGES]
+    times = [stamp for entry in entries if (stamp := text(entry.obj, "timestamp"))]
+    return {
+        "file": counted.file,
+        "format": counted.format,
+        "kind": counted.as_dict()["kind"],
+        "model": counted.count.model,
+        "session_id": next((value for entry in entries if (value := text(entry.obj, "sessionId"))), None),
+        "first_activity": min(times) if times else None,
+        "last_activity": max(times) if times else None,
+        "count": counted.as_dict(),
+        "warn": counted.warn_report(),
+        "calls": calls,
+        "events": _events(entries, transcript_format, main_calls),
+        "breakdown": views,
+        "largest": largest,
+        "cost": counted.cost.report,
+        "horizon": options.horizon,
+        "dry_runs": dry_runs,
+        "recommendation": recommendation(counted, dry_runs),
+    }
+
+
+def _events(entries: Sequence[Entry], transcript_format: Any, main_calls: Sequence[CallRow]) -> list[TimelineEvent]:
+    """Compactions and stage markers, each placed after the last main call above it."""
+    lines = [call["line"] or 0 for call in main_calls]
+
+    def after(line: int | None) -> int | None:
+        before = [call["turn"] for call, at in zip(main_calls, lines) if line is not None and at < line]
+        return before[-1] if before else None
+
+    events: list[TimelineEvent] = []
+    for marker in transcript_format.markers(entries):
+        label = MARKER_LABELS.get(marker.kind, marker.kind)
+        events.append(
+            {
+                "kind": label,
+                "line": marker.line,
+                "after_turn": after(marker.line),
+                "tokens_saved": marker.tokens_saved,
+                "label": f"{label}: {marker.tokens_saved:,} tokens saved",
+            }
+        )
+    for entry in entries:
+        metadata = transcript_format.boundary_metadata(entry.obj)
+        if metadata is None:
+            continue
+        trigger = text(metadata, "trigger")
+        before = metadata.get("preTokens")
+        size = f" at {before:,} tokens" if isinstance(before, int) and not isinstance(before, bool) else ""
+        events.append(
+            {
+                "kind": "compact_boundary",
+                "line": entry.line or None,
+                "after_turn": after(entry.line),
+                "tokens_saved": None,
+                "label": f"compacted{f' ({trigger})' if trigger else ''}{size}",
+            }
+        )
+    events.sort(key=lambda event: event["line"] or 0)
+    return events
+
+
+def _dry_run(
+    name: str,
+    buffer: Any,
+    source: str,
+    options: ReportOptions,
+    now: datetime,
+    messages: Sequence[Any],
+    entries: Sequence[Entry],
+    estimates: Estimates,
+    calibration: Any,
+    counted: FileCount,
+) -> StageDryRun:
+    from .core.errors import CtxpipeError
+    from .core.microcompact import MicrocompactSettings
+    from .core.summarize import SummarizeSettings
+    from .pipeline import BY_NAME, run_stage, stage_context
+
+    stage = BY_NAME[name]
+    # microcompact: what clearing frees now whatever the idle time (the cache model below says
+    # whether it pays); summarize: the offline engine, as a dry run calls no model.
+    settings: Any = {"microcompact": MicrocompactSettings(force=True), "summarize": SummarizeSettings(engine="offline")}.get(name) or stage.settings()
+    context = replace(stage_context(now, None), api_key=None)
+    engine = "offline" if name == "summarize" else None
+    try:
+        run = run_stage(stage, buffer, source, settings, context, counted.format, "skip")
+    except CtxpipeError as exc:
+        before = counted.count.tokens
+        return {
+            "stage": name,
+            "engine": engine,
+            "tokens_before": before,
+            "tokens_after": before,
+            "tokens_freed": 0,
+            "changed": False,
+            "cache": None,
+            "note": str(exc),
+        }
+    report = run.report
+    freed = int(report["tokens_freed"])
+    changed = run.head < len(buffer) or bool(run.lines)
+    cache: CacheDecisionReport | None = None
+    if changed and freed > 0:
+        kept = _kept_prefix(run, buffer, source, messages, estimates, calibration, counted)
+        decision = decide(messages, entries, freed, kept, CachePolicy(clear_at_least=0, horizon=options.horizon, prices=options.prices), now)
+        cache = typing.cast(CacheDecisionReport, decision.as_dict())
+    note = str(report.get("reason") or report.get("note") or "") if not changed else ""
+    return {
+        "stage": name,
+        "engine": engine,
+        "tokens_before": int(report["tokens_before"]),
+        "tokens_after": int(report["tokens_after"]),
+        "tokens_freed": freed,
+        "changed": changed,
+        "cache": cache,
+        "note": note,
+    }
+
+
+def _kept_prefix(run: Any, buffer: Any, source: str, messages: Sequence[Any], estimates: Estimates, calibration: Any, counted: FileCount) -> int:
+    """Tokens of the prompt before the first message the stage changed: the part whose cache survives
+    (the fixed part, system prompt and tools, comes before every message). A summary changes the
+    first message of the context, so only the fixed part survives it."""
+    transcript_format = detect_format(buffer, source, counted.format)
+    after = transcript_format.messages(list(iter_buffer_entries(run.output(buffer), source, "skip", ReadStats())))
+    same = 0
+    for old, new in zip(messages, after):
+        if old.role != new.role or old.content != new.content:
+            break
+        same += 1
+    fit = fitted_or_corpus(calibration, estimates.counter.name)
+    baseline = counted.count.baseline.tokens if counted.count.baseline else 0
+    return baseline + fit.apply(estimates.between(0, same))
+
+
+def recommendation(counted: FileCount, dry_runs: Sequence[StageDryRun]) -> str:
+    """One sentence: should the session be compacted now, and how."""
+    levels = counted.thresholds
+    tokens = counted.count.tokens
+    level = levels.level(tokens)
+    paying = [run for run in dry_runs if run["tokens_freed"] > 0 and run["cache"] is not None and run["cache"]["clear"]]
+    cheap = [run for run in paying if run["stage"] != "summarize"]
+    target = levels.warning
+    if level == "normal" and not cheap:
+        room = (levels.autocompact if levels.autocompact is not None else levels.blocking) - tokens
+        return f"No need to compact now: {tokens:,} tokens, {room:,} before {'autocompact' if levels.autocompact is not None else 'the blocking limit'}."
+    if cheap:
+        best = max(cheap, key=lambda run: run["tokens_freed"])
+        turn = best["cache"]["break_even_turn"] if best["cache"] else None
+        enough = best["tokens_after"] < target or level == "normal"
+        advice = f"Run `ctxpipe {best['stage']}`: it frees {best['tokens_freed']:,} tokens, and the cache break pays for itself by turn {turn} of {best['cache']['horizon'] if best['cache'] else '?'}."
+        if enough:
+            return advice
+        return advice + f" That leaves {best['tokens_after']:,} tokens, still over the warning level: `ctxpipe compact` summarizes as well."
+    summary = next((run for run in dry_runs if run["stage"] == "summarize" and run["tokens_freed"] > 0), None)
+    if summary is not None:
+        return f"The context is at the {level} level and clearing results frees too little: `ctxpipe compact` (a summary) frees about {summary['tokens_freed']:,} tokens."
+    return f"The context is at the {level} level, and no stage frees anything on this file."
