@@ -20,7 +20,9 @@ __all__ = [
     "convert_with_report",
     "count_transcript",
     "read_transcript",
+    "report_html",
     "run_stage",
+    "session_report",
     "validate_transcript",
     "write_transcript",
 ]

@@ -25,9 +25,10 @@ from .formats import WriteOptions, detect, get
 from .inputs import mapped, opened, source_name
 
 if TYPE_CHECKING:
-    from .core.reports import CompactReport, CountReport
+    from .core.reports import CompactReport, CountReport, SessionReport
     from .file_count import CountOptions
     from .pipeline import CompactOptions
+    from .report_data import ReportOptions
 
 
 def read_transcript(source: str | os.PathLike[str] | bytes, format: str | None = None, on_error: OnError = "fail") -> Transcript:
@@ -151,3 +152,25 @@ def compact(source: str | os.PathLike[str] | bytes, options: CompactOptions | No
             raise UnsupportedError(f"{shown}: {COMPACTION_NOTE}; nothing to compact (compact its session instead)")
         pieces, report = compact_buffer(buffer, shown, options, breaker(), path)
         return b"".join(pieces), report
+
+
+def session_report(source: str | os.PathLike[str] | bytes, options: ReportOptions | None = None, now: datetime | None = None) -> SessionReport:
+    """What `report --json` prints for one transcript: everything its page shows
+    (`ctxpipe.report_data.ReportOptions` holds the count options, the prices and the horizon)."""
+    from datetime import timezone
+    from pathlib import Path
+
+    from .report_data import ReportOptions
+    from .report_data import session_report as report_of
+    from .sessions import kind_of
+
+    path = None if isinstance(source, bytes) or os.fspath(source) == "-" else os.fspath(source)
+    with _bytes_of(source) as (buffer, name):
+        return report_of(buffer, name, options or ReportOptions(), now or datetime.now(timezone.utc), kind_of(Path(path)) if path else None, path)
+
+
+def report_html(report: SessionReport) -> str:
+    """The self-contained HTML page `report` writes for one session's report."""
+    from .report_page import session_page
+
+    return session_page(report)

@@ -51,8 +51,9 @@ def excerpt(block: dict[str, Any]) -> str:
     return folded if len(folded) <= EXCERPT_CHARACTERS else folded[: EXCERPT_CHARACTERS - 1] + "…"
 
 
-def session_report(buffer: Any, source: str, options: ReportOptions, now: datetime, kind: str | None = None) -> SessionReport:
-    """The report of one transcript held in `buffer` (bytes or an mmap)."""
+def session_report(buffer: Any, source: str, options: ReportOptions, now: datetime, kind: str | None = None, path: str | None = None) -> SessionReport:
+    """The report of one transcript held in `buffer` (bytes or an mmap); `path` is its file, when it
+    is one (a stage's dry run finds what the stage finds beside it, as the stage's command does)."""
     counting = replace(options.count, cost=True, prices=options.prices, on_error=options.on_error)
     counted = count_buffer(buffer, source, counting, kind)
     transcript_format = detect_format(buffer, source, counting.format)
@@ -68,7 +69,7 @@ def session_report(buffer: Any, source: str, options: ReportOptions, now: dateti
     assert counted.cost is not None  # asked for above
     calls = counted.cost.calls
     main_calls = [call for call in calls if call["main"]]
-    dry_runs = [_dry_run(name, buffer, source, options, now, messages, entries, estimates, calibration, counted) for name in DRY_RUN_STAGES]
+    dry_runs = [_dry_run(name, buffer, source, path, options, now, messages, entries, estimates, calibration, counted) for name in DRY_RUN_STAGES]
     times = [stamp for entry in entries if (stamp := text(entry.obj, "timestamp"))]
     return {
         "file": counted.file,
@@ -135,6 +136,7 @@ def _dry_run(
     name: str,
     buffer: Any,
     source: str,
+    path: str | None,
     options: ReportOptions,
     now: datetime,
     messages: Sequence[Any],
@@ -152,7 +154,7 @@ def _dry_run(
     # microcompact: what clearing frees now whatever the idle time (the cache model below says
     # whether it pays); summarize: the offline engine, as a dry run calls no model.
     settings: Any = {"microcompact": MicrocompactSettings(force=True), "summarize": SummarizeSettings(engine="offline")}.get(name) or stage.settings()
-    context = replace(stage_context(now, None), api_key=None)
+    context = replace(stage_context(now, path), api_key=None)  # a dry run calls no model
     engine = "offline" if name == "summarize" else None
     try:
         run = run_stage(stage, buffer, source, settings, context, counted.format, "skip")

@@ -24,7 +24,7 @@ from typing import Annotated, Any, Optional, TypeVar
 import typer
 
 from ..core.stage import Flag, flag_of
-from .options import choice_enum, iso_time, percentage, readable_file
+from .options import choice_enum, iso_time, percentage, price_table, readable_file
 
 Command = TypeVar("Command", bound=Callable[..., Any])
 
@@ -55,29 +55,11 @@ def _span(value: str | None) -> tuple[str, str] | None:
     return (start.strip(), end.strip())
 
 
-def _prices(value: str | None) -> Any:
-    """The price table in the file before ours; a file that cannot be read or is not one is bad input."""
-    if value is None:
-        return None
-    import orjson
-
-    from ..core.cache import prices_from
-    from ..core.errors import InputError
-    from ..inputs import open_file, read_all
-
-    with open_file(value) as handle:
-        data = read_all(handle, value)
-    try:
-        return prices_from(orjson.loads(data))
-    except (ValueError, TypeError) as exc:
-        raise InputError(value, None, f"not a price table: {exc}") from None
-
-
 PARSERS: dict[str, Callable[[Any], Any]] = {
     "time": iso_time,
     "names": _names,
     "span": _span,
-    "prices": _prices,
+    "prices": price_table,
     "file": readable_file,
     "percentage": percentage,
 }

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Annotated, Optional, cast
+from typing import Annotated, Any, Optional, cast
 
 import typer
 
@@ -52,11 +52,23 @@ def percentage(value: Optional[float]) -> Optional[float]:
     return value
 
 
-def price_table(value: Optional[str]) -> object:
-    """--prices FILE read when the command line is parsed: the user's table before the list prices."""
-    from .flags import PARSERS
+def price_table(value: Optional[str]) -> Any:
+    """--prices FILE read when the command line is parsed: the user's table before the list prices;
+    a file that cannot be read or is not a table is bad input."""
+    if value is None:
+        return None
+    import orjson
 
-    return PARSERS["prices"](value)
+    from ..core.cache import prices_from
+    from ..core.errors import InputError
+    from ..inputs import open_file, read_all
+
+    with open_file(value) as handle:
+        data = read_all(handle, value)
+    try:
+        return prices_from(orjson.loads(data))
+    except (ValueError, TypeError) as exc:
+        raise InputError(value, None, f"not a price table: {exc}") from None
 
 
 def choice_enum(name: str, values: Iterable[str]) -> type[Enum]:

@@ -483,6 +483,12 @@ def main(argv: Sequence[str]) -> NoReturn:
     sys.exit(status)
 
 
+def with_standard_streams(argv: Sequence[str], stderr: IO[str] | None = None) -> int:
+    """`run` on this process's standard streams: for this light entry point and for the typer
+    command that lists statusline in `ctxpipe --help` and runs it in-process."""
+    return run(argv, sys.stdin.buffer if sys.stdin is not None else None, sys.stdout, stderr or sys.stderr, os.environ)
+
+
 def _process(argv: Sequence[str]) -> int:
     from ..inputs import guard_truncation
     from .terminal import shown
@@ -497,7 +503,7 @@ def _process(argv: Sequence[str]) -> int:
         return ExitStatus.OK  # nobody to show a line to
     guard_truncation(lambda name: f"ctxpipe: error: {shown(name)}: changed while being read", ExitStatus.ERROR)
     try:
-        status = run(argv, sys.stdin.buffer if sys.stdin is not None else None, sys.stdout, stderr, os.environ)
+        status = with_standard_streams(argv, stderr)
         sys.stdout.flush()
     except BrokenPipeError:  # the reader went away: quietly, as every command
         devnull = os.open(os.devnull, os.O_WRONLY)

@@ -202,10 +202,12 @@ def test_each_core_module_stays_in_core(module: str) -> None:
 # The standard streams have owners: inputs.py reads stdin (the one input path); cli/streams.py writes
 # stdout and stderr for the commands, cli/app.py repairs them at start-up and exit, atomic.py names
 # /dev/stdout. A command printing on its own would bypass the escaping and the closed-stream rules.
+# cli/statusline.py is the status line's own entry point, as cli/app.py is every other command's: it
+# starts without cli/streams (and what that loads) because Claude Code runs it after every message.
 STREAM_OWNERS = {
-    "stdin": {"ctxpipe.inputs"},
-    "stdout": {"ctxpipe.cli.streams", "ctxpipe.cli.app", "ctxpipe.atomic"},
-    "stderr": {"ctxpipe.cli.streams", "ctxpipe.cli.app", "ctxpipe.atomic"},
+    "stdin": {"ctxpipe.inputs", "ctxpipe.cli.statusline"},
+    "stdout": {"ctxpipe.cli.streams", "ctxpipe.cli.app", "ctxpipe.atomic", "ctxpipe.cli.statusline"},
+    "stderr": {"ctxpipe.cli.streams", "ctxpipe.cli.app", "ctxpipe.atomic", "ctxpipe.cli.statusline"},
 }
 
 

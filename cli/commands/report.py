@@ -83,7 +83,8 @@ def _one(path: str | None, options: ReportOptions, moment: Any, output: str | No
     if output is None and not json_output and streams.stdout_is_terminal():
         raise typer.BadParameter("the page is HTML: give -o FILE (or redirect stdout, or --json for the facts)", param_hint="--output")
     with mapped(path) as buffer:
-        data = session_report(buffer, source, options, moment, None if path is None or source == streams.STDIN else kind_of(Path(path)))
+        given = None if path is None or source == streams.STDIN else path
+        data = session_report(buffer, source, options, moment, kind_of(Path(given)) if given else None, given)
     _skipped(data["file"], data["count"]["skipped_lines"])
     with streams.open_output(output) as out:
         if json_output:
@@ -150,7 +151,7 @@ def _report_one(item: tuple[str, str, str, str | None], options: ReportOptions, 
 
     path, kind, shown, page = item
     with mapped(path) as buffer:
-        data = session_report(buffer, shown, options, moment, kind)
+        data = session_report(buffer, shown, options, moment, kind, path)
     if json_output:
         return data, data["count"]["skipped_lines"]
     assert page is not None

@@ -4,9 +4,6 @@
 
 from __future__ import annotations
 
-import os
-import sys
-
 import typer
 
 # Every argument, --help included, goes to cli/statusline.py's parser untouched.
@@ -15,9 +12,8 @@ SETTINGS = {"context_settings": {"allow_extra_args": True, "ignore_unknown_optio
 
 def statusline(context: typer.Context) -> None:
     """Print one status line for Claude Code from the JSON it writes on stdin (its statusLine setting)."""
-    from ..statusline import run
+    from ..statusline import with_standard_streams
 
-    stdin = sys.stdin.buffer if sys.stdin is not None else None
-    status = run(context.args, stdin, sys.stdout, sys.stderr, os.environ)
+    status = with_standard_streams(context.args)
     if status:
         raise typer.Exit(status)

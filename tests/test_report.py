@@ -1,0 +1,211 @@
+"""`ctxpipe report`: the facts behind the page are the figures the other commands print.
+
+The page itself (rendering, the browser, hostile text) is tested in test_report_page.py; here the data
+and the command: every number of `report --json` is checked against `count`, `warn`, `count --cost`,
+`count --timeline` and each stage's own `--report-json` on the same file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import ctxpipe
+import pytest
+from builders import Session
+from ctxpipe.core.schemas import errors
+from helpers import FIXTURES, corpus_files, needs_corpus, ok, run_cli
+
+NOW = "2026-05-04T12:00:00Z"
+OPUS = "claude-opus-4-6"
+
+
+def busy_session(prompt: int | None = None, reads: int = 12) -> Session:
+    """A session whose old Read results hold most of the context; its usage grows by what each
+    result holds (estimated), the last call at `prompt` tokens when given."""
+    from ctxpipe.core.tokens import counter_named
+
+    counter = counter_named("pieces")
+    session = Session(OPUS)
+    session.user("Look through the service and tighten its limits.")
+    total = 18_000
+    for number in range(reads):
+        tool = session.tool_id()
+        session.response(
+            [{"type": "tool_use", "id": tool, "name": "Read", "input": {"file_path": f"/home/dev/app/module_{number}.py"}}],
+            {"input_tokens": 5, "cache_creation_input_tokens": 100, "cache_read_input_tokens": total, "output_tokens": 40},
+        )
+        result = "".join(f"def handler_{number}_{line}(request):\n    return limit(request, {line})\n" for line in range(300))
+        session.tool_result(tool, result)
+        total += 145 + round(1.2 * counter.count(result))
+    last = prompt or total + 3000
+    session.text("All read.", {"input_tokens": 5, "cache_creation_input_tokens": 3000, "cache_read_input_tokens": last - 3005, "output_tokens": 30})
+    session.user("Now raise the limit in module_0.")
+    return session
+
+
+def report_json(*args: Any) -> list[dict[str, Any]]:
+    result = ok(run_cli("report", "--json", "--now", NOW, *args))
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    for row in rows:
+        assert errors("report.report.schema.json", row) == [], row
+    return rows
+
+
+def json_of(*args: Any) -> dict[str, Any]:
+    return json.loads(ok(run_cli(*args)).stdout.splitlines()[0])
+
+
+@pytest.fixture
+def busy(tmp_path: Path) -> Path:
+    return busy_session().write(tmp_path / "project" / "busy.jsonl")
+
+
+def test_the_facts_are_count_warn_and_cost_of_the_same_file(busy: Path) -> None:
+    [report] = report_json(busy)
+    count = json_of("count", "--cost", "--json", busy)
+    assert report["count"] == count
+    assert report["cost"] == count["cost"]
+    assert report["warn"] == json.loads(run_cli("warn", "--json", busy).stdout)
+    assert report["model"] == OPUS and report["kind"] == "main"
+    assert report["first_activity"] == "2026-05-04T10:00:00.000Z"
+
+
+def test_one_timeline_point_per_api_call_of_the_main_chain(busy: Path) -> None:
+    [report] = report_json(busy)
+    timeline = json_of("count", "--timeline", "--json", busy)["timeline"]
+    main = [call for call in report["calls"] if call["main"]]
+    assert [(call["line"], call["prompt_tokens"]) for call in main] == [(point["line"], point["tokens"]) for point in timeline]
+    assert len(main) == 13 and [call["turn"] for call in report["calls"]] == list(range(1, 14))
+
+
+def test_each_dry_run_is_the_stage_s_own_figure_and_nothing_is_written(busy: Path, tmp_path: Path) -> None:
+    before = sorted(os.listdir(busy.parent)), busy.read_bytes()
+    [report] = report_json(busy)
+    assert (sorted(os.listdir(busy.parent)), busy.read_bytes()) == before
+    runs = {run["stage"]: run for run in report["dry_runs"]}
+    assert list(runs) == ["microcompact", "collapse", "summarize"]
+    own = {
+        "microcompact": ["microcompact", "--force"],
+        "collapse": ["collapse"],
+        "summarize": ["summarize", "--engine", "offline"],
+    }
+    for stage, argv in own.items():
+        written = tmp_path / f"{stage}.json"
+        ok(run_cli(*argv, "--now", NOW, "--report-json", written, "-o", tmp_path / f"{stage}.jsonl", busy))
+        figures = json.loads(written.read_text())
+        assert (runs[stage]["tokens_before"], runs[stage]["tokens_after"], runs[stage]["tokens_freed"]) == (
+            figures["tokens_before"],
+            figures["tokens_after"],
+            figures["tokens_freed"],
+        ), stage
+    microcompact = runs["microcompact"]
+    assert microcompact["changed"] and microcompact["tokens_freed"] > 20_000  # 7 of the 12 results (the last 5 are kept)
+    cache = microcompact["cache"]
+    assert cache["tokens_freed"] == microcompact["tokens_freed"] and cache["horizon"] == 5
+    assert cache["cache_warm"] is False  # two hours after the last call: the cache has expired, so clearing pays at once
+    assert cache["clear"] and cache["break_even_turn"] == 1
+    # The cache that survives the clearing: the fixed part and the messages before the first cleared result.
+    assert report["count"]["baseline_tokens"] <= cache["kept_prefix_tokens"] < cache["prompt_tokens"] - cache["tokens_freed"]
+
+
+def test_the_horizon_and_the_clock_decide_whether_a_break_pays(busy: Path) -> None:
+    # Right after the last call the cache is warm: clearing pays back only over enough turns.
+    warm = "2026-05-04T10:00:20Z"
+    [one] = report_json("--horizon", "1", "--now", warm, busy)
+    [many] = report_json("--horizon", "20", "--now", warm, busy)
+    first, later = one["dry_runs"][0]["cache"], many["dry_runs"][0]["cache"]
+    assert first["cache_warm"] and later["cache_warm"]
+    assert first["clear"] is False and later["clear"] is True
+    assert "microcompact" not in one["recommendation"] and "ctxpipe microcompact" in many["recommendation"]
+
+
+def test_events_place_compactions_and_stage_markers_after_their_call(tmp_path: Path) -> None:
+    cleared = tmp_path / "cleared.jsonl"
+    ok(run_cli("microcompact", "--force", "--now", NOW, "-o", cleared, busy_session().write(tmp_path / "s.jsonl")))
+    [report] = report_json(cleared)
+    [event] = report["events"]
+    marker = json.loads(cleared.read_bytes().splitlines()[-1])
+    assert event["kind"] == "microcompact" and event["tokens_saved"] == marker["microcompactMetadata"]["tokensSaved"]
+    assert event["after_turn"] == 13 and event["line"] == len(cleared.read_bytes().splitlines())
+    golden = json.loads((FIXTURES / "report" / "compacted.out.jsonl").read_text())
+    assert [(e["kind"], e["line"], e["after_turn"]) for e in golden["events"]] == [("compact_boundary", 7, 3)]
+    rebuilt = [call["turn"] for call in golden["calls"] if call["cache_rebuilt"]]
+    assert rebuilt == [4]  # the first call after the compaction writes the cache again
+
+
+def test_largest_lines_carry_a_short_one_line_excerpt(busy: Path) -> None:
+    [report] = report_json(busy)
+    top = report["largest"]
+    assert len(top) == 10 and top[0]["block"] == "tool_result" and top[0]["tool"] == "Read"
+    assert all(len(row["excerpt"]) <= 160 and "\n" not in row["excerpt"] for row in top)
+    assert top[0]["excerpt"].startswith("def handler_") and top[0]["excerpt"].endswith("…")
+    for by in ("tool", "role", "block"):
+        assert report["breakdown"][by] == json_of("count", "--by", by, "--json", busy)["breakdown"]
+
+
+def test_a_quiet_session_needs_nothing(tmp_path: Path) -> None:
+    [report] = report_json(FIXTURES / "report" / "compacted.in.jsonl")
+    assert report["recommendation"].startswith("No need to compact now")
+
+
+def test_a_folder_gets_a_page_each_mirrored_and_an_index(tmp_path: Path) -> None:
+    tree = tmp_path / "projects"
+    busy_session().write(tree / "-home-dev-app" / "one.jsonl")
+    busy_session(reads=3).write(tree / "-home-dev-api" / "two.jsonl")
+    (tree / "-home-dev-api" / "broken.jsonl").write_bytes(b'{"type":"user","message":{oops\n')
+    out = tmp_path / "pages"
+    result = run_cli("report", "--now", NOW, "--out-dir", out, tree)
+    assert result.returncode == 1  # one file could not be read: the others still get their pages
+    assert b"broken.jsonl" in result.stderr and b"Traceback" not in result.stderr
+    assert sorted(str(path.relative_to(out)) for path in out.rglob("*.html")) == ["-home-dev-api/two.html", "-home-dev-app/one.html", "index.html"]
+    index = (out / "index.html").read_text()
+    assert 'href="./-home-dev-app/one.html"' in index and 'href="./-home-dev-api/two.html"' in index and "broken.jsonl" in index
+    page = (out / "-home-dev-app" / "one.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and "http://" not in page.replace("http://www.w3.org/2000/svg", "")
+
+
+def test_usage_errors_say_what_to_give(tmp_path: Path, busy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = busy.parent
+    for argv, words in [
+        (["report", folder], b"--out-dir"),
+        (["report", "-o", tmp_path / "a.html", "--out-dir", tmp_path / "b", busy], b"not both"),
+        (["report", "-o", tmp_path / "a.html", "--json", folder], b"-o FILE is for one transcript"),
+        (["report", "--horizon", "0", busy], b"--horizon"),
+    ]:
+        result = run_cli(*argv)
+        assert result.returncode == 2 and words in result.stderr and result.stdout == b"", (argv, result.stderr)
+    from ctxpipe.cli import streams
+
+    monkeypatch.setattr(streams, "stdout_is_terminal", lambda: True)
+    result = run_cli("report", busy)
+    assert result.returncode == 2 and b"-o FILE" in result.stderr and result.stdout == b""
+
+
+def test_one_page_to_a_file_or_to_stdout(tmp_path: Path, busy: Path) -> None:
+    page = tmp_path / "page.html"
+    result = ok(run_cli("report", "--now", NOW, "-o", page, busy))
+    assert result.stdout == b"" and page.read_text().startswith("<!DOCTYPE html>")
+    piped = ok(run_cli("report", "--now", NOW, "-", stdin=busy.read_bytes()))
+    assert piped.stdout.decode().startswith("<!DOCTYPE html>")
+
+
+def test_the_library_returns_what_the_command_prints(busy: Path) -> None:
+    from datetime import datetime, timezone
+
+    [printed] = report_json(busy)
+    report = ctxpipe.session_report(busy, now=datetime(2026, 5, 4, 12, tzinfo=timezone.utc))
+    assert json.loads(json.dumps(report)) == printed
+    page = ctxpipe.report_html(report)
+    assert page == ok(run_cli("report", "--now", NOW, busy)).stdout.decode()
+
+
+@needs_corpus
+@pytest.mark.parametrize("path", corpus_files(), ids=lambda path: path.name[-24:])
+def test_every_corpus_session_reports_the_figures_of_count(path: Path) -> None:
+    [report] = report_json(path)
+    count = json_of("count", "--cost", "--json", path)
+    assert report["count"]["tokens"] == count["tokens"] and report["cost"] == count["cost"]
+    assert sum(call["main"] for call in report["calls"]) == len(json_of("count", "--timeline", "--json", path)["timeline"])
