@@ -106,6 +106,7 @@ class FileCount:
     top: list[dict[str, Any]] | None = None
     timeline: list[dict[str, Any]] | None = None
     cost: SessionCost | None = None
+    entries: list[Entry] | None = field(default=None, repr=False)  # every line, when the count read them all (reused by `report`)
 
     def as_dict(self) -> CountReport:
         """What `count --json` prints (schemas/count.report.schema.json; tests/test_report_schemas.py holds the two together)."""
@@ -251,6 +252,8 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: str | No
     if not complete:
         counted.messages = None
     result = FileCount(source, format_name, kind, counted, levels.window, reason, levels, _tokenizer_label(options, calibration), anchor_uuid, stats.skipped)
+    if complete and options.reads_whole_file:
+        result.entries = entries
     if options.by or options.top:
         # The views price every block, so they want the fit even when the count did not need it.
         views = calibrate(estimates) if options.calibrating and calibration is UNCALIBRATED else calibration

@@ -57,7 +57,7 @@ def session_report(buffer: Any, source: str, options: ReportOptions, now: dateti
     counting = replace(options.count, cost=True, prices=options.prices, on_error=options.on_error)
     counted = count_buffer(buffer, source, counting, kind)
     transcript_format = detect_format(buffer, source, counting.format)
-    entries = list(iter_buffer_entries(buffer, source, options.on_error, ReadStats()))
+    entries = counted.entries if counted.entries is not None else list(iter_buffer_entries(buffer, source, options.on_error, ReadStats()))
     messages = transcript_format.messages(entries)
     counter = counting.counter()
     estimates = Estimates(messages, counter)
@@ -196,7 +196,8 @@ def _kept_prefix(run: Any, buffer: Any, source: str, messages: Sequence[Any], es
     (the fixed part, system prompt and tools, comes before every message). A summary changes the
     first message of the context, so only the fixed part survives it."""
     transcript_format = detect_format(buffer, source, counted.format)
-    after = transcript_format.messages(list(iter_buffer_entries(run.output(buffer), source, "skip", ReadStats())))
+    # The stage rewrote only its region (run.lines, after the untouched head): the active context is there.
+    after = transcript_format.messages(list(iter_buffer_entries(b"".join(run.lines), source, "skip", ReadStats())))
     same = 0
     for old, new in zip(messages, after):
         if old.role != new.role or old.content != new.content:

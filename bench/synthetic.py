@@ -53,10 +53,10 @@ class _Writer:
     def __init__(self) -> None:
         self.count = 0
 
-    def line(self, kind: str, **fields: Any) -> bytes:
+    def line(self, kind: str, root: bool = False, **fields: Any) -> bytes:
         self.count += 1
         obj = {
-            "parentUuid": _uuid(self.count - 1) if self.count > 1 else None,
+            "parentUuid": _uuid(self.count - 1) if self.count > 1 and not root else None,
             "isSidechain": False,
             "userType": "external",
             "cwd": "/home/dev/app",
@@ -75,11 +75,27 @@ def _usage(total: int) -> dict[str, int]:
     return {"input_tokens": 5, "cache_creation_input_tokens": 100, "cache_read_input_tokens": max(0, total - 155), "output_tokens": 50}
 
 
-def turns(n: int) -> Iterator[bytes]:
-    """The lines of n user/assistant turns with tool calls."""
+def turns(n: int, compact_every: int | None = None) -> Iterator[bytes]:
+    """The lines of n user/assistant turns with tool calls; with compact_every, a compaction (a
+    compact_boundary and its summary, as Claude Code writes them) after every that many turns, so
+    the prompt stays the size a real session's does (300 turns: about 170K tokens)."""
     w = _Writer()
     total = 20_000
     for k in range(n):
+        if compact_every and k and k % compact_every == 0:
+            yield w.line(
+                "system",
+                root=True,
+                subtype="compact_boundary",
+                content="Conversation compacted",
+                isMeta=False,
+                level="info",
+                logicalParentUuid=_uuid(w.count),
+                compactMetadata={"trigger": "auto", "preTokens": total},
+            )
+            summary = f"This session is being continued from a previous conversation that ran out of context. Summary: cases up to {k} are done."
+            yield w.line("user", message={"role": "user", "content": summary}, isCompactSummary=True, isVisibleInTranscriptOnly=True)
+            total = 22_000
         a, b = WORDS[k % len(WORDS)], WORDS[(k * 7 + 3) % len(WORDS)]
         path = f"/home/dev/app/src/{a}/{b}_{k % 97}.py"
         yield w.line("user", message={"role": "user", "content": f"Request {k}: make the {a} {b} handle case {k} and keep the {b} tests green"})
