@@ -261,15 +261,13 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: str | No
             result.breakdown = breakdown(messages, estimates, views, options.by)
         if options.top:
             result.top = largest_entries(messages, entries, counter, views, options.top)
-    if options.timeline or options.cost:
-        history = transcript_format.messages(entries, history=True)
-        if options.timeline:
-            result.timeline = timeline(history, entries)
-        if options.cost:
-            from .core.cost import session_cost  # only with --cost: count's usual path stays light
+    if options.timeline:
+        result.timeline = timeline(transcript_format.messages(entries, history=True), entries)
+    if options.cost:
+        from .core.cost import session_cost  # only with --cost: count's usual path stays light
 
-            main = {position for message in history for position in message.entries}
-            result.cost = session_cost(transcript_format.api_calls(entries), entries, main, options.prices)
+        main = set(transcript_format.context_positions(entries, history=True))
+        result.cost = session_cost(transcript_format.api_calls(entries), entries, main, options.prices)
     return result
 
 

@@ -9,6 +9,7 @@ prints on the same file. Whether a stage's cache break pays is `microcompact --c
 
 from __future__ import annotations
 
+import bisect
 import re
 import typing
 from collections.abc import Sequence
@@ -44,7 +45,10 @@ class ReportOptions:
 def excerpt(block: dict[str, Any]) -> str:
     """The start of what a block holds, on one line (whitespace folded), at most EXCERPT_CHARACTERS."""
     if block.get("type") == "tool_use":
-        texts = [str(block.get("input"))]
+        try:
+            texts = [str(block.get("input"))]
+        except RecursionError:  # nested deeper than repr goes (legal JSON): say so, as no excerpt could show it
+            texts = ["(nested too deep to show)"]
     else:
         texts = block_texts(block)[0]
     folded = re.sub(r"\s+", " ", " ".join(texts)).strip()
@@ -94,11 +98,11 @@ def session_report(buffer: Any, source: str, options: ReportOptions, now: dateti
 
 def _events(entries: Sequence[Entry], transcript_format: Any, main_calls: Sequence[CallRow]) -> list[TimelineEvent]:
     """Compactions and stage markers, each placed after the last main call above it."""
-    lines = [call["line"] or 0 for call in main_calls]
+    lines = [call["line"] or 0 for call in main_calls]  # in file order, so ascending
 
     def after(line: int | None) -> int | None:
-        before = [call["turn"] for call, at in zip(main_calls, lines) if line is not None and at < line]
-        return before[-1] if before else None
+        above = bisect.bisect_left(lines, line) if line is not None else 0
+        return main_calls[above - 1]["turn"] if above else None
 
     events: list[TimelineEvent] = []
     for marker in transcript_format.markers(entries):

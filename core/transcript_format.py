@@ -67,8 +67,8 @@ class TranscriptFormat(Protocol):
     def messages(self, entries: Sequence[Entry], history: bool = False) -> list[Message]:
         """The API messages of the active context (or of the whole main chain with history=True)."""
 
-    def context_positions(self, entries: Sequence[Entry]) -> list[int]:
-        """Positions of the entries that make up the active context."""
+    def context_positions(self, entries: Sequence[Entry], history: bool = False) -> list[int]:
+        """Positions of the entries that make up the active context (or the whole main chain with history=True)."""
 
     def api_calls(self, entries: Sequence[Entry]) -> list[Message]:
         """Every billed API response the file records, in file order: every branch and sidechain, a

@@ -68,7 +68,7 @@ class AnthropicFormat(WholeFileContext):
                 message.usage_stale = True  # a kept tail: its usage, if any, was measured before the summary
         return messages
 
-    def context_positions(self, entries: Sequence[Entry]) -> list[int]:
+    def context_positions(self, entries: Sequence[Entry], history: bool = False) -> list[int]:
         return list(range(len(entries)))
 
     def api_calls(self, entries: Sequence[Entry]) -> list[Message]:

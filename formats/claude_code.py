@@ -314,11 +314,30 @@ class ClaudeCodeFormat:
         restores = "nothing" if by_ctxpipe else "plan" if "preservedSegment" in metadata else "files, plan and skills"
         return Compaction(start, entries[start].line or None, restores, kept_until)
 
-    def context_positions(self, entries: Sequence[Entry]) -> list[int]:
-        return context_positions(entries)
+    def context_positions(self, entries: Sequence[Entry], history: bool = False) -> list[int]:
+        return context_positions(entries, history)
 
     def api_calls(self, entries: Sequence[Entry]) -> list[Message]:
-        return [message for message in build_messages(entries, range(len(entries))) if is_real_response(message)]
+        # Usage and model only: the cost needs no content, so no block is read (a big file has millions).
+        calls: list[Message] = []
+        by_id: dict[str, Message] = {}
+        for position, entry in enumerate(entries):
+            obj = entry.obj
+            payload = obj.get("message")
+            if obj.get("type") != "assistant" or not isinstance(payload, dict):
+                continue
+            usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else None
+            message_id = payload.get("id") if isinstance(payload.get("id"), str) else None
+            known = by_id.get(message_id) if message_id else None
+            if known is not None:  # a later line of the same response: its usage is the newer one
+                known.entries.append(position)
+                known.usage = usage if usage is not None else known.usage
+                continue
+            call = Message("assistant", [], [position], message_id, usage, text(payload, "model"))
+            if message_id:
+                by_id[message_id] = call
+            calls.append(call)
+        return [call for call in calls if is_real_response(call)]
 
     def split_at_compaction(self, entries: Sequence[Entry]) -> tuple[list[Message], list[Message]] | None:
         """The main chain's messages before the last compact boundary (followed back through

@@ -165,9 +165,10 @@ class CodexFormat(WholeFileContext):
         # One rollout has one chain: every model call is on it, history included.
         return [message for message in self.messages(entries, history=True) if is_real_response(message)]
 
-    def context_positions(self, entries: Sequence[Entry]) -> list[int]:
-        """From the last `compacted` line (which stands for the history it replaced) to the end."""
-        start = next((p for p in range(len(entries) - 1, -1, -1) if _is_compacted(entries[p].obj)), 0)
+    def context_positions(self, entries: Sequence[Entry], history: bool = False) -> list[int]:
+        """From the last `compacted` line (which stands for the history it replaced) to the end;
+        with history, every line (one rollout is one chain)."""
+        start = 0 if history else next((p for p in range(len(entries) - 1, -1, -1) if _is_compacted(entries[p].obj)), 0)
         return list(range(start, len(entries)))
 
     def split_at_compaction(self, entries: Sequence[Entry]) -> tuple[list[Message], list[Message]] | None:
