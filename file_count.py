@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .core.budget import ONE_MILLION, BudgetSettings, Thresholds, model_window, thresholds, truthy
-from .core.cache import DEFAULT_PRICES, Prices
 from .core.count import (
     CALIBRATION_WINDOW,
     UNCALIBRATED,
@@ -34,12 +33,12 @@ from .core.count import (
 from .core.fields import count, text
 from .core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries
 from .core.model import Message
-from .core.stage import line_bytes
 from .core.tokens import TextCounter, counter_named
 from .core.transcript_format import TranscriptFormat
 from .inputs import detect_format, mapped, source_name
 
-if TYPE_CHECKING:  # types only
+if TYPE_CHECKING:  # types only (the status line imports this module: price tables and stages load when used)
+    from .core.cache import Prices
     from .core.cost import SessionCost
     from .core.reports import CountReport, WarnReport
 from .sessions import kind_read
@@ -71,7 +70,7 @@ class CountOptions:
     threads: int = 1  # tokenizer threads (tiktoken only)
     baseline: int | None = None  # --baseline: the fixed part of every request, instead of measuring it
     cost: bool = False  # --cost: what every API call in the file cost
-    prices: tuple[tuple[str, Prices], ...] = DEFAULT_PRICES  # --prices FILE's table before the list prices
+    prices: tuple[tuple[str, Prices], ...] | None = None  # --prices FILE's table before the list prices (None: the list prices)
 
     @property
     def reads_whole_file(self) -> bool:
@@ -264,10 +263,11 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: str | No
     if options.timeline:
         result.timeline = timeline(transcript_format.messages(entries, history=True), entries)
     if options.cost:
+        from .core.cache import DEFAULT_PRICES
         from .core.cost import session_cost  # only with --cost: count's usual path stays light
 
         main = set(transcript_format.context_positions(entries, history=True))
-        result.cost = session_cost(transcript_format.api_calls(entries), entries, main, options.prices)
+        result.cost = session_cost(transcript_format.api_calls(entries), entries, main, options.prices or DEFAULT_PRICES)
     return result
 
 
@@ -281,6 +281,8 @@ def region_measure(prefix: Any, source: str, options: CountOptions) -> Measure:
     The last result is kept: in a pipeline the next stage measures the very entries the previous
     one was measured on (the same objects, so the same bytes), and gets it without a second count.
     """
+    from .core.stage import line_bytes
+
     last: list[Any] = [None, None, None]  # the entries measured (kept alive, so their ids stay theirs), their ids, the count
 
     def measure(entries: Sequence[Entry]) -> FileCount:
