@@ -174,9 +174,22 @@ def read_status(stream: IO[bytes]) -> dict[str, Any] | None:
 
     try:
         status = orjson.loads(data)
-    except ValueError:  # orjson.JSONDecodeError: not UTF-8, not JSON, or nothing at all
-        return None
+    except ValueError as error:  # orjson.JSONDecodeError: not UTF-8, not JSON, or nothing at all
+        if "surrogate" not in str(error):
+            return None
+        # A lone surrogate escape ("\ud83d": JavaScript writes one for a string cut inside an emoji) is
+        # legal JSON, which orjson refuses; the standard library reads it (as core/jsonl.py does lines).
+        import json
+
+        try:
+            status = json.loads(data.decode("utf-8"), parse_constant=_not_json)
+        except (ValueError, RecursionError):
+            return None
     return status if isinstance(status, dict) else None
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
 
 
 # --- the figures -----------------------------------------------------------------------------------

@@ -284,6 +284,10 @@ def finite_float(text: str) -> float:
 DELTAS = {"adjustments"}  # count's adjustments are signed changes, not figures
 
 
+def _whole(figure: object) -> bool:
+    return isinstance(figure, int) and not isinstance(figure, bool) and figure >= 0
+
+
 def bad_token_figures(value: object, where: str = "") -> list[str]:
     """Token figures (keys ending in 'tokens') that are not whole, non-negative numbers."""
     found = []
@@ -291,7 +295,10 @@ def bad_token_figures(value: object, where: str = "") -> list[str]:
         for key, item in value.items():
             if key in DELTAS:
                 continue
-            if key.endswith("tokens") and item is not None and not (isinstance(item, int) and not isinstance(item, bool) and item >= 0):
+            if key.endswith("tokens") and isinstance(item, dict):
+                # Token figures by part (report's cost: {"input": …, "cache_read": …}): each one a figure.
+                found += [f"{where}{key}.{part}={figure!r}" for part, figure in item.items() if not _whole(figure)]
+            elif key.endswith("tokens") and item is not None and not _whole(item):
                 found.append(f"{where}{key}={item!r}")
             found += bad_token_figures(item, f"{where}{key}.")
     elif isinstance(value, list):

@@ -42,9 +42,11 @@ COMMAND_READERS: dict[str, list[tuple[str, list[str]]]] = {
     "count": [("count", ["count"])],
     "expand": [("expand", ["expand", "--ledger", os.devnull])],
     "microcompact": [("microcompact", ["microcompact", "--force", "--now", NOW])],
-    "report": [("report", ["report", "--json", "--now", NOW])],
+    "report": [("report", ["report", "--json", "--now", NOW]), ("report-html", ["report", "--now", NOW])],
     "restore": [("restore", ["restore", "--source", "transcript", "--now", NOW])],
     "snip": [("snip", ["snip", "--keep-last", "1", "--now", NOW])],
+    # --no-savings: the saving is a detached background run (test_statusline.py covers it).
+    "statusline": [("statusline", ["statusline", "--no-savings"])],
     "summarize": [("summarize", ["summarize", "--engine", "offline", "--keep-last", "1", "--now", NOW])],
     "validate": [("validate", ["validate"])],
     "warn": [("warn", ["warn"])],
@@ -63,7 +65,13 @@ REPORTS_TOKENS = {"count", "warn"}
 # Readers that search a folder for session files instead of refusing it.
 SEARCHES_FOLDERS = {"count", "report"}
 # Readers that take a folder of sessions only with somewhere to write them (a usage error without).
-FOLDERS_NEED_OUT_DIR = {"compact"}
+FOLDERS_NEED_OUT_DIR = {"compact", "report-html"}
+# statusline is given its transcript as Claude Code gives it, {"transcript_path": FILE} on stdin
+# (run_on), never as an argument or as stdin's bytes, and its contract is not a reader's: it prints
+# one line and exits 0 whatever the file holds (it skips bad lines itself: Claude Code may be
+# writing the last one), says "transcript unreadable" for a file it cannot read (missing, a
+# folder), and writes nothing on stderr. assert_status_line checks that instead of an error line.
+STATUS_LINES = {"statusline"}
 # Readers that write a Claude Code input back unchanged (an identity conversion).
 IDENTITY = {"convert"}
 # Stages that find nothing to do in the small conversations below (no tool results): they copy
@@ -163,8 +171,39 @@ def last_line_number(data: bytes) -> int:
     return data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
 
 
+def status_json(transcript: str | Path) -> bytes:
+    """Claude Code's status JSON naming `transcript` (statusline's stdin)."""
+    return json.dumps({"transcript_path": str(transcript), "model": {"id": "claude-sonnet-4-5"}}).encode()
+
+
+def run_on(argv: list[str], transcript: str | Path, *extra: str, stdin: bytes | None = b"", cwd: Path | None = None):
+    """`ctxpipe ARGV EXTRA TRANSCRIPT`, or for statusline `ctxpipe ARGV EXTRA` with the transcript named on stdin."""
+    if argv[0] in STATUS_LINES:
+        return run_cli(*argv, *extra, stdin=status_json(transcript), cwd=cwd)
+    return run_cli(*argv, *extra, transcript, stdin=stdin, cwd=cwd)
+
+
+STATUS_LINE = re.compile(r"⛁ (?:[\d.]+[KM]?/[\d.]+[KM]? \d+% (?:normal|warning|autocompact|blocking)|no transcript|transcript unreadable)(?: · [^\n]+)?\n")
+
+
+def assert_status_line(result, unreadable: bool = False) -> str:
+    """statusline's promise: exit 0, nothing on stderr, one line on stdout; the figures for a file it
+    can read (a bad line left out), "transcript unreadable" for one it cannot."""
+    assert result.returncode == 0, (result.returncode, result.stderr)
+    assert result.stderr == b"", result.stderr
+    line = re.sub("\x1b\\[[0-9;]*m", "", result.stdout.decode("utf-8"))  # its colours: on by default, even on a pipe
+    assert STATUS_LINE.fullmatch(line), line
+    assert ("⛁ transcript unreadable" in line) is unreadable, line
+    return line
+
+
 def run_reader(argv: list[str], data: bytes, via: str, tmp_path: Path, *extra: str, name: str = "in.jsonl"):
-    """Run a reader on `data`, given as a file path or on stdin as `-`; returns (result, source name)."""
+    """Run a reader on `data`, given as a file path or on stdin as `-`; returns (result, source name).
+    statusline is given the file by its path, or for `stdin` by a path relative to the working folder."""
+    if argv[0] in STATUS_LINES:
+        path = tmp_path / name
+        path.write_bytes(data)
+        return run_on(argv, path if via == "path" else name, *extra, cwd=tmp_path), str(path)
     if via == "path":
         path = tmp_path / name
         path.write_bytes(data)
@@ -257,6 +296,9 @@ def test_bad_line_is_reported_with_file_and_line(reader, argv, case, data, line,
     if reader in OPAQUE:
         assert_copied(result, data)
         return
+    if reader in STATUS_LINES:
+        assert_status_line(result)
+        return
     # count and warn read a small file whole (file_count.SMALL_FILE), front to back, like the others.
     if reader in READS_FROM_THE_END - {"count", "warn"} and case == "binary-garbage":
         line = last_line_number(data)  # every line is garbage; the last is read first
@@ -270,7 +312,10 @@ def test_bad_line_is_reported_with_file_and_line(reader, argv, case, data, line,
 @pytest.mark.parametrize("reader, argv", READERS, ids=READER_IDS)
 def test_missing_file(reader, argv, tmp_path):
     missing = tmp_path / "no-such-dir" / "missing.jsonl"
-    result = run_cli(*argv, missing)
+    result = run_on(argv, missing)
+    if reader in STATUS_LINES:
+        assert_status_line(result, unreadable=True)
+        return
     assert result.returncode == 1, result.stderr
     message = error_line(result)
     assert str(missing) in message
@@ -304,7 +349,10 @@ def test_directory_instead_of_file(reader, argv, tmp_path):
     folder = tmp_path / "a-folder"
     folder.mkdir()
     (folder / "x.jsonl").write_bytes(jsonl(GOOD))
-    result = run_cli(*argv, folder)
+    result = run_on(argv, folder)
+    if reader in STATUS_LINES:  # a status line is about one session: a folder is not one it can read
+        assert_status_line(result, unreadable=True)
+        return
     if reader in SEARCHES_FOLDERS:
         # count takes folders of sessions: the folder is searched, not refused.
         assert result.returncode == 0, result.stderr
@@ -315,6 +363,7 @@ def test_directory_instead_of_file(reader, argv, tmp_path):
     if reader in FOLDERS_NEED_OUT_DIR:
         assert result.returncode == 2, result.stderr
         assert b"--out-dir" in result.stderr and result.stdout == b""
+        no_traceback(result)
         return
     assert result.returncode == 1, result.stderr
     message = error_line(result)
@@ -333,6 +382,8 @@ def test_truncated_inside_a_utf8_character_is_a_truncated_last_line(reader, argv
     result, source = run_reader(argv, TRUNCATED_MID_CHARACTER, via, tmp_path)
     if reader in OPAQUE:
         assert_copied(result, TRUNCATED_MID_CHARACTER)
+    elif reader in STATUS_LINES:  # the line Claude Code is writing: left out
+        assert_status_line(result)
     elif reader in REPORTS_BAD_LINES:
         assert_bad_line_finding(result, source, 3, "truncated last line")
     else:
@@ -366,14 +417,16 @@ def run_twice(argv: list[str], data: bytes, reference: bytes, via: str, tmp_path
     for label, content in (("odd", data), ("plain", reference)):
         folder = tmp_path / label
         folder.mkdir()
-        if via == "path":
+        if via == "path" or argv[0] in STATUS_LINES:
             (folder / "in.jsonl").write_bytes(content)
-            results.append(run_cli(*argv, "in.jsonl", cwd=folder))
+            results.append(run_on(argv, "in.jsonl", cwd=folder))
         else:
             results.append(run_cli(*argv, "-", stdin=content, cwd=folder))
     for result in results:
         assert result.returncode == 0, result.stderr
         no_traceback(result)
+        if argv[0] in STATUS_LINES:
+            assert_status_line(result)
     return results
 
 
@@ -418,6 +471,8 @@ def test_empty_file_is_accepted(reader, argv, via, tmp_path):
     result, source = run_reader(argv, b"", via, tmp_path)
     assert result.returncode == 0, result.stderr
     no_traceback(result)
+    if reader in STATUS_LINES:
+        assert assert_status_line(result).startswith("⛁ 0/200K 0% normal")
     if reader in WRITES_TRANSCRIPTS:
         assert result.stdout == b""
     if reader in REPORTS_BAD_LINES:
@@ -447,6 +502,8 @@ def test_unknown_types_and_fields_are_accepted(reader, argv, via, tmp_path):
     result, _ = run_reader(argv, UNKNOWN, via, tmp_path)
     assert result.returncode == 0, result.stderr
     no_traceback(result)
+    if reader in STATUS_LINES:
+        assert_status_line(result)
     if reader in IDENTITY | PASSES_THROUGH:
         assert result.stdout == UNKNOWN  # byte-identical, unknown lines and fields included
     if reader in CHANGES:
@@ -478,6 +535,8 @@ def test_12mb_line_is_accepted(reader, argv, via, big_line_file, tmp_path):
     result, _ = run_reader(argv, big_line_file, via, tmp_path)
     assert result.returncode == 0, result.stderr[:2000]
     no_traceback(result)
+    if reader in STATUS_LINES:
+        assert_status_line(result)
     if reader in IDENTITY | PASSES_THROUGH | CHANGES:  # two messages: nothing between them to snip
         assert result.stdout == big_line_file
     if reader == "convert-anthropic":
@@ -502,6 +561,8 @@ def test_u2028_u2029_inside_strings_do_not_split_lines(reader, argv, via, tmp_pa
     result, _ = run_reader(argv, U2028, via, tmp_path)
     assert result.returncode == 0, result.stderr
     no_traceback(result)
+    if reader in STATUS_LINES:
+        assert_status_line(result)
     if reader in IDENTITY | PASSES_THROUGH:
         assert result.stdout == U2028
     if reader in CHANGES:
@@ -518,6 +579,13 @@ def test_u2028_u2029_inside_strings_do_not_split_lines(reader, argv, via, tmp_pa
 @pytest.mark.parametrize("reader, argv", READERS, ids=READER_IDS)
 def test_no_path_reads_stdin_like_dash(reader, argv, tmp_path):
     data = jsonl(GOOD)
+    if reader in STATUS_LINES:
+        # statusline's stdin is Claude Code's status JSON: a transcript argument is a usage error,
+        # and a transcript's lines on stdin are no status JSON (one line says so; exit 0).
+        _assert_usage_error(run_cli(*argv, "-", stdin=data, cwd=tmp_path))
+        given = run_cli(*argv, stdin=data, cwd=tmp_path)
+        assert (given.returncode, given.stdout, given.stderr) == (0, b"ctxpipe: no status JSON on stdin\n", b"")
+        return
     implicit = run_cli(*argv, stdin=data, cwd=tmp_path)
     dash = run_cli(*argv, "-", stdin=data, cwd=tmp_path)
     assert implicit.returncode == dash.returncode == 0, (implicit.stderr, dash.stderr)
@@ -540,6 +608,8 @@ def test_complete_last_line_without_newline_is_accepted(reader, argv, via, tmp_p
     result, _ = run_reader(argv, data, via, tmp_path)
     assert result.returncode == 0, result.stderr
     no_traceback(result)
+    if reader in STATUS_LINES:
+        assert_status_line(result)
     if reader in IDENTITY | PASSES_THROUGH:
         assert result.stdout == data
     if reader in REPORTS_BAD_LINES:
@@ -558,6 +628,8 @@ def test_lone_surrogate_escape_is_accepted(reader, argv, tmp_path):
     json.loads(LONE_SURROGATE.splitlines()[2])  # legal JSON (RFC 8259 grammar; Python reads it)
     result, _ = run_reader(argv, LONE_SURROGATE, "path", tmp_path)
     assert result.returncode == 0, result.stderr
+    if reader in STATUS_LINES:
+        assert_status_line(result)
     if reader in IDENTITY | PASSES_THROUGH:
         assert result.stdout == LONE_SURROGATE
 

@@ -11,6 +11,7 @@ need). It asserts:
   out of main() (that is a traceback); at most one `ctxpipe: error:` line on stderr, the only
   line there with exit 1 when it names a line, and no raw control character on stderr;
 - a report is strict JSON (no NaN) with no negative or fractional token figure;
+- report's page is whole or absent; statusline prints one escaped line and exits 0, whatever the file;
 - every line of a transcript written is a line of the input, byte for byte, or a JSON object;
 - the lines a command does not touch by its own definition stay byte-identical: every line for
   convert to the input's own format, summarize (the history stays above the new boundary) and
@@ -59,10 +60,20 @@ COMMANDS: dict[str, list[str]] = {
     "restore": ["restore", "--source", "transcript", "--now", NOW],
     "compact": ["compact", "--force", "--engine", "offline", "--keep-last", "2", "--source", "transcript", "--now", NOW],
     "expand": ["expand", "--ledger", "{ledger}"],
+    "report": ["report", "--json", "--now", NOW],
+    "report-html": ["report", "--now", NOW],
+    "statusline": ["statusline", "--no-savings"],  # the saving is a detached background run: none here
 }
-REPORTS = {"validate", "count", "warn", "api-edits"}
-TAKES_ON_ERROR = set(COMMANDS) - {"expand"}
-EXIT_CODES = {"warn": {0, 1, 3, 4, 5}}
+REPORTS = {"validate", "count", "warn", "api-edits", "report"}
+# report without --json: an HTML page on stdout, the whole page or nothing (check_page).
+PAGES = {"report-html"}
+# statusline is given the transcript as Claude Code gives it, {"transcript_path": FILE} on stdin
+# (never as an argument or stdin's bytes), and promises another contract: one line, exit 0, whatever
+# the transcript holds (it skips bad lines itself: Claude Code may be writing the last one; it has
+# no --on-error), nothing on stderr, transcript text escaped (check_status_line).
+STATUS_LINES = {"statusline"}
+TAKES_ON_ERROR = set(COMMANDS) - {"expand"} - STATUS_LINES
+EXIT_CODES = {"warn": {0, 1, 3, 4, 5}, "statusline": {0}}
 
 
 def test_every_registered_command_is_fuzzed() -> None:
@@ -311,6 +322,43 @@ def invoke(argv: list[str], stdin: bytes) -> Result:
 
 
 CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\udc80-\udcff]")
+SGR = re.compile("\x1b\\[[0-9;]*m")  # statusline's own colours (on by default, even on a pipe)
+STATUS_LINE = re.compile(r"⛁ (?:[\d.]+[KM]?/[\d.]+[KM]? \d+% (?:normal|warning|autocompact|blocking)|no transcript|transcript unreadable)(?: · [^\n]+)?\n")
+PAGE_UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # an HTML page shows these as visible symbols
+
+
+def check_status_line(label: str, result: Result) -> list[str]:
+    problems = []
+    text = SGR.sub("", result.stdout.decode("utf-8", "surrogateescape"))
+    if not STATUS_LINE.fullmatch(text):
+        problems.append(f"{label}: stdout is not one status line: {text[:300]!r}")
+    elif chars := sorted({repr(c) for c in CONTROL.findall(text[:-1])}):
+        problems.append(f"{label}: raw control characters in the status line: {chars}")
+    if result.stderr:
+        problems.append(f"{label}: output on stderr (Claude Code shows stdout only): {result.stderr[-300:]!r}")
+    return problems
+
+
+def check_page(label: str, result: Result) -> list[str]:
+    if result.exit_code != 0:
+        return [f"{label}: a failed run left a partial page on stdout"] if result.stdout else []
+    if not (result.stdout.startswith(b"<!DOCTYPE html>") and result.stdout.endswith(b"</html>\n")):
+        return [f"{label}: stdout is not a whole HTML page: {result.stdout[:80]!r} … {result.stdout[-80:]!r}"]
+    try:
+        page = result.stdout.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return [f"{label}: the page is not UTF-8: {exc}"]
+    found = sorted({repr(c) for c in PAGE_UNSAFE.findall(page)})
+    return [f"{label}: raw control characters in the page: {found}"] if found else []
+
+
+def command_line(name: str, args: list[str], data: bytes, folder: Path) -> tuple[list[str], bytes]:
+    """The argv and stdin of a run on `data`: on stdin as `-`, or for statusline in a file named by the status JSON on stdin."""
+    if name not in STATUS_LINES:
+        return [*args, "-"], data
+    transcript = folder / "fuzzed.jsonl"
+    transcript.write_bytes(data)
+    return args, json.dumps({"transcript_path": str(transcript)}).encode()
 
 
 def run_all(data: bytes, on_error: str, ledger: Path, codes: dict[str, int] | None = None) -> list[str]:
@@ -319,8 +367,9 @@ def run_all(data: bytes, on_error: str, ledger: Path, codes: dict[str, int] | No
         args = [arg.replace("{ledger}", str(ledger)) for arg in argv]
         if name in TAKES_ON_ERROR:
             args.append(f"--on-error={on_error}")
-        result = invoke([*args, "-"], data)
-        label = f"{name} --on-error={on_error}"
+        argv, stdin = command_line(name, args, data, ledger.parent)
+        result = invoke(argv, stdin)
+        label = f"{name} --on-error={on_error}" if name in TAKES_ON_ERROR else name
         if codes is not None:
             codes[name] = result.exit_code
         err = result.stderr.decode("utf-8", "surrogateescape")
@@ -337,6 +386,12 @@ def run_all(data: bytes, on_error: str, ledger: Path, codes: dict[str, int] | No
             problems.append(f"{label}: exit {result.exit_code} with {len(errors)} error lines: {err[-400:]!r}")
         if chars := sorted({repr(c) for c in CONTROL.findall(err)}):
             problems.append(f"{label}: raw control characters on stderr: {chars}")
+        if name in STATUS_LINES:
+            problems += check_status_line(label, result)
+            continue
+        if name in PAGES:
+            problems += check_page(label, result)
+            continue
         if result.exit_code != 0 and name not in ("warn", "validate"):
             continue
         if name in REPORTS:

@@ -5,6 +5,8 @@ test_every_registered_command_is_in_the_contract) and each adversarial transcrip
 a stdin pipe:
 - no traceback and no Python exception name on stderr, no hang, no signal;
 - the documented exit code (0 or 1; warn adds its levels 3-5; validate exits 1 with findings);
+- statusline (given the transcript as Claude Code does, in its status JSON on stdin) keeps its own
+  contract instead of the readers': exit 0 and one escaped line, whatever the file holds;
 - on exit 1, exactly one `ctxpipe: error: ` line naming the file, and FILE:LINE where a line is at
   fault (a bad line must be named; a line named must be one of the lines the case changed);
 - a bad line (not JSON, not UTF-8, not an object) is rejected by every command that reads lines,
@@ -42,6 +44,7 @@ import subprocess
 import sys
 import threading
 import tty
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -77,8 +80,13 @@ COMMANDS: dict[str, dict[str, list[str]]] = {
     "restore": {"restore": ["restore", "--now", NOW]},
     "compact": {"compact": ["compact", "--force", "--keep-last", "2", "--now", NOW]},
     "expand": {"expand": ["expand", "--ledger", "{ledger}"]},
+    "report": {"report": ["report", "--json", "--now", NOW], "report-html": ["report", "--now", NOW]},
+    # --no-savings: the saving comes from a detached background run, which no check here could
+    # wait for (test_statusline_savings_on_every_hostile_file runs it in the foreground instead).
+    "statusline": {"statusline": ["statusline", "--no-savings"]},
 }
 VARIANTS: dict[str, list[str]] = {variant: argv for variants in COMMANDS.values() for variant, argv in variants.items()}
+COMMAND_OF: dict[str, str] = {variant: command for command, variants in COMMANDS.items() for variant in variants}
 # The same commands with their human output on a terminal ("{out}": a file for the transcript, so
 # only reports and diagnostics reach the terminal).
 ON_A_TERMINAL: dict[str, list[list[str]]] = {
@@ -94,12 +102,27 @@ ON_A_TERMINAL: dict[str, list[list[str]]] = {
     "restore": [["restore", "--plan"], ["restore", "-o", "{out}"]],
     "compact": [["compact", "--force", "--keep-last", "2", "--out-dir", "{outdir}"]],
     "expand": [["expand", "--ledger", "{ledger}", "-o", "{out}"]],
+    # The page to a file (a page on a terminal is a usage error); the facts as JSON on the terminal.
+    "report": [["report", "--now", NOW, "-o", "{out}"], ["report", "--json", "--now", NOW]],
+    "statusline": [["statusline", "--no-savings"]],
 }
-REPORTS = {"validate", "count", "warn", "api-edits"}  # JSON reports on a pipe; the rest write transcripts
+REPORTS = {"validate", "count", "warn", "api-edits", "report"}  # JSON reports on a pipe; the rest write transcripts
+# Variants that write an HTML page on stdout (not a transcript, not JSON): the whole page or nothing.
+PAGES = {"report-html"}
+# statusline is given its transcript as Claude Code gives it: {"transcript_path": FILE} on stdin,
+# never as an argument or as stdin's bytes (see command_line). Its contract is not the readers':
+# it prints one line for Claude Code and exits 0 whatever the transcript holds (it counts as
+# `count --on-error skip` does: Claude Code may be writing the last line), says "transcript
+# unreadable" when it cannot read it, writes no transcript and no JSON, and nothing on stderr.
+# So a bad line is not an error for it (check_status_line asserts what it promises instead).
+STATUS_LINES = {"statusline"}
+# Readers that read every line front to back (report: the cost needs every line), so the bad line
+# they name is the file's first.
+READS_FORWARD = {"report"}
 NOT_PARSING = {"expand"}  # undoes ledger records on bytes; an empty ledger leaves the input as it is
 # Stages that copy the lines before the active context (the last compact boundary) unparsed.
 PASS_HISTORY = {"microcompact", "collapse", "snip", "summarize", "restore", "compact"}
-EXIT_CODES = {"warn": {0, 1, 3, 4, 5}}  # warn exits with the context's level; the others 0 or 1
+EXIT_CODES = {"warn": {0, 1, 3, 4, 5}, "statusline": {0}}  # warn exits with the context's level; statusline 0; the others 0 or 1
 
 
 def test_every_registered_command_is_in_the_contract() -> None:
@@ -539,7 +562,8 @@ class Runner:
         names: set[str] = set()
         for n, argv in enumerate([*VARIANTS.values(), *(a for variants in ON_A_TERMINAL.values() for a in variants)]):
             listing = folder / f"modules-{n}.txt"
-            self.all[0].run([*fill(argv, folder, ledger, n), transcript], cwd=folder, env=env, audit=False, modules=listing)
+            args, stdin = command_line(fill(argv, folder, ledger, n), transcript, folder)
+            self.all[0].run(args, cwd=folder, env=env, stdin=stdin, audit=False, modules=listing)
             if listing.exists():
                 names.update(listing.read_text().split())
         for zygote in self.all:
@@ -706,11 +730,52 @@ def check_transcript(variant: str, case: Case, written: bytes) -> list[str]:
     return problems
 
 
+# statusline's line: "⛁ " and the figures (or what stopped them), then " · "-separated parts.
+STATUS_LINE = re.compile(r"⛁ (?:[\d.]+[KM]?/[\d.]+[KM]? \d+% (?:normal|warning|autocompact|blocking)|no transcript|transcript unreadable)(?: · [^\n]+)?\n")
+
+
+def check_status_line(run: Run) -> list[str]:
+    """What statusline promises on any transcript: exit 0 (EXIT_CODES), exactly one line on stdout,
+    of its shape, with the transcript's text escaped (no colour: NO_COLOR is set), nothing on stderr."""
+    problems = []
+    text = run.stdout.decode("utf-8", "surrogateescape")
+    if not STATUS_LINE.fullmatch(text):
+        problems.append(f"stdout is not one status line: {text[:300]!r}")
+    if chars := control_characters(run.stdout.removesuffix(b"\n")):
+        problems.append(f"raw control characters in the status line: {', '.join(chars)}")
+    if run.stderr:
+        problems.append(f"statusline wrote on stderr (Claude Code shows only stdout): {run.err[-600:]!r}")
+    return problems
+
+
+# Characters an HTML document may not hold raw (the page shows them as visible symbols): C0 but tab,
+# newline and CR, and DEL. A lone surrogate cannot be UTF-8, which the page must be.
+PAGE_UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def check_page(run: Run) -> list[str]:
+    """report's HTML page on stdout: the whole page, UTF-8, no raw control character; on failure, none."""
+    if run.returncode != 0:
+        return [f"a failed run left {len(run.stdout)} bytes of a page on stdout"] if run.stdout else []
+    problems = []
+    if not (run.stdout.startswith(b"<!DOCTYPE html>") and run.stdout.endswith(b"</html>\n")):
+        problems.append(f"stdout is not a whole HTML page: {run.stdout[:80]!r} … {run.stdout[-80:]!r}")
+    try:
+        page = run.stdout.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return [*problems, f"the page is not UTF-8: {exc}"]
+    if found := sorted({repr(char) for char in PAGE_UNSAFE.findall(page)}):
+        problems.append(f"raw control characters in the page: {found}")
+    return problems
+
+
 def check_run(variant: str, case: Case, run: Run, *, via: str, roots: list[str], written: bytes | None = None) -> list[str]:
     """Every violation of the contract by one run (`written`: the transcript it wrote, when not on
     stdout; b"" when it writes none)."""
     written = run.stdout if written is None else written
-    command = variant.split("-")[0] if variant.startswith("convert") else variant
+    command = COMMAND_OF.get(variant, variant)
+    json_report = command in REPORTS and variant not in PAGES
+    writes_transcript = not json_report and variant not in PAGES and command not in STATUS_LINES
     problems = []
     if run.timed_out:
         return [f"no result within {TIMEOUT:.0f} s (killed)"]
@@ -724,7 +789,7 @@ def check_run(variant: str, case: Case, run: Run, *, via: str, roots: list[str],
     if chars := control_characters(run.stderr):
         problems.append(f"raw control characters on stderr: {', '.join(chars)}")
     errors = error_lines(run)
-    got = reports(run) if (command in REPORTS or variant == "convert-anthropic") else None
+    got = reports(run) if (json_report or variant == "convert-anthropic") else None
     validate_report = command == "validate" and got is not None and len(got) == 1 and "findings" in got[0]
     if run.returncode == 1 and not validate_report:
         if len(errors) != 1:
@@ -735,6 +800,8 @@ def check_run(variant: str, case: Case, run: Run, *, via: str, roots: list[str],
             named = named_lines(message, run.source)
             if case.bad and variant not in NOT_PARSING and not set(named) & case.bad:
                 problems.append(f"a bad line ({sorted(case.bad)}) is at fault but the error names {named or 'no line'}: {message!r}")
+            elif case.bad and command in READS_FORWARD and min(named) != min(case.bad):
+                problems.append(f"{command} reads forward, so the bad line it names is the first ({min(case.bad)}), not {named}: {message!r}")
             elif named and not set(named) <= case.odd:
                 problems.append(f"the error names line {named}, which holds nothing odd (odd: {sorted(case.odd)[:20]}): {message!r}")
             what = message.split(f"{run.source}:", 1)[-1]
@@ -742,7 +809,9 @@ def check_run(variant: str, case: Case, run: Run, *, via: str, roots: list[str],
                 problems.append(f"the error does not say what is wrong: {message!r}")
     if errors and run.returncode == 0:
         problems.append(f"an error line with exit 0: {errors!r}")
-    if case.bad and variant not in NOT_PARSING:
+    if command in STATUS_LINES:
+        problems += check_status_line(run)
+    elif case.bad and variant not in NOT_PARSING:
         if command == "validate":
             bad_found = {f.get("line") for r in got or [] for f in r.get("findings", []) if f.get("code") == "bad-line"}
             if run.returncode != 1 or not (bad_found & case.bad or any(set(named_lines(e, run.source)) & case.bad for e in errors)):
@@ -757,16 +826,18 @@ def check_run(variant: str, case: Case, run: Run, *, via: str, roots: list[str],
             out = {norm(line) for line in lines_of(written)}
             if missing := [n for n in sorted(case.bad) if norm(case.lines[n - 1]) not in out]:
                 problems.append(f"bad line(s) {missing} before the active context accepted but not passed through")
-    if command in REPORTS and run.returncode in allowed and run.stdout.strip():
+    if json_report and run.returncode in allowed and run.stdout.strip():
         if got is None:
             problems.append(f"the report on stdout is not strict JSON lines: {run.stdout[:300]!r}")
         else:
             for report in got:
                 if figures := bad_token_figures(report):
                     problems.append(f"token figures that are not whole non-negative numbers: {figures[:6]}")
-    if command not in REPORTS and run.returncode == 0 and written:
+    if variant in PAGES:
+        problems += check_page(run)
+    if writes_transcript and run.returncode == 0 and written:
         problems += check_transcript(variant, case, written)
-    if run.returncode == 1 and command not in REPORTS and run.stdout:
+    if run.returncode == 1 and writes_transcript and run.stdout:
         inputs = {norm(line) for line in case.lines}
         partial = [line for line in lines_of(run.stdout) if norm(line) not in inputs and strict_object(line) is None]
         if partial:
@@ -837,6 +908,25 @@ def fill(argv: list[str], tmp: Path, ledger: Path, n: int = 0) -> list[str]:
     return [arg.replace("{ledger}", str(ledger)).replace("{out}", str(tmp / f"out-{n}.jsonl")).replace("{outdir}", str(tmp / f"outdir-{n}")) for arg in argv]
 
 
+def status_json(folder: Path, transcript: str | Path) -> Path:
+    """A file holding Claude Code's status JSON for `transcript` (statusline's stdin), in `folder`
+    (never beside the transcript: nothing may appear there)."""
+    text = json.dumps({"transcript_path": str(transcript), "session_id": "hostile-contract", "cwd": str(folder)})
+    target = folder / f"status-{zlib.crc32(text.encode()):08x}.json"
+    target.write_text(text)
+    return target
+
+
+def command_line(argv: Sequence[Any], transcript: Path, folder: Path, via: str = "path", cwd: Path | None = None) -> tuple[list[Any], Path | None]:
+    """The argv and stdin of a run on `transcript`, by path or on stdin (`-`). statusline is given
+    it in the status JSON on stdin: by its path, and for the stdin run by a path relative to the
+    working folder `cwd` (as a hand-written status JSON may); the transcript cannot be its stdin."""
+    if argv[0] in STATUS_LINES:
+        named = os.path.relpath(transcript, cwd) if via == "stdin" and cwd is not None else transcript
+        return list(argv), status_json(folder, named)
+    return ([*argv, transcript], None) if via == "path" else ([*argv, "-"], transcript)
+
+
 def run_case(runner: Runner, case: Case, tmp: Path, jobs: list[tuple[str, str]]) -> CaseRuns:
     path, cwd, env, ledger = prepare(case, tmp)
     before = sorted(p.name for p in path.parent.iterdir())
@@ -844,12 +934,9 @@ def run_case(runner: Runner, case: Case, tmp: Path, jobs: list[tuple[str, str]])
     def one(job: tuple[str, str]) -> tuple[tuple[str, str], Run]:
         variant, via = job
         argv = fill(VARIANTS[variant], tmp, ledger)
-        if via == "path":
-            run = runner.run([*argv, path], cwd=cwd, env=env)
-            run.source = str(path)
-        else:
-            run = runner.run([*argv, "-"], cwd=cwd, env=env, stdin=path)
-            run.source = "-"
+        args, stdin = command_line(argv, path, tmp, via, cwd)
+        run = runner.run(args, cwd=cwd, env=env, stdin=stdin)
+        run.source = "-" if args[-1] == "-" else str(path)
         return job, run
 
     runs = dict(runner.map(one, jobs))
@@ -1029,6 +1116,8 @@ def test_a_hostile_file_in_a_batch_is_one_error_line_and_the_others_are_processe
                 ("count", ["count", folder]),
                 ("validate", ["validate", *goods, hostile]),
                 ("compact", ["compact", "--force", "--keep-last", "2", "--now", NOW, "--out-dir", tmp_path / "out", folder]),
+                ("report", ["report", "--json", "--now", NOW, folder]),
+                ("report-pages", ["report", "--now", NOW, "--out-dir", tmp_path / "pages", folder]),
             ],
         )
     )
@@ -1049,12 +1138,17 @@ def test_a_hostile_file_in_a_batch_is_one_error_line_and_the_others_are_processe
             problems.append(f"{label}: the bad file is not reported: {run.err[-600:]!r}")
         got = reports(run)
         files = {r.get("file") for r in got or []}
-        if label in ("count", "validate") and not {str(g) for g in goods} <= files:
+        if label in ("count", "validate", "report") and not {str(g) for g in goods} <= files:
             problems.append(f"{label}: good files without a result: {sorted({str(g) for g in goods} - files)}")
         if label == "compact":
             missing = [g.name for g in goods if not (tmp_path / "out" / g.name).is_file()]
             if missing:
                 problems.append(f"compact: good files not written: {missing}")
+        if label == "report-pages":
+            # A page per good file, and the index (which lists the hostile file too, with its error).
+            missing = [g.name for g in goods if not (tmp_path / "pages" / g.name).with_suffix(".html").is_file()]
+            if missing or not (tmp_path / "pages" / "index.html").is_file():
+                problems.append(f"report --out-dir: pages not written: {missing or ['index.html']}")
         if chars := control_characters(run.stderr):
             problems.append(f"{label}: raw control characters on stderr: {chars}")
     assert hostile.read_bytes() == case.data
@@ -1067,12 +1161,12 @@ def test_a_fifo_in_a_folder_is_skipped_not_waited_on(runner: Runner, tmp_path: P
     shutil.copy(FIXTURES / "claude-code" / "basic.jsonl", folder / "basic.jsonl")
     os.mkfifo(folder / "pipe.jsonl")
     env = base_env(tmp_path)
-    for argv in (["count", folder], ["compact", "--force", "--now", NOW, "--out-dir", tmp_path / "out", folder]):
+    for argv in (["count", folder], ["compact", "--force", "--now", NOW, "--out-dir", tmp_path / "out", folder], ["report", "--json", "--now", NOW, folder]):
         run = runner.run(argv, cwd=tmp_path, env=env, timeout=30)
         assert not run.timed_out, f"{argv[0]} waited on a FIFO in the folder"
         assert not EXCEPTION.search(run.err), run.err
         assert "pipe.jsonl" in run.err, f"{argv[0]} does not say it skipped the FIFO: {run.err!r}"
-        if argv[0] == "count":
+        if argv[0] in ("count", "report"):
             assert str(folder / "basic.jsonl") in {r.get("file") for r in reports(run) or []}
         else:
             assert (tmp_path / "out" / "basic.jsonl").is_file()
@@ -1081,7 +1175,25 @@ def test_a_fifo_in_a_folder_is_skipped_not_waited_on(runner: Runner, tmp_path: P
 # --- non-regular inputs: pipes are streams, not empty files ----------------------------------------
 
 
-@pytest.mark.parametrize("variant", list(VARIANTS))
+# statusline's stdin is Claude Code's JSON, never a transcript: a transcript_path that is not a
+# regular file (/dev/stdin, a FIFO, a device) is not read, which would block or never end.
+NAMES_ITS_TRANSCRIPT = {variant for variant in VARIANTS if COMMAND_OF[variant] in STATUS_LINES}
+
+
+@pytest.mark.parametrize("variant", sorted(NAMES_ITS_TRANSCRIPT))
+def test_statusline_does_not_read_a_transcript_path_that_is_no_file(variant: str, runner: Runner, tmp_path: Path) -> None:
+    case = Case("baseline", ADVERSARIAL / "baseline.jsonl")
+    _, cwd, env, _ = prepare(case, tmp_path)
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)  # nobody writes it: a read would wait for ever
+    for named in ("/dev/stdin", fifo, "/dev/zero", tmp_path):
+        run = runner.run(VARIANTS[variant], cwd=cwd, env=env, stdin=status_json(tmp_path, named), timeout=30)
+        assert not run.timed_out, f"statusline waited on {named}"
+        assert run.returncode == 0 and run.stdout == b"\xe2\x9b\x81 transcript unreadable\n", (named, run.returncode, run.stdout, run.err)
+        assert not check_status_line(run), check_status_line(run)
+
+
+@pytest.mark.parametrize("variant", [variant for variant in VARIANTS if variant not in NAMES_ITS_TRANSCRIPT])
 def test_dev_stdin_on_a_pipe_reads_like_the_file(variant: str, runner: Runner, tmp_path: Path) -> None:
     case = Case("baseline", ADVERSARIAL / "baseline.jsonl")
     path, cwd, env, ledger = prepare(case, tmp_path)
@@ -1211,10 +1323,11 @@ TERMINAL_ARGV = [(command, argv) for command, variants in ON_A_TERMINAL.items() 
 TERMS = {"dumb": {"TERM": "dumb", "NO_COLOR": "1"}, "xterm": {"TERM": "xterm-256color", "COLORTERM": "truecolor"}}
 # With colours on, rich writes its own CSI sequences; what must never appear is what only the
 # transcript can bring: OSC (titles, hyperlinks), a screen clear, BEL, C1 and bidi controls.
+SGR = re.compile("\x1b\\[[0-9;]*m")  # colours (statusline's line is coloured with TERM=xterm)
 INJECTED = re.compile("\x1b\\]|\x1b\\[2J|\x07|[\x80-\x9f\u202a-\u202e\u2066-\u2069\udc80-\udcff]|[\x00-\x06\x08\x0e-\x1a\x1c-\x1f\x7f]")
 
 
-def run_on_a_terminal(runner: Runner, argv: Sequence[Any], *, cwd: Path, env: dict[str, str]) -> Run:
+def run_on_a_terminal(runner: Runner, argv: Sequence[Any], *, cwd: Path, env: dict[str, str], stdin: Path | None = None) -> Run:
     master, slave = pty.openpty()
     tty.setraw(slave)  # no \n -> \r\n translation: what the program wrote, byte for byte
     shown = bytearray()
@@ -1232,7 +1345,7 @@ def run_on_a_terminal(runner: Runner, argv: Sequence[Any], *, cwd: Path, env: di
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     try:
-        run = runner.run(argv, cwd=cwd, env=env, terminal=os.ttyname(slave))
+        run = runner.run(argv, cwd=cwd, env=env, stdin=stdin, terminal=os.ttyname(slave))
     finally:
         os.close(slave)
         reader.join(timeout=10)
@@ -1247,11 +1360,11 @@ def test_no_raw_control_character_reaches_a_terminal(name: str, term: str, runne
     case = Case(name, ADVERSARIAL / f"{name}.jsonl")
     path, cwd, env, ledger = prepare(case, tmp_path)
     env = {**{k: v for k, v in env.items() if k != "NO_COLOR"}, **TERMS[term]}
-    jobs = [(command, fill(argv, tmp_path, ledger, n)) for n, (command, argv) in enumerate(TERMINAL_ARGV)]
-    runs = runner.map(lambda job: (job[0], run_on_a_terminal(runner, [*job[1], path], cwd=cwd, env=env)), jobs)
+    jobs = [(command, command_line(fill(argv, tmp_path, ledger, n), path, tmp_path)) for n, (command, argv) in enumerate(TERMINAL_ARGV)]
+    runs = runner.map(lambda job: (job[0], run_on_a_terminal(runner, job[1][0], cwd=cwd, env=env, stdin=job[1][1])), jobs)
     problems = []
     for command, run in runs:
-        label = " ".join(run.argv[:-1])
+        label = " ".join(run.argv[:-1] if command not in STATUS_LINES else run.argv)
         text = run.stdout.decode("utf-8", "surrogateescape")
         if run.timed_out:
             problems.append(f"{label}: no result within {TIMEOUT:.0f} s")
@@ -1261,9 +1374,59 @@ def test_no_raw_control_character_reaches_a_terminal(name: str, term: str, runne
             problems.append(f"{label}: exit {run.returncode}")
         if command in REPORTS and not text.strip():
             problems.append(f"{label}: nothing on the terminal")
+        if command in STATUS_LINES and not STATUS_LINE.fullmatch(SGR.sub("", text)):
+            problems.append(f"{label}: not one status line on the terminal: {text[:300]!r}")
         found = CONTROL.findall(text) if term == "dumb" else INJECTED.findall(text)
         if found:
             problems.append(f"{label}: raw control characters on the terminal: {sorted({repr(c) for c in found})}")
+    assert path.read_bytes() == case.data
+    assert not problems, "\n".join(problems)
+
+
+# --- statusline's saving: its background refresh, run in the foreground ----------------------------------
+
+SAVINGS_CASES = [name for name in CASE_NAMES if not name.startswith("generated-huge")]
+
+
+@pytest.mark.parametrize("name", SAVINGS_CASES)
+def test_statusline_savings_on_every_hostile_file(name: str, runner: Runner, generated_dir: Path, tmp_path: Path) -> None:
+    # What `statusline` starts detached (`python -m ctxpipe.cli.statusline --refresh PATH DIR`), run
+    # here as a real process and waited for; then statusline with its saving on reads the cache it left.
+    case = case_by_name(name, generated_dir)
+    path, cwd, env, _ = prepare(case, tmp_path)
+    env = {**env, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    cache = tmp_path / "cache" / "ctxpipe" / "statusline"
+    cache.mkdir(parents=True)
+    refresh = subprocess.run(
+        [sys.executable, "-m", "ctxpipe.cli.statusline", "--refresh", str(path), str(cache)],
+        capture_output=True,
+        cwd=cwd,
+        env=env,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
+    assert (refresh.returncode, refresh.stdout, refresh.stderr) == (0, b"", b""), refresh.stderr[-1500:]
+    [entry_file] = cache.glob("*.json")  # the lock is gone, the entry is there
+    entry = json.loads(entry_file.read_text())
+    assert entry["path"] == str(path) and entry["size"] == len(case.data)
+    # A stage skips bad lines (as statusline counts): the only failure it may record is the input's
+    # (a file no format fits), named as the stage would name it; anything else is a bug.
+    if "error" in entry:
+        assert entry["error"].startswith(f"InputError: {path}:"), entry["error"]
+        entry["savings"] = {}
+    else:
+        assert set(entry["savings"]) == {"microcompact", "collapse"} and not bad_token_figures(entry["savings"]), entry
+    argv, stdin = command_line(["statusline"], path, tmp_path)
+    run = runner.run(argv, cwd=cwd, env=env, stdin=stdin)
+    problems = check_status_line(run)
+    if run.returncode != 0:
+        problems.append(f"exit {run.returncode}")
+    best = max(entry["savings"].items(), key=lambda item: item[1], default=("", 0))
+    named = " · ".join(run.stdout.decode("utf-8", "replace").split(" · ")[1:])
+    if best[1] >= 1_000 and f"{best[0]} −" not in named:
+        problems.append(f"the cached saving {best} is not on the line: {run.stdout!r}")
+    if sorted(p.name for p in cache.iterdir()) != [entry_file.name]:
+        problems.append(f"statusline started another refresh of a fresh entry: {sorted(p.name for p in cache.iterdir())}")
     assert path.read_bytes() == case.data
     assert not problems, "\n".join(problems)
 
@@ -1277,9 +1440,10 @@ def test_the_zygote_runs_are_python_dash_m(name: str, runner: Runner, tmp_path: 
     path, cwd, env, ledger = prepare(case, tmp_path)
 
     def both(variant: str) -> tuple[str, Run, subprocess.CompletedProcess[bytes]]:
-        argv = [*fill(VARIANTS[variant], tmp_path, ledger), str(path)]
-        forked = runner.run(argv, cwd=cwd, env=env, audit=False)
-        real = subprocess.run([sys.executable, "-m", "ctxpipe", *argv], capture_output=True, cwd=cwd, env=env, timeout=300, stdin=subprocess.DEVNULL)
+        argv, stdin = command_line(fill(VARIANTS[variant], tmp_path, ledger), path, tmp_path)
+        forked = runner.run(argv, cwd=cwd, env=env, stdin=stdin, audit=False)
+        with open(stdin or os.devnull, "rb") as given:
+            real = subprocess.run([sys.executable, "-m", "ctxpipe", *map(str, argv)], capture_output=True, cwd=cwd, env=env, timeout=300, stdin=given)
         return variant, forked, real
 
     with ThreadPoolExecutor(2) as pool:

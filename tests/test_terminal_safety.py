@@ -174,8 +174,9 @@ def _decoded(data: bytes) -> str:
     return data.decode("utf-8", "surrogateescape")
 
 
-def on_terminal(args: list[Any]) -> Run:
-    """ctxpipe with stdout on a pseudo-terminal (so it prints tables, in colour) and stderr to a file."""
+def on_terminal(args: list[Any], stdin_data: bytes | None = None) -> Run:
+    """ctxpipe with stdout on a pseudo-terminal (so it prints tables, in colour) and stderr to a file;
+    stdin is empty, or `stdin_data`."""
     master, slave = pty.openpty()
     attrs = termios.tcgetattr(slave)
     attrs[1] &= ~termios.OPOST  # no newline translation: every CR read back is ctxpipe's own
@@ -183,7 +184,9 @@ def on_terminal(args: list[Any]) -> Run:
     env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "1000", "ANTHROPIC_API_KEY": ""}
     for name in ("NO_COLOR", "CTXPIPE_DEBUG"):
         env.pop(name, None)
-    with open(os.devnull, "rb") as stdin, tempfile.TemporaryFile() as stderr:
+    with tempfile.TemporaryFile() as stdin, tempfile.TemporaryFile() as stderr:
+        stdin.write(stdin_data or b"")
+        stdin.seek(0)
         proc = subprocess.Popen([sys.executable, "-m", "ctxpipe", *map(str, args)], stdin=stdin, stdout=slave, stderr=stderr, cwd=ROOT, env=env)
         os.close(slave)
         chunks = []
@@ -201,8 +204,8 @@ def on_terminal(args: list[Any]) -> Run:
         return Run(returncode, _decoded(b"".join(chunks)), _decoded(stderr.read()))
 
 
-def in_a_pipe(args: list[Any]) -> Run:
-    result = run_cli(*args, env={"ANTHROPIC_API_KEY": ""})
+def in_a_pipe(args: list[Any], stdin_data: bytes | None = None) -> Run:
+    result = run_cli(*args, stdin=stdin_data or b"", env={"ANTHROPIC_API_KEY": ""})
     return Run(result.returncode, _decoded(result.stdout), _decoded(result.stderr))
 
 
@@ -237,6 +240,9 @@ class Case:
     shows: Callable[[Files], list[str]] = lambda files: []  # escaped texts the terminal run must show
     data_on_stdout: bool = False  # stdout is a transcript (data, byte for byte), not text for a person
     json: Callable[[Files, list[Any]], None] | None = None  # when given, also run into a pipe: checks the JSON
+    # stdin (statusline reads Claude Code's status JSON there, which names the transcript).
+    stdin: Callable[[Files], bytes] | None = None
+    text_in_a_pipe: bool = False  # stdout is text for a person in a pipe too (Claude Code shows statusline's)
 
 
 def _count_json(files: Files, objects: list[Any]) -> None:
@@ -245,8 +251,19 @@ def _count_json(files: Files, objects: list[Any]) -> None:
     assert report["file"] == str(files.session)
 
 
+def _count_json_of_report(files: Files, objects: list[Any]) -> None:
+    [report] = objects
+    assert report["model"] == report["count"]["model"] == MODEL  # the true value, lone surrogate and all
+    assert report["file"] == str(files.session)
+
+
 def _file(files: Files) -> list[str]:
     return [escaped_name("FILE")]
+
+
+def _status(transcript: Callable[[Files], Path], **fields: Any) -> Callable[[Files], bytes]:
+    """Claude Code's status JSON for statusline's stdin: the transcript's path and `fields`."""
+    return lambda files: json.dumps({"transcript_path": str(transcript(files)), **fields}).encode()
 
 
 def _has(*values: str) -> Callable[[Files, list[Any]], None]:
@@ -320,6 +337,33 @@ CASES = [
         json=_has(FILE_NAME),
     ),
     Case("expand", lambda f, out: ["expand", "--ledger", f.ledger, f.session], exit=1, shows=lambda f: [*_file(f), "ledger-" + escaped_name("FILE")]),
+    Case("report-json", lambda f, out: ["report", "--json", f.session], json=_count_json_of_report),
+    Case("report-page", lambda f, out: ["report", "-o", out / "page.html", f.session], shows=_file),  # the note names the page's source
+    Case("report-page-on-a-terminal", lambda f, out: ["report", f.session], exit=2, shows=lambda f: ["-o FILE"]),  # HTML is no text for a terminal
+    Case(
+        "report-folders",
+        lambda f, out: ["report", "--json", f.projects],
+        exit=1,
+        shows=lambda f: [*_file(f), "bad-" + escaped_name("FILE")],
+        json=_has(FILE_NAME),
+    ),
+    Case("report-folders-pages", lambda f, out: ["report", "--out-dir", out, f.projects], exit=1, shows=lambda f: ["bad-" + escaped_name("FILE")]),
+    # statusline's text comes from the transcript (its model) and from the status JSON (any field).
+    Case("statusline", lambda f, out: ["statusline"], shows=lambda f: [escaped("MODEL")], stdin=_status(lambda f: f.session), text_in_a_pipe=True),
+    Case(
+        "statusline-status-json",
+        lambda f, out: ["statusline", "--no-savings"],
+        shows=lambda f: [escaped("STATUS")],
+        stdin=_status(lambda f: f.bad, model={"id": hostile("ID"), "display_name": hostile("STATUS")}, context_window={"context_window_size": 200_000}),
+        text_in_a_pipe=True,
+    ),
+    Case(
+        "statusline-no-transcript",
+        lambda f, out: ["statusline", "--no-savings"],
+        shows=lambda f: [escaped("STATUS")],
+        stdin=lambda f: json.dumps({"model": {"display_name": hostile("STATUS")}, "context_window": {"current_usage": {"input_tokens": 5}}}).encode(),
+        text_in_a_pipe=True,
+    ),
 ]
 
 
@@ -331,7 +375,7 @@ def test_every_command_is_run_here() -> None:
 
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
 def test_on_a_terminal(case: Case, files: Files, tmp_path: Path) -> None:
-    run = on_terminal(case.argv(files, tmp_path))
+    run = on_terminal(case.argv(files, tmp_path), case.stdin(files) if case.stdin else None)
     assert "Traceback" not in run.stderr, run.stderr
     assert run.returncode == case.exit, (run.returncode, run.stderr)
     assert_inert(run.stderr, "stderr")
@@ -346,7 +390,7 @@ def test_on_a_terminal(case: Case, files: Files, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("case", [case for case in CASES if case.json], ids=[case.id for case in CASES if case.json])
 def test_in_a_pipe(case: Case, files: Files, tmp_path: Path) -> None:
-    run = in_a_pipe(case.argv(files, tmp_path))
+    run = in_a_pipe(case.argv(files, tmp_path), case.stdin(files) if case.stdin else None)
     assert "Traceback" not in run.stderr, run.stderr
     assert run.returncode == case.exit, (run.returncode, run.stderr)
     assert_inert(run.stderr, "stderr")
@@ -355,6 +399,18 @@ def test_in_a_pipe(case: Case, files: Files, tmp_path: Path) -> None:
     assert objects
     assert case.json is not None
     case.json(files, objects)
+
+
+@pytest.mark.parametrize("case", [case for case in CASES if case.text_in_a_pipe], ids=[case.id for case in CASES if case.text_in_a_pipe])
+def test_text_in_a_pipe(case: Case, files: Files, tmp_path: Path) -> None:
+    # Claude Code runs statusline with stdout on a pipe and renders what it prints: escaped there too.
+    run = in_a_pipe(case.argv(files, tmp_path), case.stdin(files) if case.stdin else None)
+    assert "Traceback" not in run.stderr, run.stderr
+    assert run.returncode == case.exit, (run.returncode, run.stderr)
+    assert_inert(run.stderr, "stderr")
+    assert_inert(run.stdout, "stdout")
+    for text in case.shows(files):
+        assert text in SGR.sub("", run.stdout), f"{text!r} is not shown in:\n{run.stdout}"
 
 
 # --- the escaping function itself -----------------------------------------------------------------
