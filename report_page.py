@@ -46,14 +46,19 @@ PART_LABELS = {
 PART_COLOURS = {"input": "#1f77b4", "cache_write_5m": "#ff7f0e", "cache_write_1h": "#d62728", "cache_read": "#2ca02c", "output": "#9467bd"}
 BREAKDOWN_KINDS = ("tool", "role", "block")
 
-# C0 controls (but tab and newline), DEL and lone surrogates: shown as visible symbols, never as
-# themselves (a NUL would be dropped or replaced by the parser; a surrogate cannot be encoded).
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f\ud800-\udfff]")
+# Shown as a symbol or an escape, never acted on: C0 controls but tab and newline (their pictures),
+# DEL, C1 controls, the bidi marks, embeddings, overrides and isolates (which would reorder what a
+# page shows: a model name could read backwards), and lone surrogates (which no page can encode).
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def _visible(match: re.Match[str]) -> str:
     code = ord(match.group())
-    return chr(0x2400 + code) if code < 0x20 else "\u2421" if code == 0x7F else "\ufffd"
+    if code < 0x20:
+        return chr(0x2400 + code)
+    if code == 0x7F:
+        return "\u2421"
+    return "\ufffd" if 0xD800 <= code <= 0xDFFF else f"\\u{code:04x}"
 
 
 def _text(value: object) -> str:

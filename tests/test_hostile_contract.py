@@ -748,9 +748,10 @@ def check_status_line(run: Run) -> list[str]:
     return problems
 
 
-# Characters an HTML document may not hold raw (the page shows them as visible symbols): C0 but tab,
-# newline and CR, and DEL. A lone surrogate cannot be UTF-8, which the page must be.
-PAGE_UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# Characters an HTML document may not hold raw (the page shows them as visible symbols or escapes):
+# C0 but tab, newline and CR, DEL and the C1 controls, and the bidi marks, embeddings, overrides and
+# isolates (they would reorder what the page shows). A lone surrogate cannot be UTF-8, which the page must be.
+PAGE_UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def check_page(run: Run) -> list[str]:

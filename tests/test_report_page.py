@@ -257,6 +257,13 @@ def test_control_characters_are_shown_not_sent() -> None:
     assert "nul\u2400 esc\u241b[31m del\u2421 lone\ufffd" in page
 
 
+def test_bidi_overrides_and_c1_controls_are_shown_as_escapes() -> None:
+    # U+202E would make the rest of a model name read backwards; U+0085 (NEL) and U+2066 act on layout too.
+    page = session_page(session(text="model\u202eevil \u2066isolate\u2069 next\x85line \u200fmark"))
+    assert not any(char in page for char in "\u202e\u2066\u2069\x85\u200f")
+    assert "model\\u202eevil \\u2066isolate\\u2069 next\\u0085line \\u200fmark" in page
+
+
 def test_index_links_stay_relative() -> None:
     rows = [_row("a.jsonl", "2026-05-01T00:00:00Z", page="javascript:alert(1)"), _row("b.jsonl", None, page="/etc/passwd")]
     page = index_page(rows, title="sessions")
