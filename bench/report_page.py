@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -91,7 +92,13 @@ def main(argv: list[str]) -> int:
     print(f"session: {path} ({path.stat().st_size / 1e6:.1f} MB; ready in {time.perf_counter() - started:.1f} s)")
     started = time.perf_counter()
     report = make_report(path)
-    print(f"report data (ctxpipe.session_report): {len(report['calls']):,} calls in {time.perf_counter() - started:.1f} s")
+    made = time.perf_counter() - started
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "ctxpipe", "count", "--full", "--json", str(path)], check=True, stdout=subprocess.DEVNULL)
+    parsed = time.perf_counter() - started
+    print(
+        f"report data (ctxpipe.session_report): {len(report['calls']):,} calls in {made:.1f} s = {made / parsed:.1f}x `count --full` ({parsed:.1f} s, every line parsed: the baseline)"
+    )
 
     renders = []
     for _ in range(args.repeat):
