@@ -336,19 +336,22 @@ def _timeline(report: SessionReport) -> str:
     return "\n".join(out) + "\n" + caption + _events_table(events)
 
 
+def _capped_table(table_id: str, header: str, rows: Sequence[str], more: str) -> str:
+    """A table of at most TABLE_ROWS rows, and a note saying how many more there are (`more` names them)."""
+    extra = f'<p class="note">and {len(rows) - TABLE_ROWS:,} {more}</p>' if len(rows) > TABLE_ROWS else ""
+    return f'<table id="{table_id}"><thead><tr>{header}</tr></thead><tbody>{"".join(rows[:TABLE_ROWS])}</tbody></table>{extra}'
+
+
 def _events_table(events: Sequence[TimelineEvent]) -> str:
     if not events:
         return '<p class="note">No compaction or stage marker in this session.</p>'
-    rows = "".join(
+    rows = [
         f'<tr class="event-row"><td>{_text(e["kind"])}</td><td class="num">{_int(e["line"])}</td><td class="num">{_int(e["after_turn"])}</td>'
         f'<td class="num">{_int(e["tokens_saved"])}</td><td>{_text(e["label"])}</td></tr>'
-        for e in events[:TABLE_ROWS]
-    )
-    more = f'<p class="note">and {len(events) - TABLE_ROWS:,} more events</p>' if len(events) > TABLE_ROWS else ""
-    return (
-        '<table id="events"><thead><tr><th>event</th><th class="num">line</th><th class="num">after turn</th>'
-        f'<th class="num">tokens saved</th><th>label</th></tr></thead><tbody>{rows}</tbody></table>{more}'
-    )
+        for e in events
+    ]
+    header = '<th>event</th><th class="num">line</th><th class="num">after turn</th><th class="num">tokens saved</th><th>label</th>'
+    return _capped_table("events", header, rows, "more events")
 
 
 # --- what fills the window -------------------------------------------------------------------------
@@ -544,17 +547,14 @@ def _rebuilt_table(calls: Sequence[CallRow]) -> str:
     rebuilt = [c for c in calls if c["cache_rebuilt"]]
     if not rebuilt:
         return '<p class="note">The cache was never rebuilt.</p>'
-    body = "".join(
+    rows = [
         f'<tr class="rebuilt-call" data-turn="{c["turn"]}"><td class="num">{c["turn"]:,}</td><td class="num">{_int(c["line"])}</td>'
         f'<td>{_text(c["timestamp"] or "")}</td><td class="num">{c["prompt_tokens"]:,}</td>'
         f'<td class="num">{c["tokens"]["cache_write_5m"] + c["tokens"]["cache_write_1h"]:,}</td><td class="num">{_usd(c["usd"])}</td></tr>'
-        for c in rebuilt[:TABLE_ROWS]
-    )
-    more = f'<p class="note">and {len(rebuilt) - TABLE_ROWS:,} more</p>' if len(rebuilt) > TABLE_ROWS else ""
-    return (
-        '<h3>Calls that rebuilt the cache</h3><table id="rebuilt"><thead><tr><th class="num">turn</th><th class="num">line</th><th>time</th>'
-        f'<th class="num">prompt</th><th class="num">written to cache</th><th class="num">USD</th></tr></thead><tbody>{body}</tbody></table>{more}'
-    )
+        for c in rebuilt
+    ]
+    header = '<th class="num">turn</th><th class="num">line</th><th>time</th><th class="num">prompt</th><th class="num">written to cache</th><th class="num">USD</th>'
+    return "<h3>Calls that rebuilt the cache</h3>" + _capped_table("rebuilt", header, rows, "more")
 
 
 # --- the dry runs ----------------------------------------------------------------------------------

@@ -17,7 +17,6 @@ Exit status 1 when a session differs by more than 1 % with no such explanation.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -27,24 +26,10 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 sys.path[:0] = [str(BENCH.parent / "tests")]
 
-from npm_tools import npm_tool  # noqa: E402  (tests/ is put on the path just above)
+import pytest  # noqa: E402  (npm_tools skips the way pytest does when node or npm is missing)
+from ccusage import VERSION, session_costs  # noqa: E402  (tests/ is put on the path just above)
 
-VERSION = "20.0.24"
 TOLERANCE = 0.01
-
-
-def ccusage_costs(config: Path) -> dict[str, float]:
-    script = npm_tool("ccusage", VERSION, "src/cli.js")
-    env = {key: value for key, value in os.environ.items() if key in ("PATH", "HOME", "LANG", "TMPDIR")}
-    proc = subprocess.run(
-        [shutil.which("node") or "node", str(script), "claude", "session", "--json", "--offline", "--mode", "calculate"],
-        env=env | {"CLAUDE_CONFIG_DIR": str(config), "LOG_LEVEL": "0", "NO_COLOR": "1", "TZ": "UTC"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
-    return {session["sessionId"]: session["totalCost"] for session in json.loads(proc.stdout)["sessions"]}
 
 
 def ctxpipe_cost(path: Path) -> dict:
@@ -77,8 +62,8 @@ def main(argv: list[str]) -> int:
             shutil.copy(path, copy)
             copies[copy.stem] = copy
         try:
-            theirs = ccusage_costs(Path(scratch))
-        except Exception as exc:  # pytest's Skipped (no node/npm, or the install failed) included
+            theirs = session_costs(Path(scratch))
+        except (Exception, pytest.skip.Exception) as exc:  # no node/npm, the install failed, or ccusage did
             print(f"ccusage {VERSION} could not run here: {exc}")
             return 1
         ids = {name: response_ids(copy) for name, copy in copies.items()}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -11,11 +10,11 @@ from typing import Any
 
 import pytest
 from builders import Session, usage
+from ccusage import VERSION as CCUSAGE_VERSION
+from ccusage import session_costs
 from ctxpipe.core.schemas import errors
 from helpers import ok, run_cli
-from npm_tools import npm_tool
 
-CCUSAGE_VERSION = "20.0.24"
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 OPUS, HAIKU, SONNET = "claude-opus-4-6", "claude-haiku-4-5-20251001", "claude-sonnet-4-5-20250929"
 
@@ -169,20 +168,10 @@ def test_without_cost_count_reads_only_the_end_and_prints_no_cost(tmp_path: Path
 
 
 def ccusage_sessions(config: Path) -> dict[str, float]:
-    """ccusage's cost per session (its session is a file's name), from the projects under `config`."""
-    script = npm_tool("ccusage", CCUSAGE_VERSION, "src/cli.js")
-    env = {key: value for key, value in os.environ.items() if key in ("PATH", "HOME", "LANG", "TMPDIR")}
-    proc = subprocess.run(
-        [shutil.which("node") or "node", str(script), "claude", "session", "--json", "--offline", "--mode", "calculate"],
-        env=env | {"CLAUDE_CONFIG_DIR": str(config), "LOG_LEVEL": "0", "NO_COLOR": "1", "TZ": "UTC"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
-    if proc.returncode != 0:
-        pytest.skip(f"ccusage {CCUSAGE_VERSION} did not run here (exit {proc.returncode}): {proc.stderr.strip()[:200]}")
-    return {session["sessionId"]: session["totalCost"] for session in json.loads(proc.stdout)["sessions"]}
+    try:
+        return session_costs(config)
+    except subprocess.CalledProcessError as exc:
+        pytest.skip(f"ccusage {CCUSAGE_VERSION} did not run here (exit {exc.returncode}): {(exc.stderr or '').strip()[:200]}")
 
 
 def test_count_cost_agrees_with_ccusage_on_sessions_without_a_long_prompt(tmp_path: Path) -> None:
