@@ -41,7 +41,6 @@ if TYPE_CHECKING:  # types only (the status line imports this module: price tabl
     from .core.cache import Prices
     from .core.cost import SessionCost
     from .core.reports import CountReport, WarnReport
-from .sessions import kind_read
 
 DEFAULT_TOKENIZER = "calibrated"
 SMALL_FILE = 64 << 10  # bytes: read whole even when only the end is needed
@@ -187,6 +186,8 @@ def complete_file(options: CountOptions, buffer: Any) -> bool:
 def count_buffer(buffer: Any, source: str, options: CountOptions, kind: str | None = None) -> FileCount:
     """Count one transcript held in `buffer` (bytes or an mmap): the one accounting every command uses.
     `kind` is what the file's name says (None for stdin); the lines may tell a compaction side-call."""
+    from .sessions import kind_read  # sessions finds folders' files (pathlib): the status line counts one file
+
     kind = kind_read(buffer, kind)
     transcript_format = detect_format(buffer, source, options.format)
     format_name = transcript_format.name

@@ -19,7 +19,6 @@ import stat
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, BinaryIO
 
 from .core.errors import InputError
@@ -38,7 +37,7 @@ def source_name(path: Source) -> str:
 def open_file(path: str | os.PathLike[str], buffering: int = -1) -> BinaryIO:
     """`path` opened for reading; a missing, forbidden or folder path is bad input."""
     name = str(path)
-    if Path(path).is_dir():
+    if os.path.isdir(path):
         raise InputError(name, None, "is a directory, expected a transcript file")
     try:
         return open(path, "rb", buffering=buffering)

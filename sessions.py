@@ -20,12 +20,14 @@ import os
 import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 
 from .core.errors import InputError
+
+if TYPE_CHECKING:  # pathlib loads where a folder is searched: the status line reads one file
+    from pathlib import Path
 
 Kind = Literal["main", "subagent", "compaction"]
 COMPACTION_AGENT = "acompact-"  # the agentId prefix of Claude Code's compaction side-call
@@ -49,11 +51,12 @@ class SessionFile:
             return 0
 
 
-def kind_of(path: Path) -> Kind:
+def kind_of(path: str | os.PathLike[str]) -> Kind:
     """What the file's name says (the name alone: nothing is read)."""
-    if path.name.startswith("agent-" + COMPACTION_AGENT):
+    name = os.path.basename(path)
+    if name.startswith("agent-" + COMPACTION_AGENT):
         return "compaction"
-    return "subagent" if path.name.startswith("agent-") else "main"
+    return "subagent" if name.startswith("agent-") else "main"
 
 
 def kind_read(buffer: Any, named: str | None) -> str | None:
@@ -66,7 +69,7 @@ def kind_read(buffer: Any, named: str | None) -> str | None:
 
 def is_compaction(buffer: Any, path: str | None) -> bool:
     """Whether the input (`path` None or "-": stdin) is a compaction side-call, by its name or its lines."""
-    return kind_read(buffer, None if path in (None, "-") else kind_of(Path(str(path)))) == "compaction"
+    return kind_read(buffer, None if path in (None, "-") else kind_of(str(path))) == "compaction"
 
 
 def _first_agent_id(buffer: Any) -> str:
@@ -96,6 +99,8 @@ def find_sessions(paths: Iterable[str], subagents: bool = True, on_skip: Callabl
     stays in the tree given. A file given by name is taken whatever it is (a FIFO is read as a
     stream). `on_skip(path, why)` hears about each thing left out.
     """
+    from pathlib import Path
+
     skip = on_skip or (lambda shown, why: None)
     found: list[SessionFile] = []
     seen: dict[str, str] = {}  # real path -> the path it was first found as

@@ -88,7 +88,9 @@ def main() -> int:
                 "context_window": {"context_window_size": 200_000},
             }
         ).encode()
-        command = [sys.executable, "-m", "ctxpipe", "statusline"]
+        # What Claude Code runs: the console script beside this interpreter (python -m adds runpy's start-up).
+        script = Path(sys.executable).with_name("ctxpipe")
+        command = [str(script), "statusline"] if script.exists() else [sys.executable, "-m", "ctxpipe", "statusline"]
         print(f"transcript: {path.stat().st_size / (1 << 20):.1f} MB, {sum(1 for _ in open(path, 'rb')):,} lines")
 
         # Warm the cache: one run starts the refresh; wait for it.

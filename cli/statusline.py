@@ -248,7 +248,6 @@ def _count(path: str, options: Options, settings: BudgetSettings, model_id: str 
     """count's result for the transcript (as `count --on-error skip`: Claude Code may be writing its
     last line), with Claude Code's model where the transcript names none; None when it cannot be read."""
     import stat
-    from pathlib import Path
 
     from ..core.errors import CtxpipeError
     from ..file_count import CountOptions, count_file
@@ -258,9 +257,9 @@ def _count(path: str, options: Options, settings: BudgetSettings, model_id: str 
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO or a device would block or never end
             return None
-        result = count_file(path, counting, kind_of(Path(path)))
+        result = count_file(path, counting, kind_of(path))
         if result.count.model is None and model_id is not None:  # the model sets the reserve (and a [1m] window)
-            result = count_file(path, replace(counting, model=model_id), kind_of(Path(path)))
+            result = count_file(path, replace(counting, model=model_id), kind_of(path))
     except (OSError, CtxpipeError, ValueError):
         return None
     return result
