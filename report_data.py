@@ -37,7 +37,7 @@ class ReportOptions:
     """What `report` counts with (count's options: model, window, budget, tokenizer) and prices by."""
 
     count: CountOptions = field(default_factory=CountOptions)
-    prices: tuple[tuple[str, Prices], ...] = DEFAULT_PRICES
+    prices: tuple[tuple[str, Prices], ...] | None = None  # --prices FILE's table before the list prices (None: the list prices)
     horizon: int = 5  # turns over which a stage's cache break must pay for itself
     on_error: OnError = "fail"
 
@@ -180,7 +180,7 @@ def _dry_run(
     cache: CacheDecisionReport | None = None
     if changed and freed > 0:
         kept = _kept_prefix(run, buffer, source, messages, estimates, calibration, counted)
-        decision = decide(messages, entries, freed, kept, CachePolicy(clear_at_least=0, horizon=options.horizon, prices=options.prices), now)
+        decision = decide(messages, entries, freed, kept, CachePolicy(clear_at_least=0, horizon=options.horizon, prices=options.prices or DEFAULT_PRICES), now)
         cache = typing.cast(CacheDecisionReport, decision.as_dict())
     note = str(report.get("reason") or report.get("note") or "") if not changed else ""
     return {

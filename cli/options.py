@@ -131,15 +131,6 @@ OutDir = Annotated[
     ),
 ]
 Cost = Annotated[bool, typer.Option("--cost", help="Add what the session's API calls cost so far, by part, and its cache hit rate (reads every line).")]
-PricesFile = Annotated[
-    Optional[str],
-    typer.Option(
-        "--prices",
-        help="A JSON price table {model fragment: {input, cache_write_5m, cache_write_1h, cache_read, output[, long_context]}} in $/MTok, before the list prices.",
-        callback=price_table,
-        show_default=False,
-    ),
-]
 Explain = Annotated[bool, typer.Option("--explain", help="Say on stderr where each figure came from, and any override that was ignored and why.")]
 
 

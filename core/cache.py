@@ -19,6 +19,7 @@ from .count import usage_tokens, usage_total
 from .fields import moment
 from .jsonl import Entry
 from .model import Message
+from .stage import setting
 
 PRICE_PARTS = ("input", "cache_write_5m", "cache_write_1h", "cache_read", "output")
 LONG_CONTEXT = 200_000  # a prompt over this many tokens is billed at the model's long-context rate
@@ -62,6 +63,25 @@ DEFAULT_PRICES: tuple[tuple[str, Prices], ...] = (
     ("haiku", Prices(0.80, 1.0, 1.6, 0.08, 4.0)),
 )
 FALLBACK_PRICES = Prices(3.0, 3.75, 6.0, 0.30, 15.0)
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """--prices, declared once: count --cost, report, microcompact --cache-aware (see core.stage.Flag)."""
+
+    prices: tuple[tuple[str, Prices], ...] | None = setting(
+        None,
+        "--prices",
+        "A JSON price table {model fragment: {input, cache_write_5m, cache_write_1h, cache_read, output[, long_context]}} in $/MTok, before the list prices.",
+        parse="prices",
+    )
+
+
+@dataclass(frozen=True)
+class CacheModel(Pricing):
+    """Whether a prompt-cache break pays for itself: microcompact --cache-aware, report's dry runs."""
+
+    horizon: int = setting(5, "--horizon", "The turns within which a prompt-cache break must pay for itself (for --cache-aware, and report's dry runs).", min=1)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from .cache import DEFAULT_PRICES, CacheDecision, CachePolicy, Prices, decide
+from .cache import DEFAULT_PRICES, CacheDecision, CacheModel, CachePolicy, decide
 from .count import Calibration, Estimates, anchor_index, calibrate, count_context
 from .fields import iso, moment
 from .fields import text as field_text
@@ -200,7 +200,7 @@ def first_changed_block_tokens(messages: Sequence[Message], chosen: Plan, estima
 
 
 @dataclass(frozen=True)
-class MicrocompactSettings:
+class MicrocompactSettings(CacheModel):
     """microcompact's settings as the command line spells them (see core.stage.Flag)."""
 
     keep_recent: int = setting(5, "--keep-recent", "Old tool results: keep those of the last N compactable calls (0 keeps 1, as Claude Code).", min=0)
@@ -222,13 +222,6 @@ class MicrocompactSettings:
         "Clear old tool results only when the tokens freed pay for the prompt-cache break within --horizon turns (replaces the time trigger).",
     )
     clear_at_least: int = setting(10_000, "--clear-at-least", "With --cache-aware: the fewest tokens worth a cache break.", min=0)
-    horizon: int = setting(5, "--horizon", "With --cache-aware: the turns within which the break must pay for itself.", min=1)
-    prices: tuple[tuple[str, Prices], ...] | None = setting(
-        None,
-        "--prices",
-        "With --cache-aware: a JSON price table {model fragment: {input, cache_write_5m, cache_write_1h, cache_read, output}} in $/MTok.",
-        parse="prices",
-    )
     model: str | None = setting(None, "--model", "Model for the price table (default: the transcript's).", short="-m")
 
     def config(self, now: datetime | None) -> MicrocompactConfig:

@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
+from ...core.cache import Pricing
 from .. import streams
 from ..budget_options import Budget
 from ..flags import with_options
-from ..options import Batch, Cost, Json, PricesFile, Reading
+from ..options import Batch, Cost, Json, Reading
 from ..status import ExitStatus
 
 if TYPE_CHECKING:  # rich is imported only when a table is printed
@@ -33,11 +34,12 @@ class By(str, Enum):
     tool = "tool"
 
 
-@with_options(batch=Batch, reading=Reading, budget=Budget)
+@with_options(batch=Batch, reading=Reading, budget=Budget, pricing=Pricing)
 def count(
     batch: Batch,
     reading: Reading,
     budget: Budget,
+    pricing: Pricing,
     tokenizer: Annotated[Tokenizer, typer.Option("--tokenizer", "-t", help="Estimator for what came after the last recorded usage.")] = Tokenizer.calibrated,
     calibrate: Annotated[
         Optional[bool],
@@ -52,7 +54,6 @@ def count(
     full: Annotated[bool, typer.Option("--full", help="Parse every line (an exact message count; slower on big folders).")] = False,
     svg: Annotated[Optional[str], typer.Option("--svg", help="Save the timeline chart as an SVG picture.", show_default=False)] = None,
     cost: Cost = False,
-    prices: PricesFile = None,
     json_output: Json = False,
 ) -> None:
     """Count the tokens of each transcript's active context.
@@ -82,7 +83,7 @@ def count(
         timeline=timeline or svg is not None,
         every_line=full,
         cost=cost,
-        **({"prices": prices} if prices is not None else {}),
+        prices=pricing.prices,
     )
     workers = batch.jobs or default_jobs()
     paths = batch.paths

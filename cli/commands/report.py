@@ -5,14 +5,15 @@ from __future__ import annotations
 import functools
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import typer
 
+from ...core.cache import CacheModel
 from .. import streams
 from ..budget_options import Budget
 from ..flags import with_options
-from ..options import Batch, Json, Now, OutDir, Output, PricesFile, Reading
+from ..options import Batch, Json, Now, OutDir, Output, Reading
 from ..stages import parse_now
 from ..status import ExitStatus
 
@@ -23,15 +24,14 @@ if TYPE_CHECKING:  # types only
 INDEX = "index.html"
 
 
-@with_options(batch=Batch, reading=Reading, budget=Budget)
+@with_options(batch=Batch, reading=Reading, budget=Budget, cache=CacheModel)
 def report(
     batch: Batch,
     reading: Reading,
     budget: Budget,
+    cache: CacheModel,
     output: Output = None,
     out_dir: OutDir = None,
-    prices: PricesFile = None,
-    horizon: Annotated[int, typer.Option("--horizon", help="The turns over which a stage's prompt-cache break must pay for itself.", min=1)] = 5,
     now: Now = None,
     json_output: Json = False,
 ) -> None:
@@ -53,9 +53,9 @@ def report(
 
     options = ReportOptions(
         count=budget.count_options(reading),
-        horizon=horizon,
+        horizon=cache.horizon,
         on_error=reading.errors,
-        **({"prices": cast(Any, prices)} if prices is not None else {}),  # --prices was read into a table when parsed
+        prices=cache.prices,
     )
     moment = parse_now(now)
     paths = batch.paths
