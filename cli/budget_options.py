@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from ..core.budget import BudgetSettings
+from ..core.fields import MAX_COUNT
 from .budget_environment import ENVIRONMENT, budget_settings  # noqa: F401  # re-exported: declared beside the settings statusline reads without typer
 from .options import Reading, percentage
 
@@ -15,7 +16,8 @@ if TYPE_CHECKING:
     from ..file_count import CountOptions
 
 Window = Annotated[
-    Optional[int], typer.Option("--window", help="Context window in tokens (default: from the model; 1M for [1m] names).", min=1, show_default=False)
+    Optional[int],
+    typer.Option("--window", help="Context window in tokens (default: from the model; 1M for [1m] names).", min=1, max=MAX_COUNT - 1, show_default=False),
 ]
 AutocompactPct = Annotated[
     Optional[float],
@@ -27,9 +29,12 @@ AutocompactPct = Annotated[
     ),
 ]
 MaxOutput = Annotated[
-    Optional[int], typer.Option("--max-output-tokens", help="The model's max output tokens (sets the reserve: min(this, 20,000)).", min=1, show_default=False)
+    Optional[int],
+    typer.Option(
+        "--max-output-tokens", help="The model's max output tokens (sets the reserve: min(this, 20,000)).", min=1, max=MAX_COUNT - 1, show_default=False
+    ),
 ]
-BlockingLimit = Annotated[Optional[int], typer.Option("--blocking-limit", help="Replace the blocking limit.", min=1, show_default=False)]
+BlockingLimit = Annotated[Optional[int], typer.Option("--blocking-limit", help="Replace the blocking limit.", min=1, max=MAX_COUNT - 1, show_default=False)]
 NoAutoCompact = Annotated[bool, typer.Option("--no-auto-compact", help="As DISABLE_AUTO_COMPACT: no autocompact level.")]
 Baseline = Annotated[
     Optional[int],

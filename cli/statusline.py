@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import IO, TYPE_CHECKING, Any, NamedTuple, NoReturn
 
+from ..core.fields import MAX_COUNT
 from .budget_environment import budget_settings
 from .status import ExitStatus
 
@@ -33,6 +34,9 @@ STAGES = ("microcompact", "collapse")  # the stages whose dry run the line offer
 MIN_SAVING = 1_000  # smaller savings are not worth a glance
 MAX_STDIN = 1 << 20  # Claude Code's JSON is a few hundred bytes; more is not it
 LOCK_STALE = 600.0  # seconds: a refresh lock older than this was left by a run that died
+# The background refresh runs two stages on the whole file (a stage holds a few times the file's size
+# in memory): past this size it records why instead, and the line goes without a saving.
+REFRESH_LIMIT = 512 << 20
 LEVEL_COLOUR = {"normal": "32", "warning": "33", "autocompact": "35", "blocking": "1;31"}  # as warn's green/yellow/magenta/bold red
 DIM, RESET = "\x1b[2m", "\x1b[0m"
 NO_STATUS = "ctxpipe: no status JSON on stdin"
@@ -66,10 +70,10 @@ HELP = """Usage: ctxpipe statusline [OPTIONS]
   Example:  echo '{"transcript_path": "session.jsonl"}' | ctxpipe statusline
 
 Options:
-  --window <int range>        Context window in tokens (default: from the model; 1M for [1m] names).  [x>=1]
+  --window <int range>        Context window in tokens (default: from the model; 1M for [1m] names).  [1<=x<=999999999999999]
   --autocompact-pct <float>   Autocompact at this percentage (above 0, at most 100) of the effective window (can only lower the threshold).
   --max-output-tokens <int range>
-                              The model's max output tokens (sets the reserve: min(this, 20,000)).  [x>=1]
+                              The model's max output tokens (sets the reserve: min(this, 20,000)).  [1<=x<=999999999999999]
   --no-auto-compact           As DISABLE_AUTO_COMPACT: no autocompact level.
   --color / --no-color        Colour the line with ANSI codes (default: on, unless NO_COLOR is set).
   --no-savings                Leave out the saving (no cache read, no background run).
@@ -100,8 +104,8 @@ def _positive_int(flag: str, text: str) -> int:
         value = int(text)
     except ValueError:
         raise UsageError(f"Invalid value for '{flag}': {text!r} is not a valid integer.") from None
-    if value < 1:
-        raise UsageError(f"Invalid value for '{flag}': {value} is not in the range x>=1.")
+    if not 1 <= value < MAX_COUNT:
+        raise UsageError(f"Invalid value for '{flag}': {value} is not in the range 1<=x<={MAX_COUNT - 1}.")
     return value
 
 
@@ -161,8 +165,8 @@ def _text(value: Any) -> str | None:
 
 
 def _tokens(value: Any) -> int | None:
-    """A token figure: a non-negative whole number (not a bool, not a float), else None."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+    """A token figure: a non-negative whole number (not a bool, not a float) below MAX_COUNT, else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < MAX_COUNT else None
 
 
 def read_status(stream: IO[bytes]) -> dict[str, Any] | None:
@@ -367,10 +371,13 @@ def refresh(path: str, directory: str) -> None:
         if stamp is None:
             return
         entry: dict[str, Any] = {"path": path, "size": stamp[0], "mtime_ns": stamp[1]}
-        try:
-            entry["savings"] = stage_savings(path)
-        except Exception as exc:  # recorded so the next line does not start the same failing run again
-            entry["error"] = f"{type(exc).__name__}: {exc}"
+        if stamp[0] > REFRESH_LIMIT:
+            entry["error"] = f"the transcript is over {REFRESH_LIMIT >> 20} MiB: no saving computed in the background"
+        else:
+            try:
+                entry["savings"] = stage_savings(path)
+            except Exception as exc:  # recorded so the next line does not start the same failing run again
+                entry["error"] = f"{type(exc).__name__}: {exc}"
         _write_atomic(os.path.join(directory, _key(path) + ".json"), entry)
     finally:
         try:
@@ -534,5 +541,9 @@ def _process(argv: Sequence[str]) -> int:
 if __name__ == "__main__":
     # The background refresh: `python -m ctxpipe.cli.statusline --refresh PATH CACHE_DIR`.
     if len(sys.argv) == 4 and sys.argv[1] == "--refresh":
+        try:
+            os.nice(10)  # after the session it reports on, never before it
+        except OSError:
+            pass
         refresh(sys.argv[2], sys.argv[3])
     sys.exit(0)

@@ -13,6 +13,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Literal
 
+from .fields import MAX_COUNT
+
 DEFAULT_WINDOW = 200_000
 ONE_MILLION = 1_000_000
 SUMMARY_OUTPUT_RESERVE = 20_000
@@ -109,6 +111,9 @@ def _positive_int(setting: Setting | None, ignored: list[str]) -> int | None:
         return None
     if value <= 0:
         ignored.append(f"{setting.source}={setting.value!r} ignored: must be positive")
+        return None
+    if value >= MAX_COUNT:  # no window or output is that large; every figure must stay a number a page can draw
+        ignored.append(f"{setting.source}={setting.value!r} ignored: over {MAX_COUNT - 1:,}")
         return None
     return value
 

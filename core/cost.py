@@ -21,8 +21,9 @@ from .model import Message
 from .reports import CallRow, CostReport, DollarParts, PricesReport, TokenParts
 
 MILLION = 1_000_000
-# A call rebuilt the cache when it read less than half of what the call before it on the same chain
-# had in its prompt, and wrote that much again instead (an expired cache, or an edit high in the prompt).
+# A main-chain call rebuilt the cache when it read less than half of what the main chain's call before
+# it had in its prompt, and wrote that much again instead (an expired cache, a compaction, or an edit
+# high in the prompt).
 REBUILT_SHARE = 0.5
 
 
@@ -74,7 +75,7 @@ def session_cost(
     unpriced: list[str] = []
     models: list[str] = []
     long_calls = rebuilds = 0
-    previous_prompt: dict[bool, int] = {}  # per chain kind (main or not): the prompt of the call before
+    previous = 0  # the prompt of the main chain's call before
     for turn, call in enumerate(calls, 1):
         usage = call.usage or {}
         parts = token_parts(usage)
@@ -89,20 +90,19 @@ def session_cost(
         if prices is None:
             unpriced += [] if (model or "(no model)") in unpriced else [model or "(no model)"]
         else:
-            rate = prices.for_prompt(prompt)
-            long_calls += rate is not prices
-            priced.setdefault(model or "", cast(PricesReport, rate.as_dict()))
+            long_calls += prices.for_prompt(prompt) is not prices
+            priced.setdefault(model or "", cast(PricesReport, prices.as_dict()))  # the list prices (a long prompt's rate apart)
             part_costs = cast("dict[str, float]", dollars(parts, prices))
             for key in PRICE_PARTS:
                 usd[key] += part_costs[key]
             cost = round(sum(part_costs.values()), 6)
         last = entries[call.entries[-1]] if call.entries else None
         on_main = bool(call.entries) and call.entries[-1] in main
-        before = previous_prompt.get(on_main)
+        # Only the main chain is one prompt growing call by call: each subagent (sidechain) starts a prompt of its own.
         written = parts["cache_write_5m"] + parts["cache_write_1h"]
-        rebuilt = before is not None and before > 0 and parts["cache_read"] < REBUILT_SHARE * before and written >= REBUILT_SHARE * before
+        rebuilt = on_main and previous > 0 and parts["cache_read"] < REBUILT_SHARE * previous and written >= REBUILT_SHARE * previous
         rebuilds += rebuilt
-        previous_prompt[on_main] = prompt
+        previous = prompt if on_main else previous
         rows.append(
             {
                 "turn": turn,

@@ -449,9 +449,9 @@ class CostReport(TypedDict):
     tokens: TokenParts
     api_calls: int
     cache_hit_rate: float | None  # cache reads / every prompt token; None with no prompt at all
-    cache_rebuilds: int  # calls that wrote most of their prompt to the cache again
+    cache_rebuilds: int  # main-chain calls that wrote most of their prompt to the cache again
     models: list[str]
-    prices_per_mtok: dict[str, PricesReport]  # by model, as priced (a long prompt at its own rate)
+    prices_per_mtok: dict[str, PricesReport]  # by model: its list prices
     long_context_calls: int  # calls over 200K prompt tokens, priced at the model's long-context rate
     unpriced_models: list[str]
 

@@ -86,7 +86,7 @@ def test_every_billed_call_once_priced_by_part(tmp_path: Path) -> None:
     assert cost["cache_hit_rate"] == round(253_000 / (2010 + 2505 + 1003 + 250_010), 4)
     assert cost["models"] == [OPUS, HAIKU, SONNET]
     assert cost["long_context_calls"] == 1
-    assert cost["prices_per_mtok"][SONNET]["cache_read"] == 0.6  # the rate it was billed at
+    assert cost["prices_per_mtok"][SONNET]["cache_read"] == 0.3  # its list price; the call over 200K was billed at 0.6
     assert cost["unpriced_models"] == [] and cost["cache_rebuilds"] == 0
 
 
@@ -100,6 +100,24 @@ def test_a_cache_rebuild_is_counted_and_a_growing_prompt_is_not(tmp_path: Path) 
     session.text("c", {"input_tokens": 5, "cache_creation_input_tokens": 35_100, "cache_read_input_tokens": 0, "output_tokens": 50})  # rebuilt
     cost = cost_of(session.write(tmp_path / "s.jsonl"))
     assert cost["cache_rebuilds"] == 1
+
+
+def test_a_subagent_starting_its_own_prompt_is_no_cache_rebuild(tmp_path: Path) -> None:
+    session = Session(OPUS)
+    session.user("Look into three modules.")
+    session.text("On it.", usage(30_000, cache_creation=30_000 - 55))
+    for agent in range(3):  # each subagent writes a fresh 20K prompt of its own while the main chain reads its 30K
+        task = session.user(f"Module {agent}.", parent=None, sidechain=True)
+        session.text(
+            "Read it.",
+            {"input_tokens": 5, "cache_creation_input_tokens": 20_000, "cache_read_input_tokens": 0, "output_tokens": 50},
+            sidechain=True,
+            parent=task,
+        )
+        session.user(f"Next {agent}.")
+        session.text("Noted.", {"input_tokens": 5, "cache_creation_input_tokens": 100, "cache_read_input_tokens": 30_000 + 100 * agent, "output_tokens": 50})
+    cost = cost_of(session.write(tmp_path / "s.jsonl"))
+    assert cost["api_calls"] == 7 and cost["cache_rebuilds"] == 0
 
 
 def test_a_model_without_a_price_makes_the_total_unknown_until_prices_names_it(tmp_path: Path) -> None:

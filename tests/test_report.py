@@ -184,6 +184,23 @@ def test_usage_errors_say_what_to_give(tmp_path: Path, busy: Path, monkeypatch: 
     assert result.returncode == 2 and b"-o FILE" in result.stderr and result.stdout == b""
 
 
+def test_a_page_never_replaces_an_input_and_a_folder_that_cannot_be_made_is_one_error(tmp_path: Path, busy: Path) -> None:
+    original = busy.read_bytes()
+    result = run_cli("report", "-o", busy, busy)
+    assert result.returncode == 2 and b"the transcript read" in result.stderr and busy.read_bytes() == original
+    pages = tmp_path / "pages"
+    pages.mkdir()
+    named_like_a_page = pages / "a.html"
+    named_like_a_page.write_bytes(original)
+    result = run_cli("report", "--out-dir", pages, named_like_a_page, busy)
+    assert result.returncode == 2 and b"would replace the input" in result.stderr and named_like_a_page.read_bytes() == original
+    for folder in (busy, os.devnull):  # a file, a device: no folder can be made there
+        result = run_cli("report", "--now", NOW, "--out-dir", folder, busy)
+        assert result.returncode == 1 and result.stderr.count(b"\n") == 1, result.stderr
+        assert result.stderr.startswith(f"ctxpipe: error: {folder}: cannot create the folder".encode())
+    assert busy.read_bytes() == original
+
+
 def test_one_page_to_a_file_or_to_stdout(tmp_path: Path, busy: Path) -> None:
     page = tmp_path / "page.html"
     result = ok(run_cli("report", "--now", NOW, "-o", page, busy))

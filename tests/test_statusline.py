@@ -309,3 +309,33 @@ def test_a_closed_stdout_is_quiet(tmp_path: Path) -> None:
         f"{sys.executable} -m ctxpipe statusline --no-savings >&-", shell=True, input=payload, capture_output=True, env=child_env(), timeout=60
     )
     assert closed.returncode == 0 and b"Traceback" not in closed.stderr
+
+
+def test_figures_no_window_can_have_are_left_out_or_refused(tmp_path: Path) -> None:
+    """A window or limit of 10^15 tokens or more is no window: Claude Code's figure is left out (the
+    model's window stands), a flag's is a usage error, an environment variable's is ignored."""
+    path = simple(100_000).write(tmp_path / "session.jsonl")
+    huge = 10**400
+    text, _ = status(None, "--no-savings", transcript_path=str(path), context_window={"context_window_size": 10**15})
+    assert LINE.match(text) and LINE.match(text)["window"] == "200K"
+    # Legal JSON that orjson refuses (a lone surrogate escape) takes the standard library's reader, which reads any integer.
+    payload = f'{{"transcript_path": {json.dumps(str(path))}, "model": {{"display_name": "\\ud800"}}, "context_window": {{"context_window_size": {huge}}}}}'
+    result = run_cli("statusline", "--no-savings", stdin=payload.encode(), env={**CLEAN_ENV, "XDG_CACHE_HOME": "/nonexistent-cache"})
+    assert result.returncode == 0 and result.stderr == b"" and b"/200K " in result.stdout
+    refused = run_cli("statusline", "--window", str(huge), stdin=b"{}", env=CLEAN_ENV)
+    assert refused.returncode == 2 and b"is not in the range" in refused.stderr
+    ignored, _ = status({"CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE": str(huge)}, "--no-savings", transcript_path=str(path))
+    assert LINE.match(ignored) and LINE.match(ignored)["level"] == "normal"
+
+
+def test_the_background_refresh_leaves_a_file_over_its_limit_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ctxpipe.cli import statusline
+
+    path = simple(100_000).write(tmp_path / "session.jsonl")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    monkeypatch.setattr(statusline, "REFRESH_LIMIT", path.stat().st_size - 1)
+    statusline.refresh(str(path), str(cache))
+    entry = statusline.read_cache(str(cache), str(path))
+    assert entry is not None and "savings" not in entry and "no saving computed" in entry["error"]
+    assert [item.name for item in cache.iterdir()] == [next(cache.iterdir()).name]  # the entry only: the lock is gone

@@ -82,6 +82,8 @@ def _one(path: str | None, options: ReportOptions, moment: Any, output: str | No
     source = streams.source_name(path)
     if output is None and not json_output and streams.stdout_is_terminal():
         raise typer.BadParameter("the page is HTML: give -o FILE (or redirect stdout, or --json for the facts)", param_hint="--output")
+    if output is not None and path not in (None, streams.STDIN) and os.path.exists(output) and os.path.samefile(output, path):
+        raise typer.BadParameter(f"{output} is the transcript read: the page would replace it", param_hint="--output")
     with mapped(path) as buffer:
         given = None if path is None or source == streams.STDIN else path
         data = session_report(buffer, source, options, moment, kind_of(Path(given)) if given else None, given)
@@ -105,18 +107,22 @@ def _many(paths: list[str], options: ReportOptions, moment: Any, out_dir: str | 
     from ..batch import default_jobs, find_inputs, run_all, target_path
 
     files = find_inputs(paths, subagents)
-    targets: dict[str, str] = {}
+    # Checked before anything is written: no page over an input, no two pages (or a page and the index) at one path.
+    inputs = {os.path.realpath(file.path): file.shown for file in files}
+    targets: dict[str, str] = {os.path.realpath(Path(out_dir) / INDEX): INDEX} if out_dir else {}
     items = []
     for file in files:
         page = str(target_path(file.path, paths, out_dir).with_suffix(".html")) if out_dir else None
         if page is not None:
             key = os.path.realpath(page)
-            if key in targets or key == os.path.realpath(Path(out_dir or "") / INDEX):
-                raise typer.BadParameter(
-                    f"{targets.get(key, INDEX)} and {file.shown} would both be written to {page}; run them separately", param_hint="--out-dir"
-                )
+            if key in inputs:
+                raise typer.BadParameter(f"the page for {file.shown} would replace the input {inputs[key]}; choose another --out-dir", param_hint="--out-dir")
+            if key in targets:
+                raise typer.BadParameter(f"{targets[key]} and {file.shown} would both be written to {page}; run them separately", param_hint="--out-dir")
             targets[key] = file.shown
         items.append((str(file.path), file.kind, file.shown, page))
+    if out_dir:
+        _folder(out_dir)  # once, before the workers: a file or an impossible path is one error
     job = functools.partial(_report_one, options=options, moment=moment, json_output=json_output, out_dir=out_dir)
     results = run_all(job, items, jobs or default_jobs(), sum(file.size for file in files))
     rows: list[IndexRow] = []
@@ -155,10 +161,20 @@ def _report_one(item: tuple[str, str, str, str | None], options: ReportOptions, 
     if json_output:
         return data, data["count"]["skipped_lines"]
     assert page is not None
-    Path(page).parent.mkdir(parents=True, exist_ok=True)
+    _folder(str(Path(page).parent))
     with streams.open_output(page) as out:
         out.write(_page(data).encode("utf-8"))
     return _row(shown, os.path.relpath(page, out_dir or "."), data, None), data["count"]["skipped_lines"]  # the index links to the page from out_dir
+
+
+def _folder(folder: str) -> None:
+    """The folder a page goes in, made when missing; one that cannot be is one error line."""
+    from ...atomic import write_error
+
+    try:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise write_error(folder, exc, "cannot create the folder") from None
 
 
 def _skipped(shown: str, skipped: int) -> None:
