@@ -29,6 +29,7 @@ from .inputs import detect_format
 EXCERPT_CHARACTERS = 160  # a largest line's excerpt on the page: enough to recognise it, never a whole file
 LARGEST_LINES = 10
 DRY_RUN_STAGES = ("microcompact", "collapse", "summarize")
+WORTH_A_BREAK = CachePolicy().clear_at_least  # tokens: below the warning level, smaller savings are not worth a cache break
 MARKER_LABELS = {"microcompact_boundary": "microcompact", "ctxpipe_collapse": "collapse", "snip_boundary": "snip"}
 
 
@@ -213,22 +214,28 @@ def _kept_prefix(run: Any, buffer: Any, source: str, messages: Sequence[Any], es
 
 
 def recommendation(counted: FileCount, dry_runs: Sequence[StageDryRun]) -> str:
-    """One sentence: should the session be compacted now, and how."""
+    """One sentence: should the session be compacted now, and how. Below the warning level a cache
+    break is worth it only for WORTH_A_BREAK tokens or more (microcompact --cache-aware's default)."""
     levels = counted.thresholds
     tokens = counted.count.tokens
     level = levels.level(tokens)
     paying = [run for run in dry_runs if run["tokens_freed"] > 0 and run["cache"] is not None and run["cache"]["clear"]]
-    cheap = [run for run in paying if run["stage"] != "summarize"]
-    target = levels.warning
+    cheap = [run for run in paying if run["stage"] != "summarize" and (level != "normal" or run["tokens_freed"] >= WORTH_A_BREAK)]
     if level == "normal" and not cheap:
         room = (levels.autocompact if levels.autocompact is not None else levels.blocking) - tokens
-        return f"No need to compact now: {tokens:,} tokens, {room:,} before {'autocompact' if levels.autocompact is not None else 'the blocking limit'}."
+        clearing = [run for run in dry_runs if run["stage"] != "summarize" and run["tokens_freed"] > 0]
+        best = max(clearing, key=lambda run: run["tokens_freed"], default=None)
+        why = ""
+        if best is not None and best["tokens_freed"] < WORTH_A_BREAK:
+            why = f"; clearing frees at most {best['tokens_freed']:,} tokens, under the {WORTH_A_BREAK:,} worth a cache break"
+        elif best is not None and best["cache"] is not None:
+            why = f"; {best['stage']} would free {best['tokens_freed']:,} tokens, but its cache break does not pay for itself within {best['cache']['horizon']} turn{'s' if best['cache']['horizon'] != 1 else ''}"
+        return f"No need to compact now: {tokens:,} tokens, {room:,} before {'autocompact' if levels.autocompact is not None else 'the blocking limit'}{why}."
     if cheap:
         best = max(cheap, key=lambda run: run["tokens_freed"])
-        turn = best["cache"]["break_even_turn"] if best["cache"] else None
-        enough = best["tokens_after"] < target or level == "normal"
-        advice = f"Run `ctxpipe {best['stage']}`: it frees {best['tokens_freed']:,} tokens, and the cache break pays for itself by turn {turn} of {best['cache']['horizon'] if best['cache'] else '?'}."
-        if enough:
+        cache = best["cache"]
+        advice = f"Run `ctxpipe {best['stage']}`: it frees {best['tokens_freed']:,} tokens, and the cache break pays for itself by turn {cache['break_even_turn'] if cache else '?'} of {cache['horizon'] if cache else '?'}."
+        if best["tokens_after"] < levels.warning or level == "normal":
             return advice
         return advice + f" That leaves {best['tokens_after']:,} tokens, still over the warning level: `ctxpipe compact` summarizes as well."
     summary = next((run for run in dry_runs if run["stage"] == "summarize" and run["tokens_freed"] > 0), None)
