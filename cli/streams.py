@@ -78,7 +78,13 @@ def report_skipped(stats: ReadStats, source: str) -> None:
     if stats.skipped:
         first = ", ".join(str(line) for line, _ in stats.problems[:5])
         more = "…" if stats.skipped > 5 else ""
-        warn(f"{source}: skipped {stats.skipped} bad line{'s' if stats.skipped != 1 else ''} (line {first}{more})")
+        skipped_lines(source, stats.skipped, f" (line {first}{more})")
+
+
+def skipped_lines(source: str, skipped: int, where: str = "") -> None:
+    """--on-error skip: how many bad lines a reader left out of `source` (nothing when none)."""
+    if skipped:
+        warn(f"{source}: skipped {skipped} bad line{'s' if skipped != 1 else ''}{where}")
 
 
 # Messages name files and quote transcript values: shown() keeps each one line and inert.

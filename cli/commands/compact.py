@@ -142,8 +142,7 @@ def _say(report: CompactReport) -> None:
 
     for stage in report["stages"]:
         streams.note(stage_note(stage["stage"], stage["note"], stage.get("tokens_before", 0), stage.get("tokens_after", 0), stage["changed"]))
-    if report.get("skipped_lines"):  # --on-error skip: say so, as every other reader does
-        streams.warn(f"{report['file']}: skipped {report['skipped_lines']} bad line{'s' if report['skipped_lines'] != 1 else ''}")
+    streams.skipped_lines(report["file"], report.get("skipped_lines", 0))  # --on-error skip: said as every other reader does
     streams.note(f"compact: {report['file']}: {report['tokens_before']:,} → {report['tokens_after']:,} tokens")
 
 

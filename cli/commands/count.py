@@ -104,8 +104,7 @@ def count(
     for failure in failures:
         streams.error(str(failure))
     for result in counted:
-        if result.skipped_lines:
-            streams.warn(f"{result.file}: skipped {result.skipped_lines} bad line{'s' if result.skipped_lines != 1 else ''}")
+        streams.skipped_lines(result.file, result.skipped_lines)
     rows = [result.as_dict() for result in counted]
     if len(inputs_shown) > 1:
         rows.append(_total(rows, len(failures)))

@@ -87,7 +87,7 @@ def _one(path: str | None, options: ReportOptions, moment: Any, output: str | No
     with mapped(path) as buffer:
         given = None if path is None or source == streams.STDIN else path
         data = session_report(buffer, source, options, moment, kind_of(Path(given)) if given else None, given)
-    _skipped(data["file"], data["count"]["skipped_lines"])
+    streams.skipped_lines(data["file"], data["count"]["skipped_lines"])
     with streams.open_output(output) as out:
         if json_output:
             out.write(streams.json_bytes(data))
@@ -134,7 +134,7 @@ def _many(paths: list[str], options: ReportOptions, moment: Any, out_dir: str | 
             rows.append(_row(shown, None, None, str(value)))
             continue
         found, skipped = value
-        _skipped(shown, skipped)
+        streams.skipped_lines(shown, skipped)
         if json_output:
             streams.write_json_lines([found])
         else:
@@ -175,12 +175,6 @@ def _folder(folder: str) -> None:
         Path(folder).mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise write_error(folder, exc, "cannot create the folder") from None
-
-
-def _skipped(shown: str, skipped: int) -> None:
-    """--on-error skip: say how many bad lines were left out, as every other reader does."""
-    if skipped:
-        streams.warn(f"{shown}: skipped {skipped} bad line{'s' if skipped != 1 else ''}")
 
 
 def _row(shown: str, page: str | None, data: SessionReport | None, error: str | None) -> IndexRow:

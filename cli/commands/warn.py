@@ -55,8 +55,7 @@ def warn(
         if pass_through:
             with streams.open_output(None) as out:
                 out.write(buffer)
-    if result.skipped_lines:
-        streams.warn(f"{source}: skipped {result.skipped_lines} bad line{'s' if result.skipped_lines != 1 else ''}")
+    streams.skipped_lines(source, result.skipped_lines)
     report = result.warn_report()
     if pass_through:
         _print_brief(report, to_stderr=True)
