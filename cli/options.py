@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
@@ -11,6 +12,7 @@ import typer
 
 from ..core.jsonl import OnError as ReadErrors
 from ..formats import NAMES
+from ..inputs import STDIN
 
 
 class OnErrorChoice(str, Enum):
@@ -174,3 +176,14 @@ class Batch:
     paths: InputPaths = None
     jobs: Jobs = 0
     subagents: Subagents = True
+
+    @property
+    def from_stdin(self) -> bool:
+        """No path, or only `-`: one transcript on stdin."""
+        return not self.paths or self.paths == [STDIN]
+
+    @property
+    def one_transcript(self) -> bool:
+        """stdin, or one path that is not a folder (a batch command then works as a filter)."""
+        paths = self.paths or []
+        return self.from_stdin or (len(paths) == 1 and not os.path.isdir(paths[0]))

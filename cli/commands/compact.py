@@ -91,8 +91,8 @@ def compact(
         api_key=api_key,
         base_url=base_url,
     )
-    paths = batch.paths
-    single = not paths or paths == [streams.STDIN] or (len(paths) == 1 and not Path(paths[0]).is_dir())
+    paths = batch.paths or []  # [] or ["-"]: stdin (batch.from_stdin)
+    single = batch.one_transcript
     if single and not out_dir and not in_place:
         if json_output:  # stdout holds the transcript
             raise typer.BadParameter(
@@ -100,7 +100,7 @@ def compact(
             )
         _to_stdout(paths[0] if paths else None, options, report_json)
         return
-    if not paths or paths == [streams.STDIN]:
+    if batch.from_stdin:
         raise typer.BadParameter("--out-dir and --in-place need files or folders, not stdin", param_hint="PATHS")
     if stages[SummarizeSettings].session_memory is not None and not single:
         raise typer.BadParameter("the notes of one session go with one transcript, not several files or a folder", param_hint="--session-memory")

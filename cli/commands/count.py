@@ -86,8 +86,8 @@ def count(
         prices=pricing.prices,
     )
     workers = batch.jobs or default_jobs()
-    paths = batch.paths
-    if not paths or paths == [streams.STDIN]:
+    paths = batch.paths or []  # [] or ["-"]: stdin (batch.from_stdin)
+    if batch.from_stdin:
         results: list[tuple[bool, Any]] = [(True, count_file(None, replace(options, threads=workers)))]
         inputs_shown = [streams.STDIN]
     else:

@@ -58,18 +58,17 @@ def report(
         prices=cache.prices,
     )
     moment = parse_now(now)
-    paths = batch.paths
-    single = not paths or paths == [streams.STDIN] or (len(paths) == 1 and not Path(paths[0]).is_dir())
+    paths = batch.paths or []  # [] or ["-"]: stdin (batch.from_stdin)
     if out_dir and output:
         raise typer.BadParameter("give -o FILE for one page or --out-dir DIR for a folder's pages, not both", param_hint="--out-dir")
-    if single and not out_dir:
+    if batch.one_transcript and not out_dir:
         _one(paths[0] if paths else None, options, moment, output, json_output)
         return
     if not out_dir and not json_output:
         raise typer.BadParameter("several files or a folder need --out-dir DIR (one page each and an index), or --json", param_hint="PATHS")
     if output:
         raise typer.BadParameter("-o FILE is for one transcript; several files go to --out-dir DIR", param_hint="--output")
-    if not paths or paths == [streams.STDIN]:
+    if batch.from_stdin:
         raise typer.BadParameter("--out-dir needs files or folders, not stdin", param_hint="PATHS")
     _many(paths, options, moment, out_dir, json_output, batch.jobs, batch.subagents)
 
