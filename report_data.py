@@ -23,6 +23,7 @@ from .core.fields import text
 from .core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries
 from .core.reports import BreakdownRow, CacheDecisionReport, CallRow, ExcerptLine, SessionReport, StageDryRun, TimelineEvent
 from .core.tokens import block_texts
+from .core.transcript_format import TranscriptFormat
 from .file_count import CountOptions, FileCount, breakdown, count_buffer, largest_entries
 from .inputs import detect_format
 
@@ -74,17 +75,20 @@ def session_report(buffer: Any, source: str, options: ReportOptions, now: dateti
     assert counted.cost is not None  # asked for above
     calls = counted.cost.calls
     main_calls = [call for call in calls if call["main"]]
-    dry_runs = [_dry_run(name, buffer, source, path, options, now, messages, entries, estimates, calibration, counted) for name in DRY_RUN_STAGES]
+    dry_runs = [
+        _dry_run(name, buffer, source, path, options, now, transcript_format, messages, entries, estimates, calibration, counted) for name in DRY_RUN_STAGES
+    ]
     times = [stamp for entry in entries if (stamp := text(entry.obj, "timestamp"))]
+    count = counted.as_dict()
     return {
         "file": counted.file,
         "format": counted.format,
-        "kind": counted.as_dict()["kind"],
+        "kind": count["kind"],
         "model": counted.count.model,
         "session_id": next((value for entry in entries if (value := text(entry.obj, "sessionId"))), None),
         "first_activity": min(times) if times else None,
         "last_activity": max(times) if times else None,
-        "count": counted.as_dict(),
+        "count": count,
         "warn": counted.warn_report(),
         "calls": calls,
         "events": _events(entries, transcript_format, main_calls),
@@ -97,7 +101,7 @@ def session_report(buffer: Any, source: str, options: ReportOptions, now: dateti
     }
 
 
-def _events(entries: Sequence[Entry], transcript_format: Any, main_calls: Sequence[CallRow]) -> list[TimelineEvent]:
+def _events(entries: Sequence[Entry], transcript_format: TranscriptFormat, main_calls: Sequence[CallRow]) -> list[TimelineEvent]:
     """Compactions and stage markers, each placed after the last main call above it."""
     lines = [call["line"] or 0 for call in main_calls]  # in file order, so ascending
 
@@ -144,6 +148,7 @@ def _dry_run(
     path: str | None,
     options: ReportOptions,
     now: datetime,
+    transcript_format: TranscriptFormat,
     messages: Sequence[Any],
     entries: Sequence[Entry],
     estimates: Estimates,
@@ -180,7 +185,7 @@ def _dry_run(
     changed = run.head < len(buffer) or bool(run.lines)
     cache: CacheDecisionReport | None = None
     if changed and freed > 0:
-        kept = _kept_prefix(run, buffer, source, messages, estimates, calibration, counted)
+        kept = _kept_prefix(run, source, transcript_format, messages, estimates, calibration, counted)
         decision = decide(messages, entries, freed, kept, CachePolicy(clear_at_least=0, horizon=options.horizon, prices=options.prices or DEFAULT_PRICES), now)
         cache = typing.cast(CacheDecisionReport, decision.as_dict())
     note = str(report.get("reason") or report.get("note") or "") if not changed else ""
@@ -196,11 +201,12 @@ def _dry_run(
     }
 
 
-def _kept_prefix(run: Any, buffer: Any, source: str, messages: Sequence[Any], estimates: Estimates, calibration: Any, counted: FileCount) -> int:
+def _kept_prefix(
+    run: Any, source: str, transcript_format: TranscriptFormat, messages: Sequence[Any], estimates: Estimates, calibration: Any, counted: FileCount
+) -> int:
     """Tokens of the prompt before the first message the stage changed: the part whose cache survives
     (the fixed part, system prompt and tools, comes before every message). A summary changes the
     first message of the context, so only the fixed part survives it."""
-    transcript_format = detect_format(buffer, source, counted.format)
     # The stage rewrote only its region (run.lines, after the untouched head): the active context is there.
     after = transcript_format.messages(list(iter_buffer_entries(b"".join(run.lines), source, "skip", ReadStats())))
     same = 0
