@@ -378,7 +378,7 @@ def refresh(path: str, directory: str) -> None:
                 entry["savings"] = stage_savings(path)
             except Exception as exc:  # recorded so the next line does not start the same failing run again
                 entry["error"] = f"{type(exc).__name__}: {exc}"
-        _write_atomic(os.path.join(directory, _key(path) + ".json"), entry)
+        _write_cache(os.path.join(directory, _key(path) + ".json"), entry)
     finally:
         try:
             os.unlink(lock)
@@ -404,19 +404,19 @@ def stage_savings(path: str) -> dict[str, int]:
     return freed
 
 
-def _write_atomic(target: str, entry: Mapping[str, Any]) -> None:
+def _write_cache(target: str, entry: Mapping[str, Any]) -> None:
+    """The entry written atomically (atomic.py, in the refresh process only); a cache that cannot be
+    written is left as it was: the next line tries again."""
     import orjson
 
-    temporary = f"{target}.{os.getpid()}.tmp"
+    from ..atomic import atomic_file
+    from ..core.errors import CtxpipeError
+
     try:
-        with open(temporary, "wb") as out:
+        with atomic_file(target) as out:
             out.write(orjson.dumps(entry))
-        os.replace(temporary, target)
-    except OSError:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
+    except (CtxpipeError, OSError):
+        pass
 
 
 # --- the line --------------------------------------------------------------------------------------
