@@ -174,8 +174,9 @@ def _blocks(content: Any) -> list[dict[str, Any]]:
     return [block for _, block in blocks_with_index(content)]
 
 
-def build_messages(entries: Sequence[Entry], positions: Sequence[int]) -> list[Message]:
-    """Messages from the given entries: assistant lines merged by message.id, usage from the last."""
+def build_messages(entries: Sequence[Entry], positions: Sequence[int], content: bool = True) -> list[Message]:
+    """Messages from the given entries: assistant lines merged by message.id, usage from the last.
+    content=False reads no block (usage, model and lines only: what the cost needs)."""
     messages: list[Message] = []
     responses: dict[str, Message] = {}
     for position in positions:
@@ -186,8 +187,8 @@ def build_messages(entries: Sequence[Entry], positions: Sequence[int]) -> list[M
         payload = obj.get("message")
         if not isinstance(payload, dict):
             continue
-        content = payload.get("content")
-        indexed = blocks_with_index(content)
+        raw = payload.get("content")
+        indexed = blocks_with_index(raw) if content else []
         blocks = [block for _, block in indexed]
         refs = [(position, index) for index, _ in indexed]
         if kind == "assistant":
@@ -213,7 +214,7 @@ def build_messages(entries: Sequence[Entry], positions: Sequence[int]) -> list[M
                     [position],
                     meta=bool(obj.get("isMeta")),
                     compact_summary=bool(obj.get("isCompactSummary")),
-                    text_content=content if isinstance(content, str) else None,
+                    text_content=raw if content and isinstance(raw, str) else None,
                     refs=refs,
                 )
             )
@@ -319,25 +320,8 @@ class ClaudeCodeFormat:
 
     def api_calls(self, entries: Sequence[Entry]) -> list[Message]:
         # Usage and model only: the cost needs no content, so no block is read (a big file has millions).
-        calls: list[Message] = []
-        by_id: dict[str, Message] = {}
-        for position, entry in enumerate(entries):
-            obj = entry.obj
-            payload = obj.get("message")
-            if obj.get("type") != "assistant" or not isinstance(payload, dict):
-                continue
-            usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else None
-            message_id = payload.get("id") if isinstance(payload.get("id"), str) else None
-            known = by_id.get(message_id) if message_id else None
-            if known is not None:  # a later line of the same response: its usage is the newer one
-                known.entries.append(position)
-                known.usage = usage if usage is not None else known.usage
-                continue
-            call = Message("assistant", [], [position], message_id, usage, text(payload, "model"))
-            if message_id:
-                by_id[message_id] = call
-            calls.append(call)
-        return [call for call in calls if is_real_response(call)]
+        responses = [position for position, entry in enumerate(entries) if entry.obj.get("type") == "assistant"]
+        return [call for call in build_messages(entries, responses, content=False) if is_real_response(call)]
 
     def split_at_compaction(self, entries: Sequence[Entry]) -> tuple[list[Message], list[Message]] | None:
         """The main chain's messages before the last compact boundary (followed back through
