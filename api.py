@@ -93,12 +93,11 @@ def _bytes_of(source: str | os.PathLike[str] | bytes) -> Iterator[tuple[Any, str
 
 def count_transcript(source: str | os.PathLike[str] | bytes, options: CountOptions | None = None) -> CountReport:
     """What `count --json` prints for one transcript: the same accounting, the same object."""
-    from pathlib import Path
 
     from .file_count import CountOptions, count_buffer
     from .sessions import kind_of
 
-    kind = None if isinstance(source, bytes) or os.fspath(source) == "-" else kind_of(Path(os.fspath(source)))  # as its name says, like count
+    kind = None if isinstance(source, bytes) or os.fspath(source) == "-" else kind_of(source)  # as its name says, like count
     with _bytes_of(source) as (buffer, name):
         return count_buffer(buffer, name, options or CountOptions(), kind).as_dict()
 
@@ -158,7 +157,6 @@ def session_report(source: str | os.PathLike[str] | bytes, options: ReportOption
     """What `report --json` prints for one transcript: everything its page shows
     (`ctxpipe.report_data.ReportOptions` holds the count options, the prices and the horizon)."""
     from datetime import timezone
-    from pathlib import Path
 
     from .report_data import ReportOptions
     from .report_data import session_report as report_of
@@ -166,7 +164,7 @@ def session_report(source: str | os.PathLike[str] | bytes, options: ReportOption
 
     path = None if isinstance(source, bytes) or os.fspath(source) == "-" else os.fspath(source)
     with _bytes_of(source) as (buffer, name):
-        return report_of(buffer, name, options or ReportOptions(), now or datetime.now(timezone.utc), kind_of(Path(path)) if path else None, path)
+        return report_of(buffer, name, options or ReportOptions(), now or datetime.now(timezone.utc), kind_of(path) if path else None, path)
 
 
 def report_html(report: SessionReport) -> str:

@@ -85,7 +85,7 @@ def _one(path: str | None, options: ReportOptions, moment: Any, output: str | No
         raise typer.BadParameter(f"{output} is the transcript read: the page would replace it", param_hint="--output")
     with mapped(path) as buffer:
         given = None if path is None or source == streams.STDIN else path
-        data = session_report(buffer, source, options, moment, kind_of(Path(given)) if given else None, given)
+        data = session_report(buffer, source, options, moment, kind_of(given) if given else None, given)
     streams.skipped_lines(data["file"], data["count"]["skipped_lines"])
     with streams.open_output(output) as out:
         if json_output:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -51,7 +50,7 @@ def warn(
     options = budget.count_options(reading)
     source = streams.source_name(path)
     with mapped(path) as buffer:
-        result = count_buffer(buffer, source, options, None if source == streams.STDIN else kind_of(Path(source)))
+        result = count_buffer(buffer, source, options, None if source == streams.STDIN else kind_of(source))
         if pass_through:
             with streams.open_output(None) as out:
                 out.write(buffer)
