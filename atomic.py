@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
+from . import storage
 from .core.errors import CtxpipeError, InputError
 
 BUFFER = 1 << 20
@@ -102,8 +103,14 @@ def _direct_descriptor(path: str | os.PathLike[str]) -> int | None:
 
 @contextlib.contextmanager
 def atomic_file(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
-    """An output for `path`, there only when the block ends without error (see the module doc)."""
+    """An output for `path`, there only when the block ends without error (see the module doc). An
+    object in a store is stored whole at the end (storage.replaced)."""
     shown = str(path)
+    if storage.is_remote(shown):
+        with storage.replaced(shown) as remote:
+            yield remote
+        return
+    path = storage.local_path(shown)
     descriptor = _direct_descriptor(path)
     if descriptor is not None:
         out = writer(descriptor, shown)
@@ -190,8 +197,13 @@ def keep_backup(path: str, suffix: str, data: Any) -> str:
     """Keep `data` (the original's bytes) as PATH+SUFFIX, or PATH+SUFFIX.1, .2, … when that name is
     taken: written whole and fsynced under a temporary name first, then given a name that is not
     in use (a hard link cannot take over an existing file), so no backup is ever overwritten and
-    none is ever half-written. Returns the name used."""
+    none is ever half-written. Returns the name used. In a store: an object created only where the
+    name is free (a store that cannot promise that refuses the backup)."""
     base = path + suffix
+    if storage.is_remote(base):
+        return _remote_backup(base, data)
+    base = storage.local_path(base)
+    path = storage.local_path(path)
     folder = os.path.dirname(base) or "."
     handle, temp_name, out = _temporary(folder, os.path.basename(base), base, "cannot write the backup here")
     try:
@@ -209,6 +221,14 @@ def keep_backup(path: str, suffix: str, data: Any) -> str:
         TEMPORARY.discard(temp_name)
     sync_folder(folder)
     return name
+
+
+def _remote_backup(base: str, data: Any) -> str:
+    for number in itertools.count():
+        name = base if number == 0 else f"{base}.{number}"
+        if storage.create_new(name, data):
+            return name
+    raise AssertionError("unreachable")
 
 
 def _claim_name(temp_name: str, base: str) -> str:

@@ -12,6 +12,7 @@ tells a buffer's format from its first lines.
 from __future__ import annotations
 
 import contextlib
+import io
 import itertools
 import mmap
 import os
@@ -21,6 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+from . import storage
 from .core.errors import InputError
 from .core.jsonl import Entry, OnError, ReadStats, iter_entries
 from .formats import SNIFF_LINES, TranscriptFormat, claim, detect, get
@@ -35,8 +37,12 @@ def source_name(path: Source) -> str:
 
 
 def open_file(path: str | os.PathLike[str], buffering: int = -1) -> BinaryIO:
-    """`path` opened for reading; a missing, forbidden or folder path is bad input."""
+    """`path` opened for reading; a missing, forbidden or folder path is bad input. An object in a
+    store (storage.is_remote) is fetched whole, in one request."""
     name = str(path)
+    if storage.is_remote(name):
+        return io.BytesIO(storage.read_whole(name))
+    path = storage.local_path(name)
     if os.path.isdir(path):
         raise InputError(name, None, "is a directory, expected a transcript file")
     try:
@@ -63,7 +69,11 @@ def stdin_stream() -> BinaryIO:
 
 
 def is_regular(path: str | os.PathLike[str]) -> bool:
-    """Whether `path` (a symbolic link followed) is a regular file, the only kind that is mapped or replaced."""
+    """Whether `path` (a symbolic link followed) is a regular file, the only kind that is mapped or
+    replaced; or an object in a store."""
+    if storage.is_remote(path):
+        return storage.info(str(path)) is not None
+    path = storage.local_path(str(path))
     try:
         return stat.S_ISREG(os.stat(path).st_mode)
     except OSError:
@@ -129,12 +139,20 @@ def stream_entries(stream: BinaryIO, source: str, format_name: str | None, on_er
 
 
 @contextlib.contextmanager
-def mapped(path: Source) -> Iterator[Any]:
-    """The whole input as a bytes-like object: an mmap for a regular file, bytes for anything else."""
+def mapped(path: Source, ranged: bool = False) -> Iterator[Any]:
+    """The whole input as a bytes-like object: an mmap for a regular file, bytes for anything else.
+
+    An object in a store is fetched whole, or with `ranged` (for a reader of its ends: count) is a
+    storage.RangedObject that fetches only the blocks read (len, slices, find and rfind; no buffer
+    protocol, see core/jsonl._sliced)."""
     if path is None or path == STDIN:
         yield read_all(stdin_stream(), STDIN)
         return
     name = str(path)
+    if storage.is_remote(name):
+        yield storage.RangedObject(name) if ranged else storage.read_whole(name)
+        return
+    name = storage.local_path(name)
     with open_file(name) as handle:
         info = os.fstat(handle.fileno())
         if not stat.S_ISREG(info.st_mode) or info.st_size == 0:

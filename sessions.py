@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 
+from . import storage
 from .core.errors import InputError
 
 if TYPE_CHECKING:  # pathlib loads where a folder is searched: the status line reads one file
@@ -39,12 +40,15 @@ _PEEK_LINES = 16
 
 @dataclass(frozen=True)
 class SessionFile:
-    path: Path
+    path: Path | str  # a str: an object in a store (a URL)
     kind: Kind
     shown: str  # the path as the user should see it
+    listed_size: int | None = None  # as the store's listing gave it
 
     @property
     def size(self) -> int:
+        if self.listed_size is not None or isinstance(self.path, str):
+            return self.listed_size or 0
         try:
             return self.path.stat().st_size
         except OSError:
@@ -115,7 +119,10 @@ def find_sessions(paths: Iterable[str], subagents: bool = True, on_skip: Callabl
         found.append(SessionFile(file, kind_of(file), shown))
 
     for given in paths:
-        path = Path(given).expanduser()
+        if storage.is_remote(given):
+            found += _find_in_store(given, subagents, {file.path for file in found})
+            continue
+        path = Path(storage.local_path(given)).expanduser()
         if path.is_dir():
             for root, folders, files in os.walk(path, onerror=lambda exc: skip(str(exc.filename), exc.strerror or str(exc))):
                 folders.sort()
@@ -135,6 +142,22 @@ def find_sessions(paths: Iterable[str], subagents: bool = True, on_skip: Callabl
         else:
             raise InputError(given, None, "no such file or folder")
     return found
+
+
+def _find_in_store(given: str, subagents: bool, taken: set[Path | str]) -> list[SessionFile]:
+    """The object `given`, or every session object below the prefix `given` (the same rule as a
+    folder: every *.jsonl, subagents told by their name), in name order, none twice."""
+    one = storage.info(given)
+    if one is not None:
+        return [] if given in taken else [SessionFile(given, kind_of(given), given, one.size)]
+    objects = storage.walk(given) if storage.is_folder(given) else []
+    if not objects:
+        raise InputError(given, None, "no such file or folder")
+    return [
+        SessionFile(item.url, kind_of(item.url), item.url, item.size)
+        for item in objects
+        if item.url.endswith(".jsonl") and item.url not in taken and (subagents or kind_of(item.url) == "main")
+    ]
 
 
 _KINDS = [

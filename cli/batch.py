@@ -66,17 +66,16 @@ def _in_worker(job: Callable[[Any], Any], item: Any) -> tuple[bool, Any]:
         _BUSY = False
 
 
-def target_path(path: str | Path, given: Sequence[str], out_dir: str) -> Path:
+def target_path(path: str | Path, given: Sequence[str], out_dir: str) -> str:
     """Where --out-dir puts the result for `path`: a file of a folder given at the same place below
-    DIR (the tree is mirrored), a file given by name as DIR/NAME."""
+    DIR (the tree is mirrored), a file given by name as DIR/NAME. Either side may be in a store."""
+    from .. import storage
+
     for root in given:
-        base = Path(root).expanduser()
-        if base.is_dir():
-            try:
-                return Path(out_dir) / Path(path).relative_to(base)
-            except ValueError:
-                continue
-    return Path(out_dir) / Path(path).name
+        relative = storage.below(str(path), root)
+        if relative is not None:
+            return storage.join(out_dir, relative)
+    return storage.join(out_dir, os.path.basename(str(path)))
 
 
 def find_inputs(paths: Sequence[str], subagents: bool) -> list[Any]:

@@ -169,6 +169,14 @@ class StageIO(Reading):
     unbuffered: Unbuffered = False
 
 
+def _is_folder(path: str) -> bool:
+    from .. import storage
+
+    if storage.is_remote(path):
+        return storage.is_folder(path)
+    return os.path.isdir(storage.local_path(path))
+
+
 @dataclass(frozen=True)
 class Batch:
     """Many transcripts: files and folders searched for sessions, on worker processes."""
@@ -186,4 +194,4 @@ class Batch:
     def one_transcript(self) -> bool:
         """stdin, or one path that is not a folder (a batch command then works as a filter)."""
         paths = self.paths or []
-        return self.from_stdin or (len(paths) == 1 and not os.path.isdir(paths[0]))
+        return self.from_stdin or (len(paths) == 1 and not _is_folder(paths[0]))

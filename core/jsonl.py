@@ -7,6 +7,7 @@ which str.splitlines() would break on.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Iterable, Iterator
@@ -214,6 +215,20 @@ def write_entries(entries: Iterable[Entry], out: BinaryIO, flush_each: bool = Fa
             out.flush()
 
 
+def _sliced(buffer: Any) -> contextlib.AbstractContextManager[Any]:
+    """Something to slice `buffer` with, without copies where it can: a memoryview of bytes or an
+    mmap; the buffer itself for one that fetches what is sliced (storage.RangedObject)."""
+    try:
+        return memoryview(buffer)
+    except TypeError:
+        return contextlib.nullcontext(buffer)
+
+
+def _release(part: Any) -> None:
+    if isinstance(part, memoryview):
+        part.release()
+
+
 def line_number(buffer: Any, offset: int, chunk: int = 1 << 24) -> int:
     """The 1-based number of the line that starts at byte `offset` (counts the newlines before it)."""
     count = 0
@@ -248,7 +263,7 @@ def iter_entries_reversed(
     located on demand.
     """
     loads = orjson.loads
-    with memoryview(buffer) as view:
+    with _sliced(buffer) as view:
         for start, content_end, eol in iter_lines_reversed(buffer):
             raw = view[start + 3 if start == 0 and view[:3] == BOM else start : content_end]
             try:
@@ -256,7 +271,7 @@ def iter_entries_reversed(
             except orjson.JSONDecodeError as exc:
                 obj = _parse_slowly(bytes(raw), eol == b"", exc)
             kept = bytes(raw) if keep_raw and type(obj) is dict else None
-            raw.release()  # no view may outlive the loop: the caller closes the mmap behind it
+            _release(raw)  # no view may outlive the loop: the caller closes the mmap behind it
             if obj is _BLANK:
                 continue
             if type(obj) is dict:
@@ -274,7 +289,7 @@ def iter_buffer_entries(buffer: Any, source: str, on_error: OnError = "fail", st
     size = len(buffer)
     start = 3 if buffer[:3] == BOM else 0
     number = 0
-    with memoryview(buffer) as view:
+    with _sliced(buffer) as view:
         while start < size:
             number += 1
             newline = buffer.find(b"\n", start)
@@ -286,7 +301,7 @@ def iter_buffer_entries(buffer: Any, source: str, on_error: OnError = "fail", st
                 obj = loads(raw)
             except orjson.JSONDecodeError as exc:
                 obj = _parse_slowly(bytes(raw), eol == b"", exc)
-            raw.release()  # no view may outlive the loop: the caller closes the mmap behind it
+            _release(raw)  # no view may outlive the loop: the caller closes the mmap behind it
             if obj is _BLANK:
                 continue
             if type(obj) is dict:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
@@ -151,16 +150,17 @@ def _plan(files: list[Any], given: list[str], out_dir: str | None, in_place: boo
     one target, no result over an input (only --in-place replaces inputs), no in-place rewrite of
     what is not a regular file. (find_sessions already lists each file once.)"""
     from ...inputs import is_regular
+    from ...storage import identity
     from ..batch import target_path
 
-    inputs = {os.path.realpath(f.path): f.shown for f in files}
+    inputs = {identity(str(f.path)): f.shown for f in files}
     written: dict[str, str] = {}
     items = []
     for file in files:
         if in_place and not is_regular(file.path):
             raise typer.BadParameter(f"{file.shown}: not a regular file; --in-place replaces regular files only", param_hint="PATHS")
-        target = str(Path(file.path) if in_place else target_path(file.path, given, out_dir or ""))
-        key = os.path.realpath(target)
+        target = str(file.path) if in_place else target_path(file.path, given, out_dir or "")
+        key = identity(target)
         if not in_place and key in inputs:
             raise typer.BadParameter(
                 f"the result for {file.shown} would replace the input {inputs[key]}; choose another --out-dir, or use --in-place", param_hint="--out-dir"
@@ -176,7 +176,12 @@ def _plan(files: list[Any], given: list[str], out_dir: str | None, in_place: boo
     return items
 
 
-def _version(path: str) -> tuple[int, ...] | None:
+def _version(path: str) -> tuple[object, ...] | None:
+    """What changes when `path` is written to (None: it is gone)."""
+    from ... import storage
+
+    if storage.is_remote(path):
+        return storage.version(path)
     try:
         info = os.stat(path)
     except OSError:
@@ -194,6 +199,7 @@ def compact_one(item: tuple[str, str, str], options: CompactOptions, backup: str
     from ...inputs import mapped
     from ...pipeline import compact_buffer, ready
     from ...sessions import COMPACTION_NOTE, is_compaction
+    from ...storage import make_folder
 
     path, shown, target = item
     in_place = path == target
@@ -209,11 +215,11 @@ def compact_one(item: tuple[str, str, str], options: CompactOptions, backup: str
             return report
         if backup and report["changed"]:
             report["backup"] = keep_backup(path, backup, buffer)  # the very bytes compacted
-    folder = Path(target).parent
+    folder = os.path.dirname(target)
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        make_folder(folder)
     except OSError as exc:
-        raise write_error(str(folder), exc, "cannot create the folder") from None
+        raise write_error(folder, exc, "cannot create the folder") from None
     with streams.open_output(target) as out:
         for piece in pieces:
             out.write(piece)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -81,7 +80,7 @@ def _one(path: str | None, options: ReportOptions, moment: Any, output: str | No
     source = streams.source_name(path)
     if output is None and not json_output and streams.stdout_is_terminal():
         raise typer.BadParameter("the page is HTML: give -o FILE (or redirect stdout, or --json for the facts)", param_hint="--output")
-    if output is not None and path not in (None, streams.STDIN) and os.path.exists(output) and os.path.samefile(output, path):
+    if output is not None and path not in (None, streams.STDIN) and _same(output, path):
         raise typer.BadParameter(f"{output} is the transcript read: the page would replace it", param_hint="--output")
     with mapped(path) as buffer:
         given = None if path is None or source == streams.STDIN else path
@@ -103,17 +102,18 @@ def _page(data: SessionReport) -> str:
 
 
 def _many(paths: list[str], options: ReportOptions, moment: Any, out_dir: str | None, json_output: bool, jobs: int, subagents: bool) -> None:
+    from ...storage import identity, join, with_suffix
     from ..batch import default_jobs, find_inputs, run_all, target_path
 
     files = find_inputs(paths, subagents)
     # Checked before anything is written: no page over an input, no two pages (or a page and the index) at one path.
-    inputs = {os.path.realpath(file.path): file.shown for file in files}
-    targets: dict[str, str] = {os.path.realpath(Path(out_dir) / INDEX): INDEX} if out_dir else {}
+    inputs = {identity(str(file.path)): file.shown for file in files}
+    targets: dict[str, str] = {identity(join(out_dir, INDEX)): INDEX} if out_dir else {}
     items = []
     for file in files:
-        page = str(target_path(file.path, paths, out_dir).with_suffix(".html")) if out_dir else None
+        page = with_suffix(target_path(file.path, paths, out_dir), ".html") if out_dir else None
         if page is not None:
-            key = os.path.realpath(page)
+            key = identity(page)
             if key in inputs:
                 raise typer.BadParameter(f"the page for {file.shown} would replace the input {inputs[key]}; choose another --out-dir", param_hint="--out-dir")
             if key in targets:
@@ -141,8 +141,8 @@ def _many(paths: list[str], options: ReportOptions, moment: Any, out_dir: str | 
     if out_dir and not json_output:
         from ...report_page import index_page
 
-        index = Path(out_dir) / INDEX
-        with streams.open_output(str(index)) as out:
+        index = join(out_dir, INDEX)
+        with streams.open_output(index) as out:
             out.write(index_page(rows, title=f"ctxpipe report: {len(files)} session{'s' if len(files) != 1 else ''}").encode("utf-8"))
         streams.note(f"report: {len(files) - failures} page(s) and {index}")
     if failures:
@@ -153,6 +153,7 @@ def _report_one(item: tuple[str, str, str, str | None], options: ReportOptions, 
     """In a worker: the report of one file; its page written there (the data stays in the worker)."""
     from ...inputs import mapped
     from ...report_data import session_report
+    from ...storage import relative_link
 
     path, kind, shown, page = item
     with mapped(path) as buffer:
@@ -160,20 +161,30 @@ def _report_one(item: tuple[str, str, str, str | None], options: ReportOptions, 
     if json_output:
         return data, data["count"]["skipped_lines"]
     assert page is not None
-    _folder(str(Path(page).parent))
+    _folder(os.path.dirname(page))
     with streams.open_output(page) as out:
         out.write(_page(data).encode("utf-8"))
-    return _row(shown, os.path.relpath(page, out_dir or "."), data, None), data["count"]["skipped_lines"]  # the index links to the page from out_dir
+    return _row(shown, relative_link(page, out_dir or "."), data, None), data["count"]["skipped_lines"]  # the index links to the page from out_dir
 
 
 def _folder(folder: str) -> None:
     """The folder a page goes in, made when missing; one that cannot be is one error line."""
     from ...atomic import write_error
+    from ...storage import make_folder
 
     try:
-        Path(folder).mkdir(parents=True, exist_ok=True)
+        make_folder(folder)
     except OSError as exc:
         raise write_error(folder, exc, "cannot create the folder") from None
+
+
+def _same(output: str, path: str) -> bool:
+    """Whether the page would be written over the transcript read."""
+    from ...storage import identity, is_remote
+
+    if is_remote(output) or is_remote(path):
+        return identity(output) == identity(path)
+    return os.path.exists(output) and os.path.samefile(output, path)
 
 
 def _row(shown: str, page: str | None, data: SessionReport | None, error: str | None) -> IndexRow:

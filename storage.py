@@ -1,0 +1,373 @@
+"""Paths that name objects in a store — s3://, gs://, az://, any protocol fsspec knows — beside local paths.
+
+One place decides what a path is. A plain path, or a file:// URL, is local: inputs.py maps it and
+atomic.py renames over it, as always. Anything else with a scheme is remote and goes through
+fsspec, whose backends are optional extras (EXTRAS); a missing one is one line naming the extra.
+Credentials and endpoints are each backend's own configuration (for S3: the AWS environment and
+files, AWS_ENDPOINT_URL included): nothing here reads them.
+
+Reading: `read_whole` fetches an object in one request (the stages hold a whole transcript anyway);
+`RangedObject` is the object as a buffer that fetches only the blocks read, so count reads the
+end of a file, and its first lines, not the whole of it. Writing: `replaced` collects an output
+and stores it as one object when the block ends without error (a PUT that fails leaves the old
+object); `create_new` stores an object only under a name not in use (backups). The stores' errors
+— many types, from many libraries — are put into words here, as inputs.py does for the OS's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, BinaryIO, cast
+
+from .core.errors import CtxpipeError, InputError
+
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*)://")
+LOCAL_SCHEMES = ("file", "local")
+# The optional extra that brings each scheme's backend (pyproject.toml's optional-dependencies).
+EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "az": "azure", "abfs": "azure", "abfss": "azure", "adl": "azure"}
+# A ranged read fetches whole blocks: small, so that count's tail read fetches little more than
+# it parses; a read that walks on from the blocks just fetched (back from the end, or on from
+# the start) fetches twice as many at a time, up to MAX_RUN blocks, so a long walk takes few requests.
+BLOCK = 64 << 10
+MAX_RUN = 64
+CACHED_BLOCKS = 256  # 16 MiB of blocks per object held at once
+# An output is kept in memory up to this size before it is spooled to a temporary file.
+SPOOL_BYTES = 64 << 20
+
+
+class MissingExtra(CtxpipeError):
+    """A path needs a backend that is not installed (exit 2: the command cannot be run as given here)."""
+
+    def __init__(self, path: str, scheme: str, extra: str) -> None:
+        self.path, self.scheme, self.extra = path, scheme, extra
+        super().__init__(f"{path}: {scheme}:// paths need the {extra} extra: pip install 'ctxpipe[{extra}]'")
+
+    def __reduce__(self) -> tuple[type[MissingExtra], tuple[str, str, str]]:
+        return (MissingExtra, (self.path, self.scheme, self.extra))
+
+
+def scheme(path: object) -> str | None:
+    """The URL scheme of `path` ("s3", "file", …), None for a plain path."""
+    match = _SCHEME.match(str(path))
+    return match.group(1).lower() if match else None
+
+
+def is_remote(path: object) -> bool:
+    """Whether `path` names an object in a store (a scheme other than file://)."""
+    found = scheme(path)
+    return found is not None and found not in LOCAL_SCHEMES
+
+
+def local_path(path: str) -> str:
+    """A plain path for `path`: file:///x is /x (percent-escapes decoded); other paths unchanged."""
+    if scheme(path) not in LOCAL_SCHEMES:
+        return path
+    import urllib.parse  # here: the status line reads local files, and its start-up is counted in ms
+
+    parsed = urllib.parse.urlsplit(path)
+    if parsed.netloc not in ("", "localhost"):
+        raise InputError(path, None, "a file:// URL names a file on this machine (file:///path)")
+    return urllib.parse.unquote(parsed.path)
+
+
+def filesystem(url: str) -> tuple[Any, str]:
+    """The fsspec file system for `url` and the path within it; a backend not installed is MissingExtra."""
+    name = scheme(url) or ""
+    extra = EXTRAS.get(name)
+    try:
+        import fsspec
+    except ImportError:
+        raise MissingExtra(url, name, extra or "s3") from None
+    try:
+        return cast("tuple[Any, str]", fsspec.core.url_to_fs(url))
+    except ImportError:
+        if extra:
+            raise MissingExtra(url, name, extra) from None
+        raise InputError(url, None, f"no backend for {name}:// is installed (see fsspec's list of implementations)") from None
+    except ValueError as exc:
+        if "not known" in str(exc).lower():
+            raise InputError(url, None, f"unknown storage scheme {name}://") from None
+        raise InputError(url, None, _reason(exc)) from None
+    except Exception as exc:  # a backend that fails to start (bad configuration): put into words
+        raise InputError(url, None, _reason(exc)) from None
+
+
+def _reason(exc: BaseException) -> str:
+    """One line for a store's error: FileNotFoundError and PermissionError in the words inputs.py uses."""
+    if isinstance(exc, FileNotFoundError):
+        return "no such file"
+    if isinstance(exc, PermissionError):
+        return "permission denied"
+    if isinstance(exc, IsADirectoryError):
+        return "is a directory, expected a transcript file"
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+@contextlib.contextmanager
+def _reading(url: str) -> Iterator[None]:
+    """A store's failure while reading `url` is bad input (InputError), never a traceback."""
+    try:
+        yield
+    except CtxpipeError:
+        raise
+    except Exception as exc:
+        raise InputError(url, None, _reason(exc)) from None
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    url: str
+    size: int
+
+
+def info(url: str) -> ObjectInfo | None:
+    """The object at `url` (None when there is none: a folder-like prefix, or nothing)."""
+    fs, path = filesystem(url)
+    with _reading(url):
+        try:
+            found = fs.info(path)
+        except FileNotFoundError:
+            return None
+    if found.get("type") != "file":
+        return None
+    return ObjectInfo(url, int(found.get("size") or 0))
+
+
+def is_folder(url: str) -> bool:
+    """Whether `url` is a prefix with objects below it (a bucket counts)."""
+    fs, path = filesystem(url)
+    with _reading(url):
+        return bool(fs.isdir(path))
+
+
+def walk(url: str) -> list[ObjectInfo]:
+    """Every object below the prefix `url`, each with its size, in name order."""
+    fs, path = filesystem(url)
+    with _reading(url):
+        found = fs.find(path, detail=True)
+    return sorted(
+        (ObjectInfo(fs.unstrip_protocol(name), int(entry.get("size") or 0)) for name, entry in found.items() if entry.get("type", "file") == "file"),
+        key=lambda item: item.url,
+    )
+
+
+def join(folder: str, relative: str) -> str:
+    """`relative` (a /-separated path) below the folder or prefix `folder`."""
+    if not is_remote(folder):
+        return os.path.join(local_path(folder), *relative.split("/"))
+    return folder.rstrip("/") + "/" + relative.lstrip("/")
+
+
+def below(path: str, folder: str) -> str | None:
+    """`path` relative to the folder or prefix `folder` (/-separated), None when it is not below it
+    (or `folder` is not a folder)."""
+    if is_remote(folder) or is_remote(path):
+        base = folder.rstrip("/") + "/"
+        return path[len(base) :] if path.startswith(base) and len(path) > len(base) else None
+    base = os.path.expanduser(local_path(folder))
+    if not os.path.isdir(base):
+        return None
+    relative = os.path.relpath(local_path(path), base)
+    return None if relative == os.curdir or relative.split(os.sep)[0] == os.pardir else relative.replace(os.sep, "/")
+
+
+def with_suffix(path: str, suffix: str) -> str:
+    """`path` with its file name's extension replaced by `suffix` (added when it has none)."""
+    return os.path.splitext(path)[0] + suffix
+
+
+def relative_link(path: str, folder: str) -> str:
+    """How a page in `folder` links to `path` (below it): a relative, /-separated path."""
+    found = below(path, folder)
+    return found if found is not None else os.path.basename(path)
+
+
+def identity(path: str) -> str:
+    """What tells two paths to one file or object apart: the real path of a local file, a URL itself."""
+    return path if is_remote(path) else os.path.realpath(os.path.expanduser(local_path(path)))
+
+
+def make_folder(folder: str) -> None:
+    """The folder `folder`, made when missing (a store has none to make: a prefix exists with its objects)."""
+    if folder and not is_remote(folder):
+        os.makedirs(local_path(folder), exist_ok=True)
+
+
+def version(url: str) -> tuple[str, ...] | None:
+    """What changes when the object at `url` is written (its size, ETag or generation, time), asked
+    of the store now (not of a listing cached earlier); None when there is no object."""
+    fs, path = filesystem(url)
+    with _reading(url):
+        fs.invalidate_cache(path)
+        try:
+            found = fs.info(path)
+        except FileNotFoundError:
+            return None
+    return tuple(f"{key}={found[key]}" for key in sorted(found) if key.lower() in _VERSION_KEYS)
+
+
+_VERSION_KEYS = {"size", "etag", "lastmodified", "last_modified", "mtime", "generation", "updated", "version_id", "versionid", "content_md5", "md5hash"}
+
+
+def read_whole(url: str) -> bytes:
+    """The object's bytes, fetched in one request."""
+    fs, path = filesystem(url)
+    with _reading(url):
+        if fs.isdir(path):
+            raise InputError(url, None, "is a directory, expected a transcript file")
+        return cast(bytes, fs.cat_file(path))
+
+
+class RangedObject:
+    """An object as a read-only buffer that fetches the blocks it is asked for, and keeps the latest
+    CACHED_BLOCKS of them: len, slices (bytes), find and rfind — what the readers of core/jsonl.py
+    use of a buffer, which an mmap also offers. `fetched` counts the bytes transferred."""
+
+    def __init__(self, url: str, size: int | None = None) -> None:
+        self.url = url
+        self._fs, self._path = filesystem(url)
+        if size is None:
+            found = info(url)
+            if found is None:
+                raise InputError(url, None, "no such file")
+            size = found.size
+        self.size = size
+        self.fetched = 0
+        self.requests = 0
+        self._blocks: OrderedDict[int, bytes] = OrderedDict()
+        # [block, run]: where each walk stands and how many blocks its next request fetches.
+        self._back = [-2, 1]
+        self._on = [-2, 1]
+
+    def __len__(self) -> int:
+        return self.size
+
+    def _block(self, index: int) -> bytes:
+        block = self._blocks.get(index)
+        if block is not None:
+            self._blocks.move_to_end(index)
+            return block
+        last = (self.size - 1) // BLOCK
+        if index == self._back[0] - 1:  # walking back from the end: the run grows
+            run = min(self._back[1] * 2, MAX_RUN)
+            low, high = max(0, index - run + 1), index
+            self._back = [low, run]
+        elif index == self._on[0] + 1:  # walking on from the start
+            run = min(self._on[1] * 2, MAX_RUN)
+            low, high = index, min(last, index + run - 1)
+            self._on = [high, run]
+        else:  # a new place: either walk may start here
+            low = high = index
+            self._back, self._on = [index, 1], [index, 1]
+        while low < index and low in self._blocks:
+            low += 1
+        while high > index and high in self._blocks:
+            high -= 1
+        start, end = low * BLOCK, min(self.size, (high + 1) * BLOCK)
+        with _reading(self.url):
+            data = bytes(self._fs.cat_file(self._path, start=start, end=end))
+        if len(data) != end - start:  # the object changed under the read
+            raise InputError(self.url, None, "changed while being read")
+        self.fetched += len(data)
+        self.requests += 1
+        for number in range(low, high + 1):
+            self._blocks[number] = data[(number - low) * BLOCK : (number - low + 1) * BLOCK]
+            self._blocks.move_to_end(number)
+        block = self._blocks[index]
+        while len(self._blocks) > CACHED_BLOCKS:
+            self._blocks.popitem(last=False)
+        return block
+
+    def __getitem__(self, key: slice) -> bytes:
+        if not isinstance(key, slice) or key.step not in (None, 1):
+            raise TypeError("a RangedObject is read by contiguous slices")
+        start, stop, _ = key.indices(self.size)
+        if stop <= start:
+            return b""
+        first, last = start // BLOCK, (stop - 1) // BLOCK
+        if first == last:
+            return self._block(first)[start - first * BLOCK : stop - first * BLOCK]
+        parts = [self._block(index) for index in range(first, last + 1)]
+        parts[-1] = parts[-1][: stop - last * BLOCK]
+        parts[0] = parts[0][start - first * BLOCK :]
+        return b"".join(parts)
+
+    def _bounds(self, start: int | None, end: int | None) -> tuple[int, int]:
+        return slice(start, end).indices(self.size)[:2]
+
+    def find(self, sub: bytes, start: int | None = None, end: int | None = None) -> int:
+        low, high = self._bounds(start, end)
+        position = low
+        while position < high:
+            index = position // BLOCK
+            base = index * BLOCK
+            block_end = min(high, base + BLOCK)
+            window_end = min(high, block_end + len(sub) - 1)  # a match may cross into the next block
+            if window_end == block_end:
+                found = self._block(index).find(sub, position - base, block_end - base)
+                if found >= 0:
+                    return base + found
+            else:
+                found = self[position:window_end].find(sub)
+                if found >= 0:
+                    return position + found
+            position = block_end
+        return -1
+
+    def rfind(self, sub: bytes, start: int | None = None, end: int | None = None) -> int:
+        low, high = self._bounds(start, end)
+        position = high
+        while position > low:
+            index = (position - 1) // BLOCK
+            base = index * BLOCK
+            block_start = max(low, base)
+            window_start = max(low, block_start - len(sub) + 1)  # a match may start in the block before
+            if window_start == block_start:
+                found = self._block(index).rfind(sub, block_start - base, position - base)
+                if found >= 0:
+                    return base + found
+            else:
+                found = self[window_start:position].rfind(sub)
+                if found >= 0:
+                    return window_start + found
+            position = block_start
+        return -1
+
+
+@contextlib.contextmanager
+def replaced(url: str) -> Iterator[BinaryIO]:
+    """An output for the object `url`, stored whole when the block ends without error: the store
+    keeps the old object (or none) until then, and after a failed upload."""
+    import tempfile
+
+    fs, path = filesystem(url)
+    with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) as spool:
+        yield cast(BinaryIO, spool)
+        spool.seek(0)
+        try:
+            fs.pipe_file(path, spool.read())
+        except Exception as exc:
+            raise CtxpipeError(f"{url}: cannot write ({_reason(exc)})") from None
+
+
+def create_new(url: str, data: Any) -> bool:
+    """Store `data` as `url` only if no object has that name (False when one has). A store that
+    cannot promise it is refused: a backup must never overwrite another."""
+    fs, path = filesystem(url)
+    try:
+        fs.pipe_file(path, bytes(data), mode="create")
+    except FileExistsError:
+        return False
+    except (NotImplementedError, TypeError, ValueError) as exc:
+        raise CtxpipeError(f"{url}: this store cannot create an object only when its name is free ({_reason(exc)}), so --backup is refused here") from None
+    except Exception as exc:
+        if "precondition" in str(exc).lower():  # S3's 412 when the name is taken, from some versions
+            return False
+        raise CtxpipeError(f"{url}: cannot write the backup ({_reason(exc)})") from None
+    return True
