@@ -41,7 +41,7 @@ SPOOL_BYTES = 64 << 20
 
 
 class MissingExtra(CtxpipeError):
-    """A path needs a backend that is not installed (exit 2: the command cannot be run as given here)."""
+    """A path needs a backend that is not installed: one error line naming the extra to install."""
 
     def __init__(self, path: str, scheme: str, extra: str) -> None:
         self.path, self.scheme, self.extra = path, scheme, extra

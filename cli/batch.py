@@ -10,6 +10,7 @@ import signal
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -91,10 +92,34 @@ def find_inputs(paths: Sequence[str], subagents: bool) -> list[Any]:
     return files
 
 
+@dataclass(frozen=True)
+class Runner:
+    """Where a batch's files are processed: `jobs` local worker processes (0: one per core), or a
+    Dask cluster (`executor` "dask": the one at `scheduler`, else a local one of `jobs` workers)."""
+
+    jobs: int = 0
+    executor: str = "local"
+    scheduler: str | None = None
+
+    @property
+    def workers(self) -> int:
+        return self.jobs or default_jobs()
+
+
 def run_all(
-    job: Callable[[Item], Any], items: Sequence[Item], jobs: int, total_bytes: int, on_done: Callable[[bool], None] | None = None, shared_breaker: bool = False
+    job: Callable[[Item], Any],
+    items: Sequence[Item],
+    runner: Runner,
+    total_bytes: int,
+    on_done: Callable[[bool], None] | None = None,
+    shared_breaker: bool = False,
 ) -> list[tuple[bool, Any]]:
     """(ok, result or CtxpipeError) for each item, in order; bad input in one file spares the rest."""
+    if runner.executor == "dask":
+        from .dask_executor import run_on_dask
+
+        return run_on_dask(job, items, runner.scheduler, runner.workers, on_done, shared_breaker)
+    jobs = runner.workers
     failures = multiprocessing.Value("i", 0) if shared_breaker else None
     if jobs <= 1 or len(items) < 2 or total_bytes < PARALLEL_MIN_BYTES:
         results = []

@@ -6,13 +6,16 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Annotated, Any, Optional, cast
+from typing import TYPE_CHECKING, Annotated, Any, Optional, cast
 
 import typer
 
 from ..core.jsonl import OnError as ReadErrors
 from ..formats import NAMES
 from ..inputs import STDIN
+
+if TYPE_CHECKING:
+    from .batch import Runner
 
 
 class OnErrorChoice(str, Enum):
@@ -122,6 +125,30 @@ Now = Annotated[
     Optional[str], typer.Option("--now", help="The current time (ISO 8601) for time-based decisions and markers.", show_default=False, callback=iso_time)
 ]
 Jobs = Annotated[int, typer.Option("--jobs", "-j", help="Worker processes for many files (0: one per core).", min=0)]
+
+
+class ExecutorChoice(str, Enum):
+    """--executor: where a batch's files are processed."""
+
+    local = "local"
+    dask = "dask"
+
+
+Executor = Annotated[
+    ExecutorChoice,
+    typer.Option(
+        "--executor",
+        help="local: --jobs worker processes on this machine. dask: one task per file on a Dask cluster (--scheduler; needs ctxpipe[dask]).",
+    ),
+]
+Scheduler = Annotated[
+    Optional[str],
+    typer.Option(
+        "--scheduler",
+        help="The Dask scheduler for --executor dask (tcp://HOST:PORT; default: $DASK_SCHEDULER_ADDRESS, else a local cluster of --jobs workers).",
+        show_default=False,
+    ),
+]
 Subagents = Annotated[bool, typer.Option("--subagents/--no-subagents", help="Include subagent files found in folders.")]
 OutDir = Annotated[
     Optional[str],
@@ -184,6 +211,17 @@ class Batch:
     paths: InputPaths = None
     jobs: Jobs = 0
     subagents: Subagents = True
+    executor: Executor = ExecutorChoice.local
+    scheduler: Scheduler = None
+
+    @property
+    def runner(self) -> Runner:
+        """The batch.Runner these options choose."""
+        from .batch import Runner
+
+        if self.scheduler and self.executor is not ExecutorChoice.dask:
+            raise typer.BadParameter("--scheduler goes with --executor dask", param_hint="--scheduler")
+        return Runner(self.jobs, self.executor.value, self.scheduler)
 
     @property
     def from_stdin(self) -> bool:

@@ -12,6 +12,7 @@ from ...pipeline import GIVEN_BY_COMPACT, PIPELINE, CompactOptions, model_access
 
 if TYPE_CHECKING:  # types only
     from ...core.reports import CompactReport, CompactRow, CompactSkipRow
+    from ..batch import Runner
 from .. import streams
 from ..budget_options import Baseline, Threshold
 from ..flags import Merged, with_options
@@ -105,7 +106,7 @@ def compact(
         raise typer.BadParameter("the notes of one session go with one transcript, not several files or a folder", param_hint="--session-memory")
     if not out_dir and not in_place:
         raise typer.BadParameter("several files or a folder need --out-dir DIR or --in-place (one file alone goes to stdout)", param_hint="PATHS")
-    _batch(paths, options, out_dir, in_place, backup, batch.jobs, batch.subagents, json_output, report_json)
+    _batch(paths, options, out_dir, in_place, backup, batch.runner, batch.subagents, json_output, report_json)
 
 
 def _to_stdout(path: str | None, options: CompactOptions, report_json: str | None) -> None:
@@ -234,20 +235,20 @@ def _batch(
     out_dir: str | None,
     in_place: bool,
     backup: str | None,
-    jobs: int,
+    runner: Runner,
     subagents: bool,
     json_output: bool,
     report_json: str | None,
 ) -> None:
     import functools
 
-    from ..batch import default_jobs, find_inputs, run_all
+    from ..batch import find_inputs, run_all
 
     files = find_inputs(paths, subagents)
     items = _plan(files, paths, out_dir, in_place)
     job = functools.partial(compact_one, options=options, backup=backup)
     with streams.batch_progress(len(items)) as advance:
-        results = run_all(job, items, jobs or default_jobs(), sum(f.size for f in files), on_done=advance, shared_breaker=True)
+        results = run_all(job, items, runner, sum(f.size for f in files), on_done=advance, shared_breaker=True)
     done = [value for ok, value in results if ok]
     reports = [r for r in done if "skipped" not in r]
     failures = [(item[1], value) for item, (ok, value) in zip(items, results) if not ok]

@@ -95,7 +95,7 @@ def count(
         # One file: the tokenizer may use every core; many: the files are spread over them instead.
         options = replace(options, threads=workers if len(files) == 1 else 1)
         job = functools.partial(_count_one, options=options)
-        results = run_all(job, [(str(f.path), f.kind, f.shown) for f in files], workers, sum(f.size for f in files))
+        results = run_all(job, [(str(f.path), f.kind, f.shown) for f in files], batch.runner, sum(f.size for f in files))
         inputs_shown = [f.shown for f in files]
     counted = [value for ok, value in results if ok]
     failures = [value for ok, value in results if not ok]

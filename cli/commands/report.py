@@ -19,6 +19,7 @@ from ..status import ExitStatus
 if TYPE_CHECKING:  # types only
     from ...core.reports import IndexRow, SessionReport
     from ...report_data import ReportOptions
+    from ..batch import Runner
 
 INDEX = "index.html"
 
@@ -69,7 +70,7 @@ def report(
         raise typer.BadParameter("-o FILE is for one transcript; several files go to --out-dir DIR", param_hint="--output")
     if batch.from_stdin:
         raise typer.BadParameter("--out-dir needs files or folders, not stdin", param_hint="PATHS")
-    _many(paths, options, moment, out_dir, json_output, batch.jobs, batch.subagents)
+    _many(paths, options, moment, out_dir, json_output, batch.runner, batch.subagents)
 
 
 def _one(path: str | None, options: ReportOptions, moment: Any, output: str | None, json_output: bool) -> None:
@@ -101,9 +102,9 @@ def _page(data: SessionReport) -> str:
     return session_page(data)
 
 
-def _many(paths: list[str], options: ReportOptions, moment: Any, out_dir: str | None, json_output: bool, jobs: int, subagents: bool) -> None:
+def _many(paths: list[str], options: ReportOptions, moment: Any, out_dir: str | None, json_output: bool, runner: Runner, subagents: bool) -> None:
     from ...storage import identity, join, with_suffix
-    from ..batch import default_jobs, find_inputs, run_all, target_path
+    from ..batch import find_inputs, run_all, target_path
 
     files = find_inputs(paths, subagents)
     # Checked before anything is written: no page over an input, no two pages (or a page and the index) at one path.
@@ -123,7 +124,7 @@ def _many(paths: list[str], options: ReportOptions, moment: Any, out_dir: str | 
     if out_dir:
         _folder(out_dir)  # once, before the workers: a file or an impossible path is one error
     job = functools.partial(_report_one, options=options, moment=moment, json_output=json_output, out_dir=out_dir)
-    results = run_all(job, items, jobs or default_jobs(), sum(file.size for file in files))
+    results = run_all(job, items, runner, sum(file.size for file in files))
     rows: list[IndexRow] = []
     failures = 0
     for (_, _, shown, _), (ok, value) in zip(items, results):
