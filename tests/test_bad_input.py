@@ -63,7 +63,7 @@ READS_FROM_THE_END = {"count", "warn", "microcompact", "collapse", "snip", "summ
 # Readers that report the active context's tokens (JSON on stdout in a pipe).
 REPORTS_TOKENS = {"count", "warn"}
 # Readers that search a folder for session files instead of refusing it.
-SEARCHES_FOLDERS = {"count", "report"}
+SEARCHES_FOLDERS = {"count", "report", "validate"}
 # Readers that take a folder of sessions only with somewhere to write them (a usage error without).
 FOLDERS_NEED_OUT_DIR = {"compact", "report-html"}
 # statusline is given its transcript as Claude Code gives it, {"transcript_path": FILE} on stdin
@@ -354,7 +354,7 @@ def test_directory_instead_of_file(reader, argv, tmp_path):
         assert_status_line(result, unreadable=True)
         return
     if reader in SEARCHES_FOLDERS:
-        # count takes folders of sessions: the folder is searched, not refused.
+        # count, report and validate take folders of sessions: the folder is searched, not refused.
         assert result.returncode == 0, result.stderr
         no_traceback(result)
         [report] = reports(result)

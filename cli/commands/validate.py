@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from .. import streams
 from ..flags import with_options
-from ..options import InputPaths, Json, Reading
+from ..options import Batch, Json, Reading
 from ..status import ExitStatus
 
 
-@with_options(reading=Reading)
+@with_options(reading=Reading, batch=Batch)
 def validate(
     reading: Reading,
-    paths: InputPaths = None,
+    batch: Batch,
     json_output: Json = False,
 ) -> None:
     """Check each line against its format's JSON Schema and the transcript's structure.
@@ -21,54 +22,76 @@ def validate(
     Structure: every tool_result follows a tool_use with its id, pairs are whole in the active
     context, the lines of one API response (message.id) agree, and parent links name a line and
     never loop back. Bad lines are listed as errors; with --on-error=skip they are only counted.
-    Errors exit 1; warnings alone exit 0.
+    Folders (and store prefixes) are searched for session files, as count does. Errors exit 1;
+    warnings alone exit 0.
 
-    Example:  ctxpipe validate ~/.claude/projects/my-project/*.jsonl
+    Example:  ctxpipe validate ~/.claude/projects/my-project/
     """
+    import functools
+
     import typer
 
-    from ...core.errors import CtxpipeError
-    from ...core.model import Finding
-    from ...core.validate import schema_findings, sort_findings
+    from ..batch import Runner, find_inputs, run_all
 
+    if batch.from_stdin:
+        items = [(streams.STDIN, streams.STDIN)]
+    else:
+        items = [(str(file.path), file.shown) for file in find_inputs(batch.paths or [], batch.subagents)]
+    job = functools.partial(validate_one, format_name=reading.format, errors=reading.errors)
+    # stdin is read here (a worker has none); files where the batch runs, results in order.
+    results = run_all(job, items, Runner() if batch.from_stdin else batch.runner, _sizes(items))
     reports: list[dict[str, Any]] = []
     unreadable = 0
-    for path in paths or [streams.STDIN]:
-        source = streams.source_name(path)
-        try:  # a file that cannot be read at all is one error line; the other files are still checked
-            with streams.open_input(path) as stream:
-                opened = streams.stream_entries(stream, source, reading.format, "skip")
-                entries = list(opened.entries)
-        except CtxpipeError as exc:
-            streams.error(str(exc))
+    for ok, value in results:
+        if not ok:  # a file that cannot be read at all is one error line; the other files are still checked
+            streams.error(str(value))
             unreadable += 1
             continue
-        findings: list[Finding] = []
-        if reading.errors == "fail":
-            findings += [Finding("error", "bad-line", what, line) for line, what in opened.stats.problems]
-        else:
-            streams.report_skipped(opened.stats, source)
-        findings += schema_findings(entries, opened.format.schema)
-        findings += opened.format.check(entries)
-        findings = sort_findings(findings)
-        errors = sum(1 for finding in findings if finding.severity == "error")
-        reports.append(
-            {
-                "file": source,
-                "format": opened.format.name,
-                "entries": len(entries),
-                "valid": errors == 0,
-                "errors": errors,
-                "warnings": len(findings) - errors,
-                "findings": [finding.as_dict() for finding in findings],
-            }
-        )
+        report, stats, source = value
+        if reading.errors != "fail":
+            streams.report_skipped(stats, source)
+        reports.append(report)
     if json_output or not streams.stdout_is_terminal():
         streams.write_json_lines(reports)
     else:
         _print_tables(reports)
     if unreadable or any(not report["valid"] for report in reports):
         raise typer.Exit(ExitStatus.ERROR)
+
+
+def _sizes(items: list[tuple[str, str]]) -> int:
+    from ...storage import is_remote
+
+    return sum(os.path.getsize(path) for path, _ in items if not is_remote(path) and os.path.isfile(path))
+
+
+def validate_one(item: tuple[str, str], format_name: str | None, errors: str) -> tuple[dict[str, Any], Any, str]:
+    """One file's report (the line --json prints), its read statistics and its name; a file that
+    cannot be read raises. Runs where the batch runs (a worker process, a cluster)."""
+    from ...core.model import Finding
+    from ...core.validate import schema_findings, sort_findings
+
+    path, source = item
+    with streams.open_input(None if path == streams.STDIN else path) as stream:
+        opened = streams.stream_entries(stream, source, format_name, "skip")
+        entries = list(opened.entries)
+    findings: list[Finding] = []
+    if errors == "fail":
+        findings += [Finding("error", "bad-line", what, line) for line, what in opened.stats.problems]
+    findings += schema_findings(entries, opened.format.schema)
+    findings += opened.format.check(entries)
+    findings = sort_findings(findings)
+    count = sum(1 for finding in findings if finding.severity == "error")
+    report = {
+        "file": source,
+        "format": opened.format.name,
+        "entries": len(entries),
+        "valid": count == 0,
+        "errors": count,
+        "warnings": len(findings) - count,
+        "findings": [finding.as_dict() for finding in findings],
+    }
+    return report, opened.stats, source
 
 
 def _print_tables(reports: list[dict[str, Any]]) -> None:
