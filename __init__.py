@@ -16,6 +16,7 @@ __all__ = [
     "__version__",
     "api_messages",
     "compact",
+    "compact_file",
     "convert",
     "convert_with_report",
     "count_transcript",

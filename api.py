@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +25,7 @@ from .formats import WriteOptions, detect, get
 from .inputs import mapped, opened, source_name
 
 if TYPE_CHECKING:
-    from .core.reports import CompactReport, CountReport, SessionReport
+    from .core.reports import CompactReport, CompactSkipRow, CountReport, SessionReport
     from .file_count import CountOptions
     from .pipeline import CompactOptions
     from .report_data import ReportOptions
@@ -82,12 +82,12 @@ def write_transcript(transcript: Transcript, path: str | os.PathLike[str]) -> No
 
 
 @contextlib.contextmanager
-def _bytes_of(source: str | os.PathLike[str] | bytes) -> Iterator[tuple[Any, str]]:
-    """(buffer, name) for a path ("-": stdin; an mmap for a regular file) or raw bytes."""
+def _bytes_of(source: str | os.PathLike[str] | bytes, ranged: bool = False) -> Iterator[tuple[Any, str]]:
+    """(buffer, name) for a path ("-": stdin; an mmap for a regular file; a store URL) or raw bytes."""
     if isinstance(source, bytes):
         yield source, "<bytes>"
         return
-    with mapped(os.fspath(source)) as buffer:
+    with mapped(os.fspath(source), ranged) as buffer:
         yield buffer, source_name(os.fspath(source))
 
 
@@ -98,8 +98,9 @@ def count_transcript(source: str | os.PathLike[str] | bytes, options: CountOptio
     from .sessions import kind_of
 
     kind = None if isinstance(source, bytes) or os.fspath(source) == "-" else kind_of(source)  # as its name says, like count
-    with _bytes_of(source) as (buffer, name):
-        return count_buffer(buffer, name, options or CountOptions(), kind).as_dict()
+    options = options or CountOptions()
+    with _bytes_of(source, ranged=not options.reads_whole_file) as (buffer, name):  # a store's object: its ends only
+        return count_buffer(buffer, name, options, kind).as_dict()
 
 
 def run_stage(
@@ -151,6 +152,65 @@ def compact(source: str | os.PathLike[str] | bytes, options: CompactOptions | No
             raise UnsupportedError(f"{shown}: {COMPACTION_NOTE}; nothing to compact (compact its session instead)")
         pieces, report = compact_buffer(buffer, shown, options, breaker(), path)
         return b"".join(pieces), report
+
+
+def compact_file(
+    source: str | os.PathLike[str],
+    target: str | os.PathLike[str] | None = None,
+    options: CompactOptions | None = None,
+    backup: str | None = None,
+    name: str | None = None,
+    before_write: Callable[[str], None] | None = None,
+) -> CompactReport | CompactSkipRow:
+    """`compact --out-dir`'s work on one file, for mapping over many in a program of one's own (a
+    Dask or Spark job): `source` compacted into `target`, written whole (a temporary file renamed
+    over it; in a store, one object stored at the end). Without `target`, in place: the original is
+    kept first as SOURCE+`backup` when given (never over another file), and it is replaced only if
+    nothing wrote to it meanwhile. Either path may be a store URL (s3://…). Returns the row
+    `compact --json` prints (a compaction side-call is skipped: nothing is written); `name` is how
+    it names the file (default: the path); `before_write(target)` is called just before it is written."""
+    from dataclasses import replace
+
+    from .atomic import keep_backup
+    from .breaker import breaker
+    from .core.errors import InputError
+    from .pipeline import PIPELINE, CompactOptions, compact_buffer, model_access, ready
+    from .sessions import COMPACTION_NOTE, is_compaction
+    from .storage import make_folder, version
+
+    options = options or CompactOptions()
+    if options.api_key is None:  # as the command: the model's key and endpoint from the environment
+        api_key, base_url = model_access()
+        options = replace(options, api_key=api_key, base_url=options.base_url or base_url)
+    path = os.fspath(source)
+    shown = name or path
+    output = path if target is None else os.fspath(target)
+    in_place = output == path
+    read = version(path)
+    ready(PIPELINE)
+    with mapped(path) as buffer:
+        if is_compaction(buffer, path):
+            return {"file": shown, "kind": "compaction", "skipped": COMPACTION_NOTE, "changed": False, "output": None}
+        pieces, report = compact_buffer(buffer, shown, options, breaker(), path)
+        report["output"] = output
+        if in_place and not report["changed"]:
+            return report
+        if backup and report["changed"]:
+            report["backup"] = keep_backup(path, backup, buffer)  # the very bytes compacted
+    try:
+        make_folder(os.path.dirname(output))
+    except OSError as exc:
+        from .atomic import write_error
+
+        raise write_error(os.path.dirname(output), exc, "cannot create the folder") from None
+    if before_write:
+        before_write(output)
+    with atomic_file(output) as out:
+        for piece in pieces:
+            out.write(piece)
+        if in_place and version(path) != read:  # e.g. a session still being written: its new lines would be lost
+            raise InputError(shown, None, "changed while being compacted (is a program still writing it?); left as it was")
+    return report
 
 
 def session_report(source: str | os.PathLike[str] | bytes, options: ReportOptions | None = None, now: datetime | None = None) -> SessionReport:

@@ -199,14 +199,21 @@ def make_folder(folder: str) -> None:
         os.makedirs(local_path(folder), exist_ok=True)
 
 
-def version(url: str) -> tuple[str, ...] | None:
-    """What changes when the object at `url` is written (its size, ETag or generation, time), asked
-    of the store now (not of a listing cached earlier); None when there is no object."""
-    fs, path = filesystem(url)
-    with _reading(url):
-        fs.invalidate_cache(path)
+def version(path: str) -> tuple[object, ...] | None:
+    """What changes when the file or object at `path` is written (device, inode, size and time of a
+    file; size, ETag or generation and time of an object, asked of the store now, not of a listing
+    cached earlier); None when there is none."""
+    if not is_remote(path):
         try:
-            found = fs.info(path)
+            found_file = os.stat(local_path(path))
+        except OSError:
+            return None
+        return (found_file.st_dev, found_file.st_ino, found_file.st_size, found_file.st_mtime_ns)
+    fs, inner = filesystem(path)
+    with _reading(path):
+        fs.invalidate_cache(inner)
+        try:
+            found = fs.info(inner)
         except FileNotFoundError:
             return None
     return tuple(f"{key}={found[key]}" for key in sorted(found) if key.lower() in _VERSION_KEYS)

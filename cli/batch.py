@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import multiprocessing
 import os
@@ -118,7 +119,7 @@ def run_all(
     if runner.executor == "dask":
         from .dask_executor import run_on_dask
 
-        return run_on_dask(job, items, runner.scheduler, runner.workers, on_done, shared_breaker)
+        return run_on_dask(functools.partial(_guarded, job), items, runner.scheduler, runner.workers, on_done, shared_breaker)
     jobs = runner.workers
     failures = multiprocessing.Value("i", 0) if shared_breaker else None
     if jobs <= 1 or len(items) < 2 or total_bytes < PARALLEL_MIN_BYTES:

@@ -53,12 +53,10 @@ class ClusterFailures:
         return Lock(self.name)
 
 
-def _task(item: Any, job: Callable[[Any], Any], breaker: str | None) -> tuple[bool, Any]:
-    """On a worker: the job on one item, as the local executor runs it."""
-    from .batch import _guarded
-
+def _task(item: Any, guarded_job: Callable[[Any], tuple[bool, Any]], breaker: str | None) -> tuple[bool, Any]:
+    """On a worker: the job on one item, guarded as the local executor guards it (batch._guarded)."""
     with shared(ClusterFailures(breaker) if breaker else None):
-        return _guarded(job, item)
+        return guarded_job(item)
 
 
 def _named(item: Any) -> str:
@@ -90,14 +88,15 @@ def _client(scheduler: str | None, workers: int) -> Iterator[Any]:
 
 
 def run_on_dask(
-    job: Callable[[Any], Any],
+    guarded_job: Callable[[Any], tuple[bool, Any]],
     items: Sequence[Any],
     scheduler: str | None,
     workers: int,
     on_done: Callable[[bool], None] | None,
     shared_breaker: bool,
 ) -> list[tuple[bool, Any]]:
-    """(ok, result or CtxpipeError) for each item, in order, each item a task on the cluster."""
+    """(ok, result or CtxpipeError) for each item, in order, each item a task on the cluster
+    (`guarded_job(item)` gives the pair; batch.run_all passes its _guarded job)."""
     from distributed import Variable, as_completed
 
     with _client(scheduler, workers) as client:
@@ -105,7 +104,7 @@ def run_on_dask(
         if shared_breaker:
             breaker = f"ctxpipe-breaker-{uuid.uuid4().hex}"
             Variable(breaker, client=client).set(0)
-        futures = client.map(_task, items, job=job, breaker=breaker, pure=False)
+        futures = client.map(_task, items, guarded_job=guarded_job, breaker=breaker, pure=False)
         position = {future.key: index for index, future in enumerate(futures)}
         done: dict[int, tuple[bool, Any]] = {}
         try:

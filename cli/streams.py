@@ -51,12 +51,12 @@ def open_output(path: str | None) -> Iterator[BinaryIO]:
         finally:
             out.close()  # after a failure, a no-op: nothing more is written
         return
-    _warn_hard_links(path)
+    warn_hard_links(path)
     with atomic_file(path) as out:
         yield out
 
 
-def _warn_hard_links(path: str) -> None:
+def warn_hard_links(path: str) -> None:
     # The file is replaced, not rewritten, so a crash never leaves it half-written: its other names
     # (hard links) keep the old content, as with `sed -i`. A symbolic link is followed instead.
     with contextlib.suppress(OSError):

@@ -11,7 +11,7 @@ from ...core.summarize import SummarizeSettings
 from ...pipeline import GIVEN_BY_COMPACT, PIPELINE, CompactOptions, model_access
 
 if TYPE_CHECKING:  # types only
-    from ...core.reports import CompactReport, CompactRow, CompactSkipRow
+    from ...core.reports import CompactReport, CompactRow
     from ..batch import Runner
 from .. import streams
 from ..budget_options import Baseline, Threshold
@@ -177,56 +177,13 @@ def _plan(files: list[Any], given: list[str], out_dir: str | None, in_place: boo
     return items
 
 
-def _version(path: str) -> tuple[object, ...] | None:
-    """What changes when `path` is written to (None: it is gone)."""
-    from ... import storage
-
-    if storage.is_remote(path):
-        return storage.version(path)
-    try:
-        info = os.stat(path)
-    except OSError:
-        return None
-    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
-
-
 def compact_one(item: tuple[str, str, str], options: CompactOptions, backup: str | None) -> CompactRow:
-    """Worker: compact one file into its target, atomically. In place, the original is kept first
-    (with --backup: complete and synced under a name no other file has), and it is replaced only if
-    nothing wrote to it meanwhile. Runs in a worker process."""
-    from ...atomic import keep_backup, write_error
-    from ...breaker import breaker
-    from ...core.errors import InputError
-    from ...inputs import mapped
-    from ...pipeline import compact_buffer, ready
-    from ...sessions import COMPACTION_NOTE, is_compaction
-    from ...storage import make_folder
+    """Worker: compact one file into its target (the library's compact_file: written whole; in place,
+    the original kept first with --backup and replaced only if nothing wrote to it meanwhile)."""
+    from ...api import compact_file
 
     path, shown, target = item
-    in_place = path == target
-    read = _version(path)
-    ready(PIPELINE)
-    with mapped(path) as buffer:
-        if is_compaction(buffer, path):  # not a session: skipped, nothing written
-            skipped: CompactSkipRow = {"file": shown, "kind": "compaction", "skipped": COMPACTION_NOTE, "changed": False, "output": None}
-            return skipped
-        pieces, report = compact_buffer(buffer, shown, options, breaker(), path)
-        report["output"] = target
-        if in_place and not report["changed"]:
-            return report
-        if backup and report["changed"]:
-            report["backup"] = keep_backup(path, backup, buffer)  # the very bytes compacted
-    folder = os.path.dirname(target)
-    try:
-        make_folder(folder)
-    except OSError as exc:
-        raise write_error(folder, exc, "cannot create the folder") from None
-    with streams.open_output(target) as out:
-        for piece in pieces:
-            out.write(piece)
-        if in_place and _version(path) != read:  # e.g. a session still being written: its new lines would be lost
-            raise InputError(shown, None, "changed while being compacted (is a program still writing it?); left as it was")
-    return report
+    return compact_file(path, target, options, backup, shown, before_write=streams.warn_hard_links)
 
 
 def _batch(
