@@ -35,7 +35,7 @@ EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "az": "azure", "ab
 # the start) fetches twice as many at a time, up to MAX_RUN blocks, so a long walk takes few requests.
 BLOCK = 64 << 10
 MAX_RUN = 64
-CACHED_BLOCKS = 256  # 16 MiB of blocks per object held at once
+CACHED_BLOCKS = 256  # 16 MiB of blocks per object held at once (room for more than two runs)
 # An output is kept in memory up to this size before it is spooled to a temporary file.
 SPOOL_BYTES = 64 << 20
 
