@@ -13,13 +13,12 @@ import uuid
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from ctxpipe import storage
 from ctxpipe.core.errors import InputError
 from ctxpipe.file_count import CountOptions, count_buffer
 from ctxpipe.inputs import mapped
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 fsspec = pytest.importorskip("fsspec", reason="fsspec is a dependency of ctxpipe: reinstall the project")
 
@@ -147,7 +146,7 @@ def test_an_unknown_scheme_is_one_line():
 
 
 def test_file_urls_are_local_paths(tmp_path):
-    data = bulky("/home/dev/app", 2, 20_000)
+    data = bulky("/home/dev/app", 2, 60_000)
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "a b.jsonl").write_bytes(data)
     plain = run("count", "--json", str(tmp_path / "in" / "a b.jsonl"))
