@@ -98,6 +98,11 @@ def ledger_kept(path: str | None, record: dict[str, Any] | None) -> Iterator[Non
     if path is None:
         yield
         return
+    from ..core.errors import CtxpipeError
+    from ..storage import is_remote
+
+    if is_remote(path):  # checked before the output is written
+        raise CtxpipeError(f"{path}: the ledger is appended to by each stage of a pipe, and a store's objects cannot be appended to: give a local file")
     if record is None:
         yield
         os.close(_open_ledger(path))
