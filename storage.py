@@ -18,15 +18,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 from collections import OrderedDict
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any, BinaryIO, cast
 
 from .core.errors import CtxpipeError, InputError
 
-_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*)://")
 LOCAL_SCHEMES = ("file", "local")
 # The optional extra that brings each scheme's backend (pyproject.toml's optional-dependencies).
 EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "az": "azure", "abfs": "azure", "abfss": "azure", "adl": "azure"}
@@ -52,9 +49,12 @@ class MissingExtra(CtxpipeError):
 
 
 def scheme(path: object) -> str | None:
-    """The URL scheme of `path` ("s3", "file", …), None for a plain path."""
-    match = _SCHEME.match(str(path))
-    return match.group(1).lower() if match else None
+    """The URL scheme of `path` ("s3", "file", …: RFC 3986's letter, then letters, digits, + . -,
+    before "://"), None for a plain path. No regex: the status line's start-up counts in ms."""
+    head, separator, _ = str(path).partition("://")
+    if not separator or not head or not head[0].isalpha() or not head.isascii():
+        return None
+    return head.lower() if all(char.isalnum() or char in "+.-" for char in head) else None
 
 
 def is_remote(path: object) -> bool:
@@ -120,10 +120,14 @@ def _reading(url: str) -> Iterator[None]:
         raise InputError(url, None, _reason(exc)) from None
 
 
-@dataclass(frozen=True)
 class ObjectInfo:
-    url: str
-    size: int
+    """An object found in a store: its URL and size."""
+
+    __slots__ = ("url", "size")
+
+    def __init__(self, url: str, size: int) -> None:
+        self.url = url
+        self.size = size
 
 
 def info(url: str) -> ObjectInfo | None:
