@@ -173,7 +173,7 @@ def compact_file(
 
     from .atomic import keep_backup
     from .breaker import breaker
-    from .core.errors import InputError
+    from .core.errors import ChangedMeanwhile, InputError
     from .pipeline import PIPELINE, CompactOptions, compact_buffer, model_access, ready
     from .sessions import COMPACTION_NOTE, is_compaction
     from .storage import make_folder, version
@@ -205,11 +205,12 @@ def compact_file(
         raise write_error(os.path.dirname(output), exc, "cannot create the folder") from None
     if before_write:
         before_write(output)
-    with atomic_file(output) as out:
-        for piece in pieces:
-            out.write(piece)
-        if in_place and version(path) != read:  # e.g. a session still being written: its new lines would be lost
-            raise InputError(shown, None, "changed while being compacted (is a program still writing it?); left as it was")
+    try:
+        with atomic_file(output, read if in_place else None) as out:
+            for piece in pieces:
+                out.write(piece)
+    except ChangedMeanwhile:  # e.g. a session still being written: its new lines would be lost
+        raise InputError(shown, None, "changed while being compacted (is a program still writing it?); left as it was") from None
     return report
 
 

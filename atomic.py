@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, cast
 
 from . import storage
-from .core.errors import CtxpipeError, InputError
+from .core.errors import ChangedMeanwhile, CtxpipeError, InputError
 
 BUFFER = 1 << 20
 # Paths naming a descriptor this process already has: written through a copy of it, so a shell's
@@ -102,12 +102,14 @@ def _direct_descriptor(path: str | os.PathLike[str]) -> int | None:
 
 
 @contextlib.contextmanager
-def atomic_file(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
+def atomic_file(path: str | os.PathLike[str], if_version: tuple[object, ...] | None = None) -> Iterator[BinaryIO]:
     """An output for `path`, there only when the block ends without error (see the module doc). An
-    object in a store is stored whole at the end (storage.replaced)."""
+    object in a store is stored whole at the end (storage.replaced). With `if_version` (what
+    storage.version said when the file was read), the file is replaced only if it is still that
+    version, else ChangedMeanwhile and the file is left as it is."""
     shown = str(path)
     if storage.is_remote(shown):
-        with storage.replaced(shown) as remote:
+        with storage.replaced(shown, if_version) as remote:
             yield remote
         return
     path = storage.local_path(shown)
@@ -131,6 +133,8 @@ def atomic_file(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
         _sync(handle, shown)
         _copy_owner_and_mode(target, temp_name)
         out.close()
+        if if_version is not None and storage.version(shown) != if_version:  # e.g. a session still being written
+            raise ChangedMeanwhile(shown)
         try:
             os.replace(temp_name, target)
         except OSError as exc:

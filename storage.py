@@ -22,7 +22,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any, BinaryIO, cast
 
-from .core.errors import CtxpipeError, InputError
+from .core.errors import ChangedMeanwhile, CtxpipeError, InputError
 
 LOCAL_SCHEMES = ("file", "local")
 # The optional extra that brings each scheme's backend (pyproject.toml's optional-dependencies).
@@ -352,19 +352,35 @@ class RangedObject:
 
 
 @contextlib.contextmanager
-def replaced(url: str) -> Iterator[BinaryIO]:
+def replaced(url: str, if_version: tuple[object, ...] | None = None) -> Iterator[BinaryIO]:
     """An output for the object `url`, stored whole when the block ends without error: the store
-    keeps the old object (or none) until then, and after a failed upload."""
+    keeps the old object (or none) until then, and after a failed upload. With `if_version` (what
+    version() said when it was read), only over that version: checked just before, and on S3 made
+    a condition of the upload itself (If-Match on the ETag), so no writer in between is lost."""
     import tempfile
 
     fs, path = filesystem(url)
     with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) as spool:
         yield cast(BinaryIO, spool)
         spool.seek(0)
+        condition = {}
+        if if_version is not None:
+            if version(url) != if_version:
+                raise ChangedMeanwhile(url)
+            etag = next((str(part).split("=", 1)[1] for part in if_version if str(part).lower().startswith("etag=")), None)
+            if etag and "s3" in _protocols(fs):
+                condition = {"IfMatch": etag}
         try:
-            fs.pipe_file(path, spool.read())
+            fs.pipe_file(path, spool.read(), **condition)
         except Exception as exc:
+            if condition and "pre-condition" in str(exc).lower().replace("precondition", "pre-condition"):
+                raise ChangedMeanwhile(url) from None
             raise CtxpipeError(f"{url}: cannot write ({_reason(exc)})") from None
+
+
+def _protocols(fs: Any) -> tuple[str, ...]:
+    protocol = fs.protocol
+    return (protocol,) if isinstance(protocol, str) else tuple(protocol)
 
 
 def create_new(url: str, data: Any) -> bool:

@@ -22,6 +22,18 @@ class InputError(CtxpipeError):
         return (InputError, (self.source, self.line, self.what))
 
 
+class ChangedMeanwhile(InputError):
+    """A file or object that changed between being read and being replaced: left as it is now."""
+
+    def __init__(
+        self, source: str, line: int | None = None, what: str = "changed while being rewritten (is a program still writing it?); left as it was"
+    ) -> None:
+        super().__init__(source, line, what)
+
+    def __reduce__(self) -> tuple[type[ChangedMeanwhile], tuple[str, int | None, str]]:  # the same triple, its own class
+        return (ChangedMeanwhile, (self.source, self.line, self.what))
+
+
 class UnsupportedError(CtxpipeError):
     """An operation the chosen format or command cannot perform."""
 
