@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from cloud import require_s3, s3_server
 
 require_s3()
