@@ -49,7 +49,8 @@ def warn(
 
     options = budget.count_options(reading)
     source = streams.source_name(path)
-    with mapped(path) as buffer:
+    # A store's object: its ends only, by ranges, as count reads it (--pass-through needs it whole).
+    with mapped(path, ranged=not pass_through and not options.reads_whole_file) as buffer:
         result = count_buffer(buffer, source, options, None if source == streams.STDIN else kind_of(source))
         if pass_through:
             with streams.open_output(None) as out:
