@@ -181,6 +181,15 @@ def below(path: str, folder: str) -> str | None:
     return None if relative == os.curdir or relative.split(os.sep)[0] == os.pardir else relative.replace(os.sep, "/")
 
 
+def safe_relative(relative: str, source: str) -> str:
+    """`relative` when it stays below the folder it is joined to. A store's key is any string, so
+    one with a "..", "." or empty part (or a NUL) could climb out of --out-dir on disk: bad input."""
+    parts = relative.split("/")
+    if not relative or "\0" in relative or any(part in ("", ".", "..") for part in parts):
+        raise InputError(source, None, "its name has an empty, '.' or '..' part: it cannot be given a place below --out-dir")
+    return relative
+
+
 def with_suffix(path: str, suffix: str) -> str:
     """`path` with its file name's extension replaced by `suffix` (added when it has none)."""
     return os.path.splitext(path)[0] + suffix

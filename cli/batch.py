@@ -76,8 +76,8 @@ def target_path(path: str | Path, given: Sequence[str], out_dir: str) -> str:
     for root in given:
         relative = storage.below(str(path), root)
         if relative is not None:
-            return storage.join(out_dir, relative)
-    return storage.join(out_dir, os.path.basename(str(path)))
+            return storage.join(out_dir, storage.safe_relative(relative, str(path)))
+    return storage.join(out_dir, storage.safe_relative(os.path.basename(str(path)), str(path)))
 
 
 def find_inputs(paths: Sequence[str], subagents: bool) -> list[Any]:

@@ -159,3 +159,15 @@ def test_file_urls_are_local_paths(tmp_path):
     expected = run("microcompact", "--force", "--now", "2026-01-01T00:00:00Z", str(tmp_path / "in" / "a b.jsonl")).stdout
     assert (tmp_path / "out.jsonl").read_bytes() == expected != data
     assert not os.path.exists("file:")
+
+
+@pytest.mark.parametrize("key", ["a/../../../escaped.jsonl", "a//b.jsonl", "./a.jsonl", "a/./b.jsonl", "..", "a/\0.jsonl"])
+def test_a_key_that_would_climb_out_of_the_out_dir_is_refused(key, tmp_path):
+    from ctxpipe.cli.batch import target_path
+
+    url = f"s3://bucket/projects/{key}"
+    with pytest.raises(InputError, match="cannot be given a place below --out-dir") as raised:
+        target_path(url, ["s3://bucket/projects/"], str(tmp_path / "out"))
+    assert raised.value.source == url
+    assert target_path("s3://bucket/projects/p/a.jsonl", ["s3://bucket/projects/"], str(tmp_path / "out")) == str(tmp_path / "out" / "p" / "a.jsonl")
+    assert target_path("s3://bucket/projects/p/a.jsonl", ["s3://bucket/projects/p/a.jsonl"], "s3://b2/out/") == "s3://b2/out/a.jsonl"
