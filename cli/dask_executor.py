@@ -80,8 +80,16 @@ def _client(scheduler: str | None, workers: int) -> Iterator[Any]:
         with contextlib.closing(client):
             yield client
         return
+    # dashboard_address: the scheduler's HTTP server (health, metrics) on a free loopback port; the
+    # default, :8787, listens on every interface and, when taken, prints a UserWarning on stderr.
     cluster = distributed.LocalCluster(
-        n_workers=workers, threads_per_worker=1, processes=True, scheduler_port=0, scheduler_kwargs={"dashboard": False}, silence_logs=logging.ERROR
+        n_workers=workers,
+        threads_per_worker=1,
+        processes=True,
+        scheduler_port=0,
+        dashboard_address="127.0.0.1:0",
+        scheduler_kwargs={"dashboard": False},
+        silence_logs=logging.ERROR,
     )
     with contextlib.closing(cluster), contextlib.closing(distributed.Client(cluster)) as client:
         yield client
