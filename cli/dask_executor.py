@@ -73,10 +73,11 @@ def _client(scheduler: str | None, workers: int) -> Iterator[Any]:
         raise CtxpipeError("--executor dask needs the dask extra: pip install 'ctxpipe[dask]'") from None
     address = scheduler or os.environ.get(SCHEDULER_VARIABLE) or None
     if address:
+        named = f"--scheduler {address}" if scheduler else f"{SCHEDULER_VARIABLE}={address}"  # where the address came from
         try:
             client = distributed.Client(address, timeout=CONNECT_TIMEOUT)
         except (OSError, TimeoutError, ValueError) as exc:
-            raise CtxpipeError(f"--scheduler {address}: cannot connect to the Dask scheduler ({' '.join(str(exc).split()) or type(exc).__name__})") from None
+            raise CtxpipeError(f"{named}: cannot connect to the Dask scheduler ({' '.join(str(exc).split()) or type(exc).__name__})") from None
         with contextlib.closing(client):
             yield client
         return
