@@ -10,6 +10,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from . import storage
 from .breaker import breaker as process_breaker
 from .core.count import Compaction
 from .core.errors import CtxpipeError, InputError
@@ -110,6 +111,11 @@ def nothing_new(messages: Sequence[Message], opening: Compaction | None) -> bool
     return _restored(messages[-1])
 
 
+def _absolute(path: str) -> str:
+    """How the summary names the transcript: a URL as given, a local path (file:// too) absolute."""
+    return path if storage.is_remote(path) else os.path.abspath(storage.local_path(path))
+
+
 def choose_engine(options: SummarizeOptions, entries: Sequence[Entry], breaker: Breaker, history: Sequence[Message] = ()) -> tuple[str, str | None, str]:
     """(engine, notes path, why) — auto: the notes if found and they cover `history` (the part the
     summary replaces), else the model if a key is set, else offline. Notes asked for that do not
@@ -117,8 +123,9 @@ def choose_engine(options: SummarizeOptions, entries: Sequence[Entry], breaker: 
     if options.because is not None:  # a fallback already chose the engine
         return options.engine, None, options.because
     notes = options.session_memory
-    if notes is None and options.transcript_path and options.transcript_path != "-":
-        found = find_session_memory(Path(options.transcript_path), _session_id(entries))
+    # Notes are looked for beside a local transcript only (Path() of a URL would name a local path).
+    if notes is None and options.transcript_path and options.transcript_path != "-" and not storage.is_remote(options.transcript_path):
+        found = find_session_memory(Path(storage.local_path(options.transcript_path)), _session_id(entries))
         notes = str(found) if found else None
     if options.engine == "session-memory":
         if notes is None:
@@ -240,8 +247,9 @@ def summarize_entries(
             summary = summary + "\n\n" + facts_to_keep(checked.missing)
             checked = verify(facts, summary + "\n" + context_text(tail))
         report["verification"] = checked.as_dict()
-    # Named absolute: the summary is read from wherever the session is resumed, not where ctxpipe ran.
-    named = os.path.abspath(options.transcript_path) if options.transcript_path not in (None, "-") else None
+    # Named absolute: the summary is read from wherever the session is resumed, not where ctxpipe ran
+    # (an object in a store by its URL: it is absolute already).
+    named = None if options.transcript_path in (None, "-") else _absolute(options.transcript_path)
     text = summary_message_text(summary, named, bool(tail), automatic=options.trigger == "auto")
     measure = options.measure or region_measure(b"", "-", CountOptions(format=transcript_format.name))
     before = measure(entries).count
