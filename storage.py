@@ -151,14 +151,19 @@ def is_folder(url: str) -> bool:
 
 
 def walk(url: str) -> list[ObjectInfo]:
-    """Every object below the prefix `url`, each with its size, in name order."""
+    """Every object below the prefix `url`, each with its size, in the order sessions.find_sessions
+    walks a folder on disk (a folder's files by name, then each of its subfolders by name), so a
+    tree lists alike on disk and in a store."""
     fs, path = filesystem(url)
     with _reading(url):
         found = fs.find(path, detail=True)
-    return sorted(
-        (ObjectInfo(fs.unstrip_protocol(name), int(entry.get("size") or 0)) for name, entry in found.items() if entry.get("type", "file") == "file"),
-        key=lambda item: item.url,
-    )
+    objects = [ObjectInfo(fs.unstrip_protocol(name), int(entry.get("size") or 0)) for name, entry in found.items() if entry.get("type", "file") == "file"]
+    return sorted(objects, key=lambda item: _walk_order(item.url))
+
+
+def _walk_order(url: str) -> list[tuple[int, str]]:
+    *folders, name = url.split("/")
+    return [(1, folder) for folder in folders] + [(0, name)]
 
 
 def join(folder: str, relative: str) -> str:

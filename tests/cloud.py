@@ -542,7 +542,7 @@ def dask_cluster(workers: int = 2, *, env: Mapping[str, str] | None = None, nthr
     try:
         port = free_port()
         address = f"tcp://{HOST}:{port}"
-        scheduler = _Process([*dask, "scheduler", "--host", HOST, "--port", str(port), "--no-dashboard"], tmp / "scheduler.log", child_env)
+        scheduler = _Process([*dask, "scheduler", "--host", HOST, "--port", str(port), "--dashboard-address", f"{HOST}:0"], tmp / "scheduler.log", child_env)
         procs.append(scheduler)
         _wait_until(lambda: _listening(port), "dask scheduler", [scheduler])
         worker_procs = [
