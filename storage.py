@@ -100,9 +100,9 @@ def filesystem(url: str) -> tuple[Any, str]:
 def _reason(exc: BaseException) -> str:
     """One line for a store's error: FileNotFoundError and PermissionError in the words inputs.py uses."""
     if isinstance(exc, FileNotFoundError):
-        return "no such file"
+        return "no such bucket" if "bucket" in str(exc).lower() else "no such file"
     if isinstance(exc, PermissionError):
-        return "permission denied"
+        return "permission denied (check the store's credentials and the bucket's policy)"
     if isinstance(exc, IsADirectoryError):
         return "is a directory, expected a transcript file"
     text = " ".join(str(exc).split()) or type(exc).__name__
