@@ -580,7 +580,9 @@ def test_the_breaker_is_shared_by_parallel_workers(tmp_path: Path, failing_serve
         path.write_bytes(small("/home/dev/app", number))
         items.append((str(path), str(path), str(tmp_path / "out" / path.name)))
     monkeypatch.setattr(batch, "PARALLEL_MIN_BYTES", 0)
-    results = batch.run_all(functools.partial(compact_one, options=options, backup=None), items, batch.Runner(2), 1, on_done=lambda ok: None, shared_breaker=True)
+    results = batch.run_all(
+        functools.partial(compact_one, options=options, backup=None), items, batch.Runner(2), 1, on_done=lambda ok: None, shared_breaker=True
+    )
     assert all(ok for ok, _ in results), results
     calls = len(failing_server.message_requests())
     assert 3 <= calls <= 4, f"{calls} requests: the breaker opens after 3 failures (one more may already be in flight in the other worker)"
