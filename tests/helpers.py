@@ -18,10 +18,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ctxpipe.cli.budget_environment import ENVIRONMENT
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 CORPUS = Path(os.environ.get("CTXPIPE_CORPUS", ROOT.parent / "shared" / "corpus"))
+
+
+# Claude Code's budget settings read from the environment (cli/budget_environment.ENVIRONMENT),
+# cleared: the environment of the developer running the tests must not change any figure.
+CLEAN_ENV = {name: "" for name in ENVIRONMENT.values()}
 
 
 def corpus_files(kind: str = "claude-code") -> list[Path]:

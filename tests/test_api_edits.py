@@ -24,7 +24,6 @@ import typer
 from anthropic.types.beta import BetaContextManagementConfigParam
 from anthropic.types.beta.beta_context_management_config_param import Edit
 from builders import SONNET, Session, usage
-from ctxpipe.cli.budget_options import ENVIRONMENT
 from ctxpipe.cli.commands.api_edits import api_edits
 from ctxpipe.core.api_edits import (
     API_DEFAULT_TRIGGER,
@@ -38,7 +37,7 @@ from ctxpipe.core.api_edits import (
 )
 from ctxpipe.core.model import Message
 from ctxpipe.core.schemas import errors
-from helpers import FIXTURES
+from helpers import CLEAN_ENV, FIXTURES
 from pydantic import TypeAdapter, ValidationError
 from typer.testing import CliRunner
 
@@ -47,7 +46,6 @@ BASIC = FIXTURES / "claude-code" / "basic.jsonl"  # thinking; Bash, Read, Edit; 
 SIDECHAIN = FIXTURES / "claude-code" / "sidechain.jsonl"  # Task in the main chain; no thinking
 ANTHROPIC = FIXTURES / "anthropic" / "basic.jsonl"  # Messages API form; thinking; no model recorded
 CODEX = FIXTURES / "codex" / "rollout.jsonl"
-CLEAN_ENV = {name: "" for name in ENVIRONMENT.values()}  # budget settings read os.environ; keep them out
 
 THINKING_ALL = {"type": "clear_thinking_20251015", "keep": "all"}
 

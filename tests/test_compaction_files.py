@@ -17,23 +17,10 @@ from ctxpipe.cli.status import ExitStatus
 from ctxpipe.core.schemas import errors
 from ctxpipe.file_count import CountOptions, count_file
 from ctxpipe.sessions import COMPACTION_NOTE, find_sessions, is_compaction, kind_of, kind_read
-from helpers import CORPUS, needs_corpus, run_cli
+from helpers import CLEAN_ENV, CORPUS, needs_corpus, run_cli
 
 AGENT = "acompact-70d8e7"
 NAME = f"agent-{AGENT}.jsonl"
-# Keep the budget environment out of these runs (run_cli passes os.environ on).
-CLEAN_ENV = {
-    name: ""
-    for name in (
-        "CLAUDE_CODE_AUTO_COMPACT_WINDOW",
-        "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE",
-        "CLAUDE_CODE_MAX_OUTPUT_TOKENS",
-        "CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE",
-        "DISABLE_AUTO_COMPACT",
-        "DISABLE_COMPACT",
-        "CLAUDE_CODE_DISABLE_1M_CONTEXT",
-    )
-}
 BLOCKING = 190_000  # above Sonnet 4.5's blocking limit (177,000): a session this size exits 5
 
 

@@ -20,7 +20,7 @@ from ctxpipe.core.model import Message
 from ctxpipe.core.schemas import errors
 from ctxpipe.core.tokens import TIKTOKEN_SHA256, RoughCounter, counter_named
 from ctxpipe.file_count import CountOptions, count_buffer, count_file
-from helpers import FIXTURES, corpus_files, needs_corpus, run_cli
+from helpers import CLEAN_ENV, FIXTURES, corpus_files, needs_corpus, run_cli
 from hypothesis import HealthCheck, given, settings
 from strategies import claude_sessions
 
@@ -28,19 +28,6 @@ CLAUDE_FIXTURES = sorted((FIXTURES / "claude-code").glob("*.jsonl"))
 OTHER_FIXTURES = sorted((FIXTURES / "anthropic").glob("*.jsonl")) + sorted((FIXTURES / "codex").glob("*.jsonl"))
 FULL = CountOptions(top=1)  # --top needs every line: forces the full parse
 SAME_KEYS = ("tokens", "exact_tokens", "estimated_tokens", "estimated_messages", "model", "anchor_uuid", "calibration", "context_window", "window_source")
-# Keep the budget environment out of these tests (run_cli passes os.environ on).
-CLEAN_ENV = {
-    name: ""
-    for name in (
-        "CLAUDE_CODE_AUTO_COMPACT_WINDOW",
-        "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE",
-        "CLAUDE_CODE_MAX_OUTPUT_TOKENS",
-        "CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE",
-        "DISABLE_AUTO_COMPACT",
-        "DISABLE_COMPACT",
-        "CLAUDE_CODE_DISABLE_1M_CONTEXT",
-    )
-}
 
 
 def count_json(*args, stdin: bytes | None = b"", env: dict[str, str] | None = None, code: int = 0) -> list[dict]:

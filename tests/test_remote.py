@@ -27,26 +27,13 @@ from typing import Any
 import pytest
 from builders import Session, simple, usage
 from cloud import HOST, S3Server, free_port, require_s3, s3_server
-from helpers import child_env, error_line, ok, run_cli
+from helpers import CLEAN_ENV, child_env, error_line, ok, run_cli
 from project_sessions import NOW_ISO, Project, bulky, source_file
 
 require_s3()
 
 BUCKET = "bkt"
 PROJECTS = f"s3://{BUCKET}/projects/"
-# The budget environment of the developer running the tests must not change any figure.
-CLEAN_ENV = {
-    name: ""
-    for name in (
-        "CLAUDE_CODE_AUTO_COMPACT_WINDOW",
-        "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE",
-        "CLAUDE_CODE_MAX_OUTPUT_TOKENS",
-        "CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE",
-        "DISABLE_AUTO_COMPACT",
-        "DISABLE_COMPACT",
-        "CLAUDE_CODE_DISABLE_1M_CONTEXT",
-    )
-}
 # compact at a fixed time, restore from the transcript (no summary is due: a summary names the
 # transcript by its path or URL, so its bytes differ by nature; see the summarize stage's test).
 COMPACT = ("--now", NOW_ISO, "--source", "transcript")

@@ -17,24 +17,12 @@ from typing import Any
 import orjson
 import pytest
 from ctxpipe.core import reports, schemas
+from helpers import CLEAN_ENV as BUDGET_ENV
 from helpers import FIXTURES, ROOT, run_cli
 from messages_server import MessagesServer, Reply
 
-# No key, no base URL and no budget overrides from the caller's environment.
-CLEAN_ENV = {
-    name: ""
-    for name in (
-        "ANTHROPIC_API_KEY",
-        "ANTHROPIC_BASE_URL",
-        "CLAUDE_CODE_AUTO_COMPACT_WINDOW",
-        "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE",
-        "CLAUDE_CODE_MAX_OUTPUT_TOKENS",
-        "CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE",
-        "DISABLE_AUTO_COMPACT",
-        "DISABLE_COMPACT",
-        "CLAUDE_CODE_DISABLE_1M_CONTEXT",
-    )
-}
+# No key and no base URL from the caller's environment either.
+CLEAN_ENV = {**BUDGET_ENV, "ANTHROPIC_API_KEY": "", "ANTHROPIC_BASE_URL": ""}
 REPORT_FLAGS = ("--json", "--report-json")
 
 

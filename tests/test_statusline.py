@@ -14,11 +14,9 @@ from typing import Any
 
 import pytest
 from builders import SONNET, Session, simple, usage
-from ctxpipe.cli.budget_environment import ENVIRONMENT
 from ctxpipe.cli.statusline import HELP, NO_STATUS, human
-from helpers import child_env, run_cli, run_process
+from helpers import CLEAN_ENV, child_env, run_cli, run_process
 
-CLEAN_ENV = {name: "" for name in ENVIRONMENT.values()}
 LINE = re.compile(r"^⛁ (?P<tokens>\S+)/(?P<window>\S+) (?P<percent>\d+)% (?P<level>normal|warning|autocompact|blocking)(?P<rest>.*)$")
 ESC = "\x1b"
 
