@@ -53,7 +53,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -193,6 +193,27 @@ def task_times(cluster: DaskCluster, since: float) -> list[float]:
     ]
 
 
+def identical(s3: S3Server, local_out: Path, url_out: str, written: dict[str, int], local_in: str, url_in: str) -> dict[str, int]:
+    """How many of compact's outputs in the store are byte-identical to those written to local
+    disk. A summarized session's cannot be: its summary names where the full transcript is (the
+    local path or the URL), and the token figures written after it count that text. Those are
+    told apart: they differ, and the local one names the local input (the store's the URL)."""
+    local = {p.relative_to(local_out).as_posix(): p for p in local_out.rglob("*") if p.is_file()}
+
+    def one(rel: str) -> str:
+        mine, theirs = local[rel].read_bytes(), s3.get(url_out + rel)
+        if mine == theirs:
+            return "same"
+        if local_in.encode() in mine and url_in.encode() in theirs and len(mine.splitlines()) == len(theirs.splitlines()):
+            return "differ: a summary names the input's location"
+        return "different"
+
+    with ThreadPoolExecutor(8) as pool:
+        verdicts = Counter(pool.map(one, sorted(local)))
+    verdicts["only on one side"] = len(set(local) ^ set(written))
+    return dict(verdicts)
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
@@ -288,11 +309,16 @@ def main() -> int:
                 if name.endswith("compact-local"):
                     out = work / f"out-big-{run}" if name.startswith("big-") else work / f"out-{run}"
                     record["written"] = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
-                    shutil.rmtree(out)
                 if name.endswith("compact-s3-dask"):
-                    written = s3.listing(f"s3://{BUCKET}/{'out-big' if name.startswith('big-') else 'out'}/{run}/")
+                    out = work / f"out-big-{run}" if name.startswith("big-") else work / f"out-{run}"
+                    written = s3.listing(f"s3://{BUCKET}/{'out-big' if name.startswith('big-') else 'out'}/{run}/", relative=True)
                     record["written"] = sum(written.values())
                     record["outputs"] = len(written)
+                    if run == 0:
+                        where = (str(tree) + "/", prefix) if name.startswith("big-") else (str(tree), prefix.rstrip("/"))
+                        record["identical"] = identical(s3, out, f"s3://{BUCKET}/{'out-big' if name.startswith('big-') else 'out'}/{run}/", written, *where)
+                    shutil.rmtree(out)
+                    written = {f"s3://{BUCKET}/{'out-big' if name.startswith('big-') else 'out'}/{run}/{rel}": n for rel, n in written.items()}
                     for url in written:  # moto keeps objects in memory
                         s3.client.delete_object(Bucket=BUCKET, Key=url.removeprefix(f"s3://{BUCKET}/"))
                 results[name].append(record)
@@ -320,7 +346,7 @@ def summarize(
     files, total = inputs["count-local"]
     same = tokens["count-local"] == tokens["count-s3-dask"] == tokens["count-s3-jobs"] and len(tokens["count-local"]) == files
     same_big = tokens["big-count-local"] == tokens["big-count-s3-dask"] and len(tokens["big-count-local"]) == inputs["big-count-local"][0]
-    same_written = all(last[name]["written"] == last[baseline(name)]["written"] for name in ("compact-s3-dask", "big-compact-s3-dask"))
+    same_written = {name: results[name][0]["identical"] for name in ("compact-s3-dask", "big-compact-s3-dask")}
 
     print(
         f"\n{files:,} session files, {total / MB:,.0f} MB ('big-': the {inputs['big-count-local'][0]} of them of 5 MB and more); {WORKERS} workers; median of {args.runs} runs"
@@ -334,7 +360,8 @@ def summarize(
             line += f"{fetched / MB:>11.1f}{100 * fetched / size:>12.1f}%" + "".join(f"{req.get(kind, 0):>6}" for kind in ("GET", "HEAD", "LIST", "PUT"))
         print(line)
     print(f"count: the same tokens per session on local disk, S3 + Dask and S3 + --jobs: {'yes' if same and same_big else 'NO'}")
-    print(f"compact: the same bytes written to S3 from the cluster as to local disk: {'yes' if same_written else 'NO'}")
+    for name, verdicts in same_written.items():
+        print(f"{name}: outputs against {baseline(name)}'s, byte for byte: {verdicts}")
 
     per_file: dict[str, Any] = {}
     for name in ("count-s3-dask", "compact-s3-dask", "big-count-s3-dask", "big-compact-s3-dask"):
@@ -371,7 +398,7 @@ def summarize(
         "median_seconds": med,
         "ratio_to_local": {name: med[name] / med[baseline(name)] for name in med},
         "count_same_tokens": same and same_big,
-        "compact_same_bytes_written": same_written,
+        "compact_outputs_identical": same_written,
         "count_fetched_fraction": per_file["count-s3-dask"]["fetched_fraction"],
         "per_file": per_file,
         "on_paper": on_paper(per_file),
