@@ -8,10 +8,13 @@ Light on purpose: count's batches import this module, and core.summarize_engines
 from __future__ import annotations
 
 import contextlib
+import contextvars
 from collections.abc import Iterator
 from typing import Any
 
-_SHARED_FAILURES: Any = None  # a multiprocessing.Value("i") while a batch shares its count
+# A multiprocessing.Value("i") (or dask_executor.ClusterFailures) while a batch shares its count. A
+# context variable, not a global: a Dask worker runs several tasks at once, each in its own thread.
+_SHARED_FAILURES: contextvars.ContextVar[Any] = contextvars.ContextVar("ctxpipe_shared_failures", default=None)
 _PROCESS: Any = None  # the process's own core Breaker, made on first use
 
 
@@ -42,25 +45,24 @@ def breaker() -> Any:
     global _PROCESS
     from .core.summarize_engines import BREAKER_LIMIT, Breaker
 
-    if _SHARED_FAILURES is not None:
-        return SharedBreaker(_SHARED_FAILURES, BREAKER_LIMIT)
+    failures = _SHARED_FAILURES.get()
+    if failures is not None:
+        return SharedBreaker(failures, BREAKER_LIMIT)
     if _PROCESS is None:
         _PROCESS = Breaker()
     return _PROCESS
 
 
 def share(failures: Any) -> None:
-    """From now on in this process, breaker() counts in `failures` (None: in the process's own breaker)."""
-    global _SHARED_FAILURES
-    _SHARED_FAILURES = failures
+    """From now on in this thread, breaker() counts in `failures` (None: in the process's own breaker)."""
+    _SHARED_FAILURES.set(failures)
 
 
 @contextlib.contextmanager
 def shared(failures: Any) -> Iterator[None]:
-    """breaker() counts in `failures` while the block runs (a batch run in this process)."""
-    before = _SHARED_FAILURES
-    share(failures)
+    """breaker() counts in `failures` while the block runs (a batch run here, a task on a Dask worker)."""
+    token = _SHARED_FAILURES.set(failures)
     try:
         yield
     finally:
-        share(before)
+        _SHARED_FAILURES.reset(token)

@@ -150,7 +150,12 @@ def mapped(path: Source, ranged: bool = False) -> Iterator[Any]:
         return
     name = str(path)
     if storage.is_remote(name):
-        yield storage.RangedObject(name) if ranged else storage.read_whole(name)
+        if not ranged:
+            yield storage.read_whole(name)
+            return
+        remote = storage.RangedObject(name)
+        yield remote
+        remote.check_unchanged()  # blocks of two versions would make a wrong figure
         return
     name = storage.local_path(name)
     with open_file(name) as handle:

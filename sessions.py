@@ -95,15 +95,20 @@ def _first_agent_id(buffer: Any) -> str:
     return ""
 
 
-def find_sessions(paths: Iterable[str], subagents: bool = True, on_skip: Callable[[str, str], None] | None = None) -> list[SessionFile]:
+def find_sessions(
+    paths: Iterable[str],
+    subagents: bool = True,
+    on_skip: Callable[[str, str], None] | None = None,
+    on_missing: Callable[[InputError], None] | None = None,
+) -> list[SessionFile]:
     """Files as given, and every session file below each folder, in a stable order, each once.
 
     Below a folder only regular files are taken (a symbolic link to one counts): a FIFO named
     *.jsonl would block the reader forever. Symbolic links to folders are not followed, so the walk
     stays in the tree given. A file given by name is taken whatever it is (a FIFO is read as a
-    stream). `on_skip(path, why)` hears about each thing left out.
+    stream). `on_skip(path, why)` hears about each thing left out. A path that names nothing
+    raises InputError, or with `on_missing` is handed to it and the others are still searched.
     """
-    from pathlib import Path
 
     skip = on_skip or (lambda shown, why: None)
     found: list[SessionFile] = []
@@ -119,29 +124,43 @@ def find_sessions(paths: Iterable[str], subagents: bool = True, on_skip: Callabl
         found.append(SessionFile(file, kind_of(file), shown))
 
     for given in paths:
-        if storage.is_remote(given):
-            found += _find_in_store(given, subagents, {file.path for file in found})
-            continue
-        path = Path(storage.local_path(given)).expanduser()
-        if path.is_dir():
-            for root, folders, files in os.walk(path, onerror=lambda exc: skip(str(exc.filename), exc.strerror or str(exc))):
-                folders.sort()
-                for name in folders:
-                    if os.path.islink(os.path.join(root, name)):
-                        skip(os.path.join(root, name), "a symbolic link to a folder (not followed)")
-                for name in sorted(files):
-                    if name.endswith(".jsonl"):
-                        file = Path(root) / name
-                        why = _not_regular(file)
-                        if why:
-                            skip(str(file), why)
-                        elif subagents or kind_of(file) == "main":
-                            take(file, str(file))
-        elif path.exists():
-            take(path, given)
-        else:
-            raise InputError(given, None, "no such file or folder")
+        try:
+            in_store = _find_one(given, subagents, take, skip, {file.path for file in found})
+            found.extend(in_store)
+        except InputError as exc:
+            if on_missing is None:
+                raise
+            on_missing(exc)
     return found
+
+
+def _find_one(given: str, subagents: bool, take: Callable[[Path, str], None], skip: Callable[[str, str], None], taken: set[Path | str]) -> list[SessionFile]:
+    """The store's objects for `given` (returned); a local file or folder's files go to `take` (which
+    knows each file's real path, so a file reached twice is taken once)."""
+    from pathlib import Path
+
+    if storage.is_remote(given):
+        return _find_in_store(given, subagents, taken)
+    path = Path(storage.local_path(given)).expanduser()
+    if path.is_dir():
+        for root, folders, files in os.walk(path, onerror=lambda exc: skip(str(exc.filename), exc.strerror or str(exc))):
+            folders.sort()
+            for name in folders:
+                if os.path.islink(os.path.join(root, name)):
+                    skip(os.path.join(root, name), "a symbolic link to a folder (not followed)")
+            for name in sorted(files):
+                if name.endswith(".jsonl"):
+                    file = Path(root) / name
+                    why = _not_regular(file)
+                    if why:
+                        skip(str(file), why)
+                    elif subagents or kind_of(file) == "main":
+                        take(file, str(file))
+    elif path.exists():
+        take(path, given)
+    else:
+        raise InputError(given, None, "no such file or folder")
+    return []
 
 
 def _find_in_store(given: str, subagents: bool, taken: set[Path | str]) -> list[SessionFile]:
@@ -152,7 +171,7 @@ def _find_in_store(given: str, subagents: bool, taken: set[Path | str]) -> list[
         return [] if given in taken else [SessionFile(given, kind_of(given), given, one.size)]
     objects = storage.walk(given) if storage.is_folder(given) else []
     if not objects:
-        raise InputError(given, None, "no such file or folder")
+        raise InputError(given, None, storage.missing(given))
     return [
         SessionFile(item.url, kind_of(item.url), item.url, item.size)
         for item in objects

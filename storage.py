@@ -33,6 +33,8 @@ EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "az": "azure", "ab
 BLOCK = 64 << 10
 MAX_RUN = 64
 CACHED_BLOCKS = 256  # 16 MiB of blocks per object held at once (room for more than two runs)
+# S3 takes one PUT of up to 5 GB; s3fs uploads in one PUT below two chunks.
+S3_SINGLE_PUT = (5 << 30) // 2
 # An output is kept in memory up to this size before it is spooled to a temporary file.
 SPOOL_BYTES = 64 << 20
 
@@ -84,7 +86,7 @@ def filesystem(url: str) -> tuple[Any, str]:
     except ImportError:
         raise MissingExtra(url, name, extra or "s3") from None
     try:
-        return cast("tuple[Any, str]", fsspec.core.url_to_fs(url))
+        return cast("tuple[Any, str]", fsspec.core.url_to_fs(name + url[len(name) :]))  # S3:// is s3://
     except ImportError:
         if extra:
             raise MissingExtra(url, name, extra) from None
@@ -131,16 +133,33 @@ class ObjectInfo:
 
 
 def info(url: str) -> ObjectInfo | None:
-    """The object at `url` (None when there is none: a folder-like prefix, or nothing)."""
-    fs, path = filesystem(url)
-    with _reading(url):
-        try:
-            found = fs.info(path)
-        except FileNotFoundError:
-            return None
-    if found.get("type") != "file":
+    """The object at `url` as the store has it now (not as a listing cached earlier said: a session
+    that grew, or an object whose name is also a prefix, would be misread); None when there is none."""
+    found = _fresh_info(url)
+    if found is None:
         return None
     return ObjectInfo(url, int(found.get("size") or 0))
+
+
+def _fresh_info(url: str) -> dict[str, Any] | None:
+    fs, path = filesystem(url)
+    with _reading(url):
+        fs.invalidate_cache(path)
+        try:
+            found = fs.info(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+    return cast("dict[str, Any]", found) if found.get("type") == "file" else None
+
+
+def missing(url: str) -> str:
+    """Why nothing was found at `url`: its bucket (or container) does not exist, or nothing is there."""
+    fs, path = filesystem(url)
+    root = path.strip("/").split("/")[0]
+    with contextlib.suppress(Exception):
+        if root and not fs.exists(root):
+            return "no such bucket"
+    return "no such file or folder"
 
 
 def is_folder(url: str) -> bool:
@@ -157,7 +176,13 @@ def walk(url: str) -> list[ObjectInfo]:
     fs, path = filesystem(url)
     with _reading(url):
         found = fs.find(path, detail=True)
-    objects = [ObjectInfo(fs.unstrip_protocol(name), int(entry.get("size") or 0)) for name, entry in found.items() if entry.get("type", "file") == "file"]
+    # Each object's URL is the prefix as given (its scheme's spelling kept) and the key below it.
+    base, given = path.rstrip("/") + "/", url.rstrip("/") + "/"
+    objects = [
+        ObjectInfo(given + name[len(base) :] if name.startswith(base) else fs.unstrip_protocol(name), int(entry.get("size") or 0))
+        for name, entry in found.items()
+        if entry.get("type", "file") == "file"
+    ]
     return sorted(objects, key=lambda item: _walk_order(item.url))
 
 
@@ -207,14 +232,27 @@ def relative_link(path: str, folder: str) -> str:
 
 
 def identity(path: str) -> str:
-    """What tells two paths to one file or object apart: the real path of a local file, a URL itself."""
-    return path if is_remote(path) else os.path.realpath(os.path.expanduser(local_path(path)))
+    """What tells two paths to one file or object apart: the real path of a local file; for an object
+    the URL in its backend's own spelling (s3a://, S3:// and s3:// name one object)."""
+    if not is_remote(path):
+        return os.path.realpath(os.path.expanduser(local_path(path)))
+    fs, inner = filesystem(path)
+    return cast(str, fs.unstrip_protocol(inner))
 
 
 def make_folder(folder: str) -> None:
-    """The folder `folder`, made when missing (a store has none to make: a prefix exists with its objects)."""
-    if folder and not is_remote(folder):
+    """The folder `folder`, made when missing. A store has no folder to make (a prefix exists with
+    its objects), but its backend and its bucket are checked, so a batch fails before its work."""
+    if not folder:
+        return
+    if not is_remote(folder):
         os.makedirs(local_path(folder), exist_ok=True)
+        return
+    fs, path = filesystem(folder)
+    root = path.strip("/").split("/")[0]
+    with _reading(folder):
+        if root and not fs.exists(root):
+            raise CtxpipeError(f"{folder}: cannot write (no such bucket)")
 
 
 def version(path: str) -> tuple[object, ...] | None:
@@ -227,13 +265,9 @@ def version(path: str) -> tuple[object, ...] | None:
         except OSError:
             return None
         return (found_file.st_dev, found_file.st_ino, found_file.st_size, found_file.st_mtime_ns)
-    fs, inner = filesystem(path)
-    with _reading(path):
-        fs.invalidate_cache(inner)
-        try:
-            found = fs.info(inner)
-        except FileNotFoundError:
-            return None
+    found = _fresh_info(path)
+    if found is None:
+        return None
     return tuple(f"{key}={found[key]}" for key in sorted(found) if key.lower() in _VERSION_KEYS)
 
 
@@ -241,12 +275,17 @@ _VERSION_KEYS = {"size", "etag", "lastmodified", "last_modified", "mtime", "gene
 
 
 def read_whole(url: str) -> bytes:
-    """The object's bytes, fetched in one request."""
+    """The object's bytes, fetched in one request (a prefix with no object of its name is a folder)."""
     fs, path = filesystem(url)
-    with _reading(url):
-        if fs.isdir(path):
-            raise InputError(url, None, "is a directory, expected a transcript file")
+    try:
         return cast(bytes, fs.cat_file(path))
+    except (FileNotFoundError, IsADirectoryError) as exc:
+        with _reading(url):
+            if fs.isdir(path):
+                raise InputError(url, None, "is a directory, expected a transcript file") from None
+        raise InputError(url, None, _reason(exc)) from None
+    except Exception as exc:
+        raise InputError(url, None, _reason(exc)) from None
 
 
 class RangedObject:
@@ -257,11 +296,11 @@ class RangedObject:
     def __init__(self, url: str, size: int | None = None) -> None:
         self.url = url
         self._fs, self._path = filesystem(url)
+        self.version = version(url) if size is None else None
         if size is None:
-            found = info(url)
-            if found is None:
-                raise InputError(url, None, "no such file")
-            size = found.size
+            if self.version is None:
+                raise InputError(url, None, missing(url).replace(" or folder", ""))
+            size = next(int(str(part)[5:]) for part in self.version if str(part).startswith("size="))
         self.size = size
         self.fetched = 0
         self.requests = 0
@@ -272,6 +311,11 @@ class RangedObject:
 
     def __len__(self) -> int:
         return self.size
+
+    def check_unchanged(self) -> None:
+        """After a read: an object replaced meanwhile (same size or not) gave blocks of two versions."""
+        if self.version is not None and self.requests > 0 and version(self.url) != self.version:
+            raise InputError(self.url, None, "changed while being read")
 
     def _block(self, index: int) -> bytes:
         block = self._blocks.get(index)
@@ -326,7 +370,15 @@ class RangedObject:
     def _bounds(self, start: int | None, end: int | None) -> tuple[int, int]:
         return slice(start, end).indices(self.size)[:2]
 
+    def _empty(self, start: int | None, end: int | None, last: bool) -> int:
+        low = 0 if start is None else start + self.size if start < 0 else start
+        high = self.size if end is None else min(self.size, end + self.size if end < 0 else end)
+        low = max(low, 0)
+        return -1 if low > self.size or low > high else high if last else low
+
     def find(self, sub: bytes, start: int | None = None, end: int | None = None) -> int:
+        if not sub:
+            return self._empty(start, end, last=False)
         low, high = self._bounds(start, end)
         position = low
         while position < high:
@@ -346,6 +398,8 @@ class RangedObject:
         return -1
 
     def rfind(self, sub: bytes, start: int | None = None, end: int | None = None) -> int:
+        if not sub:
+            return self._empty(start, end, last=True)
         low, high = self._bounds(start, end)
         position = high
         while position > low:
@@ -383,9 +437,13 @@ def replaced(url: str, if_version: tuple[object, ...] | None = None) -> Iterator
                 raise ChangedMeanwhile(url)
             etag = next((str(part).split("=", 1)[1] for part in if_version if str(part).lower().startswith("etag=")), None)
             if etag and "s3" in _protocols(fs):
-                condition = {"IfMatch": etag}
+                # One PUT carries the condition; s3fs's multipart upload (from 2 chunks) would drop it.
+                condition = {"IfMatch": etag, "chunksize": S3_SINGLE_PUT}
+        data = spool.read()
+        if condition and len(data) >= 2 * S3_SINGLE_PUT:
+            raise CtxpipeError(f"{url}: too large to replace only if unchanged (S3 takes one upload of up to 5 GB); left as it was")
         try:
-            fs.pipe_file(path, spool.read(), **condition)
+            fs.pipe_file(path, data, **condition)
         except Exception as exc:
             if condition and "pre-condition" in str(exc).lower().replace("precondition", "pre-condition"):
                 raise ChangedMeanwhile(url) from None

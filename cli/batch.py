@@ -80,15 +80,26 @@ def target_path(path: str | Path, given: Sequence[str], out_dir: str) -> str:
     return storage.join(out_dir, storage.safe_relative(os.path.basename(str(path)), str(path)))
 
 
-def find_inputs(paths: Sequence[str], subagents: bool) -> list[Any]:
-    """The session files below `paths`, with one warning per file left out; none at all is a usage error."""
+def find_inputs(paths: Sequence[str], subagents: bool, on_missing: Callable[[CtxpipeError], None] | None = None) -> list[Any]:
+    """The session files below `paths`, with one warning per file left out; none at all is a usage
+    error. A path that names nothing raises, or with `on_missing` is handed to it (validate: one
+    error line, the other files still checked)."""
     import typer
 
     from ..sessions import find_sessions
     from . import streams
 
-    files = find_sessions(paths, subagents, on_skip=lambda shown, why: streams.warn(f"{shown}: skipped: {why}"))
-    if not files:
+    missing: list[CtxpipeError] = []
+
+    def note_missing(error: CtxpipeError) -> None:
+        missing.append(error)
+        if on_missing is not None:
+            on_missing(error)
+
+    files = find_sessions(
+        paths, subagents, on_skip=lambda shown, why: streams.warn(f"{shown}: skipped: {why}"), on_missing=note_missing if on_missing else None
+    )
+    if not files and not missing:
         raise typer.BadParameter("no session files (*.jsonl) found", param_hint="PATHS")
     return files
 
@@ -105,6 +116,16 @@ class Runner:
     @property
     def workers(self) -> int:
         return self.jobs or default_jobs()
+
+
+def for_workers(path: str, runner: Runner) -> str:
+    """`path` as the batch's workers must open it: on a Dask cluster a local path is made absolute,
+    since a worker's working folder is its own (a store URL is the same everywhere)."""
+    from .. import storage
+
+    if runner.executor != "dask" or storage.is_remote(path):
+        return path
+    return os.path.abspath(os.path.expanduser(storage.local_path(path)))
 
 
 def run_all(

@@ -17,6 +17,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
+import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -64,36 +66,85 @@ def _named(item: Any) -> str:
 
 
 @contextlib.contextmanager
-def _client(scheduler: str | None, workers: int) -> Iterator[Any]:
-    """A client of the cluster at `scheduler` (else DASK_SCHEDULER_ADDRESS), else of a local one
-    started for the run with `workers` worker processes, closed at the end."""
+def _client(scheduler: str | None, workers: int) -> Iterator[tuple[Any, str]]:
+    """(a client, how to name the cluster) for the cluster at `scheduler` (else
+    DASK_SCHEDULER_ADDRESS), else for a local one started for the run with `workers` worker
+    processes; closed at the end. Dask's own log lines are kept off stderr meanwhile: what goes
+    wrong is said once, by ctxpipe."""
     try:
         import distributed
     except ImportError:
         raise CtxpipeError("--executor dask needs the dask extra: pip install 'ctxpipe[dask]'") from None
     address = scheduler or os.environ.get(SCHEDULER_VARIABLE) or None
-    if address:
-        named = f"--scheduler {address}" if scheduler else f"{SCHEDULER_VARIABLE}={address}"  # where the address came from
-        try:
-            client = distributed.Client(address, timeout=CONNECT_TIMEOUT)
-        except (OSError, TimeoutError, ValueError) as exc:
-            raise CtxpipeError(f"{named}: cannot connect to the Dask scheduler ({' '.join(str(exc).split()) or type(exc).__name__})") from None
-        with contextlib.closing(client):
-            yield client
+    with _quiet():
+        if address:
+            named = f"--scheduler {address}" if scheduler else f"{SCHEDULER_VARIABLE}={address}"  # where the address came from
+            try:
+                client = distributed.Client(address, timeout=CONNECT_TIMEOUT)
+            except (OSError, TimeoutError, ValueError) as exc:
+                raise CtxpipeError(f"{named}: cannot connect to the Dask scheduler ({_one_line(exc)})") from None
+            with contextlib.closing(client):
+                _wait_for_workers(client, named)
+                yield client, named
+            return
+        with _interrupts_ignored():  # the workers inherit it: a Ctrl-C is the parent's to handle (it closes the cluster)
+            # dashboard_address: the scheduler's HTTP server (health, metrics) on a free loopback port; the
+            # default, :8787, listens on every interface and, when taken, prints a UserWarning on stderr.
+            cluster = distributed.LocalCluster(
+                n_workers=workers,
+                threads_per_worker=1,
+                processes=True,
+                scheduler_port=0,
+                dashboard_address="127.0.0.1:0",
+                scheduler_kwargs={"dashboard": False},
+                silence_logs=logging.CRITICAL,
+            )
+        with contextlib.closing(cluster), contextlib.closing(distributed.Client(cluster)) as client:
+            yield client, "the local Dask cluster"
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    # Dask's loggers each have their own level and handler (distributed.client logs a lost
+    # scheduler with a traceback): every one of them is silenced, and restored after.
+    names = ["distributed"] + [name for name in logging.root.manager.loggerDict if name.startswith("distributed.")]
+    levels = {name: logging.getLogger(name).level for name in names}
+    for name in names:
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+
+
+@contextlib.contextmanager
+def _interrupts_ignored() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        yield
         return
-    # dashboard_address: the scheduler's HTTP server (health, metrics) on a free loopback port; the
-    # default, :8787, listens on every interface and, when taken, prints a UserWarning on stderr.
-    cluster = distributed.LocalCluster(
-        n_workers=workers,
-        threads_per_worker=1,
-        processes=True,
-        scheduler_port=0,
-        dashboard_address="127.0.0.1:0",
-        scheduler_kwargs={"dashboard": False},
-        silence_logs=logging.ERROR,
-    )
-    with contextlib.closing(cluster), contextlib.closing(distributed.Client(cluster)) as client:
-        yield client
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+def _wait_for_workers(client: Any, named: str) -> None:
+    """A scheduler without workers would hold the batch forever: give them CONNECT_TIMEOUT to join."""
+    try:
+        client.wait_for_workers(1, timeout=CONNECT_TIMEOUT)
+    except (TimeoutError, OSError) as exc:
+        raise CtxpipeError(f"{named}: the Dask scheduler has no workers ({_one_line(exc)})") from None
+
+
+def _lost(client: Any, exc: BaseException) -> bool:
+    """Whether a task failed because the client lost its scheduler (not because of the task)."""
+    return client.status not in ("running", "newly-created") or "connection-lost" in str(exc) or isinstance(exc, OSError)
 
 
 def run_on_dask(
@@ -105,10 +156,11 @@ def run_on_dask(
     shared_breaker: bool,
 ) -> list[tuple[bool, Any]]:
     """(ok, result or CtxpipeError) for each item, in order, each item a task on the cluster
-    (`guarded_job(item)` gives the pair; batch.run_all passes its _guarded job)."""
+    (`guarded_job(item)` gives the pair; batch.run_all passes its _guarded job). A task whose
+    workers were all lost is an error row; a scheduler lost mid-batch ends the batch with one error."""
     from distributed import Variable, as_completed
 
-    with _client(scheduler, workers) as client:
+    with _client(scheduler, workers) as (client, named):
         breaker = None
         if shared_breaker:
             breaker = f"ctxpipe-breaker-{uuid.uuid4().hex}"
@@ -121,12 +173,19 @@ def run_on_dask(
                 index = position[future.key]
                 try:
                     done[index] = future.result()
-                except Exception as exc:  # the task itself failed on every try (its workers were lost)
-                    done[index] = (False, CtxpipeError(f"{_named(items[index])}: not processed on the cluster ({type(exc).__name__}: {exc})"))
+                except Exception as exc:
+                    if _lost(client, exc):
+                        left = len(items) - len(done)
+                        raise CtxpipeError(
+                            f"{named}: lost the Dask scheduler; {left} of {len(items)} files not processed (the outputs written so far are complete)"
+                        ) from None
+                    # The task itself failed on every try (e.g. each worker that ran it was lost).
+                    done[index] = (False, CtxpipeError(f"{_named(items[index])}: not processed on the cluster ({type(exc).__name__}: {_one_line(exc)})"))
                 if on_done:
                     on_done(done[index][0])
         except BaseException:
-            client.cancel(futures)
+            with contextlib.suppress(Exception):
+                client.cancel(futures)
             raise
         finally:
             if breaker:

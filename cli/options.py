@@ -214,13 +214,16 @@ class Batch:
     executor: Executor = ExecutorChoice.local
     scheduler: Scheduler = None
 
+    def __post_init__(self) -> None:
+        # Checked as the command line is read, whatever the command then does with it (stdin, one file).
+        if self.scheduler and self.executor is not ExecutorChoice.dask:
+            raise typer.BadParameter("--scheduler goes with --executor dask", param_hint="--scheduler")
+
     @property
     def runner(self) -> Runner:
         """The batch.Runner these options choose."""
         from .batch import Runner
 
-        if self.scheduler and self.executor is not ExecutorChoice.dask:
-            raise typer.BadParameter("--scheduler goes with --executor dask", param_hint="--scheduler")
         return Runner(self.jobs, self.executor.value, self.scheduler)
 
     @property

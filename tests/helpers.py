@@ -4,6 +4,7 @@ child when the test is about the process), the contract checks on a run's result
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import gc
 import importlib
@@ -108,7 +109,8 @@ def invoke(*args: str | os.PathLike[str], input: bytes | None = b"", env: dict[s
 # attribute is gone is skipped; test_in_process.py fails if the summary breaker is not among them.
 FRESH_PROCESS_STATE = [
     ("ctxpipe.breaker", "_PROCESS", None),  # the process's own summary breaker, made on first use
-    ("ctxpipe.breaker", "_SHARED_FAILURES", None),  # a batch's shared breaker count
+    # a batch's shared breaker count (a context variable: a new one holds no batch's count)
+    ("ctxpipe.breaker", "_SHARED_FAILURES", contextvars.ContextVar("ctxpipe_shared_failures", default=None)),
     ("ctxpipe.cli.breaker", "_PROCESS", None),  # where the breaker lived before breaker.py
     ("ctxpipe.cli.breaker", "_SHARED_FAILURES", None),
     ("ctxpipe.cli.commands.summarize", "_BREAKER", None),  # where the breaker lived before cli/breaker.py

@@ -199,13 +199,27 @@ def _batch(
 ) -> None:
     import functools
 
-    from ..batch import find_inputs, run_all
+    from ...atomic import write_error
+    from ...storage import make_folder
+    from ..batch import find_inputs, for_workers, run_all
 
     files = find_inputs(paths, subagents)
-    items = _plan(files, paths, out_dir, in_place)
+    planned = _plan(files, paths, out_dir, in_place)
+    # What the workers open and write (absolute on a Dask cluster); rows name the paths as planned.
+    items = [(for_workers(path, runner), shown, for_workers(target, runner)) for path, shown, target in planned]
+    if out_dir:  # once, before the work: a folder that cannot be made, a store's missing bucket or backend
+        try:
+            make_folder(out_dir)
+        except OSError as exc:
+            raise write_error(out_dir, exc, "cannot create the folder") from None
     job = functools.partial(compact_one, options=options, backup=backup)
     with streams.batch_progress(len(items)) as advance:
         results = run_all(job, items, runner, sum(f.size for f in files), on_done=advance, shared_breaker=True)
+    for (path, _, target), (worker_path, _, worker_target), (ok, row) in zip(planned, items, results):
+        if ok and row.get("output") == worker_target:
+            row["output"] = target
+            if str(row.get("backup", "")).startswith(worker_path):
+                row["backup"] = path + row["backup"][len(worker_path) :]
     done = [value for ok, value in results if ok]
     reports = [r for r in done if "skipped" not in r]
     failures = [(item[1], value) for item, (ok, value) in zip(items, results) if not ok]

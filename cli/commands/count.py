@@ -71,7 +71,7 @@ def count(
     Example:  ctxpipe count ~/.claude/projects/-home-me-app/
     """
     from ...file_count import count_file
-    from ..batch import default_jobs, find_inputs, run_all
+    from ..batch import default_jobs, find_inputs, for_workers, run_all
 
     options = budget.count_options(
         reading,
@@ -95,7 +95,8 @@ def count(
         # One file: the tokenizer may use every core; many: the files are spread over them instead.
         options = replace(options, threads=workers if len(files) == 1 else 1)
         job = functools.partial(_count_one, options=options)
-        results = run_all(job, [(str(f.path), f.kind, f.shown) for f in files], batch.runner, sum(f.size for f in files))
+        runner = batch.runner
+        results = run_all(job, [(for_workers(str(f.path), runner), f.kind, f.shown) for f in files], runner, sum(f.size for f in files))
         inputs_shown = [f.shown for f in files]
     counted = [value for ok, value in results if ok]
     failures = [value for ok, value in results if not ok]

@@ -104,7 +104,7 @@ def _page(data: SessionReport) -> str:
 
 def _many(paths: list[str], options: ReportOptions, moment: Any, out_dir: str | None, json_output: bool, runner: Runner, subagents: bool) -> None:
     from ...storage import identity, join, with_suffix
-    from ..batch import find_inputs, run_all, target_path
+    from ..batch import find_inputs, for_workers, run_all, target_path
 
     files = find_inputs(paths, subagents)
     # Checked before anything is written: no page over an input, no two pages (or a page and the index) at one path.
@@ -120,10 +120,10 @@ def _many(paths: list[str], options: ReportOptions, moment: Any, out_dir: str | 
             if key in targets:
                 raise typer.BadParameter(f"{targets[key]} and {file.shown} would both be written to {page}; run them separately", param_hint="--out-dir")
             targets[key] = file.shown
-        items.append((str(file.path), file.kind, file.shown, page))
+        items.append((for_workers(str(file.path), runner), file.kind, file.shown, None if page is None else for_workers(page, runner)))
     if out_dir:
         _folder(out_dir)  # once, before the workers: a file or an impossible path is one error
-    job = functools.partial(_report_one, options=options, moment=moment, json_output=json_output, out_dir=out_dir)
+    job = functools.partial(_report_one, options=options, moment=moment, json_output=json_output, out_dir=out_dir and for_workers(out_dir, runner))
     results = run_all(job, items, runner, sum(file.size for file in files))
     rows: list[IndexRow] = []
     failures = 0

@@ -31,17 +31,21 @@ def validate(
 
     import typer
 
-    from ..batch import Runner, find_inputs, run_all
+    from ..batch import Runner, find_inputs, for_workers, run_all
 
+    missing: list[Any] = []  # a path that names nothing: one error line, the other files are still checked
     if batch.from_stdin:
         items = [(streams.STDIN, streams.STDIN)]
     else:
-        items = [(str(file.path), file.shown) for file in find_inputs(batch.paths or [], batch.subagents)]
+        items = [(for_workers(str(file.path), batch.runner), file.shown) for file in find_inputs(batch.paths or [], batch.subagents, missing.append)]
     job = functools.partial(validate_one, format_name=reading.format, errors=reading.errors)
     # stdin is read here (a worker has none); files where the batch runs, results in order.
-    results = run_all(job, items, Runner() if batch.from_stdin else batch.runner, _sizes(items))
+    results = run_all(job, items, Runner() if batch.from_stdin else batch.runner, _sizes(items)) if items else []
     reports: list[dict[str, Any]] = []
     unreadable = 0
+    for error in missing:
+        streams.error(str(error))
+        unreadable += 1
     for ok, value in results:
         if not ok:  # a file that cannot be read at all is one error line; the other files are still checked
             streams.error(str(value))
