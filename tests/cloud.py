@@ -96,14 +96,20 @@ def _program(script: str, module: str) -> list[str]:
 class _Process:
     """One child process in its own session, its output in a log file, stopped by pid."""
 
-    def __init__(self, argv: list[str], log: Path, env: Mapping[str, str] | None = None) -> None:
+    def __init__(self, argv: list[str], log: Path, env: Mapping[str, str] | None = None, cwd: Path | None = None) -> None:
         self.argv = argv
         self.log = log
         if sys.platform == "linux":
             argv = [sys.executable, "-c", _LAUNCHER, str(os.getpid()), *argv]
         with open(log, "wb") as out:
             self.popen = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=dict(env) if env is not None else None, start_new_session=True
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=dict(env) if env is not None else None,
+                cwd=cwd,
+                start_new_session=True,
             )
         self.pid = self.popen.pid
 
@@ -488,6 +494,7 @@ class DaskCluster:
     address: str
     scheduler_pid: int
     _workers: list[_Process]
+    cwd: Path | None = None  # the scheduler's and the workers' working folder
     _client: Any = field(default=None, repr=False)
 
     @property
@@ -507,6 +514,10 @@ class DaskCluster:
         """The pid of each worker registered now, as the workers themselves report it."""
         return sorted(self.client.run(os.getpid).values())
 
+    def running_worker_pids(self) -> list[int]:
+        """The pid of each worker process started here that has not exited (registered or not)."""
+        return [w.pid for w in self._workers if w.alive()]
+
     def registered_workers(self) -> int:
         return len(self.client.nthreads())
 
@@ -524,12 +535,16 @@ class DaskCluster:
 
 
 @contextlib.contextmanager
-def dask_cluster(workers: int = 2, *, env: Mapping[str, str] | None = None, nthreads: int = 1) -> Iterator[DaskCluster]:
+def dask_cluster(
+    workers: int = 2, *, env: Mapping[str, str] | None = None, nthreads: int = 1, cwd: str | os.PathLike[str] | None = None
+) -> Iterator[DaskCluster]:
     """Start `dask scheduler` and `workers` × `dask worker --no-nanny` on 127.0.0.1, wait until all
     workers are registered, yield a DaskCluster, stop every process at the end.
 
     env: added to os.environ for the scheduler and the workers (e.g. an S3Server's env). The
     workers also get tests/ on PYTHONPATH, so functions from test helper modules unpickle there.
+    cwd: the working folder of the scheduler and the workers (default: a fresh empty folder, never
+    the caller's, so a relative path a worker opens or writes names nothing of the caller's).
     """
     require_dask()
     tmp = Path(tempfile.mkdtemp(prefix="ctxpipe-dask-"))
@@ -537,12 +552,16 @@ def dask_cluster(workers: int = 2, *, env: Mapping[str, str] | None = None, nthr
     child_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_TESTS), child_env.get("PYTHONPATH", "")) if p)
     child_env["NO_PROXY"] = child_env["no_proxy"] = _no_proxy()
     dask = _program("dask", "dask")
+    folder = Path(cwd) if cwd is not None else tmp / "cwd"
+    folder.mkdir(parents=True, exist_ok=True)
     procs: list[_Process] = []
     cluster: DaskCluster | None = None
     try:
         port = free_port()
         address = f"tcp://{HOST}:{port}"
-        scheduler = _Process([*dask, "scheduler", "--host", HOST, "--port", str(port), "--dashboard-address", f"{HOST}:0"], tmp / "scheduler.log", child_env)
+        scheduler = _Process(
+            [*dask, "scheduler", "--host", HOST, "--port", str(port), "--dashboard-address", f"{HOST}:0"], tmp / "scheduler.log", child_env, folder
+        )
         procs.append(scheduler)
         _wait_until(lambda: _listening(port), "dask scheduler", [scheduler])
         worker_procs = [
@@ -551,11 +570,12 @@ def dask_cluster(workers: int = 2, *, env: Mapping[str, str] | None = None, nthr
                  "--name", f"worker-{i}", "--local-directory", str(tmp / f"worker-{i}"), "--death-timeout", "60"],
                 tmp / f"worker-{i}.log",
                 child_env,
+                folder,
             )
             for i in range(workers)
         ]  # fmt: skip
         procs.extend(worker_procs)
-        cluster = DaskCluster(address=address, scheduler_pid=scheduler.pid, _workers=worker_procs)
+        cluster = DaskCluster(address=address, scheduler_pid=scheduler.pid, _workers=worker_procs, cwd=folder)
         _wait_until(lambda: cluster.registered_workers() >= workers, f"dask cluster ({workers} workers)", procs)
         yield cluster
     finally:

@@ -3,15 +3,22 @@ processes against a REAL Dask cluster (a `dask scheduler` and `dask worker --no-
 tests/cloud.py) give exactly what `--jobs 2` gives; DASK_SCHEDULER_ADDRESS is honoured; with no
 address a local cluster is started; a worker SIGKILLed mid-task loses nothing; the summary circuit
 breaker is shared by the cluster's workers; a scheduler that is not there is one line; and files
-in a real S3 server (moto) count the same on the cluster as on local disk.
+in a real S3 server (moto) count the same on the cluster as on local disk. Then: relative paths
+given in the caller's folder are the caller's files (the workers run in another folder), a
+scheduler SIGKILLed mid-batch or one without workers is one error line, Ctrl-C on a local cluster
+leaves no process behind, and the breaker holds on workers of two threads.
 
-Paths are absolute: the workers open them, from their own working folder.
+Most paths are absolute; the workers' working folder (cluster.cwd) is their own, never ours.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
+import re
+import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -35,13 +42,13 @@ COMPACT = ("--engine", "offline", "--source", "transcript", "--now", NOW_ISO, "-
 LLM_ENV = {"ANTHROPIC_API_KEY": "test-key"}
 
 
-def ctxpipe(*args: Any, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[bytes]:
+def ctxpipe(*args: Any, env: dict[str, str] | None = None, timeout: float = 120, cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
     """`python -m ctxpipe ARGS` in a child process, as a user runs it (no DASK_SCHEDULER_ADDRESS
-    of ours leaks in unless `env` sets it)."""
+    of ours leaks in unless `env` sets it), in `cwd` if given."""
     full = child_env(env)
     if not env or "DASK_SCHEDULER_ADDRESS" not in env:
         full.pop("DASK_SCHEDULER_ADDRESS", None)
-    return subprocess.run([sys.executable, "-m", "ctxpipe", *map(str, args)], stdin=subprocess.DEVNULL, capture_output=True, env=full, timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "ctxpipe", *map(str, args)], stdin=subprocess.DEVNULL, capture_output=True, env=full, timeout=timeout, cwd=cwd)
 
 
 def write_tree(root: Path) -> Path:
@@ -86,7 +93,8 @@ def s3() -> Iterator[S3Server | None]:
 
 @pytest.fixture(scope="module")
 def cluster(s3: S3Server | None) -> Iterator[DaskCluster]:
-    """The module's cluster: a scheduler and 2 single-threaded workers that reach the S3 server."""
+    """The module's cluster: a scheduler and 2 single-threaded workers that reach the S3 server,
+    in a working folder of their own (cluster.cwd, empty)."""
     with dask_cluster(workers=2, env=s3.env if s3 else None) as running:
         tasks_since(running, time.time())  # the first call starts the scheduler's task stream
         yield running
@@ -295,3 +303,165 @@ def test_files_in_s3_count_on_the_cluster_as_on_disk(s3: S3Server | None, cluste
     assert sorted(on_disk.splitlines()) == sorted(local.stdout.splitlines())
     assert on_disk.splitlines()[-1] == local.stdout.splitlines()[-1] and b'"total":true' in on_disk.splitlines()[-1]
     assert remote.stderr.replace(b"s3://sessions/projects/", str(tree).encode() + b"/") == local.stderr
+
+
+# --- 8. relative paths, a lost scheduler, no workers, Ctrl-C, threaded workers --------------------
+
+
+@pytest.mark.parametrize("command", ["count", "validate", "report", "compact"])
+def test_relative_paths_name_the_callers_files_not_the_workers(command: str, cluster: DaskCluster, tree: Path, tmp_path: Path) -> None:
+    """Run from folder X with `rel/projects/` (and `--out-dir out`): the workers, whose working
+    folder is another one (cluster.cwd), read X's files and write X/out; rows name the paths as
+    given, exactly as a --jobs run in X prints them."""
+    shutil.copytree(tree, tmp_path / "rel" / "projects")
+    writes = {"report": ["--out-dir", "out"], "compact": ["--json", *COMPACT, "--out-dir", "out"]}.get(command, ["--json"])
+    local = ctxpipe(command, *writes, "--jobs", "2", "rel/projects/", cwd=tmp_path)
+    if writes[-1] == "out":
+        (tmp_path / "out").rename(tmp_path / "jobs-out")
+    start = time.time()
+    remote = ctxpipe(command, *writes, "--executor", "dask", "--scheduler", cluster.address, "rel/projects/", cwd=tmp_path)
+    assert len(tasks_since(cluster, start)) == 21, "one task per file, run by the cluster"
+    assert local.returncode == remote.returncode == 1, remote.stderr.decode()
+    assert (remote.stdout, remote.stderr) == (local.stdout, local.stderr)
+    assert cluster.cwd is not None and list(cluster.cwd.iterdir()) == [], "nothing written in the workers' own folder"
+    if command == "compact":
+        rows = [json.loads(line) for line in remote.stdout.splitlines()]
+        outputs = [row["output"] for row in rows if row.get("output")]
+        assert len(rows) == 20 and all(row["file"].startswith("rel/projects/-home-dev-") for row in rows)
+        assert len(outputs) == 19 and all(output.startswith("out/-home-dev-") for output in outputs), outputs
+    if writes[-1] == "out":
+        written = files_under(tmp_path / "out")
+        assert written == files_under(tmp_path / "jobs-out")
+        assert len(written) == (19 if command == "compact" else 21), "a page per session read (and the index), or an output per session compacted"
+    else:
+        assert b"rel/projects/-home-dev-app/" in remote.stdout and str(tmp_path).encode() not in remote.stdout
+
+
+def test_a_scheduler_killed_mid_batch_is_one_line(tmp_path: Path) -> None:
+    sessions = llm_sessions(tmp_path / "projects", 8)
+    with MessagesServer(max_sleep=10) as server, dask_cluster(workers=2) as own:
+        expected = ctxpipe(*llm_compact(server, "--jobs", "2", "--out-dir", tmp_path / "local", sessions), env=LLM_ENV)
+        assert expected.returncode == 0, expected.stderr.decode()
+        server.default_reply = lambda body: Reply.timeout(0.3)  # a file takes two answers: about 0.6 s
+        argv = [
+            sys.executable,
+            "-m",
+            "ctxpipe",
+            *map(str, llm_compact(server, "--executor", "dask", "--scheduler", own.address, "--out-dir", tmp_path / "dask", sessions)),
+        ]
+        with subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(LLM_ENV)) as run:
+            deadline = time.monotonic() + 60
+            while len([name for name in files_under(tmp_path / "dask") if name.endswith(".jsonl")]) < 2:
+                assert run.poll() is None and time.monotonic() < deadline, "the batch ended before 2 files were written"
+                time.sleep(0.02)
+            os.kill(own.scheduler_pid, signal.SIGKILL)
+            killed = time.monotonic()
+            stdout, stderr = run.communicate(timeout=90)
+        took = time.monotonic() - killed
+        # The workers finish the file they are on (a whole output, or none), then end.
+        deadline = time.monotonic() + 60
+        while own.running_worker_pids():
+            assert time.monotonic() < deadline, "the workers outlived their scheduler by a minute"
+            time.sleep(0.1)
+    assert run.returncode == 1 and took < 30, (run.returncode, took, stderr.decode())
+    [line] = stderr.decode().splitlines()
+    match = re.fullmatch(
+        rf"ctxpipe: error: --scheduler {re.escape(own.address)}: lost the Dask scheduler; (\d+) of 8 files not processed \(the outputs written so far are complete\)",
+        line,
+    )
+    assert match, line
+    written, wanted = files_under(tmp_path / "dask"), files_under(tmp_path / "local")
+    assert set(written) <= set(wanted), "no temporary file, nothing that a --jobs run does not write"
+    assert 2 <= len(written) < 8 and 8 - int(match[1]) <= len(written), "every file the batch heard of was written"
+    for name, data in written.items():
+        assert [json.loads(line) for line in data.splitlines()] == [json.loads(line) for line in wanted[name].splitlines()], name
+    assert stdout == b"", "no rows: the batch did not finish"
+
+
+def test_a_scheduler_without_workers_is_one_line(tree: Path) -> None:
+    with dask_cluster(workers=0) as empty:
+        started = time.monotonic()
+        result = ctxpipe("count", "--json", "--executor", "dask", "--scheduler", empty.address, tree, timeout=60)
+        took = time.monotonic() - started
+    assert result.returncode == 1 and result.stdout == b"" and took < 30, (result.returncode, took)
+    [line] = result.stderr.decode().splitlines()
+    assert line.startswith(f"ctxpipe: error: --scheduler {empty.address}: the Dask scheduler has no workers ("), line
+
+
+def group_members(group: int) -> list[str]:
+    """`pid command` of each live process (not a zombie) whose process group is `group`, from /proc."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rsplit(") ", 1)[1].split()
+            if int(fields[2]) == group and fields[0] != "Z":
+                command = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                members.append(f"{stat.parent.name} {command[:200]}")
+    return members
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="the process group is read from /proc")
+def test_ctrl_c_on_a_local_cluster_ends_the_group(tmp_path: Path) -> None:
+    """Ctrl-C as a terminal sends it (SIGINT to the whole foreground process group) while the local
+    cluster's workers wait on the model: exit 130, nothing but ctxpipe's own words on stderr, no
+    process of the group left, no temporary file in --out-dir."""
+    sessions = llm_sessions(tmp_path / "projects", 12)
+    with MessagesServer(max_sleep=10) as server:
+        server.default_reply = lambda body: Reply.timeout(0.5)  # a file takes two answers: about 1 s
+        argv = [
+            sys.executable,
+            "-m",
+            "ctxpipe",
+            *map(str, llm_compact(server, "--executor", "dask", "--jobs", "2", "--out-dir", tmp_path / "out", sessions)),
+        ]
+        env = child_env(LLM_ENV)
+        env.pop("DASK_SCHEDULER_ADDRESS", None)
+        with subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True) as run:
+            try:
+                deadline = time.monotonic() + 90
+                # Mid-batch: files written, and the workers waiting on the model for others.
+                while len(files_under(tmp_path / "out")) < 2 or sum(r.status is None for r in server.message_requests()) < 2:
+                    assert run.poll() is None and time.monotonic() < deadline, "the batch ended before it was interrupted"
+                    time.sleep(0.02)
+                os.killpg(run.pid, signal.SIGINT)
+                interrupted = time.monotonic()
+                stdout, stderr = run.communicate(timeout=60)
+                took = time.monotonic() - interrupted
+                deadline = time.monotonic() + 10
+                while (left := group_members(run.pid)) and time.monotonic() < deadline:
+                    time.sleep(0.1)
+            finally:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(run.pid, signal.SIGKILL)  # whatever is left (the test then fails)
+    assert run.returncode == 130 and took < 15, (run.returncode, took, stderr.decode())
+    assert b"Traceback" not in stderr and all(line.startswith("ctxpipe: ") for line in stderr.decode().splitlines()), stderr.decode()
+    assert left == [], f"processes of the run's group still alive 10 s after it exited: {left}"
+    written = files_under(tmp_path / "out")
+    assert [name for name in written if not name.endswith(".jsonl") or "/." in f"/{name}"] == [], "a temporary file left"
+    assert 2 <= len(written) < 12 and all(data.endswith(b"\n") and [json.loads(line) for line in data.splitlines()] for data in written.values())
+    assert stdout == b"", "no rows: the batch did not finish"
+
+
+def test_the_breaker_holds_on_multi_threaded_workers(tmp_path: Path) -> None:
+    """Two workers of two threads each: four files in flight at once, each a thread of a worker;
+    the failure count is still the cluster's (breaker.py keeps it per task, not per process)."""
+    from ctxpipe.core.summarize_engines import BREAKER_LIMIT
+
+    sessions = llm_sessions(tmp_path / "projects", 10)
+    with MessagesServer() as server, dask_cluster(workers=2, nthreads=2) as threaded:
+        server.default_reply = lambda body: Reply.error(503, "overloaded_error", "Service unavailable", {"retry-after-ms": "10"})
+        start = time.time()
+        tasks_since(threaded, start)  # starts the scheduler's task stream
+        remote = ctxpipe(*llm_compact(server, "--executor", "dask", "--scheduler", threaded.address, "--out-dir", tmp_path / "dask", sessions), env=LLM_ENV)
+        requests = server.message_requests()
+        assert len(tasks_since(threaded, start)) == 10
+    assert remote.returncode == 0, remote.stderr.decode()
+    asked = {json.dumps(r.body, sort_keys=True) for r in requests}
+    assert requests and all(r.status == 503 for r in requests)
+    in_flight = 2 * 2
+    assert BREAKER_LIMIT <= len(asked) <= BREAKER_LIMIT + in_flight, f"{len(asked)} summaries asked of a model that is down"
+    rows = [json.loads(line) for line in remote.stdout.splitlines()]
+    summaries = [next(s for s in row["stages"] if s["stage"] == "summarize") for row in rows]
+    assert len(rows) == 10 and all(s["changed"] and s["engine"] == "offline" for s in summaries)
+    assert sum("not asked again" in s["note"] for s in summaries) == 10 - len(asked)
+    assert len(files_under(tmp_path / "dask")) == 10
