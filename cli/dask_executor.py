@@ -175,9 +175,10 @@ def run_on_dask(
                     done[index] = future.result()
                 except Exception as exc:
                     if _lost(client, exc):
-                        left = len(items) - len(done)
+                        # Only what came back is known: a file whose result was on its way may be written too.
                         raise CtxpipeError(
-                            f"{named}: lost the Dask scheduler; {left} of {len(items)} files not processed (the outputs written so far are complete)"
+                            f"{named}: lost the Dask scheduler after {len(done)} of {len(items)} files came back; "
+                            "the others may or may not have been written (every output present is complete)"
                         ) from None
                     # The task itself failed on every try (e.g. each worker that ran it was lost).
                     done[index] = (False, CtxpipeError(f"{_named(items[index])}: not processed on the cluster ({type(exc).__name__}: {_one_line(exc)})"))
