@@ -457,7 +457,7 @@ def on_paper(per_file: dict[str, Any]) -> dict[str, Any]:
         f" = ${count['dollars']:,.2f}\n"
         f"  compact: {compact['hours_low']:.1f}-{compact['hours_high']:.1f} h ({compact['hours_with_latency']:.1f} h at {LATENCY * 1000:.0f} ms per request),"
         f" {compact['TB_fetched']:.2f} TB fetched, {compact['TB_written']:.2f} TB written,"
-        f" {compact['requests']['GET'] / 1e6:.1f} M GETs + {compact['requests']['HEAD'] / 1e6:.1f} M HEADs + {compact['requests']['LIST'] / 1e6:.1f} M LISTs"
+        f" {compact['requests']['GET'] / 1e6:.1f} M GETs + {compact['requests']['HEAD'] / 1e6:.1f} M HEADs + {compact['requests']['LIST']:,.0f} LISTs"
         f" + {compact['requests']['PUT'] / 1e6:.1f} M PUTs = ${compact['dollars']:,.2f}; in-region transfer $0"
     )
     return paper
