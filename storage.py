@@ -250,9 +250,15 @@ def make_folder(folder: str) -> None:
         return
     fs, path = filesystem(folder)
     root = path.strip("/").split("/")[0]
+    if not root or (fs.protocol, root) in _BUCKETS_SEEN:  # one request per bucket, not per file
+        return
     with _reading(folder):
-        if root and not fs.exists(root):
+        if not fs.exists(root):
             raise CtxpipeError(f"{folder}: cannot write (no such bucket)")
+    _BUCKETS_SEEN.add((fs.protocol, root))
+
+
+_BUCKETS_SEEN: set[tuple[object, str]] = set()
 
 
 def version(path: str) -> tuple[object, ...] | None:
@@ -313,8 +319,10 @@ class RangedObject:
         return self.size
 
     def check_unchanged(self) -> None:
-        """After a read: an object replaced meanwhile (same size or not) gave blocks of two versions."""
-        if self.version is not None and self.requests > 0 and version(self.url) != self.version:
+        """After a read: an object replaced meanwhile (same size or not) gave blocks of two versions.
+        One request reads one version (a shorter one is caught as it is read), so only a read of
+        several is asked about."""
+        if self.version is not None and self.requests > 1 and version(self.url) != self.version:
             raise InputError(self.url, None, "changed while being read")
 
     def _block(self, index: int) -> bytes:
