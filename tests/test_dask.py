@@ -42,6 +42,11 @@ COMPACT = ("--engine", "offline", "--source", "transcript", "--now", NOW_ISO, "-
 LLM_ENV = {"ANTHROPIC_API_KEY": "test-key"}
 
 
+def command_line(*args: object) -> list[str]:
+    """ctxpipe's command line in a child process (for tests that signal or watch it while it runs)."""
+    return [sys.executable, "-m", "ctxpipe", *map(str, args)]
+
+
 def ctxpipe(*args: Any, env: dict[str, str] | None = None, timeout: float = 120, cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
     """`python -m ctxpipe ARGS` in a child process, as a user runs it (no DASK_SCHEDULER_ADDRESS
     of ours leaks in unless `env` sets it), in `cwd` if given."""
@@ -193,12 +198,7 @@ def test_a_worker_killed_mid_task_loses_nothing(tmp_path: Path) -> None:
         server.clear()
         server.default_reply = lambda body: Reply.timeout(0.4)  # every answer takes 0.4 s: time to kill a worker in one
         victim = own.worker_pids()[0]
-        argv = [
-            sys.executable,
-            "-m",
-            "ctxpipe",
-            *map(str, llm_compact(server, "--executor", "dask", "--scheduler", own.address, "--out-dir", tmp_path / "dask", sessions)),
-        ]
+        argv = command_line(*llm_compact(server, "--executor", "dask", "--scheduler", own.address, "--out-dir", tmp_path / "dask", sessions))
         with subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(LLM_ENV)) as run:
             deadline = time.monotonic() + 60
             while sum(r.status is None for r in server.message_requests()) < 2:  # both workers are waiting on the model
@@ -343,12 +343,7 @@ def test_a_scheduler_killed_mid_batch_is_one_line(tmp_path: Path) -> None:
         expected = ctxpipe(*llm_compact(server, "--jobs", "2", "--out-dir", tmp_path / "local", sessions), env=LLM_ENV)
         assert expected.returncode == 0, expected.stderr.decode()
         server.default_reply = lambda body: Reply.timeout(0.3)  # a file takes two answers: about 0.6 s
-        argv = [
-            sys.executable,
-            "-m",
-            "ctxpipe",
-            *map(str, llm_compact(server, "--executor", "dask", "--scheduler", own.address, "--out-dir", tmp_path / "dask", sessions)),
-        ]
+        argv = command_line(*llm_compact(server, "--executor", "dask", "--scheduler", own.address, "--out-dir", tmp_path / "dask", sessions))
         with subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(LLM_ENV)) as run:
             deadline = time.monotonic() + 60
             while len([name for name in files_under(tmp_path / "dask") if name.endswith(".jsonl")]) < 2:
@@ -409,12 +404,7 @@ def test_ctrl_c_on_a_local_cluster_ends_the_group(tmp_path: Path) -> None:
     sessions = llm_sessions(tmp_path / "projects", 12)
     with MessagesServer(max_sleep=10) as server:
         server.default_reply = lambda body: Reply.timeout(0.5)  # a file takes two answers: about 1 s
-        argv = [
-            sys.executable,
-            "-m",
-            "ctxpipe",
-            *map(str, llm_compact(server, "--executor", "dask", "--jobs", "2", "--out-dir", tmp_path / "out", sessions)),
-        ]
+        argv = command_line(*llm_compact(server, "--executor", "dask", "--jobs", "2", "--out-dir", tmp_path / "out", sessions))
         env = child_env(LLM_ENV)
         env.pop("DASK_SCHEDULER_ADDRESS", None)
         with subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True) as run:
