@@ -171,12 +171,12 @@ def compact_file(
     it names the file (default: the path); `before_write(target)` is called just before it is written."""
     from dataclasses import replace
 
-    from .atomic import keep_backup
+    from .atomic import keep_backup, make_folder
     from .breaker import breaker
     from .core.errors import ChangedMeanwhile, InputError
     from .pipeline import PIPELINE, CompactOptions, compact_buffer, model_access, ready
     from .sessions import COMPACTION_NOTE, is_compaction
-    from .storage import make_folder, version
+    from .storage import version
 
     options = options or CompactOptions()
     if options.api_key is None:  # as the command: the model's key and endpoint from the environment
@@ -197,12 +197,7 @@ def compact_file(
             return report
         if backup and report["changed"]:
             report["backup"] = keep_backup(path, backup, buffer)  # the very bytes compacted
-    try:
-        make_folder(os.path.dirname(output))
-    except OSError as exc:
-        from .atomic import write_error
-
-        raise write_error(os.path.dirname(output), exc, "cannot create the folder") from None
+    make_folder(os.path.dirname(output))
     if before_write:
         before_write(output)
     try:

@@ -149,6 +149,20 @@ def atomic_file(path: str | os.PathLike[str], if_version: tuple[object, ...] | N
     sync_folder(folder)
 
 
+def make_folder(folder: str) -> None:
+    """The folder an output goes in, made when missing (one that cannot be is one error naming it);
+    in a store, its backend and bucket checked (storage.check_bucket)."""
+    if not folder:
+        return
+    if storage.is_remote(folder):
+        storage.check_bucket(folder)
+        return
+    try:
+        os.makedirs(storage.local_path(folder), exist_ok=True)
+    except OSError as exc:
+        raise write_error(folder, exc, "cannot create the folder") from None
+
+
 def _temporary(folder: str | os.PathLike[str], name: str, shown: str, failure: str) -> tuple[int, str, BinaryIO]:
     """A new temporary file beside `name` in `folder` (removed on a signal until it is renamed)."""
     try:
@@ -227,17 +241,19 @@ def keep_backup(path: str, suffix: str, data: Any) -> str:
     return name
 
 
+def _backup_names(base: str) -> Iterator[str]:
+    """BASE, then BASE.1, BASE.2, …: the names a backup may take, in order."""
+    yield base
+    for number in itertools.count(1):
+        yield f"{base}.{number}"
+
+
 def _remote_backup(base: str, data: Any) -> str:
-    for number in itertools.count():
-        name = base if number == 0 else f"{base}.{number}"
-        if storage.create_new(name, data):
-            return name
-    raise AssertionError("unreachable")
+    return next(name for name in _backup_names(base) if storage.create_new(name, data))
 
 
 def _claim_name(temp_name: str, base: str) -> str:
-    for number in itertools.count():
-        name = base if number == 0 else f"{base}.{number}"
+    for name in _backup_names(base):
         try:
             os.link(temp_name, name)
             return name

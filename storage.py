@@ -155,7 +155,7 @@ def _fresh_info(url: str) -> dict[str, Any] | None:
 def missing(url: str) -> str:
     """Why nothing was found at `url`: its bucket (or container) does not exist, or nothing is there."""
     fs, path = filesystem(url)
-    root = path.strip("/").split("/")[0]
+    root = _bucket(path)
     with contextlib.suppress(Exception):
         if root and not fs.exists(root):
             return "no such bucket"
@@ -240,22 +240,22 @@ def identity(path: str) -> str:
     return cast(str, fs.unstrip_protocol(inner))
 
 
-def make_folder(folder: str) -> None:
-    """The folder `folder`, made when missing. A store has no folder to make (a prefix exists with
-    its objects), but its backend and its bucket are checked, so a batch fails before its work."""
-    if not folder:
-        return
-    if not is_remote(folder):
-        os.makedirs(local_path(folder), exist_ok=True)
-        return
+def check_bucket(folder: str) -> None:
+    """A store has no folder to make (a prefix exists with its objects), but the backend and the
+    bucket of `folder` are checked, so a batch writing there fails before its work."""
     fs, path = filesystem(folder)
-    root = path.strip("/").split("/")[0]
+    root = _bucket(path)
     if not root or (fs.protocol, root) in _BUCKETS_SEEN:  # one request per bucket, not per file
         return
     with _reading(folder):
         if not fs.exists(root):
             raise CtxpipeError(f"{folder}: cannot write (no such bucket)")
     _BUCKETS_SEEN.add((fs.protocol, root))
+
+
+def _bucket(path: str) -> str:
+    """The bucket (or container) of a path within a store's file system."""
+    return path.strip("/").split("/")[0]
 
 
 _BUCKETS_SEEN: set[tuple[object, str]] = set()

@@ -199,8 +199,7 @@ def _batch(
 ) -> None:
     import functools
 
-    from ...atomic import write_error
-    from ...storage import make_folder
+    from ...atomic import make_folder
     from ..batch import find_inputs, for_workers, run_all
 
     files = find_inputs(paths, subagents)
@@ -208,10 +207,7 @@ def _batch(
     # What the workers open and write (absolute on a Dask cluster); rows name the paths as planned.
     items = [(for_workers(path, runner), shown, for_workers(target, runner)) for path, shown, target in planned]
     if out_dir:  # once, before the work: a folder that cannot be made, a store's missing bucket or backend
-        try:
-            make_folder(out_dir)
-        except OSError as exc:
-            raise write_error(out_dir, exc, "cannot create the folder") from None
+        make_folder(out_dir)
     job = functools.partial(compact_one, options=options, backup=backup)
     with streams.batch_progress(len(items)) as advance:
         results = run_all(job, items, runner, sum(f.size for f in files), on_done=advance, shared_breaker=True)

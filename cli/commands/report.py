@@ -103,6 +103,7 @@ def _page(data: SessionReport) -> str:
 
 
 def _many(paths: list[str], options: ReportOptions, moment: Any, out_dir: str | None, json_output: bool, runner: Runner, subagents: bool) -> None:
+    from ...atomic import make_folder
     from ...storage import identity, join, with_suffix
     from ..batch import find_inputs, for_workers, run_all, target_path
 
@@ -122,7 +123,7 @@ def _many(paths: list[str], options: ReportOptions, moment: Any, out_dir: str | 
             targets[key] = file.shown
         items.append((for_workers(str(file.path), runner), file.kind, file.shown, None if page is None else for_workers(page, runner)))
     if out_dir:
-        _folder(out_dir)  # once, before the workers: a file or an impossible path is one error
+        make_folder(out_dir)  # once, before the workers: a file or an impossible path is one error
     job = functools.partial(_report_one, options=options, moment=moment, json_output=json_output, out_dir=out_dir and for_workers(out_dir, runner))
     results = run_all(job, items, runner, sum(file.size for file in files))
     rows: list[IndexRow] = []
@@ -152,6 +153,7 @@ def _many(paths: list[str], options: ReportOptions, moment: Any, out_dir: str | 
 
 def _report_one(item: tuple[str, str, str, str | None], options: ReportOptions, moment: Any, json_output: bool, out_dir: str | None) -> Any:
     """In a worker: the report of one file; its page written there (the data stays in the worker)."""
+    from ...atomic import make_folder
     from ...inputs import mapped
     from ...report_data import session_report
     from ...storage import relative_link
@@ -162,21 +164,10 @@ def _report_one(item: tuple[str, str, str, str | None], options: ReportOptions, 
     if json_output:
         return data, data["count"]["skipped_lines"]
     assert page is not None
-    _folder(os.path.dirname(page))
+    make_folder(os.path.dirname(page))
     with streams.open_output(page) as out:
         out.write(_page(data).encode("utf-8"))
     return _row(shown, relative_link(page, out_dir or "."), data, None), data["count"]["skipped_lines"]  # the index links to the page from out_dir
-
-
-def _folder(folder: str) -> None:
-    """The folder a page goes in, made when missing; one that cannot be is one error line."""
-    from ...atomic import write_error
-    from ...storage import make_folder
-
-    try:
-        make_folder(folder)
-    except OSError as exc:
-        raise write_error(folder, exc, "cannot create the folder") from None
 
 
 def _same(output: str, path: str) -> bool:
