@@ -23,7 +23,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,14 @@ LLM_ENV = {"ANTHROPIC_API_KEY": "test-key"}
 def command_line(*args: object) -> list[str]:
     """ctxpipe's command line in a child process (for tests that signal or watch it while it runs)."""
     return [sys.executable, "-m", "ctxpipe", *map(str, args)]
+
+
+def wait_while_running(run: subprocess.Popen[bytes], ready: Callable[[], bool], what: str, timeout: float) -> None:
+    """Poll until `ready()`, failing if the command ends first or `timeout` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        assert run.poll() is None and time.monotonic() < deadline, f"the batch ended before {what}"
+        time.sleep(0.02)
 
 
 def ctxpipe(*args: Any, env: dict[str, str] | None = None, timeout: float = 120, cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
@@ -200,10 +208,8 @@ def test_a_worker_killed_mid_task_loses_nothing(tmp_path: Path) -> None:
         victim = own.worker_pids()[0]
         argv = command_line(*llm_compact(server, "--executor", "dask", "--scheduler", own.address, "--out-dir", tmp_path / "dask", sessions))
         with subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(LLM_ENV)) as run:
-            deadline = time.monotonic() + 60
-            while sum(r.status is None for r in server.message_requests()) < 2:  # both workers are waiting on the model
-                assert run.poll() is None and time.monotonic() < deadline, "the batch ended before both workers were busy"
-                time.sleep(0.02)
+            # both workers are waiting on the model
+            wait_while_running(run, lambda: sum(r.status is None for r in server.message_requests()) >= 2, "both workers were busy", 60)
             own.kill_worker(victim)
             stdout, stderr = run.communicate(timeout=90)
         assert run.returncode == 0, stderr.decode()
@@ -345,10 +351,7 @@ def test_a_scheduler_killed_mid_batch_is_one_line(tmp_path: Path) -> None:
         server.default_reply = lambda body: Reply.timeout(0.3)  # a file takes two answers: about 0.6 s
         argv = command_line(*llm_compact(server, "--executor", "dask", "--scheduler", own.address, "--out-dir", tmp_path / "dask", sessions))
         with subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(LLM_ENV)) as run:
-            deadline = time.monotonic() + 60
-            while len([name for name in files_under(tmp_path / "dask") if name.endswith(".jsonl")]) < 2:
-                assert run.poll() is None and time.monotonic() < deadline, "the batch ended before 2 files were written"
-                time.sleep(0.02)
+            wait_while_running(run, lambda: len([name for name in files_under(tmp_path / "dask") if name.endswith(".jsonl")]) >= 2, "2 files were written", 60)
             os.kill(own.scheduler_pid, signal.SIGKILL)
             killed = time.monotonic()
             stdout, stderr = run.communicate(timeout=90)
@@ -409,11 +412,13 @@ def test_ctrl_c_on_a_local_cluster_ends_the_group(tmp_path: Path) -> None:
         env.pop("DASK_SCHEDULER_ADDRESS", None)
         with subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True) as run:
             try:
-                deadline = time.monotonic() + 90
                 # Mid-batch: files written, and the workers waiting on the model for others.
-                while len(files_under(tmp_path / "out")) < 2 or sum(r.status is None for r in server.message_requests()) < 2:
-                    assert run.poll() is None and time.monotonic() < deadline, "the batch ended before it was interrupted"
-                    time.sleep(0.02)
+                wait_while_running(
+                    run,
+                    lambda: len(files_under(tmp_path / "out")) >= 2 and sum(r.status is None for r in server.message_requests()) >= 2,
+                    "it could be interrupted",
+                    90,
+                )
                 os.killpg(run.pid, signal.SIGINT)
                 interrupted = time.monotonic()
                 stdout, stderr = run.communicate(timeout=60)
