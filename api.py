@@ -186,7 +186,7 @@ def compact_file(
     shown = name or path
     output = path if target is None else os.fspath(target)
     in_place = output == path
-    read = version(path)
+    read = version(path) if in_place else None  # only a replacement in place asks whether it changed
     ready(PIPELINE)
     with mapped(path) as buffer:
         if is_compaction(buffer, path):
@@ -201,7 +201,7 @@ def compact_file(
     if before_write:
         before_write(output)
     try:
-        with atomic_file(output, read if in_place else None) as out:
+        with atomic_file(output, read) as out:
             for piece in pieces:
                 out.write(piece)
     except ChangedMeanwhile:  # e.g. a session still being written: its new lines would be lost
