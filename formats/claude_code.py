@@ -221,10 +221,23 @@ def build_messages(entries: Sequence[Entry], positions: Sequence[int], content: 
     return messages
 
 
+# The lines Claude Code keeps as the conversation's tree (2.1.88 and 2.1.332 alike): a parentUuid that
+# names any other kind of line (progress, a type it does not know) is a dead end when it walks up.
+CONVERSATION_TYPES = ("user", "assistant", "system", "attachment")
+
+
 def _anchor(entries: Sequence[Entry]) -> tuple[dict[str, Any] | None, dict[str, Any]]:
-    """Where a line appended below `entries` hangs: the last line with a uuid (None: there is
-    none), and the line whose envelope it copies (the last conversation line, else that one)."""
-    last = next((e.obj for e in reversed(entries) if isinstance(e.obj.get("uuid"), str)), None)
+    """Where a line appended below `entries` hangs, and the line whose envelope it copies.
+
+    The parent is the last main-chain conversation line (else the last side-chain one, in a subagent's
+    file; else the last line with a uuid; None: there is none): hung off a progress line or a line of a
+    newer type, Claude Code's walk up from ctxpipe's line stops at once and finds no conversation. The
+    envelope is the last user or assistant line's, else the parent's.
+    """
+    with_uuid = [e.obj for e in reversed(entries) if isinstance(e.obj.get("uuid"), str)]
+    conversation = [obj for obj in with_uuid if obj.get("type") in CONVERSATION_TYPES]
+    main = (obj for obj in conversation if obj.get("isSidechain") is not True)
+    last = next(main, None) or next(iter(conversation), None) or next(iter(with_uuid), None)
     envelope = next((e.obj for e in reversed(entries) if e.obj.get("type") in MESSAGE_TYPES), last or {})
     return last, envelope
 
@@ -235,6 +248,22 @@ def _timestamps(start: datetime | None) -> Any:
         yield iso(current)
         if current < datetime.max.replace(tzinfo=timezone.utc) - timedelta(milliseconds=1):  # a hostile start may be the last moment there is
             current += timedelta(milliseconds=1)
+
+
+def _appended_clock(entries: Sequence[Entry], when: str) -> Any:
+    """Times for lines appended below `entries`, one millisecond apart: from `when` when it is later
+    than every line's time, else from a millisecond after the latest.
+
+    Claude Code 2.1.88 resumes from the non-sidechain line with the latest timestamp (ties: the first
+    in the file) and walks parentUuid up from there. A line appended below the conversation must be
+    the newest, or Claude Code resumes from a line above it and loses what it added (a summarized
+    tail's end, the restored files); an appended line older than its parent is never read.
+    """
+    latest = max((t for t in (moment(e.obj.get("timestamp")) for e in entries) if t is not None), default=None)
+    start = moment(when) or datetime.now(timezone.utc)
+    if latest is not None and start <= latest:
+        start = latest if latest >= datetime.max.replace(tzinfo=timezone.utc) - timedelta(milliseconds=1) else latest + timedelta(milliseconds=1)
+    return _timestamps(start)
 
 
 class ClaudeCodeFormat:
@@ -458,11 +487,8 @@ class ClaudeCodeFormat:
         last, envelope = _anchor(entries)
         base: dict[str, Any] = {key: envelope[key] for key in ENVELOPE if key in envelope}
         parent = last.get("uuid") if last else None
-        # Claude Code resumes from the newest leaf by time: each line must be newer than every
-        # line above it (markers included), or the ones after the first are not loaded.
-        times = (moment(e.obj.get("timestamp")) for e in entries)
-        clock = _timestamps(max([moment(when) or datetime.now(timezone.utc), *(t for t in times if t is not None)]))
-        next(clock)
+        # Each line newer than every line above it (markers included), or the ones after the first are not loaded.
+        clock = _appended_clock(entries, when)
         out = []
         for injected in texts:
             line_uuid = str(uuidlib.uuid5(CTXPIPE_NAMESPACE, orjson.dumps(["meta", parent, injected]).decode()))
@@ -506,7 +532,7 @@ class ClaudeCodeFormat:
                 "level": "info",
                 metadata_key: metadata,
                 "uuid": str(uuidlib.uuid5(CTXPIPE_NAMESPACE, body.decode())),
-                "timestamp": when,
+                "timestamp": next(_appended_clock(entries, when)),
             }
         )
         return Entry(obj)

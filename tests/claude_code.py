@@ -1,4 +1,4 @@
-"""Run the real Claude Code CLI (pinned version) against the fake Messages API, to check what it resumes.
+"""Run the real Claude Code CLI (pinned versions) against the fake Messages API, to check what it resumes.
 
     from claude_code import resume
     from messages_server import MessagesServer
@@ -7,10 +7,12 @@
         result = resume(session_bytes, session_id, cwd=project_dir, prompt="go on", server=server)
     result.body["messages"]   # the conversation Claude Code sent: what it loaded from the transcript
 
-Claude Code is installed once with npm into a cache folder (CTXPIPE_CLAUDE_CODE_DIR, default
-~/.cache/ctxpipe-tests/claude-code-<version>) and reused; the first install downloads about 100 MB
-from the npm registry and takes from a few seconds to a minute. The calling test is skipped (with
-the reason) when node or npm is missing or the install fails.
+Two versions (`version=`): 2.1.88, the seed's (the default; JavaScript, run with node), and 2.1.332,
+today's (its npm package carries a native binary per platform, in @anthropic-ai/claude-code-<os>-<arch>,
+run in place). Each is installed once with npm into a cache folder (~/.cache/ctxpipe-tests/
+claude-code-<version>; CTXPIPE_CLAUDE_CODE_DIR moves 2.1.88's) and reused; the first install downloads
+about 100 MB (2.1.88) or 230 MB (2.1.332) from the npm registry. The calling test is skipped (with the
+reason) when node or npm is missing, the platform has no binary, or the install fails.
 
 Every run gets a fresh HOME, a minimal environment (nothing inherited that could point Claude Code
 elsewhere: ANTHROPIC_*, CLAUDE_*, proxies), and the switches 2.1.88 honours to stay quiet
@@ -24,9 +26,11 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +40,10 @@ import pytest
 from messages_server import MessagesServer, RecordedRequest
 from npm_tools import npm_tool
 
-CLAUDE_CODE_VERSION = "2.1.88"
+CLAUDE_CODE_VERSION = "2.1.88"  # the seed's version: its npm package is JavaScript, run with node
+CURRENT_CLAUDE_CODE_VERSION = "2.1.332"  # today's: its npm package carries a native binary per platform
+# The versions the resume tests hold ctxpipe's output to (the README names them).
+CLAUDE_CODE_VERSIONS = (CLAUDE_CODE_VERSION, CURRENT_CLAUDE_CODE_VERSION)
 
 # What 2.1.88 reads (grepped from its cli.js): the first one switches off all nonessential traffic
 # (telemetry, error reporting, auto-update checks, release notes, grove, model capabilities); the
@@ -58,14 +65,32 @@ QUIET_ENV = {
 _PASS_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "TMPDIR", "SYSTEMROOT")
 
 
-def cache_dir() -> Path:
-    default = Path.home() / ".cache" / "ctxpipe-tests" / f"claude-code-{CLAUDE_CODE_VERSION}"
-    return Path(os.environ.get("CTXPIPE_CLAUDE_CODE_DIR") or default)
+def cache_dir(version: str = CLAUDE_CODE_VERSION) -> Path:
+    default = Path.home() / ".cache" / "ctxpipe-tests" / f"claude-code-{version}"
+    return Path(os.environ.get("CTXPIPE_CLAUDE_CODE_DIR") or default) if version == CLAUDE_CODE_VERSION else default
 
 
 def claude_code_cli() -> Path:
     """The pinned Claude Code's cli.js, installed on first use; skips the calling test when that cannot be done."""
     return npm_tool("@anthropic-ai/claude-code", CLAUDE_CODE_VERSION, "cli.js", cache_dir())
+
+
+def native_package() -> str:
+    """The npm package holding this platform's Claude Code binary (the wrapper's postinstall copies it; we run it in place)."""
+    arch = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}.get(platform.machine().lower())
+    system = {"linux": "linux", "darwin": "darwin"}.get(sys.platform)
+    if arch is None or system is None:
+        pytest.skip(f"Claude Code {CURRENT_CLAUDE_CODE_VERSION} ships no native binary these tests know for {sys.platform}/{platform.machine()}")
+    return f"@anthropic-ai/claude-code-{system}-{arch}"
+
+
+def claude_code_command(version: str = CLAUDE_CODE_VERSION) -> list[str]:
+    """The argv that runs Claude Code `version`, installed on first use; skips the calling test when that cannot be done."""
+    if version == CLAUDE_CODE_VERSION:
+        return [shutil.which("node") or "node", str(claude_code_cli())]
+    if version == CURRENT_CLAUDE_CODE_VERSION:
+        return [str(npm_tool(native_package(), version, "claude", cache_dir(version)))]
+    raise ValueError(f"no harness for Claude Code {version}")
 
 
 def project_dir_name(cwd: str | os.PathLike[str]) -> str:
@@ -127,6 +152,7 @@ def resume(
     timeout: float = 120,
     args: tuple[str, ...] = (),
     env: dict[str, str] | None = None,
+    version: str = CLAUDE_CODE_VERSION,
 ) -> ResumeResult:
     """Run `claude -p --resume SESSION_ID PROMPT` in `cwd` on the given transcript, against `server`.
 
@@ -135,7 +161,7 @@ def resume(
     `args` go before the prompt, `env` is added last. Fails the test (with the run's output and
     requests) when Claude Code sent no conversation request.
     """
-    cli = claude_code_cli()
+    command = claude_code_command(version)
     cwd = Path(cwd)
     cwd.mkdir(parents=True, exist_ok=True)
     own_home = home is None
@@ -161,7 +187,7 @@ def resume(
         child_env.update(env or {})
         before = len(server.requests)
         proc = subprocess.run(
-            [shutil.which("node") or "node", str(cli), "-p", "--resume", session_id, *args, prompt],
+            [*command, "-p", "--resume", session_id, *args, prompt],
             cwd=cwd, env=child_env, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout,
         )  # fmt: skip
         requests = server.requests[before:]

@@ -43,8 +43,9 @@ def npm_tool(name: str, version: str, entry: str, folder: Path | None = None) ->
     """The pinned package's `entry` file, installed on first use; skips the calling test when it cannot be."""
     if shutil.which("node") is None or (npm := shutil.which("npm")) is None:
         pytest.skip(f"{name} {version} runs on Node.js: these tests need node and npm on PATH (Node.js 18 or newer)")
-    if name in _failures:
-        pytest.skip(_failures[name])
+    key = f"{name}@{version}"
+    if key in _failures:
+        pytest.skip(_failures[key])
     folder = folder or tool_dir(name, version)
     if (script := _installed(folder, name, version, entry)) is not None:
         return script
@@ -73,10 +74,10 @@ def npm_tool(name: str, version: str, entry: str, folder: Path | None = None) ->
                 stdin=subprocess.DEVNULL,
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
-            _failures[name] = f"could not install {name} {version} with npm into {folder}: {exc}"
-            pytest.skip(_failures[name])
+            _failures[key] = f"could not install {name} {version} with npm into {folder}: {exc}"
+            pytest.skip(_failures[key])
         if (script := _installed(folder, name, version, entry)) is None:
             errors = [line for line in (proc.stderr or proc.stdout).splitlines() if line.strip() and not line.startswith("npm error   ")]
-            _failures[name] = f"npm install of {name} {version} into {folder} failed (exit {proc.returncode}): " + " | ".join(errors[:3])
-            pytest.skip(_failures[name])
+            _failures[key] = f"npm install of {name} {version} into {folder} failed (exit {proc.returncode}): " + " | ".join(errors[:3])
+            pytest.skip(_failures[key])
         return script

@@ -203,16 +203,23 @@ def bulky(cwd: str, number: int, size: int = 100_000) -> bytes:
 
 
 def resumed_from(data: bytes) -> str | None:
-    """The uuid of the line Claude Code 2.1.88 resumes from, as observed with the real CLI (tests/claude_code.py):
-    the main-chain line with the newest timestamp, the first one in file order when several share it."""
+    """The uuid of the line Claude Code 2.1.88 resumes `claude --resume ID` from (getLastSessionLog in its
+    utils/sessionStorage.ts): of the user, assistant, attachment and system lines, keyed by uuid in the
+    order a uuid first appears (a JavaScript Map: a later line of the same uuid replaces the value, not the
+    place), the non-sidechain one with the latest `Date.parse(timestamp)`, the first in that order on a tie."""
     import orjson
+    from ctxpipe.core.fields import moment
 
-    best: tuple[str, str] | None = None
+    lines: dict[str, dict] = {}
     for raw in data.splitlines():
         obj = orjson.loads(raw)
-        if obj.get("type") not in ("user", "assistant", "system") or obj.get("isSidechain") or not isinstance(obj.get("uuid"), str):
+        if isinstance(obj, dict) and obj.get("type") in ("user", "assistant", "attachment", "system") and isinstance(obj.get("uuid"), str):
+            lines[obj["uuid"]] = obj
+    best: tuple[Any, str] | None = None
+    for uuid, obj in lines.items():
+        stamp = moment(obj.get("timestamp"))
+        if obj.get("isSidechain") or stamp is None:
             continue
-        stamp = str(obj.get("timestamp", ""))
         if best is None or stamp > best[0]:
-            best = (stamp, obj["uuid"])
+            best = (stamp, uuid)
     return best[1] if best else None

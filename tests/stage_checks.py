@@ -24,12 +24,13 @@ import io
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import ctxpipe
 import orjson
 from ctxpipe.core.collapse import STUB_PREFIX, CollapseConfig, collapse
+from ctxpipe.core.fields import iso, moment
 from ctxpipe.core.jsonl import Entry, ReadStats, iter_entries
 from ctxpipe.core.microcompact import PLACEHOLDER, MicrocompactConfig, microcompact
 from ctxpipe.core.snip import SnipConfig, snip
@@ -228,7 +229,13 @@ def check_marker(run: Run, kept: list[bytes]) -> dict[str, Any] | None:
     marker = orjson.loads(out[-1])
     assert marker["type"] == "system"
     assert marker["subtype"] == MARKER_SUBTYPE[stage.name]
-    assert marker["timestamp"] == NOW_ISO
+    # Stamped with the run's clock, or a millisecond after the newest line above it when that is later
+    # (an earlier stage's marker at the same clock): Claude Code resumes from the newest line.
+    stamps = [t for obj in kept_objs if (t := moment(obj.get("timestamp"))) is not None]
+    newest = max(stamps, default=None)
+    now = moment(NOW_ISO)
+    assert now is not None
+    assert marker["timestamp"] == (NOW_ISO if newest is None or now > newest else iso(newest + timedelta(milliseconds=1)))
     assert marker["isSidechain"] is False
     last_uuid = next(obj["uuid"] for obj in reversed(kept_objs) if isinstance(obj.get("uuid"), str))
     assert marker["parentUuid"] == last_uuid, "the marker hangs off the last line"

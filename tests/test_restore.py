@@ -419,9 +419,9 @@ def test_each_item_is_an_is_meta_user_entry_with_a_header_chained_below_the_last
     for obj, parent in zip(added, parents):
         assert obj["type"] == "user" and obj["isMeta"] is True and obj["isSidechain"] is False
         assert obj["parentUuid"] == parent and obj["message"]["role"] == "user"
-    # Each newer than every line above it, 1 ms apart: Claude Code resumes from the newest leaf.
+    # From the run's clock (later than every line above), 1 ms apart: Claude Code resumes from the newest leaf.
     stamps = [obj["timestamp"] for obj in added]
-    assert stamps == ["2026-05-01T00:00:00.001Z", "2026-05-01T00:00:00.002Z", "2026-05-01T00:00:00.003Z"]
+    assert stamps == ["2026-05-01T00:00:00.000Z", "2026-05-01T00:00:00.001Z", "2026-05-01T00:00:00.002Z"]
     assert all(stamp > orjson.loads(line).get("timestamp", "") for line in data.splitlines() for stamp in stamps)
     for obj in added:
         assert obj["cwd"] == str(root) and obj["sessionId"] == p.session_id

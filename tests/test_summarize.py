@@ -1258,8 +1258,10 @@ def test_claude_code_resumes_the_summarized_session(tmp_path: Path, now: str | N
     assert blocks_in_order(sent) == blocks_in_order(kept), "the kept tail is not what Claude Code sent after the summary"
     assert pairs_whole(sent)
     assert len(sent) < len(before.body["messages"]) and len(json.dumps(sent)) < len(json.dumps(before.body["messages"]))
-    # Claude Code chained the new turn onto the last kept line.
-    last_kept_uuid = [o for o in lines_of(compacted) if o["type"] in ("user", "assistant")][-1]["uuid"]
+    # Claude Code chained the new turn onto the last line summarize wrote (the ctxpipe_compact record
+    # below the kept tail, stamped after it: the newest line), so the kept tail is in the new turn's chain.
+    written = lines_of(compacted)
+    assert written[-1]["subtype"] == "ctxpipe_compact" and written[-1]["parentUuid"] == [o for o in written if o["type"] in ("user", "assistant")][-1]["uuid"]
     appended = [orjson.loads(line) for line in after.session_after[len(compacted) :].splitlines()]
     new_user = next(o for o in appended if o.get("type") == "user")
-    assert new_user["parentUuid"] == last_kept_uuid
+    assert new_user["parentUuid"] == written[-1]["uuid"]
