@@ -65,6 +65,13 @@ QUIET_ENV = {
 _PASS_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "TMPDIR", "SYSTEMROOT")
 
 
+# The mark of every test that runs Claude Code (a test needing one version also skips when it cannot install it).
+needs_claude_code = pytest.mark.skipif(
+    shutil.which("node") is None or shutil.which("npm") is None or os.environ.get("CTXPIPE_SKIP_CLAUDE_CODE") == "1",
+    reason="runs the real Claude Code CLI: needs node and npm on PATH (and CTXPIPE_SKIP_CLAUDE_CODE unset)",
+)
+
+
 def cache_dir(version: str = CLAUDE_CODE_VERSION) -> Path:
     default = Path.home() / ".cache" / "ctxpipe-tests" / f"claude-code-{version}"
     return Path(os.environ.get("CTXPIPE_CLAUDE_CODE_DIR") or default) if version == CLAUDE_CODE_VERSION else default

@@ -8,18 +8,11 @@ install fails, or with CTXPIPE_SKIP_CLAUDE_CODE=1.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import uuid
 
 import pytest
-from claude_code import main_request, project_dir_name, resume
+from claude_code import main_request, needs_claude_code, project_dir_name, resume
 from messages_server import MessagesServer, RecordedRequest, Reply
-
-needs_claude_code = pytest.mark.skipif(
-    shutil.which("node") is None or shutil.which("npm") is None or os.environ.get("CTXPIPE_SKIP_CLAUDE_CODE") == "1",
-    reason="runs the real Claude Code CLI: needs node and npm on PATH (and CTXPIPE_SKIP_CLAUDE_CODE unset)",
-)
 
 FIRST_PROMPT = "Rename the helper in utils.py and remember the code word PAPAYA."
 FIRST_REPLY = "Done: the helper is now called `normalize_path`. I will remember PAPAYA."

@@ -24,6 +24,7 @@ from typing import Any
 
 import orjson
 import pytest
+from claude_code import needs_claude_code
 from ctxpipe.cli import batch
 from ctxpipe.core.errors import CtxpipeError
 from ctxpipe.core.jsonl import ReadStats
@@ -593,10 +594,6 @@ def test_the_breaker_is_shared_by_parallel_workers(tmp_path: Path, failing_serve
 
 # --- the real Claude Code resumes what compact wrote ---------------------------------------------
 
-needs_claude_code = pytest.mark.skipif(
-    shutil.which("node") is None or shutil.which("npm") is None or os.environ.get("CTXPIPE_SKIP_CLAUDE_CODE") == "1",
-    reason="runs the real Claude Code CLI: needs node and npm on PATH (and CTXPIPE_SKIP_CLAUDE_CODE unset)",
-)
 NEW_PROMPT = "What is left to do?"
 APP = "from flask import Flask\n\napp = Flask(__name__)\n\n\n@app.route('/')\ndef index():\n    return 'hi'\n"
 CONFIG = "DEBUG = False\nPORT = 8000\n"

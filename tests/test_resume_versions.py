@@ -16,14 +16,12 @@ once, with no retry: a failure fails.
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-from claude_code import CLAUDE_CODE_VERSION, CLAUDE_CODE_VERSIONS, resume
+from claude_code import CLAUDE_CODE_VERSION, CLAUDE_CODE_VERSIONS, needs_claude_code, resume
 from ctxpipe.core.fields import moment
 from helpers import FIXTURES, corpus_files, run_cli
 from messages_server import MessagesServer
@@ -36,11 +34,6 @@ PROMPT = "Say hi."
 # --now values: a second's first and last millisecond, a clock before every session here (so the
 # appended lines take their stamps from the session's own), and the real clock (None).
 NOWS = ["2026-12-01T10:00:00.000Z", "2026-12-01T10:00:00.999Z", "2020-01-01T00:00:00.000Z", None]
-
-needs_claude_code = pytest.mark.skipif(
-    shutil.which("node") is None or shutil.which("npm") is None or os.environ.get("CTXPIPE_SKIP_CLAUDE_CODE") == "1",
-    reason="runs the real Claude Code CLI: needs node and npm on PATH (and CTXPIPE_SKIP_CLAUDE_CODE unset)",
-)
 
 
 def sessions() -> list[Any]:

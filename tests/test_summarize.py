@@ -22,7 +22,6 @@ import json
 import os
 import random
 import re
-import shutil
 import time
 import uuid as uuidlib
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ import ctxpipe
 import orjson
 import pytest
 from builders import _SAME, Session, usage
+from claude_code import needs_claude_code
 from ctxpipe.core.jsonl import ReadStats
 from ctxpipe.core.model import Message
 from ctxpipe.core.stage import line_bytes
@@ -1185,10 +1185,6 @@ def test_the_llm_engine_never_drops_an_earlier_summary(server: MessagesServer) -
 
 # --- the real Claude Code resumes it ------------------------------------------------------------
 
-needs_claude_code = pytest.mark.skipif(
-    shutil.which("node") is None or shutil.which("npm") is None or os.environ.get("CTXPIPE_SKIP_CLAUDE_CODE") == "1",
-    reason="runs the real Claude Code CLI: needs node and npm on PATH (and CTXPIPE_SKIP_CLAUDE_CODE unset)",
-)
 NEW_PROMPT = "What is left to do?"
 
 
