@@ -227,19 +227,25 @@ CONVERSATION_TYPES = ("user", "assistant", "system", "attachment")
 
 
 def _anchor(entries: Sequence[Entry]) -> tuple[dict[str, Any] | None, dict[str, Any]]:
-    """Where a line appended below `entries` hangs, and the line whose envelope it copies.
+    """Where a line appended below `entries` hangs, and the fields it copies to join that conversation.
 
     The parent is the last main-chain conversation line (else the last side-chain one, in a subagent's
     file; else the last line with a uuid; None: there is none): hung off a progress line or a line of a
     newer type, Claude Code's walk up from ctxpipe's line stops at once and finds no conversation. The
-    envelope is the last user or assistant line's, else the parent's.
+    fields are the envelope of the last user or assistant line of the parent's chain (else the
+    parent's), and that chain's isSidechain and agentId: in a subagent's file, Claude Code reads only
+    the lines of that agent's side chain.
     """
     with_uuid = [e.obj for e in reversed(entries) if isinstance(e.obj.get("uuid"), str)]
     conversation = [obj for obj in with_uuid if obj.get("type") in CONVERSATION_TYPES]
     main = (obj for obj in conversation if obj.get("isSidechain") is not True)
     last = next(main, None) or next(iter(conversation), None) or next(iter(with_uuid), None)
-    envelope = next((e.obj for e in reversed(entries) if e.obj.get("type") in MESSAGE_TYPES), last or {})
-    return last, envelope
+    side = last is not None and last.get("isSidechain") is True
+    source = next((e.obj for e in reversed(entries) if e.obj.get("type") in MESSAGE_TYPES and (e.obj.get("isSidechain") is True) == side), last or {})
+    fields: dict[str, Any] = {"isSidechain": side, **{key: source[key] for key in ENVELOPE if key in source}}
+    if side and isinstance((last or {}).get("agentId"), str):
+        fields["agentId"] = (last or {})["agentId"]
+    return last, fields
 
 
 def _timestamps(start: datetime | None) -> Any:
@@ -484,8 +490,7 @@ class ClaudeCodeFormat:
 
     def meta_entries(self, entries: Sequence[Entry], texts: Sequence[str], when: str) -> list[Entry]:
         """isMeta user lines holding injected text, chained one after another below the last line."""
-        last, envelope = _anchor(entries)
-        base: dict[str, Any] = {key: envelope[key] for key in ENVELOPE if key in envelope}
+        last, fields = _anchor(entries)
         parent = last.get("uuid") if last else None
         # Each line newer than every line above it (markers included), or the ones after the first are not loaded.
         clock = _appended_clock(entries, when)
@@ -496,8 +501,7 @@ class ClaudeCodeFormat:
                 Entry(
                     {
                         "parentUuid": parent,
-                        "isSidechain": False,
-                        **base,
+                        **fields,
                         "type": "user",
                         "message": {"role": "user", "content": injected},
                         "isMeta": True,
@@ -515,14 +519,11 @@ class ClaudeCodeFormat:
         It carries the envelope of the last conversation line (session, cwd, version) and a uuid
         derived from its content, so the same run gives the same bytes.
         """
-        last, envelope = _anchor(entries)
+        last, fields = _anchor(entries)
         if last is None:
             return None
         body = orjson.dumps([subtype, metadata, last["uuid"]])
-        obj: dict[str, Any] = {"parentUuid": last["uuid"], "isSidechain": False}
-        for key in ENVELOPE:
-            if key in envelope:
-                obj[key] = envelope[key]
+        obj: dict[str, Any] = {"parentUuid": last["uuid"], **fields}
         obj.update(
             {
                 "type": "system",
@@ -544,11 +545,9 @@ class ClaudeCodeFormat:
         Claude Code loads the later line of a uuid, so re-emitting the tail (its first lines
         re-parented to the summary) makes the compacted chain the one it resumes.
         """
-        anchor, envelope = _anchor(entries)
+        anchor, base = _anchor(entries)
         last = anchor or {}
-        session = text(envelope, "sessionId") or ""
-        base: dict[str, Any] = {key: envelope[key] for key in ("isSidechain", *ENVELOPE) if key in envelope}
-        base["isSidechain"] = False
+        session = text(base, "sessionId") or ""
         seed = orjson.dumps([session, last.get("uuid"), summary]).decode()
         boundary_uuid = str(uuidlib.uuid5(CTXPIPE_NAMESPACE, "boundary:" + seed))
         summary_uuid = str(uuidlib.uuid5(CTXPIPE_NAMESPACE, "summary:" + seed))

@@ -223,3 +223,25 @@ def resumed_from(data: bytes) -> str | None:
         if best is None or stamp > best[0]:
             best = (stamp, uuid)
     return best[1] if best else None
+
+
+def subagent_resumed_from(data: bytes, agent_id: str) -> str | None:
+    """The uuid of the line Claude Code 2.1.88 continues a subagent's transcript from (its getAgentTranscript):
+    of the side-chain lines of that agent (the later line of a uuid wins), those no other of them names as
+    parent, the one with the latest timestamp."""
+    import orjson
+    from ctxpipe.core.fields import moment
+
+    lines: dict[str, dict] = {}
+    for raw in data.splitlines():
+        obj = orjson.loads(raw)
+        if isinstance(obj, dict) and obj.get("type") in ("user", "assistant", "attachment", "system") and isinstance(obj.get("uuid"), str):
+            lines[obj["uuid"]] = obj
+    agent = [obj for obj in lines.values() if obj.get("agentId") == agent_id and obj.get("isSidechain")]
+    parents = {obj.get("parentUuid") for obj in agent}
+    best: tuple[Any, str] | None = None
+    for obj in agent:
+        stamp = moment(obj.get("timestamp"))
+        if obj["uuid"] not in parents and stamp is not None and (best is None or stamp > best[0]):
+            best = (stamp, obj["uuid"])
+    return best[1] if best else None

@@ -236,9 +236,15 @@ def check_marker(run: Run, kept: list[bytes]) -> dict[str, Any] | None:
     now = moment(NOW_ISO)
     assert now is not None
     assert marker["timestamp"] == (NOW_ISO if newest is None or now > newest else iso(newest + timedelta(milliseconds=1)))
-    assert marker["isSidechain"] is False
-    last_uuid = next(obj["uuid"] for obj in reversed(kept_objs) if isinstance(obj.get("uuid"), str))
-    assert marker["parentUuid"] == last_uuid, "the marker hangs off the last line"
+    # It joins the conversation it hangs off: the main chain, or a subagent file's side chain (its agentId too).
+    with_uuid = [obj for obj in kept_objs if isinstance(obj.get("uuid"), str)]
+    conversation = [obj for obj in with_uuid if obj.get("type") in ("user", "assistant", "system", "attachment")]
+    main_chain = [obj for obj in conversation if obj.get("isSidechain") is not True]
+    parent = (main_chain or conversation or with_uuid)[-1]
+    assert marker["parentUuid"] == parent["uuid"], "the marker hangs off the last conversation line"
+    assert marker["isSidechain"] is (parent.get("isSidechain") is True)
+    if marker["isSidechain"] and "agentId" in parent:
+        assert marker["agentId"] == parent["agentId"]
     metadata = marker[MARKER_KEY[stage.name]]
     assert isinstance(metadata["tokensSaved"], int) and metadata["tokensSaved"] >= 0
     return metadata

@@ -25,7 +25,7 @@ from claude_code import CLAUDE_CODE_VERSION, CLAUDE_CODE_VERSIONS, needs_claude_
 from ctxpipe.core.fields import moment
 from helpers import FIXTURES, corpus_files, run_cli
 from messages_server import MessagesServer
-from project_sessions import resumed_from
+from project_sessions import resumed_from, subagent_resumed_from
 
 SUMMARY_PREAMBLE = "This session is being continued from a previous conversation"
 RESTORED_PREFIX = "[restored"
@@ -36,10 +36,21 @@ PROMPT = "Say hi."
 NOWS = ["2026-12-01T10:00:00.000Z", "2026-12-01T10:00:00.999Z", "2020-01-01T00:00:00.000Z", None]
 
 
-def sessions() -> list[Any]:
+def sessions(subagents: bool = True) -> list[Any]:
+    """The Claude Code sessions here; `subagents=False` leaves out a subagent's own file, which Claude
+    Code continues as that agent's side chain, never as a session to `--resume` (its original is not found)."""
     fixtures = sorted((FIXTURES / "claude-code").glob("*.jsonl"))
     corpus = [f for f in corpus_files() if "acompact" not in f.name]  # a compaction side-call is refused, not a session
-    return [pytest.param(f, id=f"fixture-{f.stem}") for f in fixtures] + [pytest.param(f, id=f"corpus-{f.stem[-12:]}") for f in corpus]
+    found = [pytest.param(f, id=f"fixture-{f.stem}") for f in fixtures] + [pytest.param(f, id=f"corpus-{f.stem[-12:]}") for f in corpus]
+    return [p for p in found if subagents or agent_of(p.values[0]) is None]
+
+
+def agent_of(path: Path) -> str | None:
+    """The agentId of a subagent's file (every conversation line on its side chain), else None."""
+    conversation = [o for o in lines_of(path.read_bytes()) if o.get("type") in ("user", "assistant", "system", "attachment")]
+    if conversation and all(o.get("isSidechain") is True for o in conversation):
+        return next((o["agentId"] for o in conversation if isinstance(o.get("agentId"), str)), None)
+    return None
 
 
 def compacted(path: Path, now: str | None) -> bytes:
@@ -68,7 +79,13 @@ def test_the_last_line_compact_writes_is_the_one_claude_code_resumes_from(path: 
     if len(objs) == written:  # nothing to do (a side-chain file's tail is all of it): nothing written either
         assert after == before
         return
-    assert resumed_from(b"\n".join(orjson.dumps(o) for o in objs)) == objs[-1]["uuid"], "Claude Code 2.1.88 would resume from another line than ctxpipe's last"
+    data = b"\n".join(orjson.dumps(o) for o in objs)
+    agent = agent_of(path)
+    if agent is None:
+        assert resumed_from(data) == objs[-1]["uuid"], "Claude Code 2.1.88 would resume from another line than ctxpipe's last"
+    else:  # a subagent's file: what ctxpipe appends joins that agent's side chain, or Claude Code never reads it
+        assert all(o.get("isSidechain") is True and o.get("agentId") == agent for o in objs[written:])
+        assert subagent_resumed_from(data, agent) == objs[-1]["uuid"], "Claude Code 2.1.88 would continue the subagent from another line"
     # The lines ctxpipe appends after the kept tail (the summary's marker, the restored items) are
     # each newer than every line above them; the boundary and summary stay older than the tail.
     stamps = [moment(o.get("timestamp")) for o in objs]
@@ -108,7 +125,7 @@ def sent_text(messages: list[dict[str, Any]]) -> str:
 @needs_claude_code
 @pytest.mark.parametrize("version", CLAUDE_CODE_VERSIONS)
 @pytest.mark.parametrize("now", [NOWS[0], NOWS[1], None], ids=lambda n: n or "real-clock")
-@pytest.mark.parametrize("path", sessions())
+@pytest.mark.parametrize("path", sessions(subagents=False))
 def test_claude_code_resumes_every_compacted_session(tmp_path: Path, path: Path, now: str | None, version: str) -> None:
     after = compacted(path, now)
     objs = lines_of(after)
