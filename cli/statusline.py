@@ -182,18 +182,14 @@ def read_status(stream: IO[bytes]) -> dict[str, Any] | None:
         if "surrogate" not in str(error):
             return None
         # A lone surrogate escape ("\ud83d": JavaScript writes one for a string cut inside an emoji) is
-        # legal JSON, which orjson refuses; the standard library reads it (as core/jsonl.py does lines).
-        import json
+        # legal JSON, which orjson refuses; read as core/jsonl.py reads such a line (imported only then).
+        from ..core.jsonl import loads_with_lone_surrogates
 
         try:
-            status = json.loads(data.decode("utf-8"), parse_constant=_not_json)
+            status = loads_with_lone_surrogates(data)
         except (ValueError, RecursionError):
             return None
     return status if isinstance(status, dict) else None
-
-
-def _not_json(constant: str) -> Any:
-    raise ValueError(f"{constant} is not JSON")
 
 
 # --- the figures -----------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -89,16 +90,31 @@ def _describe_bad_line(raw: bytes, is_last_unterminated: bool, error: orjson.JSO
 TOO_DEEP = f"a JSON value nested deeper than {MAX_DEPTH} levels (the most a line may hold)"
 
 
+class NonFiniteNumber(ValueError):
+    """A number no double holds (1e400): read, it would be infinity, and written back `Infinity`,
+    which is not JSON (orjson refuses it as it reads; so does this reader)."""
+
+
+NON_FINITE = "invalid JSON: number is infinity when parsed as double"
+
+
 def _not_json(constant: str) -> Any:
     raise ValueError(f"{constant} is not JSON")
 
 
-def _loads_with_lone_surrogates(raw: bytes) -> Any:
-    """JavaScript writes a string cut inside an emoji as a lone escape ("\\ud83d"); that is legal
-    JSON, which orjson rejects and the standard library reads (NaN and Infinity it would accept
-    too, but orjson does not, and neither does JSON)."""
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise NonFiniteNumber(f"{NON_FINITE} ({text[:40]})")
+    return value
+
+
+def loads_with_lone_surrogates(raw: bytes) -> Any:
+    """A JSON text orjson refused for a lone surrogate escape: JavaScript writes a string cut inside an
+    emoji as one ("\\ud83d"); that is legal JSON, which the standard library reads. What orjson also
+    refuses stays refused (ValueError): invalid UTF-8, NaN and Infinity, and numbers beyond a double."""
     # Decoded strictly first: the standard library would read raw surrogate bytes (invalid UTF-8) as text.
-    return json.loads(raw.decode("utf-8"), parse_constant=_not_json)
+    return json.loads(raw.decode("utf-8"), parse_constant=_not_json, parse_float=_finite)
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -143,9 +159,11 @@ def _parse_slowly(raw: bytes, is_last_unterminated: bool, error: orjson.JSONDeco
         return _BLANK
     if "surrogate" in error.msg:
         try:
-            return _loads_with_lone_surrogates(raw)
+            return loads_with_lone_surrogates(raw)
         except RecursionError:
             return _BadLine(TOO_DEEP)
+        except NonFiniteNumber as exc:
+            return _BadLine(str(exc))
         except ValueError:
             pass
     return _BadLine(_describe_bad_line(raw, is_last_unterminated, error))

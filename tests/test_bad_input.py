@@ -285,6 +285,15 @@ BAD_LINE_CASES = [
     ("number-not-object", jsonl([GOOD[0], b"3", GOOD[2]]), 2, ("object",)),
     ("binary-garbage", _garbage(), 1, ("binary", "nul", "utf-8", "json")),
     ("truncated-last-line", jsonl(GOOD[:2]) + b'{"type":"assist', 3, ("truncated last line",)),
+    # A number no double holds would be read as infinity and written back as `Infinity` (not JSON):
+    # refused alone (orjson) and beside a lone surrogate, which sends the line to the standard library.
+    ("number-beyond-a-double", jsonl([GOOD[0], b'{"type":"user","message":{"role":"user","content":"hi"},"n":1e400}', GOOD[2]]), 2, ("infinity",)),
+    (
+        "number-beyond-a-double-beside-a-lone-surrogate",
+        jsonl([GOOD[0], b'{"type":"user","message":{"role":"user","content":"cut \\ud83d"},"n":-1e400}', GOOD[2]]),
+        2,
+        ("infinity",),
+    ),
 ]
 
 
