@@ -65,16 +65,22 @@ def _named(item: Any) -> str:
     return str(item[0] if isinstance(item, tuple) else item)
 
 
+def _distributed() -> Any:
+    """The distributed package, or the one error line that names the extra to install."""
+    try:
+        import distributed
+    except ImportError:
+        raise CtxpipeError("--executor dask needs the dask extra: pip install 'ctxpipe[dask]'") from None
+    return distributed
+
+
 @contextlib.contextmanager
 def _client(scheduler: str | None, workers: int) -> Iterator[tuple[Any, str]]:
     """(a client, how to name the cluster) for the cluster at `scheduler` (else
     DASK_SCHEDULER_ADDRESS), else for a local one started for the run with `workers` worker
     processes; closed at the end. Dask's own log lines are kept off stderr meanwhile: what goes
     wrong is said once, by ctxpipe."""
-    try:
-        import distributed
-    except ImportError:
-        raise CtxpipeError("--executor dask needs the dask extra: pip install 'ctxpipe[dask]'") from None
+    distributed = _distributed()
     address = scheduler or os.environ.get(SCHEDULER_VARIABLE) or None
     with _quiet():
         if address:
@@ -158,7 +164,8 @@ def run_on_dask(
     """(ok, result or CtxpipeError) for each item, in order, each item a task on the cluster
     (`guarded_job(item)` gives the pair; batch.run_all passes its _guarded job). A task whose
     workers were all lost is an error row; a scheduler lost mid-batch ends the batch with one error."""
-    from distributed import Variable, as_completed
+    distributed = _distributed()
+    Variable, as_completed = distributed.Variable, distributed.as_completed
 
     with _client(scheduler, workers) as (client, named):
         breaker = None

@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 
 import pytest
-from helpers import ERROR_PREFIX, error_line, no_traceback, registered_commands, run_cli
+from helpers import ERROR_PREFIX, error_line, no_traceback, registered_commands, run_cli, run_process
 
 NOW = "2026-06-01T00:00:00Z"
 
@@ -766,3 +766,20 @@ def test_bad_to_value_is_a_usage_error(value):
     result = run_cli("convert", "--to", value, stdin=jsonl(GOOD))
     _assert_usage_error(result)
     assert re.search(rb"--to|-t", result.stderr), result.stderr
+
+
+@pytest.mark.parametrize("command", ["count", "validate", "report", "compact"])
+def test_executor_dask_without_the_dask_extra_names_the_extra(command: str, tmp_path: Path) -> None:
+    """As a user without ctxpipe[dask] has it: `import distributed` fails (a module on the path that
+    raises ImportError stands for the package that is not installed); one line, exit 1."""
+    missing = tmp_path / "site"
+    missing.mkdir()
+    (missing / "distributed.py").write_text("raise ImportError(\"No module named 'distributed'\")\n")
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    (sessions / "a.jsonl").write_bytes(jsonl(good_lines(3)))
+    extra = ["--out-dir", str(tmp_path / "out")] if command in ("compact", "report") else []
+    result = run_process(command, "--executor", "dask", *extra, sessions, env={"PYTHONPATH": str(missing)})
+    assert result.returncode == 1, result.stderr
+    assert error_line(result) == "ctxpipe: error: --executor dask needs the dask extra: pip install 'ctxpipe[dask]'"
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").rglob("*.jsonl"))
