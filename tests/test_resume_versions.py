@@ -147,21 +147,33 @@ def test_claude_code_resumes_every_compacted_session(tmp_path: Path, path: Path,
         assert restored[-1].strip()[:200] in sent, f"Claude Code {version} left the last restored item out\n{result.debug()}"
 
 
-def ends_off_the_tree(tmp_path: Path, stage: str) -> tuple[Path, list[dict[str, Any]], dict[str, Any]]:
-    """A session whose last lines are a progress line and a line of a type Claude Code does not keep in
-    its tree (2.1.332 writes several such types): its lines, and its last conversation line."""
+ENDINGS = ["progress-then-unknown-type", "inline-side-chain"]
+
+
+def ends_off_the_tree(tmp_path: Path, stage: str, ending: str = ENDINGS[0]) -> tuple[Path, list[dict[str, Any]], dict[str, Any]]:
+    """A session whose last lines are not the main conversation's: a progress line and a line of a type
+    Claude Code does not keep in its tree (2.1.332 writes several such types), or a subagent's side chain
+    written inline (as Claude Code 1.x did). Its lines, and its last main-chain conversation line."""
     # restore brings files back after a summary: a summarized session whose reads it finds in the transcript.
     base = (FIXTURES / "restore" / "transcript.in.jsonl" if stage == "restore" else FIXTURES / "claude-code" / "repeats.jsonl").read_bytes()
     objs = lines_of(base)
     last = [o for o in objs if o.get("type") in ("user", "assistant") and not o.get("isSidechain")][-1]
     envelope = {k: last[k] for k in ("sessionId", "cwd", "version") if k in last}
-    progress = {"parentUuid": last["uuid"], "isSidechain": False, **envelope, "type": "progress", "data": {"type": "hook_progress"},
-                "uuid": "7e0c1a2b-0000-4000-8000-00000000f001", "timestamp": "2026-04-02T09:59:00.000Z"}  # fmt: skip
-    newer = {"parentUuid": progress["uuid"], "isSidechain": False, **envelope, "type": "api-request-shape", "shape": {},
-             "uuid": "7e0c1a2b-0000-4000-8000-00000000f002", "timestamp": "2026-04-02T09:59:01.000Z"}  # fmt: skip
+    if ending == "inline-side-chain":
+        first: dict[str, Any] = {"parentUuid": None, "isSidechain": True, **envelope, "type": "user", "message": {"role": "user", "content": "Sub-task: list the files."},
+                                 "uuid": "7e0c1a2b-0000-4000-8000-00000000e001", "timestamp": "2026-04-02T09:59:00.000Z"}  # fmt: skip
+        reply = {"role": "assistant", "type": "message", "id": "msg_side", "model": "claude-sonnet-4-6", "content": [{"type": "text", "text": "Listed."}],
+                 "stop_reason": "end_turn", "usage": {"input_tokens": 5, "output_tokens": 5}}  # fmt: skip
+        second = {"parentUuid": first["uuid"], "isSidechain": True, **envelope, "type": "assistant", "message": reply,
+                  "uuid": "7e0c1a2b-0000-4000-8000-00000000e002", "timestamp": "2026-04-02T09:59:01.000Z"}  # fmt: skip
+    else:
+        first = {"parentUuid": last["uuid"], "isSidechain": False, **envelope, "type": "progress", "data": {"type": "hook_progress"},
+                 "uuid": "7e0c1a2b-0000-4000-8000-00000000f001", "timestamp": "2026-04-02T09:59:00.000Z"}  # fmt: skip
+        second = {"parentUuid": first["uuid"], "isSidechain": False, **envelope, "type": "api-request-shape", "shape": {},
+                  "uuid": "7e0c1a2b-0000-4000-8000-00000000f002", "timestamp": "2026-04-02T09:59:01.000Z"}  # fmt: skip
     path = tmp_path / "s.jsonl"
-    path.write_bytes(base + orjson.dumps(progress) + b"\n" + orjson.dumps(newer) + b"\n")
-    return path, [*objs, progress, newer], last
+    path.write_bytes(base + orjson.dumps(first) + b"\n" + orjson.dumps(second) + b"\n")
+    return path, [*objs, first, second], last
 
 
 def run_stage(tmp_path: Path, stage: str, path: Path) -> bytes:
@@ -175,10 +187,12 @@ def run_stage(tmp_path: Path, stage: str, path: Path) -> bytes:
 STAGES_THAT_APPEND = ["microcompact", "collapse", "restore", "compact"]
 
 
+@pytest.mark.parametrize("ending", ENDINGS)
 @pytest.mark.parametrize("stage", STAGES_THAT_APPEND)
-def test_appended_lines_hang_off_the_last_conversation_line_not_a_progress_or_unknown_line(tmp_path: Path, stage: str) -> None:
-    """Hung off the progress line or the unknown one, a line is a dead end when Claude Code walks up from it."""
-    path, objs, last = ends_off_the_tree(tmp_path, stage)
+def test_appended_lines_hang_off_the_last_conversation_line_not_a_progress_or_unknown_line(tmp_path: Path, stage: str, ending: str) -> None:
+    """Hung off the progress line or the unknown one, a line is a dead end when Claude Code walks up
+    from it; hung off a side chain, Claude Code resumes the subagent's conversation instead."""
+    path, objs, last = ends_off_the_tree(tmp_path, stage, ending)
     written = run_stage(tmp_path, stage, path)
     out = lines_of(written)
     added = out[len(objs) :]
@@ -192,11 +206,13 @@ def test_appended_lines_hang_off_the_last_conversation_line_not_a_progress_or_un
 
 @needs_claude_code
 @pytest.mark.parametrize("version", CLAUDE_CODE_VERSIONS)
+@pytest.mark.parametrize("ending", ENDINGS)
 @pytest.mark.parametrize("stage", ["microcompact", "compact"])
-def test_claude_code_resumes_the_conversation_above_a_line_it_does_not_keep(tmp_path: Path, stage: str, version: str) -> None:
-    """2.1.88 resumed a microcompacted session of this shape as the new prompt alone: the marker, the
-    newest line, hung off the unknown line and its walk up found nothing (2.1.332 bridged it)."""
-    path, objs, last = ends_off_the_tree(tmp_path, stage)
+def test_claude_code_resumes_the_conversation_above_a_line_it_does_not_keep(tmp_path: Path, stage: str, ending: str, version: str) -> None:
+    """2.1.88 resumed a microcompacted session of the first shape as the new prompt alone (the marker,
+    the newest line, hung off the unknown line and its walk up found nothing; 2.1.332 bridged it), and
+    of the second as the subagent's three messages: the marker hung off the side chain."""
+    path, objs, last = ends_off_the_tree(tmp_path, stage, ending)
     written = run_stage(tmp_path, stage, path)
     with MessagesServer() as server:
         result = resume(written, session_id(objs), tmp_path / "work", PROMPT, server, version=version)
@@ -205,3 +221,4 @@ def test_claude_code_resumes_the_conversation_above_a_line_it_does_not_keep(tmp_
     assert len(sent) > 1, f"Claude Code {version} resumed nothing of the conversation\n{result.debug()}"
     last_text = next(b["text"] for b in last["message"]["content"] if b.get("type") == "text")
     assert last_text in sent_text(sent)
+    assert "Sub-task: list the files." not in sent_text(sent)
