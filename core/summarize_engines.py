@@ -56,10 +56,17 @@ _CREDENTIALS = re.compile(
 
 
 def redact(text: str, *secrets: str | None) -> str:
-    """`text` with each of `secrets` and anything shaped like a credential replaced by [redacted]."""
+    """`text` with each of `secrets` and anything shaped like a credential replaced by [redacted].
+
+    A secret of 8 characters or more goes wherever it stands; a shorter one (`sk-1234`) wherever it
+    stands as a token of its own, so that it cannot leak and ordinary words holding it stay whole."""
     for secret in secrets:
-        if secret and len(secret) >= 8:  # a very short "secret" would blank out ordinary words
+        if not secret:
+            continue
+        if len(secret) >= 8:
             text = text.replace(secret, "[redacted]")
+        else:
+            text = re.sub(rf"(?<![\w-]){re.escape(secret)}(?![\w-])", "[redacted]", text)
     return _CREDENTIALS.sub(lambda match: (match.group("name") or "") + "[redacted]", text)
 
 

@@ -291,6 +291,22 @@ def test_redact_hides_the_key_anything_key_shaped_and_auth_header_values() -> No
     assert redact("authorization failed; no x-api-key header") == "authorization failed; no x-api-key header"
 
 
+def test_a_short_key_is_redacted_where_it_stands_alone() -> None:
+    assert redact("bad key sk-1234 (sent as 'sk-1234')", "sk-1234") == "bad key [redacted] (sent as '[redacted]')"
+    assert redact("tasks-12345 and ask-1234x stay", "sk-1234") == "tasks-12345 and ask-1234x stay"
+
+
+def test_an_echoed_short_key_is_redacted_on_stderr_and_in_the_report(tmp_path: Path, server: MessagesServer) -> None:
+    short = "sk-1234"
+    path = session_file(tmp_path)
+    server.enqueue(Reply.error(400, "invalid_request_error", f"bad key {short}"))
+    result = ok(summarize_cli(path, server, "--engine", "llm", "--report-json", tmp_path / "r.json", env={**NO_KEY, "ANTHROPIC_API_KEY": short}))
+    report = (tmp_path / "r.json").read_bytes()
+    for blob in (result.stdout, result.stderr, report):
+        assert short.encode() not in blob
+    assert b"bad key [redacted]" in result.stderr and b"[redacted]" in report
+
+
 def test_an_error_body_echoing_the_key_is_redacted_on_stderr_and_in_the_report(tmp_path: Path, server: MessagesServer) -> None:
     path = session_file(tmp_path)
     server.enqueue(Reply.echo_credentials(401), Reply.error(400, "invalid_request_error", f"bad key {SECRET} (also sk-ant-api03-LEAKED-other)"))
