@@ -9,7 +9,6 @@ again either way, so clearing always pays: that is Claude Code's time-based trig
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -101,6 +100,11 @@ def price_of(model: str | None, table: Sequence[tuple[str, Prices]] = DEFAULT_PR
     return next((prices for fragment, prices in table if fragment in name), None) if name else None
 
 
+# $1 a token: any price a model has had is far below, and every sum of tokens times prices stays a
+# finite number (1e308 $/MTok made a session's cost infinite: "usd": null, "$inf" on the page).
+MAX_PRICE = 1_000_000
+
+
 def prices_from(table: Mapping[str, Mapping[str, Any]]) -> tuple[tuple[str, Prices], ...]:
     """A user's price table ({"model fragment": {"input": …, "cache_write_5m": …, …, optionally
     "long_context": {the same five}}}) before ours."""
@@ -115,8 +119,8 @@ def _row(fragment: str, row: Mapping[str, Any], nested: bool) -> Prices:
         raise ValueError(f"{fragment!r}: expected exactly the prices {', '.join(PRICE_PARTS)}" + (" (and long_context)" if nested else ""))
     for key in PRICE_PARTS:
         value = row[key]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
-            raise ValueError(f"{fragment!r}: {key} must be a price in dollars (a number, 0 or more)")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_PRICE:
+            raise ValueError(f"{fragment!r}: {key} must be a price in dollars per million tokens (a number from 0 to {MAX_PRICE:,})")
     if long_context is not None and not isinstance(long_context, Mapping):
         raise ValueError(f"{fragment!r}: long_context must be an object of the same prices")
     longer = _row(f"{fragment}.long_context", long_context, nested=False) if long_context is not None else None

@@ -149,6 +149,9 @@ def test_prices_file_with_its_own_long_context_rate(tmp_path: Path) -> None:
         '{"opus": {"input": 1}}',
         '{"opus": {"input": 1, "cache_write_5m": 1, "cache_write_1h": 1, "cache_read": 1, "output": -1}}',
         '{"opus": {"input": 1, "cache_write_5m": 1, "cache_write_1h": 1, "cache_read": 1, "output": 1, "long_context": 5}}',
+        # A finite price whose products are not: a session's cost would be infinite.
+        '{"opus": {"input": 1e308, "cache_write_5m": 1, "cache_write_1h": 1, "cache_read": 1, "output": 1}}',
+        '{"opus": {"input": 1, "cache_write_5m": 1, "cache_write_1h": 1, "cache_read": 1, "output": 1000001}}',
         "not json",
     ],
 )
