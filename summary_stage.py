@@ -312,7 +312,7 @@ def options_of(settings: SummarizeSettings, context: StageContext, transcript_mo
     llm = LlmConfig(
         settings.model or transcript_model_name or "",
         context.api_key,
-        settings.base_url or context.base_url,
+        settings.endpoint(context.base_url, context.api_key),
         settings.instructions,
         settings.describe_images,
         timeout=SUMMARY_TIMEOUT if settings.timeout is None else settings.timeout,

@@ -14,6 +14,7 @@ import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from .errors import CtxpipeError
 from .jsonl import as_text
@@ -541,5 +542,28 @@ class SummarizeSettings:
         if self.engine == "llm" and not api_key:
             raise CtxpipeError("--engine llm needs ANTHROPIC_API_KEY in the environment")
 
+    def endpoint(self, from_environment: str | None, api_key: str | None) -> str | None:
+        """The model's endpoint (--base-url, else ANTHROPIC_BASE_URL), checked before anything runs
+        when the model may be asked (an offline run does not care what the variable holds)."""
+        value, named = (self.base_url, "--base-url") if self.base_url else (from_environment, "ANTHROPIC_BASE_URL")
+        may_ask = self.engine == "llm" or (self.engine == "auto" and bool(api_key))
+        return checked_base_url(value, named) if value and may_ask else value
+
     def split(self) -> SplitConfig:
         return SplitConfig(self.keep_min_tokens, self.keep_min_text_messages, self.keep_max_tokens, self.keep_last, self.keep_fraction)
+
+
+def checked_base_url(value: str, named: str) -> str:
+    """`value` when it is an http(s) URL with a host (and a valid port): anything else is one error
+    line naming where it came from, not an internal error from deep in the HTTP client."""
+    shown = value.encode("unicode_escape").decode("ascii")[:200]
+    if any(ord(c) < 0x21 or ord(c) == 0x7F for c in value):
+        raise CtxpipeError(f"{named} {shown}: a URL holds no spaces or control characters")
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 — a port that is not a number raises here
+    except ValueError as exc:
+        raise CtxpipeError(f"{named} {shown}: not a URL ({exc})") from None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise CtxpipeError(f"{named} {shown}: expected an http:// or https:// URL with a host")
+    return value

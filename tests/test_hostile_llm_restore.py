@@ -445,3 +445,22 @@ def test_timeout_is_one_option_with_one_default_on_both_commands() -> None:
     assert LlmConfig("m").timeout == SUMMARY_TIMEOUT
     bad = run_cli("summarize", "--timeout", "-1", stdin=b"")
     assert bad.returncode == 2 and b"--timeout" in bad.stderr
+
+
+@pytest.mark.parametrize("url", ["http://[::1", "http://exa\x01mple.com", "http://127.0.0.1:99999", "ftp://127.0.0.1", "127.0.0.1:8080", "http:// spaced"])
+@pytest.mark.parametrize("given", ["--base-url", "ANTHROPIC_BASE_URL"])
+@pytest.mark.parametrize("command", ["summarize", "compact"])
+def test_a_malformed_endpoint_is_one_line_naming_where_it_came_from(tmp_path: Path, url: str, given: str, command: str) -> None:
+    path = session_file(tmp_path)
+    flag = ["--base-url", url] if given == "--base-url" else []
+    env = {**WITH_KEY, **({"ANTHROPIC_BASE_URL": url} if given == "ANTHROPIC_BASE_URL" else {})}
+    result = run_cli(command, "--engine", "llm", "--force" if command == "compact" else "--verify", "--keep-last", "2", *flag, path, env=env)
+    assert result.returncode == 1 and result.stdout == b""
+    [line] = result.stderr.decode().splitlines()
+    assert line.startswith(f"ctxpipe: error: {given} ") and "internal error" not in line and "\x01" not in line
+
+
+def test_an_offline_run_does_not_read_a_malformed_endpoint(tmp_path: Path) -> None:
+    path = session_file(tmp_path)
+    result = ok(run_cli("summarize", "--engine", "offline", "--keep-last", "2", path, env={**WITH_KEY, "ANTHROPIC_BASE_URL": "http://[::1"}))
+    assert b"with the offline engine" in result.stderr
