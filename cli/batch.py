@@ -100,7 +100,10 @@ def find_inputs(paths: Sequence[str], subagents: bool, on_missing: Callable[[Ctx
         paths, subagents, on_skip=lambda shown, why: streams.warn(f"{shown}: skipped: {why}"), on_missing=note_missing if on_missing else None
     )
     if not files and not missing:
-        raise typer.BadParameter("no session files (*.jsonl) found", param_hint="PATHS")
+        from .terminal import shown
+
+        where = ", ".join(shown(path) for path in paths[:3]) + (f" (and {len(paths) - 3} more)" if len(paths) > 3 else "")
+        raise typer.BadParameter(f"no session files (*.jsonl) found in {where}", param_hint="PATHS")
     return files
 
 

@@ -629,10 +629,11 @@ def test_no_subagents_leaves_them_out(tmp_path: Path) -> None:
     assert [(Path(row["file"]).name, row["kind"]) for row in rows] == [(f"{SID}.jsonl", "main")]
 
 
-def test_a_folder_without_sessions_is_a_usage_error(tmp_path: Path) -> None:
-    result = run_cli("count", tmp_path)
+@pytest.mark.parametrize("command", [["count"], ["validate"], ["compact", "--out-dir", "out"]], ids=lambda c: c[0])
+def test_a_folder_without_sessions_is_a_usage_error_naming_it(tmp_path: Path, command: list[str]) -> None:
+    result = run_cli(*command, tmp_path, cwd=tmp_path)
     assert result.returncode == 2
-    assert b"no session files" in result.stderr
+    assert f"no session files (*.jsonl) found in {tmp_path}".encode() in result.stderr
 
 
 def _batch_items() -> list[tuple[str, str, str]]:
