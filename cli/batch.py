@@ -100,9 +100,8 @@ def find_inputs(paths: Sequence[str], subagents: bool, on_missing: Callable[[Ctx
         paths, subagents, on_skip=lambda shown, why: streams.warn(f"{shown}: skipped: {why}"), on_missing=note_missing if on_missing else None
     )
     if not files and not missing:
-        from .terminal import shown
-
-        where = ", ".join(shown(path) for path in paths[:3]) + (f" (and {len(paths) - 3} more)" if len(paths) > 3 else "")
+        # The error printer escapes what a terminal would act on (cli/app.py): the paths go in as given.
+        where = ", ".join(str(path) for path in paths[:3]) + (f" (and {len(paths) - 3} more)" if len(paths) > 3 else "")
         raise typer.BadParameter(f"no session files (*.jsonl) found in {where}", param_hint="PATHS")
     return files
 

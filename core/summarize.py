@@ -555,15 +555,15 @@ class SummarizeSettings:
 
 def checked_base_url(value: str, named: str) -> str:
     """`value` when it is an http(s) URL with a host (and a valid port): anything else is one error
-    line naming where it came from, not an internal error from deep in the HTTP client."""
-    shown = value.encode("unicode_escape").decode("ascii")[:200]
+    line naming where it came from, not an internal error from deep in the HTTP client (the CLI's
+    error printer escapes the control characters it quotes)."""
     if any(ord(c) < 0x21 or ord(c) == 0x7F for c in value):
-        raise CtxpipeError(f"{named} {shown}: a URL holds no spaces or control characters")
+        raise CtxpipeError(f"{named} {value}: a URL holds no spaces or control characters")
     try:
         parts = urlsplit(value)
         parts.port  # noqa: B018 — a port that is not a number raises here
     except ValueError as exc:
-        raise CtxpipeError(f"{named} {shown}: not a URL ({exc})") from None
+        raise CtxpipeError(f"{named} {value}: not a URL ({exc})") from None
     if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-        raise CtxpipeError(f"{named} {shown}: expected an http:// or https:// URL with a host")
+        raise CtxpipeError(f"{named} {value}: expected an http:// or https:// URL with a host")
     return value

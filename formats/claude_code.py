@@ -240,20 +240,25 @@ def _anchor(entries: Sequence[Entry]) -> tuple[dict[str, Any] | None, dict[str, 
     conversation = [obj for obj in with_uuid if obj.get("type") in CONVERSATION_TYPES]
     main = (obj for obj in conversation if obj.get("isSidechain") is not True)
     last = next(main, None) or next(iter(conversation), None) or next(iter(with_uuid), None)
-    side = last is not None and last.get("isSidechain") is True
-    source = next((e.obj for e in reversed(entries) if e.obj.get("type") in MESSAGE_TYPES and (e.obj.get("isSidechain") is True) == side), last or {})
+    parent = last or {}
+    side = parent.get("isSidechain") is True
+    source = next((e.obj for e in reversed(entries) if e.obj.get("type") in MESSAGE_TYPES and (e.obj.get("isSidechain") is True) == side), parent)
     fields: dict[str, Any] = {"isSidechain": side, **{key: source[key] for key in ENVELOPE if key in source}}
-    if side and isinstance((last or {}).get("agentId"), str):
-        fields["agentId"] = (last or {})["agentId"]
+    if side and isinstance(parent.get("agentId"), str):
+        fields["agentId"] = parent["agentId"]
     return last, fields
+
+
+def _one_ms_after(moment_: datetime) -> datetime:
+    """A millisecond later; the last moment a datetime holds stays itself (a hostile time may be it)."""
+    return moment_ + timedelta(milliseconds=1) if moment_ < datetime.max.replace(tzinfo=timezone.utc) - timedelta(milliseconds=1) else moment_
 
 
 def _timestamps(start: datetime | None) -> Any:
     current = start or datetime.now(timezone.utc)
     while True:
         yield iso(current)
-        if current < datetime.max.replace(tzinfo=timezone.utc) - timedelta(milliseconds=1):  # a hostile start may be the last moment there is
-            current += timedelta(milliseconds=1)
+        current = _one_ms_after(current)
 
 
 def _appended_clock(entries: Sequence[Entry], when: str) -> Any:
@@ -267,9 +272,7 @@ def _appended_clock(entries: Sequence[Entry], when: str) -> Any:
     """
     latest = max((t for t in (moment(e.obj.get("timestamp")) for e in entries) if t is not None), default=None)
     start = moment(when) or datetime.now(timezone.utc)
-    if latest is not None and start <= latest:
-        start = latest if latest >= datetime.max.replace(tzinfo=timezone.utc) - timedelta(milliseconds=1) else latest + timedelta(milliseconds=1)
-    return _timestamps(start)
+    return _timestamps(_one_ms_after(latest) if latest is not None and start <= latest else start)
 
 
 class ClaudeCodeFormat:
