@@ -79,13 +79,12 @@ def test_the_last_line_compact_writes_is_the_one_claude_code_resumes_from(path: 
     if len(objs) == written:  # nothing to do (a side-chain file's tail is all of it): nothing written either
         assert after == before
         return
-    data = b"\n".join(orjson.dumps(o) for o in objs)
     agent = agent_of(path)
     if agent is None:
-        assert resumed_from(data) == objs[-1]["uuid"], "Claude Code 2.1.88 would resume from another line than ctxpipe's last"
+        assert resumed_from(after) == objs[-1]["uuid"], "Claude Code 2.1.88 would resume from another line than ctxpipe's last"
     else:  # a subagent's file: what ctxpipe appends joins that agent's side chain, or Claude Code never reads it
         assert all(o.get("isSidechain") is True and o.get("agentId") == agent for o in objs[written:])
-        assert subagent_resumed_from(data, agent) == objs[-1]["uuid"], "Claude Code 2.1.88 would continue the subagent from another line"
+        assert subagent_resumed_from(after, agent) == objs[-1]["uuid"], "Claude Code 2.1.88 would continue the subagent from another line"
     # The lines ctxpipe appends after the kept tail (the summary's marker, the restored items) are
     # each newer than every line above them; the boundary and summary stay older than the tail.
     stamps = [moment(o.get("timestamp")) for o in objs]
