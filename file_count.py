@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .core.budget import ONE_MILLION, BudgetSettings, Thresholds, model_window, thresholds, truthy
+from .core.budget import ONE_MILLION, BudgetSettings, Thresholds, model_window, thresholds
 from .core.count import (
     CALIBRATION_WINDOW,
     UNCALIBRATED,
@@ -23,8 +23,10 @@ from .core.count import (
     Reinjection,
     anchor_index,
     calibrate,
+    context_usage,
     count_context,
     fitted_or_corpus,
+    is_measured_response,
     is_real_response,
     priced_blocks,
     usage_prompt,
@@ -33,6 +35,7 @@ from .core.count import (
 from .core.fields import count, text
 from .core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries
 from .core.model import Message
+from .core.rules import newest_version, rules_for
 from .core.tokens import TextCounter, counter_named
 from .core.transcript_format import TranscriptFormat
 from .inputs import detect_format, mapped, source_name
@@ -105,6 +108,7 @@ class FileCount:
     timeline: list[dict[str, Any]] | None = None
     cost: SessionCost | None = None
     entries: list[Entry] | None = field(default=None, repr=False)  # every line, when the count read them all (reused by `report`)
+    version: str | None = None  # the Claude Code version that wrote the session (its rules apply: core.rules)
 
     def as_dict(self) -> CountReport:
         """What `count --json` prints (schemas/count.report.schema.json; tests/test_report_schemas.py holds the two together)."""
@@ -130,6 +134,7 @@ class FileCount:
             "calibration": count.calibration.as_dict(),
             "anchor_uuid": self.anchor_uuid,
             "window_source": self.window_reason,
+            "rules": self.thresholds.rules,
             "adjustments": [adjustment.as_dict() for adjustment in count.adjustments],
             "skipped_lines": self.skipped_lines,
         }
@@ -155,6 +160,7 @@ class FileCount:
             "exact_tokens": self.count.exact_tokens,
             "estimated_tokens": self.count.estimated_tokens,
             "context_window": levels.window,
+            "autocompact_window": levels.compact_window or levels.window,
             "effective_window": levels.effective_window,
             "max_output_tokens": levels.max_output_tokens,
             "thresholds": {"warning": levels.warning, "error": levels.error, "autocompact": levels.autocompact, "blocking": levels.blocking},
@@ -162,6 +168,7 @@ class FileCount:
             "percent_used": round(100 * tokens / levels.window, 1),
             "explanations": list(levels.explanations),
             "ignored": list(levels.ignored),
+            "rules": levels.rules,
         }
         if self.kind == "compaction":  # only a compaction side-call says what it is
             report["kind"] = "compaction"
@@ -169,13 +176,22 @@ class FileCount:
         return report
 
 
-def _window(options: CountOptions, model: str | None, largest_prompt: int, budget: BudgetSettings) -> tuple[int, str]:
+def _window(
+    options: CountOptions, model: str | None, largest_prompt: int, budget: BudgetSettings, version: str | None, recorded: int | None
+) -> tuple[int, str]:
     if options.window:
         return options.window, "--window"
-    window, reason = model_window(model, truthy(budget.disable_1m))
+    if recorded:
+        return recorded, "the window the file records for its model"
+    window, reason = model_window(model, budget, rules_for(version, budget.rules.value if budget.rules else None)[0])
     if window < ONE_MILLION and largest_prompt > window:
         return ONE_MILLION, f"a recorded prompt of {largest_prompt:,} tokens does not fit {window:,}"
     return window, reason
+
+
+def session_version(entries: Sequence[Entry]) -> str | None:
+    """The Claude Code version that wrote the session: the highest its lines record (of those read)."""
+    return newest_version(entry.obj.get("version") for entry in entries if isinstance(entry.obj, dict))
 
 
 def complete_file(options: CountOptions, buffer: Any) -> bool:
@@ -244,14 +260,17 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: str | No
     model = options.model or counted.model
     counted.model = model
     largest = max((usage_prompt(m.usage) for m in messages if m.usage), default=0)
-    window, reason = _window(options, model, largest, options.budget)
-    levels = thresholds(model, options.budget, window, reason, window_flag=bool(options.window))
+    version = session_version(entries)
+    window, reason = _window(options, model, largest, options.budget, version, transcript_format.recorded_window(entries))
+    levels = thresholds(model, options.budget, window, reason, window_flag=bool(options.window), version=version)
     anchor_uuid = None
     if counted.anchor is not None and messages[counted.anchor].entries:
         anchor_uuid = text(entries[messages[counted.anchor].entries[-1]].obj, "uuid")
     if not complete:
         counted.messages = None
-    result = FileCount(source, format_name, kind, counted, levels.window, reason, levels, _tokenizer_label(options, calibration), anchor_uuid, stats.skipped)
+    result = FileCount(
+        source, format_name, kind, counted, levels.window, reason, levels, _tokenizer_label(options, calibration), anchor_uuid, stats.skipped, version=version
+    )
     if complete and options.reads_whole_file:
         result.entries = entries
     if options.by or options.top:
@@ -264,11 +283,10 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: str | No
     if options.timeline:
         result.timeline = timeline(transcript_format.messages(entries, history=True), entries)
     if options.cost:
-        from .core.cache import DEFAULT_PRICES
         from .core.cost import session_cost  # only with --cost: count's usual path stays light
 
         main = set(transcript_format.context_positions(entries, history=True))
-        result.cost = session_cost(transcript_format.api_calls(entries), entries, main, options.prices or DEFAULT_PRICES)
+        result.cost = session_cost(transcript_format.api_calls(entries), entries, main, options.prices or ())
     return result
 
 
@@ -308,7 +326,7 @@ def _reinjection(
 
 
 def _smallest_prompt(messages: Sequence[Message]) -> int | None:
-    return min((usage_prompt(m.usage) for m in messages if is_real_response(m) and m.usage), default=None)
+    return min((usage_prompt(context_usage(m.usage)) for m in messages if is_measured_response(m) and m.usage), default=None)
 
 
 def session_baseline(

@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .core import collapse, microcompact, restore, snip
-from .core.budget import BudgetSettings, thresholds
+from .core.budget import BudgetSettings
 from .core.jsonl import OnError, ReadStats, iter_entries
 from .core.stage import Outcome, Stage, StageContext, ledger_record, line_bytes
 from .core.summarize import SummarizeSettings
@@ -207,16 +207,25 @@ def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: A
     offset, entries = transcript_format.read_region(buffer, source, options.on_error, stats)
     original = entries
     # Measured as `count --on-error skip` would: a bad line passed through unparsed is no reason to fail.
-    counting = CountOptions(format=transcript_format.name, model=options.model, on_error="skip", baseline=options.baseline)
+    counting = CountOptions(
+        format=transcript_format.name, model=options.model, window=options.window, on_error="skip", baseline=options.baseline, budget=options.budget
+    )
     initial = count_buffer(buffer, source, counting)
-    before, model = initial.count.tokens, initial.count.model
+    before = initial.count.tokens
     measure = region_measure(buffer[:offset], source, counting)
     stages: list[StageRecord] = []
     current = before
     context = StageContext(
-        options.now or datetime.now(timezone.utc), measure, transcript_path, original, breaker=breaker, api_key=options.api_key, base_url=options.base_url
+        options.now or datetime.now(timezone.utc),
+        measure,
+        transcript_path,
+        original,
+        breaker=breaker,
+        api_key=options.api_key,
+        base_url=options.base_url,
+        rules=options.budget.rules.value if options.budget.rules is not None else None,
     )
-    limits = thresholds(options.model or model, options.budget, options.window, "--window" if options.window else None, window_flag=bool(options.window))
+    limits = initial.thresholds  # the model's, the session's version's rules, a window a recorded prompt proves
     threshold = limits.autocompact if limits.autocompact is not None else limits.effective_window
     summarized = False
     dropped_prefix = False

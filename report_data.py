@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from .core.cache import DEFAULT_PRICES, CachePolicy, Prices, decide
+from .core.cache import CachePolicy, Prices, decide
 from .core.count import UNCALIBRATED, Estimates, calibrate, fitted_or_corpus
 from .core.fields import text
 from .core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries
@@ -186,7 +186,7 @@ def _dry_run(
     cache: CacheDecisionReport | None = None
     if changed and freed > 0:
         kept = _kept_prefix(run, source, transcript_format, messages, estimates, calibration, counted)
-        decision = decide(messages, entries, freed, kept, CachePolicy(clear_at_least=0, horizon=options.horizon, prices=options.prices or DEFAULT_PRICES), now)
+        decision = decide(messages, entries, freed, kept, CachePolicy(clear_at_least=0, horizon=options.horizon, prices=options.prices or ()), now)
         cache = typing.cast(CacheDecisionReport, decision.as_dict())
     note = str(report.get("reason") or report.get("note") or "") if not changed else ""
     return {

@@ -15,10 +15,11 @@ from .breaker import breaker as process_breaker
 from .core.count import Compaction
 from .core.errors import CtxpipeError, InputError
 from .core.facts import Facts, gather
-from .core.fields import iso, moment
+from .core.fields import MAX_COUNT, iso, moment
 from .core.jsonl import Entry
 from .core.model import Message
 from .core.restore import RESTORED_PREFIX
+from .core.rules import session_rules
 from .core.stage import Outcome, StageContext
 from .core.summarize import (
     ENGINES,
@@ -73,6 +74,7 @@ class SummarizeOptions:
     # is said so and, under auto, replaced by the next engine's, as Claude Code falls back to a full compact.
     threshold: int | None = None
     because: str | None = None  # set by a fallback that already chose the engine: the reason it gives
+    rules: str | None = None  # --rules over the session's version: which Claude Code's summary to write (core.rules)
 
 
 def _stamp(entries: Sequence[Entry], tail_positions: Sequence[int], now: datetime | None) -> str:
@@ -138,6 +140,14 @@ def choose_engine(options: SummarizeOptions, entries: Sequence[Entry], breaker: 
         return "offline", None, f"{breaker.limit} summaries in a row failed in this run: the model is not asked again"
     if options.engine in ("llm", "offline"):
         return options.engine, None, "asked for"
+    rules, _ = session_rules(entries, options.rules)
+    if notes is not None and not rules.session_memory_compaction:
+        engine, why = next_engine(options, breaker)
+        return (
+            engine,
+            None,
+            f"session notes found at {notes}, but Claude Code {rules.release} has no session-memory compaction (--engine session-memory uses them); {why}",
+        )
     if notes is not None and usable_notes(Path(notes).read_text(encoding="utf-8", errors="replace")):
         covered, how = notes_cover(_notes_written(notes), history_end(entries, history))
         if covered:
@@ -165,6 +175,29 @@ def _notes_written(path: str) -> datetime:
         return datetime.fromtimestamp(os.stat(path).st_mtime, timezone.utc)
     except (OSError, OverflowError, ValueError) as exc:
         raise InputError(path, None, f"cannot read the session notes: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+def tools_used_in(history: Sequence[Message]) -> list[str]:
+    """The tools the summarized history called, in the order first used (2.1.332's <tools-used-before-summary>)."""
+    names = (block.get("name") for message in history for block in message.content if block.get("type") == "tool_use")
+    return list(dict.fromkeys(name for name in names if isinstance(name, str) and name))
+
+
+def dropped_before(entries: Sequence[Entry], transcript_format: TranscriptFormat) -> int:
+    """What earlier compactions of the file dropped (2.1.332's cumulativeDroppedTokens): the newest
+    boundary's running total, else the sum of preTokens − postTokens over the boundaries."""
+    total = 0
+    for entry in entries:
+        metadata = transcript_format.boundary_metadata(entry.obj) if isinstance(entry.obj, dict) else None
+        if not isinstance(metadata, dict):
+            continue
+        running = metadata.get("cumulativeDroppedTokens")
+        pre, post = metadata.get("preTokens"), metadata.get("postTokens")
+        if isinstance(running, int) and not isinstance(running, bool) and 0 <= running < MAX_COUNT:
+            total = running
+        elif all(isinstance(value, int) and not isinstance(value, bool) and 0 <= value < MAX_COUNT for value in (pre, post)):
+            total += max(0, pre - post)  # type: ignore[operator]
+    return total
 
 
 def as_first_written(
@@ -250,7 +283,9 @@ def summarize_entries(
     # Named absolute: the summary is read from wherever the session is resumed, not where ctxpipe ran
     # (an object in a store by its URL: it is absolute already).
     named = None if options.transcript_path in (None, "-") else _absolute(options.transcript_path)
-    text = summary_message_text(summary, named, bool(tail), automatic=options.trigger == "auto")
+    rules, _ = session_rules(entries, options.rules)
+    tools_used = tools_used_in(history) if rules.summary_lists_tools else ()
+    text = summary_message_text(summary, named, bool(tail), automatic=options.trigger == "auto", tools_used=tools_used)
     measure = options.measure or region_measure(b"", "-", CountOptions(format=transcript_format.name))
     before = measure(entries).count
     pre = before.tokens
@@ -276,7 +311,8 @@ def summarize_entries(
     metadata: dict[str, Any] = {"trigger": options.trigger, "preTokens": pre, "ctxpipe": {"engine": engine, **fixed}}
     # postTokens is measured on the lines as written (the boundary's own metadata is not counted).
     post = measure(write_back(metadata)).count.tokens
-    written = write_back({**metadata, "postTokens": post})
+    totals = {"cumulativeDroppedTokens": dropped_before(entries, transcript_format) + pre - post} if rules.compact_metadata_totals else {}
+    written = write_back({**metadata, "postTokens": post, **totals})
     report.update({"pre_tokens": pre, "post_tokens": post, "reduction": round(1 - post / pre, 4) if pre else 0.0})
     if engine == "session-memory" and options.threshold is not None and post >= options.threshold:
         over = f"the session notes leave {post:,} tokens, still ≥ the autocompact threshold {options.threshold:,}"
@@ -331,6 +367,7 @@ def options_of(settings: SummarizeSettings, context: StageContext, transcript_mo
         measure=context.measure,
         original=context.original,
         threshold=context.threshold,
+        rules=context.rules,
     )
 
 

@@ -19,6 +19,7 @@ ENVIRONMENT = {
     "disable_auto_compact": "DISABLE_AUTO_COMPACT",
     "disable_compact": "DISABLE_COMPACT",
     "disable_1m": "CLAUDE_CODE_DISABLE_1M_CONTEXT",
+    "max_context_tokens": "CLAUDE_CODE_MAX_CONTEXT_TOKENS",
 }
 
 
@@ -28,6 +29,7 @@ def budget_settings(
     max_output_tokens: int | None = None,
     blocking_limit: int | None = None,
     no_auto_compact: bool = False,
+    rules: str | None = None,
 ) -> BudgetSettings:
     environ = os.environ if environ is None else environ
     values: dict[str, Setting | None] = {field: Setting(environ[name], name) if environ.get(name, "") != "" else None for field, name in ENVIRONMENT.items()}
@@ -41,4 +43,6 @@ def budget_settings(
             values[field] = Setting(f"{value:g}" if isinstance(value, float) else str(value), flag)
     if no_auto_compact:
         values["disable_auto_compact"] = Setting("1", "--no-auto-compact")
+    if rules is not None:
+        values["rules"] = Setting(rules, "--rules")
     return BudgetSettings(**values)

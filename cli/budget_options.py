@@ -10,14 +10,14 @@ import typer
 from ..core.budget import BudgetSettings
 from ..core.fields import MAX_COUNT
 from .budget_environment import ENVIRONMENT, budget_settings  # noqa: F401  # re-exported: declared beside the settings statusline reads without typer
-from .options import Reading, percentage
+from .options import Reading, claude_code_rules, percentage
 
 if TYPE_CHECKING:
     from ..file_count import CountOptions
 
 Window = Annotated[
     Optional[int],
-    typer.Option("--window", help="Context window in tokens (default: from the model; 1M for [1m] names).", min=1, max=MAX_COUNT - 1, show_default=False),
+    typer.Option("--window", help="Context window in tokens (default: the model catalog's; 1M for [1m] names).", min=1, max=MAX_COUNT - 1, show_default=False),
 ]
 AutocompactPct = Annotated[
     Optional[float],
@@ -45,6 +45,16 @@ Baseline = Annotated[
         show_default=False,
     ),
 ]
+ClaudeCodeRules = Annotated[
+    Optional[str],
+    typer.Option(
+        "--rules",
+        help="Apply the rules of this Claude Code release (2.1.88, 2.1.332 or latest) instead of those of the version that wrote the session.",
+        metavar="VERSION",
+        show_default=False,
+        callback=claude_code_rules,
+    ),
+]
 Model = Annotated[Optional[str], typer.Option("--model", "-m", help="Model name (default: the one recorded in the transcript).", show_default=False)]
 # convert's --model is another thing, declared beside it: the model written on the lines it makes.
 RecordedModel = Annotated[Optional[str], typer.Option("--model", help="Model recorded on assistant lines written as claude-code.", show_default=False)]
@@ -59,11 +69,16 @@ class Threshold:
     autocompact_pct: AutocompactPct = None
     max_output_tokens: MaxOutput = None
     no_auto_compact: NoAutoCompact = False
+    rules: ClaudeCodeRules = None
 
     def settings(self, blocking_limit: int | None = None) -> BudgetSettings:
         """The environment's budget settings with these flags over them."""
         return budget_settings(
-            autocompact_pct=self.autocompact_pct, max_output_tokens=self.max_output_tokens, blocking_limit=blocking_limit, no_auto_compact=self.no_auto_compact
+            autocompact_pct=self.autocompact_pct,
+            max_output_tokens=self.max_output_tokens,
+            blocking_limit=blocking_limit,
+            no_auto_compact=self.no_auto_compact,
+            rules=self.rules,
         )
 
     def counted(self, reading: Reading, baseline: int | None = None, blocking_limit: int | None = None, **more: Any) -> CountOptions:

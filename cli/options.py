@@ -57,6 +57,18 @@ def percentage(value: Optional[float]) -> Optional[float]:
     return value
 
 
+def claude_code_rules(value: Optional[str]) -> Optional[str]:
+    """Checks --rules: a Claude Code release ctxpipe knows the rules of, or latest."""
+    if value is not None:
+        from ..core.rules import known_rules
+
+        try:
+            known_rules(value)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+    return value
+
+
 def price_table(value: Optional[str]) -> Any:
     """--prices FILE read when the command line is parsed: the user's table before the list prices;
     a file that cannot be read or is not a table is bad input."""

@@ -7,6 +7,12 @@ or any stage module loads): counting reads only the transcript's end, and the sa
 the whole file and the stage code, come from a small cache that a detached background run of this
 module (`python -m ctxpipe.cli.statusline --refresh PATH`) brings up to date.
 
+What Claude Code 2.1.332 writes there (read from its binary): `model{id,display_name}`, `version`
+(the running client's: its rules apply, core.rules), `context_window{context_window_size (the
+model's window, not the autocompact one), current_usage (the last response's usage), used_percentage
+(round(prompt / window × 100))…}` and `prompt_cache{warm, ttl ("5m"/"1h"), expires_at (epoch
+seconds, or null)…}` (absent before the first request).
+
 The stdin JSON is untrusted: any field may be missing, null or of another type. What cannot be
 known is left out, never a traceback; the line always ends the run with exit 0, but for bad flags
 (2, as every command) or stdin on a terminal (2: nothing to read).
@@ -40,6 +46,9 @@ REFRESH_LIMIT = 512 << 20
 LEVEL_COLOUR = {"normal": "32", "warning": "33", "autocompact": "35", "blocking": "1;31"}  # as warn's green/yellow/magenta/bold red
 DIM, RESET = "\x1b[2m", "\x1b[0m"
 NO_STATUS = "ctxpipe: no status JSON on stdin"
+USAGE_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
+EPOCH_MS_FROM = 1e11  # an expires_at above this is in milliseconds (1e11 seconds is the year 5138)
+MAX_CACHE_LEFT = 86_400.0  # seconds: prompt caches live 5 minutes or an hour; a day off is a wrong clock or a wrong field
 
 HELP = """Usage: ctxpipe statusline [OPTIONS]
 
@@ -51,13 +60,20 @@ HELP = """Usage: ctxpipe statusline [OPTIONS]
   (normal, warning, autocompact, blocking: as warn), the tokens left before
   autocompact, and the biggest saving microcompact or collapse would make now:
 
-    ⛁ 76.5K/200K 38% normal · 91.5K to autocompact · collapse −12K · Opus
+    ⛁ 106.1K/1M 11% normal · 860.9K to autocompact · collapse −12K · cache 3m left · Opus 4.8
 
   Tokens are count's figure for transcript_path (its end only: fast); the window
-  is context_window.context_window_size when Claude Code gives it. Without a
-  readable transcript the line uses context_window.current_usage, or says "no
-  transcript". The saving needs the whole file: it is computed by a detached
-  background run and cached under $XDG_CACHE_HOME/ctxpipe/statusline (default
+  is context_window.context_window_size when Claude Code gives it, else the
+  model catalog's (1M for a native-1M model). Without a readable transcript the
+  line uses context_window.current_usage, then context_window.used_percentage
+  of the window, or says "no transcript". The rules of the running Claude Code
+  (version) apply, else those of the version that wrote the transcript; --rules
+  picks others. "cache 3m left" or "cache cold" says when the prompt cache
+  expires (prompt_cache; left out when Claude Code gives none). The model is
+  model.display_name, else the catalog's name for model.id, else the id.
+
+  The saving needs the whole file: it is computed by a detached background run
+  and cached under $XDG_CACHE_HOME/ctxpipe/statusline (default
   ~/.cache/ctxpipe/statusline); until then the last known saving is shown.
   Nothing is written beside the transcript.
 
@@ -70,11 +86,12 @@ HELP = """Usage: ctxpipe statusline [OPTIONS]
   Example:  echo '{"transcript_path": "session.jsonl"}' | ctxpipe statusline
 
 Options:
-  --window <int range>        Context window in tokens (default: from the model; 1M for [1m] names).  [1<=x<=999999999999999]
+  --window <int range>        Context window in tokens (default: the model catalog's; 1M for [1m] names).  [1<=x<=999999999999999]
   --autocompact-pct <float>   Autocompact at this percentage (above 0, at most 100) of the effective window (can only lower the threshold).
   --max-output-tokens <int range>
                               The model's max output tokens (sets the reserve: min(this, 20,000)).  [1<=x<=999999999999999]
   --no-auto-compact           As DISABLE_AUTO_COMPACT: no autocompact level.
+  --rules VERSION             Apply the rules of this Claude Code release (2.1.88, 2.1.332 or latest) instead of those of the version that wrote the session.
   --color / --no-color        Colour the line with ANSI codes (default: on, unless NO_COLOR is set).
   --no-savings                Leave out the saving (no cache read, no background run).
   -h, --help                  Show this message and exit.
@@ -92,6 +109,7 @@ class Options(NamedTuple):  # a NamedTuple, not a dataclass: a dataclass costs ~
     no_auto_compact: bool = False
     color: bool | None = None  # None: on unless NO_COLOR is set
     savings: bool = True
+    rules: str | None = None  # --rules: a Claude Code release (or latest) over the running one's version
 
 
 # --- flags -----------------------------------------------------------------------------------------
@@ -119,7 +137,18 @@ def _percentage(flag: str, text: str) -> float:
     return value
 
 
-VALUED = {"--window": _positive_int, "--max-output-tokens": _positive_int, "--autocompact-pct": _percentage}
+def _release(flag: str, text: str) -> str:
+    """--rules: a Claude Code release whose rules ctxpipe knows, or latest (as cli/options.claude_code_rules)."""
+    from ..core.rules import known_rules
+
+    try:
+        known_rules(text)
+    except ValueError as exc:
+        raise UsageError(f"Invalid value for '{flag}': {exc}") from None
+    return text
+
+
+VALUED = {"--window": _positive_int, "--max-output-tokens": _positive_int, "--autocompact-pct": _percentage, "--rules": _release}
 SWITCHES = {"--no-auto-compact": ("no_auto_compact", True), "--color": ("color", True), "--no-color": ("color", False), "--no-savings": ("savings", False)}
 
 
@@ -169,6 +198,104 @@ def _tokens(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < MAX_COUNT else None
 
 
+def _number(value: Any) -> float | None:
+    """A finite number (an int or a float, not a bool), else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    import math
+
+    try:
+        number = float(value)  # an int too large for a float is no figure of ours
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _version(status: Mapping[str, Any]) -> str | None:
+    """The running Claude Code's version ("2.1.332"), when it is one (core.rules reads it)."""
+    from ..core.rules import version_key
+
+    version = _text(status.get("version"))
+    return version if version is not None and version_key(version) is not None else None
+
+
+def _usage(value: Any) -> int | None:
+    """count's figure for context_window.current_usage (the last response's usage: the prompt it was
+    sent and what it wrote); None unless it is an object with at least one token figure."""
+    if not isinstance(value, dict) or all(_tokens(value.get(key)) is None for key in USAGE_KEYS):
+        return None
+    from ..core.count import usage_total
+
+    return usage_total(value)
+
+
+def _used_percentage(value: Any) -> float | None:
+    """context_window.used_percentage: a number from 0 to 100, else None."""
+    number = _number(value)
+    return number if number is not None and 0 <= number <= 100 else None
+
+
+def model_name(model: str | None) -> str | None:
+    """The catalog's display name for a model id, as Claude Code shows it ("Opus 4.8"; "Opus 4.6 (1M
+    context)" for claude-opus-4-6[1m]); None for a model the catalog does not know."""
+    from ..core.catalog import asks_for_1m, catalog
+
+    found = catalog().find(model)
+    if found is None:
+        return None
+    return found.display_name + (" (1M context)" if asks_for_1m(model) and found.supports_1m_suffix else "")
+
+
+def _moment(value: Any) -> float | None:
+    """prompt_cache.expires_at as epoch seconds. Claude Code 2.1.332 writes whole epoch seconds
+    (Math.ceil(ms / 1000)); epoch milliseconds and ISO 8601 with a zone are read too. None for
+    anything else (null, a bool, a string without a zone…)."""
+    number = _number(value)
+    if number is not None:
+        if number <= 0:
+            return None
+        return number / 1000 if number > EPOCH_MS_FROM else number
+    text = (_text(value) or "").strip()
+    if not text or len(text) > 64:
+        return None
+    from datetime import datetime
+
+    if text[-1:] in ("Z", "z"):  # JavaScript's toISOString; Python reads "Z" only from 3.11
+        text = text[:-1] + "+00:00"
+    try:
+        moment = datetime.fromisoformat(text)
+        return moment.timestamp() if moment.tzinfo is not None else None  # no zone: no moment
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
+def _duration(seconds: float) -> str:
+    """45 → 45s, 200 → 3m, 3600 → 1h, 4500 → 1h15m: what is left, rounded down."""
+    whole = int(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m"
+    hours, minutes = divmod(whole // 60, 60)
+    return f"{hours}h{minutes}m" if minutes else f"{hours}h"
+
+
+def cache_state(prompt_cache: Any, now: float) -> str | None:
+    """What prompt_cache says of the prompt cache at `now` (epoch seconds): "cache 3m left" while it
+    is warm, "cache cold" once it has expired or when it holds nothing (the next request writes the
+    whole prompt again), "cache warm" when it is warm with no expiry given; None when it says nothing."""
+    if not isinstance(prompt_cache, dict):
+        return None
+    warm = prompt_cache.get("warm")
+    if warm is False:
+        return "cache cold"
+    expires = _moment(prompt_cache.get("expires_at"))
+    if expires is not None and expires - now <= MAX_CACHE_LEFT:  # further off is no prompt cache's expiry
+        left = expires - now
+        return f"cache {_duration(left)} left" if left >= 1 else "cache cold"
+    return "cache warm" if warm is True else None
+
+
 def read_status(stream: IO[bytes]) -> dict[str, Any] | None:
     """Claude Code's JSON object from stdin, or None when stdin holds no JSON object."""
     data = stream.read(MAX_STDIN + 1)
@@ -206,34 +333,46 @@ class Figures:
         self.to_autocompact: int | None = None  # None: autocompact is off (or nothing counted)
         self.autocompact_off = False
         self.saving: tuple[str, int] | None = None
+        self.cache: str | None = None  # e.g. "cache 3m left" (cache_state)
         self.note: str | None = None  # e.g. "no transcript"
 
 
-def figures(status: Mapping[str, Any], options: Options, environ: Mapping[str, str]) -> Figures:
+def figures(status: Mapping[str, Any], options: Options, environ: Mapping[str, str], now: float | None = None) -> Figures:
+    """What the line says for Claude Code's `status`; `now` (epoch seconds, default the clock) dates
+    the prompt cache's expiry."""
     from ..core.budget import thresholds
 
-    settings = budget_settings(environ, options.autocompact_pct, options.max_output_tokens, None, options.no_auto_compact)
+    settings = budget_settings(environ, options.autocompact_pct, options.max_output_tokens, None, options.no_auto_compact, options.rules)
+    version = _version(status)
+    settings = _running_rules(settings, version)
     given_window = _tokens(_field(status, "context_window", "context_window_size")) or None
     model_id = _text(_field(status, "model", "id"))
     path = _text(status.get("transcript_path"))
-    result = Figures(_text(_field(status, "model", "display_name")) or model_id)
+    result = Figures(_text(_field(status, "model", "display_name")) or model_name(model_id) or model_id)
+    if now is None:
+        import time
+
+        now = time.time()
+    result.cache = cache_state(status.get("prompt_cache"), now)
     counted = _count(path, options, settings, model_id) if path else None
     if counted is not None:
         tokens, levels = counted.count.tokens, counted.thresholds
-        result.model = result.model or counted.count.model
+        result.model = result.model or model_name(counted.count.model) or counted.count.model
         if options.window is None and given_window is not None:
             # Claude Code's own window for this session (the environment's cap still applies).
-            levels = thresholds(counted.count.model, settings, given_window, "context_window_size")
+            levels = thresholds(counted.count.model, settings, given_window, "context_window_size", version=version or counted.version)
     else:
-        usage = _field(status, "context_window", "current_usage")
-        if not isinstance(usage, dict):
-            result.note = "transcript unreadable" if path else "no transcript"
-            return result
-        from ..core.count import usage_total
-
-        tokens = usage_total(usage)  # count's figure for a last response: the prompt it was sent and what it wrote
         window, reason = (options.window, "--window") if options.window else (given_window, "context_window_size") if given_window else (None, None)
-        levels = thresholds(model_id, settings, window, reason, window_flag=bool(options.window))
+        levels = thresholds(model_id, settings, window, reason, window_flag=bool(options.window), version=version)  # no window: the catalog's
+        used = _usage(_field(status, "context_window", "current_usage"))
+        if used is None:
+            percent = _used_percentage(_field(status, "context_window", "used_percentage"))
+            if percent is None:
+                result.note = "transcript unreadable" if path else "no transcript"
+                return result
+            # Claude Code's percentage of the model's window (context_window_size; never a capped one).
+            used = round(percent * (given_window or options.window or _model_window(model_id, settings, version)) / 100)
+        tokens = used
     result.tokens, result.window, result.level = tokens, levels.window, levels.level(tokens)
     if levels.autocompact is None:
         result.autocompact_off = True
@@ -242,6 +381,25 @@ def figures(status: Mapping[str, Any], options: Options, environ: Mapping[str, s
     if options.savings and counted is not None and path is not None:
         result.saving = _saving(path, environ)
     return result
+
+
+def _running_rules(settings: BudgetSettings, version: str | None) -> BudgetSettings:
+    """The settings with the rules of the running Claude Code's `version` (a session it resumed runs by
+    them now, whatever version wrote the transcript's lines), unless --rules chose others."""
+    if version is None or settings.rules is not None:
+        return settings
+    from ..core.budget import Setting
+    from ..core.rules import rules_for
+
+    return replace(settings, rules=Setting(rules_for(version)[0].release, f"version {version} (the running Claude Code's)"))
+
+
+def _model_window(model: str | None, settings: BudgetSettings, version: str | None) -> int:
+    """The model's own window (no autocompact cap) under the rules that apply."""
+    from ..core.budget import model_window
+    from ..core.rules import rules_for
+
+    return model_window(model, settings, rules_for(version, settings.rules.value if settings.rules is not None else None)[0])[0]
 
 
 def _count(path: str, options: Options, settings: BudgetSettings, model_id: str | None) -> FileCount | None:
@@ -448,6 +606,8 @@ def line(found: Figures, color: bool) -> str:
             parts.append(f"{found.saving[0]} −{human(found.saving[1])}")
     else:
         parts.append("⛁ " + (found.note or "no transcript"))
+    if found.cache is not None:
+        parts.append(found.cache)  # our own words and figures only
     if found.model:
         parts.append(shown(found.model))  # from stdin or the transcript: escaped, whatever it holds
     separator = paint(" · ", "2") if color else " · "

@@ -3,8 +3,11 @@
 Formulas from Claude Code 2.1.88 (services/compact/autoCompact.ts, utils/context.ts):
 effective window = window − min(max output tokens, 20,000); autocompact threshold = effective −
 13,000; warning = error = threshold − 20,000 (the effective window stands in for the threshold when
-autocompact is off); blocking = effective − 3,000. Settings arrive as plain values: the CLI reads
-the environment and the flags, the core never does.
+autocompact is off); blocking = effective − 3,000. The same in 2.1.332, except that
+CLAUDE_CODE_AUTO_COMPACT_WINDOW caps only the window autocompact works in, so the blocking limit is
+window − reserve − 3,000 of the model's window (core.rules says which release a session follows).
+A model's window and max output come from the model catalog (core.catalog). Settings arrive as plain
+values: the CLI reads the environment and the flags, the core never does.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Literal
 
+from .catalog import asks_for_1m, catalog
 from .fields import MAX_COUNT
+from .rules import CURRENT, Rules, rules_for
 
 DEFAULT_WINDOW = 200_000
 ONE_MILLION = 1_000_000
@@ -25,23 +30,12 @@ BLOCKING_BUFFER = 3_000
 Level = Literal["normal", "warning", "autocompact", "blocking"]
 LEVELS: tuple[Level, ...] = ("normal", "warning", "autocompact", "blocking")
 
-# (substring of the model name, default max output, upper limit); first match wins.
-MAX_OUTPUT_TABLE: tuple[tuple[str, int, int], ...] = (
-    ("opus-4-6", 64_000, 128_000),
-    ("sonnet-4-6", 32_000, 128_000),
-    ("opus-4-5", 32_000, 64_000),
-    ("sonnet-4", 32_000, 64_000),
-    ("haiku-4", 32_000, 64_000),
-    ("opus-4-1", 32_000, 32_000),
-    ("opus-4", 32_000, 32_000),
+# Claude Code's fallbacks for old models the catalog no longer lists (both releases); first match wins.
+OLD_MODELS_MAX_OUTPUT: tuple[tuple[str, int, int], ...] = (
     ("claude-3-opus", 4_096, 4_096),
     ("claude-3-sonnet", 8_192, 8_192),
     ("claude-3-haiku", 4_096, 4_096),
-    ("3-5-sonnet", 8_192, 8_192),
-    ("3-5-haiku", 8_192, 8_192),
-    ("3-7-sonnet", 32_000, 64_000),
 )
-FALLBACK_MAX_OUTPUT = (32_000, 64_000)
 
 
 @dataclass(frozen=True)
@@ -61,11 +55,13 @@ class BudgetSettings:
     disable_auto_compact: Setting | None = None  # DISABLE_AUTO_COMPACT / --no-auto-compact
     disable_compact: Setting | None = None  # DISABLE_COMPACT
     disable_1m: Setting | None = None  # CLAUDE_CODE_DISABLE_1M_CONTEXT
+    max_context_tokens: Setting | None = None  # CLAUDE_CODE_MAX_CONTEXT_TOKENS (2.1.332: unknown models; every model with DISABLE_COMPACT)
+    rules: Setting | None = None  # --rules: a Claude Code release, or latest, over the session's version
 
 
 @dataclass(frozen=True)
 class Thresholds:
-    window: int
+    window: int  # the model's window (2.1.88: after CLAUDE_CODE_AUTO_COMPACT_WINDOW's cap)
     max_output_tokens: int
     reserve: int
     effective_window: int
@@ -75,6 +71,8 @@ class Thresholds:
     blocking: int
     explanations: tuple[str, ...] = field(default_factory=tuple)
     ignored: tuple[str, ...] = field(default_factory=tuple)
+    rules: str = CURRENT.release  # the Claude Code release whose rules gave these figures
+    compact_window: int | None = None  # the autocompact window when a cap makes it smaller than the window (2.1.332)
 
     def level(self, tokens: int) -> Level:
         if tokens >= self.blocking:
@@ -118,49 +116,109 @@ def _positive_int(setting: Setting | None, ignored: list[str]) -> int | None:
     return value
 
 
-def model_window(model: str | None, disable_1m: bool = False) -> tuple[int, str]:
-    if model and "[1m]" in model.lower():
-        if disable_1m:
-            return DEFAULT_WINDOW, f"{model} asks for 1M, but 1M windows are disabled"
+def model_window(model: str | None, settings: BudgetSettings = BudgetSettings(), rules: Rules = CURRENT) -> tuple[int, str]:
+    """The model's context window under `rules`, and why (see core.catalog and core.rules)."""
+    disabled = truthy(settings.disable_1m)
+    limit = _positive_int(settings.max_context_tokens, []) if rules.max_context_tokens else None
+    if limit is not None and truthy(settings.disable_compact):
+        return limit, f"{_source(settings.max_context_tokens)} with {_source(settings.disable_compact)}"
+    if asks_for_1m(model):
+        if disabled:
+            return DEFAULT_WINDOW, f"{model} asks for 1M, but 1M windows are disabled ({_source(settings.disable_1m)})"
         return ONE_MILLION, f"the model name {model} carries [1m]"
-    return DEFAULT_WINDOW, "the default window"
+    if not model:
+        return DEFAULT_WINDOW, "no model recorded: the default window"
+    known = catalog().find(model)
+    if known is not None:
+        if known.native_1m and disabled:
+            return DEFAULT_WINDOW, f"{known.id} has a native 1M window, but 1M windows are disabled ({_source(settings.disable_1m)})"
+        if known.native_1m:
+            return known.window, f"{known.id} has a native 1M window (the model catalog)"
+        more = " (1M only with [1m] or the 1M beta)" if known.maximum_window else ""
+        return known.window, f"the model catalog's window for {known.id}{more}"
+    unknown = f"{model} is not in the model catalog (Claude Code {catalog().release})"
+    if limit is not None:
+        return limit, f"{unknown}: {_source(settings.max_context_tokens)}"
+    if disabled and rules.unknown_model_window > DEFAULT_WINDOW:
+        return DEFAULT_WINDOW, f"{unknown}, and 1M windows are disabled ({_source(settings.disable_1m)})"
+    return rules.unknown_model_window, f"{unknown}: Claude Code {rules.release} gives such a model {rules.unknown_model_window:,}"
 
 
-def max_output_for(model: str | None) -> tuple[int, int]:
+def max_output_for(model: str | None, rules: Rules = CURRENT) -> tuple[int, int, str]:
+    """(default, upper, where from) for the model's output tokens."""
+    known = catalog().find(model)
+    if known is not None:
+        return known.max_output[0], known.max_output[1], f"the model catalog's default for {known.id}"
     name = (model or "").lower()
-    for needle, default, upper in MAX_OUTPUT_TABLE:
+    for needle, default, upper in OLD_MODELS_MAX_OUTPUT:
         if needle in name:
-            return default, upper
-    return FALLBACK_MAX_OUTPUT
+            return default, upper, f"Claude Code's default for {needle} models"
+    what = f"{model}, not in the model catalog" if model else "an unknown model"
+    return rules.fallback_max_output[0], rules.fallback_max_output[1], f"Claude Code {rules.release}'s default for {what}"
+
+
+def _window_cap(setting: Setting | None, rules: Rules, explain: list[str], ignored: list[str]) -> int | None:
+    """CLAUDE_CODE_AUTO_COMPACT_WINDOW as the release reads it: 2.1.88 takes a whole number; 2.1.332
+    also 500k or 1.5m, and raises a value below 100,000 to 100,000."""
+    if setting is None or not rules.window_env_suffixes:
+        return _positive_int(setting, ignored)
+    value = setting.value.strip()
+    scale = {"k": 1_000, "m": 1_000_000}.get(value[-1:].lower())
+    try:
+        tokens = round(float(value[:-1] if scale else value) * (scale or 1))
+    except (ValueError, OverflowError):
+        tokens = 0
+    if tokens < 1 or tokens >= MAX_COUNT:
+        ignored.append(f"{setting.source}={setting.value!r} ignored: not a number of tokens (e.g. 500000, 500k, 1.5m)")
+        return None
+    if tokens < rules.window_env_minimum:
+        explain.append(f"{setting.source}={setting.value!r} counts as {rules.window_env_minimum:,}, the minimum of Claude Code {rules.release}")
+        return rules.window_env_minimum
+    return tokens
 
 
 def thresholds(
-    model: str | None, settings: BudgetSettings = BudgetSettings(), window: int | None = None, window_reason: str | None = None, window_flag: bool = False
+    model: str | None,
+    settings: BudgetSettings = BudgetSettings(),
+    window: int | None = None,
+    window_reason: str | None = None,
+    window_flag: bool = False,
+    version: str | None = None,
 ) -> Thresholds:
     """Every level for `model` under `settings`, with a line of explanation for each value.
 
     `window` overrides the model's window (e.g. one inferred from recorded usage); with
     window_flag it was given on the command line and the environment's cap does not apply.
+    `version` is the Claude Code version that wrote the session: its release's rules apply
+    (core.rules), unless settings.rules names others.
     """
     explain: list[str] = []
     ignored: list[str] = []
+    asked = settings.rules
+    rules, why_rules = rules_for(version, asked.value if asked else None, None if asked is None or asked.source == "--rules" else asked.source)
+    explain.append(why_rules)
     if window is None:
-        window, reason = model_window(model, truthy(settings.disable_1m))
+        window, reason = model_window(model, settings, rules)
     else:
         reason = window_reason or "given"
     explain.append(f"window {window:,}: {reason}")
-    cap = _positive_int(settings.auto_compact_window, ignored)
+    model_window_size = window
+    cap = _window_cap(settings.auto_compact_window, rules, explain, ignored)
     cap_source = _source(settings.auto_compact_window)
+    compact_window = window
     if cap is not None and window_flag:
         ignored.append(f"{cap_source}={cap} ignored: --window was given")
     elif cap is not None:
-        if cap < window:
+        if cap < window and rules.window_env_caps_blocking:
             explain.append(f"window {cap:,}: {cap_source} caps the window")
-            window = cap
+            window = model_window_size = compact_window = cap
+        elif cap < window:
+            explain.append(f"autocompact window {cap:,}: {cap_source} caps the window autocompact works in (not the blocking limit)")
+            compact_window = cap
         else:
             ignored.append(f"{cap_source}={cap} ignored: it is not below the window {window:,}")
 
-    default_out, upper_out = max_output_for(model)
+    default_out, upper_out, out_reason = max_output_for(model, rules)
     max_out = default_out
     override_out = _positive_int(settings.max_output_tokens, ignored)
     if override_out is not None:
@@ -168,10 +226,11 @@ def thresholds(
         capped = " (capped at the model's limit)" if override_out > upper_out else ""
         explain.append(f"max output {max_out:,}: {_source(settings.max_output_tokens)}{capped}")
     else:
-        explain.append(f"max output {max_out:,}: the default for {model or 'an unknown model'}")
+        explain.append(f"max output {max_out:,}: {out_reason}")
     reserve = min(max_out, SUMMARY_OUTPUT_RESERVE)
-    effective = window - reserve
-    explain.append(f"effective window {effective:,} = window {window:,} − reserve {reserve:,} (min(max output, 20,000))")
+    effective = compact_window - reserve
+    which = "autocompact window" if compact_window != window else "window"
+    explain.append(f"effective window {effective:,} = {which} {compact_window:,} − reserve {reserve:,} (min(max output, 20,000))")
 
     auto_off = truthy(settings.disable_compact) or truthy(settings.disable_auto_compact)
     threshold = effective - AUTOCOMPACT_BUFFER
@@ -204,11 +263,26 @@ def thresholds(
     base = autocompact if autocompact is not None else effective
     warning = base - WARNING_BUFFER
     explain.append(f"warning {warning:,} = {'autocompact' if autocompact is not None else 'effective window'} {base:,} − 20,000 (the error level is the same)")
-    blocking = effective - BLOCKING_BUFFER
+    blocking = model_window_size - reserve - BLOCKING_BUFFER
     override_block = _positive_int(settings.blocking_limit, ignored)
     if override_block is not None:
         blocking = override_block
         explain.append(f"blocking {blocking:,}: {_source(settings.blocking_limit)}")
+    elif compact_window != model_window_size:
+        explain.append(f"blocking {blocking:,} = window {model_window_size:,} − reserve {reserve:,} − 3,000 (Claude Code {rules.release}: the model's window)")
     else:
         explain.append(f"blocking {blocking:,} = effective {effective:,} − 3,000")
-    return Thresholds(window, max_out, reserve, effective, autocompact, warning, warning, blocking, tuple(explain), tuple(ignored))
+    return Thresholds(
+        window,
+        max_out,
+        reserve,
+        effective,
+        autocompact,
+        warning,
+        warning,
+        blocking,
+        tuple(explain),
+        tuple(ignored),
+        rules.release,
+        compact_window if compact_window != window else None,
+    )

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from .catalog import Prices, catalog
 from .count import usage_tokens, usage_total
 from .fields import moment
 from .jsonl import Entry
@@ -21,57 +22,19 @@ from .model import Message
 from .stage import setting
 
 PRICE_PARTS = ("input", "cache_write_5m", "cache_write_1h", "cache_read", "output")
-LONG_CONTEXT = 200_000  # a prompt over this many tokens is billed at the model's long-context rate
-
-
-@dataclass(frozen=True)
-class Prices:
-    """US dollars per million tokens; `long_context` is the rate for a prompt over LONG_CONTEXT tokens."""
-
-    input: float
-    cache_write_5m: float
-    cache_write_1h: float
-    cache_read: float
-    output: float
-    long_context: Prices | None = None
-
-    def for_prompt(self, prompt_tokens: int) -> Prices:
-        """The rate one request is billed at: its whole prompt decides (Anthropic's long-context pricing)."""
-        return self.long_context if self.long_context is not None and prompt_tokens > LONG_CONTEXT else self
-
-    def as_dict(self) -> dict[str, float]:
-        return {
-            "input": self.input,
-            "cache_write_5m": self.cache_write_5m,
-            "cache_write_1h": self.cache_write_1h,
-            "cache_read": self.cache_read,
-            "output": self.output,
-        }
-
-
-# Anthropic's list prices; the first name fragment that matches wins. --prices FILE adds its own first.
-# The models with a 1M window bill a prompt over 200K tokens at a higher rate, the whole request.
-DEFAULT_PRICES: tuple[tuple[str, Prices], ...] = (
-    ("opus-4-5", Prices(5.0, 6.25, 10.0, 0.50, 25.0)),
-    ("opus-4-6", Prices(5.0, 6.25, 10.0, 0.50, 25.0, Prices(10.0, 12.5, 20.0, 1.0, 37.5))),
-    ("opus-4-7", Prices(5.0, 6.25, 10.0, 0.50, 25.0)),
-    ("opus-4", Prices(15.0, 18.75, 30.0, 1.50, 75.0)),
-    ("sonnet-4", Prices(3.0, 3.75, 6.0, 0.30, 15.0, Prices(6.0, 7.5, 12.0, 0.60, 22.5))),
-    ("sonnet", Prices(3.0, 3.75, 6.0, 0.30, 15.0)),
-    ("haiku-4", Prices(1.0, 1.25, 2.0, 0.10, 5.0)),
-    ("haiku", Prices(0.80, 1.0, 1.6, 0.08, 4.0)),
-)
+# What a cache-aware decision prices a model at when neither --prices nor the catalog knows it.
 FALLBACK_PRICES = Prices(3.0, 3.75, 6.0, 0.30, 15.0)
+PriceTable = tuple[tuple[str, Prices], ...]  # a user's --prices: (model fragment, prices), first match wins
 
 
 @dataclass(frozen=True)
 class Pricing:
     """--prices, declared once: count --cost, report, microcompact --cache-aware (see core.stage.Flag)."""
 
-    prices: tuple[tuple[str, Prices], ...] | None = setting(
+    prices: PriceTable | None = setting(
         None,
         "--prices",
-        "A JSON price table {model fragment: {input, cache_write_5m, cache_write_1h, cache_read, output[, long_context]}} in $/MTok, before the list prices.",
+        "A JSON price table {model fragment: {input, cache_write_5m, cache_write_1h, cache_read, output[, long_context]}} in $/MTok, before the model catalog's.",
         parse="prices",
     )
 
@@ -87,17 +50,24 @@ class CacheModel(Pricing):
 class CachePolicy:
     clear_at_least: int = 10_000  # tokens: smaller savings are not worth a cache break
     horizon: int = 5  # further turns over which the break must pay for itself
-    prices: tuple[tuple[str, Prices], ...] = DEFAULT_PRICES
+    prices: PriceTable = ()
     model: str | None = None
 
     def prices_for(self, model: str | None) -> Prices:
         return price_of(self.model or model, self.prices) or FALLBACK_PRICES
 
 
-def price_of(model: str | None, table: Sequence[tuple[str, Prices]] = DEFAULT_PRICES) -> Prices | None:
-    """The prices of the first fragment of `table` the model's name holds; None for an unknown model."""
+def price_of(model: str | None, table: Sequence[tuple[str, Prices]] = ()) -> Prices | None:
+    """The prices of the first fragment of `table` (--prices) the model's name holds, else the model
+    catalog's for the model; None for a model neither knows."""
     name = (model or "").lower()
-    return next((prices for fragment, prices in table if fragment in name), None) if name else None
+    if not name:
+        return None
+    given = next((prices for fragment, prices in table if fragment in name), None)
+    if given is not None:
+        return given
+    known = catalog().find(model)
+    return known.prices if known is not None else None
 
 
 # $1 a token: any price a model has had is far below, and every sum of tokens times prices stays a
@@ -105,12 +75,12 @@ def price_of(model: str | None, table: Sequence[tuple[str, Prices]] = DEFAULT_PR
 MAX_PRICE = 1_000_000
 
 
-def prices_from(table: Mapping[str, Mapping[str, Any]]) -> tuple[tuple[str, Prices], ...]:
+def prices_from(table: Mapping[str, Mapping[str, Any]]) -> PriceTable:
     """A user's price table ({"model fragment": {"input": …, "cache_write_5m": …, …, optionally
-    "long_context": {the same five}}}) before ours."""
+    "long_context": {the same five}}}), consulted before the catalog."""
     if not isinstance(table, Mapping) or not all(isinstance(row, Mapping) for row in table.values()):
         raise ValueError('expected {"model fragment": {"input": …, "cache_write_5m": …, …}}')
-    return tuple((str(fragment).lower(), _row(str(fragment), row, nested=True)) for fragment, row in table.items()) + DEFAULT_PRICES
+    return tuple((str(fragment).lower(), _row(str(fragment), row, nested=True)) for fragment, row in table.items())
 
 
 def _row(fragment: str, row: Mapping[str, Any], nested: bool) -> Prices:

@@ -5,6 +5,9 @@ message id, and its usage once per line, so each response counts once, from its 
 context count takes it). Every branch and sidechain the file holds was billed and counts; synthetic
 error lines were never sent and do not. Cache writes are split by their TTL when the usage says so
 (`cache_creation.ephemeral_1h_input_tokens`); otherwise they are 5-minute writes, the default.
+Prices come from the model catalog (core.catalog), --prices before it: a call whose whole prompt is
+over the model's long-prompt threshold is billed at that rate, a fast-mode call (usage.speed) at the
+model's fast rate, and a call served by US-only inference at 1.1 times, as Claude Code 2.1.332 does.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from .cache import DEFAULT_PRICES, PRICE_PARTS, Prices, price_of
+from .cache import PRICE_PARTS, Prices, price_of
 from .count import usage_prompt, usage_tokens
 from .fields import text
 from .jsonl import Entry
@@ -25,6 +28,8 @@ MILLION = 1_000_000
 # it had in its prompt, and wrote that much again instead (an expired cache, a compaction, or an edit
 # high in the prompt).
 REBUILT_SHARE = 0.5
+# Claude Code 2.1.332 prices a call served by US-only inference (usage.inference_geo "us") at 1.1 times the list.
+US_INFERENCE = 1.1
 
 
 def token_parts(usage: dict[str, object]) -> TokenParts:
@@ -41,14 +46,22 @@ def token_parts(usage: dict[str, object]) -> TokenParts:
     }
 
 
-def dollars(tokens: TokenParts, prices: Prices) -> DollarParts:
-    rate = prices.for_prompt(tokens["input"] + tokens["cache_write_5m"] + tokens["cache_write_1h"] + tokens["cache_read"])
+def billed_rate(usage: dict[str, object], prices: Prices) -> Prices:
+    """The rate a call was billed at: fast mode's when usage.speed says so (and the model has one),
+    else the long-prompt rate when its whole prompt is over the model's threshold."""
+    if usage.get("speed") == "fast" and prices.fast is not None:
+        return prices.fast
+    return prices.for_prompt(usage_prompt(usage))
+
+
+def dollars(tokens: TokenParts, rate: Prices, scale: float = 1.0) -> DollarParts:
+    """Each part's tokens at `rate` (already chosen for the call), times `scale` (US-only inference)."""
     return {
-        "input": tokens["input"] * rate.input / MILLION,
-        "cache_write_5m": tokens["cache_write_5m"] * rate.cache_write_5m / MILLION,
-        "cache_write_1h": tokens["cache_write_1h"] * rate.cache_write_1h / MILLION,
-        "cache_read": tokens["cache_read"] * rate.cache_read / MILLION,
-        "output": tokens["output"] * rate.output / MILLION,
+        "input": tokens["input"] * rate.input * scale / MILLION,
+        "cache_write_5m": tokens["cache_write_5m"] * rate.cache_write_5m * scale / MILLION,
+        "cache_write_1h": tokens["cache_write_1h"] * rate.cache_write_1h * scale / MILLION,
+        "cache_read": tokens["cache_read"] * rate.cache_read * scale / MILLION,
+        "output": tokens["output"] * rate.output * scale / MILLION,
     }
 
 
@@ -62,9 +75,7 @@ class SessionCost:
     report: CostReport
 
 
-def session_cost(
-    calls: Sequence[Message], entries: Sequence[Entry], main: Collection[int], table: Sequence[tuple[str, Prices]] = DEFAULT_PRICES
-) -> SessionCost:
+def session_cost(calls: Sequence[Message], entries: Sequence[Entry], main: Collection[int], table: Sequence[tuple[str, Prices]] = ()) -> SessionCost:
     """The cost of `calls` (a format's `api_calls`, in file order). `main`: the entry positions of the
     main chain (history included); a call whose last line is among them is drawn on the timeline.
     A call of a model no price is known for counts its tokens but makes the total unknown (None)."""
@@ -74,7 +85,7 @@ def session_cost(
     priced: dict[str, PricesReport] = {}
     unpriced: list[str] = []
     models: list[str] = []
-    long_calls = rebuilds = 0
+    long_calls = fast_calls = rebuilds = 0
     previous = 0  # the prompt of the main chain's call before
     for turn, call in enumerate(calls, 1):
         usage = call.usage or {}
@@ -90,9 +101,11 @@ def session_cost(
         if prices is None:
             unpriced += [] if (model or "(no model)") in unpriced else [model or "(no model)"]
         else:
-            long_calls += prices.for_prompt(prompt) is not prices
-            priced.setdefault(model or "", cast(PricesReport, prices.as_dict()))  # the list prices (a long prompt's rate apart)
-            part_costs = cast("dict[str, float]", dollars(parts, prices))
+            rate = billed_rate(usage, prices)
+            long_calls += rate is prices.long_context
+            fast_calls += rate is prices.fast
+            priced.setdefault(model or "", cast(PricesReport, prices.as_dict()))  # the list prices (a long prompt's and fast mode's rates apart)
+            part_costs = cast("dict[str, float]", dollars(parts, rate, US_INFERENCE if usage.get("inference_geo") == "us" else 1.0))
             for key in PRICE_PARTS:
                 usd[key] += part_costs[key]
             cost = round(sum(part_costs.values()), 6)
@@ -129,6 +142,7 @@ def session_cost(
         "models": models,
         "prices_per_mtok": priced,
         "long_context_calls": long_calls,
+        "fast_calls": fast_calls,
         "unpriced_models": unpriced,
     }
     return SessionCost(rows, report)

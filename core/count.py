@@ -5,6 +5,11 @@ recorded usage (input + cache_creation + cache_read + output: exactly the prompt
 plus what it wrote), and estimates only what came after it. ctxpipe does the same, then corrects
 the estimated part with a fit on the transcript's own history: every earlier pair of
 responses tells how many tokens the content between them really cost.
+
+Which usage anchors, as Claude Code 2.1.332 finds it: the last response with a real usage (not a
+synthetic error line, not a tail kept through a compaction, not a usage whose figures are all 0),
+its figures taken from the last `usage.iterations` entry that is not a compaction or advisor pass
+when the usage lists iterations. A format leaves out the usage of records it says were not metered.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from .placeholders import REPLACED_PREFIXES
 from .tokens import TextCounter, block_texts, estimate_blocks, estimate_each
 
 SYNTHETIC_MODEL = "<synthetic>"
+# usage.iterations entries whose figures are not the context's (Claude Code 2.1.332 passes over them).
+SIDE_ITERATIONS = ("compaction", "advisor_message")
 CALIBRATION_WINDOW = 10  # the most recent response pairs used for the fit (bench/accuracy.py: 30 gains little)
 MIN_PAIRS = 3
 MIN_SLOPE_GAP = 20  # gaps this small say nothing about the slope, only about fixed overhead
@@ -177,17 +184,42 @@ def usage_total(usage: dict[str, Any]) -> int:
     return usage_prompt(usage) + usage_tokens(usage, "output_tokens")
 
 
+def context_usage(usage: dict[str, Any]) -> dict[str, Any]:
+    """The usage that measures the context a response was sent with (Claude Code 2.1.332, `C7`): when
+    `usage.iterations` holds entries, the last one that is not the server's compaction pass or an
+    advisor's side call; else the usage itself. The top-level figures then add up every iteration
+    (what was billed), not the prompt the response ended on."""
+    iterations = usage.get("iterations")
+    if isinstance(iterations, list):
+        for item in reversed(iterations):
+            if isinstance(item, dict) and item.get("type") not in SIDE_ITERATIONS:
+                return item
+    return usage
+
+
+def measures_context(usage: Any) -> bool:
+    """Whether a recorded usage can anchor a count: an object whose context figures are not all 0
+    (Claude Code 2.1.332 skips a zero-total usage when it looks for the last one)."""
+    return isinstance(usage, dict) and usage_total(context_usage(usage)) > 0
+
+
 def is_real_response(message: Message) -> bool:
     return message.role == "assistant" and message.usage is not None and message.model != SYNTHETIC_MODEL
 
 
+def is_measured_response(message: Message) -> bool:
+    """A real response whose usage measures its context (not all zeros)."""
+    return is_real_response(message) and measures_context(message.usage)
+
+
 def is_anchor(message: Message) -> bool:
     """A response whose usage still describes the context (not one kept through a compaction)."""
-    return is_real_response(message) and not message.usage_stale
+    return is_measured_response(message) and not message.usage_stale
 
 
 def response_indices(messages: Sequence[Message]) -> list[int]:
-    return [index for index, message in enumerate(messages) if is_real_response(message)]
+    """The responses whose usage measures their prompt: the ends of the calibration's gaps."""
+    return [index for index, message in enumerate(messages) if is_measured_response(message)]
 
 
 class Estimates:
@@ -224,7 +256,7 @@ def output_shortfall(estimates: Estimates, index: int) -> int:
     Claude Code often writes the usage it saw when the response started streaming (output_tokens
     of 1 to 30) on every line of the response; the next prompt still holds the whole response.
     """
-    usage = estimates.messages[index].usage or {}
+    usage = context_usage(estimates.messages[index].usage or {})
     return max(0, estimates.of(index) - usage_tokens(usage, "output_tokens"))
 
 
@@ -242,7 +274,7 @@ def calibration_pairs(estimates: Estimates, window: int = CALIBRATION_WINDOW) ->
         if any(_replaced(m) for m in messages[before + 1 : after]):
             continue  # cleared or folded since: the recorded gap held content the file no longer does
         estimated = estimates.between(before + 1, after) + output_shortfall(estimates, before)
-        recorded = usage_prompt(messages[after].usage or {}) - usage_total(messages[before].usage or {})
+        recorded = usage_prompt(context_usage(messages[after].usage or {})) - usage_total(context_usage(messages[before].usage or {}))
         if recorded > 0:
             pairs.append((estimated, recorded))
     return pairs
@@ -333,7 +365,7 @@ def count_context(
         total = estimated + fixed + (extra.tokens if extra else 0)
         return ContextCount(total, 0, estimated, len(messages), len(messages), model, None, counter.name, calibration, [], raw, baseline, fixed, extra)
     anchor_message = messages[anchor]
-    exact = usage_total(anchor_message.usage or {})
+    exact = usage_total(context_usage(anchor_message.usage or {}))
     tail = list(messages[anchor + 1 :])
     raw = estimates.between(anchor + 1, len(messages))
     if as_claude_code:

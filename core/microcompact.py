@@ -3,30 +3,36 @@
 The content of older results of compactable tools becomes the exact placeholder Claude Code uses;
 the most recent `keep_recent` stay. It fires only when the prompt cache has expired anyway (the
 last response is at least `gap_minutes` old), unless forced or judged worth it by the cache-aware
-cost model. Results of subagent (Task/Agent) and MCP tools are never cleared: they cannot be
+cost model. That time trigger is Claude Code 2.1.88's; 2.1.332 dropped it for a keep-recent pass that
+clears only when it frees at least 20,000 tokens, so a session of 2.1.332 must free that much too. Results of subagent (Task/Agent) and MCP tools are never cleared: they cannot be
 reproduced by running the tool again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
-from .cache import DEFAULT_PRICES, CacheDecision, CacheModel, CachePolicy, decide
+from .cache import CacheDecision, CacheModel, CachePolicy, decide
 from .count import Calibration, Estimates, anchor_index, calibrate, count_context
 from .fields import iso, moment
 from .fields import text as field_text
 from .jsonl import Entry
 from .model import Message
 from .placeholders import PLACEHOLDER
+from .rules import Rules, session_rules
 from .stage import Outcome, Stage, StageContext, no_marker, setting
 from .tokens import PiecesCounter, block_texts
 from .transcript_format import TranscriptFormat
 
 COMPACTABLE_TOOLS = frozenset({"Read", "Bash", "PowerShell", "Grep", "Glob", "WebSearch", "WebFetch", "Edit", "Write", "MultiEdit", "NotebookEdit"})
 NEVER_CLEARED = frozenset({"Task", "Agent"})
+# Claude Code 2.1.332 has no time-based trigger: its keep-recent pass clears only when that frees at
+# least this many tokens. ctxpipe keeps the time trigger (clearing is free once the cache has
+# expired) and, under 2.1.332's rules, asks for this floor as well.
+KEEP_RECENT_MINIMUM = 20_000
 
 
 def never_cleared(name: str) -> bool:
@@ -42,6 +48,7 @@ class MicrocompactConfig:
     force: bool = False
     marker: bool = True
     cache: CachePolicy | None = None  # cache-aware mode replaces the time trigger
+    rules: Rules | None = None  # None: the session's version's (core.rules); 2.1.332's clear only when that frees ≥ KEEP_RECENT_MINIMUM
 
 
 @dataclass
@@ -125,6 +132,14 @@ def microcompact(entries: list[Entry], transcript_format: TranscriptFormat, conf
             return Outcome(entries, False, f"not clearing: {decision.reason}", {"cache": decision.as_dict()})
         trigger = "cache-aware"
     elif not config.force:
+        rules = config.rules or session_rules(entries)[0]
+        if not rules.time_based_microcompact and chosen.tokens_freed < KEEP_RECENT_MINIMUM:
+            return Outcome(
+                entries,
+                False,
+                f"not triggered: clearing frees about {chosen.tokens_freed:,} tokens, under the {KEEP_RECENT_MINIMUM:,} that Claude Code "
+                f"{rules.release}'s keep-recent pass asks for (--force clears anyway)",
+            )
         last = next((entries[m.entries[-1]].obj for m in reversed(messages) if m.role == "assistant"), None)
         moment = timestamp_of(last) if last else None
         if moment is None:
@@ -225,14 +240,17 @@ class MicrocompactSettings(CacheModel):
     model: str | None = setting(None, "--model", "Model for the price table (default: the transcript's).", short="-m")
 
     def config(self, now: datetime | None) -> MicrocompactConfig:
-        cache = CachePolicy(self.clear_at_least, self.horizon, self.prices or DEFAULT_PRICES, self.model) if self.cache_aware else None
+        cache = CachePolicy(self.clear_at_least, self.horizon, self.prices or (), self.model) if self.cache_aware else None
         return MicrocompactConfig(
             COMPACTABLE_TOOLS if self.tools is None else self.tools, self.keep_recent, self.gap_minutes, now, self.force, not self.no_marker, cache
         )
 
 
 def run(entries: list[Entry], transcript_format: TranscriptFormat, settings: MicrocompactSettings, context: StageContext) -> Outcome:
-    outcome = microcompact(entries, transcript_format, settings.config(context.now))
+    config = settings.config(context.now)
+    if context.rules is not None:
+        config = replace(config, rules=session_rules(entries, context.rules)[0])
+    outcome = microcompact(entries, transcript_format, config)
     cache = outcome.report.get("cache")
     if cache:  # what keeping and clearing cost: the figures behind the decision
         outcome.notes.append(

@@ -330,6 +330,7 @@ class _CountKeys(TypedDict):
     calibration: CalibrationReport
     anchor_uuid: str | None
     window_source: str
+    rules: str  # the Claude Code release whose rules set the window and thresholds (core.rules)
     adjustments: list[Adjustment]
     skipped_lines: int
     baseline_tokens: int
@@ -380,9 +381,11 @@ class _WarnKeys(TypedDict):
     exact_tokens: int
     estimated_tokens: int
     context_window: int
+    autocompact_window: int
     effective_window: int
     max_output_tokens: int
     thresholds: WarnThresholds
+    rules: str
     percent_left: int
     percent_used: float
     explanations: list[str]
@@ -452,7 +455,8 @@ class CostReport(TypedDict):
     cache_rebuilds: int  # main-chain calls that wrote most of their prompt to the cache again
     models: list[str]
     prices_per_mtok: dict[str, PricesReport]  # by model: its list prices
-    long_context_calls: int  # calls over 200K prompt tokens, priced at the model's long-context rate
+    long_context_calls: int  # calls over the model's long-prompt threshold, priced at its long-context rate
+    fast_calls: int  # fast-mode calls (usage.speed "fast"), priced at the model's fast rate
     unpriced_models: list[str]
 
 

@@ -240,6 +240,7 @@ class StageContext:
     api_key: str | None = None  # the summary model's key (never printed)
     base_url: str | None = None
     progress: Callable[[str], None] | None = None
+    rules: str | None = None  # --rules: the Claude Code release whose rules apply, over the session's version (core.rules)
 
 
 StageRun = Callable[[list[Entry], TranscriptFormat, Any, StageContext], Outcome]

@@ -278,12 +278,15 @@ CARRY_ON = (
 )
 
 
-def summary_message_text(summary: str, transcript_path: str | None, kept_tail: bool, automatic: bool = False) -> str:
-    """The summary record's text in Claude Code's order: preamble, summary, where the full transcript
-    is, that recent messages are kept, and (for an automatic compaction) the instruction to carry on."""
+def summary_message_text(summary: str, transcript_path: str | None, kept_tail: bool, automatic: bool = False, tools_used: Sequence[str] = ()) -> str:
+    """The summary record's text in Claude Code's order: preamble, (2.1.332) the tools used before
+    the summary, summary, where the full transcript is, that recent messages are kept, and (for an
+    automatic compaction) the instruction to carry on."""
     from .facts import well_formed  # on first use: the commands start without the summary's readers
 
     parts = [PREAMBLE, "", summary]
+    if tools_used:
+        parts[1:2] = ["", f"<system-reminder>\n<tools-used-before-summary>{', '.join(tools_used)}</tools-used-before-summary>\n</system-reminder>"]
     if transcript_path:
         parts += [
             "",

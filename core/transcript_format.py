@@ -116,5 +116,9 @@ class TranscriptFormat(Protocol):
         """(position, content) of what the user typed in the active context outside its messages
         (Claude Code's prompts queued while the agent was busy), for the summary and its verifier."""
 
+    def recorded_window(self, entries: Sequence[Entry]) -> int | None:
+        """The context window the file itself records for its model (a Codex rollout's
+        model_context_window, the newest one), or None: the model catalog decides then."""
+
     def check(self, entries: Sequence[Entry]) -> list[Finding]:
         """Structural problems beyond what the line schema sees."""

@@ -20,10 +20,11 @@ from typing import Any
 import orjson
 
 from ..core.convert import EARLY, UNASKED, tool_event, unasked_results
-from ..core.count import Compaction, Marker, is_real_response
+from ..core.count import Compaction, Marker, is_real_response, measures_context
 from ..core.fields import blocks_with_index, count, iso, moment, text
 from ..core.jsonl import Entry, OnError, ReadStats, iter_entries_reversed
 from ..core.model import Finding, Message
+from ..core.rules import rules_for
 from .base import SUMMARY_MARKER, WriteOptions
 
 # Tuples, not sets: a line's `type` may be a list or an object, which a set lookup cannot hash.
@@ -159,12 +160,18 @@ def context_positions(entries: Sequence[Entry], history: bool = False) -> list[i
     return sorted(on_chain.union(extra))
 
 
+def is_unmetered(obj: dict[str, Any]) -> bool:
+    """An assistant record Claude Code 2.1.332 leaves out of every count (`isUnmetered: true`)."""
+    return obj.get("isUnmetered") is True
+
+
 def _response_id(obj: dict[str, Any]) -> str | None:
-    """The message.id of a real API response line (one with usage, not a synthetic error)."""
+    """The message.id of a response line whose usage can anchor a count (not a synthetic error, not
+    unmetered, not a usage of zeros)."""
     payload = obj.get("message")
-    if obj.get("type") != "assistant" or not isinstance(payload, dict) or "usage" not in payload:
+    if obj.get("type") != "assistant" or not isinstance(payload, dict) or not measures_context(payload.get("usage")):
         return None
-    if payload.get("model") == "<synthetic>":
+    if payload.get("model") == "<synthetic>" or is_unmetered(obj):
         return None
     message_id = payload.get("id")
     return message_id if isinstance(message_id, str) else None
@@ -174,11 +181,14 @@ def _blocks(content: Any) -> list[dict[str, Any]]:
     return [block for _, block in blocks_with_index(content)]
 
 
-def build_messages(entries: Sequence[Entry], positions: Sequence[int], content: bool = True) -> list[Message]:
+def build_messages(entries: Sequence[Entry], positions: Sequence[int], content: bool = True, unmetered: bool = False) -> list[Message]:
     """Messages from the given entries: assistant lines merged by message.id, usage from the last.
-    content=False reads no block (usage, model and lines only: what the cost needs)."""
+    content=False reads no block (usage, model and lines only: what the cost needs). A response with
+    an unmetered line has no usage (its content is in the context, its usage counts nothing), unless
+    `unmetered` keeps it (the API calls, which the cost reads)."""
     messages: list[Message] = []
     responses: dict[str, Message] = {}
+    unmetered_ids: set[str] = set()
     for position in positions:
         obj = entries[position].obj
         kind = obj.get("type")
@@ -194,12 +204,18 @@ def build_messages(entries: Sequence[Entry], positions: Sequence[int], content: 
         if kind == "assistant":
             message_id = payload.get("id") if isinstance(payload.get("id"), str) else None
             usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else None
+            if not unmetered and is_unmetered(obj):
+                usage = None
+                if message_id:
+                    unmetered_ids.add(message_id)
             known = responses.get(message_id) if message_id else None
             if known is not None:
                 known.content.extend(blocks)
                 known.refs.extend(refs)
                 known.entries.append(position)
-                if usage is not None:
+                if message_id in unmetered_ids:
+                    known.usage = None
+                elif usage is not None:
                     known.usage = usage
                 continue
             message = Message("assistant", blocks, [position], message_id, usage, text(payload, "model"), refs=refs)
@@ -349,8 +365,11 @@ class ClaudeCodeFormat:
         metadata = metadata if isinstance(metadata, dict) else {}
         kept_until = max((p for p in range(start, len(entries)) if is_summary_marker(entries[p].obj)), default=None)
         by_ctxpipe = "ctxpipe" in metadata or kept_until is not None
-        # A session-memory compaction (it keeps a preserved segment) restores only the plan.
-        restores = "nothing" if by_ctxpipe else "plan" if "preservedSegment" in metadata else "files, plan and skills"
+        # A session-memory compaction (it keeps a preserved segment) restores only the plan. 2.1.332 has
+        # none: its full compaction keeps a tail too (preservedSegment, preservedMessages) and restores files.
+        session_memory = rules_for(text(entries[start].obj, "version"))[0].session_memory_compaction
+        kept_a_segment = session_memory and "preservedSegment" in metadata
+        restores = "nothing" if by_ctxpipe else "plan" if kept_a_segment else "files, plan and skills"
         return Compaction(start, entries[start].line or None, restores, kept_until)
 
     def context_positions(self, entries: Sequence[Entry], history: bool = False) -> list[int]:
@@ -359,7 +378,7 @@ class ClaudeCodeFormat:
     def api_calls(self, entries: Sequence[Entry]) -> list[Message]:
         # Usage and model only: the cost needs no content, so no block is read (a big file has millions).
         responses = [position for position, entry in enumerate(entries) if entry.obj.get("type") == "assistant"]
-        return [call for call in build_messages(entries, responses, content=False) if is_real_response(call)]
+        return [call for call in build_messages(entries, responses, content=False, unmetered=True) if is_real_response(call)]
 
     def split_at_compaction(self, entries: Sequence[Entry]) -> tuple[list[Message], list[Message]] | None:
         """The main chain's messages before the last compact boundary (followed back through
@@ -598,6 +617,9 @@ class ClaudeCodeFormat:
                 kind = text(obj, "subtype") or "marker"
                 found.append(Marker(position, entry.line or None, kind, count(metadata, "tokensSaved")))
         return found
+
+    def recorded_window(self, entries: Sequence[Entry]) -> int | None:
+        return None  # the lines name the model, not its window
 
     def check(self, entries: Sequence[Entry]) -> list[Finding]:
         findings: list[Finding] = []

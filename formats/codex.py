@@ -201,6 +201,16 @@ class CodexFormat(WholeFileContext):
     def opening(self, entries: Sequence[Entry]) -> Compaction | None:
         return None  # Codex records its own compaction's usage in the next turn; nothing is re-injected unrecorded
 
+    def recorded_window(self, entries: Sequence[Entry]) -> int | None:
+        """Codex writes the model's window into every token_count event (258,400 or 272,000 for its models)."""
+        for entry in reversed(entries):
+            payload = entry.obj.get("payload") if isinstance(entry.obj, dict) else None
+            info = payload.get("info") if isinstance(payload, dict) and payload.get("type") == "token_count" else None
+            window = count(info, "model_context_window") if isinstance(info, dict) else 0
+            if window > 0:
+                return window
+        return None
+
     def check(self, entries: Sequence[Entry]) -> list[Finding]:
         events: list[tuple[bool, str]] = []  # (is a call, call id), for core.convert's one rule
         lines: list[int] = []

@@ -41,7 +41,9 @@ from messages_server import MessagesServer, RecordedRequest
 from npm_tools import npm_tool
 
 CLAUDE_CODE_VERSION = "2.1.88"  # the seed's version: its npm package is JavaScript, run with node
-CURRENT_CLAUDE_CODE_VERSION = "2.1.332"  # today's: its npm package carries a native binary per platform
+# Today's: its npm package carries a native binary per platform. CTXPIPE_CLAUDE_CODE_CURRENT=2.1.400
+# runs the resume tests and the catalog check against a newer release instead (README, Development).
+CURRENT_CLAUDE_CODE_VERSION = os.environ.get("CTXPIPE_CLAUDE_CODE_CURRENT") or "2.1.332"
 # The versions the resume tests hold ctxpipe's output to (the README names them).
 CLAUDE_CODE_VERSIONS = (CLAUDE_CODE_VERSION, CURRENT_CLAUDE_CODE_VERSION)
 

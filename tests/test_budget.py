@@ -140,6 +140,16 @@ def test_only_the_five_newest_files_come_back() -> None:
     assert sorted(item["name"] for item in report["reinjected"]["items"]) == sorted(names[-5:])
 
 
+def test_a_2_1_332_compaction_that_kept_a_tail_brought_back_its_files() -> None:
+    """2.1.332 has no session-memory compaction: its full compaction keeps a tail (preservedSegment,
+    preservedMessages) and still re-injects the files it read."""
+    session, names = compacted_by_claude_code(2, preservedSegment={"headUuid": "a", "anchorUuid": "b", "tailUuid": "c"})
+    for line in session.lines:
+        line["version"] = "2.1.332"
+    report = count_json(session.to_bytes())
+    assert sorted(item["name"] for item in report["reinjected"]["items"]) == sorted(names) and report["reinjected_tokens"] > 0
+
+
 def test_a_session_memory_compaction_brings_back_no_files() -> None:
     session, _ = compacted_by_claude_code(2, preservedSegment={"headUuid": "a", "anchorUuid": "b", "tailUuid": "c"})
     report = count_json(session.to_bytes())

@@ -297,7 +297,8 @@ def test_a_marker_never_makes_the_exact_part_negative() -> None:
 def test_window_defaults_to_200k() -> None:
     [row] = count_json(FIXTURES / "claude-code" / "basic.jsonl")
     assert row["context_window"] == 200000
-    assert row["window_source"] == "the default window"
+    assert row["window_source"] == "the model catalog's window for claude-sonnet-4-5 (1M only with [1m] or the 1M beta)"
+    assert row["rules"] == "2.1.88"  # the fixture's lines record version 2.1.x before 2.1.88
     assert row["percent_of_window"] == round(100 * row["tokens"] / 200000, 1)
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import orjson
 import pytest
 from builders import SONNET, Session, usage
-from ctxpipe.core.cache import DEFAULT_PRICES, CachePolicy, Prices, costs, decide, prices_from
+from ctxpipe.core.cache import CachePolicy, Prices, costs, decide, prices_from
 from ctxpipe.core.collapse import FILE_UNCHANGED_STUB, STUB_PREFIX
 from ctxpipe.core.jsonl import iter_entries
 from ctxpipe.core.microcompact import COMPACTABLE_TOOLS, PLACEHOLDER
@@ -762,7 +762,7 @@ def test_custom_prices_come_first() -> None:
     policy = CachePolicy(prices=prices_from({"sonnet": own.as_dict()}))
     assert policy.prices_for(SONNET) == own
     assert CachePolicy().prices_for(SONNET) == SONNET_PRICES
-    assert policy.prices[len(policy.prices) - len(DEFAULT_PRICES) :] == DEFAULT_PRICES
+    assert policy.prices == (("sonnet", own),)  # the catalog comes after a user's table, not inside it
     messages, entries, now = cache_session(1)
     assert decide(messages, entries, 15_000, 20_000, CachePolicy(), now).clear is False
     assert decide(messages, entries, 15_000, 20_000, policy, now).clear is True

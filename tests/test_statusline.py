@@ -53,7 +53,7 @@ def test_the_level_and_figures_are_warns(tmp_path: Path, tokens: int, level: str
     assert int(match["percent"]) == round(100 * report["tokens"] / report["context_window"])
     left = report["thresholds"]["autocompact"] - report["tokens"]
     assert (f" · {human(left)} to autocompact" if left > 0 else f" · {human(-left)} past autocompact") in match["rest"]
-    assert text.endswith(" · " + SONNET)  # the transcript's model, as no display name was given
+    assert text.endswith(" · Sonnet 4.5")  # the catalog's name for the transcript's model (SONNET), as Claude Code gave none
 
 
 def test_environment_settings_apply_as_for_warn(tmp_path: Path) -> None:
@@ -85,12 +85,201 @@ def test_without_a_transcript_the_usage_claude_code_gives_is_used() -> None:
     assert text == "⛁ 151.3K/200K 76% warning · 15.7K to autocompact · Opus"  # 180,000 − 13,000 − 151,305
 
 
+# --- what Claude Code 2.1.332 writes ---------------------------------------------------------------
+
+OPUS_48 = "claude-opus-4-8"  # a native-1M model: window 1,000,000, max output 64,000 (reserve 20,000), autocompact 967,000
+UNKNOWN = "claude-custom-x"  # not in the catalog: 200,000 under 2.1.88's rules, 1,000,000 under 2.1.332's
+
+
+def _versioned(total: int, model: str, version: str) -> Session:
+    """simple(total, model) written by Claude Code `version` (each line records it)."""
+    session = Session(model, version=version)
+    session.user("Please check the build.")
+    session.text("Done.", usage(total))
+    return session
+
+
+def test_a_native_1m_model_gets_the_catalogs_window(tmp_path: Path) -> None:
+    """The issue's session at 11 %: 200K/53 % before the catalog; 1M, autocompact at 967,000, now."""
+    path = simple(106_100, model=OPUS_48).write(tmp_path / "session.jsonl")
+    text, _ = status(None, "--no-savings", transcript_path=str(path), version="2.1.332")
+    assert text == "⛁ 106.1K/1M 11% normal · 860.9K to autocompact · Opus 4.8"  # 967,000 − 106,100
+    report = json_of("warn", path)
+    assert (report["context_window"], report["thresholds"]["autocompact"]) == (1_000_000, 967_000)
+    # No transcript: the usage Claude Code gives, against the catalog's window for model.id (a Bedrock id too).
+    for model in (OPUS_48, "us.anthropic.claude-opus-4-8"):
+        text, _ = status(None, model={"id": model}, context_window={"current_usage": usage(106_100)})
+        assert text == "⛁ 106.1K/1M 11% normal · 860.9K to autocompact · Opus 4.8", model
+    # A model whose window is 200,000 (1M only with [1m]) keeps it.
+    text, _ = status(None, model={"id": "claude-opus-4-6"}, context_window={"current_usage": usage(106_100)})
+    assert text == "⛁ 106.1K/200K 53% normal · 60.9K to autocompact · Opus 4.6"  # 180,000 − 13,000 − 106,100
+    text, _ = status(None, model={"id": "claude-opus-4-6[1m]"}, context_window={"current_usage": usage(106_100)})
+    assert text == "⛁ 106.1K/1M 11% normal · 860.9K to autocompact · Opus 4.6 (1M context)"
+
+
+def test_the_running_versions_rules_apply(tmp_path: Path) -> None:
+    """A model the catalog does not know: 200,000 under 2.1.88's rules, 1,000,000 under 2.1.332's.
+    The running Claude Code's version (stdin) decides; without it, the transcript's; --rules over both."""
+    path = _versioned(150_000, UNKNOWN, "2.1.88").write(tmp_path / "session.jsonl")
+    old = "⛁ 150K/200K 75% warning · 17K to autocompact · " + UNKNOWN  # 200,000 − 20,000 − 13,000 − 150,000
+    new = "⛁ 150K/1M 15% normal · 817K to autocompact · " + UNKNOWN  # 1,000,000 − 20,000 − 13,000 − 150,000
+    assert status(None, "--no-savings", transcript_path=str(path))[0] == old  # the transcript's version
+    assert status(None, "--no-savings", transcript_path=str(path), version="not a version")[0] == old
+    assert status(None, "--no-savings", transcript_path=str(path), version="2.1.332")[0] == new  # resumed by 2.1.332
+    assert status(None, "--no-savings", "--rules", "2.1.88", transcript_path=str(path), version="2.1.332")[0] == old
+    assert status(None, "--no-savings", "--rules", "latest", transcript_path=str(path))[0] == new
+    # warn says the same of the file, with the same rules.
+    assert json_of("warn", path)["context_window"] == 200_000
+    assert json_of("warn", "--rules", "2.1.332", path)["thresholds"]["autocompact"] == 967_000
+    # Without a transcript: stdin's version, else the latest rules.
+    for version, expected in (("2.1.88", old), ("2.1.332", new), (None, new)):
+        payload: dict[str, Any] = {"model": {"id": UNKNOWN}, "context_window": {"current_usage": usage(150_000)}}
+        if version:
+            payload["version"] = version
+        assert status(None, **payload)[0] == expected, version
+
+
+def test_the_given_window_is_read_under_the_sessions_rules(tmp_path: Path) -> None:
+    """With context_window_size the levels are worked out again; the version goes with them:
+    CLAUDE_CODE_AUTO_COMPACT_WINDOW=500k is a cap for 2.1.332, not a number for 2.1.88."""
+    env = {"CLAUDE_CODE_AUTO_COMPACT_WINDOW": "500k"}
+    window = {"context_window_size": 1_000_000}
+    capped = "⛁ 300K/1M 30% normal · 167K to autocompact"  # 500,000 − 20,000 − 13,000 − 300,000
+    uncapped = "⛁ 300K/1M 30% normal · 667K to autocompact"  # 1,000,000 − 20,000 − 13,000 − 300,000
+    new = _versioned(300_000, OPUS_48, "2.1.332").write(tmp_path / "new.jsonl")
+    old = _versioned(300_000, OPUS_48, "2.1.88").write(tmp_path / "old.jsonl")
+    assert status(env, "--no-savings", transcript_path=str(new), context_window=window)[0].startswith(capped)
+    assert status(env, "--no-savings", transcript_path=str(old), context_window=window)[0].startswith(uncapped)  # the transcript's version
+    assert status(env, "--no-savings", transcript_path=str(old), context_window=window, version="2.1.332")[0].startswith(capped)
+    assert status(env, "--no-savings", transcript_path=str(new), context_window=window, version="2.1.88")[0].startswith(uncapped)
+    assert status(env, "--no-savings", "--rules", "2.1.332", transcript_path=str(old), context_window=window)[0].startswith(capped)
+    warn = json.loads(run_cli("warn", "--json", new, env={**CLEAN_ENV, **env}).stdout)  # the catalog's 1M, capped as 2.1.332 caps it
+    assert warn["thresholds"]["autocompact"] == 467_000
+    # The same through the usage Claude Code gives.
+    payload = {"model": {"id": OPUS_48}, "context_window": {**window, "current_usage": usage(300_000)}}
+    assert status(env, **payload, version="2.1.332")[0].startswith(capped)
+    assert status(env, **payload, version="2.1.88")[0].startswith(uncapped)
+
+
+def test_used_percentage_stands_in_when_there_is_no_usage() -> None:
+    """No transcript and no current_usage: used_percentage of the window (given, else the catalog's)."""
+    text, _ = status(None, model={"id": OPUS_48}, context_window={"used_percentage": 11})
+    assert text == "⛁ 110K/1M 11% normal · 857K to autocompact · Opus 4.8"  # 11 % of 1,000,000; 967,000 − 110,000
+    text, _ = status(None, model={"id": "claude-opus-4-6"}, context_window={"context_window_size": 200_000, "used_percentage": 76.4})
+    assert text == "⛁ 152.8K/200K 76% warning · 14.2K to autocompact · Opus 4.6"  # 76.4 % of 200,000; 167,000 − 152,800
+    # A transcript that cannot be read, or a current_usage with no figure in it, gives way to it too.
+    for context_window in ({"used_percentage": 11, "current_usage": None}, {"used_percentage": 11, "current_usage": {"input_tokens": "5"}}):
+        text, _ = status(None, transcript_path="/no/such/file.jsonl", model={"id": OPUS_48}, context_window=context_window)
+        assert text.startswith("⛁ 110K/1M 11% normal"), (context_window, text)
+    # current_usage, when there is one, is the exact figure and wins.
+    text, _ = status(None, model={"id": OPUS_48}, context_window={"used_percentage": 90, "current_usage": usage(106_100)})
+    assert text.startswith("⛁ 106.1K/1M 11% normal")
+    # A given window is the percentage's basis; --window sets the levels' window.
+    text, _ = status(None, "--window", "500000", model={"id": OPUS_48}, context_window={"context_window_size": 1_000_000, "used_percentage": 20})
+    assert text.startswith("⛁ 200K/500K 40% normal · 267K to autocompact")  # 20 % of 1,000,000; 500,000 − 20,000 − 13,000 − 200,000
+
+
+@pytest.mark.parametrize("percent", [None, True, False, "11", "11%", -1, 100.5, [11], {"value": 11}])
+def test_a_used_percentage_of_another_type_is_not_used(percent: Any) -> None:
+    text, _ = status(None, model={"id": OPUS_48}, context_window={"used_percentage": percent})
+    assert text == "⛁ no transcript · Opus 4.8"
+
+
+def test_figures_no_json_number_can_hold_are_left_out() -> None:
+    """The standard library's reader (taken for a lone surrogate escape) reads 10^400 as an int, which
+    no float holds: it is no percentage and no moment."""
+    for value in ("1" + "0" * 400, "-1" + "0" * 400):
+        payload = f'{{"model": {{"id": "{OPUS_48}", "display_name": "\\ud800"}}, "context_window": {{"used_percentage": {value}}}, "prompt_cache": {{"expires_at": {value}}}}}'
+        result = run_cli("statusline", stdin=payload.encode(), env=CLEAN_ENV)
+        assert (result.returncode, result.stderr) == (0, b""), result.stderr
+        assert result.stdout.decode() == "⛁ no transcript · \\ud800\n", result.stdout
+
+
+def test_the_model_is_the_display_name_else_the_catalogs_name_else_the_id() -> None:
+    cases = [
+        ({"id": OPUS_48, "display_name": "My Opus"}, "My Opus"),
+        ({"id": OPUS_48}, "Opus 4.8"),
+        ({"id": OPUS_48, "display_name": ""}, "Opus 4.8"),
+        ({"id": OPUS_48, "display_name": 7}, "Opus 4.8"),
+        ({"id": "anthropic.claude-sonnet-5"}, "Sonnet 5"),
+        ({"id": "claude-sonnet-4-5-20250929"}, "Sonnet 4.5"),
+        ({"id": "claude-sonnet-4-5@20250929"}, "Sonnet 4.5"),
+        ({"id": "claude-opus-4"}, "Opus 4"),  # Opus 4's alias (not Opus 4.8's)
+        ({"id": "claude-opus-4-8-preview"}, "claude-opus-4-8-preview"),  # no substring match: not a catalog model
+        ({"id": UNKNOWN}, UNKNOWN),
+        ({"id": "evil\x1b[2J"}, "evil\\x1b[2J"),  # an unknown id, shown escaped
+    ]
+    for model, shown in cases:
+        text, _ = status(None, model=model, context_window={"context_window_size": 200_000, "current_usage": usage(50_000)})
+        assert text.endswith(" · " + shown), (model, text)
+
+
+# --- the prompt cache ------------------------------------------------------------------------------
+
+NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
+
+
+@pytest.mark.parametrize(
+    ("prompt_cache", "said"),
+    [
+        ({"warm": True, "ttl": "5m", "expires_at": int(NOW) + 200}, "cache 3m left"),  # epoch seconds, as 2.1.332 writes it
+        ({"warm": True, "expires_at": (NOW + 200) * 1000}, "cache 3m left"),  # epoch milliseconds
+        ({"warm": True, "expires_at": "2026-01-01T00:03:20Z"}, "cache 3m left"),
+        ({"warm": True, "expires_at": "2026-01-01T00:03:20.000Z"}, "cache 3m left"),  # JavaScript's toISOString
+        ({"warm": True, "expires_at": "2026-01-01T01:03:20+01:00"}, "cache 3m left"),
+        ({"expires_at": int(NOW) + 45}, "cache 45s left"),
+        ({"warm": True, "ttl": "1h", "expires_at": int(NOW) + 3600}, "cache 1h left"),
+        ({"warm": True, "expires_at": int(NOW) + 3600 + 900}, "cache 1h15m left"),
+        ({"warm": True, "expires_at": int(NOW) - 1}, "cache cold"),  # expired since Claude Code wrote it
+        ({"warm": True, "expires_at": int(NOW)}, "cache cold"),
+        ({"warm": False, "expires_at": int(NOW) + 200}, "cache cold"),
+        ({"warm": False, "expires_at": None, "caching_observed": False}, "cache cold"),
+        ({"warm": True, "expires_at": None}, "cache warm"),
+        ({"warm": True, "expires_at": "soon"}, "cache warm"),
+        ({"warm": True, "expires_at": int(NOW) + 30 * 86_400}, "cache warm"),  # a month off is no prompt cache's
+        ({"expires_at": "2026-01-01T00:03:20"}, None),  # no zone: no moment
+        ({"expires_at": True}, None),
+        ({"expires_at": -5}, None),
+        ({"expires_at": [int(NOW) + 200]}, None),
+        ({"warm": "yes"}, None),
+        ({}, None),
+        ([], None),
+        ("warm", None),
+        (None, None),
+    ],
+    ids=repr,
+)
+def test_the_prompt_cache_countdown(prompt_cache: Any, said: str | None) -> None:
+    from ctxpipe.cli.statusline import Options, cache_state, figures, line
+
+    assert cache_state(prompt_cache, NOW) == said
+    payload = {"model": {"id": OPUS_48}, "context_window": {"context_window_size": 1_000_000, "current_usage": usage(106_100)}, "prompt_cache": prompt_cache}
+    text = line(figures(payload, Options(savings=False), CLEAN_ENV, now=NOW), color=False)
+    middle = f" · {said}" if said else ""
+    assert text == f"⛁ 106.1K/1M 11% normal · 860.9K to autocompact{middle} · Opus 4.8"
+
+
+def test_the_cache_is_shown_against_the_clock(tmp_path: Path) -> None:
+    path = simple(100_000).write(tmp_path / "session.jsonl")
+    expires = int(time.time()) + 190  # 3m10s: "3m" for the next ten seconds
+    text, _ = status(None, "--no-savings", transcript_path=str(path), prompt_cache={"warm": True, "ttl": "5m", "expires_at": expires})
+    assert text.endswith(" · cache 3m left · Sonnet 4.5"), text
+    assert status(None, "--no-savings", transcript_path=str(path), prompt_cache={"warm": True, "expires_at": int(time.time()) - 10})[0].endswith(
+        " · cache cold · Sonnet 4.5"
+    )
+    assert "cache" not in status(None, "--no-savings", transcript_path=str(path))[0]  # no prompt_cache: nothing said
+    # With nothing to count, the cache is still worth a glance.
+    assert status(None, model={"id": OPUS_48}, prompt_cache={"warm": False})[0] == "⛁ no transcript · cache cold · Opus 4.8"
+
+
 # --- untrusted JSON --------------------------------------------------------------------------------
 
 BAD_VALUES = [None, 3, "x", [], {}, True, -5, 1.5, {"id": None}]
 
 
-@pytest.mark.parametrize("field", ["transcript_path", "model", "workspace", "context_window", "cost", "exceeds_200k_tokens", "version", "session_id"])
+@pytest.mark.parametrize(
+    "field", ["transcript_path", "model", "workspace", "context_window", "cost", "exceeds_200k_tokens", "version", "session_id", "prompt_cache"]
+)
 @pytest.mark.parametrize("value", BAD_VALUES, ids=repr)
 def test_any_field_missing_null_or_wrong_typed(tmp_path: Path, field: str, value: Any) -> None:
     path = simple(100_000).write(tmp_path / "session.jsonl")
@@ -112,6 +301,8 @@ def test_any_field_missing_null_or_wrong_typed(tmp_path: Path, field: str, value
         assert text.startswith("⛁ 100K/200K 50% normal"), text
     else:
         assert LINE.match(text) and "100K/200K" in text, text
+    if field == "prompt_cache":  # none of the bad values says anything of the cache
+        assert "cache" not in text, text
     del payload[field]
     missing, _ = status(None, "--no-savings", **payload)
     assert missing.startswith("⛁ 100K/200K 50% normal"), missing
@@ -122,7 +313,7 @@ def test_nothing_usable_says_no_transcript_with_the_model(context_window: Any) -
     text, _ = status(None, model={"id": "claude-opus-4-6", "display_name": "Opus"}, context_window=context_window)
     assert text == "⛁ no transcript · Opus"
     text, _ = status(None, transcript_path="/no/such/file.jsonl", model={"id": "claude-opus-4-6"}, context_window=context_window)
-    assert text == "⛁ transcript unreadable · claude-opus-4-6"
+    assert text == "⛁ transcript unreadable · Opus 4.6"  # no display name: the catalog's for model.id
 
 
 def test_a_folder_or_a_fifo_as_transcript_is_unreadable_not_a_hang(tmp_path: Path) -> None:
@@ -140,11 +331,24 @@ def test_empty_or_non_json_stdin_says_so_and_exits_0(stdin: bytes) -> None:
 
 
 def test_bad_flags_exit_2_with_one_line() -> None:
-    for flags in (["--window", "0"], ["--window", "x"], ["--autocompact-pct", "150"], ["--autocompact-pct"], ["--bogus"], ["extra"]):
+    for flags in (
+        ["--window", "0"],
+        ["--window", "x"],
+        ["--autocompact-pct", "150"],
+        ["--autocompact-pct"],
+        ["--rules", "2.1.5"],
+        ["--rules=x\x1b[2J"],
+        ["--rules"],
+        ["--bogus"],
+        ["extra"],
+    ):
         result = run_cli("statusline", *flags, stdin=b"{}")
         assert result.returncode == 2 and result.stdout == b"", flags
         lines = result.stderr.decode().splitlines()
         assert len(lines) == 1 and lines[0].startswith("ctxpipe: error: ") and lines[0].endswith("(see 'ctxpipe statusline --help')"), lines
+        assert ESC not in lines[0], lines
+    refused = run_cli("statusline", "--rules", "2.1.5", stdin=b"{}").stderr.decode()
+    assert "'2.1.5'" in refused and "2.1.88, 2.1.332 and latest" in refused  # known_rules' message: what it knows
 
 
 def test_help_matches_the_other_commands_and_the_shared_flags() -> None:
@@ -156,7 +360,13 @@ def test_help_matches_the_other_commands_and_the_shared_flags() -> None:
     import typer  # noqa: F401  # the typer declarations are read here, not by statusline
     from ctxpipe.cli import budget_options
 
-    for declared in (budget_options.Window, budget_options.AutocompactPct, budget_options.MaxOutput, budget_options.NoAutoCompact):
+    for declared in (
+        budget_options.Window,
+        budget_options.AutocompactPct,
+        budget_options.MaxOutput,
+        budget_options.NoAutoCompact,
+        budget_options.ClaudeCodeRules,
+    ):
         option = declared.__metadata__[0]
         assert option.help in HELP.replace("\n" + " " * 30, " "), option.help
 

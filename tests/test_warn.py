@@ -266,7 +266,8 @@ def test_explain_with_json_prints_only_the_report() -> None:
     assert result.stderr == b""
     [line] = result.stdout.splitlines()
     report = json.loads(line)
-    assert report["explanations"][0] == "window 200,000: the default window"
+    assert report["explanations"][0].startswith("rules of Claude Code 2.1.88: the session's version")
+    assert report["explanations"][1] == "window 200,000: the model catalog's window for claude-sonnet-4-5 (1M only with [1m] or the 1M beta)"
     assert "autocompact 167,000 = effective 180,000 − 13,000" in report["explanations"]
     assert "blocking 177,000 = effective 180,000 − 3,000" in report["explanations"]
     assert len(report["ignored"]) == 1

@@ -243,7 +243,9 @@ def _print(counted: list[Any], rows: list[dict[str, Any]], timeline: bool, by: s
                 )
             )
             if spent["unpriced_models"]:
-                console.print(shown_text(f"no price known for {', '.join(spent['unpriced_models'])}: give one with --prices FILE", "dim"))
+                console.print(
+                    shown_text(f"no price known for {', '.join(spent['unpriced_models'])} (not in the model catalog): give one with --prices FILE", "dim")
+                )
         if "breakdown" in data:
             console.print(shown_text(data["file"], "bold") + f": estimated tokens by {by}")
             breakdown = Table("group", "tokens", "share", "blocks", show_edge=False)
