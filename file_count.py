@@ -254,7 +254,8 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: str | No
         if opening is not None and opening.restores != "nothing" and not options.as_claude_code:
             reinjection = _reinjection(entries, transcript_format, opening.restores, counter, calibration)
         baseline = session_baseline(buffer, source, transcript_format, counter, calibration, options, _smallest_prompt(history))
-        counted = count_context(estimates, calibration, (), options.as_claude_code, baseline, reinjection)
+        # Markers remove nothing here (the estimate sees the content as it now is); they may add (PDF reads).
+        counted = count_context(estimates, calibration, transcript_format.markers(entries), options.as_claude_code, baseline, reinjection)
         # A context just compacted has no response of its own: the model is the newest one before it.
         counted.model = counted.model or next((m.model for m in reversed(history) if is_real_response(m) and m.model), None)
     model = options.model or counted.model

@@ -90,12 +90,15 @@ def priced_blocks(blocks: Sequence[dict[str, Any]], counter: TextCounter, calibr
 
 @dataclass(frozen=True)
 class Marker:
-    """A stage's record that content the last usage covered has since been removed."""
+    """A record that content the last usage covered has since been removed (a stage's marker,
+    Claude Code 2.1.332's thinking_stripped), or that the next request carries content no message
+    holds (2.1.332's message_pdf_reads: `tokens_added`)."""
 
     position: int  # index into the transcript's entries
     line: int | None  # None where the reader did not number lines
     kind: str
     tokens_saved: int
+    tokens_added: int = 0
 
 
 @dataclass(frozen=True)
@@ -329,6 +332,19 @@ def anchor_index(messages: Sequence[Message]) -> int | None:
     return next((index for index in range(len(messages) - 1, -1, -1) if is_anchor(messages[index])), None)
 
 
+def _added(markers: Sequence[Marker], start: int) -> tuple[int, list[Adjustment]]:
+    """What the markers at or after entry `start` add to the next request (estimated content no
+    message holds), and the adjustment each makes."""
+    if start < 0:
+        return 0, []
+    adjustments = [
+        Adjustment(marker.kind, marker.tokens_added, marker.line, f"{marker.kind}: content the next request carries that no message holds")
+        for marker in markers
+        if marker.position >= start and marker.tokens_added > 0
+    ]
+    return sum(adjustment.tokens for adjustment in adjustments), adjustments
+
+
 def count_context(
     estimates: Estimates,
     calibration: Calibration | None = None,
@@ -359,11 +375,14 @@ def count_context(
     if anchor is None:
         raw = estimates.between(0, len(messages))
         estimated = calibration.apply(raw)
+        start = next((m.entries[0] for m in messages if m.entries), None)
+        added, additions = _added(markers, start if start is not None else -1)
+        estimated += added
         # An empty context is no request at all: nothing to add the fixed part to.
         fixed = baseline.tokens if baseline is not None and messages and not as_claude_code else 0
         extra = reinjection if not as_claude_code else None
         total = estimated + fixed + (extra.tokens if extra else 0)
-        return ContextCount(total, 0, estimated, len(messages), len(messages), model, None, counter.name, calibration, [], raw, baseline, fixed, extra)
+        return ContextCount(total, 0, estimated, len(messages), len(messages), model, None, counter.name, calibration, additions, raw, baseline, fixed, extra)
     anchor_message = messages[anchor]
     exact = usage_total(context_usage(anchor_message.usage or {}))
     tail = list(messages[anchor + 1 :])
@@ -387,4 +406,7 @@ def count_context(
         saved = min(marker.tokens_saved, exact)
         exact -= saved
         adjustments.append(Adjustment(marker.kind, -saved, marker.line, f"{marker.kind} after the last response removed content its usage still counted"))
+    added, more = _added(markers, anchor_position + 1)
+    estimated += added
+    adjustments += more
     return ContextCount(exact + estimated, exact, estimated, len(messages), len(tail), model, anchor, counter.name, calibration, adjustments, raw, baseline)

@@ -66,6 +66,24 @@ def _widen(messages: Sequence[Message], first: int, last: int) -> tuple[int, int
     return first, last
 
 
+def message_lines(messages: Sequence[Message], entries: Sequence[Entry], most: int = 8) -> str:
+    """Where a bound may fall, for the error: the lines the active context's messages are on, as
+    runs ("lines 3-5, 9, 12-40"), the first and last runs when there are many."""
+    lines = sorted({entries[position].line for m in messages for position in m.entries if entries[position].line})
+    if not lines:
+        return "its messages have no line numbers here: give a uuid"
+    runs: list[list[int]] = []
+    for line in lines:
+        if runs and line == runs[-1][1] + 1:
+            runs[-1][1] = line
+        else:
+            runs.append([line, line])
+    shown = [f"{first}-{last}" if last > first else f"{first}" for first, last in runs]
+    if len(shown) > most:
+        shown = shown[: most // 2] + ["…"] + shown[-most // 2 :]
+    return f"its {len(messages):,} messages are on lines {', '.join(shown)}"
+
+
 def _crossing(messages: Sequence[Message]) -> list[tuple[int, int]]:
     """(tool_use message, tool_result message) index pairs."""
     uses: dict[str, int] = {}
@@ -116,7 +134,7 @@ def snip(entries: list[Entry], transcript_format: TranscriptFormat, config: Snip
             missing = start_key if start is None else end_key
             if missing in previously_removed:
                 return Outcome(entries, False, f"nothing to snip: {missing} was snipped already")
-            raise CtxpipeError(f"--range: {missing} is not a line or uuid of a message in the active context")
+            raise CtxpipeError(f"--range: {missing} is not a line or uuid of a message in the active context; {message_lines(messages, entries)}")
         first, last = _widen(messages, min(start, end), max(start, end))
     else:
         raise SettingsError("snip", "give exactly one of --before, --range, --keep-last")

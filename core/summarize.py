@@ -266,7 +266,8 @@ def format_llm_summary(text: str) -> str:
     text = re.sub(r"<analysis>.*?</analysis>", "", text, count=1, flags=re.S)
     match = re.search(r"<summary>(.*?)</summary>", text, flags=re.S)
     if match:
-        text = text[: match.start()] + "Summary:\n" + match.group(1).strip() + text[match.end() :]
+        inner = match.group(1).strip()  # an empty <summary> is no summary: nothing to label
+        text = text[: match.start()] + (f"Summary:\n{inner}" if inner else "") + text[match.end() :]
     text = re.sub(r"\n\s*\n+", "\n\n", text)
     return text.strip()
 

@@ -431,7 +431,10 @@ async def _summary(api: Any, messages: Sequence[Message], config: LlmConfig, pro
             raise _failed(config, "the model's answer holds no text")
         if text.lstrip().startswith(("API Error", "Prompt is too long")):
             raise _failed(config, f"the model answered with an error: {text[:200]}")
-        return LlmResult(format_llm_summary(text), attempts, dropped, usage)
+        summary = format_llm_summary(text)
+        if not summary:
+            raise _failed(config, "the model's answer holds no summary (only an <analysis> block)")
+        return LlmResult(summary, attempts, dropped, usage)
 
 
 def repair_summary(summary: str, missing: Sequence[str], config: LlmConfig, client: Any = None, deadline: float | None = None) -> str:
@@ -451,8 +454,9 @@ def repair_summary(summary: str, missing: Sequence[str], config: LlmConfig, clie
             text, _, _ = await _ask(api, config, prompt)
         except anthropic.APIError as exc:
             raise _failed(config, f"the repair request failed: {exc}") from None
-        if not text.strip():
-            raise _failed(config, "the repair request returned no text")
-        return format_llm_summary(text)
+        repaired = format_llm_summary(text)
+        if not repaired:
+            raise _failed(config, "the repair request returned no summary")
+        return repaired
 
     return _with_deadline(config, client, deadline, repair, "the repair request")[0]

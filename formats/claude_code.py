@@ -21,10 +21,11 @@ import orjson
 
 from ..core.convert import EARLY, UNASKED, tool_event, unasked_results
 from ..core.count import Compaction, Marker, is_real_response, measures_context
-from ..core.fields import blocks_with_index, count, iso, moment, text
+from ..core.fields import MAX_COUNT, blocks_with_index, count, iso, moment, text
 from ..core.jsonl import Entry, OnError, ReadStats, iter_entries_reversed
 from ..core.model import Finding, Message
 from ..core.rules import rules_for
+from ..core.tokens import RoughCounter
 from .base import SUMMARY_MARKER, WriteOptions
 
 # Tuples, not sets: a line's `type` may be a list or an object, which a set lookup cannot hash.
@@ -289,6 +290,42 @@ def _appended_clock(entries: Sequence[Entry], when: str) -> Any:
     latest = max((t for t in (moment(e.obj.get("timestamp")) for e in entries) if t is not None), default=None)
     start = moment(when) or datetime.now(timezone.utc)
     return _timestamps(_one_ms_after(latest) if latest is not None and start <= latest else start)
+
+
+# Claude Code 2.1.332 estimates a PDF page it read at this many tokens.
+PDF_PAGE_TOKENS = 3_000
+_ROUGH = RoughCounter()
+
+
+def _thinking_tokens(obj: dict[str, Any]) -> int:
+    """Claude Code's rough estimate (len / 4) of a response line's thinking blocks."""
+    message = obj.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, list):
+        return 0
+    texts = (
+        block.get("thinking") or block.get("data") for block in content if isinstance(block, dict) and block.get("type") in ("thinking", "redacted_thinking")
+    )
+    return sum(_ROUGH.count(value) for value in texts if isinstance(value, str))
+
+
+def _attachment_marker(attachment: dict[str, Any], position: int, line: int | None, thinking: int) -> Marker | None:
+    """A thinking_stripped of scope "all" drops the thinking before it; a message_pdf_reads adds its
+    reads (3,000 tokens a page, a text result by its length). Other attachments change nothing the
+    count follows (a partial strip's point is not followed)."""
+    kind = attachment.get("type")
+    if kind == "thinking_stripped" and attachment.get("scope") == "all" and thinking > 0:
+        return Marker(position, line, "thinking_stripped", thinking)
+    if kind != "message_pdf_reads" or not isinstance(attachment.get("reads"), list):
+        return None
+    added = 0
+    for read in attachment["reads"]:
+        result = read.get("result") if isinstance(read, dict) else None
+        if isinstance(result, dict) and result.get("type") == "text" and isinstance(result.get("text"), str):
+            added += _ROUGH.count(result["text"])
+        elif isinstance(read, dict):
+            added += PDF_PAGE_TOKENS * min(count(read, "pages"), MAX_COUNT // PDF_PAGE_TOKENS)
+    return Marker(position, line, "message_pdf_reads", 0, min(added, MAX_COUNT - 1)) if added > 0 else None
 
 
 class ClaudeCodeFormat:
@@ -606,16 +643,25 @@ class ClaudeCodeFormat:
         return out
 
     def markers(self, entries: Sequence[Entry]) -> list[Marker]:
-        """Records of stages that removed content from the context (microcompact, collapse, …)."""
+        """Records of stages that removed content from the context (microcompact, collapse, …), and
+        Claude Code 2.1.332's attachments that change the next request: thinking_stripped (the
+        thinking before it is no longer sent) and message_pdf_reads (PDF pages it adds)."""
         found = []
+        thinking = 0  # rough tokens of the thinking blocks so far (what a strip of scope "all" drops)
         for position, entry in enumerate(entries):
             obj = entry.obj
-            if obj.get("type") != "system":
-                continue
-            metadata = obj.get("microcompactMetadata") or obj.get("snipMetadata") or obj.get("ctxpipeMetadata")
-            if isinstance(metadata, dict) and count(metadata, "tokensSaved") > 0:
-                kind = text(obj, "subtype") or "marker"
-                found.append(Marker(position, entry.line or None, kind, count(metadata, "tokensSaved")))
+            kind = obj.get("type")
+            if kind == "assistant":
+                thinking += _thinking_tokens(obj)
+            elif kind == "attachment" and isinstance(obj.get("attachment"), dict):
+                marker = _attachment_marker(obj["attachment"], position, entry.line or None, thinking)
+                if marker is not None:
+                    found.append(marker)
+                    thinking -= marker.tokens_saved
+            elif kind == "system":
+                metadata = obj.get("microcompactMetadata") or obj.get("snipMetadata") or obj.get("ctxpipeMetadata")
+                if isinstance(metadata, dict) and count(metadata, "tokensSaved") > 0:
+                    found.append(Marker(position, entry.line or None, text(obj, "subtype") or "marker", count(metadata, "tokensSaved")))
         return found
 
     def recorded_window(self, entries: Sequence[Entry]) -> int | None:

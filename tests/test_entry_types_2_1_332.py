@@ -418,13 +418,60 @@ def test_the_new_kinds_count_as_nothing(command, flags, sessions) -> None:
         assert with_new["exact_tokens"] == 43_450
 
 
-def test_the_pdf_reads_after_the_last_response_are_not_counted_yet(sessions) -> None:
-    """message_pdf_reads (3,000 tokens a page in 2.1.332) is not estimated: ctxpipe counts no
-    attachment line. This records the present rule; the README says so."""
+def test_attachments_of_another_shape_count_as_nothing(sessions) -> None:
+    """The session's message_pdf_reads and thinking_stripped are not of the shapes 2.1.332 writes
+    (pages a list, no scope): they change nothing, as every other new line."""
     data, plain, _ = sessions
     with_new = count_buffer(data, "-", CountOptions()).as_dict()
     without = count_buffer(plain, "-", CountOptions()).as_dict()
-    assert with_new["tokens"] == without["tokens"]
+    assert with_new["tokens"] == without["tokens"] and not [a for a in with_new["adjustments"] if a["kind"] != "microcompact_boundary"]
+
+
+def budget_session(*attachments: dict[str, Any], before_the_response: bool = False) -> bytes:
+    """A response with a thinking block and 30,000 tokens of usage, and the attachments after it
+    (or before it)."""
+    session = Session(version="2.1.332")
+    session.user("Read the spec.")
+    if before_the_response:
+        for attachment in attachments:
+            session.line("attachment", attachment=attachment)
+    session.response([{"type": "thinking", "thinking": "t" * 4000, "signature": "sig"}, {"type": "text", "text": "Read it."}], usage(30_000))
+    if not before_the_response:
+        for attachment in attachments:
+            session.line("attachment", attachment=attachment)
+    return session.to_bytes()
+
+
+PDF = {"type": "message_pdf_reads", "reads": [{"path": "/home/dev/spec.pdf", "pages": 3, "result": {"type": "page_texts", "file_uuid": "f1"}}]}
+
+
+def test_pdf_pages_read_after_the_last_response_add_3000_tokens_each() -> None:
+    plain = count_buffer(budget_session(), "-", CountOptions()).as_dict()
+    text = {"path": "/home/dev/notes.pdf", "pages": 9, "result": {"type": "text", "text": "x" * 400}}  # a text result: its length / 4
+    read = count_buffer(budget_session(PDF | {"reads": PDF["reads"] + [text]}), "-", CountOptions()).as_dict()
+    assert read["tokens"] == plain["tokens"] + 3 * 3000 + 100 and read["exact_tokens"] == plain["exact_tokens"]
+    assert [(a["kind"], a["tokens"]) for a in read["adjustments"]] == [("message_pdf_reads", 9100)]
+    earlier = count_buffer(budget_session(PDF, before_the_response=True), "-", CountOptions()).as_dict()
+    assert earlier["tokens"] == plain["tokens"]  # the usage of the response after it counted the pages already
+
+
+@pytest.mark.parametrize(("pages", "added"), [(0, 0), (-2, 0), ("3", 0), (None, 0), (True, 0), (10**18, 0), (10**14, 3000 * (10**15 // 3000))])
+def test_an_odd_page_count_adds_nothing_or_stays_a_number(pages: Any, added: int) -> None:
+    odd = {"type": "message_pdf_reads", "reads": [{"path": "/x.pdf", "pages": pages, "result": {"type": "document"}}, "junk", {"result": 5}]}
+    report = count_buffer(budget_session(odd), "-", CountOptions()).as_dict()
+    plain = count_buffer(budget_session(), "-", CountOptions()).as_dict()
+    assert report["tokens"] - plain["tokens"] == added
+
+
+def test_thinking_stripped_after_the_last_response_takes_the_thinking_out_of_the_count() -> None:
+    plain = count_buffer(budget_session(), "-", CountOptions()).as_dict()
+    stripped = count_buffer(budget_session({"type": "thinking_stripped", "scope": "all"}), "-", CountOptions()).as_dict()
+    assert stripped["exact_tokens"] == plain["exact_tokens"] - 1000  # 4,000 characters of thinking, Claude Code's len / 4
+    assert [(a["kind"], a["tokens"]) for a in stripped["adjustments"]] == [("thinking_stripped", -1000)]
+    partial = count_buffer(
+        budget_session({"type": "thinking_stripped", "scope": "partial", "from": {"messageId": "m", "thinkingIndex": 0}}), "-", CountOptions()
+    )
+    assert partial.as_dict()["tokens"] == plain["tokens"]  # where a partial strip starts is not followed
 
 
 # --- the anchor rules ---------------------------------------------------------------------------
@@ -583,3 +630,14 @@ def test_count_context_skips_what_does_not_anchor() -> None:
     ]
     counted = count_context(Estimates(messages, RoughCounter()))
     assert (counted.anchor, counted.exact_tokens) == (1, 8_000)
+
+
+def test_pdf_pages_count_in_a_context_no_response_has_measured_yet() -> None:
+    """No usage at all: every message is estimated, and the pages read are added to that estimate."""
+    with_pdf, plain = Session(version="2.1.332"), Session(version="2.1.332")
+    for session in (with_pdf, plain):
+        session.user("Read the spec.")
+    with_pdf.line("attachment", attachment=PDF)
+    read, unread = (count_buffer(session.to_bytes(), "-", CountOptions()).as_dict() for session in (with_pdf, plain))
+    assert read["tokens"] - unread["tokens"] == 9000 == read["estimated_tokens"] - unread["estimated_tokens"]
+    assert read["exact_tokens"] == 0 and read["adjustments"][0]["kind"] == "message_pdf_reads"

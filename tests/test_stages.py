@@ -1020,6 +1020,25 @@ def test_snip_takes_exactly_one_of_its_options(args: tuple[str, ...]) -> None:
     assert "exactly one of --before, --range, --keep-last" in message
 
 
+def test_a_range_bound_off_the_messages_names_the_lines_that_are_on_them() -> None:
+    """basic.jsonl: line 1 and lines 3, 7, 14, 15 are not messages of the active context."""
+    result = run_cli("snip", "--range", "3..9", BASIC)
+    assert result.returncode == 1 and result.stdout == b""
+    assert result.stderr.decode() == (
+        "ctxpipe: error: --range: 3 is not a line or uuid of a message in the active context; its 8 messages are on lines 2, 4-6, 8-13, 16\n"
+    )
+
+
+def test_many_runs_of_message_lines_are_cut_in_the_middle() -> None:
+    from ctxpipe.core.jsonl import Entry
+    from ctxpipe.core.model import Message
+    from ctxpipe.core.snip import message_lines
+
+    entries = [Entry({"n": n}, line=n + 1) for n in range(40)]
+    messages = [Message("user", [], [2 * n]) for n in range(20)]  # lines 1, 3, …, 39
+    assert message_lines(messages, entries) == "its 20 messages are on lines 1, 3, 5, 7, …, 33, 35, 37, 39"
+
+
 @pytest.mark.parametrize("args", [("--range", "5"), ("--keep-last", "0")], ids=["range-without-dots", "keep-last-0"])
 def test_snip_bad_values_are_usage_errors(args: tuple[str, ...]) -> None:
     usage_error(run_cli("snip", *args, REPEATS))

@@ -1171,6 +1171,19 @@ def test_summarize_goldens_match_their_format_schema() -> None:
     assert shapes["repeats-drop-history.out.jsonl"] == ["compact_boundary", "user", "assistant", "ctxpipe_compact"]
 
 
+@pytest.mark.parametrize("reply", ["<analysis>Only my notes on the session.</analysis>", "<analysis>notes</analysis>\n\n<summary>  </summary>"])
+def test_a_reply_with_no_summary_in_it_is_a_failed_summary_and_offline_stands_in(server: MessagesServer, reply: str) -> None:
+    """Issue 22, case 2: the reply held only its <analysis> (or an empty <summary>): an empty summary
+    would have replaced the history (with --drop-history, lost it)."""
+    data = (FIXTURES / "claude-code" / "compacted.jsonl").read_bytes()
+    server.enqueue(reply)
+    out, outcome = in_process(
+        data, engine="llm", llm=LlmConfig(MODEL, "test-key", server.url, max_retries=0), split=SplitConfig(keep_last=1), drop_history=True
+    )
+    assert outcome.report["engine"] == "offline" and "holds no summary" in outcome.report["fallback_reason"]
+    assert "1. Primary Request and Intent" in summary_of(out)
+
+
 def test_the_llm_engine_never_drops_an_earlier_summary(server: MessagesServer) -> None:
     data = (FIXTURES / "claude-code" / "compacted.jsonl").read_bytes()
     server.enqueue(
