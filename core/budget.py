@@ -158,10 +158,11 @@ def max_output_for(model: str | None, rules: Rules = CURRENT) -> tuple[int, int,
 
 
 def _window_cap(setting: Setting | None, rules: Rules, explain: list[str], ignored: list[str]) -> int | None:
-    """CLAUDE_CODE_AUTO_COMPACT_WINDOW as the release reads it: 2.1.88 takes a whole number; 2.1.332
-    also 500k or 1.5m, and raises a value below 100,000 to 100,000."""
-    if setting is None or not rules.window_env_suffixes:
-        return _positive_int(setting, ignored)
+    """CLAUDE_CODE_AUTO_COMPACT_WINDOW: a number of tokens, 500k or 1.5m too (as 2.1.332 reads it;
+    2.1.88 read only whole numbers, and a user who writes 500k means 500,000 whichever release wrote
+    the session); under 2.1.332's rules a value below 100,000 counts as 100,000."""
+    if setting is None:
+        return None
     value = setting.value.strip()
     scale = {"k": 1_000, "m": 1_000_000}.get(value[-1:].lower())
     try:
@@ -171,6 +172,8 @@ def _window_cap(setting: Setting | None, rules: Rules, explain: list[str], ignor
     if tokens < 1 or tokens >= MAX_COUNT:
         ignored.append(f"{setting.source}={setting.value!r} ignored: not a number of tokens (e.g. 500000, 500k, 1.5m)")
         return None
+    if scale and not rules.window_env_suffixes:
+        explain.append(f"{setting.source}={setting.value!r} read as {tokens:,} (Claude Code {rules.release} itself reads whole numbers only)")
     if tokens < rules.window_env_minimum:
         explain.append(f"{setting.source}={setting.value!r} counts as {rules.window_env_minimum:,}, the minimum of Claude Code {rules.release}")
         return rules.window_env_minimum

@@ -208,11 +208,14 @@ def test_the_auto_compact_window_as_2_1_332_reads_it(value: str, cap: int) -> No
     assert levels.window == M
 
 
-def test_2_1_88_reads_a_whole_number_that_caps_the_blocking_limit_too() -> None:
+def test_under_2_1_88_the_window_variable_caps_the_blocking_limit_too() -> None:
     levels = levels_for({"CLAUDE_CODE_AUTO_COMPACT_WINDOW": "500000"}, version="2.1.88")
     assert (levels.window, levels.autocompact, levels.blocking) == (500_000, 467_000, 477_000)
-    ignored = levels_for({"CLAUDE_CODE_AUTO_COMPACT_WINDOW": "500k"}, version="2.1.88")
-    assert ignored.autocompact == 967_000 and any("500k" in line for line in ignored.ignored)
+    # 500k is what the user means, whichever release wrote the session (2.1.88 itself read whole numbers only).
+    read = levels_for({"CLAUDE_CODE_AUTO_COMPACT_WINDOW": "500k"}, version="2.1.88")
+    assert (read.window, read.autocompact, read.blocking) == (500_000, 467_000, 477_000)
+    assert any("read as 500,000" in line for line in read.explanations)
+    assert levels_for({"CLAUDE_CODE_AUTO_COMPACT_WINDOW": "50000"}, version="2.1.88").window == 50_000  # no 100,000 minimum there
 
 
 @pytest.mark.parametrize("value", ["abc", "0", "-5", "k", "1e400"])

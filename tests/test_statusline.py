@@ -141,24 +141,25 @@ def test_the_running_versions_rules_apply(tmp_path: Path) -> None:
 
 def test_the_given_window_is_read_under_the_sessions_rules(tmp_path: Path) -> None:
     """With context_window_size the levels are worked out again; the version goes with them:
-    CLAUDE_CODE_AUTO_COMPACT_WINDOW=500k is a cap for 2.1.332, not a number for 2.1.88."""
+    CLAUDE_CODE_AUTO_COMPACT_WINDOW=500k caps only the autocompact window for 2.1.332 (the line
+    shows the model's 1M), the whole window for 2.1.88."""
     env = {"CLAUDE_CODE_AUTO_COMPACT_WINDOW": "500k"}
     window = {"context_window_size": 1_000_000}
-    capped = "⛁ 300K/1M 30% normal · 167K to autocompact"  # 500,000 − 20,000 − 13,000 − 300,000
-    uncapped = "⛁ 300K/1M 30% normal · 667K to autocompact"  # 1,000,000 − 20,000 − 13,000 − 300,000
+    capped = "⛁ 300K/1M 30% normal · 167K to autocompact"  # 500,000 − 20,000 − 13,000 − 300,000, of the model's 1M
+    window_capped = "⛁ 300K/500K 60% normal · 167K to autocompact"  # 2.1.88: the window itself is 500,000
     new = _versioned(300_000, OPUS_48, "2.1.332").write(tmp_path / "new.jsonl")
     old = _versioned(300_000, OPUS_48, "2.1.88").write(tmp_path / "old.jsonl")
     assert status(env, "--no-savings", transcript_path=str(new), context_window=window)[0].startswith(capped)
-    assert status(env, "--no-savings", transcript_path=str(old), context_window=window)[0].startswith(uncapped)  # the transcript's version
+    assert status(env, "--no-savings", transcript_path=str(old), context_window=window)[0].startswith(window_capped)  # the transcript's version
     assert status(env, "--no-savings", transcript_path=str(old), context_window=window, version="2.1.332")[0].startswith(capped)
-    assert status(env, "--no-savings", transcript_path=str(new), context_window=window, version="2.1.88")[0].startswith(uncapped)
+    assert status(env, "--no-savings", transcript_path=str(new), context_window=window, version="2.1.88")[0].startswith(window_capped)
     assert status(env, "--no-savings", "--rules", "2.1.332", transcript_path=str(old), context_window=window)[0].startswith(capped)
     warn = json.loads(run_cli("warn", "--json", new, env={**CLEAN_ENV, **env}).stdout)  # the catalog's 1M, capped as 2.1.332 caps it
     assert warn["thresholds"]["autocompact"] == 467_000
     # The same through the usage Claude Code gives.
     payload = {"model": {"id": OPUS_48}, "context_window": {**window, "current_usage": usage(300_000)}}
     assert status(env, **payload, version="2.1.332")[0].startswith(capped)
-    assert status(env, **payload, version="2.1.88")[0].startswith(uncapped)
+    assert status(env, **payload, version="2.1.88")[0].startswith(window_capped)
 
 
 def test_used_percentage_stands_in_when_there_is_no_usage() -> None:
