@@ -8,12 +8,13 @@ substring matching: `claude-opus-4` must not price `claude-opus-4-8`.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, replace
 from functools import cache
-from importlib import resources
+from pathlib import Path
 from typing import Any
+
+import orjson
 
 ONE_MILLION_SUFFIX = re.compile(r"\[1m\]", re.IGNORECASE)
 # How a spelling differs from the catalog's ids: a region prefix (Bedrock's "us." and kin), a
@@ -129,7 +130,8 @@ def _prices(tier: dict[str, Any], fast: dict[str, Any] | None, long_context: dic
 
 @cache
 def catalog() -> Catalog:
-    data = json.loads(resources.files(__package__).joinpath("catalog.json").read_text(encoding="utf-8"))
+    # Beside this module (package data): read directly, as importlib.resources costs the status line ~10 ms to import.
+    data = orjson.loads((Path(__file__).parent / "catalog.json").read_bytes())
     tiers = data["pricing_tiers"]
     models = []
     for row in data["models"]:
