@@ -256,7 +256,8 @@ def summarize_entries(
             fell_back = str(exc)
             engine = "offline"
             summary = offline_summary(history_read, side_inputs, tail_read, whole())
-            report.update({"engine": "offline", "fallback_reason": fell_back})
+            why = f"llm engine: {why}"  # why the model was asked; the note says why it is not its summary
+            report.update({"engine": "offline", "engine_reason": why, "fallback_reason": fell_back})
     else:
         summary = offline_summary(history_read, side_inputs, tail_read, whole())
     # Never summarize an earlier summary into nothing: whatever the engine wrote, it stays.

@@ -283,6 +283,9 @@ def _drop(groups: list[list[Message]], excess: tuple[int, int] | None) -> int:
     return max(1, len(groups) // 5)
 
 
+ANTHROPIC_API = "https://api.anthropic.com"  # where the client sends a request when no base URL is given
+
+
 def _failed(config: LlmConfig, message: str) -> SummaryFailed:
     """The one way an API failure becomes text: with the key and any credential redacted."""
     return SummaryFailed(redact(message, config.api_key))
@@ -421,7 +424,7 @@ async def _summary(api: Any, messages: Sequence[Message], config: LlmConfig, pro
                 progress(f"prompt too long: dropped the oldest {dropped} API round(s), retrying")
             continue
         except anthropic.APIError as exc:
-            raise _failed(config, f"the API call failed: {exc}") from None
+            raise _failed(config, f"the API call to {config.base_url or ANTHROPIC_API} failed: {exc}") from None
         if called_tool:
             if reminded:
                 raise _failed(config, "the model answered with a tool call instead of a summary")

@@ -1184,6 +1184,20 @@ def test_a_reply_with_no_summary_in_it_is_a_failed_summary_and_offline_stands_in
     assert "1. Primary Request and Intent" in summary_of(out)
 
 
+def test_a_server_that_is_down_is_named_with_its_url_and_offline_stands_in() -> None:
+    """Issue 22, case 18: the note said "offline engine (asked for)" and "Connection error." alone."""
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    data = (FIXTURES / "claude-code" / "compacted.jsonl").read_bytes()
+    out, outcome = in_process(data, engine="llm", llm=LlmConfig(MODEL, "test-key", url, max_retries=0), split=SplitConfig(keep_last=1))
+    assert outcome.report["engine"] == "offline" and outcome.report["engine_reason"] == "llm engine: asked for"
+    assert f"the model failed (the API call to {url} failed: Connection error.), so the offline engine ran" in outcome.note
+    assert "with the offline engine (llm engine: asked for)" in outcome.note
+
+
 def test_the_llm_engine_never_drops_an_earlier_summary(server: MessagesServer) -> None:
     data = (FIXTURES / "claude-code" / "compacted.jsonl").read_bytes()
     server.enqueue(
