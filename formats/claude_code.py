@@ -88,7 +88,8 @@ def main_chain(entries: Sequence[Entry], history: bool = False) -> list[int]:
         seen.add(position)
         chain.append(position)
         obj = entries[position].obj
-        if is_compact_boundary(obj):
+        crossing = is_compact_boundary(obj)
+        if crossing:
             if not history:
                 break
             parent = obj.get("logicalParentUuid")
@@ -96,7 +97,8 @@ def main_chain(entries: Sequence[Entry], history: bool = False) -> list[int]:
         else:
             parent = obj.get("parentUuid")
         if not isinstance(parent, str):
-            break
+            position = _last_above(entries, limit) if crossing else None
+            continue
         position = latest.get(parent)
         if position is not None and position >= limit:
             if places is None:
@@ -109,8 +111,16 @@ def main_chain(entries: Sequence[Entry], history: bool = False) -> list[int]:
             candidates = places.get(parent, [])
             below = bisect.bisect_left(candidates, limit)
             position = candidates[below - 1] if below else None
+        if position is None and crossing:
+            position = _last_above(entries, limit)
     chain.reverse()
     return chain
+
+
+def _last_above(entries: Sequence[Entry], boundary: int) -> int | None:
+    """Where the history above a boundary ends when its logicalParentUuid names no line there
+    (Claude Code 2.1.39 writes such boundaries): the last main-thread message line above it."""
+    return find_leaf(entries[:boundary])
 
 
 def context_positions(entries: Sequence[Entry], history: bool = False) -> list[int]:

@@ -150,6 +150,20 @@ def test_a_2_1_332_compaction_that_kept_a_tail_brought_back_its_files() -> None:
     assert sorted(item["name"] for item in report["reinjected"]["items"]) == sorted(names) and report["reinjected_tokens"] > 0
 
 
+@pytest.mark.parametrize("link", ["00000000-dead-4000-8000-000000000000", None])
+def test_a_boundary_whose_logical_parent_names_no_line_has_the_lines_above_it_for_history(link: str | None) -> None:
+    """Issue 22, case 17: Claude Code 2.1.39 writes boundaries whose logicalParentUuid names no line
+    (or none at all). The history before a boundary is the lines before it: the files read there
+    are what it re-injected, as with an intact link."""
+    intact, names = compacted_by_claude_code(2)
+    broken, _ = compacted_by_claude_code(2)
+    broken.lines[-2]["logicalParentUuid"] = link
+    expected = count_json(intact.to_bytes())
+    report = count_json(broken.to_bytes())
+    assert sorted(item["name"] for item in report["reinjected"]["items"]) == sorted(names)
+    assert report["reinjected_tokens"] == expected["reinjected_tokens"] > 0
+
+
 def test_a_session_memory_compaction_brings_back_no_files() -> None:
     session, _ = compacted_by_claude_code(2, preservedSegment={"headUuid": "a", "anchorUuid": "b", "tailUuid": "c"})
     report = count_json(session.to_bytes())

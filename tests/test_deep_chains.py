@@ -147,7 +147,9 @@ def test_a_boundary_whose_logical_parent_loops_back_ends_the_history_walk(tmp_pa
         done = run_cli(*command, path)
         assert done.returncode == 0 and b"Traceback" not in done.stderr, (command, done.stderr.decode())
     entries = [Entry(line) for line in session.lines]
-    assert main_chain(entries, history=True) == [2, 3, 4, 5]  # each line once: nothing above the boundary has its uuid
+    # Each line once. No line above the boundary has the uuid it names, so its history is the lines
+    # above it (the last message there, then its parents; the first names the boundary: the walk ends).
+    assert main_chain(entries, history=True) == [0, 1, 2, 3, 4, 5]
 
 
 def test_snip_makes_a_root_of_a_kept_line_whose_removed_ancestors_loop(tmp_path: Path) -> None:
