@@ -123,9 +123,11 @@ def _main(argv: list[str] | None = None) -> int:
 
     from ..core.errors import CtxpipeError, InputError, InternalError
     from ..inputs import guard_truncation
+    from .encoding import tolerant_standard_streams
     from .terminal import shown
 
     _hold_standard_descriptors()
+    tolerant_standard_streams()
     guard_truncation(lambda name: f"ctxpipe: error: {shown(InputError(name, None, 'changed while being read'))}", ExitStatus.ERROR)
     try:
         # standalone_mode=False: click would otherwise turn a closed pipe into exit 1 itself.

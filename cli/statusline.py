@@ -661,7 +661,10 @@ def main(argv: Sequence[str]) -> NoReturn:
 def with_standard_streams(argv: Sequence[str], stderr: IO[str] | None = None) -> int:
     """`run` on this process's standard streams: for this light entry point and for the typer
     command that lists statusline in `ctxpipe --help` and runs it in-process."""
-    return run(argv, sys.stdin.buffer if sys.stdin is not None else None, sys.stdout, stderr or sys.stderr, os.environ)
+    from .encoding import tolerant, tolerant_standard_streams
+
+    tolerant_standard_streams()
+    return run(argv, sys.stdin.buffer if sys.stdin is not None else None, sys.stdout, tolerant(stderr) if stderr else sys.stderr, os.environ)
 
 
 def _process(argv: Sequence[str]) -> int:

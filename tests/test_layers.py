@@ -204,10 +204,11 @@ def test_each_core_module_stays_in_core(module: str) -> None:
 # /dev/stdout. A command printing on its own would bypass the escaping and the closed-stream rules.
 # cli/statusline.py is the status line's own entry point, as cli/app.py is every other command's: it
 # starts without cli/streams (and what that loads) because Claude Code runs it after every message.
+# cli/encoding.py sets both entries' streams to write what their encoding cannot hold as stand-ins.
 STREAM_OWNERS = {
     "stdin": {"ctxpipe.inputs", "ctxpipe.cli.statusline"},
-    "stdout": {"ctxpipe.cli.streams", "ctxpipe.cli.app", "ctxpipe.atomic", "ctxpipe.cli.statusline"},
-    "stderr": {"ctxpipe.cli.streams", "ctxpipe.cli.app", "ctxpipe.atomic", "ctxpipe.cli.statusline"},
+    "stdout": {"ctxpipe.cli.streams", "ctxpipe.cli.app", "ctxpipe.atomic", "ctxpipe.cli.statusline", "ctxpipe.cli.encoding"},
+    "stderr": {"ctxpipe.cli.streams", "ctxpipe.cli.app", "ctxpipe.atomic", "ctxpipe.cli.statusline", "ctxpipe.cli.encoding"},
 }
 
 
