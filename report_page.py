@@ -631,7 +631,12 @@ def session_page(report: SessionReport, *, title: str | None = None) -> str:
 def _page_href(page: str) -> str:
     """A relative link to a session page: every character that could make it absolute or a scheme
     (':' of `javascript:`, a leading '/') is percent-encoded, so it only ever names a file here."""
-    return "./" + quote(page.lstrip("/"), safe="/")
+    path = page.lstrip("/")
+    try:  # a file name that is not UTF-8 reaches us surrogate-escaped: its link is its own bytes
+        raw = path.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a lone surrogate of another kind: no file has it, any escape will do
+        raw = path.encode("utf-8", "backslashreplace")
+    return "./" + quote(raw, safe="/")
 
 
 def _row_sort_key(row: IndexRow) -> tuple[bool, str]:

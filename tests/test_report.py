@@ -231,3 +231,22 @@ def test_every_corpus_session_reports_the_figures_of_count(path: Path) -> None:
     count = json_of("count", "--cost", "--json", path)
     assert report["count"]["tokens"] == count["tokens"] and report["cost"] == count["cost"]
     assert sum(call["main"] for call in report["calls"]) == len(json_of("count", "--timeline", "--json", path)["timeline"])
+
+
+def test_a_file_name_that_is_not_utf_8_gets_its_page_and_its_row_in_the_index(tmp_path: Path) -> None:
+    """Issue 22, case 10: the index was not written (an internal error encoding the name)."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    data = (FIXTURES / "claude-code" / "basic.jsonl").read_bytes()
+    try:
+        with open(os.path.join(os.fsencode(folder), b"bad\xff.jsonl"), "wb") as handle:
+            handle.write(data)
+    except OSError as exc:  # a file system that takes only UTF-8 names
+        pytest.skip(f"this file system refuses a name that is not UTF-8: {exc}")
+    (folder / "good.jsonl").write_bytes(data)
+    out = tmp_path / "out"
+    result = run_cli("report", "--now", NOW, "--out-dir", out, folder)
+    assert result.returncode == 0, result.stderr.decode()
+    assert sorted(os.listdir(os.fsencode(out))) == [b"bad\xff.html", b"good.html", b"index.html"]
+    index = (out / "index.html").read_text(encoding="utf-8")  # the page itself is valid UTF-8
+    assert 'href="./bad%FF.html"' in index and 'href="./good.html"' in index
