@@ -149,6 +149,17 @@ def _rebuilt(data: bytes, record: dict[str, Any]) -> bytes:
 
     prefix_size = int(record["prefix_bytes"])
     prefix, lines = data[:prefix_size], split_lines(data[prefix_size:])
+    # A recipe copies each output line at most once: checked before anything is built, so a tampered
+    # ledger (one range repeated a million times) is refused instead of growing the input a million fold.
+    copied = 0
+    for item in record["recipe"]:
+        if isinstance(item, list):
+            first, last = item
+            if not (isinstance(first, int) and isinstance(last, int) and 0 <= first <= last <= len(lines)):
+                raise ValueError("a range outside the output")
+            copied += last - first
+    if copied > len(lines):
+        raise ValueError("the recipe copies more lines than the output has")
     pieces = [prefix]
     for item in record["recipe"]:
         if isinstance(item, list):

@@ -381,6 +381,23 @@ def test_a_damaged_ledger_record_is_an_error_not_a_traceback(tmp_path):
         assert result.stderr.decode() == f"{ERROR}the ledger's microcompact record is damaged: it cannot rebuild its input\n"
 
 
+def test_a_ledger_copying_the_output_again_and_again_is_refused_before_anything_is_built(tmp_path):
+    """Issue 22, case 4: a 2.7 MB tampered ledger made expand build 4.3 GB before it checked the digest.
+    A recipe copies each output line at most once; one that copies more is damaged, and said so."""
+    import hashlib
+
+    path = session().write(tmp_path / "s.jsonl")
+    data = path.read_bytes()
+    lines = data.count(b"\n")
+    ledger = tmp_path / "ledger.jsonl"
+    for recipe in ([[0, lines]] * 2000, [[0, lines + 1]], [[-1, 2]], [[3, 2]]):
+        record = {"ctxpipe_ledger": 1, "stage": "collapse", "output_sha256": hashlib.sha256(data).hexdigest(), "input_sha256": "0" * 64, "prefix_bytes": 0}
+        ledger.write_text(json.dumps({**record, "recipe": recipe}) + "\n")
+        result = run_cli("expand", "--ledger", ledger, path)
+        assert result.returncode == 1 and result.stdout == b""
+        assert result.stderr.decode() == f"{ERROR}the ledger's collapse record is damaged: it cannot rebuild its input\n"
+
+
 # --- option values ------------------------------------------------------------------------------
 
 BAD_OPTIONS = [
