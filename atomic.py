@@ -17,12 +17,13 @@ import itertools
 import os
 import re
 import shutil
+import signal
 import stat
 import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO, cast
+from typing import Any, BinaryIO, NoReturn, cast
 
 from . import storage
 from .core.errors import ChangedMeanwhile, CtxpipeError, InputError
@@ -163,14 +164,47 @@ def make_folder(folder: str) -> None:
         raise write_error(folder, exc, "cannot create the folder") from None
 
 
+def unwind_on_termination() -> None:
+    """SIGTERM and SIGHUP end the process as Ctrl-C does: by unwinding, so every `with` block removes
+    its temporary file (a half-written output or backup) on the way out; exit 128 + the signal."""
+    for name in ("SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), _terminated)
+
+
+def _terminated(signum: int, frame: Any) -> NoReturn:
+    for name in ("SIGTERM", "SIGHUP"):  # a second signal while unwinding ends it at once
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_DFL)
+    # Removed here too: a signal between a temporary's creation and the `try` that guards it.
+    for temp_name in list(TEMPORARY):
+        with contextlib.suppress(OSError):
+            os.unlink(temp_name)
+    raise SystemExit(128 + signum)
+
+
 def _temporary(folder: str | os.PathLike[str], name: str, shown: str, failure: str) -> tuple[int, str, BinaryIO]:
     """A new temporary file beside `name` in `folder` (removed on a signal until it is renamed)."""
+    # Created and registered with SIGTERM and SIGHUP held back: a signal in between would find a
+    # file no one removes (it is delivered right after, and then removes it).
+    held = _hold_termination()
     try:
         handle, temp_name = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
+        TEMPORARY.add(temp_name)
     except OSError as exc:
         raise write_error(shown, exc, failure) from None
-    TEMPORARY.add(temp_name)
+    finally:
+        if held is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
     return handle, temp_name, writer(handle, shown)
+
+
+def _hold_termination() -> Any:
+    """Block SIGTERM and SIGHUP; the mask before, to restore (None where signals cannot be masked)."""
+    numbers = {getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)}
+    if not numbers or not hasattr(signal, "pthread_sigmask"):
+        return None
+    return signal.pthread_sigmask(signal.SIG_BLOCK, numbers)
 
 
 def _sync(descriptor: int, shown: str) -> None:

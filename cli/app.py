@@ -107,6 +107,10 @@ if _HANDLER_BEFORE is not None:
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: one place for bad input, broken pipes, failed writes and interrupts.
     `argv` (default: sys.argv[1:]) lets the tests run a command in-process."""
+    if argv is None:
+        from ..atomic import unwind_on_termination
+
+        unwind_on_termination()
     try:
         status = _main(argv)
         if argv is None:

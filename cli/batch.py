@@ -44,6 +44,9 @@ _BUSY = False  # a worker is running a job
 
 def _start_worker(failures: Any) -> None:
     signal.signal(signal.SIGINT, _worker_interrupted)
+    from ..atomic import unwind_on_termination
+
+    unwind_on_termination()  # a worker writing a file unwinds on SIGTERM or SIGHUP too: no temporary left
     share(failures)
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 from builders import Session, usage
-from helpers import ERROR_PREFIX, run_cli, usage_error
+from helpers import ERROR_PREFIX, child_env, run_cli, usage_error
 
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 HAS_PROC_MAPS = Path("/proc/self/maps").exists()
@@ -682,3 +682,59 @@ def test_a_file_truncated_while_read_is_one_error(tmp_path: Path, big: Path, arg
     assert process.returncode == 1, (process.returncode, err)  # was 135 (SIGBUS), without a word
     assert err.decode().splitlines() == [f"{ERROR_PREFIX}{victim}: changed while being read"]
     assert list(out.parent.iterdir()) == []  # no temporary output left behind
+
+
+# --- SIGTERM and SIGHUP (issue 22, case 14) ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGHUP"])
+def test_a_termination_signal_inside_a_write_removes_its_temporary_file(tmp_path: Path, signal_name: str) -> None:
+    """The signal unwinds the write as Ctrl-C does: no half-written hidden file is left, the target is untouched."""
+    from ctxpipe.atomic import atomic_file, unwind_on_termination
+
+    number = getattr(signal, signal_name)
+    target = tmp_path / "s.jsonl"
+    target.write_bytes(b"original\n")
+    before = {name: signal.getsignal(getattr(signal, name)) for name in ("SIGTERM", "SIGHUP")}
+    try:
+        unwind_on_termination()
+        with pytest.raises(SystemExit) as ended:
+            with atomic_file(target) as out:
+                out.write(b"half of the new")
+                os.kill(os.getpid(), number)
+        assert ended.value.code == 128 + number
+    finally:
+        for name, handler in before.items():
+            signal.signal(getattr(signal, name), handler)
+    assert sorted(os.listdir(tmp_path)) == ["s.jsonl"] and target.read_bytes() == b"original\n"
+
+
+def test_sigterm_during_compact_in_place_leaves_no_temporary_file(tmp_path: Path) -> None:
+    """A real run, killed the moment its first temporary file (the backup's, then the output's)
+    appears: no `.*.tmp` is left, and the session is either as it was or wholly compacted."""
+    session = Session(version="2.1.88")
+    for turn in range(1500):
+        session.user(f"question {turn} " + "x" * 400)
+        session.text(f"answer {turn} " + "y" * 400, usage(10_000 + turn))
+    original = session.to_bytes()
+    path = tmp_path / "s.jsonl"
+    caught = 0
+    for _ in range(5):
+        path.write_bytes(original)
+        for left in tmp_path.glob("s.jsonl.bak*"):
+            left.unlink()
+        command = [sys.executable, "-m", "ctxpipe", "compact", "--in-place", "--backup", ".bak", "--force", "--engine", "offline", str(path)]
+        child = subprocess.Popen(command, stderr=subprocess.PIPE, env=child_env(None))
+        while child.poll() is None:
+            if any(name.endswith(".tmp") for name in os.listdir(tmp_path)):
+                child.send_signal(signal.SIGTERM)
+                caught += 1
+                break
+        _, err = child.communicate(timeout=120)
+        assert child.returncode in (0, 128 + signal.SIGTERM), err
+        assert [name for name in os.listdir(tmp_path) if name.endswith(".tmp")] == [], os.listdir(tmp_path)
+        now = path.read_bytes()
+        assert now == original or b"compact_boundary" in now
+        for backup in tmp_path.glob("s.jsonl.bak*"):
+            assert backup.read_bytes() == original
+    assert caught > 0  # at least one run was signalled while it wrote
