@@ -164,18 +164,20 @@ def make_folder(folder: str) -> None:
         raise write_error(folder, exc, "cannot create the folder") from None
 
 
+# The signals that end a run without Ctrl-C: a closed terminal, `kill` (those this platform has).
+TERMINATION = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
 def unwind_on_termination() -> None:
     """SIGTERM and SIGHUP end the process as Ctrl-C does: by unwinding, so every `with` block removes
     its temporary file (a half-written output or backup) on the way out; exit 128 + the signal."""
-    for name in ("SIGTERM", "SIGHUP"):
-        if hasattr(signal, name):
-            signal.signal(getattr(signal, name), _terminated)
+    for number in TERMINATION:
+        signal.signal(number, _terminated)
 
 
 def _terminated(signum: int, frame: Any) -> NoReturn:
-    for name in ("SIGTERM", "SIGHUP"):  # a second signal while unwinding ends it at once
-        if hasattr(signal, name):
-            signal.signal(getattr(signal, name), signal.SIG_DFL)
+    for number in TERMINATION:  # a second signal while unwinding ends it at once
+        signal.signal(number, signal.SIG_DFL)
     # Removed here too: a signal between a temporary's creation and the `try` that guards it.
     for temp_name in list(TEMPORARY):
         with contextlib.suppress(OSError):
@@ -201,10 +203,9 @@ def _temporary(folder: str | os.PathLike[str], name: str, shown: str, failure: s
 
 def _hold_termination() -> Any:
     """Block SIGTERM and SIGHUP; the mask before, to restore (None where signals cannot be masked)."""
-    numbers = {getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)}
-    if not numbers or not hasattr(signal, "pthread_sigmask"):
+    if not TERMINATION or not hasattr(signal, "pthread_sigmask"):
         return None
-    return signal.pthread_sigmask(signal.SIG_BLOCK, numbers)
+    return signal.pthread_sigmask(signal.SIG_BLOCK, TERMINATION)
 
 
 def _sync(descriptor: int, shown: str) -> None:

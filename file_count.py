@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .core.budget import ONE_MILLION, BudgetSettings, Thresholds, model_window, thresholds
+from .core.budget import ONE_MILLION, BudgetSettings, Thresholds, model_window, settings_rules, thresholds
 from .core.count import (
     CALIBRATION_WINDOW,
     UNCALIBRATED,
@@ -35,7 +35,7 @@ from .core.count import (
 from .core.fields import count, text
 from .core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries
 from .core.model import Message
-from .core.rules import newest_version, rules_for
+from .core.rules import session_version
 from .core.tokens import TextCounter, counter_named
 from .core.transcript_format import TranscriptFormat
 from .inputs import detect_format, mapped, source_name
@@ -183,15 +183,10 @@ def _window(
         return options.window, "--window"
     if recorded:
         return recorded, "the window the file records for its model"
-    window, reason = model_window(model, budget, rules_for(version, budget.rules.value if budget.rules else None)[0])
+    window, reason = model_window(model, budget, settings_rules(budget, version)[0])
     if window < ONE_MILLION and largest_prompt > window:
         return ONE_MILLION, f"a recorded prompt of {largest_prompt:,} tokens does not fit {window:,}"
     return window, reason
-
-
-def session_version(entries: Sequence[Entry]) -> str | None:
-    """The Claude Code version that wrote the session: the highest its lines record (of those read)."""
-    return newest_version(entry.obj.get("version") for entry in entries if isinstance(entry.obj, dict))
 
 
 def complete_file(options: CountOptions, buffer: Any) -> bool:
@@ -261,7 +256,7 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: str | No
     model = options.model or counted.model
     counted.model = model
     largest = max((usage_prompt(m.usage) for m in messages if m.usage), default=0)
-    version = session_version(entries)
+    version = session_version(entries)  # of the lines read
     window, reason = _window(options, model, largest, options.budget, version, transcript_format.recorded_window(entries))
     levels = thresholds(model, options.budget, window, reason, window_flag=bool(options.window), version=version)
     anchor_uuid = None

@@ -19,7 +19,7 @@ from .core.fields import MAX_COUNT, iso, moment
 from .core.jsonl import Entry
 from .core.model import Message
 from .core.restore import RESTORED_PREFIX
-from .core.rules import session_rules
+from .core.rules import CURRENT, Rules, session_rules
 from .core.stage import Outcome, StageContext
 from .core.summarize import (
     ENGINES,
@@ -118,7 +118,9 @@ def _absolute(path: str) -> str:
     return path if storage.is_remote(path) else os.path.abspath(storage.local_path(path))
 
 
-def choose_engine(options: SummarizeOptions, entries: Sequence[Entry], breaker: Breaker, history: Sequence[Message] = ()) -> tuple[str, str | None, str]:
+def choose_engine(
+    options: SummarizeOptions, entries: Sequence[Entry], breaker: Breaker, history: Sequence[Message] = (), rules: Rules = CURRENT
+) -> tuple[str, str | None, str]:
     """(engine, notes path, why) — auto: the notes if found and they cover `history` (the part the
     summary replaces), else the model if a key is set, else offline. Notes asked for that do not
     cover it are an error: the end of the history would be lost without a word."""
@@ -140,7 +142,6 @@ def choose_engine(options: SummarizeOptions, entries: Sequence[Entry], breaker: 
         return "offline", None, f"{breaker.limit} summaries in a row failed in this run: the model is not asked again"
     if options.engine in ("llm", "offline"):
         return options.engine, None, "asked for"
-    rules, _ = session_rules(entries, options.rules)
     if notes is not None and not rules.session_memory_compaction:
         engine, why = next_engine(options, breaker)
         return (
@@ -186,17 +187,20 @@ def tools_used_in(history: Sequence[Message]) -> list[str]:
 def dropped_before(entries: Sequence[Entry], transcript_format: TranscriptFormat) -> int:
     """What earlier compactions of the file dropped (2.1.332's cumulativeDroppedTokens): the newest
     boundary's running total, else the sum of preTokens − postTokens over the boundaries."""
+
+    def figure(value: Any) -> int | None:  # a whole number of tokens, else None (absent or odd)
+        return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < MAX_COUNT else None
+
     total = 0
     for entry in entries:
         metadata = transcript_format.boundary_metadata(entry.obj) if isinstance(entry.obj, dict) else None
         if not isinstance(metadata, dict):
             continue
-        running = metadata.get("cumulativeDroppedTokens")
-        pre, post = metadata.get("preTokens"), metadata.get("postTokens")
-        if isinstance(running, int) and not isinstance(running, bool) and 0 <= running < MAX_COUNT:
+        running, pre, post = (figure(metadata.get(key)) for key in ("cumulativeDroppedTokens", "preTokens", "postTokens"))
+        if running is not None:
             total = running
-        elif all(isinstance(value, int) and not isinstance(value, bool) and 0 <= value < MAX_COUNT for value in (pre, post)):
-            total += max(0, pre - post)  # type: ignore[operator]
+        elif pre is not None and post is not None:
+            total += max(0, pre - post)
     return total
 
 
@@ -226,7 +230,8 @@ def summarize_entries(
     history, tail = messages[:start], messages[start:]
     if not [m for m in history if not m.compact_summary]:
         return Outcome(entries, False, "nothing to summarize: the whole active context fits in the tail")
-    engine, notes, why = choose_engine(options, entries, breaker, history)
+    rules, _ = session_rules(entries, options.rules)
+    engine, notes, why = choose_engine(options, entries, breaker, history, rules)
     report: dict[str, Any] = {"stage": "summarize", "engine": engine, "engine_reason": why, "history_messages": len(history), "tail_messages": len(tail)}
     history_read, tail_read = as_first_written(entries, transcript_format, options.original, history, tail)
     side_inputs = transcript_format.typed_elsewhere(entries)
@@ -284,7 +289,6 @@ def summarize_entries(
     # Named absolute: the summary is read from wherever the session is resumed, not where ctxpipe ran
     # (an object in a store by its URL: it is absolute already).
     named = None if options.transcript_path in (None, "-") else _absolute(options.transcript_path)
-    rules, _ = session_rules(entries, options.rules)
     tools_used = tools_used_in(history) if rules.summary_lists_tools else ()
     text = summary_message_text(summary, named, bool(tail), automatic=options.trigger == "auto", tools_used=tools_used)
     measure = options.measure or region_measure(b"", "-", CountOptions(format=transcript_format.name))

@@ -396,10 +396,9 @@ def _running_rules(settings: BudgetSettings, version: str | None) -> BudgetSetti
 
 def _model_window(model: str | None, settings: BudgetSettings, version: str | None) -> int:
     """The model's own window (no autocompact cap) under the rules that apply."""
-    from ..core.budget import model_window
-    from ..core.rules import rules_for
+    from ..core.budget import model_window, settings_rules
 
-    return model_window(model, settings, rules_for(version, settings.rules.value if settings.rules is not None else None)[0])[0]
+    return model_window(model, settings, settings_rules(settings, version)[0])[0]
 
 
 def _count(path: str, options: Options, settings: BudgetSettings, model_id: str | None) -> FileCount | None:

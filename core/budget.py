@@ -116,6 +116,15 @@ def _positive_int(setting: Setting | None, ignored: list[str]) -> int | None:
     return value
 
 
+def settings_rules(settings: BudgetSettings, version: str | None) -> tuple[Rules, str]:
+    """The rules that apply, and why: settings.rules (--rules, or what its source names) over the
+    session's `version` (core.rules)."""
+    asked = settings.rules
+    if asked is None:
+        return rules_for(version)
+    return rules_for(version, asked.value, None if asked.source == "--rules" else asked.source)
+
+
 def model_window(model: str | None, settings: BudgetSettings = BudgetSettings(), rules: Rules = CURRENT) -> tuple[int, str]:
     """The model's context window under `rules`, and why (see core.catalog and core.rules)."""
     disabled = truthy(settings.disable_1m)
@@ -197,8 +206,7 @@ def thresholds(
     """
     explain: list[str] = []
     ignored: list[str] = []
-    asked = settings.rules
-    rules, why_rules = rules_for(version, asked.value if asked else None, None if asked is None or asked.source == "--rules" else asked.source)
+    rules, why_rules = settings_rules(settings, version)
     explain.append(why_rules)
     if window is None:
         window, reason = model_window(model, settings, rules)

@@ -70,14 +70,13 @@ class CatalogModel:
     supports_1m_suffix: bool
     max_output: tuple[int, int]  # (default, upper)
     prices: Prices
-    bytes_per_token: int  # Claude Code 2.1.332's rough estimate: len / this
+    bytes_per_token: int  # Claude Code 2.1.332's rough estimate, len / this (carried, not applied yet: README)
 
 
 @dataclass(frozen=True)
 class Catalog:
     release: str  # the Claude Code release the catalog was read from
     models: tuple[CatalogModel, ...]
-    four_bytes_per_token: frozenset[str]
     by_spelling: dict[str, CatalogModel]
 
     def find(self, model: str | None) -> CatalogModel | None:
@@ -92,15 +91,6 @@ class Catalog:
             name = part.sub("", name)
             found = self.by_spelling.get(name)
         return found
-
-    def bytes_per_token(self, model: str | None) -> int:
-        """Claude Code 2.1.332's rough estimator: 4 bytes a token for the older models, 3 for the rest."""
-        if not model:
-            return 4
-        found = self.find(model)
-        if found is not None:
-            return found.bytes_per_token
-        return 4 if canonical_spelling(model) in self.four_bytes_per_token else 3
 
 
 def canonical_spelling(model: str | None) -> str:
@@ -154,4 +144,4 @@ def catalog() -> Catalog:
     for model in models:
         for spelling in model.ids:
             by_spelling.setdefault(canonical_spelling(spelling), model)
-    return Catalog(data["release"], tuple(models), frozenset(data["four_bytes_per_token"]), by_spelling)
+    return Catalog(data["release"], tuple(models), by_spelling)

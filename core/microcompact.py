@@ -3,9 +3,10 @@
 The content of older results of compactable tools becomes the exact placeholder Claude Code uses;
 the most recent `keep_recent` stay. It fires only when the prompt cache has expired anyway (the
 last response is at least `gap_minutes` old), unless forced or judged worth it by the cache-aware
-cost model. That time trigger is Claude Code 2.1.88's; 2.1.332 dropped it for a keep-recent pass that
-clears only when it frees at least 20,000 tokens, so a session of 2.1.332 must free that much too. Results of subagent (Task/Agent) and MCP tools are never cleared: they cannot be
-reproduced by running the tool again.
+cost model. That time trigger is Claude Code 2.1.88's; 2.1.332 dropped it for a keep-recent pass
+that clears only when it frees at least 20,000 tokens, so a session of 2.1.332 must free that much
+too. Results of subagent (Task/Agent) and MCP tools are never cleared: they cannot be reproduced by
+running the tool again.
 """
 
 from __future__ import annotations

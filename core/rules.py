@@ -40,10 +40,8 @@ class Rules:
     fallback_max_output: tuple[int, int]
     time_based_microcompact: bool
     session_memory_compaction: bool
-    writes_microcompact_boundary: bool
     summary_lists_tools: bool  # <tools-used-before-summary> in the summary message
-    compact_metadata_totals: bool  # postTokens, durationMs, cumulativeDroppedTokens, preservedMessages
-    rough_bytes_per_token_by_model: bool  # the rough estimator's len/3 for newer models
+    compact_metadata_totals: bool  # cumulativeDroppedTokens in compactMetadata
 
     @property
     def version(self) -> tuple[int, ...]:
@@ -61,10 +59,8 @@ RULES: tuple[Rules, ...] = (
         fallback_max_output=(32_000, 64_000),
         time_based_microcompact=True,
         session_memory_compaction=True,
-        writes_microcompact_boundary=True,
         summary_lists_tools=False,
         compact_metadata_totals=False,
-        rough_bytes_per_token_by_model=False,
     ),
     Rules(
         release="2.1.332",
@@ -76,10 +72,8 @@ RULES: tuple[Rules, ...] = (
         fallback_max_output=(32_000, 128_000),
         time_based_microcompact=False,
         session_memory_compaction=False,
-        writes_microcompact_boundary=False,
         summary_lists_tools=True,
         compact_metadata_totals=True,
-        rough_bytes_per_token_by_model=True,
     ),
 )
 RELEASES = tuple(rules.release for rules in RULES)
@@ -119,9 +113,14 @@ def rules_for(version: str | None, asked: str | None = None, asked_by: str | Non
     return rules, f"rules of Claude Code {rules.release}: the newest known release not after the session's version {version}"
 
 
+def session_version(entries: Iterable[Any]) -> str | None:
+    """The Claude Code version that wrote a session's entries (core.jsonl.Entry): the highest its lines record."""
+    return newest_version(entry.obj.get("version") for entry in entries if isinstance(entry.obj, dict))
+
+
 def session_rules(entries: Iterable[Any], asked: str | None = None) -> tuple[Rules, str]:
-    """The rules for a session's entries (core.jsonl.Entry: the highest `version` its lines record), or `asked`."""
-    return rules_for(newest_version(entry.obj.get("version") for entry in entries if isinstance(entry.obj, dict)), asked)
+    """The rules for a session's entries (its session_version), or `asked`."""
+    return rules_for(session_version(entries), asked)
 
 
 def newest_version(versions: Iterable[object]) -> str | None:
