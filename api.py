@@ -188,7 +188,7 @@ def compact_file(
     in_place = output == path
     read = version(path) if in_place else None  # only a replacement in place asks whether it changed
     ready(PIPELINE)
-    with mapped(path) as buffer:
+    with mapped(path, on_error=options.on_error) as buffer:
         if is_compaction(buffer, path):
             return {"file": shown, "kind": "compaction", "skipped": COMPACTION_NOTE, "changed": False, "output": None}
         pieces, report = compact_buffer(buffer, shown, options, breaker(), path)

@@ -397,7 +397,7 @@ def _tokenizer_label(options: CountOptions, calibration: Calibration) -> str:
 def count_file(path: str | None, options: CountOptions = CountOptions(), kind: str | None = None, shown: str | None = None) -> FileCount:
     source = shown or source_name(path)
     # An object in a store is read by ranges where only its ends are needed (tail first).
-    with mapped(path, ranged=not options.reads_whole_file) as buffer:
+    with mapped(path, ranged=not options.reads_whole_file, on_error=options.on_error) as buffer:
         return count_buffer(buffer, source, options, kind)
 
 

@@ -5,7 +5,9 @@ the library) and `mapped` (the whole input as a buffer: count and the commands b
 `mapped`, a regular file is memory-mapped (count reads only its end); anything else — stdin, a pipe,
 a FIFO, `<(…)`, a character device, a file in /proc that claims 0 bytes — has no size to map, so it
 is read whole. Missing, unreadable and folder inputs are bad input (InputError), never a traceback:
-the mapping of OS errors to messages is `open_file` and `read_all`, nowhere else. `detect_format`
+the mapping of OS errors to messages is `open_file` and the readers here, nowhere else. Every
+stream is read through core.jsonl.bounded_lines, and a small file an option names through
+`read_side_file`: nothing is read without a bound. `detect_format`
 tells a buffer's format from its first lines.
 """
 
@@ -18,13 +20,14 @@ import mmap
 import os
 import stat
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from . import storage
 from .core.errors import InputError
-from .core.jsonl import Entry, OnError, ReadStats, iter_entries
+from .core.jsonl import EndlessLine, Entry, OnError, ReadStats, bounded_lines, iter_entries
 from .formats import SNIFF_LINES, TranscriptFormat, claim, detect, get
 
 STDIN = "-"
@@ -55,11 +58,66 @@ def open_file(path: str | os.PathLike[str], buffering: int = -1) -> BinaryIO:
         raise InputError(name, None, exc.strerror or str(exc)) from None
 
 
-def read_all(stream: BinaryIO, name: str) -> bytes:
+SIDE_FILE_LIMIT = 16 << 20  # a price table or a notes file: Claude Code's notes are some 12K tokens
+IN_MEMORY_LIMIT = 64 << 20  # a stream read whole beyond this goes to a temporary file that is mapped
+
+
+def read_side_file(path: str, what: str) -> bytes:
+    """The whole of a small file an option names (`what` it should be), at most SIDE_FILE_LIMIT bytes:
+    a device or a stream that goes on (/dev/zero) is refused once it passes that, not read on."""
+    with open_file(path) as handle:
+        try:
+            data = handle.read(SIDE_FILE_LIMIT + 1)
+        except OSError as exc:
+            raise InputError(path, None, f"cannot read: {exc.strerror or exc}") from None
+    if len(data) > SIDE_FILE_LIMIT:
+        raise InputError(path, None, f"larger than {SIDE_FILE_LIMIT >> 20} MiB, more than {what} holds")
+    return data
+
+
+@contextlib.contextmanager
+def read_whole(stream: BinaryIO, name: str, on_error: OnError = "fail") -> Iterator[Any]:
+    """A stream with no size to map (stdin, a pipe, a device), read whole as the one bounded line
+    reader reads it: a line too long or binary is refused as soon as it shows (`count /dev/zero` ends
+    at once), or with on_error="skip" kept as a one-byte bad line the readers skip. Up to
+    IN_MEMORY_LIMIT it is held as bytes; beyond, in a temporary file that is mapped, so a long stream
+    costs disk, not memory."""
+    held: list[bytes] = []
+    size, number, spool = 0, 0, None
     try:
-        return stream.read()
-    except OSError as exc:  # e.g. stdin redirected from a folder, or a device that fails
-        raise InputError(name, None, f"cannot read: {exc.strerror or exc}") from None
+        try:
+            for line in bounded_lines(stream):
+                number += 1
+                if isinstance(line, str):  # what is wrong with it
+                    if on_error == "fail":
+                        raise InputError(name, number, line)
+                    line = b"\x00\n"  # the line keeps its number, and the reader that skips it says why
+                if spool is None and size + len(line) > IN_MEMORY_LIMIT:
+                    spool = tempfile.TemporaryFile()  # already unlinked: nothing is left behind
+                    spool.writelines(held)
+                    held.clear()
+                if spool is None:
+                    held.append(line)
+                else:
+                    spool.write(line)
+                size += len(line)
+        except EndlessLine as exc:
+            raise InputError(name, number, str(exc)) from None
+        except OSError as exc:  # e.g. stdin redirected from a folder, or a device that fails
+            raise InputError(name, None, f"cannot read: {exc.strerror or exc}") from None
+        if spool is None:
+            yield b"".join(held)
+            return
+        spool.flush()
+        buffer = mmap.mmap(spool.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            yield buffer
+        finally:
+            with contextlib.suppress(BufferError):  # a view still held by a traceback: the map goes with it
+                buffer.close()
+    finally:
+        if spool is not None:
+            spool.close()
 
 
 def stdin_stream() -> BinaryIO:
@@ -139,14 +197,16 @@ def stream_entries(stream: BinaryIO, source: str, format_name: str | None, on_er
 
 
 @contextlib.contextmanager
-def mapped(path: Source, ranged: bool = False) -> Iterator[Any]:
-    """The whole input as a bytes-like object: an mmap for a regular file, bytes for anything else.
+def mapped(path: Source, ranged: bool = False, on_error: OnError = "fail") -> Iterator[Any]:
+    """The whole input as a bytes-like object: an mmap for a regular file, else what read_whole
+    makes of the stream (`on_error` says what it does with a line no reader can hold).
 
     An object in a store is fetched whole, or with `ranged` (for a reader of its ends: count) is a
     storage.RangedObject that fetches only the blocks read (len, slices, find and rfind; no buffer
     protocol, see core/jsonl._sliced)."""
     if path is None or path == STDIN:
-        yield read_all(stdin_stream(), STDIN)
+        with read_whole(stdin_stream(), STDIN, on_error) as buffer:
+            yield buffer
         return
     name = str(path)
     if storage.is_remote(name):
@@ -160,13 +220,10 @@ def mapped(path: Source, ranged: bool = False) -> Iterator[Any]:
     name = storage.local_path(name)
     with open_file(name) as handle:
         info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode) or info.st_size == 0:
-            yield read_all(handle, name)
-            return
-        try:
-            buffer = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-        except (OSError, ValueError):  # a file system that cannot map (some FUSE ones)
-            yield read_all(handle, name)
+        buffer = _map(handle) if stat.S_ISREG(info.st_mode) and info.st_size else None
+        if buffer is None:  # a stream, or a file system that cannot map (some FUSE ones)
+            with read_whole(handle, name, on_error) as whole:
+                yield whole
             return
         _MAPPED.append(_truncation_message(name))
         _arm_truncation_guard()
@@ -182,6 +239,53 @@ def mapped(path: Source, ranged: bool = False) -> Iterator[Any]:
             buffer.close()
         finally:
             _MAPPED.pop()
+
+
+class MappedFile(mmap.mmap):
+    """A file's map, knowing where the hole that ends it starts (core.jsonl.zero_tail)."""
+
+    zero_tail: int
+
+
+def _map(handle: BinaryIO) -> MappedFile | None:
+    try:
+        buffer = MappedFile(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        return None
+    buffer.zero_tail = trailing_hole(handle.fileno(), len(buffer))
+    return buffer
+
+
+def trailing_hole(descriptor: int, size: int) -> int:
+    """Where the hole that ends a file starts, or `size` when its last byte was written. A file a crash
+    left zero-filled, or a sparse one, reads as a run of NULs there; the file system tells holes apart
+    (SEEK_DATA) without reading them, so no reader pages in a gigabyte of zeros to find a newline."""
+    seek_data, seek_hole = getattr(os, "SEEK_DATA", None), getattr(os, "SEEK_HOLE", None)
+    if seek_data is None or seek_hole is None or size == 0:
+        return size
+    try:
+        os.lseek(descriptor, size - 1, seek_data)
+        return size  # data at the last byte (or a file system that reports no holes)
+    except OSError:
+        pass
+    low, high = 0, size - 1  # the last position with data at or after it is in [low, high)
+    try:
+        os.lseek(descriptor, 0, seek_data)
+    except OSError:
+        return 0  # all of it is a hole
+    try:
+        while high - low > 1:
+            middle = (low + high) // 2
+            try:
+                os.lseek(descriptor, middle, seek_data)
+                low = middle
+            except OSError:
+                high = middle
+        return max(os.lseek(descriptor, low, seek_hole), low + 1)
+    except OSError:
+        return size
+    finally:
+        os.lseek(descriptor, 0, os.SEEK_SET)
 
 
 @contextlib.contextmanager

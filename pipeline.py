@@ -238,6 +238,8 @@ def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: A
             line["why"] = why
             line["engine"] = outcome.report.get("engine")
             line["verification"] = outcome.report.get("verification")
+            if outcome.report.get("fallback_reason"):
+                line["fallback_reason"] = outcome.report["fallback_reason"]
         line["tokens_before"], line["tokens_after"], line["tokens_freed"] = current, after, current - after
         stages.append(line)
         current = after

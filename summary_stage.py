@@ -51,6 +51,7 @@ from .core.summarize_engines import (
 )
 from .core.transcript_format import SUMMARY_MARKER, TranscriptFormat
 from .file_count import CountOptions, Measure, region_measure
+from .inputs import read_side_file
 
 __all__ = ["ENGINES", "SummarizeOptions", "run", "summarize_entries"]
 
@@ -118,6 +119,10 @@ def _absolute(path: str) -> str:
     return path if storage.is_remote(path) else os.path.abspath(storage.local_path(path))
 
 
+# Why the offline engine ran once the run's breaker opened (a batch counts the files it says this of).
+NOT_ASKED_AGAIN = "summaries in a row failed in this run: the model is not asked again"
+
+
 def choose_engine(
     options: SummarizeOptions, entries: Sequence[Entry], breaker: Breaker, history: Sequence[Message] = (), rules: Rules = CURRENT
 ) -> tuple[str, str | None, str]:
@@ -139,7 +144,7 @@ def choose_engine(
             raise CtxpipeError(f"{notes}: the session notes do not cover the history they would replace: {how} (use --engine auto or offline)")
         return "session-memory", notes, f"asked for; {how}"
     if options.engine == "llm" and breaker.open:
-        return "offline", None, f"{breaker.limit} summaries in a row failed in this run: the model is not asked again"
+        return "offline", None, f"{breaker.limit} {NOT_ASKED_AGAIN}"
     if options.engine in ("llm", "offline"):
         return options.engine, None, "asked for"
     if notes is not None and not rules.session_memory_compaction:
@@ -149,7 +154,7 @@ def choose_engine(
             None,
             f"session notes found at {notes}, but Claude Code {rules.release} has no session-memory compaction (--engine session-memory uses them); {why}",
         )
-    if notes is not None and usable_notes(Path(notes).read_text(encoding="utf-8", errors="replace")):
+    if notes is not None and usable_notes(read_notes(notes)):
         covered, how = notes_cover(_notes_written(notes), history_end(entries, history))
         if covered:
             return "session-memory", notes, f"found the session notes at {notes}, {how}"
@@ -165,9 +170,14 @@ def next_engine(options: SummarizeOptions, breaker: Breaker) -> tuple[str, str]:
     """The engine after the notes, and why: the model if a key is set, else offline."""
     if options.llm is not None and options.llm.api_key:
         if breaker.open:
-            return "offline", f"{breaker.limit} summaries in a row failed in this run: the model is not asked again"
+            return "offline", f"{breaker.limit} {NOT_ASKED_AGAIN}"
         return "llm", "ANTHROPIC_API_KEY is set"
     return "offline", "no ANTHROPIC_API_KEY"
+
+
+def read_notes(path: str) -> str:
+    """A session-memory notes file's text, read with the bound of every file an option names."""
+    return read_side_file(path, "a notes file").decode("utf-8", errors="replace")
 
 
 def _notes_written(path: str) -> datetime:
@@ -245,7 +255,7 @@ def summarize_entries(
     deadline = None  # the model's: one limit for the summary and its repair request
     llm = options.llm or LlmConfig(transcript_model(messages))  # the model of the transcript, when none was chosen
     if engine == "session-memory" and notes is not None:  # choose_engine names the notes it chose
-        raw_notes = Path(notes).read_text(encoding="utf-8", errors="replace")
+        raw_notes = read_notes(notes)
         if not usable_notes(raw_notes):
             raise CtxpipeError(f"{notes}: the session notes are empty or still the template")
         summary = notes_summary(raw_notes, notes)

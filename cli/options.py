@@ -78,10 +78,9 @@ def price_table(value: Optional[str]) -> Any:
 
     from ..core.cache import prices_from
     from ..core.errors import InputError
-    from ..inputs import open_file, read_all
+    from ..inputs import read_side_file
 
-    with open_file(value) as handle:
-        data = read_all(handle, value)
+    data = read_side_file(value, "a price table")
     try:
         return prices_from(orjson.loads(data))
     except (ValueError, TypeError) as exc:

@@ -61,7 +61,7 @@ def run_command(stage: Stage, given: StageIO, settings: Any, context: StageConte
     ready((stage,))
     context = context or stage_context(given.path, given.now)
     source = streams.source_name(given.path)
-    with mapped(given.path) as buffer:
+    with mapped(given.path, on_error=given.errors) as buffer:
         with streams.progress(stage.progress) if stage.progress else contextlib.nullcontext(None) as progress:
             run = run_stage(stage, buffer, source, settings, replace(context, progress=progress), given.format, given.errors, ledger=given.ledger is not None)
         with ledger_kept(given.ledger, run.ledger), streams.open_output(given.output) as out:

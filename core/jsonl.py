@@ -72,7 +72,7 @@ TRUNCATED = (
 
 def _describe_bad_line(raw: bytes, is_last_unterminated: bool, error: orjson.JSONDecodeError) -> str:
     if b"\x00" in raw:
-        return "binary data, not a JSONL transcript (the line contains NUL bytes)"
+        return BINARY
     try:
         raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -88,6 +88,15 @@ def _describe_bad_line(raw: bytes, is_last_unterminated: bool, error: orjson.JSO
 
 
 TOO_DEEP = f"a JSON value nested deeper than {MAX_DEPTH} levels (the most a line may hold)"
+
+# The longest line any reader takes. Claude Code's longest lines are a few MB (its requests are at most
+# 32 MB), so a longer one is not a transcript's; without a bound, a device such as /dev/zero or a
+# stream without newlines would be read into memory until it ran out.
+MAX_LINE_BYTES = 256 << 20
+LINE_PIECE = 1 << 20  # a long line is read in pieces this size, so a binary one is refused at its first
+TOO_LONG = f"a line longer than {MAX_LINE_BYTES >> 20} MiB, the most a line may hold (Claude Code's longest are a few MB)"
+BINARY = "binary data, not a JSONL transcript (the line contains NUL bytes)"
+ENDLESS = f"a line longer than {2 * MAX_LINE_BYTES >> 20} MiB and not yet ended: not a transcript (a device such as /dev/zero never ends)"
 
 
 class NonFiniteNumber(ValueError):
@@ -178,6 +187,48 @@ def _bad_line(source: str, line: int, parsed: Any, on_error: OnError, stats: Rea
         stats.problems.append((line, what))
 
 
+class EndlessLine(Exception):
+    """A line that went on past twice MAX_LINE_BYTES while being skipped: no end is coming."""
+
+
+def bounded_lines(stream: BinaryIO) -> Iterator[bytes | _BadLine]:
+    """The lines of a stream, each with its terminator, as iterating it gives them, except that a
+    line longer than MAX_LINE_BYTES, or a long line holding a NUL byte, comes as the _BadLine
+    saying so, as soon as that is known, and the rest of it is read and dropped (not held) when
+    the reader asks for the next line. Memory stays within MAX_LINE_BYTES whatever the stream."""
+    readline = stream.readline
+    while True:
+        line = readline(LINE_PIECE)
+        if len(line) < LINE_PIECE or line.endswith(b"\n"):
+            if not line:
+                return
+            yield line
+            continue
+        pieces, size, bad = [line], len(line), BINARY if b"\x00" in line else None
+        while bad is None:
+            piece = readline(LINE_PIECE)
+            pieces.append(piece)
+            size += len(piece)
+            if size > MAX_LINE_BYTES:
+                bad = TOO_LONG
+            elif b"\x00" in piece:
+                bad = BINARY
+            elif len(piece) < LINE_PIECE or piece.endswith(b"\n"):
+                break
+        if bad is None:
+            yield b"".join(pieces)
+            continue
+        ended = pieces[-1].endswith(b"\n") or len(pieces[-1]) < LINE_PIECE
+        del pieces
+        yield _BadLine(bad)
+        while not ended:  # the reader skips bad lines: drop the rest of this one
+            piece = readline(LINE_PIECE)
+            size += len(piece)
+            ended = piece.endswith(b"\n") or len(piece) < LINE_PIECE
+            if not ended and size > 2 * MAX_LINE_BYTES:
+                raise EndlessLine(ENDLESS)
+
+
 def iter_entries(
     stream: BinaryIO | Iterable[bytes],
     source: str,
@@ -187,32 +238,40 @@ def iter_entries(
     """Parse a binary line stream into entries, raising InputError at the first bad line.
 
     Accepted: a UTF-8 BOM (dropped), CRLF endings (the CR is kept in `eol` so untouched lines are
-    written back as they came), blank lines (skipped), lines of any length.
+    written back as they came), blank lines (skipped), lines up to MAX_LINE_BYTES. A stream is read
+    through bounded_lines, so no line longer than that is ever held.
     """
     loads = orjson.loads
     decode_error = orjson.JSONDecodeError
     number = 0
-    for chunk in stream:
-        number += 1
-        if number == 1 and chunk.startswith(BOM):
-            chunk = chunk[3:]
-        if chunk.endswith(b"\n"):
-            if chunk.endswith(b"\r\n"):
-                raw, eol = chunk[:-2], b"\r\n"
-            else:
-                raw, eol = chunk[:-1], b"\n"
-        else:
-            raw, eol = chunk, b""
-        try:
-            obj = loads(raw)
-        except decode_error as exc:
-            obj = _parse_slowly(raw, eol == b"", exc)
-            if obj is _BLANK:
+    lines: Iterable[bytes | _BadLine] = bounded_lines(stream) if hasattr(stream, "readline") else stream  # type: ignore[arg-type]  # or lines already split
+    try:
+        for chunk in lines:
+            number += 1
+            if isinstance(chunk, _BadLine):
+                _bad_line(source, number, chunk, on_error, stats)
                 continue
-        if type(obj) is dict:
-            yield Entry(obj, raw, number, eol)
-        else:
-            _bad_line(source, number, obj, on_error, stats)
+            if number == 1 and chunk.startswith(BOM):
+                chunk = chunk[3:]
+            if chunk.endswith(b"\n"):
+                if chunk.endswith(b"\r\n"):
+                    raw, eol = chunk[:-2], b"\r\n"
+                else:
+                    raw, eol = chunk[:-1], b"\n"
+            else:
+                raw, eol = chunk, b""
+            try:
+                obj = loads(raw)
+            except decode_error as exc:
+                obj = _parse_slowly(raw, eol == b"", exc)
+                if obj is _BLANK:
+                    continue
+            if type(obj) is dict:
+                yield Entry(obj, raw, number, eol)
+            else:
+                _bad_line(source, number, obj, on_error, stats)
+    except EndlessLine as exc:
+        raise InputError(source, number, str(exc)) from None
 
 
 def write_entries(entries: Iterable[Entry], out: BinaryIO, flush_each: bool = False) -> None:
@@ -247,6 +306,20 @@ def _release(part: Any) -> None:
         part.release()
 
 
+def _long_line_problem(buffer: Any, start: int, end: int) -> _BadLine | None:
+    """What is wrong with a line of more than LINE_PIECE bytes, told in place (orjson copies a view
+    it is given): binary, or longer than any reader takes; None when it is to be parsed."""
+    if _has_nul(buffer, start, end):
+        return _BadLine(BINARY)
+    return _BadLine(TOO_LONG) if end - start > MAX_LINE_BYTES else None
+
+
+def _has_nul(buffer: Any, start: int, end: int) -> bool:
+    """Whether buffer[start:end] holds a NUL byte, found in place: a crash-zeroed tail of hundreds of
+    megabytes is told binary without copying it."""
+    return bool(buffer.find(b"\x00", start, end) >= 0)
+
+
 def line_number(buffer: Any, offset: int, chunk: int = 1 << 24) -> int:
     """The 1-based number of the line that starts at byte `offset` (counts the newlines before it)."""
     count = 0
@@ -260,8 +333,9 @@ def iter_lines_reversed(buffer: Any) -> Iterator[tuple[int, int, bytes]]:
     size = len(buffer)
     terminated = size > 0 and buffer[size - 1 : size] == b"\n"
     line_end = size - 1 if terminated else size
+    searched_end = min(line_end, zero_tail(buffer))  # a hole holds no newline: it is not searched
     while True:
-        start = buffer.rfind(b"\n", 0, line_end) + 1
+        start = buffer.rfind(b"\n", 0, searched_end) + 1
         if terminated and line_end > start and buffer[line_end - 1 : line_end] == b"\r":
             yield start, line_end - 1, b"\r\n"
         else:
@@ -269,6 +343,13 @@ def iter_lines_reversed(buffer: Any) -> Iterator[tuple[int, int, bytes]]:
         if start == 0:
             return
         line_end, terminated = start - 1, True
+        searched_end = line_end
+
+
+def zero_tail(buffer: Any) -> int:
+    """Where the hole that ends a mapped file starts (inputs.MappedFile: bytes never written, read as
+    NULs, such as a crash leaves), or the buffer's length: no reader scans a hole for newlines."""
+    return int(getattr(buffer, "zero_tail", len(buffer)))
 
 
 def iter_entries_reversed(
@@ -283,6 +364,9 @@ def iter_entries_reversed(
     loads = orjson.loads
     with _sliced(buffer) as view:
         for start, content_end, eol in iter_lines_reversed(buffer):
+            if content_end - start > LINE_PIECE and (too_long := _long_line_problem(buffer, start, content_end)):
+                _bad_line(source, line_number(buffer, start), too_long, on_error, stats)
+                continue
             raw = view[start + 3 if start == 0 and view[:3] == BOM else start : content_end]
             try:
                 obj = loads(raw)
@@ -305,14 +389,19 @@ def iter_buffer_entries(buffer: Any, source: str, on_error: OnError = "fail", st
     """
     loads = orjson.loads
     size = len(buffer)
+    searched_end = zero_tail(buffer)
     start = 3 if buffer[:3] == BOM else 0
     number = 0
     with _sliced(buffer) as view:
         while start < size:
             number += 1
-            newline = buffer.find(b"\n", start)
+            newline = buffer.find(b"\n", start, searched_end)
             end = size if newline < 0 else newline
             content_end, eol = (end - 1, b"\r\n") if newline >= 0 and end > start and buffer[end - 1 : end] == b"\r" else (end, b"" if newline < 0 else b"\n")
+            if content_end - start > LINE_PIECE and (too_long := _long_line_problem(buffer, start, content_end)):
+                start = end + 1
+                _bad_line(source, number, too_long, on_error, stats)
+                continue
             raw = view[start:content_end]
             start = end + 1
             try:

@@ -214,6 +214,7 @@ class StageRecord(_StageRecordKeys, total=False):
     why: str
     engine: Engine | None
     verification: VerificationReport | None
+    fallback_reason: str  # summarize: why the model's summary failed, when the offline engine stood in
     tokens_before: int
     tokens_after: int
     tokens_freed: int

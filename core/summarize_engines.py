@@ -360,7 +360,7 @@ def _with_deadline(config: LlmConfig, client: Any, deadline: float | None, work:
         finally:
             if api is not client:
                 await api.close()
-        raise _failed(config, f"{what} timed out: a summary may take {config.timeout:g} s in all (--timeout)")
+        raise _failed(config, f"{what} to {config.base_url or ANTHROPIC_API} timed out: a summary may take {config.timeout:g} s in all (--timeout)")
 
     return _in_a_loop(bounded)
 
@@ -418,7 +418,7 @@ async def _summary(api: Any, messages: Sequence[Message], config: LlmConfig, pro
         except anthropic.BadRequestError as exc:
             excess = _too_long(exc)
             if excess is False or dropped >= len(groups) - 1 or attempts > MAX_PTL_RETRIES:
-                raise _failed(config, f"the model refused the request: {exc}") from None
+                raise _failed(config, f"the model at {config.base_url or ANTHROPIC_API} refused the request: {exc}") from None
             dropped += _drop(groups[dropped:], excess if isinstance(excess, tuple) else None)
             if progress:
                 progress(f"prompt too long: dropped the oldest {dropped} API round(s), retrying")

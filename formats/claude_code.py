@@ -36,6 +36,10 @@ CTXPIPE_NAMESPACE = uuidlib.UUID("6f1d2c1e-7f3b-4c1a-9a51-0c7e1d2b9a10")
 ENVELOPE = ("userType", "cwd", "sessionId", "version", "gitBranch", "slug")
 
 
+# What a count reads of a `progress` line: its place in the chain and the envelope (no message, no marker).
+_PROGRESS_KEPT = ("type", "uuid", "parentUuid", "logicalParentUuid", "isSidechain", "timestamp", *ENVELOPE)
+
+
 def is_compact_boundary(obj: dict[str, Any]) -> bool:
     return obj.get("type") == "system" and obj.get("subtype") == "compact_boundary"
 
@@ -526,6 +530,12 @@ class ClaudeCodeFormat:
                 if response is not None and response not in seen_responses and len(seen_responses) >= responses:
                     complete = False  # every line of the responses counted so far is in hand
                     break
+            if not keep_raw and obj.get("type") == "progress":
+                # To a count a progress line is at most a link of the chain (most are off it): a run of
+                # thousands (a long Bash, a busy hook) costs no memory.
+                if not leaf_seen or obj.get("uuid") != wanted:
+                    continue
+                entry.obj = obj = {key: obj[key] for key in _PROGRESS_KEPT if key in obj}
             collected.append(entry)
             offset = start
             if is_summary_marker(obj) and not seen_responses:

@@ -279,6 +279,34 @@ def session_file(tmp_path: Path) -> Path:
     return path
 
 
+def test_a_batch_says_on_stderr_which_files_the_model_failed_on_and_where(tmp_path: Path) -> None:
+    """Issue 22, case 18: in a batch, a failed model summary was said only in the rows."""
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for number in range(5):
+        (folder / f"s{number}.jsonl").write_bytes(long_session(tmp_path / "app"))
+    result = run_cli(
+        "compact", "--force", "--keep-last", "2", "--engine", "llm", "--base-url", url, "--timeout", "2", "--jobs", "1", "--now", NOW_ISO,
+        "--out-dir", tmp_path / "out", folder, env=WITH_KEY,
+    )  # fmt: skip
+    err = ok(result).stderr.decode()
+    failed = [line for line in err.splitlines() if "the llm engine failed" in line]
+    # The breaker opens after 3 failures in a row: the other 2 files are not sent, and one line says so.
+    assert len(failed) == 3, err
+    for line in failed:
+        assert line.startswith("ctxpipe: warning: ") and str(folder) in line and url in line and line.endswith("the offline engine stood in")
+    assert "the offline engine summarized 2 more without asking it" in err
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    summaries = [stage for row in rows for stage in row["stages"] if stage["stage"] == "summarize"]
+    assert [stage["engine"] for stage in summaries] == ["offline"] * 5
+    assert sum(1 for stage in summaries if url in stage.get("fallback_reason", "")) == 3
+
+
 def test_redact_hides_the_key_anything_key_shaped_and_auth_header_values() -> None:
     text = (
         f"echo {SECRET}; another sk-ant-api03-Zz_9-other; {{'x-api-key': 'k3y-V4lue-123', 'Authorization': 'Bearer t0ken-abc'}}; "
@@ -396,7 +424,7 @@ def test_a_dripping_server_is_cut_off_at_the_deadline(tmp_path: Path, server: Me
     result = ok(summarize_cli(path, server, "--engine", "llm", "--timeout", "2"))
     elapsed = time.monotonic() - started
     assert elapsed < 30, elapsed  # 2 s of waiting, the rest is starting Python and the SDK on a shared machine
-    assert "the model failed (the summary request timed out: a summary may take 2 s in all (--timeout))" in result.stderr.decode()
+    assert f"the model failed (the summary request to {server.url} timed out: a summary may take 2 s in all (--timeout))" in result.stderr.decode()
     assert [r.reply_kind for r in server.message_requests()] == ["drip"]
 
 

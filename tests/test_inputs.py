@@ -4,6 +4,7 @@ detect_format, the one place that tells a buffer's format from its first lines."
 
 from __future__ import annotations
 
+import mmap
 import os
 import subprocess
 import sys
@@ -36,7 +37,7 @@ def _feed_fifo(path: Path, data: bytes) -> threading.Thread:
 def test_a_regular_file_is_mapped_and_a_fifo_read_whole_to_the_same_bytes(tmp_path: Path) -> None:
     data = CLAUDE.read_bytes()
     with mapped(CLAUDE) as buffer:
-        assert type(buffer).__name__ == "mmap"
+        assert isinstance(buffer, mmap.mmap)
         assert bytes(buffer) == data
     fifo = tmp_path / "pipe.jsonl"
     os.mkfifo(fifo)

@@ -1016,7 +1016,7 @@ def test_a_timeout_falls_back_to_the_offline_engine(server: MessagesServer) -> N
     out, outcome = in_process(work_session().to_bytes(), engine="llm", llm=llm)
     assert time.monotonic() - started < 2.5
     assert outcome.report["engine"] == "offline" and "timed out" in outcome.report["fallback_reason"]
-    assert "the model failed (the summary request timed out: a summary may take 0.3 s in all" in outcome.note
+    assert f"the model failed (the summary request to {server.url} timed out: a summary may take 0.3 s in all" in outcome.note
     assert outcome.note.rstrip().endswith("key facts (100%)") and "so the offline engine ran" in outcome.note
     assert "1. Primary Request and Intent:" in summary_of(out)
 

@@ -124,7 +124,7 @@ def api_edits(
 
     count_options = threshold.counted(reading)
     source = streams.source_name(path)
-    with mapped(path) as buffer:
+    with mapped(path, on_error=count_options.on_error) as buffer:
         stats = ReadStats()
         # Every line, from the start: the tools and thinking of the whole active context.
         entries = list(iter_buffer_entries(buffer, source, count_options.on_error, stats))

@@ -116,7 +116,7 @@ def _to_stdout(path: str | None, options: CompactOptions, report_json: str | Non
 
     ready(PIPELINE)
     source = streams.source_name(path)
-    with mapped(path) as buffer:
+    with mapped(path, on_error=options.on_error) as buffer:
         _refuse_compaction(buffer, path, source)
         pieces, report = compact_buffer(buffer, source, options, breaker(), path)
     with streams.open_output(None) as out:
@@ -230,6 +230,7 @@ def _batch(
                 out.write(streams.json_bytes(row))
     for skipped in (r for r in done if "skipped" in r):
         streams.warn(f"{skipped['file']}: skipped: {skipped['skipped']}")
+    _say_fallbacks(reports)
     numbered = [r["backup"] for r in reports if r.get("backup") and r["backup"] != f"{r['output']}{backup}"]
     if numbered:
         streams.note(
@@ -241,6 +242,23 @@ def _batch(
     if failures:
         streams.note(f"compact: {len(failures)} of {len(items)} files failed")
         raise typer.Exit(ExitStatus.ERROR)
+
+
+def _say_fallbacks(reports: list[CompactReport]) -> None:
+    """In a batch, a failed model summary is said on stderr too (one compact prints its stage notes):
+    which file, why, and that the offline engine stood in; the files the model was no longer asked
+    for, once the breaker opened, in one line."""
+    from ...summary_stage import NOT_ASKED_AGAIN
+
+    unasked = 0
+    for report in reports:
+        for stage in report["stages"]:
+            if stage.get("fallback_reason"):
+                streams.warn(f"{report['file']}: the llm engine failed ({stage['fallback_reason']}); the offline engine stood in")
+            elif stage.get("engine") == "offline" and NOT_ASKED_AGAIN in stage.get("note", ""):
+                unasked += 1
+    if unasked:
+        streams.warn(f"compact: the model failed on too many files in a row, so the offline engine summarized {unasked} more without asking it")
 
 
 def _table(reports: list[CompactReport]) -> None:

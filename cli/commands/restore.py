@@ -50,7 +50,7 @@ def _plan(given: StageIO, settings: RestoreSettings, context: Any, json_output: 
     from .. import streams
 
     source_name = streams.source_name(given.path)
-    with mapped(given.path) as buffer:
+    with mapped(given.path, on_error=given.errors) as buffer:
         transcript_format = detect_format(buffer, source_name, given.format)
         entries = list(iter_entries(io.BytesIO(buffer), source_name, given.errors, ReadStats()))
     _, candidates = plan_restore(entries, transcript_format, settings.config(), iso(context.now), context.earlier)

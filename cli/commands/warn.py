@@ -50,7 +50,7 @@ def warn(
     options = budget.count_options(reading)
     source = streams.source_name(path)
     # A store's object: its ends only, by ranges, as count reads it (--pass-through needs it whole).
-    with mapped(path, ranged=not pass_through and not options.reads_whole_file) as buffer:
+    with mapped(path, ranged=not pass_through and not options.reads_whole_file, on_error=options.on_error) as buffer:
         result = count_buffer(buffer, source, options, None if source == streams.STDIN else kind_of(source))
         if pass_through:
             with streams.open_output(None) as out:

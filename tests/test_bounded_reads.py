@@ -1,0 +1,287 @@
+"""Nothing is read without a bound (issue 22, case 5).
+
+A stream has no size: `count /dev/zero` or `head -c 3G /dev/zero | validate` used to read until
+memory ran out. Every stream goes through core.jsonl.bounded_lines: a line holding NUL bytes is
+refused at its first megabyte, a line past MAX_LINE_BYTES is refused, and --on-error=skip drops
+such a line without holding it. A stream read whole (count, the stages on stdin) beyond 64 MiB goes
+to a temporary file, not memory. A small file an option names (--prices, --session-memory) is read
+to at most 16 MiB; a ledger or a --from transcript is read like any transcript.
+
+Memory is checked by running the child under an address-space limit well below what reading the
+stream whole would take: an unbounded read dies with MemoryError (an internal error), a bounded
+one gives the one-line refusal.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import resource
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+from builders import Session, usage
+from ctxpipe.core.jsonl import BINARY, MAX_LINE_BYTES, TOO_LONG, ReadStats, bounded_lines, iter_entries
+from helpers import ROOT, child_env, error_line, ok, run_cli
+
+FIXTURE = ROOT / "fixtures" / "claude-code" / "basic.jsonl"
+ZERO = Path("/dev/zero")
+pytestmark = pytest.mark.skipif(not ZERO.exists(), reason="needs /dev/zero")
+
+# Enough for the interpreter and its libraries, far less than the 3 GiB an unbounded read would hold.
+ADDRESS_SPACE = 1536 << 20
+
+
+def _limited() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
+
+
+def run_limited(*args: str | os.PathLike[str], stdin: int | None = None) -> subprocess.CompletedProcess[bytes]:
+    """`python -m ctxpipe ARGS` under the address-space limit, stdin from a descriptor (e.g. /dev/zero)."""
+    return subprocess.run(
+        [sys.executable, "-m", "ctxpipe", *map(str, args)],
+        stdin=stdin if stdin is not None else subprocess.DEVNULL,
+        capture_output=True,
+        env=child_env(),
+        timeout=120,
+        preexec_fn=_limited,
+    )
+
+
+# --- the reader -------------------------------------------------------------------------------------
+
+
+def test_bounded_lines_gives_the_lines_iteration_gives() -> None:
+    data = FIXTURE.read_bytes() + b"\r\n\n" + b'{"type":"user"}'  # CRLF, blank and unterminated lines
+    assert list(bounded_lines(io.BytesIO(data))) == list(io.BytesIO(data))
+
+
+def test_a_long_line_is_read_whole_below_the_bound() -> None:
+    line = orjson.dumps({"type": "user", "text": "a" * (5 << 20)}) + b"\n"
+    assert list(bounded_lines(io.BytesIO(line + line))) == [line, line]
+
+
+def test_a_binary_line_is_refused_at_its_first_piece_and_skipped_without_being_held() -> None:
+    class Endless(io.RawIOBase):
+        """/dev/zero in miniature, counting what was read: NULs for 64 MiB, then one good line."""
+
+        def __init__(self) -> None:
+            self.read_bytes = 0
+
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, target: memoryview) -> int:  # type: ignore[override]
+            if self.read_bytes >= 64 << 20:
+                tail = b'\n{"type":"user","message":{"role":"user","content":"hi"}}\n'
+                if self.read_bytes >= (64 << 20) + len(tail):
+                    return 0
+                target[: len(tail)] = tail
+                self.read_bytes += len(tail)
+                return len(tail)
+            size = min(len(target), (64 << 20) - self.read_bytes)
+            target[:size] = bytes(size)
+            self.read_bytes += size
+            return size
+
+    raw = Endless()
+    with pytest.raises(Exception, match="binary data") as refused:
+        next(iter_entries(io.BufferedReader(raw), "z"))
+    assert raw.read_bytes < 4 << 20, "refused at the first megabyte, not read on"
+    assert "z:1:" in str(refused.value)
+    stats = ReadStats()
+    entries = list(iter_entries(io.BufferedReader(Endless()), "z", "skip", stats))
+    assert [entry.obj["type"] for entry in entries] == ["user"] and entries[0].line == 2
+    assert stats.skipped == 1 and stats.problems == [(1, BINARY)]
+
+
+def test_the_bound_is_the_one_every_reader_applies() -> None:
+    assert MAX_LINE_BYTES == 256 << 20 and "256 MiB" in TOO_LONG
+
+
+# --- every command, on devices and endless streams ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["count", ZERO],
+        ["count", "--full", ZERO],
+        ["warn", ZERO],
+        ["validate", ZERO],
+        ["convert", "--to", "anthropic", ZERO],
+        ["microcompact", "--force", ZERO],
+        ["report", "--json", ZERO],
+        ["restore", "--from", ZERO, FIXTURE],
+        ["expand", "--ledger", ZERO, FIXTURE],
+    ],
+    ids=lambda args: " ".join(map(str, args)),
+)
+def test_dev_zero_is_refused_in_one_line_within_the_memory_limit(args: list[str]) -> None:
+    result = run_limited(*args)
+    line = error_line(result, "/dev/zero:1:")
+    assert "binary data" in line or "not yet ended" in line, line
+    assert "internal error" not in line
+
+
+@pytest.mark.parametrize("command", [["count"], ["validate"], ["microcompact", "--force"], ["collapse"], ["compact", "--force"], ["statusline"]])
+def test_an_endless_binary_stdin_is_refused_within_the_memory_limit(command: list[str]) -> None:
+    with ZERO.open("rb") as zeros:
+        result = run_limited(*command, stdin=zeros.fileno())
+    if command == ["statusline"]:  # it promises Claude Code a line and exit 0, whatever it is given
+        assert result.returncode == 0 and result.stdout.strip() and b"Traceback" not in result.stderr
+        return
+    line = error_line(result, "-:1:")
+    assert "binary data" in line or "not yet ended" in line, line
+
+
+def test_a_line_past_the_bound_is_refused_even_without_nul_bytes(tmp_path: Path) -> None:
+    # Written through a pipe, so nothing maps it: the stream reader must stop at the bound.
+    with subprocess.Popen(
+        [sys.executable, "-m", "ctxpipe", "count"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(), preexec_fn=_limited
+    ) as child:
+        assert child.stdin is not None
+        piece = b'{"type":"user","text":"' + b"a" * (8 << 20)
+        try:
+            for _ in range((MAX_LINE_BYTES >> 23) + 4):
+                child.stdin.write(piece)
+        except BrokenPipeError:  # refused before all was written: what a bound does
+            pass
+        with_stdin_closed = child.communicate(timeout=120)
+    result = subprocess.CompletedProcess(child.args, child.returncode, *with_stdin_closed)
+    error_line(result, "-:1:", "longer than 256 MiB")
+
+
+def test_skip_drops_a_binary_run_inside_a_stream_and_counts_the_rest(tmp_path: Path) -> None:
+    damaged = FIXTURE.read_bytes().replace(b"\n", b"\n" + bytes(5 << 20) + b"\n", 1)
+    plain = ok(run_cli("count", "--on-error", "skip", FIXTURE))
+    streamed = ok(run_cli("count", "--on-error", "skip", "-", stdin=damaged))
+    assert orjson.loads(streamed.stdout)["tokens"] == orjson.loads(plain.stdout)["tokens"]
+    assert orjson.loads(streamed.stdout)["skipped_lines"] == 1
+    refused = run_cli("count", "-", stdin=damaged)
+    error_line(refused, "-:2:", "binary data")
+
+
+def test_a_stream_longer_than_memory_holds_is_spooled_and_counts_as_the_file(tmp_path: Path) -> None:
+    built = Session()
+    built.user("Start.")
+    for number in range(40):
+        built.text("x" * (2 << 20) + str(number), usage(10_000 + number))  # 80 MiB in all: past the 64 MiB held in memory
+    path = tmp_path / "long.jsonl"
+    path.write_bytes(built.to_bytes())
+    with path.open("rb") as handle:
+        streamed = run_limited("count", stdin=handle.fileno())
+    from_file = run_limited("count", path)
+    assert orjson.loads(ok(streamed).stdout)["tokens"] == orjson.loads(ok(from_file).stdout)["tokens"]
+    with path.open("rb") as handle:
+        passed = subprocess.run(
+            [sys.executable, "-m", "ctxpipe", "collapse"], stdin=handle, capture_output=True, env=child_env(), timeout=120, preexec_fn=_limited
+        )
+    assert ok(passed).stdout == path.read_bytes()
+
+
+# --- small files an option names ---------------------------------------------------------------
+
+
+def test_a_price_table_on_a_device_is_refused_at_its_bound() -> None:
+    error_line(run_limited("count", "--cost", "--prices", ZERO, FIXTURE), "/dev/zero", "larger than 16 MiB", "price table")
+
+
+def test_session_memory_notes_on_a_device_are_refused_at_their_bound(tmp_path: Path) -> None:
+    transcript = tmp_path / "s.jsonl"
+    shutil.copy(FIXTURE, transcript)
+    result = run_limited("summarize", "--engine", "session-memory", "--session-memory", ZERO, "--keep-last", "2", transcript)
+    error_line(result, "/dev/zero", "larger than 16 MiB", "notes file")
+
+
+# --- the status line's worst files (issue 22, case 6) --------------------------------------------
+
+
+# Runs ctxpipe as `python -m ctxpipe` does and records its own peak resident memory as it exits:
+# VmHWM, the high-water mark of this process's memory (getrusage's ru_maxrss would also count the
+# memory of the test process it was forked from: Linux keeps that figure across exec).
+MEASURED = """
+import atexit, re, runpy, sys
+where = sys.argv.pop(1)
+def peak():
+    status = open("/proc/self/status").read()
+    open(where, "w").write(re.search(r"VmHWM:\\s*(\\d+) kB", status).group(1))
+atexit.register(peak)
+sys.argv[0] = "ctxpipe"
+runpy.run_module("ctxpipe", run_name="__main__", alter_sys=True)
+"""
+
+
+def peak_rss_of(tmp_path: Path, *args: str | os.PathLike[str], stdin: bytes = b"") -> tuple[subprocess.CompletedProcess[bytes], int]:
+    """The run and its peak resident memory in bytes."""
+    where = tmp_path / "peak-rss"
+    result = subprocess.run([sys.executable, "-c", MEASURED, str(where), *map(str, args)], input=stdin, capture_output=True, env=child_env(), timeout=120)
+    return result, int(where.read_text()) * 1024
+
+
+def with_status(path: Path) -> bytes:
+    return orjson.dumps({"transcript_path": str(path), "model": {"id": "claude-sonnet-4-5"}})
+
+
+HAS_PROC_STATUS = Path("/proc/self/status").exists()
+
+
+@pytest.mark.skipif(not HAS_PROC_STATUS, reason="reads a run's peak memory from /proc/self/status (Linux)")
+def test_a_zero_filled_tail_is_skipped_without_reading_it(tmp_path: Path) -> None:
+    from ctxpipe.inputs import trailing_hole
+
+    path = tmp_path / "crashed.jsonl"
+    shutil.copy(FIXTURE, path)
+    with path.open("ab") as handle:
+        handle.truncate(path.stat().st_size + (1 << 30))  # a gigabyte the crash never wrote: a hole
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        if trailing_hole(descriptor, path.stat().st_size) == path.stat().st_size:
+            pytest.skip("this file system does not report holes (SEEK_DATA), so the zeros would be read")
+    finally:
+        os.close(descriptor)
+    plain = orjson.loads(ok(run_cli("count", FIXTURE)).stdout)
+    counted, peak = peak_rss_of(tmp_path, "count", "--on-error", "skip", path)
+    assert orjson.loads(ok(counted).stdout)["tokens"] == plain["tokens"]
+    assert b"skipped 1 bad line" in counted.stderr
+    assert peak < 200 << 20, f"{peak >> 20} MiB: the zeros were read (a gigabyte of them)"
+    refused = run_cli("count", path)
+    error_line(refused, "binary data")
+    line, peak = peak_rss_of(tmp_path, "statusline", stdin=with_status(path))
+    assert line.returncode == 0 and f"{plain['tokens'] / 1000:.1f}K".encode() in line.stdout, line.stdout
+    assert peak < 200 << 20, f"{peak >> 20} MiB"
+
+
+@pytest.mark.skipif(not HAS_PROC_STATUS, reason="reads a run's peak memory from /proc/self/status (Linux)")
+def test_a_long_run_of_progress_lines_costs_a_count_no_memory(tmp_path: Path) -> None:
+    """300,000 `progress` lines (a long Bash, a busy hook) before the last response: off the chain, as
+    most are in real files, they are read past, not kept."""
+    lines = FIXTURE.read_bytes().splitlines()
+    objects = [orjson.loads(line) for line in lines]
+    last = max(i for i, obj in enumerate(objects) if obj.get("type") == "assistant")
+    progress = [
+        orjson.dumps(
+            {
+                "type": "progress",
+                "uuid": f"p{n}",
+                "parentUuid": next(obj["uuid"] for obj in objects if "uuid" in obj),
+                "data": {"type": "bash_progress", "output": "x" * 400},
+            }
+        )
+        for n in range(300_000)
+    ]
+    path = tmp_path / "busy.jsonl"
+    path.write_bytes(b"\n".join(lines[:last] + progress + lines[last:]) + b"\n")
+    size = path.stat().st_size
+    plain = orjson.loads(ok(run_cli("count", FIXTURE)).stdout)
+    counted, peak = peak_rss_of(tmp_path, "count", path)
+    assert orjson.loads(ok(counted).stdout)["tokens"] == plain["tokens"]
+    # The map of the file may be resident; the 300,000 parsed lines (about 3x its size) may not.
+    assert peak < size + (100 << 20), f"{peak >> 20} MiB for a {size >> 20} MiB file"
+    line, peak = peak_rss_of(tmp_path, "statusline", stdin=with_status(path))
+    assert line.returncode == 0 and f"{plain['tokens'] / 1000:.1f}K".encode() in line.stdout
+    assert peak < size + (100 << 20), f"{peak >> 20} MiB for a {size >> 20} MiB file"
