@@ -105,10 +105,13 @@ def _joined(root: str, relative: str) -> str:
 
 
 def fitted_name(console: Any, name: str, after: int, style: str = "") -> Any:
-    """`name` as a rich Text, made safe and shortened in the middle so that it and `after` more cells
-    fit on one line of the console (never narrower than NAME_MIN): for a line that starts with a name."""
+    """`name` as a rich Text, made safe and, on a terminal, shortened in the middle so that it and
+    `after` more cells fit on one line (never narrower than NAME_MIN): for a line that starts with a
+    name. Written to a file (warn --pass-through's stderr), the line keeps the whole name."""
     from rich.text import Text
 
+    if not console.is_terminal:
+        return Text(shown(name), style=style)
     return Text(shortened(shown(name), max(NAME_MIN, console.width - after), ellipsis_for(console)), style=style)
 
 

@@ -333,3 +333,10 @@ def test_hostile_names_are_escaped_then_shortened(tmp_path: Path) -> None:
     assert_named(cells[0][model], "claude-" + "x" * 300 + "-\\x1b]0;owned\\x07")
     assert_named(cells[0][0], "a\\x1b[2Jb-session.jsonl")
     assert [row[headers.index("tokens")] for row in cells] == [f"{row['tokens']:,}" for row in rows]
+
+
+def test_a_report_written_to_a_file_keeps_the_whole_name(projects: Path) -> None:
+    path = projects / NAMES[1]
+    done = run_cli("warn", "--pass-through", path, env={"COLUMNS": "60"})  # stderr is a pipe, not a terminal
+    assert done.returncode == 0 and len(str(path)) > 60
+    assert done.stderr.decode().startswith(f"{path}: normal")
