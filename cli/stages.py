@@ -165,7 +165,7 @@ def print_report(name: str, report: dict[str, Any]) -> None:
     from .tables import Column, print_table
     from .terminal import shown_text
 
-    # On a narrow terminal the highest priority goes first (0: always shown).
+    # A narrow terminal leaves out the largest priority number first (0: always shown).
     columns = [Column("tool", "name", 0), Column("results", "number", 1), Column("tokens freed", "number", 0)]
     rows = [  # the transcript's tool names
         [shown_text(tool), str(figures["results"]), f"{figures['tokens']:,}"] for tool, figures in sorted(by_tool.items(), key=lambda item: -item[1]["tokens"])

@@ -12,7 +12,8 @@ Left to itself, rich fits a table that is too wide by cutting every cell ("77,4â
 
 File paths are named relative to the folder argument they were found in (`display_names`).
 Cells come in already made safe (cli/terminal.py's shown_text); shortening only cuts that text.
-JSON and piped output never come here.
+JSON never comes here, nor does a table on a redirected stdout (it gets JSON); a stage's --report
+on a redirected stderr is fitted to COLUMNS (else 80), as rich did before.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ def display_names(files: Sequence[str], given: Sequence[str]) -> dict[str, str]:
 
 
 def _joined(root: str, relative: str) -> str:
-    return root if root.endswith("/") and relative == "" else root.rstrip("/") + "/" + relative
+    return root.rstrip("/") + "/" + relative
 
 
 def fitted_name(console: Any, name: str, after: int, style: str = "") -> Any:

@@ -247,7 +247,7 @@ def _table(reports: list[CompactReport], given: list[str]) -> None:
     from ..tables import Column, display_names, print_table
     from ..terminal import shown_text
 
-    # On a narrow terminal the highest priority goes first (0: always shown).
+    # A narrow terminal leaves out the largest priority number first (0: always shown).
     columns = [Column("file", "name", 0), Column("before", "number", 0), Column("after", "number", 0), Column("summarized", "label", 1)]
     names = display_names([report["file"] for report in reports], given)
     rows = []

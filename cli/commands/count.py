@@ -18,7 +18,7 @@ from ..options import Batch, Cost, Json, Reading
 from ..status import ExitStatus
 from ..tables import Column
 
-# Each table's columns, in order; on a narrow terminal the highest priority goes first (0: always shown).
+# Each table's columns, in order; a narrow terminal leaves out the largest priority number first (0: always shown).
 COLUMNS = [
     Column("file", "name", 0),
     Column("kind", "label", 3),  # only where the files differ in kind

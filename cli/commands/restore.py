@@ -61,7 +61,7 @@ def _plan(given: StageIO, settings: RestoreSettings, context: Any, json_output: 
     from ..tables import Column, print_table
     from ..terminal import shown_text
 
-    # On a narrow terminal the highest priority goes first (0: always shown).
+    # A narrow terminal leaves out the largest priority number first (0: always shown).
     columns = [Column("kind", "label", 3), Column("name", "name", 0), Column("tokens", "number", 0), Column("chosen", "label", 1), Column("why", "text", 2)]
     # Names are the transcript's file paths, skills and plans: shown, never markup.
     cells = [

@@ -99,7 +99,7 @@ def validate_one(item: tuple[str, str], format_name: str | None, errors: str) ->
     return report, opened.stats, source
 
 
-# A finding's columns; on a narrow terminal the highest priority goes first (0: always shown).
+# A finding's columns; a narrow terminal leaves out the largest priority number first (0: always shown).
 FINDING_COLUMNS = [Column("line", "number", 0), Column("severity", "label", 2), Column("code", "label", 1), Column("message", "text", 0)]
 
 
