@@ -31,24 +31,31 @@ def _columns(values: list[int], width: int) -> list[int]:
     return [max(values[int(i * step) : max(int(i * step) + 1, int((i + 1) * step))]) for i in range(width)]
 
 
-def timeline_text(result: Any, width: int) -> Any:
-    """A bar chart of the prompt size at each API call, with the threshold lines drawn across."""
+def timeline_text(result: Any, width: int, name: str | None = None, ellipsis: str = "…") -> Any:
+    """A bar chart of the prompt size at each API call, with the threshold lines drawn across, in
+    `width` cells (the threshold labels beside it included). `name`: the file as the table names it."""
     from rich.text import Text
+
+    from .tables import NAME_MIN, shortened
 
     points = result.timeline or []
     text = Text()
+    title = shown(result.file if name is None else name)
     if not points:
-        text.append(f"{shown(result.file)}: no recorded API usage to chart\n", style="dim")
+        text.append(f"{shortened(title, max(NAME_MIN, width - 34), ellipsis)}: no recorded API usage to chart\n", style="dim")
         return text
     lines = _lines(result)
     top = max(max(p["tokens"] for p in points), lines[-1][1]) * 1.05
-    columns = _columns([p["tokens"] for p in points], max(10, width - 30))
     rows = HEIGHT
-    text.append(f"{shown(result.file)}: context size at each of {len(points)} API calls\n", style="bold")
-    for row in range(rows, 0, -1):
+    # Several thresholds can fall in one row (on a 1M window they are 10K apart): name them all.
+    bands = [[line for line in lines if (row - 1) / rows * top <= line[1] < row / rows * top] for row in range(rows, 0, -1)]
+    labels = max(sum(len(f" {label} {_short(value)}") for label, value, _ in here) for here in bands)
+    # The bars take what the axis (8 cells) and the longest row of labels leave: no label wraps.
+    columns = _columns([p["tokens"] for p in points], max(10, width - 8 - labels))
+    heading = f": context size at each of {len(points)} API calls"
+    text.append(f"{shortened(title, max(NAME_MIN, width - len(heading)), ellipsis)}{heading}\n", style="bold")
+    for row, here in zip(range(rows, 0, -1), bands):
         low, high = (row - 1) / rows * top, row / rows * top
-        # Several thresholds can fall in one row (on a 1M window they are 10K apart): name them all.
-        here = [(name, value, style) for name, value, style in lines if low <= value < high]
         text.append(f"{_short(high):>6} │", style="dim")
         for value in columns:
             if value >= high:
@@ -59,8 +66,8 @@ def timeline_text(result: Any, width: int) -> Any:
                 text.append("─", style=here[-1][2])
             else:
                 text.append(" ")
-        for name, value, style in here:
-            text.append(f" {name} {_short(value)}", style=style)
+        for label, value, style in here:
+            text.append(f" {label} {_short(value)}", style=style)
         text.append("\n")
     text.append(" " * 7 + "└" + "─" * len(columns) + "\n", style="dim")
     # Timestamps come from the transcript: escaped before they are cut to 16 characters.

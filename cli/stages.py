@@ -158,15 +158,16 @@ def _take_back(path: str, start: int, end: int) -> None:
 
 def print_report(name: str, report: dict[str, Any]) -> None:
     """What the stage did, on stderr: its per-tool figures as a small table, else its report as one JSON line."""
-    from rich.table import Table
-
     by_tool = report.get("by_tool") or {}
     if not by_tool:
         streams.note(f"{name}: " + streams.json_bytes(report).decode().rstrip("\n"))  # inert on a terminal, whatever the transcript's text
         return
+    from .tables import Column, print_table
     from .terminal import shown_text
 
-    table = Table("tool", "results", "tokens freed", show_edge=False)
-    for tool, figures in sorted(by_tool.items(), key=lambda item: -item[1]["tokens"]):
-        table.add_row(shown_text(tool), str(figures["results"]), f"{figures['tokens']:,}")  # the transcript's tool name
-    streams.stderr_console().print(table)
+    # A narrow terminal leaves out the largest priority number first (0: always shown).
+    columns = [Column("tool", "name", 0), Column("results", "number", 1), Column("tokens freed", "number", 0)]
+    rows = [  # the transcript's tool names
+        [shown_text(tool), str(figures["results"]), f"{figures['tokens']:,}"] for tool, figures in sorted(by_tool.items(), key=lambda item: -item[1]["tokens"])
+    ]
+    print_table(streams.stderr_console(), columns, rows, whole="--report-json FILE")

@@ -223,7 +223,7 @@ def _batch(
     if json_output or not streams.stdout_is_terminal():
         streams.write_json_lines(rows)
     else:
-        _table(reports)
+        _table(reports, paths)
     if report_json:
         with streams.open_output(report_json) as out:
             for row in rows:
@@ -261,19 +261,26 @@ def _say_fallbacks(reports: list[CompactReport]) -> None:
         streams.warn(f"compact: the model failed on too many files in a row, so the offline engine summarized {unasked} more without asking it")
 
 
-def _table(reports: list[CompactReport]) -> None:
-    from rich.table import Table
-
+def _table(reports: list[CompactReport], given: list[str]) -> None:
+    from ..tables import Column, display_names, print_table
     from ..terminal import shown_text
 
-    table = Table("file", "before", "after", "summarized", show_edge=False)
+    # A narrow terminal leaves out the largest priority number first (0: always shown).
+    columns = [Column("file", "name", 0), Column("before", "number", 0), Column("after", "number", 0), Column("summarized", "label", 1)]
+    names = display_names([report["file"] for report in reports], given)
+    rows = []
     for report in reports:
         summarized = next((s for s in report["stages"] if s["stage"] == "summarize"), None)
         # File names come from the folders searched: shown, never markup.
-        table.add_row(
-            shown_text(report["file"]), f"{report['tokens_before']:,}", f"{report['tokens_after']:,}", "yes" if summarized and summarized["changed"] else "no"
+        rows.append(
+            [
+                shown_text(names[report["file"]]),
+                f"{report['tokens_before']:,}",
+                f"{report['tokens_after']:,}",
+                "yes" if summarized and summarized["changed"] else "no",
+            ]
         )
     before = sum(r["tokens_before"] for r in reports)
     after = sum(r["tokens_after"] for r in reports)
-    table.add_row(shown_text("total", "bold"), f"{before:,}", f"{after:,}", "")
-    streams.stdout_console().print(table)
+    rows.append([shown_text("total", "bold"), f"{before:,}", f"{after:,}", ""])
+    print_table(streams.stdout_console(), columns, rows)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import replace
 from enum import Enum
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -15,9 +16,32 @@ from ..budget_options import Budget
 from ..flags import with_options
 from ..options import Batch, Cost, Json, Reading
 from ..status import ExitStatus
+from ..tables import Column
 
-if TYPE_CHECKING:  # rich is imported only when a table is printed
-    from rich.console import JustifyMethod
+# Each table's columns, in order; a narrow terminal leaves out the largest priority number first (0: always shown).
+COLUMNS = [
+    Column("file", "name", 0),
+    Column("kind", "label", 3),  # only where the files differ in kind
+    Column("model", "label", 5),
+    Column("window", "number", 4),
+    Column("tokens", "number", 0),
+    Column("exact", "number", 6),
+    Column("estimated", "number", 7),
+    Column("baseline", "number", 10),
+    Column("re-injected", "number", 11),  # only where Claude Code re-injected files
+    Column("used", "number", 2),
+    Column("messages", "number", 9),
+    Column("cost", "number", 1),  # with --cost, asked for
+    Column("cache hit", "number", 8),
+]
+BREAKDOWN_COLUMNS = [Column("group", "name", 0), Column("tokens", "number", 0), Column("share", "number", 1), Column("blocks", "number", 2)]
+LARGEST_COLUMNS = [
+    Column("line", "number", 0),
+    Column("role", "label", 3),
+    Column("block", "label", 2),
+    Column("tool", "label", 1),
+    Column("tokens", "number", 0),
+]
 
 
 class Tokenizer(str, Enum):
@@ -117,7 +141,7 @@ def count(
     if json_output or not streams.stdout_is_terminal():
         streams.write_json_lines(rows)
     else:
-        _print(counted, rows, timeline, options.by)
+        _print(counted, rows, timeline, options.by, paths)
     if failures:
         raise typer.Exit(ExitStatus.ERROR)
 
@@ -166,68 +190,60 @@ def _parts(data: dict[str, Any]) -> str:
     return f"exact part from the last recorded usage (the baseline inside it), estimated part for the {data['estimated_messages']} message(s) after it"
 
 
-def _print(counted: list[Any], rows: list[dict[str, Any]], timeline: bool, by: str | None) -> None:
-    from rich.table import Table
-
+def _print(counted: list[Any], rows: list[dict[str, Any]], timeline: bool, by: str | None, given: Sequence[str] = ()) -> None:
     from ...sessions import COMPACTION_NOTE
+    from ..tables import display_names, ellipsis_for, fitted_name, print_table
     from ..terminal import shown_text
 
     # Every cell and line is a Text of shown(...): file, model, tool and path names come from the transcript.
     console = streams.stdout_console()
-    table = Table(show_edge=False, header_style="bold")
+    names = display_names([row["file"] for row in rows if not row.get("total")], given)
     reinjected = any(row.get("reinjected_tokens") for row in rows)
-    columns: list[tuple[str, JustifyMethod]] = [
-        ("file", "left"),
-        ("model", "left"),
-        ("window", "right"),
-        ("tokens", "right"),
-        ("exact", "right"),
-        ("estimated", "right"),
-        ("baseline", "right"),
-    ]
-    columns += [("re-injected", "right")] if reinjected else []
     # The kind only where files differ in it (a folder with subagents or compaction side-calls).
     kinds = any(row.get("kind") not in (None, "main") for row in rows if not row.get("total"))
-    columns[1:1] = [("kind", "left")] if kinds else []
     cost = any("cost" in row or "usd" in row for row in rows)
-    spending: list[tuple[str, JustifyMethod]] = [("cost", "right"), ("cache hit", "right")] if cost else []
-    for column, justify in [*columns, ("used", "right"), ("messages", "right"), *spending]:
-        table.add_column(column, justify=justify)
+    shown_columns = [column for column in COLUMNS if (column.header != "kind" or kinds) and (column.header != "re-injected" or reinjected)]
+    shown_columns = [column for column in shown_columns if cost or column.header not in ("cost", "cache hit")]
+    cells: list[dict[str, Any]] = []
     for row in rows:
         if row.get("total"):
-            cells = [
-                shown_text("total", "bold"),
-                *([""] if kinds else []),
-                "",
-                "",
-                shown_text(f"{row['tokens']:,}", "bold"),
-                f"{row['exact_tokens']:,}",
-                f"{row['estimated_tokens']:,}",
-                "",
-            ]
-            table.add_row(*cells, *([""] if reinjected else []), "", _messages(row["messages"]), *([_usd(row.get("usd")), ""] if cost else []))
+            cells.append(
+                {
+                    "file": shown_text("total", "bold"),
+                    "tokens": shown_text(f"{row['tokens']:,}", "bold"),
+                    "exact": f"{row['exact_tokens']:,}",
+                    "estimated": f"{row['estimated_tokens']:,}",
+                    "messages": _messages(row["messages"]),
+                    "cost": _usd(row.get("usd")),
+                }
+            )
             continue
         # The baseline is part of the exact figure when a recorded usage anchors the count: shown in brackets.
         baseline = f"+{row['baseline_tokens']:,}" if row["baseline_in_total"] else f"({row['baseline_tokens']:,})"
-        cells = [
-            shown_text(row["file"]),
-            *([row["kind"] or "-"] if kinds else []),
-            shown_text(row["model"] or "?"),
-            f"{row['context_window']:,}",
-            shown_text(f"{row['tokens']:,}", "bold"),
-            f"{row['exact_tokens']:,}",
-            f"{row['estimated_tokens']:,}",
-            baseline,
-        ]
-        spent = [_usd(row["cost"]["usd"]), _rate(row["cost"]["cache_hit_rate"])] if cost else []
-        table.add_row(*cells, *([f"+{row['reinjected_tokens']:,}"] if reinjected else []), f"{row['percent_of_window']}%", _messages(row["messages"]), *spent)
-    console.print(table)
+        cells.append(
+            {
+                "file": shown_text(names[row["file"]]),
+                "kind": row["kind"] or "-",
+                "model": shown_text(row["model"] or "?"),
+                "window": f"{row['context_window']:,}",
+                "tokens": shown_text(f"{row['tokens']:,}", "bold"),
+                "exact": f"{row['exact_tokens']:,}",
+                "estimated": f"{row['estimated_tokens']:,}",
+                "baseline": baseline,
+                "re-injected": f"+{row['reinjected_tokens']:,}",
+                "used": f"{row['percent_of_window']}%",
+                "messages": _messages(row["messages"]),
+                **({"cost": _usd(row["cost"]["usd"]), "cache hit": _rate(row["cost"]["cache_hit_rate"])} if cost else {}),
+            }
+        )
+    print_table(console, shown_columns, [[row.get(column.header, "") for column in shown_columns] for row in cells])
     if any(row.get("kind") == "compaction" for row in rows):
         console.print(shown_text(f"kind compaction: {COMPACTION_NOTE}", "dim"))
     for result in counted:
         data = result.as_dict()
+        name = names[data["file"]]
         for adjustment in data["adjustments"]:
-            console.print(shown_text(f"  {data['file']}: {adjustment['tokens']:+,} tokens ({adjustment['note']}, line {adjustment['line']})"))
+            console.print(shown_text(f"  {name}: {adjustment['tokens']:+,} tokens ({adjustment['note']}, line {adjustment['line']})"))
         if len(counted) == 1:
             console.print(shown_text(f"estimator: {data['tokenizer']}; " + _parts(data), "dim"))
             console.print(shown_text(f"baseline: {data['baseline']['note']} ({data['baseline']['source']})", "dim"))
@@ -247,20 +263,17 @@ def _print(counted: list[Any], rows: list[dict[str, Any]], timeline: bool, by: s
                     shown_text(f"no price known for {', '.join(spent['unpriced_models'])} (not in the model catalog): give one with --prices FILE", "dim")
                 )
         if "breakdown" in data:
-            console.print(shown_text(data["file"], "bold") + f": estimated tokens by {by}")
-            breakdown = Table("group", "tokens", "share", "blocks", show_edge=False)
-            for item in data["breakdown"]:
-                breakdown.add_row(shown_text(item["key"]), f"{item['tokens']:,}", f"{item['share']}%", str(item["blocks"]))
-            console.print(breakdown)
+            console.print(fitted_name(console, name, len(f": estimated tokens by {by}"), "bold") + f": estimated tokens by {by}")
+            groups = [[shown_text(item["key"]), f"{item['tokens']:,}", f"{item['share']}%", str(item["blocks"])] for item in data["breakdown"]]
+            print_table(console, BREAKDOWN_COLUMNS, groups)
         if "top" in data:
-            console.print(shown_text(data["file"], "bold") + ": largest lines")
-            largest = Table("line", "role", "block", "tool", "tokens", show_edge=False)
-            for item in data["top"]:
-                largest.add_row(
-                    str(item["line"] or ""), shown_text(item["role"]), shown_text(item["block"]), shown_text(item["tool"] or ""), f"{item['tokens']:,}"
-                )
-            console.print(largest)
+            console.print(fitted_name(console, name, len(": largest lines"), "bold") + ": largest lines")
+            largest = [
+                [str(item["line"] or ""), shown_text(item["role"]), shown_text(item["block"]), shown_text(item["tool"] or ""), f"{item['tokens']:,}"]
+                for item in data["top"]
+            ]
+            print_table(console, LARGEST_COLUMNS, largest)
         if timeline and "timeline" in data:
             from ..chart import timeline_text
 
-            console.print(timeline_text(result, console.width))
+            console.print(timeline_text(result, console.width, name, ellipsis_for(console)))

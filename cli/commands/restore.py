@@ -58,12 +58,13 @@ def _plan(given: StageIO, settings: RestoreSettings, context: Any, json_output: 
     if json_output or not streams.stdout_is_terminal():
         streams.write_json_lines(rows)
         return
-    from rich.table import Table
-
+    from ..tables import Column, print_table
     from ..terminal import shown_text
 
+    # A narrow terminal leaves out the largest priority number first (0: always shown).
+    columns = [Column("kind", "label", 3), Column("name", "name", 0), Column("tokens", "number", 0), Column("chosen", "label", 1), Column("why", "text", 2)]
     # Names are the transcript's file paths, skills and plans: shown, never markup.
-    table = Table("kind", "name", "tokens", "chosen", "why", show_edge=False)
-    for row in rows:
-        table.add_row(shown_text(row["kind"]), shown_text(row["name"]), f"{row['tokens']:,}", "yes" if row["chosen"] else "no", shown_text(row["reason"]))
-    streams.stdout_console().print(table)
+    cells = [
+        [shown_text(row["kind"]), shown_text(row["name"]), f"{row['tokens']:,}", "yes" if row["chosen"] else "no", shown_text(row["reason"])] for row in rows
+    ]
+    print_table(streams.stdout_console(), columns, cells)

@@ -9,6 +9,7 @@ from .. import streams
 from ..flags import with_options
 from ..options import Batch, Json, Reading
 from ..status import ExitStatus
+from ..tables import Column
 
 
 @with_options(reading=Reading, batch=Batch)
@@ -58,7 +59,7 @@ def validate(
     if json_output or not streams.stdout_is_terminal():
         streams.write_json_lines(reports)
     else:
-        _print_tables(reports)
+        _print_tables(reports, batch.paths or [])
     if unreadable or any(not report["valid"] for report in reports):
         raise typer.Exit(ExitStatus.ERROR)
 
@@ -98,24 +99,24 @@ def validate_one(item: tuple[str, str], format_name: str | None, errors: str) ->
     return report, opened.stats, source
 
 
-def _print_tables(reports: list[dict[str, Any]]) -> None:
-    from rich.table import Table
+# A finding's columns; a narrow terminal leaves out the largest priority number first (0: always shown).
+FINDING_COLUMNS = [Column("line", "number", 0), Column("severity", "label", 2), Column("code", "label", 1), Column("message", "text", 0)]
 
+
+def _print_tables(reports: list[dict[str, Any]], given: list[str]) -> None:
+    from ..tables import display_names, fitted_name, print_table
     from ..terminal import shown_text
 
     console = streams.stdout_console()
+    names = display_names([report["file"] for report in reports], given)
     for report in reports:
         verdict = shown_text("valid", "green") if report["valid"] else shown_text("invalid", "red")
-        console.print(
-            shown_text(report["file"], "bold")
-            + shown_text(f" ({report['format']}, {report['entries']} entries): ")
-            + verdict
-            + f", {report['errors']} errors, {report['warnings']} warnings"
-        )
+        rest = shown_text(f" ({report['format']}, {report['entries']} entries): ") + verdict + f", {report['errors']} errors, {report['warnings']} warnings"
+        console.print(fitted_name(console, names[report["file"]], rest.cell_len, "bold") + rest)
         if report["findings"]:
             # Messages quote the transcript's values (ids, types, schema errors): shown, never markup.
-            table = Table("line", "severity", "code", "message", show_edge=False)
+            rows = []
             for finding in report["findings"]:
                 style = "red" if finding["severity"] == "error" else "yellow"
-                table.add_row(str(finding["line"] or ""), shown_text(finding["severity"], style), shown_text(finding["code"]), shown_text(finding["message"]))
-            console.print(table)
+                rows.append([str(finding["line"] or ""), shown_text(finding["severity"], style), shown_text(finding["code"]), shown_text(finding["message"])])
+            print_table(console, FINDING_COLUMNS, rows)

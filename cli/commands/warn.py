@@ -69,14 +69,19 @@ def warn(
 
 
 def _print_brief(report: WarnReport, to_stderr: bool) -> None:
+    from ..tables import fitted_name
     from ..terminal import shown_text
 
     console = streams.stderr_console() if to_stderr else streams.stdout_console()
     level = report["level"]
     autocompact = report["thresholds"]["autocompact"]
     target = f"autocompact at {autocompact:,}" if autocompact is not None else "autocompact off"
+    # The file as given, shortened in the middle to leave its level and size on the line; the rest wraps.
     console.print(
-        shown_text(report["file"]) + ": " + shown_text(level, LEVEL_STYLE[level]) + f" — {report['tokens']:,} tokens "
+        fitted_name(console, report["file"], len(f": {level} — {report['tokens']:,} tokens "))
+        + ": "
+        + shown_text(level, LEVEL_STYLE[level])
+        + f" — {report['tokens']:,} tokens "
         f"({report['percent_used']}% of {report['context_window']:,}; {report['percent_left']}% left before {target})"
         + (f" — {report['note']}" if "note" in report else "")
     )
