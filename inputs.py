@@ -6,7 +6,8 @@ the library) and `mapped` (the whole input as a buffer: count and the commands b
 a FIFO, `<(…)`, a character device, a file in /proc that claims 0 bytes — has no size to map, so it
 is read whole. Missing, unreadable and folder inputs are bad input (InputError), never a traceback:
 the mapping of OS errors to messages is `open_file` and `read_all`, nowhere else. `detect_format`
-tells a buffer's format from its first lines.
+tells a buffer's format from its first lines, and `stream_entries` a stream's; both refuse another
+agent's file first (formats.other_agents), before a line of it is parsed.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any, BinaryIO
 from . import storage
 from .core.errors import InputError
 from .core.jsonl import Entry, OnError, ReadStats, iter_entries
-from .formats import SNIFF_LINES, TranscriptFormat, claim, detect, get
+from .formats import SNIFF_LINES, TranscriptFormat, claim, detect, get, other_agents, refuse_other_agent
 
 STDIN = "-"
 Source = str | os.PathLike[str] | None  # a path; None or "-" is stdin
@@ -93,9 +94,11 @@ def opened(path: Source, buffering: int = -1) -> Iterator[BinaryIO]:
 
 def detect_format(buffer: Any, source: str, named: str | None = None) -> TranscriptFormat:
     """The format `named` (--format), else the one the buffer's first parseable lines give away,
-    read one line at a time up to formats.SNIFF_LINES without reading the rest."""
+    read one line at a time up to formats.SNIFF_LINES without reading the rest. Another agent's
+    file is refused (formats.other_agents), unless `named` says how to read it."""
     if named:
         return get(named)
+    refuse_other_agent(source, other_agents.examine_buffer(buffer))
     head_end = 0
     sample: list[Entry] = []
     for _ in range(SNIFF_LINES):
@@ -126,9 +129,14 @@ def stream_entries(stream: BinaryIO, source: str, format_name: str | None, on_er
     """The entries of an opened input, with its format: `format_name`, else the first line some format
     claims (detect_format's rule, for a stream: nothing is read beyond that line until asked)."""
     stats = ReadStats()
-    entries = iter_entries(stream, source, on_error, stats)
     if format_name:
-        return EntryStream(source, get(format_name), entries, stats)
+        return EntryStream(source, get(format_name), iter_entries(stream, source, on_error, stats), stats)
+    # Another agent's file is told by its raw first lines, before one is parsed (a pretty-printed
+    # document would fail at its first line); they are read again as entries.
+    lines = iter(stream)
+    raw, found = other_agents.examine_lines(lines)
+    refuse_other_agent(source, found)
+    entries = iter_entries(itertools.chain(raw, lines), source, on_error, stats)
     # Read only until a line gives the format away, so `tail -f` pipes are not held up.
     head: list[Entry] = []
     for entry in entries:
