@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 from .atomic import atomic_file
 from .core.convert import ConvertReport, to_api_messages
-from .core.jsonl import OnError, ReadStats, iter_entries, write_entries
+from .core.jsonl import OnError, write_entries
 from .core.model import Finding, Transcript
-from .formats import WriteOptions, detect, get
-from .inputs import mapped, opened, source_name
+from .formats import WriteOptions, get
+from .inputs import mapped, opened, source_name, stream_entries
 
 if TYPE_CHECKING:
     from .core.reports import CompactReport, CompactSkipRow, CountReport, SessionReport
@@ -36,9 +36,9 @@ def read_transcript(source: str | os.PathLike[str] | bytes, format: str | None =
     JSONL bytes; raises InputError on bad input."""
     name = "<bytes>" if isinstance(source, bytes) else source_name(source)
     with contextlib.nullcontext(io.BytesIO(source)) if isinstance(source, bytes) else opened(source) as stream:
-        entries = list(iter_entries(stream, name, on_error, ReadStats()))
-    chosen = get(format) if format else detect(entries, name)
-    return Transcript(entries, chosen.name, name)
+        read = stream_entries(stream, name, format, on_error)  # the commands' detection: another agent's file is refused
+        entries = list(read.entries)
+    return Transcript(entries, read.format.name, name)
 
 
 def convert(transcript: Transcript, to: str, repair: bool = False, history: bool = False, options: WriteOptions | None = None) -> Transcript:

@@ -7,8 +7,9 @@ a FIFO, `<(…)`, a character device, a file in /proc that claims 0 bytes — ha
 is read whole. Missing, unreadable and folder inputs are bad input (InputError), never a traceback:
 the mapping of OS errors to messages is `open_file` and the readers here, nowhere else. Every
 stream is read through core.jsonl.bounded_lines, and a small file an option names through
-`read_side_file`: nothing is read without a bound. `detect_format`
-tells a buffer's format from its first lines.
+`read_side_file`: nothing is read without a bound. `detect_format` tells a buffer's format from its
+first lines, and `stream_entries` a stream's; both refuse another agent's file first
+(formats.other_agents), before a line of it is parsed.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any, BinaryIO
 from . import storage
 from .core.errors import InputError
 from .core.jsonl import EndlessLine, Entry, OnError, ReadStats, bounded_lines, iter_entries
-from .formats import SNIFF_LINES, TranscriptFormat, claim, detect, get
+from .formats import SNIFF_LINES, TranscriptFormat, claim, detect, get, other_agents, refuse_other_agent
 
 STDIN = "-"
 Source = str | os.PathLike[str] | None  # a path; None or "-" is stdin
@@ -151,9 +152,11 @@ def opened(path: Source, buffering: int = -1) -> Iterator[BinaryIO]:
 
 def detect_format(buffer: Any, source: str, named: str | None = None) -> TranscriptFormat:
     """The format `named` (--format), else the one the buffer's first parseable lines give away,
-    read one line at a time up to formats.SNIFF_LINES without reading the rest."""
+    read one line at a time up to formats.SNIFF_LINES without reading the rest. Another agent's
+    file is refused (formats.other_agents), unless `named` says how to read it."""
     if named:
         return get(named)
+    refuse_other_agent(source, other_agents.examine_buffer(buffer))
     head_end = 0
     sample: list[Entry] = []
     for _ in range(SNIFF_LINES):
@@ -184,9 +187,14 @@ def stream_entries(stream: BinaryIO, source: str, format_name: str | None, on_er
     """The entries of an opened input, with its format: `format_name`, else the first line some format
     claims (detect_format's rule, for a stream: nothing is read beyond that line until asked)."""
     stats = ReadStats()
-    entries = iter_entries(stream, source, on_error, stats)
     if format_name:
-        return EntryStream(source, get(format_name), entries, stats)
+        return EntryStream(source, get(format_name), iter_entries(stream, source, on_error, stats), stats)
+    # Another agent's file is told by its raw first lines, before one is parsed (a pretty-printed
+    # document would fail at its first line); they are read again as entries.
+    lines = bounded_lines(stream)
+    raw, found = other_agents.examine_lines(lines)
+    refuse_other_agent(source, found)
+    entries = iter_entries(itertools.chain(raw, lines), source, on_error, stats)
     # Read only until a line gives the format away, so `tail -f` pipes are not held up.
     head: list[Entry] = []
     for entry in entries:

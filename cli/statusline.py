@@ -354,7 +354,7 @@ def figures(status: Mapping[str, Any], options: Options, environ: Mapping[str, s
 
         now = time.time()
     result.cache = cache_state(status.get("prompt_cache"), now)
-    counted = _count(path, options, settings, model_id) if path else None
+    counted, unreadable = _count(path, options, settings, model_id) if path else (None, "transcript unreadable")
     if counted is not None:
         tokens, levels = counted.count.tokens, counted.thresholds
         result.model = result.model or model_name(counted.count.model) or counted.count.model
@@ -368,7 +368,7 @@ def figures(status: Mapping[str, Any], options: Options, environ: Mapping[str, s
         if used is None:
             percent = _used_percentage(_field(status, "context_window", "used_percentage"))
             if percent is None:
-                result.note = "transcript unreadable" if path else "no transcript"
+                result.note = unreadable if path else "no transcript"
                 return result
             # Claude Code's percentage of the model's window (context_window_size; never a capped one).
             used = round(percent * (given_window or options.window or _model_window(model_id, settings, version)) / 100)
@@ -401,25 +401,30 @@ def _model_window(model: str | None, settings: BudgetSettings, version: str | No
     return model_window(model, settings, settings_rules(settings, version)[0])[0]
 
 
-def _count(path: str, options: Options, settings: BudgetSettings, model_id: str | None) -> FileCount | None:
+def _count(path: str, options: Options, settings: BudgetSettings, model_id: str | None) -> tuple[FileCount | None, str]:
     """count's result for the transcript (as `count --on-error skip`: Claude Code may be writing its
-    last line), with Claude Code's model where the transcript names none; None when it cannot be read."""
+    last line), with Claude Code's model where the transcript names none; None when it cannot be
+    read, with what the line says instead."""
     import stat
 
     from ..core.errors import CtxpipeError
     from ..file_count import CountOptions, count_file
+    from ..formats.other_agents import OtherAgentFile
     from ..sessions import kind_of
 
+    unreadable = "transcript unreadable"
     counting = CountOptions(window=options.window, budget=settings, on_error="skip")
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO or a device would block or never end
-            return None
+            return None, unreadable
         result = count_file(path, counting, kind_of(path))
         if result.count.model is None and model_id is not None:  # the model sets the reserve (and a [1m] window)
             result = count_file(path, replace(counting, model=model_id), kind_of(path))
+    except OtherAgentFile as exc:  # named as every command names it, in the line's few words
+        return None, f"transcript is {exc.agent}"
     except (OSError, CtxpipeError, ValueError):
-        return None
-    return result
+        return None, unreadable
+    return result, unreadable
 
 
 # --- the savings cache -----------------------------------------------------------------------------

@@ -230,7 +230,7 @@ def bounded_lines(stream: BinaryIO) -> Iterator[bytes | _BadLine]:
 
 
 def iter_entries(
-    stream: BinaryIO | Iterable[bytes],
+    stream: BinaryIO | Iterable[bytes | str],
     source: str,
     on_error: OnError = "fail",
     stats: ReadStats | None = None,
@@ -244,12 +244,13 @@ def iter_entries(
     loads = orjson.loads
     decode_error = orjson.JSONDecodeError
     number = 0
-    lines: Iterable[bytes | _BadLine] = bounded_lines(stream) if hasattr(stream, "readline") else stream  # type: ignore[arg-type]  # or lines already split
+    # Lines already split may come from bounded_lines too: a str among them says what is wrong with a line.
+    lines: Iterable[bytes | str] = bounded_lines(stream) if hasattr(stream, "readline") else stream  # type: ignore[arg-type]
     try:
         for chunk in lines:
             number += 1
-            if isinstance(chunk, _BadLine):
-                _bad_line(source, number, chunk, on_error, stats)
+            if isinstance(chunk, str):
+                _bad_line(source, number, _BadLine(chunk), on_error, stats)
                 continue
             if number == 1 and chunk.startswith(BOM):
                 chunk = chunk[3:]

@@ -2,6 +2,9 @@
 
 Adding a format: its module here, one line in REGISTRY, its line schema in schemas/, its fixtures.
 Nothing else names a format: the code asks a format's capabilities, never its name.
+
+Files other agents write (other_agents.OTHER_AGENTS) are told apart before any of these formats is
+detected, by the readers in inputs.py, and refused with `refuse_other_agent`.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from typing import Any
 
 from ..core.errors import InputError, UnsupportedError
 from ..core.jsonl import Entry
-from . import anthropic, claude_code, codex
+from . import anthropic, claude_code, codex, other_agents
 from .base import TranscriptFormat, WriteOptions
 
 # Order matters for detection: the most specific signatures first.
@@ -29,6 +32,12 @@ SNIFF_LINES = 50
 def not_writable(source: str, command: str, name: str) -> UnsupportedError:
     """The error for a stage given a format it cannot write (convert it to one it can)."""
     return UnsupportedError(f"{source}: {command} edits {' and '.join(sorted(WRITABLE, reverse=True))} transcripts; convert a {name} transcript first")
+
+
+def refuse_other_agent(source: str, found: other_agents.OtherAgent | None) -> None:
+    """Raise the one-line refusal of another agent's file, when other_agents.examine* found one."""
+    if found is not None:
+        raise other_agents.refusal(source, found, NAMES)
 
 
 def get(name: str) -> TranscriptFormat:
@@ -58,4 +67,4 @@ def detect(entries: Sequence[Entry], source: str) -> TranscriptFormat:
     )
 
 
-__all__ = ["REGISTRY", "NAMES", "WRITABLE", "DEFAULT", "TranscriptFormat", "WriteOptions", "claim", "detect", "get"]
+__all__ = ["REGISTRY", "NAMES", "WRITABLE", "DEFAULT", "TranscriptFormat", "WriteOptions", "claim", "detect", "get", "other_agents", "refuse_other_agent"]

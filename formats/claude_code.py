@@ -32,6 +32,22 @@ from .base import SUMMARY_MARKER, WriteOptions
 TREE_TYPES = ("user", "assistant", "system", "progress", "attachment")
 MESSAGE_TYPES = ("user", "assistant")
 CTXPIPE_NAMESPACE = uuidlib.UUID("6f1d2c1e-7f3b-4c1a-9a51-0c7e1d2b9a10")
+# Every entry type Claude Code is known to write, 1.0.x to 2.1.332 (2.1.332's registry of types,
+# reference/claude-code-2.1.332.md §7, and the ones it dropped): a line of one of them is Claude Code's.
+ENTRY_TYPES = frozenset(
+    (
+        *TREE_TYPES,
+        *("summary", "file-history-snapshot", "file-history-delta", "queue-operation", "last-prompt", "permission-mode", "custom-title", "ai-title"),
+        *("tag", "agent-name", "agent-color", "agent-setting", "pr-link", "mode", "worktree-state", "content-replacement", "attribution-snapshot"),
+        *("continued-in", "resume-head-vouch", "api-request-shape", "api-request-blob", "api-request", "api-request-resumed", "host-row"),
+        *("data-flow-records", "data-flow-incomplete", "fork-context-ref", "frame-link", "artifact-comment-monitor", "memory-mode", "derived-from"),
+        *("ended-by-model", "relocated", "artifact-autoreact-ledger", "bridge-session", "history-suppression", "isolation-latch", "session-owner"),
+        *("dev-mods", "atis-latch", "tools-used", "cost-state", "observer-ref", "repl-mode", "hybrid-organization"),
+        *("task-summary", "speculation-accept", "marble-origami-commit", "marble-origami-snapshot"),
+    )
+)
+# The fields that tie a line to a Claude Code session, whatever its type.
+LINKS = ("uuid", "parentUuid", "sessionId", "leafUuid")
 # The fields a line ctxpipe appends copies from the conversation it joins.
 ENVELOPE = ("userType", "cwd", "sessionId", "version", "gitBranch", "slug")
 
@@ -358,7 +374,11 @@ class ClaudeCodeFormat:
             return False
         if "payload" in obj:  # a Codex rollout line
             return False
-        return True
+        if kind in ENTRY_TYPES or any(isinstance(obj.get(key), str) for key in LINKS):
+            return True
+        # A type Claude Code has never written, on a line with none of its links: maybe a newer
+        # version's, maybe another program's; a file of nothing else is no transcript to read as one.
+        return None
 
     def messages(self, entries: Sequence[Entry], history: bool = False) -> list[Message]:
         positions = context_positions(entries, history)

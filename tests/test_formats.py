@@ -183,3 +183,37 @@ def test_codex_is_read_only() -> None:
 def test_detect_prefers_a_line_that_some_format_claims() -> None:
     entries = ctxpipe.read_transcript(b'{"type":"summary","summary":"t","leafUuid":"x"}\n').entries
     assert detect(entries, "x").name == "claude-code"
+
+
+def test_lines_no_format_claims_are_no_empty_claude_code_transcript() -> None:
+    # JSON objects with a `type`, but none Claude Code writes and none of its session links: before,
+    # any string `type` made a line Claude Code's, and such a file a valid transcript of 0 tokens.
+    data = b'{"type":"message","id":"a1","parentId":null,"message":{"role":"user","content":"hi"}}\n{"type":"note","text":"x"}\n'
+    with pytest.raises(InputError, match="cannot tell the transcript format") as raised:
+        ctxpipe.read_transcript(data)
+    assert raised.value.line == 1
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"type":"summary","summary":"Fix the parser","leafUuid":"00000000-0000-4000-8000-000000000001"}\n',  # 1.0.x: summaries only
+        b'{"type":"relocated","from":"/home/dev/old","to":"/home/dev/app"}\n',  # a 2.1.332 type, bare
+        b'{"type":"custom-title","customTitle":"parser"}\n{"type":"ai-title","aiTitle":"Parser fix"}\n',
+        b'{"type":"some-future-entry","sessionId":"44444444-4444-4444-8444-444444444444"}\n',  # unknown, but of a session
+        b'{"type":"x-unknown","n":1}\n{"type":"another-future-entry","uuid":"00000000-0000-4000-8000-000000000002"}\n',
+    ],
+    ids=["summaries", "new-type-bare", "titles", "unknown-with-session", "unknown-then-uuid"],
+)
+def test_claude_code_files_of_summaries_or_new_entry_types_are_still_claude_code(data: bytes) -> None:
+    transcript = ctxpipe.read_transcript(data)
+    assert transcript.format == "claude-code" and len(transcript.entries) == data.count(b"\n")
+
+
+def test_claude_code_sniff_claims_its_types_and_links_and_leaves_other_types_undecided() -> None:
+    sniff = get("claude-code").sniff
+    assert sniff({"type": "file-history-snapshot", "messageId": "m"}) is True
+    assert sniff({"type": "x-new", "parentUuid": "p"}) is True
+    assert sniff({"type": "message", "id": "a1"}) is None  # pi's entry type: maybe a newer Claude Code's, maybe not
+    assert sniff({"type": "response_item", "payload": {}}) is False
+    assert sniff({"role": "user", "content": "x"}) is False

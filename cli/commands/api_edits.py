@@ -84,7 +84,7 @@ def api_edits(
     from ...core.jsonl import ReadStats, iter_buffer_entries
     from ...file_count import count_buffer
     from ...formats import get
-    from ...inputs import mapped
+    from ...inputs import detect_format, mapped
 
     compact_only = [
         flag
@@ -125,6 +125,7 @@ def api_edits(
     count_options = threshold.counted(reading)
     source = streams.source_name(path)
     with mapped(path, on_error=count_options.on_error) as buffer:
+        detect_format(buffer, source, count_options.format)  # another agent's file: refused before its lines are read
         stats = ReadStats()
         # Every line, from the start: the tools and thinking of the whole active context.
         entries = list(iter_buffer_entries(buffer, source, count_options.on_error, stats))

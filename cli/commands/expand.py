@@ -22,12 +22,15 @@ def expand(
     from ...core.errors import CtxpipeError
     from ...core.stage import expand as undo
     from ...core.stage import read_ledger
+    from ...formats import other_agents, refuse_other_agent
     from ...inputs import mapped
 
     with mapped(ledger) as ledger_bytes:
         records = read_ledger(bytes(ledger_bytes), ledger)
     source = streams.source_name(path)
     with mapped(path) as buffer:
+        # No stage writes another agent's file, so no ledger undoes one: refused as every reader does.
+        refuse_other_agent(source, other_agents.examine_buffer(buffer))
         data = bytes(buffer)
     original, undone = undo(data, records)
     if records and not undone:
