@@ -222,9 +222,13 @@ def test_a_jsonl_stream_is_told_by_its_first_line(tmp_path) -> None:
     first = CLAUDE.read_bytes().splitlines(keepends=True)[0]
 
     class Pipe(io.RawIOBase):
-        def __iter__(self):
-            yield first
-            raise AssertionError("read past the first line")
+        given = False
+
+        def readline(self, size: int | None = -1) -> bytes:
+            if self.given:
+                raise AssertionError("read past the first line")
+            self.given = True
+            return first
 
     read = stream_entries(Pipe(), "-", None, "fail")  # type: ignore[arg-type]
     assert read.format.name == "claude-code"
