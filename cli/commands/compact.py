@@ -255,7 +255,7 @@ def _say_fallbacks(reports: list[CompactReport]) -> None:
         for stage in report["stages"]:
             if stage.get("fallback_reason"):
                 failed = "the llm engine" if "the model failed (" in stage["note"] else "the session notes"
-                streams.warn(f"{report['file']}: {failed} failed ({stage['fallback_reason']}); the offline engine stood in")
+                streams.warn(f"{report['file']}: {failed} failed ({stage['fallback_reason']}); the {stage.get('engine') or 'offline'} engine stood in")
             elif stage.get("engine") == "offline" and NOT_ASKED_AGAIN in stage.get("note", ""):
                 unasked += 1
     if unasked:
