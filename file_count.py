@@ -370,6 +370,15 @@ def _measured_baseline(buffer: Any, source: str, transcript_format: TranscriptFo
     response = next((index for index, message in enumerate(messages) if is_real_response(message)), None)
     if response is None:
         return Baseline(DEFAULT_BASELINE, "default", "no recorded usage to measure it on: the median measured over real Claude Code sessions")
+    if transcript_format.continues_earlier(head):
+        # Its first prompt (and what it read from the cache) held history this file does not: it
+        # measures that history, not the system prompt and tools, and would count it twice after a summary.
+        line = head[messages[response].entries[0]].line
+        return Baseline(
+            DEFAULT_BASELINE,
+            "default",
+            f"the file starts mid-session (its first message's parent is not in it), so the first response (line {line}) was sent history the file does not hold: the median measured over real Claude Code sessions",
+        )
     usage = messages[response].usage or {}
     prompt = usage_prompt(usage)
     fit = fitted_or_corpus(calibration, counter.name)

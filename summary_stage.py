@@ -75,6 +75,7 @@ class SummarizeOptions:
     # is said so and, under auto, replaced by the next engine's, as Claude Code falls back to a full compact.
     threshold: int | None = None
     because: str | None = None  # set by a fallback that already chose the engine: the reason it gives
+    failed: str | None = None  # set by a fallback from a summary that was refused: why (the report's fallback_reason)
     rules: str | None = None  # --rules over the session's version: which Claude Code's summary to write (core.rules)
 
 
@@ -117,6 +118,14 @@ def nothing_new(messages: Sequence[Message], opening: Compaction | None) -> bool
 def _absolute(path: str) -> str:
     """How the summary names the transcript: a URL as given, a local path (file:// too) absolute."""
     return path if storage.is_remote(path) else os.path.abspath(storage.local_path(path))
+
+
+def not_a_summary(engine: str, pre: int, post: int) -> str | None:
+    """The one acceptance rule, for every engine: a summary must leave the context smaller than it
+    found it (`count` before and after, as written). Why this one is refused, or None."""
+    if post < pre:
+        return None
+    return f"the {engine} summary would leave {post:,} tokens, no fewer than the {pre:,} before it: a summary that does not shrink the context is not one"
 
 
 # Why the offline engine ran once the run's breaker opened (a batch counts the files it says this of).
@@ -251,7 +260,9 @@ def summarize_entries(
         """The whole context's facts, read once for the offline summary and the verifier."""
         return gather(history_read + tail_read, side_inputs)
 
-    fell_back = None
+    fell_back = options.failed
+    if fell_back:
+        report["fallback_reason"] = fell_back
     deadline = None  # the model's: one limit for the summary and its repair request
     llm = options.llm or LlmConfig(transcript_model(messages))  # the model of the transcript, when none was chosen
     if engine == "session-memory" and notes is not None:  # choose_engine names the notes it chose
@@ -275,18 +286,23 @@ def summarize_entries(
             report.update({"engine": "offline", "engine_reason": why, "fallback_reason": fell_back})
     else:
         summary = offline_summary(history_read, side_inputs, tail_read, whole())
-    # Never summarize an earlier summary into nothing: whatever the engine wrote, it stays.
-    for earlier in (m for m in history if m.compact_summary):
-        text_before = "\n".join(str(b.get("text", "")) for b in earlier.content if b.get("type") == "text")
-        if text_before and text_before not in summary:
-            summary += "\n\nEarlier summary (carried over from a previous compaction):\n" + text_before
+    earlier_summaries = ["\n".join(str(b.get("text", "")) for b in m.content if b.get("type") == "text") for m in history if m.compact_summary]
+
+    def carry_earlier(summary: str) -> str:
+        """Never summarize an earlier summary into nothing: whatever the engine (or its repair) wrote, it stays."""
+        for text_before in earlier_summaries:
+            if text_before and text_before not in summary:
+                summary += "\n\nEarlier summary (carried over from a previous compaction):\n" + text_before
+        return summary
+
+    summary = carry_earlier(summary)
     if options.verify:
         facts = key_facts(history_read, tail_read, side_inputs, whole())
         checked = verify(facts, summary + "\n" + context_text(tail))
         report["verification_before_repair"] = checked.as_dict()
         if checked.missing and engine == "llm":
             try:
-                summary = repair_summary(summary, [f.text for f in checked.missing], llm, deadline=deadline)
+                summary = carry_earlier(repair_summary(summary, [f.text for f in checked.missing], llm, deadline=deadline))
                 checked = verify(facts, summary + "\n" + context_text(tail))
                 report["repaired"] = True
             except SummaryFailed as exc:
@@ -336,9 +352,20 @@ def summarize_entries(
             return summarize_entries(entries, transcript_format, replace(options, engine=then, because=f"{over}; {because}"), breaker, progress)
         why += f"; {over}"
         report.update({"engine_reason": why, "over_threshold": True})
+    refused = not_a_summary(engine, pre, post)
+    if refused is not None and engine != "offline":  # the model's or the notes' summary failed: another engine stands in
+        then = next_engine(options, breaker)[0] if engine == "session-memory" else "offline"
+        return summarize_entries(
+            entries, transcript_format, replace(options, engine=then, because=f"{engine} engine: {why}", failed=refused), breaker, progress
+        )
+    warnings = []
+    if refused is not None:
+        if options.trigger == "auto":  # compact's own decision: one that grows the context is not taken
+            return Outcome(entries, False, f"not summarized: {refused}")
+        warnings.append(f"warning: {refused}; written as asked, though the offline engine has nothing shorter for so short a history")
     note = f"summarized {len(history)} messages with the {engine} engine ({why}); kept {len(tail)}"
     if fell_back:
-        note += f"; the model failed ({fell_back}), so the offline engine ran"
+        note += f"; the model failed ({fell_back}), so the offline engine ran" if why.startswith("llm engine") else f"; {fell_back}, so the {engine} engine ran"
     if options.verify:
         before_repair = report["verification_before_repair"]
         note += f"; verifier: the summary carried {before_repair['carried']} of {before_repair['facts']} key facts ({before_repair['recall']:.0%})"
@@ -348,7 +375,7 @@ def summarize_entries(
             if report.get("facts_to_keep"):
                 mended.append(f"{report['facts_to_keep']} added as Facts to keep")
             note += f" (missing {lost}; {', '.join(mended)}); recall now {report['verification']['recall']:.0%}"
-    return Outcome(written, True, note, report)
+    return Outcome(written, True, note, report, notes=warnings)
 
 
 # --- the stage ---------------------------------------------------------------------------------------

@@ -120,5 +120,9 @@ class TranscriptFormat(Protocol):
         """The context window the file itself records for its model (a Codex rollout's
         model_context_window, the newest one), or None: the model catalog decides then."""
 
+    def continues_earlier(self, head: Sequence[Entry]) -> bool:
+        """Whether a file's first lines (`head`, from line 1) continue a session whose start the file
+        does not hold, so its first response was sent history that is not here."""
+
     def check(self, entries: Sequence[Entry]) -> list[Finding]:
         """Structural problems beyond what the line schema sees."""

@@ -113,6 +113,9 @@ class AnthropicFormat(WholeFileContext):
             return Compaction(messages[0].entries[0], entries[messages[0].entries[0]].line or None, "nothing")
         return None
 
+    def continues_earlier(self, head: Sequence[Entry]) -> bool:
+        return False  # its lines name no earlier line
+
     def recorded_window(self, entries: Sequence[Entry]) -> int | None:
         return None  # the lines name the model, not its window
 

@@ -707,6 +707,18 @@ class ClaudeCodeFormat:
     def recorded_window(self, entries: Sequence[Entry]) -> int | None:
         return None  # the lines name the model, not its window
 
+    def continues_earlier(self, head: Sequence[Entry]) -> bool:
+        """The first conversation line names a parent no line above it has (a parent comes before
+        its child): the file was cut out of a longer session."""
+        seen: set[Any] = set()
+        for entry in head:
+            obj = entry.obj
+            if obj.get("type") in MESSAGE_TYPES and not obj.get("isSidechain"):
+                parent = obj.get("parentUuid")
+                return isinstance(parent, str) and parent not in seen
+            seen.add(obj.get("uuid"))
+        return False
+
     def check(self, entries: Sequence[Entry]) -> list[Finding]:
         findings: list[Finding] = []
         first_line_of: dict[str, int] = {}

@@ -201,6 +201,9 @@ class CodexFormat(WholeFileContext):
     def opening(self, entries: Sequence[Entry]) -> Compaction | None:
         return None  # Codex records its own compaction's usage in the next turn; nothing is re-injected unrecorded
 
+    def continues_earlier(self, head: Sequence[Entry]) -> bool:
+        return False  # its lines name no earlier line
+
     def recorded_window(self, entries: Sequence[Entry]) -> int | None:
         """Codex writes the model's window into every token_count event (258,400 or 272,000 for its models)."""
         for entry in reversed(entries):

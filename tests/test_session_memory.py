@@ -21,6 +21,7 @@ from typing import Any
 
 import ctxpipe
 import orjson
+from builders import Session, usage
 from ctxpipe.core.fields import moment
 from ctxpipe.core.jsonl import Entry
 from ctxpipe.core.model import Message
@@ -223,13 +224,38 @@ def test_notes_that_leave_the_context_above_the_threshold_fall_back_under_auto(t
     assert stage["engine"] == "offline", stage
     assert "the session notes leave" in stage["note"] and "still ≥ the autocompact threshold 7,000; no ANTHROPIC_API_KEY" in stage["note"]
     assert "item1 parser7" not in summary_text(data) and boundary_of(data)["compactMetadata"]["ctxpipe"]["engine"] == "offline"
-    # Asked for, the notes are used, and the note says the result is still over.
+    # Asked for, notes that leave more than the history they replace are no summary (issue 22, case 3):
+    # the offline engine stands in, and the note says why.
     report, data = compact_report(tmp_path, transcript, *SMALL, "--engine", "session-memory")
     stage = summarize_stage(report)
-    assert stage["engine"] == "session-memory" and "item1 parser7" in summary_text(data)
+    assert stage["engine"] == "offline" and "item1 parser7" not in summary_text(data)
+    assert (
+        stage["fallback_reason"].startswith("the session-memory summary would leave ")
+        and "a summary that does not shrink the context is not one" in stage["note"]
+    )
+    assert boundary_of(data)["compactMetadata"]["postTokens"] < boundary_of(data)["compactMetadata"]["preTokens"]
+
+
+def long_history() -> bytes:
+    """A session whose history (some 40,000 tokens) is longer than big_notes()."""
+    built = Session()
+    built.user("Write the parser.")
+    for number in range(40):
+        built.text(f"Step {number}: " + "the parser reads one more kind of line " * 120, usage(2_000 + 1_000 * number))
+        built.user(f"Go on with step {number + 1}.")
+    built.text("Done.", usage(45_000))
+    return built.to_bytes()
+
+
+def test_notes_over_the_threshold_that_still_shrink_the_context_are_used_when_asked_for(tmp_path: Path) -> None:
+    transcript, _ = project(tmp_path, big_notes(), written="2026-06-01T00:00:00Z", data=long_history())
+    # The threshold (7,000 tokens) the notes stay above; the history they replace is longer still.
+    report, data = compact_report(tmp_path, transcript, *SMALL, "--engine", "session-memory")
+    stage = summarize_stage(report)
+    assert stage["engine"] == "session-memory" and "item1 parser7" in summary_text(data), stage
     assert "still ≥ the autocompact threshold 7,000" in stage["note"]
-    post = boundary_of(data)["compactMetadata"]["postTokens"]
-    assert post >= 7_000 and f"leave {post:,} tokens" in stage["note"]
+    metadata = boundary_of(data)["compactMetadata"]
+    assert metadata["postTokens"] >= 7_000 and f"leave {metadata['postTokens']:,} tokens" in stage["note"]
 
 
 def test_notes_that_fit_are_used_by_compact(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ import json
 import os
 import random
 import re
+import shutil
 import time
 import uuid as uuidlib
 from dataclasses import dataclass
@@ -1198,15 +1199,32 @@ def test_a_server_that_is_down_is_named_with_its_url_and_offline_stands_in() -> 
     assert "with the offline engine (llm engine: asked for)" in outcome.note
 
 
+def with_more_history(data: bytes, exchanges: int = 6) -> bytes:
+    """`data` with long exchanges appended below its last line (chained to it), then a short one: a
+    history a summary can shrink."""
+    lines = [orjson.loads(line) for line in data.splitlines() if line.strip()]
+    last = lines[-1]
+    added = []
+    for number in range(exchanges + 1):
+        text = "Short question?" if number == exchanges else f"Exchange {number}: " + "the limiter keeps a window per address and resets it " * 60
+        for role in ("user", "assistant"):
+            uuid = f"00000000-0000-4000-9000-{len(added):012d}"
+            line = {key: last[key] for key in ("isSidechain", "userType", "cwd", "sessionId", "version", "gitBranch") if key in last}
+            message: dict[str, Any] = {"role": role, "content": text if role == "user" else [{"type": "text", "text": "Noted. " + text}]}
+            if role == "assistant":
+                message |= {"id": f"msg_more{len(added)}", "type": "message", "model": MODEL, "usage": usage(12_000 + 800 * len(added))}
+            line |= {"parentUuid": last["uuid"], "type": role, "message": message, "uuid": uuid, "timestamp": f"2026-05-04T11:{len(added):02d}:00.000Z"}
+            added.append(line)
+            last = line
+    return data + b"".join(orjson.dumps(line) + b"\n" for line in added)
+
+
 def test_the_llm_engine_never_drops_an_earlier_summary(server: MessagesServer) -> None:
-    data = (FIXTURES / "claude-code" / "compacted.jsonl").read_bytes()
-    server.enqueue(
-        "<summary>"
-        + "\n".join(f"{n}. {name}: Use 5 requests per minute per IP. /home/dev/api/app.py" for n, name in enumerate(SECTION_NAMES, 1))
-        + "</summary>"
-    )
-    out, outcome = in_process(data, engine="llm", llm=LlmConfig(MODEL, "test-key", server.url, max_retries=0), split=SplitConfig(keep_last=1))
-    assert outcome.report["engine"] == "llm"
+    data = with_more_history((FIXTURES / "claude-code" / "compacted.jsonl").read_bytes())
+    server.enqueue("<summary>1. Primary Request and Intent: 5 requests per minute per IP.</summary>")  # shorter than the history it replaces
+    llm = LlmConfig(MODEL, "test-key", server.url, max_retries=0)
+    out, outcome = in_process(data, engine="llm", llm=llm, split=SplitConfig(keep_last=1))
+    assert outcome.report["engine"] == "llm", outcome.note
     assert "add rate limiting to /login" in summary_of(out)
 
 
@@ -1288,3 +1306,63 @@ def test_claude_code_resumes_the_summarized_session(tmp_path: Path, now: str | N
     appended = [orjson.loads(line) for line in after.session_after[len(compacted) :].splitlines()]
     new_user = next(o for o in appended if o.get("type") == "user")
     assert new_user["parentUuid"] == written[-1]["uuid"]
+
+
+# --- one acceptance rule: a summary shrinks the context (issue 22, case 3) -------------------------
+
+
+def test_a_model_reply_larger_than_the_history_is_no_summary_and_offline_stands_in(server: MessagesServer) -> None:
+    """A 2 MB reply once turned a 6,655-token session into 1,034,013 tokens."""
+    data = with_more_history((FIXTURES / "claude-code" / "compacted.jsonl").read_bytes())
+    server.enqueue("<summary>1. Primary Request and Intent: " + "the limiter " * 150_000 + "</summary>")
+    llm = LlmConfig(MODEL, "test-key", server.url, max_retries=0)
+    # Without the verifier: its repair would ask the model again, and the server's next answer is short.
+    out, outcome = in_process(data, engine="llm", llm=llm, split=SplitConfig(keep_last=1), verify=False)
+    assert outcome.report["engine"] == "offline" and outcome.report["engine_reason"] == "llm engine: asked for"
+    reason = outcome.report["fallback_reason"]
+    assert reason.startswith("the llm summary would leave ") and "a summary that does not shrink the context is not one" in reason
+    assert f"the model failed ({reason}), so the offline engine ran" in outcome.note
+    assert outcome.report["post_tokens"] < outcome.report["pre_tokens"]
+    assert "the limiter the limiter" not in summary_of(out)
+
+
+def test_an_automatic_compaction_that_would_grow_the_context_is_not_taken(tmp_path: Path) -> None:
+    """compacted.jsonl's history is its earlier summary and two short messages: a new summary, which
+    carries the earlier one, leaves more than it replaces."""
+    path = tmp_path / "s.jsonl"
+    shutil.copy(FIXTURES / "claude-code" / "compacted.jsonl", path)
+    # --window 40000: the autocompact threshold is 7,000 tokens, which the session is over.
+    args = ("--window", "40000", "--keep-last", "1", "--engine", "offline", "--now", "2026-05-05T00:00:00Z")
+    result = ok(run_cli("compact", *args, path))
+    err = result.stderr.decode()
+    assert "summarize: not summarized: the offline summary would leave " in err and "no fewer than the " in err, err
+    assert result.stdout == path.read_bytes()  # and nothing else had anything to do
+
+
+def test_a_summary_asked_for_that_would_grow_the_context_is_written_with_a_warning(tmp_path: Path) -> None:
+    path = FIXTURES / "claude-code" / "compacted.jsonl"
+    result = ok(run_cli("summarize", "--keep-last", "1", "--now", "2026-05-05T00:00:00Z", path))
+    err = result.stderr.decode()
+    assert "ctxpipe: warning: the offline summary would leave " in err and "written as asked" in err, err
+    assert b"compact_boundary" in result.stdout[len(path.read_bytes()) :]
+
+
+def test_a_file_cut_out_of_a_longer_session_is_not_measured_on_history_it_does_not_hold(tmp_path: Path) -> None:
+    """Its first response was sent the history before the cut: 142,444 → 147,739 'summarized' once."""
+    built = Session()
+    built.user("Start the work.")
+    for number in range(30):
+        built.text(f"Step {number}: " + "the work goes on and on " * 200, usage(130_000 + 400 * number, input_tokens=5, cache_creation=400))
+        built.user(f"Next, step {number + 1}.")
+    built.text("Done.", usage(143_000))
+    lines = built.to_bytes().splitlines(keepends=True)
+    cut = tmp_path / "cut.jsonl"
+    cut.write_bytes(b"".join(lines[len(lines) // 2 :]))  # starts mid-session: its first parent is not in it
+    counted = json.loads(ok(run_cli("count", cut)).stdout)
+    assert counted["baseline"]["source"] == "default" and "starts mid-session" in counted["baseline"]["note"]
+    out = tmp_path / "small.jsonl"
+    result = ok(run_cli("summarize", "--keep-last", "2", "--now", "2026-05-05T00:00:00Z", "--report-json", tmp_path / "r.json", "-o", out, cut))
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["post_tokens"] < report["pre_tokens"], report
+    assert "warning" not in result.stderr.decode()
+    assert json.loads(ok(run_cli("count", out)).stdout)["tokens"] == report["post_tokens"]
