@@ -313,3 +313,15 @@ def bad_token_figures(value: object, where: str = "") -> list[str]:
         for index, item in enumerate(value):
             found += bad_token_figures(item, f"{where}{index}.")
     return found
+
+
+def drain_pty(leader: int) -> bytes:
+    """Everything a child wrote to a pseudo-terminal whose follower is closed; the leader is closed."""
+    out = b""
+    try:
+        while chunk := os.read(leader, 1 << 16):
+            out += chunk
+    except OSError:  # the follower is closed: everything is read
+        pass
+    os.close(leader)
+    return out

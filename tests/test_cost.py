@@ -174,7 +174,7 @@ def test_the_table_shows_the_cost_and_hit_rate_and_the_total_adds_them_up(tmp_pa
     assert rows[-1]["total"] and rows[-1]["usd"] == pytest.approx(2 * (CALL_A + CALL_B + CALL_C + CALL_D), abs=1e-5)
     assert errors("count.report.schema.json", rows[-1]) == []
     monkeypatch.setattr(streams, "stdout_is_terminal", lambda: True)
-    table = ok(run_cli("count", "--cost", first)).stdout.decode()
+    table = ok(run_cli("count", "--cost", first, env={"COLUMNS": "200"})).stdout.decode()  # wide enough for every column
     assert "cost" in table and "cache hit" in table
     assert f"${CALL_A + CALL_B + CALL_C + CALL_D:.4f}" in table and "99.0%" in table
 

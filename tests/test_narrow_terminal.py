@@ -19,7 +19,7 @@ import pytest
 from builders import Session, usage
 from ctxpipe.cli.commands.count import COLUMNS
 from ctxpipe.cli.tables import display_names, shortened
-from helpers import FIXTURES, ROOT, child_env, run_cli
+from helpers import FIXTURES, ROOT, child_env, drain_pty, run_cli
 from rich.cells import cell_len
 
 pytestmark = pytest.mark.skipif(not hasattr(pty, "openpty") or sys.platform == "win32", reason="needs a pseudo-terminal")
@@ -67,13 +67,7 @@ def on_terminal(args: list[Any], columns: int, encoding: str = "utf-8", stream: 
         done = subprocess.run([sys.executable, "-m", "ctxpipe", *map(str, args)], stdin=subprocess.DEVNULL, env=env, cwd=cwd, timeout=120, **streams)
     finally:
         os.close(follower)
-    out = b""
-    try:
-        while chunk := os.read(leader, 1 << 16):
-            out += chunk
-    except OSError:  # the follower is closed: everything is read
-        pass
-    os.close(leader)
+    out = drain_pty(leader)
     assert done.returncode == 0, out.decode(encoding, "replace")
     text = SGR.sub("", out.decode(encoding).replace("\r\n", "\n"))
     assert "\x1b" not in text  # nothing but ctxpipe's own styles reaches the terminal

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from ctxpipe.cli.encoding import STAND_IN
-from helpers import FIXTURES, ROOT, child_env, run_process
+from helpers import FIXTURES, ROOT, child_env, drain_pty, run_process
 
 BASIC = FIXTURES / "claude-code" / "basic.jsonl"
 ENCODINGS = ["ascii", "latin-1"]
@@ -43,13 +43,7 @@ def on_a_terminal(args: list[str], encoding: str) -> tuple[int, bytes]:
         )
     finally:
         os.close(follower)
-    out = b""
-    try:
-        while chunk := os.read(leader, 1 << 16):
-            out += chunk
-    except OSError:  # the follower is closed: everything is read
-        pass
-    os.close(leader)
+    out = drain_pty(leader)
     return done.returncode, out
 
 
