@@ -325,3 +325,135 @@ def test_the_fast_schema_check_agrees_with_jsonschema_on_the_corpus() -> None:
     for path in corpus_files()[:20]:
         for raw in path.read_bytes().splitlines()[:300]:
             _agree(ENTRY, orjson.loads(raw))
+
+
+# --- lines that fail the schema: where jsonschema-rs finds each error, jsonschema writes it ----------
+
+
+def _failing_session(turns: int = 40) -> list[dict[str, Any]]:
+    """A conversation with tool calls, every line then broken in one or more ways in turn: types
+    changed, required fields gone (some in two schemas at once: several errors at one path), a
+    block's field or the role wrong, a negative count."""
+    session = _conversation(turns=2)
+    for k in range(turns):
+        tool = session.tool_id()
+        session.response(
+            [{"type": "text", "text": f"reading {k}"}, {"type": "tool_use", "id": tool, "name": "Read", "input": {"file_path": f"/a{k}.py"}}], usage(2000 + k)
+        )
+        session.tool_result(tool, [{"type": "text", "text": f"line {k}"}])
+        session.text(f"done {k}", usage(2100 + k))
+    session.system("compact_boundary", logicalParentUuid=session.last, compactMetadata={"trigger": "auto", "preTokens": 100})
+    lines: list[dict[str, Any]] = orjson.loads(orjson.dumps(session.lines))
+    for k, line in enumerate(lines):
+        message = line["message"] if isinstance(line.get("message"), dict) else {}
+        content = message.get("content")
+        blocks = [block for block in content if isinstance(block, dict)] if isinstance(content, list) else []
+        way = k % 9
+        if way == 1:
+            del line["uuid"], line["parentUuid"]  # two errors of one keyword at one path
+            if k % 2 and line["type"] in ("user", "assistant"):
+                del line["message"]  # and a third from another schema, at the same path
+        elif way == 2:
+            line["isSidechain"] = "false"
+            line["uuid"] = k  # two errors at two paths
+        elif way == 3 and blocks:
+            for field in ("text", "tool_use_id", "id"):
+                if blocks[0].pop(field, None) is not None:
+                    break
+            message["role"] = "robot"
+        elif way == 4 and isinstance(message.get("usage"), dict):
+            message["usage"]["input_tokens"] = -k
+            message["usage"]["output_tokens"] = str(k)
+        elif way == 5:
+            line["type"] = ["user"]  # not a string: no type's schema applies
+        elif way == 6 and isinstance(line.get("compactMetadata"), dict):
+            line["compactMetadata"] = {"trigger": 1, "preTokens": -1}
+        elif way == 7:
+            line["parentUuid"] = 7
+            line["sessionId"] = None
+        elif way == 8 and message:
+            line["message"] = "not an object"
+        else:
+            line["timestamp"] = 1_767_225_600_000 + k  # one error
+    return lines
+
+
+def test_validate_on_lines_that_all_fail_reports_what_jsonschema_reports_for_each(tmp_path: Path) -> None:
+    lines = _failing_session()
+    expected = [(number, message) for number, line in enumerate(lines, 1) for message in schemas.reference_errors(ENTRY, line)]
+    assert all(schemas.reference_errors(ENTRY, line) for line in lines)  # every line fails
+    path = tmp_path / "failing.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    code, findings = _validate(path)
+    reported = [(f["line"], f["message"]) for f in _coded(findings, "schema")]
+    assert code == 1
+    assert reported[:20] == expected[:20]  # the first errors, word for word
+    assert reported == expected and len(reported) > len(lines)  # and every one, in jsonschema's order
+    [report] = [json.loads(line) for line in run_cli("validate", "--json", path).stdout.splitlines()]
+    assert report["errors"] == len(expected) + sum(1 for f in findings if f["severity"] == "error" and f["code"] != "schema")
+
+
+def test_a_failing_line_is_explained_without_jsonschema_walking_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # jsonschema-rs says where each error is and jsonschema's keyword writes it: jsonschema does
+    # not validate the line whole (that took 1-4 ms a line), yet the words and order are its own.
+    lines = _failing_session(turns=6)
+    expected = [schemas.reference_errors(ENTRY, line) for line in lines]
+
+    def whole(name: str, instance: Any) -> list[str]:
+        raise AssertionError("validated by jsonschema whole")
+
+    monkeypatch.setattr(schemas, "reference_errors", whole)
+    assert [schemas.errors(ENTRY, line, orjson.dumps(line)) for line in lines] == expected
+
+
+def test_errors_at_one_path_come_in_the_order_jsonschema_meets_them() -> None:
+    # At one path, jsonschema's sort keeps the order in which it walked the schema: the envelope's
+    # `required` (allOf 0) before the user entry's (allOf 1), and each name in its schema's order.
+    line = {"type": "user", "isSidechain": False}
+    assert schemas.errors(ENTRY, line) == [
+        "(line): 'uuid' is a required property",
+        "(line): 'parentUuid' is a required property",
+        "(line): 'message' is a required property",
+    ]
+    assert schemas.errors(ENTRY, line) == schemas.reference_errors(ENTRY, line)
+    block = {"type": "tool_use"}
+    message = {"role": "user", "content": [block, {"type": "text"}]}
+    assert schemas.errors("anthropic.message.schema.json", message) == schemas.reference_errors("anthropic.message.schema.json", message)
+
+
+def test_a_line_deeper_than_the_located_check_goes_to_jsonschema_whole_which_copes_with_it_there() -> None:
+    # Up to LOCATED_DEPTH levels the located errors are used: jsonschema itself, with some 300
+    # frames already on the stack, still validates such a line, so it would not have said "nested
+    # too deeply" where the located errors say something else.
+    def line(levels: int) -> dict[str, Any]:
+        block: dict[str, Any] = {"type": "text", "text": 1}
+        for _ in range(levels):
+            block = {"type": "tool_result", "tool_use_id": "t", "content": [block]}
+        return {"type": "user", "uuid": "u", "parentUuid": None, "message": {"role": "user", "content": [block]}}
+
+    levels = (schemas.LOCATED_DEPTH - 4) // 2  # the line, its message, content and a block; then a content list and a block a level
+    at_limit = line(levels)
+    assert not schemas._deeper_than(at_limit, orjson.dumps(at_limit), schemas.LOCATED_DEPTH)
+    assert schemas._deeper_than(line(levels + 1), orjson.dumps(line(levels + 1)), schemas.LOCATED_DEPTH)
+
+    def nested(frames: int) -> list[str]:
+        return nested(frames - 1) if frames else schemas.reference_errors(ENTRY, at_limit)
+
+    assert schemas.errors(ENTRY, at_limit, orjson.dumps(at_limit)) == nested(300)
+    assert schemas.errors(ENTRY, at_limit) == nested(300)  # without the bytes, the depth is walked
+
+
+def test_a_line_whose_errors_the_located_check_cannot_explain_is_validated_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    # When jsonschema's keyword does not find at a place what jsonschema-rs found there (or the
+    # keyword is not one that judges a value alone), the line goes to jsonschema whole.
+    line = {"type": "user", "uuid": 5, "parentUuid": None, "message": {"role": "user", "content": "hi"}}
+    expected = schemas.reference_errors(ENTRY, line)
+    monkeypatch.setattr(schemas, "_judged", lambda *args: [])
+    calls = []
+    reference = schemas.reference_errors
+    monkeypatch.setattr(schemas, "reference_errors", lambda name, instance: calls.append(name) or reference(name, instance))
+    assert schemas.errors(ENTRY, line) == expected == ["uuid: 5 is not of type 'string'"]
+    assert calls == [ENTRY]
+    assert schemas._keyword_at("https://ctxpipe.dev/schemas/claude-code.entry.schema.json#/allOf") is None  # not a leaf keyword
+    assert schemas._keyword_at(None) is None
+
