@@ -457,3 +457,24 @@ def test_a_line_whose_errors_the_located_check_cannot_explain_is_validated_whole
     assert schemas._keyword_at("https://ctxpipe.dev/schemas/claude-code.entry.schema.json#/allOf") is None  # not a leaf keyword
     assert schemas._keyword_at(None) is None
 
+
+def test_validate_leaves_the_cycle_collector_as_it_found_it(tmp_path: Path) -> None:
+    import gc
+
+    from ctxpipe.cli.commands.validate import validate_one
+    from ctxpipe.core.errors import CtxpipeError
+
+    session = _conversation()
+    path = session.write(tmp_path / "ok.jsonl")
+    assert gc.isenabled()
+    report, _, _ = validate_one((str(path), "ok.jsonl"), None, "fail")
+    assert report["valid"] and gc.isenabled()
+    with pytest.raises(CtxpipeError):  # raised with the collector off
+        validate_one((str(tmp_path / "missing.jsonl"), "missing.jsonl"), None, "fail")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        validate_one((str(path), "ok.jsonl"), None, "fail")
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
