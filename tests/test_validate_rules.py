@@ -478,3 +478,102 @@ def test_validate_leaves_the_cycle_collector_as_it_found_it(tmp_path: Path) -> N
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+# --- known places: lines that fail where earlier ones did ----------------------------------------
+
+
+class _Asking:
+    """The compiled check, counting how often it is asked where a line's errors are."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.asked = 0
+
+    def is_valid(self, instance: Any) -> bool:
+        return bool(self.inner.is_valid(instance))
+
+    def iter_errors(self, instance: Any) -> Any:
+        self.asked += 1
+        return self.inner.iter_errors(instance)
+
+
+@pytest.fixture
+def fresh_places(monkeypatch: pytest.MonkeyPatch) -> _Asking:
+    for state in ("_KNOWN", "_LEARNING", "_SEEN"):
+        monkeypatch.setattr(schemas, state, {})
+    asking = _Asking(schemas.fast_validator(ENTRY))
+    monkeypatch.setattr(schemas, "fast_validator", lambda name: asking if name == ENTRY else None)
+    return asking
+
+
+def _user_line(k: int, **changes: Any) -> dict[str, Any]:
+    line = {**ENVELOPE, "uuid": f"u{k}", "type": "user", "message": {"role": "user", "content": [{"type": "text", "text": f"t{k}"}]}}
+    line.update(changes)
+    return line
+
+
+def test_lines_that_fail_where_earlier_ones_did_are_explained_without_asking_where(fresh_places: _Asking) -> None:
+    lines = [_user_line(k, timestamp=k) for k in range(10)]  # the same place, other values
+    assert [schemas.errors(ENTRY, line) for line in lines] == [[f"timestamp: {k} is not of type 'string'"] for k in range(10)]
+    assert fresh_places.asked == schemas.PLACE_SEEN_TO_KEEP  # then the place is known
+    others = [
+        _user_line(20, timestamp=20, uuid=5),  # a known place and one that is not: asked
+        _user_line(21, message={"role": "user", "content": [{"type": "text"}]}),  # not a known place: asked
+        {**_user_line(22, timestamp=22), "type": "assistant", "message": {"role": "assistant", "content": []}},  # known, other schemas apply
+        _user_line(23, timestamp=None, isSidechain="no"),
+        _user_line(24),  # valid
+    ]
+    assert [schemas.errors(ENTRY, line) for line in others] == [schemas.reference_errors(ENTRY, line) for line in others]
+    assert fresh_places.asked == schemas.PLACE_SEEN_TO_KEEP + 3
+
+
+def test_a_known_place_in_a_content_block_is_its_own_for_each_block_type_and_position(fresh_places: _Asking) -> None:
+    def with_blocks(k: int, *blocks: dict[str, Any]) -> dict[str, Any]:
+        return _user_line(k, message={"role": "user", "content": list(blocks)})
+
+    learnt = [with_blocks(k, {"type": "text", "text": k}) for k in range(3)]  # text's type, in block 0
+    for line in learnt:
+        schemas.errors(ENTRY, line)
+    asked = fresh_places.asked
+    lines = [
+        with_blocks(3, {"type": "text", "text": 3}),  # known
+        with_blocks(4, {"type": "text", "text": "ok"}, {"type": "text", "text": 4}),  # the same keyword in block 1: not known
+        with_blocks(5, {"type": "tool_use", "id": "t", "name": "n", "input": {}, "text": 5}),  # text of a tool_use: no error
+        with_blocks(6, {"type": "text", "text": 6}, {"type": "text", "text": 7}),
+        with_blocks(7, {"type": "thinking", "text": 8}),
+    ]
+    assert [schemas.errors(ENTRY, line) for line in lines] == [schemas.reference_errors(ENTRY, line) for line in lines]
+    assert fresh_places.asked == asked + 3  # the first is known and the third valid: the others fail elsewhere too
+
+
+def test_the_variant_of_the_known_places_notes_where_a_line_fails_there(fresh_places: _Asking) -> None:
+    line = _user_line(1, timestamp=1, isSidechain="x")
+    learnt = [_user_line(k, timestamp=k) for k in range(2)] + [_user_line(k, isSidechain=str(k)) for k in range(2)]
+    for learning in learnt:
+        schemas._located_errors(ENTRY, schemas.fast_validator(ENTRY), learning)
+    known = schemas._KNOWN[ENTRY]
+    numbers = {shown: number for number, (_, shown, _, _, _) in enumerate(known.places)}
+    assert {"timestamp", "isSidechain"} <= set(numbers)
+
+    def noted(instance: Any) -> tuple[bool, list[int]]:
+        schemas._FAILED.places = []
+        return bool(known.relaxed.is_valid(instance)), sorted(schemas._FAILED.places)
+
+    assert noted(_user_line(2)) == (True, [])
+    assert noted(line) == (True, sorted([numbers["timestamp"], numbers["isSidechain"]]))
+    assert noted(_user_line(3, timestamp=3, uuid=3))[0] is False  # it fails elsewhere too
+
+
+_LEARNT: list[bool] = []
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lines_of(VALID_ENTRIES))
+def test_the_known_places_agree_with_jsonschema_on_generated_lines(entry: Any) -> None:
+    if not _LEARNT:  # what every line of a failing file teaches, then lines of any kind
+        for line in _failing_session():
+            schemas.errors(ENTRY, line)
+        _LEARNT.append(True)
+    assert schemas._KNOWN[ENTRY].places
+    _agree(ENTRY, entry)
