@@ -90,7 +90,10 @@ def _report(opened: EntryStream, source: str, errors: str) -> dict[str, Any]:
     from ...core.validate import checked_entries, sort_findings
 
     schema: list[Finding] = []
-    entries = list(checked_entries(opened.entries, opened.format.schema, schema))  # each line checked as it is read
+    entries = []
+    for entry in checked_entries(opened.entries, opened.format.schema, schema):  # each line checked as it is read
+        entry.raw = None  # the structural check needs the objects only: the bytes' memory holds the next lines
+        entries.append(entry)
     findings: list[Finding] = []
     if errors == "fail":
         findings += [Finding("error", "bad-line", what, line) for line, what in opened.stats.problems]
