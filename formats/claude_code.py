@@ -68,17 +68,18 @@ def find_leaf(entries: Sequence[Entry]) -> int | None:
     return fallback
 
 
-def main_chain(entries: Sequence[Entry], history: bool = False) -> list[int]:
+def main_chain(entries: Sequence[Entry], history: bool = False, latest: dict[str, int] | None = None) -> list[int]:
     """Positions on the path from the root (or the last compact boundary) to the leaf, in file order.
 
     With history=True the walk crosses compact boundaries through `logicalParentUuid`; past a
     boundary it looks only at lines above it (a kept tail re-emitted below a boundary shares uuids
     with the history above it, and the later line of a uuid wins only within its own segment).
+    `latest`: uuid_index(entries), when the caller has it already.
     """
     leaf = find_leaf(entries)
     if leaf is None:
         return []
-    latest = uuid_index(entries)
+    latest = uuid_index(entries) if latest is None else latest
     places: dict[str, list[int]] | None = None  # every position of a uuid, built only past a boundary
     chain: list[int] = []
     seen: set[int] = set()
@@ -123,14 +124,14 @@ def _last_above(entries: Sequence[Entry], boundary: int) -> int | None:
     return find_leaf(entries[:boundary])
 
 
-def context_positions(entries: Sequence[Entry], history: bool = False) -> list[int]:
+def context_positions(entries: Sequence[Entry], history: bool = False, latest: dict[str, int] | None = None) -> list[int]:
     """The main chain plus the lines that hang off it as siblings, in file order.
 
     Parallel tool calls branch: each tool_result line's parent is its own tool_use line, so the
     walk from the leaf passes only the last one. The other results (matched by tool_use id) and
     the other lines of a response on the chain (matched by message.id) belong to the context too.
     """
-    chain = main_chain(entries, history)
+    chain = main_chain(entries, history, latest)
     if not chain:
         return chain
     on_chain = set(chain)
@@ -687,6 +688,7 @@ class ClaudeCodeFormat:
         tree_parents: list[tuple[str, int]] = []  # (parentUuid, line) of each tree line that names one
         responses = _ResponseGroups()
         events: list[tuple[int, bool, str]] = []  # _tool_events
+        add_parent, add_tree_parent, add_response = parents.append, tree_parents.append, responses.add
         for position, entry in enumerate(entries):
             obj = entry.obj
             value = obj.get("uuid")
@@ -699,15 +701,16 @@ class ClaudeCodeFormat:
                     first_line_of[value] = entry.line
                 latest[value] = position
             parent = obj.get("parentUuid")
-            parents.append(parent)
+            add_parent(parent)
             kind = obj.get("type")
             if isinstance(parent, str) and kind in TREE_TYPES:
-                tree_parents.append((parent, entry.line))
-            payload = obj.get("message")
-            if kind in MESSAGE_TYPES and isinstance(payload, dict):
-                if kind == "assistant":
-                    responses.add(obj, payload, entry.line)
-                _add_tool_events(events, position, payload)
+                add_tree_parent((parent, entry.line))
+            if kind in MESSAGE_TYPES:
+                payload = obj.get("message")
+                if isinstance(payload, dict):
+                    if kind == "assistant":
+                        add_response(obj, payload, entry.line)
+                    _add_tool_events(events, position, payload)
         findings = duplicates
         for parent, line in tree_parents:
             if parent not in first_line_of:
@@ -715,7 +718,7 @@ class ClaudeCodeFormat:
         parent_of = [latest.get(parent) if isinstance(parent, str) else None for parent in parents]
         findings.extend(_cycle_findings(entries, _cycles(parent_of)))
         findings.extend(responses.findings)
-        findings.extend(_check_tool_pairs(entries, context_positions(entries), events))
+        findings.extend(_check_tool_pairs(entries, context_positions(entries, latest=latest), events))
         return findings
 
 
