@@ -104,14 +104,17 @@ def errors(name: str, instance: Any, raw: bytes | None = None) -> list[str]:
         fast = fast_validator(name)
         try:
             known = _KNOWN.get(name)
-            failed = None  # the known places where it fails, when it fails at known places only
+            failed: list[int] | None = None  # the known places where it fails, when it fails at known places only
             if known is not None:  # the variant passes a valid line as the compiled check would
-                failed = _noted(known, instance)
-                if failed == []:
+                failed = []
+                _FAILED.places = failed
+                if not known.relaxed.is_valid(instance):
+                    failed = None  # it fails elsewhere too
+                elif not failed:
                     return []
             elif fast.is_valid(instance):
                 return []
-            if _deeper_than(instance, raw, LOCATED_DEPTH):
+            if (raw is None or raw.count(b"{") + raw.count(b"[") > LOCATED_DEPTH) and _deeper_than(instance, None, LOCATED_DEPTH):
                 located = None
             else:
                 located = (_known_errors(name, known, instance, failed) if known is not None and failed else None) or _located_errors(name, fast, instance)
@@ -341,13 +344,6 @@ class _Failed:
 
     def validate(self, instance: Any) -> None:
         _FAILED.places.extend(self.places)
-
-
-def _noted(known: _Known, instance: Any) -> list[int] | None:
-    """The known places where `instance` fails ([]: it is valid), or None: it fails elsewhere."""
-    failed: list[int] = []
-    _FAILED.places = failed
-    return failed if known.relaxed.is_valid(instance) else None
 
 
 def _known_errors(name: str, known: _Known, instance: Any, failed: list[int]) -> list[str] | None:
