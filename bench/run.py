@@ -3,7 +3,8 @@
     python bench/run.py [--only NAME ...] [--repeat N] [--json FILE]
 
 Every ratio is relative to `orjson-loop` (orjson loads+dumps of each line of the same file),
-measured in the same run on the same machine, so ratios from different machines compare.
+measured in the same run on the same machine, so ratios from different machines compare; a bench
+that names another `baseline` (validate against convert of the same lines) is relative to that one.
 This is a report, not a test: a FAIL target does not change the exit status; only a command
 that cannot run or exits non-zero does (exit 1).
 
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import corpus  # bench/corpus.py; importable because bench/ is sys.path[0] when run as a script
+import schema_lines  # bench/schema_lines.py
 
 MiB = 1024 * 1024
 BASELINE = "orjson-loop"
@@ -66,6 +68,14 @@ class Inputs:
     @property
     def half(self) -> str:
         return str(self._big_half[1])
+
+    @functools.cached_property
+    def schema_valid(self) -> str:
+        return str(schema_lines.ensure_valid())
+
+    @functools.cached_property
+    def schema_failing(self) -> str:
+        return str(schema_lines.ensure_failing())
 
     @functools.cached_property
     def tree(self) -> str:
@@ -163,6 +173,8 @@ class Bench:
     targets: tuple[Target, ...] = ()
     runs: int | None = None  # fixed number of runs; None means --repeat
     ratio: bool = True  # False when the input differs from the baseline's, so a ratio means nothing
+    baseline: str = BASELINE  # the bench its ratio is to (one run on the same input)
+    exit_codes: tuple[int, ...] = (0,)  # what a successful run exits with (validate: 1 when it finds errors)
 
 
 # --- target helpers -------------------------------------------------------------------------
@@ -173,12 +185,12 @@ def _other(results: Results, name: str) -> Result | None:
     return r if r is not None and r.ok else None
 
 
-def time_ratio_at_most(factor: float) -> Target:
+def time_ratio_at_most(factor: float, name: str = BASELINE) -> Target:
     def check(me: Result, results: Results) -> bool | None:
-        base = _other(results, BASELINE)
+        base = _other(results, name)
         return None if base is None else me.best <= factor * base.best
 
-    return Target(f"<= {factor:g}x {BASELINE}", check)
+    return Target(f"<= {factor:g}x {name}", check)
 
 
 def faster_than(name: str) -> Target:
@@ -309,6 +321,23 @@ BENCHES: list[Bench] = [
         lambda i: [i.ctxpipe, "compact", "--force", "--engine", "offline", "--jobs", "1", "--json", "--out-dir", i.scratch("compact-1"), i.tree],
         ratio=False,
     ),
+    # validate against convert of the same lines (bench/schema_lines.py): real corpus lines as they
+    # are, and the same lines each broken so that every one fails the schema.
+    Bench("convert-schema-valid", lambda i: [i.ctxpipe, "convert", "--to", "claude-code", i.schema_valid], ratio=False),
+    Bench(
+        "validate-schema-valid",
+        lambda i: [i.ctxpipe, "validate", "--json", i.schema_valid],
+        targets=(time_ratio_at_most(3.0, "convert-schema-valid"),),
+        baseline="convert-schema-valid",
+    ),
+    Bench("convert-schema-failing", lambda i: [i.ctxpipe, "convert", "--to", "claude-code", i.schema_failing], ratio=False),
+    Bench(
+        "validate-schema-failing",
+        lambda i: [i.ctxpipe, "validate", "--json", i.schema_failing],
+        targets=(time_ratio_at_most(3.0, "convert-schema-failing"),),
+        baseline="convert-schema-failing",
+        exit_codes=(1,),  # every line is an error
+    ),
     Bench(
         "help-cold-start",
         lambda i: [i.ctxpipe, "--help"],
@@ -344,7 +373,7 @@ os.write(int(sys.argv[1]), b"%d %r %d" % (os.waitstatus_to_exitcode(status), ela
 """
 
 
-def measure(argv: Sequence[str]) -> tuple[float, int]:
+def measure(argv: Sequence[str], exit_codes: Sequence[int] = (0,)) -> tuple[float, int]:
     """Run argv once with stdout to /dev/null; return (wall seconds, peak RSS in KiB)."""
     read_fd, write_fd = os.pipe()
     with os.fdopen(read_fd, "rb") as wrapper_report:
@@ -358,7 +387,7 @@ def measure(argv: Sequence[str]) -> tuple[float, int]:
     if len(figures) != 3:  # the wrapper itself failed; its traceback is on stderr
         raise subprocess.CalledProcessError(wrapper.returncode, "measuring wrapper")
     code, seconds, rss = figures
-    if int(code) != 0:
+    if int(code) not in exit_codes:
         raise subprocess.CalledProcessError(int(code), list(argv))
     # ru_maxrss is KiB on Linux, bytes on macOS.
     return float(seconds), int(rss) // 1024 if sys.platform == "darwin" else int(rss)
@@ -389,7 +418,7 @@ def run(benches: Sequence[Bench], repeat: int, inputs: Inputs) -> dict[str, Resu
             if r.error is None and k < runs[b.name]:
                 print(f"bench: {b.name} run {k + 1}/{runs[b.name]}", file=sys.stderr)
                 try:
-                    seconds, rss = measure(r.argv)
+                    seconds, rss = measure(r.argv, b.exit_codes)
                 except (OSError, subprocess.CalledProcessError) as e:
                     r.error = str(e)
                     continue
@@ -402,11 +431,11 @@ def run(benches: Sequence[Bench], repeat: int, inputs: Inputs) -> dict[str, Resu
 
 
 def report(benches: Sequence[Bench], results: Results) -> list[dict[str, object]]:
-    base = results.get(BASELINE)
     rows: list[dict[str, object]] = []
     for b in benches:
         r = results[b.name]
-        row: dict[str, object] = {"name": b.name, "argv": r.argv, "error": r.error}
+        base = results.get(b.baseline)
+        row: dict[str, object] = {"name": b.name, "argv": r.argv, "error": r.error, "baseline": b.baseline}
         if r.ok:
             row |= {
                 "runs": len(r.seconds),
@@ -470,12 +499,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--repeat must be at least 1")
 
     wanted = set(args.only or names) | {BASELINE}  # every ratio needs the baseline
+    wanted |= {b.baseline for b in BENCHES if b.name in wanted}
     benches = [b for b in BENCHES if b.name in wanted]
     inputs = Inputs()
     results = run(benches, args.repeat, inputs)
     rows = report(benches, results)
 
-    sizes = {name: {"path": p, "bytes": os.path.getsize(p)} for name, p in (("big", inputs.big), ("half", inputs.half))}
+    built = inputs.__dict__  # only the inputs a selected bench used (orjson-loop always reads big)
+    shapes: list[tuple[str, str, Callable[[], str]]] = [("big", "_big_half", lambda: inputs.big), ("half", "_big_half", lambda: inputs.half)]
+    shapes += [("schema-valid", "schema_valid", lambda: inputs.schema_valid), ("schema-failing", "schema_failing", lambda: inputs.schema_failing)]
+    paths = {name: get() for name, key, get in shapes if key in built}
+    sizes = {name: {"path": path, "bytes": os.path.getsize(path)} for name, path in paths.items()}
     meta = {
         "python": platform.python_version(),
         "platform": platform.platform(),
@@ -486,9 +520,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     print(
-        f"input {inputs.big} ({os.path.getsize(inputs.big) / MiB:.1f} MiB, "
-        f"half {os.path.getsize(inputs.half) / MiB:.1f} MiB); best of {args.repeat}; "
-        f"ratios are to {BASELINE} in this run"
+        ", ".join(f"{name} {path} ({os.path.getsize(path) / MiB:.1f} MiB)" for name, path in paths.items())
+        + f"; best of {args.repeat}; ratios are to {BASELINE} in this run"
+        + "".join(f"; {b.name}'s to {b.baseline}" for b in benches if b.baseline != BASELINE)
     )
     print_table(rows)
     if args.json:

@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator
 
 from . import schemas
 from .jsonl import Entry
 from .model import Finding
 
 
-def schema_findings(entries: Sequence[Entry], schema_name: str) -> list[Finding]:
-    findings = []
-    for entry in entries:
-        for problem in schemas.errors(schema_name, entry.obj):
-            findings.append(Finding("error", "schema", problem, entry.line))
+def schema_findings(entries: Iterable[Entry], schema_name: str) -> list[Finding]:
+    findings: list[Finding] = []
+    for _ in checked_entries(entries, schema_name, findings):
+        pass
     return findings
+
+
+def checked_entries(entries: Iterable[Entry], schema_name: str, findings: list[Finding]) -> Iterator[Entry]:
+    """The entries as they come, each checked against the line schema on its way (while the line
+    just parsed is still in the processor's cache); what is wrong with it goes to `findings`."""
+    errors = schemas.errors
+    for entry in entries:
+        for problem in errors(schema_name, entry.obj, entry.raw):
+            findings.append(Finding("error", "schema", problem, entry.line))
+        yield entry
 
 
 def sort_findings(findings: list[Finding]) -> list[Finding]:

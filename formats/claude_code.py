@@ -88,17 +88,18 @@ def find_leaf(entries: Sequence[Entry]) -> int | None:
     return fallback
 
 
-def main_chain(entries: Sequence[Entry], history: bool = False) -> list[int]:
+def main_chain(entries: Sequence[Entry], history: bool = False, latest: dict[str, int] | None = None) -> list[int]:
     """Positions on the path from the root (or the last compact boundary) to the leaf, in file order.
 
     With history=True the walk crosses compact boundaries through `logicalParentUuid`; past a
     boundary it looks only at lines above it (a kept tail re-emitted below a boundary shares uuids
     with the history above it, and the later line of a uuid wins only within its own segment).
+    `latest`: uuid_index(entries), when the caller has it already.
     """
     leaf = find_leaf(entries)
     if leaf is None:
         return []
-    latest = uuid_index(entries)
+    latest = uuid_index(entries) if latest is None else latest
     places: dict[str, list[int]] | None = None  # every position of a uuid, built only past a boundary
     chain: list[int] = []
     seen: set[int] = set()
@@ -143,14 +144,14 @@ def _last_above(entries: Sequence[Entry], boundary: int) -> int | None:
     return find_leaf(entries[:boundary])
 
 
-def context_positions(entries: Sequence[Entry], history: bool = False) -> list[int]:
+def context_positions(entries: Sequence[Entry], history: bool = False, latest: dict[str, int] | None = None) -> list[int]:
     """The main chain plus the lines that hang off it as siblings, in file order.
 
     Parallel tool calls branch: each tool_result line's parent is its own tool_use line, so the
     walk from the leaf passes only the last one. The other results (matched by tool_use id) and
     the other lines of a response on the chain (matched by message.id) belong to the context too.
     """
-    chain = main_chain(entries, history)
+    chain = main_chain(entries, history, latest)
     if not chain:
         return chain
     on_chain = set(chain)
@@ -720,25 +721,46 @@ class ClaudeCodeFormat:
         return False
 
     def check(self, entries: Sequence[Entry]) -> list[Finding]:
-        findings: list[Finding] = []
+        # One pass reads from each line what the rules need: the lines of a long file lie far apart
+        # in memory, so every pass over them is paid for in cache misses, not in the rules' work.
+        duplicates: list[Finding] = []
         first_line_of: dict[str, int] = {}
-        for entry in entries:
-            value = entry.obj.get("uuid")
+        latest: dict[str, int] = {}  # uuid_index: a uuid names its latest line
+        parents: list[Any] = []
+        tree_parents: list[tuple[str, int]] = []  # (parentUuid, line) of each tree line that names one
+        responses = _ResponseGroups()
+        events: list[tuple[int, bool, str]] = []  # _tool_events
+        add_parent, add_tree_parent, add_response = parents.append, tree_parents.append, responses.add
+        for position, entry in enumerate(entries):
+            obj = entry.obj
+            value = obj.get("uuid")
             if isinstance(value, str):
                 if value in first_line_of:
-                    findings.append(Finding("warning", "duplicate-uuid", f"uuid {value} also on line {first_line_of[value]}; the later line wins", entry.line))
+                    duplicates.append(
+                        Finding("warning", "duplicate-uuid", f"uuid {value} also on line {first_line_of[value]}; the later line wins", entry.line)
+                    )
                 else:
                     first_line_of[value] = entry.line
-        for entry in entries:
-            obj = entry.obj
-            if obj.get("type") not in TREE_TYPES:
-                continue
+                latest[value] = position
             parent = obj.get("parentUuid")
-            if isinstance(parent, str) and parent not in first_line_of:
-                findings.append(Finding("warning", "dangling-parent", f"parentUuid {parent} names no line in this file", entry.line))
-        findings.extend(_check_parent_cycles(entries))
-        findings.extend(_check_response_groups(entries))
-        findings.extend(_check_tool_pairs(entries, context_positions(entries)))
+            add_parent(parent)
+            kind = obj.get("type")
+            if isinstance(parent, str) and kind in TREE_TYPES:
+                add_tree_parent((parent, entry.line))
+            if kind in MESSAGE_TYPES:
+                payload = obj.get("message")
+                if isinstance(payload, dict):
+                    if kind == "assistant":
+                        add_response(obj, payload, entry.line)
+                    _add_tool_events(events, position, payload)
+        findings = duplicates
+        for parent, line in tree_parents:
+            if parent not in first_line_of:
+                findings.append(Finding("warning", "dangling-parent", f"parentUuid {parent} names no line in this file", line))
+        parent_of = [latest.get(parent) if isinstance(parent, str) else None for parent in parents]
+        findings.extend(_cycle_findings(entries, _cycles(parent_of)))
+        findings.extend(responses.findings)
+        findings.extend(_check_tool_pairs(entries, context_positions(entries, latest=latest), events))
         return findings
 
 
@@ -749,10 +771,14 @@ def parent_cycles(entries: Sequence[Entry]) -> list[list[int]]:
     one walk per line, stopping at any line already walked, finds every loop in linear time.
     """
     latest = uuid_index(entries)
-    parent_of = [latest.get(parent) if isinstance(parent := entry.obj.get("parentUuid"), str) else None for entry in entries]
-    walked = [0] * len(entries)  # the number of the walk that reached a line; 0: not yet
+    return _cycles([latest.get(parent) if isinstance(parent := entry.obj.get("parentUuid"), str) else None for entry in entries])
+
+
+def _cycles(parent_of: Sequence[int | None]) -> list[list[int]]:
+    """parent_cycles from each line's parent position."""
+    walked = [0] * len(parent_of)  # the number of the walk that reached a line; 0: not yet
     cycles = []
-    for start in range(len(entries)):
+    for start in range(len(parent_of)):
         if walked[start]:
             continue
         path: list[int] = []
@@ -768,56 +794,53 @@ def parent_cycles(entries: Sequence[Entry]) -> list[list[int]]:
     return sorted(cycles)  # in file order of their first lines
 
 
-def _check_parent_cycles(entries: Sequence[Entry]) -> list[Finding]:
+def _cycle_findings(entries: Sequence[Entry], cycles: list[list[int]]) -> list[Finding]:
     findings = []
-    for loop in parent_cycles(entries):
+    for loop in cycles:
         lines = [str(entries[position].line) for position in loop]
         named = " → ".join(lines[:8]) + (f" → … ({len(lines)} lines)" if len(lines) > 8 else "") + f" → {lines[0]}"
         findings.append(Finding("error", "parent-cycle", f"parentUuid links loop: line {named}; the chain has no root", entries[loop[0]].line))
     return findings
 
 
-def _check_response_groups(entries: Sequence[Entry]) -> list[Finding]:
-    """All lines of one message.id must agree on requestId and on being a sidechain."""
-    findings: list[Finding] = []
-    seen: dict[str, tuple[Any, Any, int]] = {}
-    for entry in entries:
-        obj = entry.obj
-        if obj.get("type") != "assistant" or not isinstance(obj.get("message"), dict):
-            continue
-        message_id = obj["message"].get("id")
+class _ResponseGroups:
+    """All lines of one message.id must agree on requestId and on being a sidechain (fed the
+    assistant lines in file order)."""
+
+    def __init__(self) -> None:
+        self.findings: list[Finding] = []
+        self.seen: dict[str, tuple[Any, Any, int]] = {}
+
+    def add(self, obj: dict[str, Any], message: dict[str, Any], line: int) -> None:
+        message_id = message.get("id")
         if not isinstance(message_id, str):
-            continue
+            return
         shape = (text(obj, "requestId"), bool(obj.get("isSidechain")))
-        if message_id not in seen:
-            seen[message_id] = (*shape, entry.line)
-            continue
-        request_id, sidechain, first = seen[message_id]
+        if message_id not in self.seen:
+            self.seen[message_id] = (*shape, line)
+            return
+        request_id, sidechain, first = self.seen[message_id]
         if sidechain != shape[1]:
-            findings.append(Finding("error", "split-response", f"message {message_id} spans main chain and sidechain (first line {first})", entry.line))
+            self.findings.append(Finding("error", "split-response", f"message {message_id} spans main chain and sidechain (first line {first})", line))
         elif request_id != shape[0] and request_id and shape[0]:
-            findings.append(Finding("warning", "request-mismatch", f"message {message_id} has requestId {shape[0]}, line {first} has {request_id}", entry.line))
-    return findings
+            self.findings.append(Finding("warning", "request-mismatch", f"message {message_id} has requestId {shape[0]}, line {first} has {request_id}", line))
 
 
-def _tool_events(entries: Sequence[Entry]) -> list[tuple[int, bool, str]]:
-    """(position, is a tool_use, tool id) of every tool block on a user or assistant line, in file order."""
-    found = []
-    for position, entry in enumerate(entries):
-        payload = entry.obj.get("message")
-        if entry.obj.get("type") not in MESSAGE_TYPES or not isinstance(payload, dict) or not isinstance(payload.get("content"), list):
-            continue  # a plain string content holds no tool block
-        for block in payload["content"]:
-            event = tool_event(block) if isinstance(block, dict) else None
-            if event is not None:
-                found.append((position, *event))
-    return found
+def _add_tool_events(events: list[tuple[int, bool, str]], position: int, message: dict[str, Any]) -> None:
+    """(position, is a tool_use, tool id) of every tool block of a user or assistant line's message."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return  # a plain string content holds no tool block
+    for block in content:
+        event = tool_event(block) if isinstance(block, dict) else None
+        if event is not None:
+            events.append((position, *event))
 
 
-def _check_tool_pairs(entries: Sequence[Entry], context: Sequence[int]) -> list[Finding]:
+def _check_tool_pairs(entries: Sequence[Entry], context: Sequence[int], events: list[tuple[int, bool, str]]) -> list[Finding]:
     """A result must follow a tool_use with its id in the file (core.convert's rule); in the active
-    context, pairs must be whole."""
-    events = _tool_events(entries)
+    context, pairs must be whole. `events`: (position, is a tool_use, tool id) of every tool block
+    on a user or assistant line, in file order."""
     first_use: dict[str, int] = {}
     for position, is_use, tool_id in events:
         if is_use:

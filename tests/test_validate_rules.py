@@ -325,3 +325,255 @@ def test_the_fast_schema_check_agrees_with_jsonschema_on_the_corpus() -> None:
     for path in corpus_files()[:20]:
         for raw in path.read_bytes().splitlines()[:300]:
             _agree(ENTRY, orjson.loads(raw))
+
+
+# --- lines that fail the schema: where jsonschema-rs finds each error, jsonschema writes it ----------
+
+
+def _failing_session(turns: int = 40) -> list[dict[str, Any]]:
+    """A conversation with tool calls, every line then broken in one or more ways in turn: types
+    changed, required fields gone (some in two schemas at once: several errors at one path), a
+    block's field or the role wrong, a negative count."""
+    session = _conversation(turns=2)
+    for k in range(turns):
+        tool = session.tool_id()
+        session.response(
+            [{"type": "text", "text": f"reading {k}"}, {"type": "tool_use", "id": tool, "name": "Read", "input": {"file_path": f"/a{k}.py"}}], usage(2000 + k)
+        )
+        session.tool_result(tool, [{"type": "text", "text": f"line {k}"}])
+        session.text(f"done {k}", usage(2100 + k))
+    session.system("compact_boundary", logicalParentUuid=session.last, compactMetadata={"trigger": "auto", "preTokens": 100})
+    lines: list[dict[str, Any]] = orjson.loads(orjson.dumps(session.lines))
+    for k, line in enumerate(lines):
+        message = line["message"] if isinstance(line.get("message"), dict) else {}
+        content = message.get("content")
+        blocks = [block for block in content if isinstance(block, dict)] if isinstance(content, list) else []
+        way = k % 9
+        if way == 1:
+            del line["uuid"], line["parentUuid"]  # two errors of one keyword at one path
+            if k % 2 and line["type"] in ("user", "assistant"):
+                del line["message"]  # and a third from another schema, at the same path
+        elif way == 2:
+            line["isSidechain"] = "false"
+            line["uuid"] = k  # two errors at two paths
+        elif way == 3 and blocks:
+            for field in ("text", "tool_use_id", "id"):
+                if blocks[0].pop(field, None) is not None:
+                    break
+            message["role"] = "robot"
+        elif way == 4 and isinstance(message.get("usage"), dict):
+            message["usage"]["input_tokens"] = -k
+            message["usage"]["output_tokens"] = str(k)
+        elif way == 5:
+            line["type"] = ["user"]  # not a string: no type's schema applies
+        elif way == 6 and isinstance(line.get("compactMetadata"), dict):
+            line["compactMetadata"] = {"trigger": 1, "preTokens": -1}
+        elif way == 7:
+            line["parentUuid"] = 7
+            line["sessionId"] = None
+        elif way == 8 and message:
+            line["message"] = "not an object"
+        else:
+            line["timestamp"] = 1_767_225_600_000 + k  # one error
+    return lines
+
+
+def test_validate_on_lines_that_all_fail_reports_what_jsonschema_reports_for_each(tmp_path: Path) -> None:
+    lines = _failing_session()
+    expected = [(number, message) for number, line in enumerate(lines, 1) for message in schemas.reference_errors(ENTRY, line)]
+    assert all(schemas.reference_errors(ENTRY, line) for line in lines)  # every line fails
+    path = tmp_path / "failing.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    code, findings = _validate(path)
+    reported = [(f["line"], f["message"]) for f in _coded(findings, "schema")]
+    assert code == 1
+    assert reported[:20] == expected[:20]  # the first errors, word for word
+    assert reported == expected and len(reported) > len(lines)  # and every one, in jsonschema's order
+    [report] = [json.loads(line) for line in run_cli("validate", "--json", path).stdout.splitlines()]
+    assert report["errors"] == len(expected) + sum(1 for f in findings if f["severity"] == "error" and f["code"] != "schema")
+
+
+def test_a_failing_line_is_explained_without_jsonschema_walking_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # jsonschema-rs says where each error is and jsonschema's keyword writes it: jsonschema does
+    # not validate the line whole (that took 1-4 ms a line), yet the words and order are its own.
+    lines = _failing_session(turns=6)
+    expected = [schemas.reference_errors(ENTRY, line) for line in lines]
+
+    def whole(name: str, instance: Any) -> list[str]:
+        raise AssertionError("validated by jsonschema whole")
+
+    monkeypatch.setattr(schemas, "reference_errors", whole)
+    assert [schemas.errors(ENTRY, line, orjson.dumps(line)) for line in lines] == expected
+
+
+def test_errors_at_one_path_come_in_the_order_jsonschema_meets_them() -> None:
+    # At one path, jsonschema's sort keeps the order in which it walked the schema: the envelope's
+    # `required` (allOf 0) before the user entry's (allOf 1), and each name in its schema's order.
+    line = {"type": "user", "isSidechain": False}
+    assert schemas.errors(ENTRY, line) == [
+        "(line): 'uuid' is a required property",
+        "(line): 'parentUuid' is a required property",
+        "(line): 'message' is a required property",
+    ]
+    assert schemas.errors(ENTRY, line) == schemas.reference_errors(ENTRY, line)
+    block = {"type": "tool_use"}
+    message = {"role": "user", "content": [block, {"type": "text"}]}
+    assert schemas.errors("anthropic.message.schema.json", message) == schemas.reference_errors("anthropic.message.schema.json", message)
+
+
+def test_a_line_deeper_than_the_located_check_goes_to_jsonschema_whole_which_copes_with_it_there() -> None:
+    # Up to LOCATED_DEPTH levels the located errors are used: jsonschema itself, with some 300
+    # frames already on the stack, still validates such a line, so it would not have said "nested
+    # too deeply" where the located errors say something else.
+    def line(levels: int) -> dict[str, Any]:
+        block: dict[str, Any] = {"type": "text", "text": 1}
+        for _ in range(levels):
+            block = {"type": "tool_result", "tool_use_id": "t", "content": [block]}
+        return {"type": "user", "uuid": "u", "parentUuid": None, "message": {"role": "user", "content": [block]}}
+
+    levels = (schemas.LOCATED_DEPTH - 4) // 2  # the line, its message, content and a block; then a content list and a block a level
+    at_limit = line(levels)
+    assert not schemas._deeper_than(at_limit, orjson.dumps(at_limit), schemas.LOCATED_DEPTH)
+    assert schemas._deeper_than(line(levels + 1), orjson.dumps(line(levels + 1)), schemas.LOCATED_DEPTH)
+
+    def nested(frames: int) -> list[str]:
+        return nested(frames - 1) if frames else schemas.reference_errors(ENTRY, at_limit)
+
+    assert schemas.errors(ENTRY, at_limit, orjson.dumps(at_limit)) == nested(300)
+    assert schemas.errors(ENTRY, at_limit) == nested(300)  # without the bytes, the depth is walked
+
+
+def test_a_line_whose_errors_the_located_check_cannot_explain_is_validated_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    # When jsonschema's keyword does not find at a place what jsonschema-rs found there (or the
+    # keyword is not one that judges a value alone), the line goes to jsonschema whole.
+    line = {"type": "user", "uuid": 5, "parentUuid": None, "message": {"role": "user", "content": "hi"}}
+    expected = schemas.reference_errors(ENTRY, line)
+    monkeypatch.setattr(schemas, "_judged", lambda *args: [])
+    calls = []
+    reference = schemas.reference_errors
+    monkeypatch.setattr(schemas, "reference_errors", lambda name, instance: calls.append(name) or reference(name, instance))
+    assert schemas.errors(ENTRY, line) == expected == ["uuid: 5 is not of type 'string'"]
+    assert calls == [ENTRY]
+    assert schemas._keyword_at("https://ctxpipe.dev/schemas/claude-code.entry.schema.json#/allOf") is None  # not a leaf keyword
+    assert schemas._keyword_at(None) is None
+
+
+def test_validate_leaves_the_cycle_collector_as_it_found_it(tmp_path: Path) -> None:
+    import gc
+
+    from ctxpipe.cli.commands.validate import validate_one
+    from ctxpipe.core.errors import CtxpipeError
+
+    session = _conversation()
+    path = session.write(tmp_path / "ok.jsonl")
+    assert gc.isenabled()
+    report, _, _ = validate_one((str(path), "ok.jsonl"), None, "fail")
+    assert report["valid"] and gc.isenabled()
+    with pytest.raises(CtxpipeError):  # raised with the collector off
+        validate_one((str(tmp_path / "missing.jsonl"), "missing.jsonl"), None, "fail")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        validate_one((str(path), "ok.jsonl"), None, "fail")
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+# --- known places: lines that fail where earlier ones did ----------------------------------------
+
+
+class _Asking:
+    """The compiled check, counting how often it is asked where a line's errors are."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.asked = 0
+
+    def is_valid(self, instance: Any) -> bool:
+        return bool(self.inner.is_valid(instance))
+
+    def iter_errors(self, instance: Any) -> Any:
+        self.asked += 1
+        return self.inner.iter_errors(instance)
+
+
+@pytest.fixture
+def fresh_places(monkeypatch: pytest.MonkeyPatch) -> _Asking:
+    for state in ("_KNOWN", "_LEARNING", "_SEEN"):
+        monkeypatch.setattr(schemas, state, {})
+    asking = _Asking(schemas.fast_validator(ENTRY))
+    monkeypatch.setattr(schemas, "fast_validator", lambda name: asking if name == ENTRY else None)
+    return asking
+
+
+def _user_line(k: int, **changes: Any) -> dict[str, Any]:
+    line = {**ENVELOPE, "uuid": f"u{k}", "type": "user", "message": {"role": "user", "content": [{"type": "text", "text": f"t{k}"}]}}
+    line.update(changes)
+    return line
+
+
+def test_lines_that_fail_where_earlier_ones_did_are_explained_without_asking_where(fresh_places: _Asking) -> None:
+    lines = [_user_line(k, timestamp=k) for k in range(10)]  # the same place, other values
+    assert [schemas.errors(ENTRY, line) for line in lines] == [[f"timestamp: {k} is not of type 'string'"] for k in range(10)]
+    assert fresh_places.asked == schemas.PLACE_SEEN_TO_KEEP  # then the place is known
+    others = [
+        _user_line(20, timestamp=20, uuid=5),  # a known place and one that is not: asked
+        _user_line(21, message={"role": "user", "content": [{"type": "text"}]}),  # not a known place: asked
+        {**_user_line(22, timestamp=22), "type": "assistant", "message": {"role": "assistant", "content": []}},  # known, other schemas apply
+        _user_line(23, timestamp=None, isSidechain="no"),
+        _user_line(24),  # valid
+    ]
+    assert [schemas.errors(ENTRY, line) for line in others] == [schemas.reference_errors(ENTRY, line) for line in others]
+    assert fresh_places.asked == schemas.PLACE_SEEN_TO_KEEP + 3
+
+
+def test_a_known_place_in_a_content_block_is_its_own_for_each_block_type_and_position(fresh_places: _Asking) -> None:
+    def with_blocks(k: int, *blocks: dict[str, Any]) -> dict[str, Any]:
+        return _user_line(k, message={"role": "user", "content": list(blocks)})
+
+    learnt = [with_blocks(k, {"type": "text", "text": k}) for k in range(3)]  # text's type, in block 0
+    for line in learnt:
+        schemas.errors(ENTRY, line)
+    asked = fresh_places.asked
+    lines = [
+        with_blocks(3, {"type": "text", "text": 3}),  # known
+        with_blocks(4, {"type": "text", "text": "ok"}, {"type": "text", "text": 4}),  # the same keyword in block 1: not known
+        with_blocks(5, {"type": "tool_use", "id": "t", "name": "n", "input": {}, "text": 5}),  # text of a tool_use: no error
+        with_blocks(6, {"type": "text", "text": 6}, {"type": "text", "text": 7}),
+        with_blocks(7, {"type": "thinking", "text": 8}),
+    ]
+    assert [schemas.errors(ENTRY, line) for line in lines] == [schemas.reference_errors(ENTRY, line) for line in lines]
+    assert fresh_places.asked == asked + 3  # the first is known and the third valid: the others fail elsewhere too
+
+
+def test_the_variant_of_the_known_places_notes_where_a_line_fails_there(fresh_places: _Asking) -> None:
+    line = _user_line(1, timestamp=1, isSidechain="x")
+    learnt = [_user_line(k, timestamp=k) for k in range(2)] + [_user_line(k, isSidechain=str(k)) for k in range(2)]
+    for learning in learnt:
+        schemas._located_errors(ENTRY, schemas.fast_validator(ENTRY), learning)
+    known = schemas._KNOWN[ENTRY]
+    numbers = {shown: number for number, (_, shown, _, _, _) in enumerate(known.places)}
+    assert {"timestamp", "isSidechain"} <= set(numbers)
+
+    def noted(instance: Any) -> tuple[bool, list[int]]:
+        schemas._FAILED.places = []
+        return bool(known.relaxed.is_valid(instance)), sorted(schemas._FAILED.places)
+
+    assert noted(_user_line(2)) == (True, [])
+    assert noted(line) == (True, sorted([numbers["timestamp"], numbers["isSidechain"]]))
+    assert noted(_user_line(3, timestamp=3, uuid=3))[0] is False  # it fails elsewhere too
+
+
+_LEARNT: list[bool] = []
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lines_of(VALID_ENTRIES))
+def test_the_known_places_agree_with_jsonschema_on_generated_lines(entry: Any) -> None:
+    if not _LEARNT:  # what every line of a failing file teaches, then lines of any kind
+        for line in _failing_session():
+            schemas.errors(ENTRY, line)
+        _LEARNT.append(True)
+    assert schemas._KNOWN[ENTRY].places
+    _agree(ENTRY, entry)
