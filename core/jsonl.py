@@ -191,6 +191,11 @@ class EndlessLine(Exception):
     """A line that went on past twice MAX_LINE_BYTES while being skipped: no end is coming."""
 
 
+def _ends_line(piece: bytes) -> bool:
+    """Whether a piece readline(LINE_PIECE) gave ends its line: at a newline, or short (the stream's end)."""
+    return len(piece) < LINE_PIECE or piece.endswith(b"\n")
+
+
 def bounded_lines(stream: BinaryIO) -> Iterator[bytes | _BadLine]:
     """The lines of a stream, each with its terminator, as iterating it gives them, except that a
     line longer than MAX_LINE_BYTES, or a long line holding a NUL byte, comes as the _BadLine
@@ -199,7 +204,7 @@ def bounded_lines(stream: BinaryIO) -> Iterator[bytes | _BadLine]:
     readline = stream.readline
     while True:
         line = readline(LINE_PIECE)
-        if len(line) < LINE_PIECE or line.endswith(b"\n"):
+        if _ends_line(line):
             if not line:
                 return
             yield line
@@ -213,18 +218,18 @@ def bounded_lines(stream: BinaryIO) -> Iterator[bytes | _BadLine]:
                 bad = TOO_LONG
             elif b"\x00" in piece:
                 bad = BINARY
-            elif len(piece) < LINE_PIECE or piece.endswith(b"\n"):
+            elif _ends_line(piece):
                 break
         if bad is None:
             yield b"".join(pieces)
             continue
-        ended = pieces[-1].endswith(b"\n") or len(pieces[-1]) < LINE_PIECE
+        ended = _ends_line(pieces[-1])
         del pieces
         yield _BadLine(bad)
         while not ended:  # the reader skips bad lines: drop the rest of this one
             piece = readline(LINE_PIECE)
             size += len(piece)
-            ended = piece.endswith(b"\n") or len(piece) < LINE_PIECE
+            ended = _ends_line(piece)
             if not ended and size > 2 * MAX_LINE_BYTES:
                 raise EndlessLine(ENDLESS)
 
