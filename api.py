@@ -17,18 +17,18 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from .atomic import atomic_file
 from .core.convert import ConvertReport, to_api_messages
 from .core.jsonl import OnError, write_entries
 from .core.model import Finding, Transcript
+from .files.atomic import atomic_file
+from .files.inputs import mapped, opened, source_name, stream_entries
 from .formats import WriteOptions, get
-from .inputs import mapped, opened, source_name, stream_entries
 
 if TYPE_CHECKING:
     from .core.reports import CompactReport, CompactSkipRow, CountReport, SessionReport
-    from .file_count import CountOptions
-    from .pipeline import CompactOptions
-    from .report_data import ReportOptions
+    from .jobs.count import CountOptions
+    from .jobs.pipeline import CompactOptions
+    from .report.data import ReportOptions
 
 
 def read_transcript(source: str | os.PathLike[str] | bytes, format: str | None = None, on_error: OnError = "fail") -> Transcript:
@@ -94,8 +94,8 @@ def _bytes_of(source: str | os.PathLike[str] | bytes, ranged: bool = False) -> I
 def count_transcript(source: str | os.PathLike[str] | bytes, options: CountOptions | None = None) -> CountReport:
     """What `count --json` prints for one transcript: the same accounting, the same object."""
 
-    from .file_count import CountOptions, count_buffer
-    from .sessions import kind_of
+    from .files.sessions import kind_of
+    from .jobs.count import CountOptions, count_buffer
 
     kind = None if isinstance(source, bytes) or os.fspath(source) == "-" else kind_of(source)  # as its name says, like count
     options = options or CountOptions()
@@ -111,14 +111,14 @@ def run_stage(
     format: str | None = None,
     on_error: OnError = "fail",
 ) -> tuple[bytes, dict[str, Any]]:
-    """One stage (`ctxpipe.pipeline.STAGES`: snip, microcompact, collapse, summarize, restore) on one
+    """One stage (`ctxpipe.jobs.pipeline.STAGES`: snip, microcompact, collapse, summarize, restore) on one
     transcript: its output and what `--report-json` writes. `settings` is the stage's settings
     (e.g. `MicrocompactSettings(force=True)`; default: the command's defaults). The summarize stage
     asks a model only with the `llm` engine and ANTHROPIC_API_KEY set."""
     from datetime import timezone
 
-    from .pipeline import BY_NAME, stage_context
-    from .pipeline import run_stage as run
+    from .jobs.pipeline import BY_NAME, stage_context
+    from .jobs.pipeline import run_stage as run
 
     stage = BY_NAME[name]
     chosen = settings if settings is not None else stage.settings()
@@ -134,13 +134,13 @@ def run_stage(
 
 def compact(source: str | os.PathLike[str] | bytes, options: CompactOptions | None = None) -> tuple[bytes, CompactReport]:
     """The whole pipeline on one transcript, as `compact` runs it: the output and the report
-    `compact --report-json` writes (`ctxpipe.pipeline.CompactOptions` holds each stage's settings)."""
+    `compact --report-json` writes (`ctxpipe.jobs.pipeline.CompactOptions` holds each stage's settings)."""
     from dataclasses import replace
 
-    from .breaker import breaker
     from .core.errors import UnsupportedError
-    from .pipeline import CompactOptions, compact_buffer, model_access
-    from .sessions import COMPACTION_NOTE, is_compaction
+    from .files.sessions import COMPACTION_NOTE, is_compaction
+    from .jobs.breaker import breaker
+    from .jobs.pipeline import CompactOptions, compact_buffer, model_access
 
     options = options or CompactOptions()
     if options.api_key is None:  # as the command: the model's key and endpoint from the environment
@@ -171,12 +171,12 @@ def compact_file(
     it names the file (default: the path); `before_write(target)` is called just before it is written."""
     from dataclasses import replace
 
-    from .atomic import keep_backup, make_folder
-    from .breaker import breaker
     from .core.errors import ChangedMeanwhile, InputError
-    from .pipeline import PIPELINE, CompactOptions, compact_buffer, model_access, ready
-    from .sessions import COMPACTION_NOTE, is_compaction
-    from .storage import version
+    from .files.atomic import keep_backup, make_folder
+    from .files.sessions import COMPACTION_NOTE, is_compaction
+    from .files.storage import version
+    from .jobs.breaker import breaker
+    from .jobs.pipeline import PIPELINE, CompactOptions, compact_buffer, model_access, ready
 
     options = options or CompactOptions()
     if options.api_key is None:  # as the command: the model's key and endpoint from the environment
@@ -211,12 +211,12 @@ def compact_file(
 
 def session_report(source: str | os.PathLike[str] | bytes, options: ReportOptions | None = None, now: datetime | None = None) -> SessionReport:
     """What `report --json` prints for one transcript: everything its page shows
-    (`ctxpipe.report_data.ReportOptions` holds the count options, the prices and the horizon)."""
+    (`ctxpipe.report.data.ReportOptions` holds the count options, the prices and the horizon)."""
     from datetime import timezone
 
-    from .report_data import ReportOptions
-    from .report_data import session_report as report_of
-    from .sessions import kind_of
+    from .files.sessions import kind_of
+    from .report.data import ReportOptions
+    from .report.data import session_report as report_of
 
     path = None if isinstance(source, bytes) or os.fspath(source) == "-" else os.fspath(source)
     with _bytes_of(source) as (buffer, name):
@@ -225,6 +225,6 @@ def session_report(source: str | os.PathLike[str] | bytes, options: ReportOption
 
 def report_html(report: SessionReport) -> str:
     """The self-contained HTML page `report` writes for one session's report."""
-    from .report_page import session_page
+    from .report.page import session_page
 
     return session_page(report)

@@ -28,7 +28,7 @@ sys.path[:0] = [str(BENCH), str(BENCH.parent / "tests")]
 import synthetic  # noqa: E402  (bench/ and tests/ are put on the path just above)
 from browser import chromium, skip_reason  # noqa: E402
 from ctxpipe.core.reports import SessionReport  # noqa: E402
-from ctxpipe.report_page import session_page  # noqa: E402
+from ctxpipe.report.page import session_page  # noqa: E402
 
 BYTES_PER_TURN = 3_156  # synthetic.turns: measured over 1,000 turns
 PAGE_LIMIT = 5_000_000

@@ -17,7 +17,7 @@ import ctxpipe
 from ctxpipe.core.summarize import SplitConfig
 from ctxpipe.core.summarize_engines import Breaker
 from ctxpipe.formats import get
-from ctxpipe.summary_stage import SummarizeOptions, summarize_entries
+from ctxpipe.jobs.summary import SummarizeOptions, summarize_entries
 
 ROOT = Path(__file__).resolve().parent.parent
 

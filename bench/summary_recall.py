@@ -205,7 +205,7 @@ def _compact_report(cut: Path, now: str, cli_bytes: bytes) -> tuple[dict[str, An
         from ctxpipe.core.microcompact import MicrocompactSettings
         from ctxpipe.core.summarize import SummarizeSettings
         from ctxpipe.core.summarize_engines import Breaker
-        from ctxpipe.pipeline import CompactOptions, compact_buffer
+        from ctxpipe.jobs.pipeline import CompactOptions, compact_buffer
 
         moment = parse_now(now)  # as the CLI reads --now
         settings = {"microcompact": MicrocompactSettings(force=True), "summarize": SummarizeSettings("offline")}

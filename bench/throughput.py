@@ -21,7 +21,7 @@ from pathlib import Path
 import corpus  # bench/corpus.py
 import orjson
 from ctxpipe.core.tokens import block_texts, tiktoken_encoding
-from ctxpipe.sessions import find_sessions
+from ctxpipe.files.sessions import find_sessions
 
 
 def texts_of(paths: list[Path]) -> list[str]:

@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional, cast
 import typer
 
 from ..core.jsonl import OnError as ReadErrors
+from ..files.inputs import STDIN
 from ..formats import NAMES
-from ..inputs import STDIN
 
 if TYPE_CHECKING:
-    from .batch import Runner
+    from ..jobs.batch import Runner
 
 
 class OnErrorChoice(str, Enum):
@@ -44,7 +44,7 @@ def readable_file(value: Optional[str]) -> Optional[str]:
     """Checks, when the command line is parsed, that a file option names a file that can be read
     (one that cannot is bad input, as a transcript that cannot be read is: exit 1)."""
     if value is not None:
-        from ..inputs import open_file
+        from ..files.inputs import open_file
 
         open_file(value).close()
     return value
@@ -78,7 +78,7 @@ def price_table(value: Optional[str]) -> Any:
 
     from ..core.cache import prices_from
     from ..core.errors import InputError
-    from ..inputs import read_side_file
+    from ..files.inputs import read_side_file
 
     data = read_side_file(value, "a price table")
     try:
@@ -208,7 +208,7 @@ class StageIO(Reading):
 
 
 def _is_folder(path: str) -> bool:
-    from .. import storage
+    from ..files import storage
 
     if storage.is_remote(path):
         return storage.is_folder(path)
@@ -233,7 +233,7 @@ class Batch:
     @property
     def runner(self) -> Runner:
         """The batch.Runner these options choose."""
-        from .batch import Runner
+        from ..jobs.batch import Runner
 
         return Runner(self.jobs, self.executor.value, self.scheduler)
 

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import typer
 
-from ..atomic import write_error
 from ..core.errors import SettingsError
 from ..core.stage import Stage, StageContext
+from ..files.atomic import write_error
 
 if TYPE_CHECKING:
-    from ..pipeline import StageRun
+    from ..jobs.pipeline import StageRun
 from . import streams
 from .flags import with_options
 from .options import StageIO, iso_time
@@ -38,7 +38,7 @@ def stage_command(stage: Stage) -> Callable[..., None]:
 
 def stage_context(path: str | None, now: str | None) -> StageContext:
     """What a stage run from the command line knows besides its settings."""
-    from ..pipeline import stage_context as context
+    from ..jobs.pipeline import stage_context as context
 
     return context(parse_now(now), path)
 
@@ -54,8 +54,8 @@ def checked(stage: Stage, settings: Any) -> None:
 def run_command(stage: Stage, given: StageIO, settings: Any, context: StageContext | None = None) -> StageRun:
     """Run one stage on one transcript as its command does: read, transform, write, say what was done.
     An untouched input is copied byte for byte."""
-    from ..inputs import mapped
-    from ..pipeline import ready, run_stage
+    from ..files.inputs import mapped
+    from ..jobs.pipeline import ready, run_stage
 
     checked(stage, settings)
     ready((stage,))
@@ -99,7 +99,7 @@ def ledger_kept(path: str | None, record: dict[str, Any] | None) -> Iterator[Non
         yield
         return
     from ..core.errors import CtxpipeError
-    from ..storage import is_remote
+    from ..files.storage import is_remote
 
     if is_remote(path):  # checked before the output is written
         raise CtxpipeError(f"{path}: the ledger is appended to by each stage of a pipe, and a store's objects cannot be appended to: give a local file")

@@ -33,7 +33,7 @@ from .status import ExitStatus
 
 if TYPE_CHECKING:  # types only
     from ..core.budget import BudgetSettings
-    from ..file_count import FileCount
+    from ..jobs.count import FileCount
 
 PROG = "ctxpipe statusline"
 STAGES = ("microcompact", "collapse")  # the stages whose dry run the line offers as the saving
@@ -408,9 +408,9 @@ def _count(path: str, options: Options, settings: BudgetSettings, model_id: str 
     import stat
 
     from ..core.errors import CtxpipeError
-    from ..file_count import CountOptions, count_file
+    from ..files.sessions import kind_of
     from ..formats.other_agents import OtherAgentFile
-    from ..sessions import kind_of
+    from ..jobs.count import CountOptions, count_file
 
     unreadable = "transcript unreadable"
     counting = CountOptions(window=options.window, budget=settings, on_error="skip")
@@ -548,8 +548,8 @@ def stage_savings(path: str) -> dict[str, int]:
     """Tokens each of STAGES would free now, as the stage prints it (its default settings, a dry run)."""
     from datetime import datetime, timezone
 
-    from ..inputs import mapped
-    from ..pipeline import BY_NAME, run_stage, stage_context
+    from ..files.inputs import mapped
+    from ..jobs.pipeline import BY_NAME, run_stage, stage_context
 
     now = datetime.now(timezone.utc)
     freed: dict[str, int] = {}
@@ -563,12 +563,12 @@ def stage_savings(path: str) -> dict[str, int]:
 
 
 def _write_cache(target: str, entry: Mapping[str, Any]) -> None:
-    """The entry written atomically (atomic.py, in the refresh process only); a cache that cannot be
+    """The entry written atomically (files/atomic.py, in the refresh process only); a cache that cannot be
     written is left as it was: the next line tries again."""
     import orjson
 
-    from ..atomic import atomic_file
     from ..core.errors import CtxpipeError
+    from ..files.atomic import atomic_file
 
     try:
         with atomic_file(target) as out:
@@ -672,7 +672,7 @@ def with_standard_streams(argv: Sequence[str], stderr: IO[str] | None = None) ->
 
 
 def _process(argv: Sequence[str]) -> int:
-    from ..inputs import guard_truncation
+    from ..files.inputs import guard_truncation
     from .terminal import shown
 
     for number in (0, 1, 2):  # started with `>&-`: no file opened later may take a standard number

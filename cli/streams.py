@@ -1,6 +1,6 @@
 """The only module that touches the standard streams and the file system for commands.
 
-Inputs: a path, or stdin for "-" / no path, opened by inputs.py (the one reader, shared with the
+Inputs: a path, or stdin for "-" / no path, opened by files/inputs.py (the one reader, shared with the
 library: file, stdin, pipe, a memory map for a regular file, OS errors put into words once).
 Transcripts are read as bytes, line by line (inputs.stream_entries, re-exported here).
 Outputs: stdout, or a file written atomically (temporary file in the same folder, fsync, rename),
@@ -15,10 +15,10 @@ import sys
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, BinaryIO
 
-from ..atomic import atomic_file, writer
 from ..core.errors import CtxpipeError
 from ..core.jsonl import Entry, ReadStats, write_entries
-from ..inputs import STDIN, EntryStream, is_regular, opened, source_name, stream_entries
+from ..files.atomic import atomic_file, writer
+from ..files.inputs import STDIN, EntryStream, is_regular, opened, source_name, stream_entries
 from .terminal import json_shown, shown
 
 OUTPUT_BUFFER = 1 << 20
@@ -31,7 +31,7 @@ def open_input(path: str | None) -> contextlib.AbstractContextManager[BinaryIO]:
 
 @contextlib.contextmanager
 def open_output(path: str | None) -> Iterator[BinaryIO]:
-    """stdout, or `path` written atomically (atomic.py: a regular file is replaced only when the
+    """stdout, or `path` written atomically (files/atomic.py: a regular file is replaced only when the
     block finishes without error; a device or a FIFO is written to). A failed write is one error."""
     if path in (None, STDIN):
         if sys.stdout is None:  # started with `>&-`

@@ -39,7 +39,7 @@ def describe_input(tool_input: Any) -> str:
         for key in INPUT_KEYS:
             if isinstance(tool_input.get(key), str):
                 extra = [f"{k}={as_text(tool_input[k])}" for k in ("offset", "limit") if k in tool_input]
-                return tool_input[key] + (f" ({', '.join(extra)})" if extra else "")
+                return str(tool_input[key]) + (f" ({', '.join(extra)})" if extra else "")
     text = dumps(tool_input).decode()
     return text if len(text) <= 120 else text[:117] + "..."
 

@@ -16,7 +16,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from .cache import PRICE_PARTS, Prices, price_of
+from .cache import PRICE_PARTS, price_of
+from .catalog import Prices
 from .count import usage_prompt, usage_tokens
 from .fields import text
 from .jsonl import Entry

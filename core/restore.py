@@ -607,10 +607,8 @@ def split_at_boundary(entries: Sequence[Entry], transcript_format: TranscriptFor
 
 def restore(
     entries: list[Entry], transcript_format: TranscriptFormat, config: RestoreConfig, when: str, original: tuple[list[Message], Sequence[Entry]] | None = None
-) -> tuple[Any, list[Candidate]]:
+) -> tuple[Outcome, list[Candidate]]:
     """The restore stage: (Outcome, candidates). `original` supplies the history from --from."""
-    from .stage import Outcome
-
     tail = transcript_format.messages(entries)
     if original is not None:
         history, history_entries = original

@@ -234,7 +234,7 @@ class StageContext:
     and what it may call outside the process."""
 
     now: datetime
-    # Tokens of a candidate output as `count` finds them, prefix included (file_count.Measure).
+    # Tokens of a candidate output as `count` finds them, prefix included (jobs/count.Measure).
     measure: Any = None
     transcript_path: str | None = None  # the file read, when it is one (session notes are looked for beside it)
     # The entries before earlier stages of the same run cleared anything (same positions).

@@ -493,7 +493,7 @@ def context_text(messages: Sequence[Message]) -> str:
     return "\n".join(parts)
 
 
-# --- the stage's settings, declared once (its run needs the engines: summary_stage.run) ---------------
+# --- the stage's settings, declared once (its run needs the engines: jobs/summary.run) ---------------
 
 ENGINES = ("auto", "session-memory", "llm", "offline")
 

@@ -4,7 +4,7 @@ Adding a format: its module here, one line in REGISTRY, its line schema in schem
 Nothing else names a format: the code asks a format's capabilities, never its name.
 
 Files other agents write (other_agents.OTHER_AGENTS) are told apart before any of these formats is
-detected, by the readers in inputs.py, and refused with `refuse_other_agent`.
+detected, by the readers in files/inputs.py, and refused with `refuse_other_agent`.
 """
 
 from __future__ import annotations

@@ -61,10 +61,10 @@ def _output_text(output: Any) -> str:
             except orjson.JSONDecodeError:
                 return output
             if isinstance(wrapped, dict) and isinstance(wrapped.get("output"), str):
-                return wrapped["output"]
+                return str(wrapped["output"])
         return output
     if isinstance(output, dict) and isinstance(output.get("output"), str):
-        return output["output"]
+        return str(output["output"])
     if isinstance(output, list):
         return "".join(field_text(part, "text") or "" for part in output if isinstance(part, dict))
     return dumps(output).decode()

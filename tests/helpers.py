@@ -108,14 +108,14 @@ def invoke(*args: str | os.PathLike[str], input: bytes | None = b"", env: dict[s
 # in this process (and restored after), so one run cannot see another's. An entry whose module or
 # attribute is gone is skipped; test_in_process.py fails if the summary breaker is not among them.
 FRESH_PROCESS_STATE = [
-    ("ctxpipe.breaker", "_PROCESS", None),  # the process's own summary breaker, made on first use
+    ("ctxpipe.jobs.breaker", "_PROCESS", None),  # the process's own summary breaker, made on first use
     # a batch's shared breaker count (a context variable: a new one holds no batch's count)
-    ("ctxpipe.breaker", "_SHARED_FAILURES", contextvars.ContextVar("ctxpipe_shared_failures", default=None)),
+    ("ctxpipe.jobs.breaker", "_SHARED_FAILURES", contextvars.ContextVar("ctxpipe_shared_failures", default=None)),
     ("ctxpipe.cli.breaker", "_PROCESS", None),  # where the breaker lived before breaker.py
     ("ctxpipe.cli.breaker", "_SHARED_FAILURES", None),
     ("ctxpipe.cli.commands.summarize", "_BREAKER", None),  # where the breaker lived before cli/breaker.py
-    ("ctxpipe.cli.batch", "_SHARED_FAILURES", None),
-    ("ctxpipe.cli.batch", "_BUSY", False),
+    ("ctxpipe.jobs.batch", "_SHARED_FAILURES", None),
+    ("ctxpipe.jobs.batch", "_BUSY", False),
 ]
 
 
@@ -151,7 +151,7 @@ def _child_state(env: dict[str, str], cwd: Path | None) -> Iterator[None]:
         os.environ.update(saved_env)
         for module, name, value in saved_state:
             setattr(module, name, value)
-        if gc.get_freeze_count() > frozen:  # a batch forked workers (cli/batch.run_all froze the heap for them)
+        if gc.get_freeze_count() > frozen:  # a batch forked workers (jobs/batch.run_all froze the heap for them)
             gc.unfreeze()
 
 

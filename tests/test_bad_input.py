@@ -308,7 +308,7 @@ def test_bad_line_is_reported_with_file_and_line(reader, argv, case, data, line,
     if reader in STATUS_LINES:
         assert_status_line(result)
         return
-    # count and warn read a small file whole (file_count.SMALL_FILE), front to back, like the others.
+    # count and warn read a small file whole (jobs/count.SMALL_FILE), front to back, like the others.
     if reader in READS_FROM_THE_END - {"count", "warn"} and case == "binary-garbage":
         line = last_line_number(data)  # every line is garbage; the last is read first
     if reader in REPORTS_BAD_LINES:

@@ -232,7 +232,7 @@ HAS_PROC_STATUS = Path("/proc/self/status").exists()
 
 @pytest.mark.skipif(not HAS_PROC_STATUS, reason="reads a run's peak memory from /proc/self/status (Linux)")
 def test_a_zero_filled_tail_is_skipped_without_reading_it(tmp_path: Path) -> None:
-    from ctxpipe.inputs import trailing_hole
+    from ctxpipe.files.inputs import trailing_hole
 
     path = tmp_path / "crashed.jsonl"
     shutil.copy(FIXTURE, path)

@@ -20,7 +20,7 @@ import pytest
 from builders import Session, usage
 from ctxpipe.core.count import DEFAULT_FITS, SLOPE_BOUNDS
 from ctxpipe.core.tokens import PiecesCounter, estimate_blocks
-from ctxpipe.file_count import DEFAULT_BASELINE, CountOptions, count_buffer
+from ctxpipe.jobs.count import DEFAULT_BASELINE, CountOptions, count_buffer
 from helpers import CORPUS, needs_corpus, run_cli
 
 PIECES = PiecesCounter()

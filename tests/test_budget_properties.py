@@ -21,7 +21,7 @@ from ctxpipe.cli.app import app
 from ctxpipe.core.count import DEFAULT_FITS, usage_total
 from ctxpipe.core.model import Message
 from ctxpipe.core.tokens import PiecesCounter, block_texts, estimate_each
-from ctxpipe.file_count import CountOptions, count_buffer
+from ctxpipe.jobs.count import CountOptions, count_buffer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import stage_sessions

@@ -25,12 +25,12 @@ from typing import Any
 import orjson
 import pytest
 from claude_code import needs_claude_code
-from ctxpipe.cli import batch
 from ctxpipe.core.errors import CtxpipeError
 from ctxpipe.core.jsonl import ReadStats
-from ctxpipe.file_count import CountOptions, count_buffer, count_file
+from ctxpipe.files.sessions import find_sessions
 from ctxpipe.formats import get
-from ctxpipe.sessions import find_sessions
+from ctxpipe.jobs import batch
+from ctxpipe.jobs.count import CountOptions, count_buffer, count_file
 from helpers import FIXTURES, ROOT, corpus_files, needs_corpus, run_cli
 from messages_server import MessagesServer, Reply
 from project_sessions import NOW_ISO, Project, bulky, resumed_from, source_file, write_files
@@ -566,7 +566,7 @@ def test_the_breaker_is_shared_by_parallel_workers(tmp_path: Path, failing_serve
     from ctxpipe.core.microcompact import MicrocompactSettings
     from ctxpipe.core.restore import RestoreSettings
     from ctxpipe.core.summarize import SummarizeSettings
-    from ctxpipe.pipeline import CompactOptions
+    from ctxpipe.jobs.pipeline import CompactOptions
 
     now = datetime(2026, 5, 1, tzinfo=timezone.utc)
     settings = {

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 import pytest
-from ctxpipe.pipeline import GIVEN_BY_COMPACT, PIPELINE
+from ctxpipe.jobs.pipeline import GIVEN_BY_COMPACT, PIPELINE
 from helpers import FIXTURES, ROOT, run_cli
 
 STAGES = tuple(stage.name for stage in PIPELINE)
@@ -105,7 +105,7 @@ def test_the_stage_options_are_declared_in_the_core_only() -> None:
     import dataclasses
 
     from ctxpipe.core.stage import flag_of
-    from ctxpipe.pipeline import STAGES as REGISTRY
+    from ctxpipe.jobs.pipeline import STAGES as REGISTRY
 
     flags = {flag.name for stage in REGISTRY for item in dataclasses.fields(stage.settings) if (flag := flag_of(item)) is not None}
     assert {"--keep-recent", "--engine", "--root", "--no-marker", "--keep-last"} <= flags

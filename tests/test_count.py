@@ -19,7 +19,7 @@ from ctxpipe.core.count import DEFAULT_FITS, Estimates, calibrate, calibration_p
 from ctxpipe.core.model import Message
 from ctxpipe.core.schemas import errors
 from ctxpipe.core.tokens import TIKTOKEN_SHA256, RoughCounter, counter_named
-from ctxpipe.file_count import CountOptions, count_buffer, count_file
+from ctxpipe.jobs.count import CountOptions, count_buffer, count_file
 from helpers import CLEAN_ENV, FIXTURES, corpus_files, needs_corpus, run_cli
 from hypothesis import HealthCheck, given, settings
 from strategies import claude_sessions
@@ -142,7 +142,7 @@ def test_a_bad_line_above_the_active_context_is_not_seen_by_count(tmp_path: Path
     # the history above the last compact boundary is not parsed, so it does not stop the count.
     s = Session()
     s.user("Old question.")
-    s.text("Old answer. " + "(a long history) " * 5000, usage(40000))  # over file_count.SMALL_FILE: read from the end
+    s.text("Old answer. " + "(a long history) " * 5000, usage(40000))  # over jobs/count.SMALL_FILE: read from the end
     s.compact()
     s.user("New question.")
     s.text("New answer.", usage(9000))
@@ -643,8 +643,8 @@ def _batch_items() -> list[tuple[str, str, str]]:
 
 
 def test_parallel_jobs_give_the_same_results_in_input_order(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ctxpipe.cli import batch
     from ctxpipe.cli.commands.count import _count_one
+    from ctxpipe.jobs import batch
 
     items = _batch_items()
     job = functools.partial(_count_one, options=CountOptions())
@@ -657,8 +657,8 @@ def test_parallel_jobs_give_the_same_results_in_input_order(monkeypatch: pytest.
 
 
 def test_parallel_jobs_report_a_bad_file_and_count_the_others(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from ctxpipe.cli import batch
     from ctxpipe.cli.commands.count import _count_one
+    from ctxpipe.jobs import batch
 
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(b'{"foo":1}\n')

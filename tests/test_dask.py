@@ -440,7 +440,7 @@ def test_ctrl_c_on_a_local_cluster_ends_the_group(tmp_path: Path) -> None:
 
 def test_the_breaker_holds_on_multi_threaded_workers(tmp_path: Path) -> None:
     """Two workers of two threads each: four files in flight at once, each a thread of a worker;
-    the failure count is still the cluster's (breaker.py keeps it per task, not per process)."""
+    the failure count is still the cluster's (jobs/breaker.py keeps it per task, not per process)."""
     from ctxpipe.core.summarize_engines import BREAKER_LIMIT
 
     sessions = llm_sessions(tmp_path / "projects", 10)

@@ -23,8 +23,8 @@ from builders import SONNET, Session, usage
 from ctxpipe.core.count import Estimates, count_context
 from ctxpipe.core.jsonl import ReadStats, iter_buffer_entries
 from ctxpipe.core.tokens import RoughCounter
-from ctxpipe.file_count import CountOptions, count_buffer
 from ctxpipe.formats import get
+from ctxpipe.jobs.count import CountOptions, count_buffer
 from helpers import CLEAN_ENV, no_traceback, run_cli
 from test_bad_input import (
     CHANGES,

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 from builders import Session, usage
-from ctxpipe.cli.batch import PARALLEL_MIN_BYTES, Runner, run_all
 from ctxpipe.core.errors import InputError, InternalError
+from ctxpipe.jobs.batch import PARALLEL_MIN_BYTES, Runner, run_all
 from helpers import CORPUS, FIXTURES, corpus_files, run_cli
 
 NOW = "2026-06-01T00:00:00Z"

@@ -690,7 +690,7 @@ def test_a_file_truncated_while_read_is_one_error(tmp_path: Path, big: Path, arg
 @pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGHUP"])
 def test_a_termination_signal_inside_a_write_removes_its_temporary_file(tmp_path: Path, signal_name: str) -> None:
     """The signal unwinds the write as Ctrl-C does: no half-written hidden file is left, the target is untouched."""
-    from ctxpipe.atomic import atomic_file, unwind_on_termination
+    from ctxpipe.files.atomic import atomic_file, unwind_on_termination
 
     number = getattr(signal, signal_name)
     target = tmp_path / "s.jsonl"

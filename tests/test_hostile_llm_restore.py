@@ -31,7 +31,7 @@ from ctxpipe.core.stage import line_bytes
 from ctxpipe.core.summarize import SplitConfig
 from ctxpipe.core.summarize_engines import SUMMARY_TIMEOUT, Breaker, LlmConfig, SummaryFailed, llm_summary, redact
 from ctxpipe.formats import get
-from ctxpipe.summary_stage import SummarizeOptions, summarize_entries
+from ctxpipe.jobs.summary import SummarizeOptions, summarize_entries
 from helpers import ok, run_cli
 from messages_server import MessagesServer, Reply
 from project_sessions import NOW_ISO, Project, write_files

@@ -97,7 +97,7 @@ def test_an_output_file_is_written_the_same(tmp_path: Path) -> None:
 
 
 def test_stdin_is_a_pipe_and_stdout_a_descriptor_as_in_a_child() -> None:
-    # /dev/stdin and /dev/stdout are opened by name (atomic.py duplicates descriptors 0-2 for them).
+    # /dev/stdin and /dev/stdout are opened by name (files/atomic.py duplicates descriptors 0-2 for them).
     here, child = both_ways(["convert", "--to", "claude-code", "-o", "/dev/stdout", "/dev/stdin"], BASIC.read_bytes())
     assert_same(here, child)
     assert here.returncode == 0 and here.stdout == BASIC.read_bytes()

@@ -1,4 +1,4 @@
-"""inputs.py, the one way in: the same bytes and the same bad-input messages whether an input is a
+"""files/inputs.py, the one way in: the same bytes and the same bad-input messages whether an input is a
 regular file (mapped), a FIFO or stdin (read whole), for the commands and the library alike; and
 detect_format, the one place that tells a buffer's format from its first lines."""
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import ctxpipe
 import pytest
 from ctxpipe.core.errors import InputError
-from ctxpipe.inputs import detect_format, mapped, opened, source_name
+from ctxpipe.files.inputs import detect_format, mapped, opened, source_name
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 CLAUDE = FIXTURES / "claude-code" / "basic.jsonl"

@@ -1,10 +1,16 @@
-"""The package's layers, read from its source with `ast` (imports inside functions included, since
-93 of them are kept there for start-up time and would otherwise hide a wrong-way edge):
+"""The package's house, read from its source with `ast` (imports inside functions included, since
+many are kept there for start-up time and would otherwise hide a wrong-way edge):
 
-- `core/` imports only `core/` (and the standard library and third-party packages): nothing from
-  `formats`, `cli` or the service modules beside it (file_count, pipeline, api, inputs, …).
-- `formats/` imports only `core/` and `formats/`.
-- No import cycles between the package's modules, module-level and function-level imports alike.
+    api.py       the face: every job the CLI does, for a program as for the CLI
+    cli/         the command line: parses options, makes one call, renders the result
+    report/      a session's report and its page
+    jobs/        running things: count of a file, stages, the pipeline, the summary's engines, batches
+    files/       the files a command reads and writes: inputs, atomic writes, stores, sessions
+    formats/     one module per transcript format, behind core's contract
+    core/        pure: the transcript model, counting, the stages' rules
+
+Each room imports only the rooms below it (ROOMS says which) and itself; no import cycles; the
+package root holds its face alone.
 """
 
 from __future__ import annotations
@@ -17,7 +23,22 @@ import pytest
 
 PACKAGE = "ctxpipe"
 ROOT = Path(__file__).resolve().parent.parent  # the repository root is the package
-SKIPPED = {"tests", "bench", "fixtures", "schemas", "build", "dist"}  # not the importable package (build/: what pip install . leaves)
+SKIPPED = {"tests", "bench", "fixtures", "schemas", "build", "dist", "docs"}  # not the importable package (build/: what pip install . leaves)
+
+# What each room may import besides itself (the package's face is `api`; `root` is ctxpipe/__init__).
+ROOMS: dict[str, set[str]] = {
+    "core": set(),
+    "formats": {"core"},
+    "files": {"core", "formats"},
+    "jobs": {"core", "formats", "files"},
+    "report": {"core", "formats", "files", "jobs"},
+    "api": {"core", "formats", "files", "jobs", "report"},
+    "cli": {"core", "formats", "files", "jobs", "report", "api"},
+    "root": {"api"},
+    "main": {"cli"},
+}
+# The modules the package root may hold: its face.
+FACE = {"__init__.py", "__main__.py", "api.py"}
 
 
 def _module_name(path: Path) -> str:
@@ -77,9 +98,13 @@ GRAPH = _graph()
 
 
 def _layer(module: str) -> str:
-    """core, formats, cli, or service (the modules at the top of the package)."""
+    """The room a module lives in: its folder, or api / root / main for the package's face."""
     parts = module.split(".")
-    return parts[1] if len(parts) > 1 and parts[1] in ("core", "formats", "cli") else "service"
+    if len(parts) == 1:
+        return "root"
+    if len(parts) == 2 and parts[1] in ("api", "__main__"):
+        return "main" if parts[1] == "__main__" else "api"
+    return parts[1]
 
 
 # Wrong-way edges known today and being fixed elsewhere; each is named so it cannot hide a new one.
@@ -87,24 +112,33 @@ KNOWN_WRONG_WAY: set[tuple[str, str]] = set()
 
 
 def _wrong_way() -> list[tuple[str, str]]:
-    allowed = {"core": {"core"}, "formats": {"core", "formats"}}
     edges = []
     for module, imported in sorted(GRAPH.items()):
         layer = _layer(module)
-        if layer in allowed:
-            edges += [(module, target) for target in sorted(imported) if _layer(target) not in allowed[layer] and target != PACKAGE]
+        allowed = ROOMS[layer] | {layer}
+        edges += [(module, target) for target in sorted(imported) if _layer(target) not in allowed and not module.startswith(target + ".")]
     return edges
+
+
+def test_the_root_holds_the_face_alone() -> None:
+    modules = {path.name for path in ROOT.glob("*.py")}
+    assert modules <= FACE, f"modules at the root beside the face: {sorted(modules - FACE)}"
+    assert {path.parent.name for path in _package_files() if path.parent != ROOT} <= set(ROOMS) | {"commands"}
+
+
+def test_every_module_is_in_a_room() -> None:
+    assert sorted(m for m in GRAPH if _layer(m) not in ROOMS) == []
 
 
 def test_graph_is_read() -> None:
     # The reader sees both kinds of import: a module-level one and one inside a function.
     assert "ctxpipe.core.count" in GRAPH["ctxpipe.core.microcompact"]
-    assert "ctxpipe.sessions" in GRAPH["ctxpipe.cli.batch"]  # imported inside find_inputs
-    assert "ctxpipe.breaker" in GRAPH["ctxpipe.cli.batch"]  # `from ..breaker import …`
+    assert "ctxpipe.files.sessions" in GRAPH["ctxpipe.cli.batch"]  # imported inside find_inputs
+    assert "ctxpipe.jobs.breaker" in GRAPH["ctxpipe.jobs.batch"]  # `from .breaker import …`
     assert len(GRAPH) > 50
 
 
-def test_core_and_formats_import_nothing_above_them() -> None:
+def test_each_room_imports_only_the_rooms_below_it() -> None:
     wrong = [edge for edge in _wrong_way() if edge not in KNOWN_WRONG_WAY]
     assert wrong == [], "\n".join(f"{source} imports {target}" for source, target in wrong)
 
@@ -206,9 +240,9 @@ def test_each_core_module_stays_in_core(module: str) -> None:
 # starts without cli/streams (and what that loads) because Claude Code runs it after every message.
 # cli/encoding.py sets both entries' streams to write what their encoding cannot hold as stand-ins.
 STREAM_OWNERS = {
-    "stdin": {"ctxpipe.inputs", "ctxpipe.cli.statusline"},
-    "stdout": {"ctxpipe.cli.streams", "ctxpipe.cli.app", "ctxpipe.atomic", "ctxpipe.cli.statusline", "ctxpipe.cli.encoding"},
-    "stderr": {"ctxpipe.cli.streams", "ctxpipe.cli.app", "ctxpipe.atomic", "ctxpipe.cli.statusline", "ctxpipe.cli.encoding"},
+    "stdin": {"ctxpipe.files.inputs", "ctxpipe.cli.statusline"},
+    "stdout": {"ctxpipe.cli.streams", "ctxpipe.cli.app", "ctxpipe.files.atomic", "ctxpipe.cli.statusline", "ctxpipe.cli.encoding"},
+    "stderr": {"ctxpipe.cli.streams", "ctxpipe.cli.app", "ctxpipe.files.atomic", "ctxpipe.cli.statusline", "ctxpipe.cli.encoding"},
 }
 
 

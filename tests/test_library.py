@@ -12,7 +12,7 @@ from ctxpipe.core.microcompact import MicrocompactSettings
 from ctxpipe.core.restore import RestoreSettings
 from ctxpipe.core.snip import SnipSettings
 from ctxpipe.core.summarize import SummarizeSettings
-from ctxpipe.pipeline import CompactOptions
+from ctxpipe.jobs.pipeline import CompactOptions
 from helpers import FIXTURES, ok, run_cli
 
 NOW = "2026-05-01T00:00:00Z"

@@ -19,10 +19,10 @@ from pathlib import Path
 import ctxpipe
 import pytest
 from ctxpipe.core.errors import InputError
+from ctxpipe.files.inputs import stream_entries
 from ctxpipe.formats import NAMES
 from ctxpipe.formats.other_agents import HEAD_BYTES
-from ctxpipe.inputs import stream_entries
-from ctxpipe.pipeline import CompactOptions
+from ctxpipe.jobs.pipeline import CompactOptions
 from helpers import ERROR_PREFIX, FIXTURES, error_line, no_traceback, run_cli
 from test_bad_input import READER_IDS, READERS, STATUS_LINES, run_reader
 

@@ -1,7 +1,7 @@
 """Object-storage paths end to end (issue 14): the CLI, run as a child process against a real S3
 server (moto, on 127.0.0.1), held to the same CLI run on a local copy of the same tree.
 
-One tree of sessions in the three layouts sessions.py describes (1.0.x inline sidechains, 2.0.x
+One tree of sessions in the three layouts files/sessions.py describes (1.0.x inline sidechains, 2.0.x
 agent-*.jsonl beside the session, 2.1.x <session>/subagents/agent-*.jsonl with a compaction
 side-call) is written to a local folder and uploaded to s3://bkt/projects/. Every remote run must
 give what the local run gives: the same rows (only `file` differs, and it is the URL), the same

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from browser import chromium, open_html, skip_reason
 from ctxpipe.core.reports import CallRow, IndexRow, SessionReport, TimelineEvent
-from ctxpipe.report_page import CSP, MAX_POINTS, SCRIPT, downsample, index_page, session_page
+from ctxpipe.report.page import CSP, MAX_POINTS, SCRIPT, downsample, index_page, session_page
 
 ROOT = Path(__file__).resolve().parents[1]
 PRICES = {"input": 3.0, "cache_write_5m": 3.75, "cache_write_1h": 6.0, "cache_read": 0.3, "output": 15.0}  # $/Mtok, Sonnet 4.5
@@ -566,7 +566,7 @@ COMPACTED = CORPUS / "marot__spotter" / "test__fixtures__transcripts__fa812bfe-b
 def _corpus_report() -> SessionReport | None:
     """The corpus's compacted session's report, when report_data and ../shared are both here."""
     try:
-        from ctxpipe import report_data  # type: ignore[attr-defined]  # built at the same time as this page; may be missing
+        from ctxpipe.report import data as report_data  # type: ignore[attr-defined]  # built at the same time as this page; may be missing
     except ImportError:
         return None
     if not COMPACTED.is_file():
@@ -582,7 +582,7 @@ def test_corpus_compacted_session_in_chromium(context: Any) -> None:
     """The corpus's compacted session: its page draws one point per main call and the compact boundary."""
     report = _corpus_report()
     if report is None:
-        pytest.skip("needs ctxpipe.report_data and ../shared/corpus")
+        pytest.skip("needs ctxpipe.report.data and ../shared/corpus")
     opened = open_html(context, session_page(report))
     page = opened.page
     assert opened.problems == []

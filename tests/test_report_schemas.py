@@ -74,7 +74,7 @@ def test_every_command_that_prints_json_has_a_schema() -> None:
     missing = sorted(flag for flag in flags if schemas.report_schema(*flag) is None)
     assert not missing, f"commands whose JSON report has no schema in core/schemas.REPORT_SCHEMAS: {missing}"
     # Every stage of the registry has a schema of its own; a stage just added falls back to the generic one.
-    from ctxpipe.pipeline import STAGES
+    from ctxpipe.jobs.pipeline import STAGES
 
     assert all(schemas.report_schema(stage.name, "--report-json") == f"{stage.name}.report.schema.json" for stage in STAGES)
     assert schemas.report_schema("a-new-stage", "--report-json") == schemas.STAGE_REPORT

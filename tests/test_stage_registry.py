@@ -21,7 +21,7 @@ from ctxpipe.cli.flags import Merged, parameters, with_options
 from ctxpipe.cli.stages import stage_command
 from ctxpipe.core.jsonl import Entry
 from ctxpipe.core.stage import Outcome, Stage, StageContext, flag_of, no_marker, setting
-from ctxpipe.pipeline import BY_NAME, GIVEN_BY_COMPACT, PIPELINE, STAGES
+from ctxpipe.jobs.pipeline import BY_NAME, GIVEN_BY_COMPACT, PIPELINE, STAGES
 from helpers import FIXTURES, ok, run_cli
 from typer.testing import CliRunner
 

@@ -28,7 +28,7 @@ from ctxpipe.core.collapse import FILE_UNCHANGED_STUB, STUB_PREFIX
 from ctxpipe.core.jsonl import iter_entries
 from ctxpipe.core.microcompact import COMPACTABLE_TOOLS, PLACEHOLDER
 from ctxpipe.core.stage import expand, read_ledger, split_lines
-from ctxpipe.file_count import CountOptions, count_buffer
+from ctxpipe.jobs.count import CountOptions, count_buffer
 from helpers import FIXTURES, ROOT, corpus_files, error_line, needs_corpus, ok, run_cli, usage_error
 from stage_checks import (
     FMT,

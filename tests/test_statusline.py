@@ -485,7 +485,7 @@ HEAVY = (
     "jsonschema",
     "jsonschema_rs",
     "ahocorasick",
-    "ctxpipe.pipeline",
+    "ctxpipe.jobs.pipeline",
     "ctxpipe.core.microcompact",
     "ctxpipe.core.collapse",
 )
@@ -498,7 +498,7 @@ def test_the_light_path_imports_nothing_heavy(tmp_path: Path) -> None:
     run = subprocess.run([sys.executable, "-X", "importtime", "-m", "ctxpipe", "statusline"], input=payload, capture_output=True, env=env, timeout=60)
     assert run.returncode == 0 and LINE.match(run.stdout.decode().rstrip("\n")), run
     imported = {line.split("|")[-1].strip() for line in run.stderr.decode().splitlines() if line.startswith("import time:")}
-    assert "ctxpipe.cli.statusline" in imported and "ctxpipe.file_count" in imported
+    assert "ctxpipe.cli.statusline" in imported and "ctxpipe.jobs.count" in imported
     assert not {name for name in imported if name.split(".")[0] in HEAVY or name in HEAVY}, sorted(imported)
 
 

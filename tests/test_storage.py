@@ -1,4 +1,4 @@
-"""storage.py without a server: paths, the ranged buffer against bytes, missing extras, file:// URLs.
+"""files/storage.py without a server: paths, the ranged buffer against bytes, missing extras, file:// URLs.
 
 The ranged buffer is held to Python's own bytes methods on fsspec's in-memory file system (a real
 fsspec backend, in this process), with blocks made small so that every read crosses blocks.
@@ -13,10 +13,10 @@ import uuid
 from pathlib import Path
 
 import pytest
-from ctxpipe import storage
 from ctxpipe.core.errors import InputError
-from ctxpipe.file_count import CountOptions, count_buffer
-from ctxpipe.inputs import mapped
+from ctxpipe.files import storage
+from ctxpipe.files.inputs import mapped
+from ctxpipe.jobs.count import CountOptions, count_buffer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -163,7 +163,7 @@ def test_file_urls_are_local_paths(tmp_path):
 
 @pytest.mark.parametrize("key", ["a/../../../escaped.jsonl", "a//b.jsonl", "./a.jsonl", "a/./b.jsonl", "..", "a/\0.jsonl"])
 def test_a_key_that_would_climb_out_of_the_out_dir_is_refused(key, tmp_path):
-    from ctxpipe.cli.batch import target_path
+    from ctxpipe.jobs.batch import target_path
 
     url = f"s3://bucket/projects/{key}"
     with pytest.raises(InputError, match="cannot be given a place below --out-dir") as raised:

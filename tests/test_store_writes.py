@@ -20,12 +20,12 @@ from cloud import require_s3, s3_server
 require_s3()
 
 import ctxpipe  # noqa: E402
-from ctxpipe import atomic, storage  # noqa: E402
 from ctxpipe.core.errors import (  # noqa: E402
     ChangedMeanwhile,
     CtxpipeError,
     InputError,
 )
+from ctxpipe.files import atomic, storage  # noqa: E402
 from project_sessions import bulky  # noqa: E402
 
 

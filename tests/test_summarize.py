@@ -42,7 +42,7 @@ from ctxpipe.core.stage import line_bytes
 from ctxpipe.core.summarize import SplitConfig, key_facts, padded_tokens, tail_start
 from ctxpipe.core.summarize_engines import TRUNCATION_MARKER, Breaker, LlmConfig, SummaryFailed, llm_summary
 from ctxpipe.formats import get
-from ctxpipe.summary_stage import SummarizeOptions, summarize_entries
+from ctxpipe.jobs.summary import SummarizeOptions, summarize_entries
 from helpers import FIXTURES, ok, run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

@@ -82,9 +82,9 @@ def api_edits(
     """
     from ...core.api_edits import ApiEditsOptions, build_api_edits, parse_thinking_keep, transcript_facts
     from ...core.jsonl import ReadStats, iter_buffer_entries
-    from ...file_count import count_buffer
+    from ...files.inputs import detect_format, mapped
     from ...formats import get
-    from ...inputs import detect_format, mapped
+    from ...jobs.count import count_buffer
 
     compact_only = [
         flag

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from ...core.summarize import SummarizeSettings
-from ...pipeline import GIVEN_BY_COMPACT, PIPELINE, CompactOptions, model_access
+from ...jobs.pipeline import GIVEN_BY_COMPACT, PIPELINE, CompactOptions, model_access
 
 if TYPE_CHECKING:  # types only
     from ...core.reports import CompactReport, CompactRow
-    from ..batch import Runner
+    from ...jobs.batch import Runner
 from .. import streams
 from ..budget_options import Baseline, Threshold
 from ..flags import Merged, with_options
@@ -110,9 +110,9 @@ def compact(
 
 
 def _to_stdout(path: str | None, options: CompactOptions, report_json: str | None) -> None:
-    from ...breaker import breaker
-    from ...inputs import mapped
-    from ...pipeline import compact_buffer, ready
+    from ...files.inputs import mapped
+    from ...jobs.breaker import breaker
+    from ...jobs.pipeline import compact_buffer, ready
 
     ready(PIPELINE)
     source = streams.source_name(path)
@@ -130,7 +130,7 @@ def _to_stdout(path: str | None, options: CompactOptions, report_json: str | Non
 
 def _refuse_compaction(buffer: Any, path: str | None, source: str) -> None:
     """A compaction side-call given alone: there is no session to compact, and nothing is written."""
-    from ...sessions import COMPACTION_NOTE, is_compaction
+    from ...files.sessions import COMPACTION_NOTE, is_compaction
 
     if is_compaction(buffer, path):
         streams.error(f"{source}: {COMPACTION_NOTE}; nothing to compact (compact its session instead)")
@@ -150,9 +150,9 @@ def _plan(files: list[Any], given: list[str], out_dir: str | None, in_place: boo
     """(path, shown, target) for each file, checked before anything is written: no two results for
     one target, no result over an input (only --in-place replaces inputs), no in-place rewrite of
     what is not a regular file. (find_sessions already lists each file once.)"""
-    from ...inputs import is_regular
-    from ...storage import identity
-    from ..batch import target_path
+    from ...files.inputs import is_regular
+    from ...files.storage import identity
+    from ...jobs.batch import target_path
 
     inputs = {identity(str(f.path)): f.shown for f in files}
     written: dict[str, str] = {}
@@ -199,8 +199,9 @@ def _batch(
 ) -> None:
     import functools
 
-    from ...atomic import make_folder
-    from ..batch import find_inputs, for_workers, run_all
+    from ...files.atomic import make_folder
+    from ...jobs.batch import for_workers, run_all
+    from ..batch import find_inputs
 
     files = find_inputs(paths, subagents)
     planned = _plan(files, paths, out_dir, in_place)
@@ -248,7 +249,7 @@ def _say_fallbacks(reports: list[CompactReport]) -> None:
     """In a batch, a failed model summary is said on stderr too (one compact prints its stage notes):
     which file, why, and that the offline engine stood in; the files the model was no longer asked
     for, once the breaker opened, in one line."""
-    from ...summary_stage import NOT_ASKED_AGAIN
+    from ...jobs.summary import NOT_ASKED_AGAIN
 
     unasked = 0
     for report in reports:

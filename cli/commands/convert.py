@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import Enum
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -77,7 +77,7 @@ def convert(
     _report_tool_problems(source, report.orphans, "tool_result for {} {}", repair, "dropped")
 
 
-def _report_tool_problems(source: str, problems: list, template: str, repaired: bool, fix: str) -> None:
+def _report_tool_problems(source: str, problems: list[Any], template: str, repaired: bool, fix: str) -> None:
     for problem in problems[:MAX_LISTED]:
         where = f"{source}:{problem.line}" if problem.line is not None else source
         streams.warn(f"{where}: {template.format(problem.tool_use_id, problem.why)}" + (f" ({fix})" if repaired else ""))

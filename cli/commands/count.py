@@ -94,8 +94,9 @@ def count(
 
     Example:  ctxpipe count ~/.claude/projects/-home-me-app/
     """
-    from ...file_count import count_file
-    from ..batch import default_jobs, find_inputs, for_workers, run_all
+    from ...jobs.batch import default_jobs, for_workers, run_all
+    from ...jobs.count import count_file
+    from ..batch import find_inputs
 
     options = budget.count_options(
         reading,
@@ -147,7 +148,7 @@ def count(
 
 
 def _count_one(item: tuple[str, str, str], options: Any) -> Any:
-    from ...file_count import count_file
+    from ...jobs.count import count_file
 
     path, kind, shown = item
     return count_file(path, options, kind, shown)
@@ -191,7 +192,7 @@ def _parts(data: dict[str, Any]) -> str:
 
 
 def _print(counted: list[Any], rows: list[dict[str, Any]], timeline: bool, by: str | None, given: Sequence[str] = ()) -> None:
-    from ...sessions import COMPACTION_NOTE
+    from ...files.sessions import COMPACTION_NOTE
     from ..tables import display_names, ellipsis_for, fitted_name, print_table
     from ..terminal import shown_text
 

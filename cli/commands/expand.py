@@ -22,8 +22,8 @@ def expand(
     from ...core.errors import CtxpipeError
     from ...core.stage import expand as undo
     from ...core.stage import read_ledger
+    from ...files.inputs import mapped
     from ...formats import other_agents, refuse_other_agent
-    from ...inputs import mapped
 
     with mapped(ledger) as ledger_bytes:
         records = read_ledger(bytes(ledger_bytes), ledger)

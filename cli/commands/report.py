@@ -18,8 +18,8 @@ from ..status import ExitStatus
 
 if TYPE_CHECKING:  # types only
     from ...core.reports import IndexRow, SessionReport
-    from ...report_data import ReportOptions
-    from ..batch import Runner
+    from ...jobs.batch import Runner
+    from ...report.data import ReportOptions
 
 INDEX = "index.html"
 
@@ -49,7 +49,7 @@ def report(
 
     Example:  ctxpipe report --out-dir ~/ctxpipe-report ~/.claude/projects/
     """
-    from ...report_data import ReportOptions
+    from ...report.data import ReportOptions
 
     options = ReportOptions(
         count=budget.count_options(reading),
@@ -74,9 +74,9 @@ def report(
 
 
 def _one(path: str | None, options: ReportOptions, moment: Any, output: str | None, json_output: bool) -> None:
-    from ...inputs import mapped
-    from ...report_data import session_report
-    from ...sessions import kind_of
+    from ...files.inputs import mapped
+    from ...files.sessions import kind_of
+    from ...report.data import session_report
 
     source = streams.source_name(path)
     if output is None and not json_output and streams.stdout_is_terminal():
@@ -97,15 +97,16 @@ def _one(path: str | None, options: ReportOptions, moment: Any, output: str | No
 
 
 def _page(data: SessionReport) -> str:
-    from ...report_page import session_page
+    from ...report.page import session_page
 
     return session_page(data)
 
 
 def _many(paths: list[str], options: ReportOptions, moment: Any, out_dir: str | None, json_output: bool, runner: Runner, subagents: bool) -> None:
-    from ...atomic import make_folder
-    from ...storage import identity, join, with_suffix
-    from ..batch import find_inputs, for_workers, run_all, target_path
+    from ...files.atomic import make_folder
+    from ...files.storage import identity, join, with_suffix
+    from ...jobs.batch import for_workers, run_all, target_path
+    from ..batch import find_inputs
 
     files = find_inputs(paths, subagents)
     # Checked before anything is written: no page over an input, no two pages (or a page and the index) at one path.
@@ -141,7 +142,7 @@ def _many(paths: list[str], options: ReportOptions, moment: Any, out_dir: str | 
         else:
             rows.append(found)
     if out_dir and not json_output:
-        from ...report_page import index_page
+        from ...report.page import index_page
 
         index = join(out_dir, INDEX)
         with streams.open_output(index) as out:
@@ -153,10 +154,10 @@ def _many(paths: list[str], options: ReportOptions, moment: Any, out_dir: str | 
 
 def _report_one(item: tuple[str, str, str, str | None], options: ReportOptions, moment: Any, json_output: bool, out_dir: str | None) -> Any:
     """In a worker: the report of one file; its page written there (the data stays in the worker)."""
-    from ...atomic import make_folder
-    from ...inputs import mapped
-    from ...report_data import session_report
-    from ...storage import relative_link
+    from ...files.atomic import make_folder
+    from ...files.inputs import mapped
+    from ...files.storage import relative_link
+    from ...report.data import session_report
 
     path, kind, shown, page = item
     with mapped(path) as buffer:
@@ -172,7 +173,7 @@ def _report_one(item: tuple[str, str, str, str | None], options: ReportOptions, 
 
 def _same(output: str, path: str) -> bool:
     """Whether the page would be written over the transcript read."""
-    from ...storage import identity, is_remote
+    from ...files.storage import identity, is_remote
 
     if is_remote(output) or is_remote(path):
         return identity(output) == identity(path)

@@ -46,7 +46,7 @@ def _plan(given: StageIO, settings: RestoreSettings, context: Any, json_output: 
     from ...core.fields import iso
     from ...core.jsonl import ReadStats, iter_entries
     from ...core.restore import restore as plan_restore
-    from ...inputs import detect_format, mapped
+    from ...files.inputs import detect_format, mapped
     from .. import streams
 
     source_name = streams.source_name(given.path)

@@ -15,7 +15,7 @@ from ..status import ExitStatus
 from ..tables import Column
 
 if TYPE_CHECKING:
-    from ...inputs import EntryStream
+    from ...files.inputs import EntryStream
 
 
 @with_options(reading=Reading, batch=Batch)
@@ -38,7 +38,8 @@ def validate(
 
     import typer
 
-    from ..batch import Runner, find_inputs, for_workers, run_all
+    from ...jobs.batch import Runner, for_workers, run_all
+    from ..batch import find_inputs
 
     missing: list[Any] = []  # a path that names nothing: one error line, the other files are still checked
     if batch.from_stdin:
@@ -71,7 +72,7 @@ def validate(
 
 
 def _sizes(items: list[tuple[str, str]]) -> int:
-    from ...storage import is_remote
+    from ...files.storage import is_remote
 
     return sum(os.path.getsize(path) for path, _ in items if not is_remote(path) and os.path.isfile(path))
 

@@ -43,9 +43,9 @@ def warn(
 
     Example:  ctxpipe warn session.jsonl || ctxpipe compact --in-place session.jsonl
     """
-    from ...file_count import count_buffer
-    from ...inputs import mapped
-    from ...sessions import kind_of
+    from ...files.inputs import mapped
+    from ...files.sessions import kind_of
+    from ...jobs.count import count_buffer
 
     options = budget.count_options(reading)
     source = streams.source_name(path)

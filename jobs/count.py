@@ -12,8 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .core.budget import ONE_MILLION, BudgetSettings, Thresholds, model_window, settings_rules, thresholds
-from .core.count import (
+from ..core.budget import ONE_MILLION, BudgetSettings, Thresholds, model_window, settings_rules, thresholds
+from ..core.count import (
     CALIBRATION_WINDOW,
     UNCALIBRATED,
     Baseline,
@@ -32,18 +32,18 @@ from .core.count import (
     usage_prompt,
     usage_tokens,
 )
-from .core.fields import count, text
-from .core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries
-from .core.model import Message
-from .core.rules import session_version
-from .core.tokens import TextCounter, counter_named
-from .core.transcript_format import TranscriptFormat
-from .inputs import detect_format, mapped, source_name
+from ..core.fields import count, text
+from ..core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries
+from ..core.model import Message
+from ..core.rules import session_version
+from ..core.tokens import TextCounter, counter_named
+from ..core.transcript_format import TranscriptFormat
+from ..files.inputs import detect_format, mapped, source_name
 
 if TYPE_CHECKING:  # types only (the status line imports this module: price tables and stages load when used)
-    from .core.cache import Prices
-    from .core.cost import SessionCost
-    from .core.reports import CountReport, WarnReport
+    from ..core.catalog import Prices
+    from ..core.cost import SessionCost
+    from ..core.reports import CountReport, WarnReport
 
 DEFAULT_TOKENIZER = "calibrated"
 SMALL_FILE = 64 << 10  # bytes: read whole even when only the end is needed
@@ -148,7 +148,7 @@ class FileCount:
 
     def warn_report(self) -> WarnReport:
         """What `warn --json` prints: the level and the thresholds it was judged against."""
-        from .sessions import COMPACTION_NOTE
+        from ..files.sessions import COMPACTION_NOTE
 
         levels = self.thresholds
         tokens = self.count.tokens
@@ -197,7 +197,7 @@ def complete_file(options: CountOptions, buffer: Any) -> bool:
 def count_buffer(buffer: Any, source: str, options: CountOptions, kind: str | None = None) -> FileCount:
     """Count one transcript held in `buffer` (bytes or an mmap): the one accounting every command uses.
     `kind` is what the file's name says (None for stdin); the lines may tell a compaction side-call."""
-    from .sessions import kind_read  # sessions finds folders' files (pathlib): the status line counts one file
+    from ..files.sessions import kind_read  # sessions finds folders' files (pathlib): the status line counts one file
 
     kind = kind_read(buffer, kind)
     transcript_format = detect_format(buffer, source, options.format)
@@ -279,7 +279,7 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: str | No
     if options.timeline:
         result.timeline = timeline(transcript_format.messages(entries, history=True), entries)
     if options.cost:
-        from .core.cost import session_cost  # only with --cost: count's usual path stays light
+        from ..core.cost import session_cost  # only with --cost: count's usual path stays light
 
         main = set(transcript_format.context_positions(entries, history=True))
         result.cost = session_cost(transcript_format.api_calls(entries), entries, main, options.prices or ())
@@ -296,7 +296,7 @@ def region_measure(prefix: Any, source: str, options: CountOptions) -> Measure:
     The last result is kept: in a pipeline the next stage measures the very entries the previous
     one was measured on (the same objects, so the same bytes), and gets it without a second count.
     """
-    from .core.stage import line_bytes
+    from ..core.stage import line_bytes
 
     last: list[Any] = [None, None, None]  # the entries measured (kept alive, so their ids stay theirs), their ids, the count
 
@@ -304,7 +304,8 @@ def region_measure(prefix: Any, source: str, options: CountOptions) -> Measure:
         key = tuple(map(id, entries))
         if key != last[1]:
             last[:] = [list(entries), key, count_buffer(b"".join([prefix, *line_bytes(entries)]), source, options)]
-        return last[2]
+        found: FileCount = last[2]
+        return found
 
     return measure
 
@@ -312,7 +313,7 @@ def region_measure(prefix: Any, source: str, options: CountOptions) -> Measure:
 def _reinjection(
     entries: list[Entry], transcript_format: TranscriptFormat, restores: str, counter: TextCounter, calibration: Calibration
 ) -> Reinjection | None:
-    from .core.restore import reinjection, split_at_boundary
+    from ..core.restore import reinjection, split_at_boundary
 
     split = split_at_boundary(entries, transcript_format)
     if split is None:

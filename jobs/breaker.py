@@ -1,6 +1,6 @@
 """The summary circuit breaker of a run (the commands and the library): after 3 failed summaries in a row the model is not asked again.
 
-One per process; while a batch runs (cli/batch.run_all with shared_breaker), one count shared by all
+One per process; while a batch runs (jobs/batch.run_all with shared_breaker), one count shared by all
 its worker processes, so a batch stops asking a model that is down whichever worker saw the failures.
 Light on purpose: count's batches import this module, and core.summarize_engines costs ~90 ms to import.
 """
@@ -43,7 +43,7 @@ class SharedBreaker:
 def breaker() -> Any:
     """The breaker a summary reports to: the batch's shared one inside a batch, the process's own one otherwise."""
     global _PROCESS
-    from .core.summarize_engines import BREAKER_LIMIT, Breaker
+    from ..core.summarize_engines import BREAKER_LIMIT, Breaker
 
     failures = _SHARED_FAILURES.get()
     if failures is not None:

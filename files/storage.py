@@ -1,7 +1,7 @@
 """Paths that name objects in a store — s3://, gs://, az://, any protocol fsspec knows — beside local paths.
 
-One place decides what a path is. A plain path, or a file:// URL, is local: inputs.py maps it and
-atomic.py renames over it, as always. Anything else with a scheme is remote and goes through
+One place decides what a path is. A plain path, or a file:// URL, is local: files/inputs.py maps it and
+files/atomic.py renames over it, as always. Anything else with a scheme is remote and goes through
 fsspec, whose backends are optional extras (EXTRAS); a missing one is one line naming the extra.
 Credentials and endpoints are each backend's own configuration (for S3: the AWS environment and
 files, AWS_ENDPOINT_URL included): nothing here reads them.
@@ -11,7 +11,7 @@ Reading: `read_whole` fetches an object in one request (the stages hold a whole 
 end of a file, and its first lines, not the whole of it. Writing: `replaced` collects an output
 and stores it as one object when the block ends without error (a PUT that fails leaves the old
 object); `create_new` stores an object only under a name not in use (backups). The stores' errors
-— many types, from many libraries — are put into words here, as inputs.py does for the OS's.
+— many types, from many libraries — are put into words here, as files/inputs.py does for the OS's.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any, BinaryIO, cast
 
-from .core.errors import ChangedMeanwhile, CtxpipeError, InputError
+from ..core.errors import ChangedMeanwhile, CtxpipeError, InputError
 
 LOCAL_SCHEMES = ("file", "local")
 # The optional extra that brings each scheme's backend (pyproject.toml's optional-dependencies).
@@ -100,7 +100,7 @@ def filesystem(url: str) -> tuple[Any, str]:
 
 
 def _reason(exc: BaseException) -> str:
-    """One line for a store's error: FileNotFoundError and PermissionError in the words inputs.py uses."""
+    """One line for a store's error: FileNotFoundError and PermissionError in the words files/inputs.py uses."""
     if isinstance(exc, FileNotFoundError):
         return "no such bucket" if "bucket" in str(exc).lower() else "no such file"
     if isinstance(exc, PermissionError):

@@ -26,10 +26,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+from ..core.errors import InputError
+from ..core.jsonl import EndlessLine, Entry, OnError, ReadStats, bounded_lines, iter_entries
+from ..formats import SNIFF_LINES, TranscriptFormat, claim, detect, get, other_agents, refuse_other_agent
 from . import storage
-from .core.errors import InputError
-from .core.jsonl import EndlessLine, Entry, OnError, ReadStats, bounded_lines, iter_entries
-from .formats import SNIFF_LINES, TranscriptFormat, claim, detect, get, other_agents, refuse_other_agent
 
 STDIN = "-"
 Source = str | os.PathLike[str] | None  # a path; None or "-" is stdin
@@ -358,7 +358,7 @@ def _on_sigbus(signum: int) -> None:
     if not _MAPPED or not _MAPPED[-1]:  # not ours to explain: the default action runs when the fault repeats
         _GUARD["install"](_GUARD["signum"], None)
         return
-    # The temporary files of a run that writes (ctxpipe.atomic, not loaded by a run that only reads).
+    # The temporary files of a run that writes (ctxpipe.files.atomic, not loaded by a run that only reads).
     atomic = sys.modules.get(f"{__package__}.atomic")
     for name in list(getattr(atomic, "TEMPORARY", ())):
         with contextlib.suppress(OSError):

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 
+from ..core.errors import InputError
 from . import storage
-from .core.errors import InputError
 
 if TYPE_CHECKING:  # pathlib loads where a folder is searched: the status line reads one file
     from pathlib import Path

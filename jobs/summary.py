@@ -10,18 +10,16 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from . import storage
-from .breaker import breaker as process_breaker
-from .core.count import Compaction
-from .core.errors import CtxpipeError, InputError
-from .core.facts import Facts, gather
-from .core.fields import MAX_COUNT, iso, moment
-from .core.jsonl import Entry
-from .core.model import Message
-from .core.restore import RESTORED_PREFIX
-from .core.rules import CURRENT, Rules, session_rules
-from .core.stage import Outcome, StageContext
-from .core.summarize import (
+from ..core.count import Compaction
+from ..core.errors import CtxpipeError, InputError
+from ..core.facts import Facts, gather
+from ..core.fields import MAX_COUNT, iso, moment
+from ..core.jsonl import Entry
+from ..core.model import Message
+from ..core.restore import RESTORED_PREFIX
+from ..core.rules import CURRENT, Rules, session_rules
+from ..core.stage import Outcome, StageContext
+from ..core.summarize import (
     ENGINES,
     SplitConfig,
     SummarizeSettings,
@@ -34,7 +32,7 @@ from .core.summarize import (
     tail_start,
     verify,
 )
-from .core.summarize_engines import (
+from ..core.summarize_engines import (
     SUMMARY_TIMEOUT,
     Breaker,
     LlmConfig,
@@ -49,9 +47,11 @@ from .core.summarize_engines import (
     transcript_model,
     usable_notes,
 )
-from .core.transcript_format import SUMMARY_MARKER, TranscriptFormat
-from .file_count import CountOptions, Measure, region_measure
-from .inputs import read_side_file
+from ..core.transcript_format import SUMMARY_MARKER, TranscriptFormat
+from ..files import storage
+from ..files.inputs import read_side_file
+from .breaker import breaker as process_breaker
+from .count import CountOptions, Measure, region_measure
 
 __all__ = ["ENGINES", "SummarizeOptions", "run", "summarize_entries"]
 

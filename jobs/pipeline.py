@@ -18,25 +18,25 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from .core import collapse, microcompact, restore, snip
-from .core.budget import BudgetSettings
-from .core.jsonl import OnError, ReadStats, iter_entries
-from .core.stage import Outcome, Stage, StageContext, ledger_record, line_bytes
-from .core.summarize import SummarizeSettings
-from .formats import not_writable
-from .inputs import detect_format, view
+from ..core import collapse, microcompact, restore, snip
+from ..core.budget import BudgetSettings
+from ..core.jsonl import OnError, ReadStats, iter_entries
+from ..core.stage import Outcome, Stage, StageContext, ledger_record, line_bytes
+from ..core.summarize import SummarizeSettings
+from ..files.inputs import detect_format, view
+from ..formats import not_writable
 
 if TYPE_CHECKING:  # types only: the commands start without them
-    from .core.jsonl import Entry
-    from .core.reports import CompactReport, StageRecord
-    from .core.transcript_format import TranscriptFormat
-    from .file_count import Measure
+    from ..core.jsonl import Entry
+    from ..core.reports import CompactReport, StageRecord
+    from ..core.transcript_format import TranscriptFormat
+    from .count import Measure
 
 
 def _summarize(entries: list[Entry], transcript_format: TranscriptFormat, settings: SummarizeSettings, context: StageContext) -> Outcome:
     # The engines (the model's client, the session notes, the count of a candidate) load when a
     # summary is written, not when the commands start (see ready()).
-    from . import summary_stage
+    from . import summary as summary_stage
 
     return summary_stage.run(entries, transcript_format, settings, context)
 
@@ -44,13 +44,13 @@ def _summarize(entries: list[Entry], transcript_format: TranscriptFormat, settin
 def ready(stages: tuple[Stage, ...]) -> None:
     """Load what running `stages` needs, before any input is read: a Ctrl-C then lands in the run,
     where it is handled, not inside an import (where Python may swallow it or die by the signal)."""
-    from . import file_count  # noqa: F401  # every run counts its input and output
+    from . import count as file_count  # noqa: F401  # every run counts its input and output
 
     if SUMMARIZE in stages:
-        from . import summary_stage  # noqa: F401
+        from . import summary as summary_stage  # noqa: F401
 
 
-# The summarize stage's settings are in core/summarize.py; its run is the service's (summary_stage.py).
+# The summarize stage's settings are in core/summarize.py; its run is the service's (jobs/summary.py).
 SUMMARIZE = Stage(
     "summarize",
     SummarizeSettings,
@@ -129,7 +129,7 @@ def run_stage(
     """Run `stage` on one transcript's bytes. What it reports as before → after is `count` of its
     input and of its output, each measured as `count --on-error skip` would (a bad line the stage
     passes through unparsed is no reason to fail)."""
-    from .file_count import CountOptions, count_buffer, region_measure
+    from .count import CountOptions, count_buffer, region_measure
 
     transcript_format = detect_format(buffer, source, format)
     if not transcript_format.writable:
@@ -198,7 +198,7 @@ GIVEN_BY_COMPACT = frozenset(CompactOptions().given())
 
 def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: Any, transcript_path: str | None = None) -> tuple[list[bytes], CompactReport]:
     """The compacted transcript's bytes (as pieces) and the report: every stage of the pipeline in order."""
-    from .file_count import CountOptions, count_buffer, region_measure
+    from .count import CountOptions, count_buffer, region_measure
 
     transcript_format = detect_format(buffer, source, options.format)
     if not transcript_format.writable:

@@ -4,7 +4,7 @@ The cluster is the one at --scheduler (or DASK_SCHEDULER_ADDRESS), else a local 
 the run (a worker process per --jobs). Each task runs the very per-file job the local executor runs
 (batch._guarded: a bad file is an error row); results come back as they finish, for the same
 progress bar, table and JSON. A worker lost mid-task is Dask's to handle: its tasks run again
-elsewhere, and since every output is written whole (atomic.py, storage.replaced), a task cut short
+elsewhere, and since every output is written whole (files/atomic.py, files/storage.replaced), a task cut short
 leaves no half-written output. The LLM circuit breaker is shared through the scheduler (a Dask
 Variable and Lock), so the whole cluster stops asking a model that is down.
 
@@ -23,8 +23,8 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from ..breaker import shared
 from ..core.errors import CtxpipeError
+from .breaker import shared
 
 SCHEDULER_VARIABLE = "DASK_SCHEDULER_ADDRESS"
 CONNECT_TIMEOUT = "20s"
@@ -39,20 +39,14 @@ class ClusterFailures:
 
     @property
     def value(self) -> int:
-        from distributed import Variable
-
-        return int(Variable(self.name).get(timeout=CONNECT_TIMEOUT) or 0)
+        return int(_distributed().Variable(self.name).get(timeout=CONNECT_TIMEOUT) or 0)
 
     @value.setter
     def value(self, number: int) -> None:
-        from distributed import Variable
-
-        Variable(self.name).set(number)
+        _distributed().Variable(self.name).set(number)
 
     def get_lock(self) -> Any:
-        from distributed import Lock
-
-        return Lock(self.name)
+        return _distributed().Lock(self.name)
 
 
 def _task(item: Any, guarded_job: Callable[[Any], tuple[bool, Any]], breaker: str | None) -> tuple[bool, Any]:

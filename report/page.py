@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterable, Sequence
 from urllib.parse import quote
 
-from .core.reports import BreakdownRow, CallRow, DollarParts, IndexRow, PricesReport, SessionReport, TimelineEvent, TokenParts
+from ..core.reports import BreakdownRow, CallRow, DollarParts, IndexRow, PricesReport, SessionReport, TimelineEvent, TokenParts
 
 # Above this many main calls the timeline is drawn from a sample: each bucket's min and max, and
 # the calls on either side of every event (a 200 MB session has ~10^5 calls; its page stays small).

@@ -17,15 +17,16 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from .core.cache import CachePolicy, Prices, decide
-from .core.count import UNCALIBRATED, Estimates, calibrate, fitted_or_corpus
-from .core.fields import text
-from .core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries
-from .core.reports import BreakdownRow, CacheDecisionReport, CallRow, ExcerptLine, SessionReport, StageDryRun, TimelineEvent
-from .core.tokens import block_texts
-from .core.transcript_format import TranscriptFormat
-from .file_count import CountOptions, FileCount, breakdown, count_buffer, largest_entries
-from .inputs import detect_format
+from ..core.cache import CachePolicy, decide
+from ..core.catalog import Prices
+from ..core.count import UNCALIBRATED, Estimates, calibrate, fitted_or_corpus
+from ..core.fields import text
+from ..core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries
+from ..core.reports import BreakdownRow, CacheDecisionReport, CallRow, ExcerptLine, SessionReport, StageDryRun, TimelineEvent
+from ..core.tokens import block_texts
+from ..core.transcript_format import TranscriptFormat
+from ..files.inputs import detect_format
+from ..jobs.count import CountOptions, FileCount, breakdown, count_buffer, largest_entries
 
 EXCERPT_CHARACTERS = 160  # a largest line's excerpt on the page: enough to recognise it, never a whole file
 LARGEST_LINES = 10
@@ -155,10 +156,10 @@ def _dry_run(
     calibration: Any,
     counted: FileCount,
 ) -> StageDryRun:
-    from .core.errors import CtxpipeError
-    from .core.microcompact import MicrocompactSettings
-    from .core.summarize import SummarizeSettings
-    from .pipeline import BY_NAME, run_stage, stage_context
+    from ..core.errors import CtxpipeError
+    from ..core.microcompact import MicrocompactSettings
+    from ..core.summarize import SummarizeSettings
+    from ..jobs.pipeline import BY_NAME, run_stage, stage_context
 
     stage = BY_NAME[name]
     # microcompact: what clearing frees now whatever the idle time (the cache model below says

@@ -25,13 +25,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, NoReturn, cast
 
+from ..core.errors import ChangedMeanwhile, CtxpipeError, InputError
 from . import storage
-from .core.errors import ChangedMeanwhile, CtxpipeError, InputError
 
 BUFFER = 1 << 20
 # Paths naming a descriptor this process already has: written through a copy of it, so a shell's
 # `>> log` keeps appending (opening the path again would truncate the file behind it).
-# Temporary files being written now: a process about to end without unwinding (inputs.py's
+# Temporary files being written now: a process about to end without unwinding (files/inputs.py's
 # handler for a file truncated under its map) removes them first.
 TEMPORARY: set[str] = set()
 _DESCRIPTOR_PATH = re.compile(r"/dev/(?:(?P<std>stdout|stderr)|fd/(?P<fd>\d+))|/proc/self/fd/(?P<proc>\d+)")
