@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 from .count import Estimates, calibrate
@@ -26,12 +26,6 @@ from .transcript_format import TranscriptFormat
 
 FILE_UNCHANGED_STUB = "File unchanged since last read."
 INPUT_KEYS = ("file_path", "notebook_path", "path", "command", "pattern", "url", "query")
-
-
-@dataclass(frozen=True)
-class CollapseConfig:
-    marker: bool = True
-    now: datetime | None = None
 
 
 def describe_input(tool_input: Any) -> str:
@@ -56,7 +50,8 @@ def _content_key(block: dict[str, Any]) -> str | None:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def collapse(entries: list[Entry], transcript_format: TranscriptFormat, config: CollapseConfig) -> Outcome:
+def collapse(entries: list[Entry], transcript_format: TranscriptFormat, settings: CollapseSettings, now: datetime) -> Outcome:
+    """Fold the earlier copies of repeated results; `now` dates the marker."""
     messages = transcript_format.messages(entries)
     inputs: dict[str, Any] = {str(block.get("id")): block.get("input") for message in messages for block in message.content if block.get("type") == "tool_use"}
     groups: dict[tuple[str, bytes, str], list[ToolCall]] = {}
@@ -106,10 +101,8 @@ def collapse(entries: list[Entry], transcript_format: TranscriptFormat, config: 
         result[position] = transcript_format.replace_blocks(entries[position], blocks)
     counted = counted_by_anchor(messages, holders, [item["tokens"] for item in folded])
     metadata = {"stage": "collapse", "tokensSaved": counted, "foldedToolIds": [item["tool_use_id"] for item in folded]}
-    if config.marker:
-        marker = transcript_format.marker(
-            result, "ctxpipe_collapse", "Repeated tool results folded", "ctxpipeMetadata", metadata, iso(config.now or datetime.now(timezone.utc))
-        )
+    if not settings.no_marker:
+        marker = transcript_format.marker(result, "ctxpipe_collapse", "Repeated tool results folded", "ctxpipeMetadata", metadata, iso(now))
         if marker is not None:
             result.append(marker)
     per_tool: dict[str, dict[str, int]] = {}
@@ -132,7 +125,7 @@ class CollapseSettings:
 
 
 def run(entries: list[Entry], transcript_format: TranscriptFormat, settings: CollapseSettings, context: StageContext) -> Outcome:
-    return collapse(entries, transcript_format, CollapseConfig(not settings.no_marker, context.now))
+    return collapse(entries, transcript_format, settings, context.now)
 
 
 STAGE = Stage(

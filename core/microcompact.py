@@ -12,8 +12,8 @@ running the tool again.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from .cache import CacheDecision, CacheModel, CachePolicy, decide
@@ -38,18 +38,6 @@ KEEP_RECENT_MINIMUM = 20_000
 
 def never_cleared(name: str) -> bool:
     return name in NEVER_CLEARED or name.startswith("mcp__")
-
-
-@dataclass(frozen=True)
-class MicrocompactConfig:
-    tools: frozenset[str] = COMPACTABLE_TOOLS
-    keep_recent: int = 5
-    gap_minutes: float = 60.0
-    now: datetime | None = None
-    force: bool = False
-    marker: bool = True
-    cache: CachePolicy | None = None  # cache-aware mode replaces the time trigger
-    rules: Rules | None = None  # None: the session's version's (core.rules); 2.1.332's clear only when that frees ≥ KEEP_RECENT_MINIMUM
 
 
 @dataclass
@@ -93,11 +81,11 @@ class Plan:
         return sum(self.tokens)
 
 
-def plan(messages: Sequence[Message], config: MicrocompactConfig, calibration: Calibration) -> Plan:
+def plan(messages: Sequence[Message], settings: MicrocompactSettings, calibration: Calibration) -> Plan:
     """The results to clear: compactable, not among the most recent, and longer than the placeholder."""
-    tools = {name for name in config.tools if not never_cleared(name)}
+    tools = {name for name in settings.compactable if not never_cleared(name)}
     compactable = [call for call in tool_calls(messages) if call.name in tools]
-    keep = max(1, config.keep_recent)
+    keep = max(1, settings.keep_recent)
     chosen = Plan()
     counter = PiecesCounter()
     placeholder_tokens = counter.count(PLACEHOLDER)
@@ -115,25 +103,29 @@ def plan(messages: Sequence[Message], config: MicrocompactConfig, calibration: C
     return chosen
 
 
-def microcompact(entries: list[Entry], transcript_format: TranscriptFormat, config: MicrocompactConfig) -> Outcome:
+def microcompact(
+    entries: list[Entry], transcript_format: TranscriptFormat, settings: MicrocompactSettings, now: datetime, rules: Rules | None = None
+) -> Outcome:
+    """Clear what `plan` chooses when the trigger fires. `now` is the clock the time trigger and the
+    marker read; `rules` those of --rules (None: the session's version's, core.rules)."""
     messages = transcript_format.messages(entries)
     estimates = Estimates(messages, PiecesCounter())
     calibration = calibrate(estimates)
-    chosen = plan(messages, config, calibration)
+    chosen = plan(messages, settings, calibration)
     if not chosen.calls:
         return Outcome(
-            entries, False, f"nothing to clear: no compactable tool result older than the last {max(1, config.keep_recent)} is longer than the placeholder"
+            entries, False, f"nothing to clear: no compactable tool result older than the last {max(1, settings.keep_recent)} is longer than the placeholder"
         )
-    now = config.now or datetime.now(timezone.utc)
-    trigger = "manual" if config.force else "auto"
+    trigger = "manual" if settings.force else "auto"
     decision: CacheDecision | None = None
-    if config.cache is not None and not config.force:
-        decision = decide(messages, entries, chosen.tokens_freed, first_changed_block_tokens(messages, chosen, estimates), config.cache, now)
+    cache = settings.cache_policy()
+    if cache is not None and not settings.force:
+        decision = decide(messages, entries, chosen.tokens_freed, first_changed_block_tokens(messages, chosen, estimates), cache, now)
         if not decision.clear:
             return Outcome(entries, False, f"not clearing: {decision.reason}", {"cache": decision.as_dict()})
         trigger = "cache-aware"
-    elif not config.force:
-        rules = config.rules or session_rules(entries)[0]
+    elif not settings.force:
+        rules = rules or session_rules(entries)[0]
         if not rules.time_based_microcompact and chosen.tokens_freed < KEEP_RECENT_MINIMUM:
             return Outcome(
                 entries,
@@ -146,11 +138,11 @@ def microcompact(entries: list[Entry], transcript_format: TranscriptFormat, conf
         if moment is None:
             return Outcome(entries, False, "not triggered: the transcript records no time for its last response (use --force)")
         gap = (now - moment).total_seconds() / 60
-        if gap < config.gap_minutes:
+        if gap < settings.gap_minutes:
             return Outcome(
                 entries,
                 False,
-                f"not triggered: {gap:.0f} min since the last response, under --gap-minutes {config.gap_minutes:g} "
+                f"not triggered: {gap:.0f} min since the last response, under --gap-minutes {settings.gap_minutes:g} "
                 "(the prompt cache may still be warm; --force clears anyway)",
             )
     pre_tokens = count_context(estimates, calibration).tokens
@@ -179,7 +171,7 @@ def microcompact(entries: list[Entry], transcript_format: TranscriptFormat, conf
         "tokensSaved": counted,
         "compactedToolIds": [call.id for call in chosen.calls],
     }
-    if config.marker:
+    if not settings.no_marker:
         marker = transcript_format.marker(result, "microcompact_boundary", "Context microcompacted", "microcompactMetadata", metadata, iso(now))
         if marker is not None:
             result.append(marker)
@@ -240,18 +232,19 @@ class MicrocompactSettings(CacheModel):
     clear_at_least: int = setting(10_000, "--clear-at-least", "With --cache-aware: the fewest tokens worth a cache break.", min=0)
     model: str | None = setting(None, "--model", "Model for the price table (default: the transcript's).", short="-m")
 
-    def config(self, now: datetime | None) -> MicrocompactConfig:
-        cache = CachePolicy(self.clear_at_least, self.horizon, self.prices or (), self.model) if self.cache_aware else None
-        return MicrocompactConfig(
-            COMPACTABLE_TOOLS if self.tools is None else self.tools, self.keep_recent, self.gap_minutes, now, self.force, not self.no_marker, cache
-        )
+    # Derived, not set: --tools left out means Claude Code's own list.
+    @property
+    def compactable(self) -> frozenset[str]:
+        return COMPACTABLE_TOOLS if self.tools is None else self.tools
+
+    # Derived, not set: the cache model's terms, with --cache-aware only (it replaces the time trigger).
+    def cache_policy(self) -> CachePolicy | None:
+        return CachePolicy(self.clear_at_least, self.horizon, self.prices or (), self.model) if self.cache_aware else None
 
 
 def run(entries: list[Entry], transcript_format: TranscriptFormat, settings: MicrocompactSettings, context: StageContext) -> Outcome:
-    config = settings.config(context.now)
-    if context.rules is not None:
-        config = replace(config, rules=session_rules(entries, context.rules)[0])
-    outcome = microcompact(entries, transcript_format, config)
+    rules = session_rules(entries, context.rules)[0] if context.rules is not None else None
+    outcome = microcompact(entries, transcript_format, settings, context.now, rules)
     cache = outcome.report.get("cache")
     if cache:  # what keeping and clearing cost: the figures behind the decision
         outcome.notes.append(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 from .count import Estimates, anchor_index, calibrate, priced_blocks
@@ -21,15 +21,6 @@ from .model import Message
 from .stage import Outcome, Stage, StageContext, no_marker, setting
 from .tokens import PiecesCounter
 from .transcript_format import TranscriptFormat
-
-
-@dataclass(frozen=True)
-class SnipConfig:
-    before: str | None = None  # uuid: remove what lies between the opening message and this line
-    range: tuple[str, str] | None = None  # uuids or line numbers, inclusive
-    keep_last: int | None = None  # messages kept after the opening one
-    marker: bool = True
-    now: datetime | None = None
 
 
 def _index_of(messages: Sequence[Message], entries: Sequence[Entry], key: str) -> int | None:
@@ -108,27 +99,30 @@ def _tail_start(messages: Sequence[Message], wanted: int) -> int | None:
     return None
 
 
-def snip(entries: list[Entry], transcript_format: TranscriptFormat, config: SnipConfig, previously_removed: set[str] | None = None) -> Outcome:
+def snip(
+    entries: list[Entry], transcript_format: TranscriptFormat, settings: SnipSettings, now: datetime, previously_removed: set[str] | None = None
+) -> Outcome:
+    """Remove what the settings name; `now` dates the marker, `previously_removed` makes a repeated snip a no-op."""
     messages = transcript_format.messages(entries)
     if not messages:
         return Outcome(entries, False, "nothing to snip: the active context is empty")
     previously_removed = previously_removed or set()
-    if config.keep_last is not None or config.before is not None:
-        if config.keep_last is not None:
-            wanted = len(messages) - config.keep_last
-        elif config.before is not None:
-            found = _index_of(messages, entries, config.before)
+    if settings.keep_last is not None or settings.before is not None:
+        if settings.keep_last is not None:
+            wanted = len(messages) - settings.keep_last
+        elif settings.before is not None:
+            found = _index_of(messages, entries, settings.before)
             if found is None:
-                if config.before in previously_removed:
-                    return Outcome(entries, False, f"nothing to snip: {config.before} was snipped already")
-                raise CtxpipeError(f"--before {config.before}: no message of the active context has this uuid")
+                if settings.before in previously_removed:
+                    return Outcome(entries, False, f"nothing to snip: {settings.before} was snipped already")
+                raise CtxpipeError(f"--before {settings.before}: no message of the active context has this uuid")
             wanted = found
         cut = _tail_start(messages, wanted)
         if cut is None:
             return Outcome(entries, False, "nothing to snip: only the opening message lies before the tail")
         first, last = 1, cut - 1
-    elif config.range is not None:
-        start_key, end_key = config.range
+    elif settings.range is not None:
+        start_key, end_key = settings.range
         start, end = _index_of(messages, entries, start_key), _index_of(messages, entries, end_key)
         if start is None or end is None:
             missing = start_key if start is None else end_key
@@ -169,8 +163,8 @@ def snip(entries: list[Entry], transcript_format: TranscriptFormat, config: Snip
             entry = entry.replace({**entry.obj, "parentUuid": survivor(parent)})
         result.append(entry)
     metadata = {"removedUuids": removed_uuids, "removedMessages": len(removed_messages), "tokensSaved": counted}
-    if config.marker:
-        marker = transcript_format.marker(result, "snip_boundary", "History snipped", "snipMetadata", metadata, iso(config.now or datetime.now(timezone.utc)))
+    if not settings.no_marker:
+        marker = transcript_format.marker(result, "snip_boundary", "History snipped", "snipMetadata", metadata, iso(now))
         if marker is not None:
             result.append(marker)
     removed = [{"uuid": field_text(entries[p].obj, "uuid"), "line": entries[p].line or None} for p in sorted(doomed)]
@@ -240,8 +234,7 @@ def snipped_before(entries: Sequence[Entry]) -> set[str]:
 
 
 def run(entries: list[Entry], transcript_format: TranscriptFormat, settings: SnipSettings, context: StageContext) -> Outcome:
-    config = SnipConfig(settings.before, settings.range, settings.keep_last, not settings.no_marker, context.now)
-    return snip(entries, transcript_format, config, snipped_before(entries))
+    return snip(entries, transcript_format, settings, context.now, snipped_before(entries))
 
 
 STAGE = Stage(

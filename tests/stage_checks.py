@@ -29,19 +29,20 @@ from typing import Any
 
 import ctxpipe
 import orjson
-from ctxpipe.core.collapse import STUB_PREFIX, CollapseConfig, collapse
+from ctxpipe.core import collapse, microcompact, snip
+from ctxpipe.core.collapse import STUB_PREFIX, CollapseSettings
 from ctxpipe.core.fields import iso, moment
 from ctxpipe.core.jsonl import Entry, ReadStats, iter_entries
-from ctxpipe.core.microcompact import PLACEHOLDER, MicrocompactConfig, microcompact
-from ctxpipe.core.snip import SnipConfig, snip
-from ctxpipe.core.snip import snipped_before as _snipped_before
-from ctxpipe.core.stage import Outcome, expand, ledger_record, split_lines
+from ctxpipe.core.microcompact import PLACEHOLDER, MicrocompactSettings
+from ctxpipe.core.snip import SnipSettings
+from ctxpipe.core.stage import Outcome, StageContext, expand, ledger_record, split_lines
 from ctxpipe.formats import get
 
 FMT = get("claude-code")
 NOW = datetime(2030, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 NOW_ISO = "2030-01-02T03:04:05.000Z"
 
+RUNS = {"microcompact": microcompact.run, "collapse": collapse.run, "snip": snip.run}
 MARKER_SUBTYPE = {"microcompact": "microcompact_boundary", "collapse": "ctxpipe_collapse", "snip": "snip_boundary"}
 MARKER_KEY = {"microcompact": "microcompactMetadata", "collapse": "ctxpipeMetadata", "snip": "snipMetadata"}
 
@@ -52,7 +53,8 @@ class Stage:
 
     name: str  # microcompact | collapse | snip
     argv: tuple[str, ...]
-    config: Any
+    settings: Any  # the stage's Settings, as the CLI builds them from argv
+    now: datetime = NOW  # the clock the CLI gets from --now
 
     @property
     def label(self) -> str:
@@ -60,36 +62,31 @@ class Stage:
 
     @property
     def marker(self) -> bool:
-        return bool(self.config.marker)
+        return not self.settings.no_marker
 
     @property
     def whole(self) -> bool:
         """Whether the CLI reads every line (a snip range given by line numbers) or only the region."""
-        span = getattr(self.config, "range", None)
-        return self.name == "snip" and span is not None and any(part.isdigit() for part in span)
+        return self.name == "snip" and snip.by_line(self.settings)
 
     def transform(self, entries: list[Entry]) -> Outcome:
-        if self.name == "microcompact":
-            return microcompact(entries, FMT, self.config)
-        if self.name == "collapse":
-            return collapse(entries, FMT, self.config)
-        return snip(entries, FMT, self.config, _snipped_before(entries))
+        # The stage's own run, as the CLI calls it, with the clock --now gives.
+        return RUNS[self.name](entries, FMT, self.settings, StageContext(now=self.now))
 
 
 def mc(keep_recent: int = 5, marker: bool = True, tools: Sequence[str] | None = None) -> Stage:
     argv = ["microcompact", "--force", "--keep-recent", str(keep_recent), "--now", NOW_ISO]
-    config = MicrocompactConfig(keep_recent=keep_recent, now=NOW, force=True, marker=marker)
     if tools is not None:
         argv += ["--tools", ",".join(tools)]
-        config = MicrocompactConfig(tools=frozenset(tools), keep_recent=keep_recent, now=NOW, force=True, marker=marker)
     if not marker:
         argv.append("--no-marker")
-    return Stage("microcompact", tuple(argv), config)
+    names = None if tools is None else frozenset(tools)
+    return Stage("microcompact", tuple(argv), MicrocompactSettings(keep_recent=keep_recent, tools=names, force=True, no_marker=not marker))
 
 
 def co(marker: bool = True) -> Stage:
     argv = ["collapse", "--now", NOW_ISO] + ([] if marker else ["--no-marker"])
-    return Stage("collapse", tuple(argv), CollapseConfig(marker=marker, now=NOW))
+    return Stage("collapse", tuple(argv), CollapseSettings(no_marker=not marker))
 
 
 def sn(keep_last: int | None = None, before: str | None = None, span: tuple[str, str] | None = None, marker: bool = True) -> Stage:
@@ -102,7 +99,7 @@ def sn(keep_last: int | None = None, before: str | None = None, span: tuple[str,
         argv += ["--range", f"{span[0]}..{span[1]}"]
     if not marker:
         argv.append("--no-marker")
-    return Stage("snip", tuple(argv), SnipConfig(before=before, range=span, keep_last=keep_last, marker=marker, now=NOW))
+    return Stage("snip", tuple(argv), SnipSettings(before=before, range=span, keep_last=keep_last, no_marker=not marker))
 
 
 # The stages every invariant is checked on, and pipelines of two or three of them.

@@ -13,7 +13,7 @@ from datetime import timedelta
 import orjson
 from ctxpipe.core.collapse import FILE_UNCHANGED_STUB, STUB_PREFIX
 from ctxpipe.core.jsonl import ReadStats, iter_entries
-from ctxpipe.core.microcompact import COMPACTABLE_TOOLS, PLACEHOLDER, MicrocompactConfig, timestamp_of
+from ctxpipe.core.microcompact import COMPACTABLE_TOOLS, PLACEHOLDER, MicrocompactSettings, timestamp_of
 from ctxpipe.core.stage import expand
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -133,8 +133,8 @@ def test_microcompact_time_trigger(data: bytes, gap_minutes: int) -> None:
     forced = apply(mc(keep_recent=1), data)
 
     def at(now):
-        config = MicrocompactConfig(keep_recent=1, gap_minutes=gap_minutes, now=now)
-        return apply(Stage("microcompact", ("microcompact",), config), data)
+        settings = MicrocompactSettings(keep_recent=1, gap_minutes=gap_minutes)
+        return apply(Stage("microcompact", ("microcompact",), settings, now), data)
 
     early = at(moment + timedelta(minutes=gap_minutes) - timedelta(seconds=1))
     assert early.after == data and not early.outcome.changed

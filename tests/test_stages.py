@@ -124,7 +124,7 @@ def test_every_stage_keeps_the_invariants_on_every_fixture(fixture: Path, stage:
     check_step(run)
     check_idempotent(stage, data)
     if stage.name == "snip":
-        check_keep_last(run, stage.config.keep_last)
+        check_keep_last(run, stage.settings.keep_last)
 
 
 def test_the_fixtures_give_every_stage_something_to_do() -> None:
