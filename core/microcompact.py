@@ -26,7 +26,7 @@ from .placeholders import PLACEHOLDER
 from .rules import Rules, session_rules
 from .stage import Outcome, Stage, StageContext, no_marker, setting
 from .tokens import PiecesCounter, block_texts
-from .transcript_format import TranscriptFormat
+from .transcript_format import WritableFormat
 
 COMPACTABLE_TOOLS = frozenset({"Read", "Bash", "PowerShell", "Grep", "Glob", "WebSearch", "WebFetch", "Edit", "Write", "MultiEdit", "NotebookEdit"})
 NEVER_CLEARED = frozenset({"Task", "Agent"})
@@ -115,7 +115,7 @@ def plan(messages: Sequence[Message], config: MicrocompactConfig, calibration: C
     return chosen
 
 
-def microcompact(entries: list[Entry], transcript_format: TranscriptFormat, config: MicrocompactConfig) -> Outcome:
+def microcompact(entries: list[Entry], transcript_format: WritableFormat, config: MicrocompactConfig) -> Outcome:
     messages = transcript_format.messages(entries)
     estimates = Estimates(messages, PiecesCounter())
     calibration = calibrate(estimates)
@@ -247,7 +247,7 @@ class MicrocompactSettings(CacheModel):
         )
 
 
-def run(entries: list[Entry], transcript_format: TranscriptFormat, settings: MicrocompactSettings, context: StageContext) -> Outcome:
+def run(entries: list[Entry], transcript_format: WritableFormat, settings: MicrocompactSettings, context: StageContext) -> Outcome:
     config = settings.config(context.now)
     if context.rules is not None:
         config = replace(config, rules=session_rules(entries, context.rules)[0])

@@ -20,7 +20,7 @@ from .jsonl import Entry
 from .model import Message
 from .stage import Outcome, Stage, StageContext, no_marker, setting
 from .tokens import PiecesCounter
-from .transcript_format import TranscriptFormat
+from .transcript_format import WritableFormat
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ def _tail_start(messages: Sequence[Message], wanted: int) -> int | None:
     return None
 
 
-def snip(entries: list[Entry], transcript_format: TranscriptFormat, config: SnipConfig, previously_removed: set[str] | None = None) -> Outcome:
+def snip(entries: list[Entry], transcript_format: WritableFormat, config: SnipConfig, previously_removed: set[str] | None = None) -> Outcome:
     messages = transcript_format.messages(entries)
     if not messages:
         return Outcome(entries, False, "nothing to snip: the active context is empty")
@@ -239,7 +239,7 @@ def snipped_before(entries: Sequence[Entry]) -> set[str]:
     return found
 
 
-def run(entries: list[Entry], transcript_format: TranscriptFormat, settings: SnipSettings, context: StageContext) -> Outcome:
+def run(entries: list[Entry], transcript_format: WritableFormat, settings: SnipSettings, context: StageContext) -> Outcome:
     config = SnipConfig(settings.before, settings.range, settings.keep_last, not settings.no_marker, context.now)
     return snip(entries, transcript_format, config, snipped_before(entries))
 
