@@ -113,6 +113,20 @@ def test_the_editor_is_its_members_not_the_flag() -> None:
         editor_of(claims)
 
 
+def test_every_command_refuses_a_read_only_format_in_its_own_words() -> None:
+    """The stages, convert's library call and restore's plan reach a read-only format's editor only
+    through stage_editor or editor_of: each says what to do (convert first), none fails on a member
+    the format does not have."""
+    rollout = FIXTURES / "codex" / "rollout.jsonl"
+    for stage in ("microcompact", "collapse", "summarize", "restore", "compact"):
+        refused = run_cli(stage, rollout, stdin=None)
+        assert refused.returncode == 1 and refused.stdout == b"", refused.stderr
+        assert f"{rollout}: {stage} edits claude-code and anthropic transcripts; convert a codex transcript first".encode() in refused.stderr
+    # restore --plan plans for any format; writing what it chose needs the editor.
+    planned = run_cli("restore", "--plan", "--json", "--from", FIXTURES / "restore" / "transcript.in.jsonl", rollout, stdin=None)
+    assert planned.returncode == 1 and READ_ONLY_REFUSAL.format("edit").encode() in planned.stderr, planned.stderr
+
+
 def test_claude_code_splits_at_its_last_boundary() -> None:
     claude = REGISTRY["claude-code"]
     entries = load(FIXTURES / "claude-code" / "compacted.jsonl")
