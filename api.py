@@ -22,7 +22,7 @@ from .core.jsonl import OnError, write_entries
 from .core.model import Finding, Transcript
 from .files.atomic import atomic_file
 from .files.inputs import mapped, opened, source_name, stream_entries
-from .formats import WriteOptions, get
+from .formats import WriteOptions, editor_of, get
 
 if TYPE_CHECKING:
     from .core.reports import CompactReport, CompactSkipRow, CountReport, SessionReport
@@ -54,7 +54,7 @@ def convert_with_report(
         return transcript, ConvertReport()
     messages = source_format.messages(transcript.entries, history=history)
     api_messages, report = to_api_messages(messages, transcript.entries, repair=repair)
-    entries = target.from_messages(api_messages, options or WriteOptions())
+    entries = editor_of(target, "write").from_messages(api_messages, options or WriteOptions())  # a format ctxpipe only reads is refused here
     return Transcript(entries, target.name, transcript.source), report
 
 

@@ -22,7 +22,7 @@ from .microcompact import ToolCall, counted_by_anchor, tool_calls
 from .placeholders import PLACEHOLDER, STUB_PREFIX
 from .stage import Outcome, Stage, StageContext, no_marker
 from .tokens import PiecesCounter, block_texts
-from .transcript_format import TranscriptFormat
+from .transcript_format import WritableFormat
 
 FILE_UNCHANGED_STUB = "File unchanged since last read."
 INPUT_KEYS = ("file_path", "notebook_path", "path", "command", "pattern", "url", "query")
@@ -50,7 +50,7 @@ def _content_key(block: dict[str, Any]) -> str | None:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def collapse(entries: list[Entry], transcript_format: TranscriptFormat, settings: CollapseSettings, now: datetime) -> Outcome:
+def collapse(entries: list[Entry], transcript_format: WritableFormat, settings: CollapseSettings, now: datetime) -> Outcome:
     """Fold the earlier copies of repeated results; `now` dates the marker."""
     messages = transcript_format.messages(entries)
     inputs: dict[str, Any] = {str(block.get("id")): block.get("input") for message in messages for block in message.content if block.get("type") == "tool_use"}
@@ -124,7 +124,7 @@ class CollapseSettings:
     no_marker: bool = no_marker()
 
 
-def run(entries: list[Entry], transcript_format: TranscriptFormat, settings: CollapseSettings, context: StageContext) -> Outcome:
+def run(entries: list[Entry], transcript_format: WritableFormat, settings: CollapseSettings, context: StageContext) -> Outcome:
     return collapse(entries, transcript_format, settings, context.now)
 
 

@@ -26,7 +26,7 @@ from .placeholders import PLACEHOLDER
 from .rules import Rules, session_rules
 from .stage import Outcome, Stage, StageContext, no_marker, setting
 from .tokens import PiecesCounter, block_texts
-from .transcript_format import TranscriptFormat
+from .transcript_format import WritableFormat
 
 COMPACTABLE_TOOLS = frozenset({"Read", "Bash", "PowerShell", "Grep", "Glob", "WebSearch", "WebFetch", "Edit", "Write", "MultiEdit", "NotebookEdit"})
 NEVER_CLEARED = frozenset({"Task", "Agent"})
@@ -103,9 +103,7 @@ def plan(messages: Sequence[Message], settings: MicrocompactSettings, calibratio
     return chosen
 
 
-def microcompact(
-    entries: list[Entry], transcript_format: TranscriptFormat, settings: MicrocompactSettings, now: datetime, rules: Rules | None = None
-) -> Outcome:
+def microcompact(entries: list[Entry], transcript_format: WritableFormat, settings: MicrocompactSettings, now: datetime, rules: Rules | None = None) -> Outcome:
     """Clear what `plan` chooses when the trigger fires. `now` is the clock the time trigger and the
     marker read; `rules` those of --rules (None: the session's version's, core.rules)."""
     messages = transcript_format.messages(entries)
@@ -242,7 +240,7 @@ class MicrocompactSettings(CacheModel):
         return CachePolicy(self.clear_at_least, self.horizon, self.prices or (), self.model) if self.cache_aware else None
 
 
-def run(entries: list[Entry], transcript_format: TranscriptFormat, settings: MicrocompactSettings, context: StageContext) -> Outcome:
+def run(entries: list[Entry], transcript_format: WritableFormat, settings: MicrocompactSettings, context: StageContext) -> Outcome:
     rules = session_rules(entries, context.rules)[0] if context.rules is not None else None
     outcome = microcompact(entries, transcript_format, settings, context.now, rules)
     cache = outcome.report.get("cache")

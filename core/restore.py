@@ -31,7 +31,7 @@ from .jsonl import Entry, as_text
 from .model import Message
 from .stage import Outcome, Stage, StageContext, setting
 from .tokens import RoughCounter
-from .transcript_format import TranscriptFormat
+from .transcript_format import TranscriptFormat, WritableFormat, editor_of
 
 MAX_FILES = 5
 MAX_TOKENS_PER_FILE = 5_000
@@ -608,7 +608,8 @@ def split_at_boundary(entries: Sequence[Entry], transcript_format: TranscriptFor
 def restore(
     entries: list[Entry], transcript_format: TranscriptFormat, config: RestoreConfig, when: str, original: tuple[list[Message], Sequence[Entry]] | None = None
 ) -> tuple[Outcome, list[Candidate]]:
-    """The restore stage: (Outcome, candidates). `original` supplies the history from --from."""
+    """The restore stage: (Outcome, candidates). `original` supplies the history from --from. Any
+    format is planned for (restore --plan reads it); only writing what was chosen needs its editor."""
     tail = transcript_format.messages(entries)
     if original is not None:
         history, history_entries = original
@@ -629,7 +630,7 @@ def restore(
     no_disk = f"; not reading files from disk: {disk_root(config, cwd)[1]}" if any(c.disk_skipped for c in candidates) else ""
     if not chosen:
         return Outcome(entries, False, "nothing to restore: no file, plan, plan-mode reminder, skill or todo list to bring back" + no_disk), candidates
-    added = transcript_format.meta_entries(entries, [restored_text(c) for c in chosen], when)
+    added = editor_of(transcript_format).meta_entries(entries, [restored_text(c) for c in chosen], when)
     tokens = sum(c.tokens for c in chosen)
     report = {"stage": "restore", "restored": [c.as_dict() for c in chosen], "tokens": tokens, "skipped": [c.as_dict() for c in candidates if not c.chosen]}
     labels = {
@@ -673,7 +674,7 @@ class RestoreSettings:
         return RestoreConfig(self.source, self.root, self.allow_outside_root)
 
 
-def run(entries: list[Entry], transcript_format: TranscriptFormat, settings: RestoreSettings, context: StageContext) -> Outcome:
+def run(entries: list[Entry], transcript_format: WritableFormat, settings: RestoreSettings, context: StageContext) -> Outcome:
     """The history above the active context (context.history) is read, and left out of the result."""
     from .fields import iso
 

@@ -20,7 +20,7 @@ from .jsonl import Entry
 from .model import Message
 from .stage import Outcome, Stage, StageContext, no_marker, setting
 from .tokens import PiecesCounter
-from .transcript_format import TranscriptFormat
+from .transcript_format import WritableFormat
 
 
 def _index_of(messages: Sequence[Message], entries: Sequence[Entry], key: str) -> int | None:
@@ -99,9 +99,7 @@ def _tail_start(messages: Sequence[Message], wanted: int) -> int | None:
     return None
 
 
-def snip(
-    entries: list[Entry], transcript_format: TranscriptFormat, settings: SnipSettings, now: datetime, previously_removed: set[str] | None = None
-) -> Outcome:
+def snip(entries: list[Entry], transcript_format: WritableFormat, settings: SnipSettings, now: datetime, previously_removed: set[str] | None = None) -> Outcome:
     """Remove what the settings name; `now` dates the marker, `previously_removed` makes a repeated snip a no-op."""
     messages = transcript_format.messages(entries)
     if not messages:
@@ -233,7 +231,7 @@ def snipped_before(entries: Sequence[Entry]) -> set[str]:
     return found
 
 
-def run(entries: list[Entry], transcript_format: TranscriptFormat, settings: SnipSettings, context: StageContext) -> Outcome:
+def run(entries: list[Entry], transcript_format: WritableFormat, settings: SnipSettings, context: StageContext) -> Outcome:
     return snip(entries, transcript_format, settings, context.now, snipped_before(entries))
 
 

@@ -18,7 +18,7 @@ import orjson
 from .errors import CtxpipeError
 from .fields import text
 from .jsonl import Entry
-from .transcript_format import TranscriptFormat
+from .transcript_format import WritableFormat
 
 LEDGER_VERSION = 1
 
@@ -254,7 +254,7 @@ class StageContext:
     rules: str | None = None  # --rules: the Claude Code release whose rules apply, over the session's version (core.rules)
 
 
-StageRun = Callable[[list[Entry], TranscriptFormat, Any, StageContext], Outcome]
+StageRun = Callable[[list[Entry], WritableFormat, Any, StageContext], Outcome]  # a stage edits: it gets the format's editor too
 
 
 @dataclass(frozen=True)

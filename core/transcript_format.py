@@ -1,12 +1,18 @@
-"""The one contract every transcript format implements: what it can do, and the methods the code calls.
+"""The contract of a transcript format, in two parts: a reader every format implements
+(TranscriptFormat) and an editor only the formats ctxpipe writes implement (TranscriptEditor).
 
 It lives in the core so that core code can type a format parameter without importing `formats`
 (the formats build on the core, never the other way round). formats/base.py re-exports it.
 
 All formats are JSONL, so reading lines and writing them back is shared (core.jsonl); a format
-decides only what its lines mean: whether a line looks like its own (sniff), how its entries form
-API messages (messages), how API messages become its entries (from_messages), how a stage's
-changes are written in its vocabulary, and which structural rules its files must keep (check).
+decides only what its lines mean. Its reader says whether a line looks like its own (sniff), how
+its entries form API messages (messages), where its active context starts, and which structural
+rules its files must keep (check). Its editor, when it has one, says how API messages become its
+entries (from_messages) and how a stage's changes are written in its vocabulary.
+
+A stage takes a WritableFormat (both parts), and a caller holding a mere TranscriptFormat gets one
+from editor_of, which refuses a read-only format: the type checker proves that nothing calls an
+editing member on a format that has none, and a read-only format declares no writing stubs.
 
 Code never asks a format its name to decide what to do: it asks a capability (the `bool`
 attributes below). A new format declares every one of them.
@@ -16,9 +22,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from .count import Compaction, Marker
+from .errors import UnsupportedError
 from .jsonl import Entry, OnError, ReadStats
 from .model import Finding, Message
 
@@ -41,14 +48,16 @@ class WriteOptions:
 
 
 class TranscriptFormat(Protocol):
+    """The reader: what every format implements, read-only or not."""
+
     name: str  # for the command line, reports and detection messages; never branched on
     summary: str
     schema: str  # file name in schemas/ that one line must validate against
 
     # Capabilities (see CAPABILITIES).
     writable: bool
-    """ctxpipe writes this format: the stages edit it and `convert --to` produces it. False: read
-    only (from_messages, replace_blocks, compacted and marker raise UnsupportedError)."""
+    """ctxpipe writes this format: it implements TranscriptEditor too, so the stages edit it and
+    `convert --to` produces it. False: read only (it has no editor; editor_of refuses it)."""
     has_usage: bool
     """Its lines can carry the API's recorded usage (prompt and output tokens of a response)."""
     has_tree: bool
@@ -82,9 +91,6 @@ class TranscriptFormat(Protocol):
         """The metadata of a line where an active context starts after a compaction whose history
         was dropped ({} when it records none); None: not such a line."""
 
-    def from_messages(self, messages: Sequence[dict[str, Any]], options: WriteOptions) -> list[Entry]:
-        """Entries in this format holding the given Messages-API messages."""
-
     def read_context(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats, responses: int | None = None) -> tuple[list[Entry], bool]:
         """The entries a count needs from a whole file's bytes (an mmap): at least the last
         `responses` API responses of the active context and all after them (all of it when None),
@@ -92,19 +98,6 @@ class TranscriptFormat(Protocol):
 
     def read_region(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats) -> tuple[int, list[Entry]]:
         """Where the active context starts (byte offset) and every entry from there on, bytes kept."""
-
-    def replace_blocks(self, entry: Entry, blocks: dict[int, dict[str, Any]]) -> Entry:
-        """A changed copy of `entry` with content blocks replaced by index."""
-
-    def compacted(self, entries: Sequence[Entry], tail: Sequence[int], summary: str, metadata: dict[str, Any], when: str) -> list[Entry]:
-        """The entries a summary adds: its record(s) in this format, then the kept tail."""
-
-    def meta_entries(self, entries: Sequence[Entry], texts: Sequence[str], when: str) -> list[Entry]:
-        """Entries to append holding injected text (restore's files, plan, skills) the model reads
-        as context, not as something the user typed."""
-
-    def marker(self, entries: Sequence[Entry], subtype: str, text: str, metadata_key: str, metadata: dict[str, Any], when: str) -> Entry | None:
-        """A line recording what a stage did, in this format's vocabulary (None: it has none)."""
 
     def markers(self, entries: Sequence[Entry]) -> list[Marker]:
         """Stage records (microcompact, collapse, …) saying how many tokens they removed."""
@@ -126,3 +119,39 @@ class TranscriptFormat(Protocol):
 
     def check(self, entries: Sequence[Entry]) -> list[Finding]:
         """Structural problems beyond what the line schema sees."""
+
+
+class TranscriptEditor(Protocol):
+    """The editor: how the formats ctxpipe writes (writable = True) build new lines. Only the stages
+    and `convert --to` call these."""
+
+    def from_messages(self, messages: Sequence[dict[str, Any]], options: WriteOptions) -> list[Entry]:
+        """Entries in this format holding the given Messages-API messages."""
+
+    def replace_blocks(self, entry: Entry, blocks: dict[int, dict[str, Any]]) -> Entry:
+        """A changed copy of `entry` with content blocks replaced by index."""
+
+    def compacted(self, entries: Sequence[Entry], tail: Sequence[int], summary: str, metadata: dict[str, Any], when: str) -> list[Entry]:
+        """The entries a summary adds: its record(s) in this format, then the kept tail."""
+
+    def meta_entries(self, entries: Sequence[Entry], texts: Sequence[str], when: str) -> list[Entry]:
+        """Entries to append holding injected text (restore's files, plan, skills) the model reads
+        as context, not as something the user typed."""
+
+    def marker(self, entries: Sequence[Entry], subtype: str, text: str, metadata_key: str, metadata: dict[str, Any], when: str) -> Entry | None:
+        """A line recording what a stage did, in this format's vocabulary (None: it has none)."""
+
+
+@runtime_checkable
+class WritableFormat(TranscriptFormat, TranscriptEditor, Protocol):
+    """A format ctxpipe writes: its reader and its editor, what a stage edits a transcript with."""
+
+
+def editor_of(transcript_format: TranscriptFormat, doing: str = "edit") -> WritableFormat:
+    """`transcript_format` as a format ctxpipe writes, or UnsupportedError for one it only reads
+    (`doing`: what was asked of it, for the message)."""
+    if isinstance(transcript_format, WritableFormat):  # the members themselves, not only the flag
+        return transcript_format
+    raise UnsupportedError(
+        f"ctxpipe reads the {transcript_format.name} format but does not {doing} it; convert it first (ctxpipe convert --to, to a format it writes)"
+    )

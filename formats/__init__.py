@@ -1,4 +1,5 @@
-"""Transcript formats behind one contract (core.transcript_format.TranscriptFormat), and their registry.
+"""Transcript formats behind one contract (core.transcript_format: a reader every format implements,
+TranscriptFormat, and an editor the formats ctxpipe writes implement too), and their registry.
 
 Adding a format: its module here, one line in REGISTRY, its line schema in schemas/, its fixtures.
 Nothing else names a format: the code asks a format's capabilities, never its name.
@@ -15,7 +16,7 @@ from typing import Any
 from ..core.errors import InputError, UnsupportedError
 from ..core.jsonl import Entry
 from . import anthropic, claude_code, codex, other_agents
-from .base import TranscriptFormat, WriteOptions
+from .base import TranscriptFormat, WritableFormat, WriteOptions, editor_of
 
 # Order matters for detection: the most specific signatures first.
 REGISTRY: dict[str, TranscriptFormat] = {
@@ -32,6 +33,14 @@ SNIFF_LINES = 50
 def not_writable(source: str, command: str, name: str) -> UnsupportedError:
     """The error for a stage given a format it cannot write (convert it to one it can)."""
     return UnsupportedError(f"{source}: {command} edits {' and '.join(sorted(WRITABLE, reverse=True))} transcripts; convert a {name} transcript first")
+
+
+def stage_editor(transcript_format: TranscriptFormat, source: str, command: str) -> WritableFormat:
+    """`transcript_format` as the stage `command` edits it; a format ctxpipe only reads is refused
+    with the stage's error (not_writable), before anything is read or counted."""
+    if isinstance(transcript_format, WritableFormat):
+        return transcript_format
+    raise not_writable(source, command, transcript_format.name)
 
 
 def refuse_other_agent(source: str, found: other_agents.OtherAgent | None) -> None:
@@ -67,4 +76,19 @@ def detect(entries: Sequence[Entry], source: str) -> TranscriptFormat:
     )
 
 
-__all__ = ["REGISTRY", "NAMES", "WRITABLE", "DEFAULT", "TranscriptFormat", "WriteOptions", "claim", "detect", "get", "other_agents", "refuse_other_agent"]
+__all__ = [
+    "REGISTRY",
+    "NAMES",
+    "WRITABLE",
+    "DEFAULT",
+    "TranscriptFormat",
+    "WritableFormat",
+    "WriteOptions",
+    "claim",
+    "detect",
+    "editor_of",
+    "get",
+    "other_agents",
+    "refuse_other_agent",
+    "stage_editor",
+]

@@ -1,16 +1,18 @@
 """What the formats share: the contract (declared in core.transcript_format, re-exported here so
 `from ctxpipe.formats.base import TranscriptFormat` keeps working) and helpers more than one
 format uses, written once.
+
+A read-only format implements the reader (TranscriptFormat) alone: it writes no stub for the
+editor's members, and core.transcript_format.editor_of refuses it.
 """
 
 from __future__ import annotations
 
 import io
-from typing import Any, NoReturn
+from typing import Any
 
-from ..core.errors import UnsupportedError
 from ..core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries, iter_entries
-from ..core.transcript_format import CAPABILITIES, SUMMARY_MARKER, TranscriptFormat, WriteOptions
+from ..core.transcript_format import CAPABILITIES, SUMMARY_MARKER, TranscriptEditor, TranscriptFormat, WritableFormat, WriteOptions, editor_of
 
 
 class WholeFileContext:
@@ -24,9 +26,4 @@ class WholeFileContext:
         return list(iter_buffer_entries(buffer, source, on_error, stats)), True
 
 
-def read_only(name: str, doing: str = "edit") -> NoReturn:
-    """What a read-only format (writable = False) answers when asked to write."""
-    raise UnsupportedError(f"ctxpipe reads the {name} format but does not {doing} it; convert it first (ctxpipe convert --to, to a format it writes)")
-
-
-__all__ = ["CAPABILITIES", "SUMMARY_MARKER", "TranscriptFormat", "WholeFileContext", "WriteOptions", "read_only"]
+__all__ = ["CAPABILITIES", "SUMMARY_MARKER", "TranscriptEditor", "TranscriptFormat", "WholeFileContext", "WritableFormat", "WriteOptions", "editor_of"]

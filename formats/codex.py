@@ -1,4 +1,5 @@
-"""Codex CLI rollout JSONL (~/.codex/sessions/YYYY/MM/DD/rollout-…-<uuid>.jsonl), read only.
+"""Codex CLI rollout JSONL (~/.codex/sessions/YYYY/MM/DD/rollout-…-<uuid>.jsonl), read only: a
+reader without an editor (core.transcript_format).
 
 Each line is {"timestamp", "type", "payload"}. Conversation items are `response_item` lines
 (messages, function calls and their outputs, linked by `call_id`); `event_msg` lines are UI
@@ -21,7 +22,7 @@ from ..core.fields import count
 from ..core.fields import text as field_text
 from ..core.jsonl import Entry, dumps
 from ..core.model import Finding, Message
-from .base import WholeFileContext, WriteOptions, read_only
+from .base import WholeFileContext
 
 # Tuples, not sets: a line's `type` may be a list or an object, which a set lookup cannot hash.
 LINE_TYPES = ("session_meta", "response_item", "event_msg", "turn_context", "compacted")
@@ -176,21 +177,6 @@ class CodexFormat(WholeFileContext):
 
     def boundary_metadata(self, obj: dict[str, Any]) -> dict[str, Any] | None:
         return None  # a `compacted` line carries its replacement history, which messages() reads in place
-
-    def from_messages(self, messages: Sequence[dict[str, Any]], options: WriteOptions) -> list[Entry]:
-        read_only(self.name, "write")
-
-    def replace_blocks(self, entry: Entry, blocks: dict[int, dict[str, Any]]) -> Entry:
-        read_only(self.name)
-
-    def compacted(self, entries: Sequence[Entry], tail: Sequence[int], summary: str, metadata: dict[str, Any], when: str) -> list[Entry]:
-        read_only(self.name)
-
-    def meta_entries(self, entries: Sequence[Entry], texts: Sequence[str], when: str) -> list[Entry]:
-        read_only(self.name)
-
-    def marker(self, entries: Sequence[Entry], subtype: str, text: str, metadata_key: str, metadata: dict[str, Any], when: str) -> Entry | None:
-        read_only(self.name)
 
     def markers(self, entries: Sequence[Entry]) -> list[Marker]:
         return []

@@ -24,16 +24,16 @@ from ..core.jsonl import OnError, ReadStats, iter_entries
 from ..core.stage import Outcome, Stage, StageContext, ledger_record, line_bytes
 from ..core.summarize import SummarizeSettings
 from ..files.inputs import detect_format, view
-from ..formats import not_writable
+from ..formats import stage_editor
 
 if TYPE_CHECKING:  # types only: the commands start without them
     from ..core.jsonl import Entry
     from ..core.reports import CompactReport, StageRecord
-    from ..core.transcript_format import TranscriptFormat
+    from ..core.transcript_format import WritableFormat
     from .count import Measure
 
 
-def _summarize(entries: list[Entry], transcript_format: TranscriptFormat, settings: SummarizeSettings, context: StageContext) -> Outcome:
+def _summarize(entries: list[Entry], transcript_format: WritableFormat, settings: SummarizeSettings, context: StageContext) -> Outcome:
     # The engines (the model's client, the session notes, the count of a candidate) load when a
     # summary is written, not when the commands start (see ready()).
     from . import summary as summary_stage
@@ -131,9 +131,7 @@ def run_stage(
     passes through unparsed is no reason to fail)."""
     from .count import CountOptions, count_buffer, region_measure
 
-    transcript_format = detect_format(buffer, source, format)
-    if not transcript_format.writable:
-        raise not_writable(source, stage.name, transcript_format.name)
+    transcript_format = stage_editor(detect_format(buffer, source, format), source, stage.name)
     stats = ReadStats()
     if stage.every_line(settings):  # the stage needs every line, numbered (e.g. ranges given by line number)
         offset, entries = 0, list(iter_entries(io.BytesIO(buffer), source, on_error, stats))
@@ -200,9 +198,7 @@ def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: A
     """The compacted transcript's bytes (as pieces) and the report: every stage of the pipeline in order."""
     from .count import CountOptions, count_buffer, region_measure
 
-    transcript_format = detect_format(buffer, source, options.format)
-    if not transcript_format.writable:
-        raise not_writable(source, "compact", transcript_format.name)
+    transcript_format = stage_editor(detect_format(buffer, source, options.format), source, "compact")
     stats = ReadStats()
     offset, entries = transcript_format.read_region(buffer, source, options.on_error, stats)
     original = entries

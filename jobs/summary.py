@@ -47,7 +47,7 @@ from ..core.summarize_engines import (
     transcript_model,
     usable_notes,
 )
-from ..core.transcript_format import SUMMARY_MARKER, TranscriptFormat
+from ..core.transcript_format import SUMMARY_MARKER, TranscriptFormat, WritableFormat
 from ..files import storage
 from ..files.inputs import read_side_file
 from .breaker import breaker as process_breaker
@@ -240,7 +240,7 @@ def as_first_written(
 
 
 def summarize_entries(
-    entries: list[Entry], transcript_format: TranscriptFormat, options: SummarizeOptions, breaker: Breaker, progress: Callable[[str], None] | None = None
+    entries: list[Entry], transcript_format: WritableFormat, options: SummarizeOptions, breaker: Breaker, progress: Callable[[str], None] | None = None
 ) -> Outcome:
     messages: list[Message] = transcript_format.messages(entries)
     if nothing_new(messages, transcript_format.opening(entries)):
@@ -413,6 +413,6 @@ def options_of(settings: SummarizeSettings, context: StageContext, transcript_mo
     )
 
 
-def run(entries: list[Entry], transcript_format: TranscriptFormat, settings: SummarizeSettings, context: StageContext) -> Outcome:
+def run(entries: list[Entry], transcript_format: WritableFormat, settings: SummarizeSettings, context: StageContext) -> Outcome:
     options = options_of(settings, context, None if settings.model else transcript_model(transcript_format.messages(entries)))
     return summarize_entries(entries, transcript_format, options, context.breaker or process_breaker(), context.progress)

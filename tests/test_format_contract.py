@@ -1,6 +1,7 @@
-"""The format contract: every registered format declares every capability and implements every
-member of core.transcript_format.TranscriptFormat, and no code outside formats/ branches on a
-format's name (it asks a capability)."""
+"""The format contract, in its two parts: every registered format declares every capability and
+implements the reader (core.transcript_format.TranscriptFormat); a writable one implements the
+editor (TranscriptEditor) too and a read-only one defines none of its members; and no code outside
+formats/ branches on a format's name (it asks a capability)."""
 
 from __future__ import annotations
 
@@ -12,31 +13,49 @@ import orjson
 import pytest
 from ctxpipe.core.errors import UnsupportedError
 from ctxpipe.core.jsonl import Entry
-from ctxpipe.core.transcript_format import CAPABILITIES, TranscriptFormat, WriteOptions
-from ctxpipe.formats import NAMES, REGISTRY, WRITABLE
-from ctxpipe.formats.base import TranscriptFormat as ReExported
+from ctxpipe.core.transcript_format import CAPABILITIES, TranscriptEditor, TranscriptFormat, WritableFormat, editor_of
+from ctxpipe.formats import NAMES, REGISTRY, WRITABLE, stage_editor
+from ctxpipe.formats import base as formats_base
+from ctxpipe.formats.codex import CodexFormat
 from helpers import FIXTURES, ROOT, run_cli
 
 FORMATS = [REGISTRY[name] for name in NAMES]
 PACKAGE = ROOT  # the repo root is the package
+READ_ONLY_REFUSAL = "ctxpipe reads the codex format but does not {} it; convert it first (ctxpipe convert --to, to a format it writes)"
 
 
-def _protocol_members() -> tuple[set[str], set[str]]:
-    """(attributes, methods) the Protocol declares, as typing.get_protocol_members (3.13) would."""
-    attributes = set(TranscriptFormat.__annotations__)
-    methods = {name for name, value in vars(TranscriptFormat).items() if callable(value) and not name.startswith("_")}
+def _protocol_members(protocol: type) -> tuple[set[str], set[str]]:
+    """(attributes, methods) a Protocol declares itself, as typing.get_protocol_members (3.13) would."""
+    attributes = set(vars(protocol).get("__annotations__", {}))
+    methods = {name for name, value in vars(protocol).items() if callable(value) and not name.startswith("_")}
     return attributes, methods
+
+
+READER_ATTRIBUTES, READER_METHODS = _protocol_members(TranscriptFormat)
+EDITOR_ATTRIBUTES, EDITOR_METHODS = _protocol_members(TranscriptEditor)
 
 
 def load(path: Path) -> list[Entry]:
     return [Entry(orjson.loads(line), number) for number, line in enumerate(path.read_bytes().splitlines(), 1)]
 
 
+def _signature_matches(fmt: TranscriptFormat, protocol: type, method: str) -> None:
+    implemented = getattr(fmt, method, None)
+    assert callable(implemented), f"{fmt.name} lacks {method}()"
+    expected = list(inspect.signature(getattr(protocol, method)).parameters)[1:]  # without self
+    assert list(inspect.signature(implemented).parameters) == expected, f"{fmt.name}.{method} differs from the contract"
+
+
 def test_the_contract_is_declared_in_core_and_re_exported() -> None:
-    assert ReExported is TranscriptFormat
-    attributes, methods = _protocol_members()
-    assert set(CAPABILITIES) <= attributes
-    assert {"meta_entries", "split_at_compaction", "boundary_metadata", "context_positions"} <= methods
+    assert (formats_base.TranscriptFormat, formats_base.TranscriptEditor, formats_base.WritableFormat) == (TranscriptFormat, TranscriptEditor, WritableFormat)
+    assert set(CAPABILITIES) <= READER_ATTRIBUTES
+    assert {"meta_entries", "split_at_compaction", "boundary_metadata", "context_positions"} <= READER_METHODS | EDITOR_METHODS
+    # The editor is the writing members the stages and convert --to call, and nothing a reader needs.
+    assert EDITOR_METHODS == {"from_messages", "replace_blocks", "compacted", "meta_entries", "marker"} and not EDITOR_ATTRIBUTES
+    assert not EDITOR_METHODS & READER_METHODS
+    # A writable format is both parts and adds nothing of its own.
+    assert _protocol_members(WritableFormat) == (set(), set())
+    assert TranscriptFormat in WritableFormat.__mro__ and TranscriptEditor in WritableFormat.__mro__
 
 
 @pytest.mark.parametrize("fmt", FORMATS, ids=lambda f: f.name)
@@ -48,15 +67,23 @@ def test_every_format_declares_every_capability_itself(fmt: TranscriptFormat) ->
 
 
 @pytest.mark.parametrize("fmt", FORMATS, ids=lambda f: f.name)
-def test_every_format_implements_every_protocol_member(fmt: TranscriptFormat) -> None:
-    attributes, methods = _protocol_members()
-    for attribute in attributes:
+def test_every_format_implements_the_reader(fmt: TranscriptFormat) -> None:
+    for attribute in READER_ATTRIBUTES:
         assert hasattr(fmt, attribute), f"{fmt.name} lacks {attribute}"
-    for method in methods:
-        implemented = getattr(fmt, method, None)
-        assert callable(implemented), f"{fmt.name} lacks {method}()"
-        expected = list(inspect.signature(getattr(TranscriptFormat, method)).parameters)[1:]  # without self
-        assert list(inspect.signature(implemented).parameters) == expected, f"{fmt.name}.{method} differs from the contract"
+    for method in READER_METHODS:
+        _signature_matches(fmt, TranscriptFormat, method)
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=lambda f: f.name)
+def test_a_format_implements_the_editor_if_and_only_if_it_is_writable(fmt: TranscriptFormat) -> None:
+    if fmt.writable:
+        for method in EDITOR_METHODS:
+            _signature_matches(fmt, TranscriptEditor, method)
+        assert isinstance(fmt, WritableFormat) and editor_of(fmt) is fmt
+    else:
+        # No stubs that raise: a read-only format has none of the editor's members, inherited or its own.
+        assert [method for method in sorted(EDITOR_METHODS) if hasattr(fmt, method)] == [], f"{fmt.name} is read only"
+        assert not isinstance(fmt, WritableFormat)
 
 
 def test_writable_lists_the_formats_that_write() -> None:
@@ -64,19 +91,40 @@ def test_writable_lists_the_formats_that_write() -> None:
     assert "codex" not in WRITABLE and {"anthropic", "claude-code"} <= set(WRITABLE)
 
 
-def test_a_read_only_format_refuses_every_write() -> None:
+def test_a_read_only_format_is_refused_its_editor() -> None:
     codex = REGISTRY["codex"]
-    entries = load(FIXTURES / "codex" / "rollout.jsonl")
-    writes = [
-        lambda: codex.from_messages([{"role": "user", "content": "hi"}], WriteOptions()),
-        lambda: codex.replace_blocks(entries[0], {}),
-        lambda: codex.compacted(entries, [], "summary", {}, "2026-01-01T00:00:00Z"),
-        lambda: codex.meta_entries(entries, ["text"], "2026-01-01T00:00:00Z"),
-        lambda: codex.marker(entries, "x", "y", "z", {}, "2026-01-01T00:00:00Z"),
-    ]
-    for write in writes:
-        with pytest.raises(UnsupportedError, match="reads the codex format"):
-            write()
+    with pytest.raises(UnsupportedError) as edit:
+        editor_of(codex)
+    assert str(edit.value) == READ_ONLY_REFUSAL.format("edit")
+    with pytest.raises(UnsupportedError) as write:
+        editor_of(codex, "write")
+    assert str(write.value) == READ_ONLY_REFUSAL.format("write")
+    # A stage is refused in its own words: which formats it edits, and to convert first.
+    with pytest.raises(UnsupportedError) as stage:
+        stage_editor(codex, "rollout.jsonl", "snip")
+    assert str(stage.value) == "rollout.jsonl: snip edits claude-code and anthropic transcripts; convert a codex transcript first"
+    assert stage_editor(REGISTRY["anthropic"], "messages.jsonl", "snip") is REGISTRY["anthropic"]
+
+
+def test_the_editor_is_its_members_not_the_flag() -> None:
+    """A format that says it is writable but has no editor is refused: editor_of looks at the members."""
+    claims = type("ClaimsToWrite", (CodexFormat,), {"writable": True})()
+    with pytest.raises(UnsupportedError, match="does not edit it"):
+        editor_of(claims)
+
+
+def test_every_command_refuses_a_read_only_format_in_its_own_words() -> None:
+    """The stages, convert's library call and restore's plan reach a read-only format's editor only
+    through stage_editor or editor_of: each says what to do (convert first), none fails on a member
+    the format does not have."""
+    rollout = FIXTURES / "codex" / "rollout.jsonl"
+    for stage in ("microcompact", "collapse", "summarize", "restore", "compact"):
+        refused = run_cli(stage, rollout, stdin=None)
+        assert refused.returncode == 1 and refused.stdout == b"", refused.stderr
+        assert f"{rollout}: {stage} edits claude-code and anthropic transcripts; convert a codex transcript first".encode() in refused.stderr
+    # restore --plan plans for any format; writing what it chose needs the editor.
+    planned = run_cli("restore", "--plan", "--json", "--from", FIXTURES / "restore" / "transcript.in.jsonl", rollout, stdin=None)
+    assert planned.returncode == 1 and READ_ONLY_REFUSAL.format("edit").encode() in planned.stderr, planned.stderr
 
 
 def test_claude_code_splits_at_its_last_boundary() -> None:

@@ -7,7 +7,7 @@ import orjson
 import pytest
 from ctxpipe.core.convert import MISSING_RESULT_TEXT, to_api_messages
 from ctxpipe.core.errors import InputError, UnsupportedError
-from ctxpipe.formats import WriteOptions, detect, get
+from ctxpipe.formats import WriteOptions, detect, editor_of, get
 from ctxpipe.formats.claude_code import context_positions, main_chain
 from helpers import FIXTURES
 
@@ -176,8 +176,10 @@ def test_codex_compacted_line_replaces_the_history_before_it() -> None:
 
 
 def test_codex_is_read_only() -> None:
-    with pytest.raises(UnsupportedError):
-        get("codex").from_messages([{"role": "user", "content": "x"}], WriteOptions())
+    with pytest.raises(UnsupportedError, match="does not write it"):
+        editor_of(get("codex"), "write").from_messages([{"role": "user", "content": "x"}], WriteOptions())
+    with pytest.raises(UnsupportedError, match="does not write it"):
+        ctxpipe.convert(ctxpipe.read_transcript(FIXTURES / "anthropic" / "basic.jsonl"), "codex")
 
 
 def test_detect_prefers_a_line_that_some_format_claims() -> None:

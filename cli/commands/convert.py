@@ -51,7 +51,7 @@ def convert(
     Example:  ctxpipe convert --to anthropic session.jsonl > messages.jsonl
     """
     from ...core.convert import to_api_messages
-    from ...formats import WriteOptions, get
+    from ...formats import WriteOptions, editor_of, get
 
     source = streams.source_name(path)
     with streams.open_input(path) as stream:
@@ -69,7 +69,7 @@ def convert(
     messages = opened.format.messages(entries, history=history)
     api_messages, report = to_api_messages(messages, entries, repair=repair)
     options = WriteOptions(session_id=session_id, cwd=cwd, start_time=start_time, model=model)
-    written = target.from_messages(api_messages, options)
+    written = editor_of(target, "write").from_messages(api_messages, options)  # --to offers only the formats ctxpipe writes
     with streams.open_output(output) as out:
         streams.write_transcript(written, out, unbuffered)
     streams.report_skipped(opened.stats, source)
