@@ -26,11 +26,12 @@ from typing import Any
 import ctxpipe
 import pytest
 from ctxpipe.core import restore as core
-from ctxpipe.core.restore import RestoreConfig
+from ctxpipe.core.restore import RestoreSettings
 from ctxpipe.core.stage import line_bytes
 from ctxpipe.core.summarize import SplitConfig
 from ctxpipe.core.summarize_engines import SUMMARY_TIMEOUT, Breaker, LlmConfig, SummaryFailed, llm_summary, redact
 from ctxpipe.formats import get
+from ctxpipe.jobs.ports import DISK
 from ctxpipe.jobs.summary import SummarizeOptions, summarize_entries
 from helpers import ok, run_cli
 from messages_server import MessagesServer, Reply
@@ -120,13 +121,13 @@ def test_the_library_default_root_is_not_the_transcript_cwd(tmp_path: Path, monk
     victim, work, data = elsewhere(tmp_path)
     entries = list(ctxpipe.read_transcript(data, "claude-code").entries)
     monkeypatch.chdir(work)
-    outcome, candidates = core.restore(entries, CC, RestoreConfig(), "2026-05-01T00:00:00.000Z")
+    outcome, candidates = core.restore(entries, CC, RestoreSettings(), "2026-05-01T00:00:00.000Z", workspace=DISK)
     written = b"".join(line_bytes(outcome.entries))
     assert b"TOP-SECRET" not in written and b"seen in the transcript" in written
     assert outcome.report["disk"].startswith(f"the transcript's project {victim} is not the current directory")
     assert [c.disk_skipped for c in candidates if c.kind == "file"] == [True]
     monkeypatch.chdir(victim)
-    outcome, _ = core.restore(entries, CC, RestoreConfig(), "2026-05-01T00:00:00.000Z")
+    outcome, _ = core.restore(entries, CC, RestoreSettings(), "2026-05-01T00:00:00.000Z", workspace=DISK)
     assert b"TOP-SECRET on disk" in b"".join(line_bytes(outcome.entries)) and "disk" not in outcome.report
 
 
@@ -225,7 +226,7 @@ def test_the_budget_decision_is_the_same_when_only_the_start_is_read(tmp_path: P
     p.ask("go")
     p.read("f.txt", "seen", limit=1)
     entries = list(ctxpipe.read_transcript(with_boundary(p), "claude-code").entries)
-    _, candidates = core.restore(entries, CC, RestoreConfig(root=str(root)), "2026-05-01T00:00:00.000Z")
+    _, candidates = core.restore(entries, CC, RestoreSettings(root=str(root)), "2026-05-01T00:00:00.000Z", workspace=DISK)
     (file,) = [c for c in candidates if c.kind == "file"]
     assert file.chosen and file.header == expected
 
