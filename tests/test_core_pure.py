@@ -66,8 +66,8 @@ def _module(path: Path) -> str:
 
 
 def _forbidden(name: str) -> str | None:
-    """The forbidden module `name` is or lies in, else None."""
-    for module in IO_MODULES | IO_NAMESPACES:
+    """The forbidden module `name` is or lies in (the longest: `os.path` before `os`), else None."""
+    for module in sorted(IO_MODULES | IO_NAMESPACES, key=len, reverse=True):
         if name == module or name.startswith(module + "."):
             return module
     return None
