@@ -366,7 +366,9 @@ def summarize_entries(
         over = f"the session notes leave {post:,} tokens, still ≥ the autocompact threshold {context.threshold:,}"
         if settings.engine == "auto":  # as Claude Code: a full summary instead
             then, because = next_engine(context.api_key, breaker)
-            return summarize_entries(entries, transcript_format, replace(settings, engine=then), context, breaker, progress, Fallback(f"{over}; {because}"))
+            return summarize_entries(
+                entries, transcript_format, replace(settings, engine=then), context, breaker, progress, Fallback(f"{over}; {because}", fell_back)
+            )
         why += f"; {over}"
         report.update({"engine_reason": why, "over_threshold": True})
     refused = not_a_summary(engine, pre, post)
