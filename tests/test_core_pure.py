@@ -1,7 +1,10 @@
 """core/ does no I/O and builds no clients, read from its source with `ast`.
 
-The disk, the stores, the network and the model are ports handed in by the caller (jobs/ports.py
-holds the real ones; core.stage.StageContext carries them to a stage). So a core module never
+The disk, the stores, the network and the model are ports handed in by the caller, and their real
+implementations live in jobs/: ports.py the disk restore reads (core.restore.Workspace, carried by
+core.stage.StageContext.workspace), llm.py the model on the anthropic client
+(core.summarize_engines.SummaryModel), tokenizers.py the tiktoken counters built from their package's
+data (core.tokens.TextCounter, handed to a count). So a core module never
 opens, stats, lists or resolves a path, reads the environment or the current directory, starts a
 process or a socket, or imports a client library (anthropic, httpx, fsspec, requests, …).
 
@@ -9,7 +12,8 @@ Working on a stream or a buffer the caller hands in is a port and is fine: core/
 the binary stream it is given and writes to the stream it is given; nothing here forbids calling
 `.read()` or `.write()` on an argument. What is forbidden is reaching the outside world on core's
 own initiative: a builtin `open`, the `os` functions that touch the file system or the process's
-environment, and the modules whose only business is I/O.
+environment, `io`'s file openers, and the modules whose only business is I/O. A buffer in memory
+(`io.BytesIO`) is not I/O. Package data core needs is Python (core/catalog_data.py, generated).
 """
 
 from __future__ import annotations
@@ -25,7 +29,6 @@ CORE = ROOT / "core"
 # Modules core may not import at all: their business is files, processes, sockets or remote clients.
 IO_MODULES = {
     "pathlib",
-    "io",
     "mmap",
     "subprocess",
     "socket",
@@ -52,6 +55,8 @@ IO_BUILTINS = {"open", "input", "print"}
 # `os` is mostly I/O; what it also has that is pure (path separators) does not need it: posixpath.
 # Any use of `os` (import os, os.path.realpath, os.environ, os.getcwd, os.open, os.stat, …) is I/O.
 IO_NAMESPACES = {"os", "os.path"}
+# Modules that are I/O only in part: `io.BytesIO` is a buffer in memory, `io.open` opens a file.
+IO_FUNCTIONS = {"io": {"open", "open_code", "FileIO"}}
 
 # Package data still read in place, named so they cannot hide a new one (issue 23: to be handed in
 # like the catalog and the tokenizers' data). Each is (module, what it uses).
@@ -74,10 +79,11 @@ def _forbidden(name: str) -> str | None:
 
 def io_uses(source: str, filename: str = "<source>") -> list[tuple[int, str]]:
     """(line, what) for every I/O a module's source does: an import of an I/O module, a call of an
-    I/O builtin, or the use of `os` however it was imported."""
+    I/O builtin, the use of `os` however it was imported, or of `io`'s file openers."""
     tree = ast.parse(source, filename)
     found: list[tuple[int, str]] = []
     bound: dict[str, str] = {}  # local names bound to a forbidden module (`import os`, `import os.path as p`)
+    partly: dict[str, str] = {}  # local names bound to a module of IO_FUNCTIONS (`import io`)
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
@@ -85,16 +91,23 @@ def io_uses(source: str, filename: str = "<source>") -> list[tuple[int, str]]:
                 if module:
                     found.append((node.lineno, module))
                     bound[alias.asname or alias.name.split(".")[0]] = module
+                elif alias.name in IO_FUNCTIONS:
+                    partly[alias.asname or alias.name] = alias.name
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             for alias in node.names:
                 module = _forbidden(f"{node.module}.{alias.name}") or _forbidden(node.module)
                 if module:
                     found.append((node.lineno, module))
+                elif alias.name in IO_FUNCTIONS.get(node.module, ()):
+                    found.append((node.lineno, f"{node.module}.{alias.name}"))
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in IO_BUILTINS:
             found.append((node.lineno, f"{node.func.id}()"))
         elif isinstance(node, ast.Name) and node.id in bound and isinstance(node.ctx, ast.Load):
             found.append((node.lineno, bound[node.id]))
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in partly:
+            if node.attr in IO_FUNCTIONS[partly[node.value.id]]:
+                found.append((node.lineno, f"{partly[node.value.id]}.{node.attr}"))
     return sorted(set(found))
 
 
@@ -106,6 +119,8 @@ import os.path as osp
 from pathlib import Path
 from importlib import resources
 import subprocess
+import io
+from io import FileIO
 def f(x, stream):
     import anthropic
     from fsspec import open as fs_open
@@ -113,10 +128,12 @@ def f(x, stream):
     open(x)
     os.getcwd()
     osp.realpath(x)
+    io.open(x)
 """
     what = {item for _, item in io_uses(source)}
-    assert what == {"os", "os.path", "pathlib", "importlib.resources", "subprocess", "anthropic", "fsspec", "open()"}
-    assert io_uses("import posixpath\nposixpath.join('a', 'b')\ndef g(s): return s.read()\n") == []
+    assert what == {"os", "os.path", "pathlib", "importlib.resources", "subprocess", "anthropic", "fsspec", "open()", "io.open", "io.FileIO"}
+    pure = "import io\nimport posixpath\nposixpath.join('a', 'b')\nio.BytesIO(b'')\ndef g(s): return s.read()\n"
+    assert io_uses(pure) == []
 
 
 def test_the_scan_reads_every_core_module() -> None:
