@@ -7,8 +7,8 @@ drops the oldest API rounds when the prompt is too long (at most 3 times), refus
 is a tool call, and stops calling the API after 3 consecutive failed summaries in one run.
 
 The server is not trusted either: one deadline bounds a whole summary (every request, retry, wait
-and byte of the answer, however slowly it drips), the answer is read up to a size limit and parsed
-here (anything that is not a Messages API reply is a failed summary, never a traceback), and every
+and byte of the answer, however slowly it drips), the answer is read up to a size limit (jobs/llm.py)
+and parsed here (anything that is not a Messages API reply is a failed summary, never a traceback), and every
 message made from an API failure has the key and anything shaped like a credential redacted.
 """
 
