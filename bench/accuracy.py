@@ -35,10 +35,11 @@ from ctxpipe.core.count import Estimates, calibrate, calibration_pairs, count_co
 from ctxpipe.core.microcompact import MicrocompactSettings
 from ctxpipe.core.summarize import SummarizeSettings
 from ctxpipe.core.summarize_engines import Breaker
-from ctxpipe.core.tokens import PiecesCounter, counter_named, estimate_blocks
+from ctxpipe.core.tokens import PiecesCounter, estimate_blocks
 from ctxpipe.formats.claude_code import is_compact_boundary
 from ctxpipe.jobs.count import CountOptions, count_buffer
 from ctxpipe.jobs.pipeline import CompactOptions, compact_buffer
+from ctxpipe.jobs.tokenizers import counter_named
 
 ROOT = Path(__file__).resolve().parent.parent
 BASES = ("pieces", "rough", "tiktoken:cl100k_base", "tiktoken:o200k_base")

@@ -81,13 +81,13 @@ def in_process(work: Callable[[], object]) -> tuple[float, float]:
 
 def verifier_work(path: Path) -> Callable[[], object]:
     from ctxpipe.core.jsonl import iter_entries
-    from ctxpipe.core.summarize import SplitConfig, context_text, key_facts, offline_summary, tail_start, verify
+    from ctxpipe.core.summarize import SummarizeSettings, context_text, key_facts, offline_summary, tail_start, verify
     from ctxpipe.formats import get
 
     with open(path, "rb") as handle:
         entries = list(iter_entries(handle, str(path)))
     messages = get("claude-code").messages(entries)
-    start = tail_start(messages, SplitConfig())
+    start = tail_start(messages, SummarizeSettings())
     history, tail = messages[:start], messages[start:]
     summary = offline_summary(history)
 

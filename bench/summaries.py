@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import statistics
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 import ctxpipe
-from ctxpipe.core.summarize import SplitConfig
+from ctxpipe.core.stage import StageContext
+from ctxpipe.core.summarize import SummarizeSettings
 from ctxpipe.core.summarize_engines import Breaker
 from ctxpipe.formats import get
-from ctxpipe.jobs.summary import SummarizeOptions, summarize_entries
+from ctxpipe.jobs.summary import summarize_entries
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -32,8 +34,8 @@ def main() -> int:
         transcript = ctxpipe.read_transcript(path)
         if transcript.format != "claude-code":
             continue
-        for name, split in (("default", SplitConfig()), ("keep-last 4", SplitConfig(keep_last=4))):
-            outcome = summarize_entries(transcript.entries, get("claude-code"), SummarizeOptions("offline", split), Breaker())
+        for name, settings in (("default", SummarizeSettings("offline")), ("keep-last 4", SummarizeSettings("offline", keep_last=4))):
+            outcome = summarize_entries(transcript.entries, get("claude-code"), settings, StageContext(datetime.now(timezone.utc)), Breaker())
             if not outcome.changed:
                 continue
             report = outcome.report

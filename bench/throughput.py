@@ -20,8 +20,9 @@ from pathlib import Path
 
 import corpus  # bench/corpus.py
 import orjson
-from ctxpipe.core.tokens import block_texts, tiktoken_encoding
+from ctxpipe.core.tokens import block_texts
 from ctxpipe.files.sessions import find_sessions
+from ctxpipe.jobs.tokenizers import tiktoken_encoding
 
 
 def texts_of(paths: list[Path]) -> list[str]:

@@ -1,4 +1,4 @@
-"""The models Claude Code knows, declared once (catalog.json, read from Claude Code 2.1.332's binary).
+"""The models Claude Code knows, declared once (catalog_data.py, read from Claude Code 2.1.332's binary).
 
 Windows, output reserves, thresholds, prices, the rough estimator and the status line read a model
 here. A model is found under any id a transcript records: the catalog id, the first-party API id
@@ -11,10 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 from functools import cache
-from pathlib import Path
 from typing import Any
-
-import orjson
 
 ONE_MILLION_SUFFIX = re.compile(r"\[1m\]", re.IGNORECASE)
 # How a spelling differs from the catalog's ids: a region prefix (Bedrock's "us." and kin), a
@@ -27,6 +24,16 @@ _SPELLING_PARTS = (
 
 
 LONG_CONTEXT = 200_000  # where a price table names no threshold: Anthropic's long-context rate starts above it
+
+# ctxpipe's addition, not Claude Code's: Anthropic bills a request of these models whose prompt is over
+# 200,000 tokens at this rate, the whole request (its pricing page). Claude Code's catalog has no such
+# rate, so its cost.total_cost_usd is lower for those requests.
+ANTHROPIC_LONG_CONTEXT: dict[str, dict[str, float]] = {
+    "claude-sonnet-4-0": {"above_prompt_tokens": 200000, "input": 6, "cache_write_5m": 7.5, "cache_write_1h": 12, "cache_read": 0.6, "output": 22.5},
+    "claude-sonnet-4-5": {"above_prompt_tokens": 200000, "input": 6, "cache_write_5m": 7.5, "cache_write_1h": 12, "cache_read": 0.6, "output": 22.5},
+    "claude-sonnet-4-6": {"above_prompt_tokens": 200000, "input": 6, "cache_write_5m": 7.5, "cache_write_1h": 12, "cache_read": 0.6, "output": 22.5},
+    "claude-opus-4-6": {"above_prompt_tokens": 200000, "input": 10, "cache_write_5m": 12.5, "cache_write_1h": 20, "cache_read": 1, "output": 37.5},
+}
 
 
 @dataclass(frozen=True)
@@ -120,11 +127,11 @@ def _prices(tier: dict[str, Any], fast: dict[str, Any] | None, long_context: dic
 
 @cache
 def catalog() -> Catalog:
-    # Beside this module (package data): read directly, as importlib.resources costs the status line ~10 ms to import.
-    data = orjson.loads((Path(__file__).parent / "catalog.json").read_bytes())
-    tiers = data["pricing_tiers"]
+    from . import catalog_data  # on first use: a count that names no model (the status line's light path) never loads it
+
+    tiers = catalog_data.PRICING_TIERS
     models = []
-    for row in data["models"]:
+    for row in catalog_data.MODELS:
         context = row["context"]
         models.append(
             CatalogModel(
@@ -136,7 +143,7 @@ def catalog() -> Catalog:
                 maximum_window=context.get("maximum_window"),
                 supports_1m_suffix=bool(context.get("supports_1m_suffix", False)),
                 max_output=(row["max_output_tokens"]["default"], row["max_output_tokens"]["upper"]),
-                prices=_prices(tiers[row["pricing"]], row.get("fast_prices"), data["anthropic_long_context"].get(row["id"])),
+                prices=_prices(tiers[row["pricing"]], row.get("fast_prices"), ANTHROPIC_LONG_CONTEXT.get(row["id"])),
                 bytes_per_token=row["bytes_per_token"],
             )
         )
@@ -144,4 +151,4 @@ def catalog() -> Catalog:
     for model in models:
         for spelling in model.ids:
             by_spelling.setdefault(canonical_spelling(spelling), model)
-    return Catalog(data["release"], tuple(models), by_spelling)
+    return Catalog(catalog_data.RELEASE, tuple(models), by_spelling)

@@ -13,17 +13,17 @@ A transcript is untrusted input, so it never chooses what is read from disk: fil
 under the root the caller gives, or else under the current directory and only when the transcript's
 cwd lies in it (a transcript from elsewhere comes back from its own copies). A file is read only as
 far as its budget needs: a huge file costs a few kilobytes, not its size in memory.
+
+The disk itself is a port (Workspace) the caller hands in: jobs/ports.Disk is the real one.
 """
 
 from __future__ import annotations
 
-import os
 import posixpath
 import re
-import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from .count import Reinjection
 from .fields import text
@@ -101,16 +101,6 @@ class Candidate:
 
     def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "name": self.name, "tokens": self.tokens, "chosen": self.chosen, "reason": self.reason}
-
-
-@dataclass(frozen=True)
-class RestoreConfig:
-    source: str = "auto"  # disk | transcript | auto
-    root: str | None = None  # None: the current directory, and only for a transcript whose cwd is in it
-    allow_outside_root: bool = False
-    max_files: int = MAX_FILES
-    max_tokens_per_file: int = MAX_TOKENS_PER_FILE
-    files_budget: int = FILES_BUDGET
 
 
 def tokens_of(text: str) -> int:
@@ -262,28 +252,21 @@ def permission_mode(entries: Sequence[Entry]) -> str | None:
     return mode
 
 
-def _inside(path: str, folder: str) -> bool:
-    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
-
-
-def disk_root(config: RestoreConfig, cwd: str | None) -> tuple[str | None, str]:
+def disk_root(settings: RestoreSettings, cwd: str | None, workspace: Workspace | None) -> tuple[str | None, str]:
     """The folder files may be read from, or None and why none may: the caller's --root, else the
     current directory when the transcript's cwd is in it (never a folder the transcript names)."""
-    if config.root is not None:
-        return config.root, ""
-    try:
-        here = os.getcwd()
-    except OSError:
+    if workspace is None:  # a caller that handed in no disk (a StageContext built without one)
+        return None, "no workspace was handed in; --root DIR reads them"
+    if settings.root is not None:
+        return settings.root, ""
+    here = workspace.here()
+    if here is None:
         return None, "the current directory is gone; --root DIR reads them"
-    if config.allow_outside_root:
+    if settings.allow_outside_root:
         return here, ""  # asked to read anywhere: the root only resolves relative paths
     if not cwd or not posixpath.isabs(cwd):
         return None, "the transcript names no project folder (cwd); --root DIR reads them"
-    try:
-        mine = _inside(os.path.realpath(cwd), os.path.realpath(here))
-    except ValueError:  # a NUL byte: no folder has such a name
-        mine = False
-    if not mine:
+    if not workspace.holds(here, cwd):
         return None, f"the transcript's project {cwd} is not the current directory; --root DIR reads them"
     return here, ""
 
@@ -296,39 +279,22 @@ class DiskRead:
     complete: bool = True  # False: `text` is only the start, enough to tell it is over `max_chars`
 
 
-def read_disk(path: str, root: str, allow_outside: bool, max_chars: int | None = None) -> DiskRead:
-    """The file's text if it is under `root` (symlinks resolved) and a regular file, decoded as
-    UTF-8 with universal newlines; with `max_chars`, at most that many characters are read."""
-    try:
-        real_root = os.path.realpath(root)
-        real = os.path.realpath(path if os.path.isabs(path) else os.path.join(real_root, path))
-    except ValueError:  # a NUL byte: no file has such a name
-        return DiskRead(None, "not a file name (it holds a NUL byte)")
-    if not _inside(real, real_root) and not allow_outside:
-        return DiskRead(None, f"outside the project root {root} (after resolving links); --allow-outside-root reads it")
-    try:
-        # O_NONBLOCK: opening a FIFO put in the file's place must not wait for a writer.
-        descriptor = os.open(real, os.O_RDONLY | os.O_NONBLOCK)
-    except (FileNotFoundError, NotADirectoryError):
-        return DiskRead(None, "not on disk")
-    except OSError as exc:
-        return DiskRead(None, f"unreadable ({exc.__class__.__name__})")
-    try:
-        with open(descriptor, encoding="utf-8") as handle:
-            info = os.fstat(descriptor)
-            if not stat.S_ISREG(info.st_mode):
-                return DiskRead(None, "not on disk" if stat.S_ISDIR(info.st_mode) else "not a regular file")
-            text = handle.read(-1 if max_chars is None else max_chars + 1)  # characters, decoded a chunk at a time
-    except (OSError, UnicodeDecodeError) as exc:
-        return DiskRead(None, f"unreadable ({exc.__class__.__name__})")
-    complete = max_chars is None or len(text) <= max_chars
-    return DiskRead(text if complete else text[:max_chars], "from disk", info.st_size, complete)
+class Workspace(Protocol):
+    """restore's port to the files on disk (jobs/ports.Disk reads the real ones). The transcript
+    names the paths, so the port resolves links before it judges a path to be inside a folder."""
 
+    def here(self) -> str | None:
+        """The current directory; None when it is gone."""
+        ...
 
-def read_from_disk(path: str, root: str, allow_outside: bool) -> tuple[str | None, str]:
-    """The whole file's text if it is under `root` (symlinks resolved); else None and why."""
-    read = read_disk(path, root, allow_outside)
-    return read.text, read.why
+    def holds(self, folder: str, path: str) -> bool:
+        """Whether `path` lies in `folder`, links resolved in both (False for a name no file can have)."""
+        ...
+
+    def read(self, path: str, root: str, allow_outside: bool, max_chars: int | None = None) -> DiskRead:
+        """The file's text if it is under `root` (links resolved) and a regular file, decoded as UTF-8
+        with universal newlines; with `max_chars`, at most that many characters are read; else why not."""
+        ...
 
 
 def chars_for(tokens: int) -> int:
@@ -342,10 +308,16 @@ def _numbered(text: str, start: int = 1) -> str:
 
 
 def plan_restore(
-    history: Sequence[Message], history_entries: Sequence[Entry], tail: Sequence[Message], config: RestoreConfig, cwd: str | None, plan_mode: bool = False
+    history: Sequence[Message],
+    history_entries: Sequence[Entry],
+    tail: Sequence[Message],
+    settings: RestoreSettings,
+    cwd: str | None,
+    plan_mode: bool = False,
+    workspace: Workspace | None = None,
 ) -> list[Candidate]:
     """Every candidate, chosen or not and why, in the order they would be written. `plan_mode`: the
-    session ended in plan mode, so a reminder follows the plan."""
+    session ended in plan mode, so a reminder follows the plan. `workspace`: the disk (see disk_root)."""
     states = file_states(history, history_entries, cwd)
     stubbed = {
         str(block.get("tool_use_id"))
@@ -362,7 +334,7 @@ def plan_restore(
                     continue  # a read answered by the "unchanged" stub shows nothing: restore the file
                 if isinstance(tool_input.get("file_path"), str) and tool_input.get("offset") is None and tool_input.get("limit") is None:
                     visible.add(normalise(tool_input["file_path"], cwd))
-    root, no_disk = disk_root(config, cwd) if config.source != "transcript" else (None, "")
+    root, no_disk = disk_root(settings, cwd, workspace) if settings.source != "transcript" else (None, "")
     candidates: list[Candidate] = []
     used = 0
     chosen_files = 0
@@ -380,17 +352,17 @@ def plan_restore(
         if name in visible:
             candidate.reason = "its full read is still in the kept tail"
             continue
-        if chosen_files >= config.max_files:
-            candidate.reason = f"only the {config.max_files} most recent files come back"
+        if chosen_files >= settings.max_files:
+            candidate.reason = f"only the {settings.max_files} most recent files come back"
             continue
         text, origin, about, cut = None, "", "", None
-        if config.source in ("disk", "auto"):
-            if root is None:
+        if settings.source in ("disk", "auto"):
+            if root is None or workspace is None:
                 origin, candidate.disk_skipped = f"not reading files from disk: {no_disk}", True
             else:
-                read = read_disk(name, root, config.allow_outside_root, chars_for(config.max_tokens_per_file))
+                read = workspace.read(name, root, settings.allow_outside_root, chars_for(settings.max_tokens_per_file))
                 text, origin, cut = read.text, read.why, None if read.complete else read
-        if text is None and config.source in ("transcript", "auto"):
+        if text is None and settings.source in ("transcript", "auto"):
             if state.content is not None:
                 text, origin = state.content, "as last seen in the transcript"
         if text is None:
@@ -402,8 +374,8 @@ def plan_restore(
             tokens, about = max(tokens, round(tokens * cut.size / max(1, len(text.encode("utf-8"))))), "about "
         candidate.tokens = tokens
         lines = text.count("\n") + 1
-        if tokens > config.max_tokens_per_file or used + min(tokens, config.max_tokens_per_file) > config.files_budget:
-            over = "over the per-file budget" if tokens > config.max_tokens_per_file else "over the total budget"
+        if tokens > settings.max_tokens_per_file or used + min(tokens, settings.max_tokens_per_file) > settings.files_budget:
+            over = "over the per-file budget" if tokens > settings.max_tokens_per_file else "over the total budget"
             candidate.text = (
                 f"The file {shown} was read before the conversation was summarized, but at {about}{tokens:,} tokens it is "
                 f"{over} for restoring. Use the Read tool to see it again."
@@ -422,7 +394,7 @@ def plan_restore(
         chosen_files += 1
     plan = latest_plan(history, history_entries, cwd)
     if plan is not None:
-        candidates.append(_plan_candidate(plan, config, root, cwd))
+        candidates.append(_plan_candidate(plan, settings, root, cwd, workspace))
     if plan_mode:
         candidates.append(_plan_mode_candidate(plan))
     candidates += _todos(history)
@@ -445,27 +417,27 @@ def truncated(text: str, cap: int, marker: str) -> str:
     return text[:cut] + marker
 
 
-def _plan_candidate(plan: PlanState, config: RestoreConfig, root: str | None, cwd: str | None) -> Candidate:
+def _plan_candidate(plan: PlanState, settings: RestoreSettings, root: str | None, cwd: str | None, workspace: Workspace | None) -> Candidate:
     """The latest plan, its own item beside the file slots (Claude Code's plan_file_reference): the
     plan file from disk when it is under the root, else the history's last copy of it; at most the
     per-file token cap."""
     name = _shown(plan.path, cwd) if plan.path else "latest plan"
     candidate = Candidate("plan", name, None, 0)
     text, origin = None, ""
-    if plan.path is not None and config.source in ("disk", "auto"):
-        if root is None:
+    if plan.path is not None and settings.source in ("disk", "auto"):
+        if root is None or workspace is None:
             origin, candidate.disk_skipped = "not reading files from disk", True
         else:
-            read = read_disk(plan.path, root, config.allow_outside_root, chars_for(config.max_tokens_per_file))
+            read = workspace.read(plan.path, root, settings.allow_outside_root, chars_for(settings.max_tokens_per_file))
             text, origin = read.text, read.why
     # A plan with no file (a 2.0.x ExitPlanMode) exists only in the transcript, whatever --source says.
-    if text is None and (config.source != "disk" or plan.path is None) and plan.text is not None:
+    if text is None and (settings.source != "disk" or plan.path is None) and plan.text is not None:
         text, origin = plan.text, f"the latest {plan.via} in the transcript"
     if text is None:
         candidate.reason = origin or f"its last {plan.via} cannot be replayed on what the history showed"
         return candidate
-    whole = truncated(text, config.max_tokens_per_file, PLAN_TRUNCATED)
-    cut = f", truncated to {config.max_tokens_per_file:,} tokens" if whole != text else ""
+    whole = truncated(text, settings.max_tokens_per_file, PLAN_TRUNCATED)
+    cut = f", truncated to {settings.max_tokens_per_file:,} tokens" if whole != text else ""
     candidate.text, candidate.tokens = whole, tokens_of(whole)
     candidate.header = f"[restored plan] {name} ({candidate.tokens:,} tokens, {origin}{cut})"
     candidate.chosen, candidate.reason = True, origin + cut
@@ -587,7 +559,7 @@ def reinjection(history: Sequence[Message], history_entries: Sequence[Entry], re
     # The mode when the compaction ran: what the lines up to the history's last one recorded.
     end = max((p for m in history for p in m.entries), default=-1) + 1
     in_plan_mode = permission_mode(history_entries[:end]) == "plan"
-    candidates = plan_restore(history, history_entries, [], RestoreConfig(source="transcript"), cwd, in_plan_mode)
+    candidates = plan_restore(history, history_entries, [], RestoreSettings(source="transcript"), cwd, in_plan_mode)
     items: list[dict[str, Any]] = []
     for candidate in candidates:
         if candidate.chosen and candidate.text is not None and candidate.kind in kinds:
@@ -606,10 +578,16 @@ def split_at_boundary(entries: Sequence[Entry], transcript_format: TranscriptFor
 
 
 def restore(
-    entries: list[Entry], transcript_format: TranscriptFormat, config: RestoreConfig, when: str, original: tuple[list[Message], Sequence[Entry]] | None = None
+    entries: list[Entry],
+    transcript_format: TranscriptFormat,
+    settings: RestoreSettings,
+    when: str,
+    original: tuple[list[Message], Sequence[Entry]] | None = None,
+    workspace: Workspace | None = None,
 ) -> tuple[Outcome, list[Candidate]]:
-    """The restore stage: (Outcome, candidates). `original` supplies the history from --from. Any
-    format is planned for (restore --plan reads it); only writing what was chosen needs its editor."""
+    """The restore stage: (Outcome, candidates). `original` supplies the history from --from;
+    `workspace` the disk (None: nothing is read from it). Any format is planned for (restore --plan
+    reads it); only writing what was chosen needs its editor."""
     tail = transcript_format.messages(entries)
     if original is not None:
         history, history_entries = original
@@ -621,13 +599,13 @@ def restore(
     cwd = next((e.obj["cwd"] for e in reversed(list(history_entries)) if isinstance(e.obj.get("cwd"), str)), None)
     # The mode the session ended in: the input's last record, else the original's (--from).
     mode = permission_mode(entries) or (permission_mode(history_entries) if original is not None else None)
-    candidates = plan_restore(history, history_entries, tail, config, cwd, mode == "plan")
+    candidates = plan_restore(history, history_entries, tail, settings, cwd, mode == "plan", workspace)
     chosen = [c for c in candidates if c.chosen and c.text is not None]
     active_entries = [entries[p] for m in tail for p in m.entries]
     if already_restored(active_entries):
         return Outcome(entries, False, "nothing to restore: this context was restored already"), candidates
     # Files that would have been read from disk: the note says so, once, and why.
-    no_disk = f"; not reading files from disk: {disk_root(config, cwd)[1]}" if any(c.disk_skipped for c in candidates) else ""
+    no_disk = f"; not reading files from disk: {disk_root(settings, cwd, workspace)[1]}" if any(c.disk_skipped for c in candidates) else ""
     if not chosen:
         return Outcome(entries, False, "nothing to restore: no file, plan, plan-mode reminder, skill or todo list to bring back" + no_disk), candidates
     added = editor_of(transcript_format).meta_entries(entries, [restored_text(c) for c in chosen], when)
@@ -669,9 +647,10 @@ class RestoreSettings:
     allow_outside_root: bool = setting(
         False, "--allow-outside-root", "Restore reads files outside the root too (a transcript is untrusted input: off by default)."
     )
-
-    def config(self) -> RestoreConfig:
-        return RestoreConfig(self.source, self.root, self.allow_outside_root)
+    # Claude Code's budgets (no flags: the library and the tests may ask for others).
+    max_files: int = MAX_FILES
+    max_tokens_per_file: int = MAX_TOKENS_PER_FILE
+    files_budget: int = FILES_BUDGET
 
 
 def run(entries: list[Entry], transcript_format: WritableFormat, settings: RestoreSettings, context: StageContext) -> Outcome:
@@ -679,7 +658,7 @@ def run(entries: list[Entry], transcript_format: WritableFormat, settings: Resto
     from .fields import iso
 
     history = list(context.history)
-    outcome, _ = restore(history + entries, transcript_format, settings.config(), iso(context.now), context.earlier)
+    outcome, _ = restore(history + entries, transcript_format, settings, iso(context.now), context.earlier, context.workspace)
     if history and outcome.changed:
         outcome.entries = outcome.entries[len(history) :]
     return outcome

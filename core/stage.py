@@ -252,6 +252,8 @@ class StageContext:
     base_url: str | None = None
     progress: Callable[[str], None] | None = None
     rules: str | None = None  # --rules: the Claude Code release whose rules apply, over the session's version (core.rules)
+    # The disk restore reads files from (core.restore.Workspace; jobs/ports.DISK). None: nothing is read from it.
+    workspace: Any = None
 
 
 StageRun = Callable[[list[Entry], WritableFormat, Any, StageContext], Outcome]  # a stage edits: it gets the format's editor too

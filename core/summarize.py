@@ -42,15 +42,6 @@ SECTIONS = (
 GIANT_PASTE = 2000  # characters of a typed message kept verbatim before the rest is trimmed
 
 
-@dataclass(frozen=True)
-class SplitConfig:
-    keep_min_tokens: int = 10_000
-    keep_min_text_messages: int = 5
-    keep_max_tokens: int = 40_000
-    keep_last: int | None = None
-    keep_fraction: float | None = None
-
-
 def padded_tokens(message: Message) -> int:
     """Claude Code's estimateMessageTokens: the rough estimate × 4/3, rounded up."""
     return math.ceil(estimate_blocks(message.content, RoughCounter()) * 4 / 3)
@@ -85,24 +76,24 @@ def _pairs_inside(messages: Sequence[Message], start: int) -> int:
     return 0
 
 
-def tail_start(messages: Sequence[Message], config: SplitConfig) -> int:
+def tail_start(messages: Sequence[Message], settings: SummarizeSettings) -> int:
     """Index of the first message kept verbatim (len(messages) keeps nothing)."""
     floor = 1 if messages and messages[0].compact_summary else 0  # an earlier summary is summarized, not kept
     count = len(messages)
-    if config.keep_last is not None:
-        start = count - config.keep_last
-    elif config.keep_fraction is not None:
+    if settings.keep_last is not None:
+        start = count - settings.keep_last
+    elif settings.keep_fraction is not None:
         sizes = [padded_tokens(m) for m in messages]
-        goal, total, start = config.keep_fraction * sum(sizes), 0, count
+        goal, total, start = settings.keep_fraction * sum(sizes), 0, count
         while start > floor and total < goal:
             start -= 1
             total += sizes[start]
     else:
         start, tokens, texts = count, 0, 0
         while start > floor:
-            if tokens >= config.keep_max_tokens:
+            if tokens >= settings.keep_max_tokens:
                 break
-            if tokens >= config.keep_min_tokens and texts >= config.keep_min_text_messages:
+            if tokens >= settings.keep_min_tokens and texts >= settings.keep_min_text_messages:
                 break
             start -= 1
             tokens += padded_tokens(messages[start])
@@ -552,9 +543,6 @@ class SummarizeSettings:
         value, named = (self.base_url, "--base-url") if self.base_url else (from_environment, "ANTHROPIC_BASE_URL")
         may_ask = self.engine == "llm" or (self.engine == "auto" and bool(api_key))
         return checked_base_url(value, named) if value and may_ask else value
-
-    def split(self) -> SplitConfig:
-        return SplitConfig(self.keep_min_tokens, self.keep_min_text_messages, self.keep_max_tokens, self.keep_last, self.keep_fraction)
 
 
 def checked_base_url(value: str, named: str) -> str:

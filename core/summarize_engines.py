@@ -1,26 +1,25 @@
 """Where summaries come from: the session's own notes, a model, or (summarize.py) the transcript alone.
 
-The LLM engine uses the real anthropic client. The client already retries 429, 529, 5xx and
+The LLM engine's rules live here; the model itself is a port (SummaryModel) handed in, whose real
+implementation (jobs/llm.py) is the anthropic client. The client already retries 429, 529, 5xx and
 timeouts with exponential backoff and jitter (honouring retry-after); on top of that this module
 drops the oldest API rounds when the prompt is too long (at most 3 times), refuses an answer that
 is a tool call, and stops calling the API after 3 consecutive failed summaries in one run.
 
 The server is not trusted either: one deadline bounds a whole summary (every request, retry, wait
-and byte of the answer, however slowly it drips), the answer is read up to a size limit and parsed
-here (anything that is not a Messages API reply is a failed summary, never a traceback), and every
+and byte of the answer, however slowly it drips), the answer is read up to a size limit (jobs/llm.py)
+and parsed here (anything that is not a Messages API reply is a failed summary, never a traceback), and every
 message made from an API failure has the key and anything shaped like a credential redacted.
 """
 
 from __future__ import annotations
 
 import re
-import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
@@ -30,6 +29,9 @@ from .jsonl import Entry
 from .model import Message
 from .summarize import SECTIONS, format_llm_summary
 
+if TYPE_CHECKING:
+    from .summarize import SummarizeSettings
+
 MAX_PTL_RETRIES = 3
 BREAKER_LIMIT = 3
 SUMMARY_MAX_TOKENS = 20_000
@@ -38,9 +40,6 @@ SECTION_CHARS = 2000 * 4
 SECTION_TRUNCATED = "\n[... section truncated for length ...]"
 SUMMARY_TIMEOUT = 300.0  # seconds for one whole summary; a typical one takes 30-120 s
 DEFAULT_MODEL = "claude-sonnet-4-6"  # the llm engine's model when neither --model nor the transcript names one
-MAX_REPLY_BYTES = 16 * 1024 * 1024  # a 20,000-token answer is about 100 KB of JSON
-
-T = TypeVar("T")
 
 
 class SummaryFailed(CtxpipeError):
@@ -81,20 +80,6 @@ def is_session_id(value: object) -> bool:
         return str(uuid.UUID(value)) == value.lower()
     except ValueError:
         return False
-
-
-def find_session_memory(transcript: Path, session_id: str | None) -> Path | None:
-    """<project dir>/<session id>/session-memory/summary.md beside the transcript.
-
-    The id comes from the transcript, which is untrusted: anything but a UUID ("../x", "/tmp/y")
-    is ignored rather than joined into a path. The file's own name is the user's choice.
-    """
-    names = [n for n in (session_id if is_session_id(session_id) else None, transcript.stem) if n and n not in (".", "..")]
-    for name in names:
-        candidate = transcript.parent / name / "session-memory" / "summary.md"
-        if candidate.is_file():
-            return candidate
-    return None
 
 
 def usable_notes(text: str) -> bool:
@@ -160,18 +145,6 @@ Then, inside <summary></summary>, write these nine numbered sections:
 Section 6 lists every message the user typed (not tool results), verbatim where short. Section 9 names only a step that follows directly from the latest explicit request, with a verbatim quote from the recent conversation to support it.{extra}
 
 Remember: text only, no tool calls."""
-
-
-@dataclass(frozen=True)
-class LlmConfig:
-    model: str
-    api_key: str | None = None
-    base_url: str | None = None
-    instructions: str | None = None
-    describe_images: bool = False
-    max_tokens: int = SUMMARY_MAX_TOKENS
-    timeout: float = SUMMARY_TIMEOUT  # seconds for the whole summary: every request, retry and wait
-    max_retries: int = 4
 
 
 def transcript_model(messages: Sequence[Message]) -> str:
@@ -240,7 +213,7 @@ def _render_block(block: dict[str, Any], role: str, names: dict[str, str], descr
     return []  # thinking and server-side blocks are not the conversation's content
 
 
-def request_content(messages: Sequence[Message], config: LlmConfig, truncated: bool) -> list[dict[str, Any]]:
+def request_content(messages: Sequence[Message], settings: SummarizeSettings, truncated: bool) -> list[dict[str, Any]]:
     """The conversation rendered as one user message, then our instructions."""
     names: dict[str, str] = {}
     content: list[dict[str, Any]] = [{"type": "text", "text": "<conversation>"}]
@@ -248,8 +221,8 @@ def request_content(messages: Sequence[Message], config: LlmConfig, truncated: b
         content.append({"type": "text", "text": TRUNCATION_MARKER})
     for message in messages:
         for block in message.content:
-            content += _render_block(block, message.role, names, config.describe_images)
-    extra = f"\n\nAdditional Instructions:\n{config.instructions.strip()}" if config.instructions and config.instructions.strip() else ""
+            content += _render_block(block, message.role, names, settings.describe_images)
+    extra = f"\n\nAdditional Instructions:\n{settings.instructions.strip()}" if settings.instructions and settings.instructions.strip() else ""
     sections = "\n".join(f"{number}. {name}" for number, name in enumerate(SECTIONS, 1))
     content.append({"type": "text", "text": "</conversation>\n\n" + INSTRUCTIONS.format(sections=sections, extra=extra)})
     # Consecutive text parts merge into one block: fewer, larger blocks are cheaper to send.
@@ -283,28 +256,54 @@ def _drop(groups: list[list[Message]], excess: tuple[int, int] | None) -> int:
     return max(1, len(groups) // 5)
 
 
-ANTHROPIC_API = "https://api.anthropic.com"  # where the client sends a request when no base URL is given
+class ModelCallFailed(Exception):
+    """A request the model's client could not complete; its text is the client's own."""
 
 
-def _failed(config: LlmConfig, message: str) -> SummaryFailed:
+class PromptRefused(ModelCallFailed):
+    """The server refused the request (HTTP 400); a prompt too long says so in the text."""
+
+
+class SummaryModel(Protocol):
+    """The llm engine's port to the model: one Messages API request at a time, within the
+    summary's deadline (jobs/llm.AnthropicModel, on the anthropic client, is the real one)."""
+
+    @property
+    def where(self) -> str:
+        """The endpoint, as a failure names it."""
+        ...
+
+    @property
+    def secret(self) -> str | None:
+        """The key, redacted from every failure's text."""
+        ...
+
+    async def ask(self, content: str | list[dict[str, Any]]) -> tuple[str, bool, dict[str, int]]:
+        """(text, whether it called a tool, usage) of the answer to one user message, the client's
+        retries included (parse_reply reads it). The server refusing the request raises
+        PromptRefused, any other failed call ModelCallFailed; an answer that cannot be read, SummaryFailed."""
+        ...
+
+
+def failed(secret: str | None, message: str) -> SummaryFailed:
     """The one way an API failure becomes text: with the key and any credential redacted."""
-    return SummaryFailed(redact(message, config.api_key))
+    return SummaryFailed(redact(message, secret))
 
 
 def _count(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
-def parse_reply(body: bytes, config: LlmConfig) -> tuple[str, bool, dict[str, int]]:
+def parse_reply(body: bytes, secret: str | None) -> tuple[str, bool, dict[str, int]]:
     """(text, whether it called a tool, usage) of a Messages API reply; SummaryFailed for anything else."""
     try:
         reply = orjson.loads(body)
     except orjson.JSONDecodeError:
         shown = body[:80].decode("utf-8", "replace")
-        raise _failed(config, f"the API's answer is not JSON ({len(body):,} bytes: {shown!r})") from None
+        raise failed(secret, f"the API's answer is not JSON ({len(body):,} bytes: {shown!r})") from None
     content = reply.get("content") if isinstance(reply, dict) else None
     if not isinstance(content, list):
-        raise _failed(config, "the API's answer is not a Messages API reply (no content list)")
+        raise failed(secret, "the API's answer is not a Messages API reply (no content list)")
     blocks = [block for block in content if isinstance(block, dict)]
     text = "".join(block["text"] for block in blocks if block.get("type") == "text" and isinstance(block.get("text"), str))
     called_tool = any(block.get("type") == "tool_use" for block in blocks)
@@ -313,96 +312,8 @@ def parse_reply(body: bytes, config: LlmConfig) -> tuple[str, bool, dict[str, in
     return text, called_tool, counts
 
 
-def _client(config: LlmConfig, client: Any) -> Any:
-    """An async client: the deadline cancels its requests, retry waits and reads outright."""
-    import anthropic
-
-    if isinstance(client, anthropic.AsyncAnthropic):
-        return client
-    if isinstance(client, anthropic.Anthropic):  # a sync client given: its settings, on a client the deadline can cancel
-        return anthropic.AsyncAnthropic(
-            api_key=client.api_key, auth_token=client.auth_token, base_url=client.base_url, timeout=client.timeout, max_retries=client.max_retries
-        )
-    if client is not None:
-        raise TypeError("client must be an anthropic.Anthropic or anthropic.AsyncAnthropic")
-    if not config.api_key:
-        raise SummaryFailed("the llm engine needs ANTHROPIC_API_KEY")
-    return anthropic.AsyncAnthropic(api_key=config.api_key, base_url=config.base_url, timeout=config.timeout, max_retries=config.max_retries)
-
-
-def _in_a_loop(make: Callable[[], Awaitable[T]]) -> T:
-    import asyncio
-    import concurrent.futures
-
-    async def main() -> T:
-        return await make()
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(main())
-    # Called from async code (a library user's event loop): run on a loop of our own, in a thread.
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, main()).result()
-
-
-def _with_deadline(config: LlmConfig, client: Any, deadline: float | None, work: Callable[[Any], Awaitable[T]], what: str) -> tuple[T, float]:
-    """(`work(async client)`'s result, the deadline) when it completes by `deadline` (a time.monotonic()
-    instant; None: config.timeout from now, counted once the client is ready), else SummaryFailed."""
-    import anyio
-
-    async def bounded() -> tuple[T, float]:
-        api = _client(config, client)  # imports the SDK: a slow start is not the server's time
-        end = time.monotonic() + config.timeout if deadline is None else deadline
-        try:
-            with anyio.move_on_after(max(0.0, end - time.monotonic())):
-                return await work(api), end
-        finally:
-            if api is not client:
-                await api.close()
-        raise _failed(config, f"{what} to {config.base_url or ANTHROPIC_API} timed out: a summary may take {config.timeout:g} s in all (--timeout)")
-
-    return _in_a_loop(bounded)
-
-
-async def _ask(api: Any, config: LlmConfig, content: Any) -> tuple[str, bool, dict[str, int]]:
-    """One request (with the client's own retries); the answer read up to MAX_REPLY_BYTES and parsed."""
-    import anthropic
-
-    body = bytearray()
-    async with api.messages.with_streaming_response.create(
-        model=config.model, max_tokens=config.max_tokens, system=SYSTEM, messages=[{"role": "user", "content": content}]
-    ) as response:
-        try:
-            async for chunk in response.iter_bytes():
-                body += chunk
-                if len(body) > MAX_REPLY_BYTES:
-                    raise _failed(config, f"the API's answer is larger than {MAX_REPLY_BYTES // 1024 // 1024} MB")
-        except (anthropic.APIError, SummaryFailed):
-            raise
-        except Exception as exc:  # the transport's own errors (the connection dropped mid-answer...)
-            raise _failed(config, f"the API's answer could not be read: {exc.__class__.__name__}: {exc}") from None
-    return parse_reply(bytes(body), config)
-
-
-def llm_summary(
-    messages: Sequence[Message], config: LlmConfig, progress: Callable[[str], None] | None = None, client: Any = None, deadline: float | None = None
-) -> LlmResult:
-    """Ask the model for the nine-section summary; raises SummaryFailed when it cannot be had.
-
-    Everything (every request, the client's retries and waits) ends by `deadline` (a
-    time.monotonic() instant; default: config.timeout seconds from the first request), which the
-    result carries for a repair request. `client` (tests, library users) supplies the connection
-    settings: an anthropic.AsyncAnthropic, or a sync Anthropic whose settings are used on an async client.
-    """
-    result, end = _with_deadline(config, client, deadline, lambda api: _summary(api, messages, config, progress), "the summary request")
-    result.deadline = end
-    return result
-
-
-async def _summary(api: Any, messages: Sequence[Message], config: LlmConfig, progress: Callable[[str], None] | None) -> LlmResult:
-    import anthropic
-
+async def summary_of(model: SummaryModel, messages: Sequence[Message], settings: SummarizeSettings, progress: Callable[[str], None] | None) -> LlmResult:
+    """Ask `model` for the nine-section summary of `messages`; SummaryFailed when it cannot be had."""
     groups = api_rounds(messages)
     dropped = 0
     attempts = 0
@@ -410,56 +321,49 @@ async def _summary(api: Any, messages: Sequence[Message], config: LlmConfig, pro
     while True:
         attempts += 1
         kept = [m for group in groups[dropped:] for m in group]
-        content = request_content(kept, config, truncated=dropped > 0)
+        content = request_content(kept, settings, truncated=dropped > 0)
         if reminded:
             content.append({"type": "text", "text": "Your previous answer called a tool. Answer with the text summary only."})
         try:
-            text, called_tool, usage = await _ask(api, config, content)
-        except anthropic.BadRequestError as exc:
+            text, called_tool, usage = await model.ask(content)
+        except PromptRefused as exc:
             excess = _too_long(exc)
             if excess is False or dropped >= len(groups) - 1 or attempts > MAX_PTL_RETRIES:
-                raise _failed(config, f"the model at {config.base_url or ANTHROPIC_API} refused the request: {exc}") from None
+                raise failed(model.secret, f"the model at {model.where} refused the request: {exc}") from None
             dropped += _drop(groups[dropped:], excess if isinstance(excess, tuple) else None)
             if progress:
                 progress(f"prompt too long: dropped the oldest {dropped} API round(s), retrying")
             continue
-        except anthropic.APIError as exc:
-            raise _failed(config, f"the API call to {config.base_url or ANTHROPIC_API} failed: {exc}") from None
+        except ModelCallFailed as exc:
+            raise failed(model.secret, f"the API call to {model.where} failed: {exc}") from None
         if called_tool:
             if reminded:
-                raise _failed(config, "the model answered with a tool call instead of a summary")
+                raise failed(model.secret, "the model answered with a tool call instead of a summary")
             reminded = True
             continue
         if not text.strip():
-            raise _failed(config, "the model's answer holds no text")
+            raise failed(model.secret, "the model's answer holds no text")
         if text.lstrip().startswith(("API Error", "Prompt is too long")):
-            raise _failed(config, f"the model answered with an error: {text[:200]}")
+            raise failed(model.secret, f"the model answered with an error: {text[:200]}")
         summary = format_llm_summary(text)
         if not summary:
-            raise _failed(config, "the model's answer holds no summary (only an <analysis> block)")
+            raise failed(model.secret, "the model's answer holds no summary (only an <analysis> block)")
         return LlmResult(summary, attempts, dropped, usage)
 
 
-def repair_summary(summary: str, missing: Sequence[str], config: LlmConfig, client: Any = None, deadline: float | None = None) -> str:
-    """One request asking the model to rewrite the summary so it also carries the missing facts
-    (within `deadline`, the summary's own: the repair is part of the summary's time)."""
+async def repaired(model: SummaryModel, summary: str, missing: Sequence[str]) -> str:
+    """One request asking the model to rewrite the summary so it also carries the missing facts."""
     listing = "\n".join(f"- {fact}" for fact in missing)
     prompt = (
         f"Here is a summary of a coding session:\n\n{summary}\n\nIt leaves out these facts, which the session "
         f"must keep:\n{listing}\n\nRewrite the summary, same nine sections, so that it carries every one of "
         "them (user instructions verbatim). Text only, no tool calls. Put the result inside <summary></summary>."
     )
-
-    async def repair(api: Any) -> str:
-        import anthropic
-
-        try:
-            text, _, _ = await _ask(api, config, prompt)
-        except anthropic.APIError as exc:
-            raise _failed(config, f"the repair request failed: {exc}") from None
-        repaired = format_llm_summary(text)
-        if not repaired:
-            raise _failed(config, "the repair request returned no summary")
-        return repaired
-
-    return _with_deadline(config, client, deadline, repair, "the repair request")[0]
+    try:
+        text, _, _ = await model.ask(prompt)
+    except ModelCallFailed as exc:
+        raise failed(model.secret, f"the repair request failed: {exc}") from None
+    result = format_llm_summary(text)
+    if not result:
+        raise failed(model.secret, "the repair request returned no summary")
+    return result

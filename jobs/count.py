@@ -36,7 +36,7 @@ from ..core.fields import count, text
 from ..core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries
 from ..core.model import Message
 from ..core.rules import session_version
-from ..core.tokens import TextCounter, counter_named
+from ..core.tokens import TextCounter
 from ..core.transcript_format import TranscriptFormat
 from ..files.inputs import detect_format, mapped, source_name
 
@@ -80,6 +80,8 @@ class CountOptions:
         return bool(self.every_line or self.by or self.top or self.timeline or self.cost)
 
     def counter(self) -> TextCounter:
+        from .tokenizers import counter_named  # a small module; loaded when a count needs its counter
+
         if self.as_claude_code:
             return counter_named("rough")
         return counter_named(CALIBRATED_BASE if self.tokenizer == DEFAULT_TOKENIZER else self.tokenizer, self.threads)

@@ -25,6 +25,7 @@ from ..core.stage import Outcome, Stage, StageContext, ledger_record, line_bytes
 from ..core.summarize import SummarizeSettings
 from ..files.inputs import detect_format, view
 from ..formats import stage_editor
+from .ports import DISK
 
 if TYPE_CHECKING:  # types only: the commands start without them
     from ..core.jsonl import Entry
@@ -88,7 +89,7 @@ def model_access() -> tuple[str | None, str | None]:
 def stage_context(now: datetime, transcript_path: str | None) -> StageContext:
     """What a stage run on one transcript knows besides its settings, for the commands and the library."""
     api_key, base_url = model_access()
-    return StageContext(now, transcript_path=transcript_path, api_key=api_key, base_url=base_url)
+    return StageContext(now, transcript_path=transcript_path, api_key=api_key, base_url=base_url, workspace=DISK)
 
 
 @dataclass
@@ -220,6 +221,7 @@ def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: A
         api_key=options.api_key,
         base_url=options.base_url,
         rules=options.budget.rules.value if options.budget.rules is not None else None,
+        workspace=DISK,
     )
     limits = initial.thresholds  # the model's, the session's version's rules, a window a recorded prompt proves
     threshold = limits.autocompact if limits.autocompact is not None else limits.effective_window

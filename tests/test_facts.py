@@ -23,7 +23,7 @@ from ctxpipe.core.facts import failure_line
 from ctxpipe.core.jsonl import ReadStats
 from ctxpipe.core.summarize import Fact, key_facts, verify
 from helpers import run_cli
-from test_summarize import CC, NOW_ISO, Convo, SplitConfig, in_process, lines_of, ok, section, summary_of
+from test_summarize import CC, NOW_ISO, Convo, in_process, lines_of, ok, section, summary_of
 
 REJECTED = (
     "The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it was a file edit, "
@@ -37,7 +37,7 @@ def queued(s: Convo, content: Any) -> None:
 
 
 def summary(s: Convo, keep_last: int = 1) -> str:
-    out, outcome = in_process(s.to_bytes(), split=SplitConfig(keep_last=keep_last))
+    out, outcome = in_process(s.to_bytes(), keep_last=keep_last)
     assert outcome.changed, outcome.note
     return summary_of(out)
 

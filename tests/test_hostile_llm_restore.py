@@ -20,18 +20,21 @@ import os
 import subprocess
 import sys
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import ctxpipe
 import pytest
 from ctxpipe.core import restore as core
-from ctxpipe.core.restore import RestoreConfig
-from ctxpipe.core.stage import line_bytes
-from ctxpipe.core.summarize import SplitConfig
-from ctxpipe.core.summarize_engines import SUMMARY_TIMEOUT, Breaker, LlmConfig, SummaryFailed, llm_summary, redact
+from ctxpipe.core.restore import RestoreSettings
+from ctxpipe.core.stage import StageContext, line_bytes
+from ctxpipe.core.summarize import SummarizeSettings
+from ctxpipe.core.summarize_engines import SUMMARY_TIMEOUT, Breaker, SummaryFailed, redact
 from ctxpipe.formats import get
-from ctxpipe.jobs.summary import SummarizeOptions, summarize_entries
+from ctxpipe.jobs.llm import ModelAccess, llm_summary, summary_timeout
+from ctxpipe.jobs.ports import DISK
+from ctxpipe.jobs.summary import summarize_entries
 from helpers import ok, run_cli
 from messages_server import MessagesServer, Reply
 from project_sessions import NOW_ISO, Project, write_files
@@ -120,13 +123,13 @@ def test_the_library_default_root_is_not_the_transcript_cwd(tmp_path: Path, monk
     victim, work, data = elsewhere(tmp_path)
     entries = list(ctxpipe.read_transcript(data, "claude-code").entries)
     monkeypatch.chdir(work)
-    outcome, candidates = core.restore(entries, CC, RestoreConfig(), "2026-05-01T00:00:00.000Z")
+    outcome, candidates = core.restore(entries, CC, RestoreSettings(), "2026-05-01T00:00:00.000Z", workspace=DISK)
     written = b"".join(line_bytes(outcome.entries))
     assert b"TOP-SECRET" not in written and b"seen in the transcript" in written
     assert outcome.report["disk"].startswith(f"the transcript's project {victim} is not the current directory")
     assert [c.disk_skipped for c in candidates if c.kind == "file"] == [True]
     monkeypatch.chdir(victim)
-    outcome, _ = core.restore(entries, CC, RestoreConfig(), "2026-05-01T00:00:00.000Z")
+    outcome, _ = core.restore(entries, CC, RestoreSettings(), "2026-05-01T00:00:00.000Z", workspace=DISK)
     assert b"TOP-SECRET on disk" in b"".join(line_bytes(outcome.entries)) and "disk" not in outcome.report
 
 
@@ -225,7 +228,7 @@ def test_the_budget_decision_is_the_same_when_only_the_start_is_read(tmp_path: P
     p.ask("go")
     p.read("f.txt", "seen", limit=1)
     entries = list(ctxpipe.read_transcript(with_boundary(p), "claude-code").entries)
-    _, candidates = core.restore(entries, CC, RestoreConfig(root=str(root)), "2026-05-01T00:00:00.000Z")
+    _, candidates = core.restore(entries, CC, RestoreSettings(root=str(root)), "2026-05-01T00:00:00.000Z", workspace=DISK)
     (file,) = [c for c in candidates if c.kind == "file"]
     assert file.chosen and file.header == expected
 
@@ -369,16 +372,18 @@ NOT_MESSAGES = [
 ]
 
 
-def summarize_in_process(data: bytes, engine: str, llm: LlmConfig, breaker: Breaker | None = None) -> Any:
+def summarize_in_process(data: bytes, engine: str, url: str, breaker: Breaker | None = None) -> Any:
+    """summarize_entries with the model at `url` (one request each, no retries) and its key."""
     entries = list(ctxpipe.read_transcript(data, "claude-code").entries)
-    return summarize_entries(entries, CC, SummarizeOptions(engine, SplitConfig(keep_last=2), llm=llm), breaker or Breaker())
+    settings = SummarizeSettings(engine, model="claude-sonnet-4-6", base_url=url, keep_last=2, max_retries=0)
+    return summarize_entries(entries, CC, settings, StageContext(datetime.now(timezone.utc), api_key="test-key-123"), breaker or Breaker())
 
 
 @pytest.mark.parametrize(("reply", "why"), NOT_MESSAGES)
 @pytest.mark.parametrize("engine", ["auto", "llm"])
 def test_an_answer_that_is_not_a_messages_reply_is_a_failed_summary(server: MessagesServer, reply: Reply, why: str, engine: str) -> None:
     server.enqueue(reply)
-    outcome = summarize_in_process(long_session("/w/app"), engine, LlmConfig("claude-sonnet-4-6", "test-key-123", server.url, max_retries=0))
+    outcome = summarize_in_process(long_session("/w/app"), engine, server.url)
     assert outcome.changed and outcome.report["engine"] == "offline" and why in outcome.report["fallback_reason"]
     assert "the model failed (" in outcome.note and "so the offline engine ran" in outcome.note
     assert "1. Primary Request and Intent:" in b"".join(line_bytes(outcome.entries)).decode()
@@ -406,10 +411,9 @@ def test_through_the_cli_it_is_one_line_and_exit_0(tmp_path: Path, server: Messa
 
 def test_answers_that_are_not_messages_replies_count_in_the_breaker(server: MessagesServer) -> None:
     server.default_reply = lambda body: Reply.raw("<html>502 Bad Gateway</html>", content_type="text/html")
-    llm = LlmConfig("claude-sonnet-4-6", "test-key-123", server.url, max_retries=0)
     data = long_session("/w/app")
     breaker = Breaker()
-    engines = [summarize_in_process(data, "auto", llm, breaker).report["engine"] for _ in range(5)]
+    engines = [summarize_in_process(data, "auto", server.url, breaker).report["engine"] for _ in range(5)]
     assert engines == ["offline"] * 5 and breaker.open
     assert len(server.message_requests()) == 3  # the 4th and 5th summaries did not ask
 
@@ -436,7 +440,7 @@ def test_the_deadline_covers_every_retry_and_wait_in_process(server: MessagesSer
 
     started = time.monotonic()
     with pytest.raises(SummaryFailed, match="timed out: a summary may take 1.5 s in all"):
-        llm_summary(history, LlmConfig("claude-sonnet-4-6", "test-key-123", server.url, timeout=1.5, max_retries=4))
+        llm_summary(history, SummarizeSettings(timeout=1.5, max_retries=4), ModelAccess("claude-sonnet-4-6", "test-key-123", server.url))
     assert time.monotonic() - started < 10  # without the deadline: 4 retries x 30 s
     assert len(server.message_requests()) == 1
 
@@ -448,7 +452,7 @@ def test_the_engine_also_runs_when_called_from_async_code(server: MessagesServer
     history = CC.messages(list(ctxpipe.read_transcript(long_session("/w/app"), "claude-code").entries))[:6]
 
     async def caller() -> Any:  # a library user's coroutine: the engine runs its own loop beside this one
-        return llm_summary(history, LlmConfig("claude-sonnet-4-6", "test-key-123", server.url, timeout=20, max_retries=0))
+        return llm_summary(history, SummarizeSettings(timeout=20, max_retries=0), ModelAccess("claude-sonnet-4-6", "test-key-123", server.url))
 
     result = asyncio.run(caller())
     assert result.text == "Summary:\n1. Primary Request and Intent: from inside a loop." and result.deadline > time.monotonic()
@@ -470,7 +474,7 @@ def test_timeout_is_one_option_with_one_default_on_both_commands() -> None:
     for command in ("summarize", "compact"):
         text = " ".join(ok(run_cli(command, "--help", env={"COLUMNS": "300"})).stdout.decode().split())
         assert f"seconds for a whole summary, every request, retry and wait included (default {SUMMARY_TIMEOUT:g})" in text, command
-    assert LlmConfig("m").timeout == SUMMARY_TIMEOUT
+    assert summary_timeout(SummarizeSettings()) == SUMMARY_TIMEOUT
     bad = run_cli("summarize", "--timeout", "-1", stdin=b"")
     assert bad.returncode == 2 and b"--timeout" in bad.stderr
 

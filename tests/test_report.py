@@ -25,7 +25,7 @@ OPUS = "claude-opus-4-6"
 def busy_session(prompt: int | None = None, reads: int = 12) -> Session:
     """A session whose old Read results hold most of the context; its usage grows by what each
     result holds (estimated), the last call at `prompt` tokens when given."""
-    from ctxpipe.core.tokens import counter_named
+    from ctxpipe.jobs.tokenizers import counter_named
 
     counter = counter_named("pieces")
     session = Session(OPUS)

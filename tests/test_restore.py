@@ -21,9 +21,10 @@ import ctxpipe
 import orjson
 from ctxpipe.core import restore as core
 from ctxpipe.core.jsonl import iter_entries
-from ctxpipe.core.restore import RestoreConfig, file_states, read_from_disk
+from ctxpipe.core.restore import RestoreSettings, file_states
 from ctxpipe.core.stage import line_bytes
 from ctxpipe.formats import get
+from ctxpipe.jobs.ports import DISK
 from helpers import ROOT, run_cli
 from project_sessions import NOW_ISO, Project, write_files
 from stage_checks import findings, tool_problems
@@ -47,10 +48,10 @@ def states_of(p: Project) -> dict[str, core.FileState]:
     return file_states(CC.messages(entries), entries, p.cwd)
 
 
-def run(data: bytes, config: RestoreConfig = RestoreConfig(source="transcript")) -> tuple[bytes, Any, list[core.Candidate]]:
+def run(data: bytes, settings: RestoreSettings = RestoreSettings(source="transcript")) -> tuple[bytes, Any, list[core.Candidate]]:
     """What `ctxpipe restore` writes for `data`, in-process."""
     entries = entries_of(data)
-    outcome, candidates = core.restore(entries, CC, config, "2026-05-01T00:00:00.000Z")
+    outcome, candidates = core.restore(entries, CC, settings, "2026-05-01T00:00:00.000Z", workspace=DISK)
     return b"".join(line_bytes(outcome.entries)), outcome, candidates
 
 
@@ -267,7 +268,7 @@ def test_the_total_file_budget_is_50000_tokens() -> None:
     for n in range(15):
         p.read(f"g{n:02d}.py", text_of_tokens(4000, f"g{n}"))
     data = with_boundary(p)
-    out, _, candidates = run(data, RestoreConfig(source="transcript", max_files=20))
+    out, _, candidates = run(data, RestoreSettings(source="transcript", max_files=20))
     files = [c for c in candidates if c.kind == "file"]
     whole = [c for c in files if c.chosen and "budget" not in c.reason]
     assert [c.name for c in whole] == [f"g{n:02d}.py" for n in range(14, 2, -1)]  # 12 × 4,000 = 48,000
@@ -509,6 +510,12 @@ def test_disk_reads_stay_under_the_root(tmp_path: Path) -> None:
     assert all(f"TOP-SECRET {k} on disk".encode() in allowed for k in ("rel", "abs", "link"))
 
 
+def read_from_disk(path: str, root: str, allow_outside: bool) -> tuple[str | None, str]:
+    """The whole file's text as the real disk port reads it, or None and why."""
+    read = DISK.read(path, root, allow_outside)
+    return read.text, read.why
+
+
 def test_read_from_disk_refuses_escapes_and_says_why(tmp_path: Path) -> None:
     root, outside, _ = outside_project(tmp_path)
     for path in (str(root / ".." / "outside" / "rel.txt"), str(outside / "abs.txt"), str(root / "link.txt"), "../outside/rel.txt"):
@@ -612,9 +619,9 @@ def test_restoring_twice_adds_nothing(tmp_path: Path) -> None:
 def test_the_same_input_gives_the_same_bytes(tmp_path: Path) -> None:
     _, p = project(tmp_path)
     data = with_boundary(p)
-    config = RestoreConfig(source="transcript")
-    assert run(data, config)[0] == run(data, config)[0]
-    uuids = [obj["uuid"] for obj in added_objects(data, run(data, config)[0])]
+    settings = RestoreSettings(source="transcript")
+    assert run(data, settings)[0] == run(data, settings)[0]
+    uuids = [obj["uuid"] for obj in added_objects(data, run(data, settings)[0])]
     assert len(set(uuids)) == len(uuids) == 3
 
 

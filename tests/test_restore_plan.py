@@ -19,9 +19,10 @@ import orjson
 import pytest
 from ctxpipe.core import restore as core
 from ctxpipe.core.jsonl import iter_entries
-from ctxpipe.core.restore import RestoreConfig, is_memory_file, is_plan_file
+from ctxpipe.core.restore import RestoreSettings, is_memory_file, is_plan_file
 from ctxpipe.core.stage import line_bytes
 from ctxpipe.formats import get
+from ctxpipe.jobs.ports import DISK
 from helpers import run_cli
 from project_sessions import NOW_ISO, Project, write_files
 
@@ -29,10 +30,10 @@ CC = get("claude-code")
 PLAN = "/home/dev/.claude/plans/linked-soaring-matsumoto.md"
 
 
-def run(data: bytes, config: RestoreConfig = RestoreConfig(source="transcript")) -> tuple[list[str], Any, list[core.Candidate]]:
+def run(data: bytes, settings: RestoreSettings = RestoreSettings(source="transcript")) -> tuple[list[str], Any, list[core.Candidate]]:
     """The texts `restore` adds to `data`, its outcome and its candidates, in-process."""
     entries = list(iter_entries(io.BytesIO(data), "x"))
-    outcome, candidates = core.restore(entries, CC, config, "2026-05-01T00:00:00.000Z")
+    outcome, candidates = core.restore(entries, CC, settings, "2026-05-01T00:00:00.000Z", workspace=DISK)
     out = b"".join(line_bytes(outcome.entries))
     assert out.startswith(data), "every line of the input is kept, byte for byte"
     return [orjson.loads(line)["message"]["content"] for line in out[len(data) :].splitlines()], outcome, candidates
@@ -108,7 +109,7 @@ def test_a_plan_with_no_file_comes_back_even_with_source_disk(tmp_path: Path) ->
     p = Project(tmp_path)
     p.ask("Plan it.")
     p.plan("## A 2.0-style plan")  # no filePath: the plan exists only in the transcript
-    added, _, _ = run(with_boundary(p), RestoreConfig(source="disk", root=str(tmp_path)))
+    added, _, _ = run(with_boundary(p), RestoreSettings(source="disk", root=str(tmp_path)))
     assert plan_items(added) == ["[restored plan] latest plan (5 tokens, the latest ExitPlanMode in the transcript)\n## A 2.0-style plan"]
 
 
@@ -173,7 +174,7 @@ def test_a_huge_plan_file_on_disk_is_read_only_as_far_as_the_cap(tmp_path: Path)
     p = Project(root)
     p.ask("Plan it.")
     exit_plan(p, "small transcript copy", str(root / ".claude/plans/big.md"))
-    added, _, _ = run(with_boundary(p), RestoreConfig(root=str(root)))
+    added, _, _ = run(with_boundary(p), RestoreSettings(root=str(root)))
     assert plan_items(added)[0].startswith("[restored plan] .claude/plans/big.md (5,000 tokens, from disk, truncated to 5,000 tokens)")
 
 
@@ -304,8 +305,8 @@ def test_a_later_mode_or_an_approved_plan_ends_plan_mode() -> None:
 def test_restoring_twice_adds_no_second_plan_or_reminder() -> None:
     data = with_boundary(planning(), mode="plan")
     entries = list(iter_entries(io.BytesIO(data), "x"))
-    once, _ = core.restore(entries, CC, RestoreConfig(source="transcript"), NOW_ISO)
-    twice, _ = core.restore(once.entries, CC, RestoreConfig(source="transcript"), NOW_ISO)
+    once, _ = core.restore(entries, CC, RestoreSettings(source="transcript"), NOW_ISO, workspace=DISK)
+    twice, _ = core.restore(once.entries, CC, RestoreSettings(source="transcript"), NOW_ISO, workspace=DISK)
     assert once.changed and not twice.changed and "restored already" in twice.note
 
 

@@ -25,7 +25,7 @@ from builders import Session, usage
 from ctxpipe.core.fields import moment
 from ctxpipe.core.jsonl import Entry
 from ctxpipe.core.model import Message
-from ctxpipe.core.summarize import CARRY_ON, SplitConfig, tail_start
+from ctxpipe.core.summarize import CARRY_ON, SummarizeSettings, tail_start
 from ctxpipe.core.summarize_engines import history_end, notes_cover
 from ctxpipe.formats import get
 from helpers import FIXTURES, ROOT, run_cli
@@ -122,7 +122,7 @@ def history_and_tail_end(transcript: Path, keep_last: int) -> tuple[datetime, da
     read = ctxpipe.read_transcript(str(transcript))
     fmt = get(read.format)
     messages = fmt.messages(read.entries)
-    start = tail_start(messages, SplitConfig(keep_last=keep_last))
+    start = tail_start(messages, SummarizeSettings(keep_last=keep_last))
     end = history_end(read.entries, messages[:start])
     last = history_end(read.entries, messages)
     assert end is not None and last is not None

@@ -25,7 +25,7 @@ import re
 import shutil
 import time
 import uuid as uuidlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -38,11 +38,12 @@ from builders import _SAME, Session, usage
 from claude_code import needs_claude_code
 from ctxpipe.core.jsonl import ReadStats
 from ctxpipe.core.model import Message
-from ctxpipe.core.stage import line_bytes
-from ctxpipe.core.summarize import SplitConfig, key_facts, padded_tokens, tail_start
-from ctxpipe.core.summarize_engines import TRUNCATION_MARKER, Breaker, LlmConfig, SummaryFailed, llm_summary
+from ctxpipe.core.stage import StageContext, line_bytes
+from ctxpipe.core.summarize import SummarizeSettings, key_facts, padded_tokens, tail_start
+from ctxpipe.core.summarize_engines import TRUNCATION_MARKER, Breaker, SummaryFailed
 from ctxpipe.formats import get
-from ctxpipe.jobs.summary import SummarizeOptions, summarize_entries
+from ctxpipe.jobs.llm import ModelAccess, llm_summary
+from ctxpipe.jobs.summary import summarize_entries
 from helpers import FIXTURES, ok, run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -221,17 +222,19 @@ def in_process(
     data: bytes,
     fmt: Any = CC,
     engine: str = "offline",
-    split: SplitConfig | None = None,
-    llm: LlmConfig | None = None,
+    split: SummarizeSettings | None = None,
     breaker: Breaker | None = None,
     transcript_path: str | None = None,
-    **options: Any,
+    key: str | None = None,
+    **settings: Any,
 ) -> tuple[bytes, Any]:
-    """What `ctxpipe summarize` writes for `data` (read_region, summarize_entries, prefix + lines)."""
+    """What `ctxpipe summarize` writes for `data` (read_region, summarize_entries, prefix + lines):
+    `split` (default: keep the last 4) with `settings` over it; `key`, the model's (ANTHROPIC_API_KEY)."""
     offset, entries = fmt.read_region(data, "in.jsonl", "fail", ReadStats())
-    opts = SummarizeOptions(engine, split or SplitConfig(keep_last=4), llm=llm, now=NOW, transcript_path=transcript_path, **options)
+    chosen = replace(split or SummarizeSettings(keep_last=4), engine=engine, **settings)
+    context = StageContext(NOW, transcript_path=transcript_path, api_key=key)
     notes: list[str] = []
-    outcome = summarize_entries(entries, fmt, opts, breaker or Breaker(), notes.append)
+    outcome = summarize_entries(entries, fmt, chosen, context, breaker or Breaker(), notes.append)
     outcome.progress = notes
     if not outcome.changed:
         return data, outcome
@@ -325,33 +328,38 @@ def test_padded_tokens_is_the_rough_estimate_times_four_thirds() -> None:
 def test_the_tail_grows_until_both_minimums_are_met() -> None:
     msgs = conversation([(100, True)] * 10)
     # 250 tokens need 3 messages; 4 messages with text need 4: the larger wins.
-    assert tail_start(msgs, SplitConfig(250, 4, 10_000)) == 6
-    assert tail_start(msgs, SplitConfig(450, 2, 10_000)) == 5
+    assert tail_start(msgs, SummarizeSettings(keep_min_tokens=250, keep_min_text_messages=4, keep_max_tokens=10_000)) == 6
+    assert tail_start(msgs, SummarizeSettings(keep_min_tokens=450, keep_min_text_messages=2, keep_max_tokens=10_000)) == 5
     # Messages without text count for tokens only.
     msgs = conversation([(100, True), (100, True), (100, True), (100, False), (100, False), (100, True)])
-    assert tail_start(msgs, SplitConfig(100, 2, 10_000)) == 2
+    assert tail_start(msgs, SummarizeSettings(keep_min_tokens=100, keep_min_text_messages=2, keep_max_tokens=10_000)) == 2
 
 
 def test_the_tail_stops_as_soon_as_it_reaches_the_maximum() -> None:
     msgs = conversation([(100, True)] * 10)
     # The minimums would want 8 messages; the maximum (300) stops the walk at the third.
-    assert tail_start(msgs, SplitConfig(10_000, 8, 300)) == 7
+    assert tail_start(msgs, SummarizeSettings(keep_min_tokens=10_000, keep_min_text_messages=8, keep_max_tokens=300)) == 7
     # One message larger than the maximum is still kept whole: the tail is never empty by size.
     big = conversation([(100, True), (100, True), (2000, True)])
-    assert tail_start(big, SplitConfig(10, 1, 500)) == 2
+    assert tail_start(big, SummarizeSettings(keep_min_tokens=10, keep_min_text_messages=1, keep_max_tokens=500)) == 2
 
 
 def test_nothing_is_summarized_when_the_whole_context_fits() -> None:
     msgs = conversation([(100, True)] * 4)
-    assert tail_start(msgs, SplitConfig(10_000, 5, 40_000)) == 0
+    assert tail_start(msgs, SummarizeSettings(keep_min_tokens=10_000, keep_min_text_messages=5, keep_max_tokens=40_000)) == 0
 
 
-split_configs = st.builds(SplitConfig, st.integers(0, 1200), st.integers(0, 6), st.integers(1, 2000))
+split_configs = st.builds(
+    lambda least, texts, most: SummarizeSettings(keep_min_tokens=least, keep_min_text_messages=texts, keep_max_tokens=most),
+    st.integers(0, 1200),
+    st.integers(0, 6),
+    st.integers(1, 2000),
+)
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.integers(1, 120).map(lambda n: 4 * n), st.booleans()), min_size=1, max_size=25), split_configs, st.booleans())
-def test_tail_size_rules_hold_for_any_sizes(sizes: list[tuple[int, bool]], config: SplitConfig, earlier_summary: bool) -> None:
+def test_tail_size_rules_hold_for_any_sizes(sizes: list[tuple[int, bool]], config: SummarizeSettings, earlier_summary: bool) -> None:
     msgs = conversation(sizes)
     if earlier_summary:
         msgs[0].compact_summary = True
@@ -384,7 +392,7 @@ def test_keep_last_keeps_exactly_n_messages(sizes: list[int], n: int, earlier_su
     msgs = conversation([(size, True) for size in sizes])
     if earlier_summary:
         msgs[0].compact_summary = True
-    start = tail_start(msgs, SplitConfig(keep_last=n))
+    start = tail_start(msgs, SummarizeSettings(keep_last=n))
     assert start == max(1 if earlier_summary else 0, len(msgs) - n)
 
 
@@ -392,7 +400,7 @@ def test_keep_last_keeps_exactly_n_messages(sizes: list[int], n: int, earlier_su
 @given(st.lists(st.integers(1, 60).map(lambda n: 4 * n), min_size=1, max_size=20), st.floats(0.01, 1.0))
 def test_keep_fraction_keeps_the_smallest_tail_holding_that_share_of_tokens(sizes: list[int], fraction: float) -> None:
     msgs = conversation([(size, True) for size in sizes])
-    start = tail_start(msgs, SplitConfig(keep_fraction=fraction))
+    start = tail_start(msgs, SummarizeSettings(keep_fraction=fraction))
     total, kept = sum(sizes), sum(sizes[start:])
     assert kept >= fraction * total
     assert sum(sizes[start + 1 :]) < fraction * total
@@ -402,9 +410,9 @@ def test_keep_last_is_widened_only_to_keep_a_tool_pair_whole() -> None:
     use = Message("assistant", [{"type": "text", "text": "Running it."}, {"type": "tool_use", "id": "toolu_A", "name": "Bash", "input": {"command": "make"}}])
     result = Message("user", [{"type": "tool_result", "tool_use_id": "toolu_A", "content": "ok"}])
     msgs = [sized("user", 40), sized("assistant", 40), sized("user", 40), use, result, sized("assistant", 40)]
-    assert tail_start(msgs, SplitConfig(keep_last=2)) == 3  # the result's tool_use comes along: 3 messages
-    assert tail_start(msgs, SplitConfig(keep_last=1)) == 5  # no pair at the cut: exactly 1
-    assert tail_start(msgs, SplitConfig(keep_last=3)) == 3
+    assert tail_start(msgs, SummarizeSettings(keep_last=2)) == 3  # the result's tool_use comes along: 3 messages
+    assert tail_start(msgs, SummarizeSettings(keep_last=1)) == 5  # no pair at the cut: exactly 1
+    assert tail_start(msgs, SummarizeSettings(keep_last=3)) == 3
     # A parallel batch: two results answering one response, the cut between them.
     batch = Message(
         "assistant", [{"type": "tool_use", "id": "toolu_B", "name": "Read", "input": {}}, {"type": "tool_use", "id": "toolu_C", "name": "Read", "input": {}}]
@@ -412,8 +420,8 @@ def test_keep_last_is_widened_only_to_keep_a_tool_pair_whole() -> None:
     first = Message("user", [{"type": "tool_result", "tool_use_id": "toolu_B", "content": "b"}])
     second = Message("user", [{"type": "tool_result", "tool_use_id": "toolu_C", "content": "c"}])
     msgs = [sized("user", 40), batch, first, second, sized("assistant", 40)]
-    assert tail_start(msgs, SplitConfig(keep_last=2)) == 1
-    assert tail_start(msgs, SplitConfig(keep_min_tokens=1, keep_min_text_messages=0, keep_max_tokens=10_000)) == 4
+    assert tail_start(msgs, SummarizeSettings(keep_last=2)) == 1
+    assert tail_start(msgs, SummarizeSettings(keep_min_tokens=1, keep_min_text_messages=0, keep_max_tokens=10_000)) == 4
 
 
 def test_keep_last_through_the_cli_reemits_exactly_n_messages() -> None:
@@ -440,20 +448,20 @@ def test_keep_fraction_through_the_cli(tmp_path: Path) -> None:
 
 
 SPLITS = [
-    SplitConfig(keep_last=0),
-    SplitConfig(keep_last=1),
-    SplitConfig(keep_last=2),
-    SplitConfig(keep_last=5),
-    SplitConfig(20, 1, 60),
-    SplitConfig(1, 1, 1),
-    SplitConfig(200, 3, 400),
-    SplitConfig(keep_fraction=0.5),
+    SummarizeSettings(keep_last=0),
+    SummarizeSettings(keep_last=1),
+    SummarizeSettings(keep_last=2),
+    SummarizeSettings(keep_last=5),
+    SummarizeSettings(keep_min_tokens=20, keep_min_text_messages=1, keep_max_tokens=60),
+    SummarizeSettings(keep_min_tokens=1, keep_min_text_messages=1, keep_max_tokens=1),
+    SummarizeSettings(keep_min_tokens=200, keep_min_text_messages=3, keep_max_tokens=400),
+    SummarizeSettings(keep_fraction=0.5),
 ]
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
 @given(claude_sessions(), st.sampled_from(SPLITS))
-def test_generated_sessions_keep_pairs_and_responses_whole(data: bytes, split: SplitConfig) -> None:
+def test_generated_sessions_keep_pairs_and_responses_whole(data: bytes, split: SummarizeSettings) -> None:
     after, outcome = in_process(data, split=split)
     if not outcome.changed:
         assert after == data
@@ -869,7 +877,7 @@ def test_engine_llm_without_a_key_is_an_error() -> None:
 def history_of(s: Session, keep_last: int = 3) -> list[Message]:
     entries = list(ctxpipe.read_transcript(s.to_bytes(), "claude-code").entries)
     messages = CC.messages(entries)
-    return messages[: tail_start(messages, SplitConfig(keep_last=keep_last))]
+    return messages[: tail_start(messages, SummarizeSettings(keep_last=keep_last))]
 
 
 def client_for(server: MessagesServer, **kw: Any) -> anthropic.Anthropic:
@@ -883,7 +891,7 @@ def request_text(request: Any) -> str:
 
 def test_the_summary_request_asks_for_text_and_the_nine_sections(server: MessagesServer) -> None:
     server.enqueue(summary_reply("1. Primary Request and Intent: the health endpoint."))
-    result = llm_summary(history_of(work_session()), LlmConfig(MODEL, instructions="Mention MARIGOLD."), client=client_for(server))
+    result = llm_summary(history_of(work_session()), SummarizeSettings(instructions="Mention MARIGOLD."), ModelAccess(MODEL), client=client_for(server))
     assert result.text == "Summary:\n1. Primary Request and Intent: the health endpoint."
     assert (result.attempts, result.dropped_groups) == (1, 0) and result.usage["input_tokens"] > 0
     (request,) = server.message_requests()
@@ -905,7 +913,7 @@ def test_analysis_is_stripped_and_summary_tags_become_a_heading(server: Messages
     server.enqueue(
         "<analysis>\nStep 1: read.\n\n\nStep 2: <b>edit</b>.\n</analysis>\nPreface line.\n<summary>\n1. Primary Request and Intent:\n   Health.\n</summary>\nTrailer."
     )
-    result = llm_summary(history_of(work_session()), LlmConfig(MODEL), client=client_for(server))
+    result = llm_summary(history_of(work_session()), SummarizeSettings(), ModelAccess(MODEL), client=client_for(server))
     assert result.text == "Preface line.\nSummary:\n1. Primary Request and Intent:\n   Health.\nTrailer."
 
 
@@ -917,8 +925,8 @@ def test_images_become_markers_unless_asked_to_describe_them(server: MessagesSer
     s.text("The page renders.", usage(15800))
     history = history_of(s, keep_last=1)
     server.enqueue(summary_reply(), summary_reply())
-    llm_summary(history, LlmConfig(MODEL), client=client_for(server))
-    llm_summary(history, LlmConfig(MODEL, describe_images=True), client=client_for(server))
+    llm_summary(history, SummarizeSettings(), ModelAccess(MODEL), client=client_for(server))
+    llm_summary(history, SummarizeSettings(describe_images=True), ModelAccess(MODEL), client=client_for(server))
     plain, described = server.message_requests()
     blocks = plain.body["messages"][0]["content"]
     assert all(block["type"] == "text" for block in blocks)
@@ -951,7 +959,7 @@ def test_describe_images_through_the_cli(server: MessagesServer) -> None:
 def test_rate_limit_with_retry_after_then_success(server: MessagesServer) -> None:
     server.enqueue(Reply.rate_limit(0.4), summary_reply())
     started = time.monotonic()
-    result = llm_summary(history_of(work_session()), LlmConfig(MODEL), client=client_for(server))
+    result = llm_summary(history_of(work_session()), SummarizeSettings(), ModelAccess(MODEL), client=client_for(server))
     assert time.monotonic() - started >= 0.4, "retry-after was not honoured"
     assert result.text == "Summary:\nSummary body."
     assert [r.status for r in server.message_requests()] == [429, 200]
@@ -959,7 +967,7 @@ def test_rate_limit_with_retry_after_then_success(server: MessagesServer) -> Non
 
 def test_overloaded_then_success(server: MessagesServer) -> None:
     server.enqueue(Reply.overloaded(), summary_reply())
-    result = llm_summary(history_of(work_session()), LlmConfig(MODEL), client=client_for(server))
+    result = llm_summary(history_of(work_session()), SummarizeSettings(), ModelAccess(MODEL), client=client_for(server))
     assert result.text == "Summary:\nSummary body."
     assert [r.status for r in server.message_requests()] == [529, 200]
     first, second = server.message_requests()
@@ -969,7 +977,7 @@ def test_overloaded_then_success(server: MessagesServer) -> None:
 def test_prompt_too_long_drops_the_oldest_rounds_and_retries(server: MessagesServer) -> None:
     server.enqueue(Reply.prompt_too_long(200_010, 200_000), Reply.prompt_too_long(200_010, 200_000), summary_reply())
     progress: list[str] = []
-    result = llm_summary(history_of(work_session()), LlmConfig(MODEL), progress.append, client=client_for(server))
+    result = llm_summary(history_of(work_session()), SummarizeSettings(), ModelAccess(MODEL), progress.append, client=client_for(server))
     assert (result.attempts, result.dropped_groups) == (3, 2)
     requests = server.message_requests()
     assert [r.status for r in requests] == [400, 400, 200]
@@ -1006,15 +1014,15 @@ def test_prompt_too_long_through_the_cli_is_in_the_report(tmp_path: Path, server
 def test_a_prompt_too_long_that_never_fits_raises(server: MessagesServer) -> None:
     server.default_reply = lambda body: Reply.prompt_too_long()
     with pytest.raises(SummaryFailed, match="refused"):
-        llm_summary(history_of(work_session()), LlmConfig(MODEL), client=client_for(server))
+        llm_summary(history_of(work_session()), SummarizeSettings(), ModelAccess(MODEL), client=client_for(server))
     assert 2 <= len(server.message_requests()) <= 4
 
 
 def test_a_timeout_falls_back_to_the_offline_engine(server: MessagesServer) -> None:
     server.enqueue(Reply.timeout(3))
-    llm = LlmConfig(MODEL, "test-key", server.url, timeout=0.3, max_retries=0)
+    llm = dict(model=MODEL, key="test-key", base_url=server.url, timeout=0.3, max_retries=0)
     started = time.monotonic()
-    out, outcome = in_process(work_session().to_bytes(), engine="llm", llm=llm)
+    out, outcome = in_process(work_session().to_bytes(), engine="llm", **llm)
     assert time.monotonic() - started < 2.5
     assert outcome.report["engine"] == "offline" and "timed out" in outcome.report["fallback_reason"]
     assert f"the model failed (the summary request to {server.url} timed out: a summary may take 0.3 s in all" in outcome.note
@@ -1024,7 +1032,7 @@ def test_a_timeout_falls_back_to_the_offline_engine(server: MessagesServer) -> N
 
 def test_a_tool_call_answer_gets_one_retry_with_a_reminder(server: MessagesServer) -> None:
     server.enqueue(Reply.tool_use("Read", {"file_path": "/home/dev/shop/server.py"}, text="Let me look."), summary_reply())
-    result = llm_summary(history_of(work_session()), LlmConfig(MODEL), client=client_for(server))
+    result = llm_summary(history_of(work_session()), SummarizeSettings(), ModelAccess(MODEL), client=client_for(server))
     assert result.text == "Summary:\nSummary body." and result.attempts == 2
     first, second = server.message_requests()
     reminder = "Your previous answer called a tool. Answer with the text summary only."
@@ -1056,12 +1064,12 @@ def test_two_tool_call_answers_fall_back_to_the_offline_engine(tmp_path: Path, s
 
 def test_the_breaker_stops_asking_after_three_failed_summaries(server: MessagesServer) -> None:
     server.default_reply = lambda body: Reply.server_error()
-    llm = LlmConfig(MODEL, "test-key", server.url, max_retries=0)
+    llm = dict(model=MODEL, key="test-key", base_url=server.url, max_retries=0)
     breaker = Breaker()
     data = work_session().to_bytes()
     seen = []
     for _ in range(5):  # five files summarized in one run
-        _, outcome = in_process(data, engine="auto", llm=llm, breaker=breaker)
+        _, outcome = in_process(data, engine="auto", **llm, breaker=breaker)
         seen.append((len(server.message_requests()), outcome.report["engine"], outcome.note))
     assert [count for count, _, _ in seen] == [1, 2, 3, 3, 3]
     assert all(engine == "offline" for _, engine, _ in seen)
@@ -1070,22 +1078,22 @@ def test_the_breaker_stops_asking_after_three_failed_summaries(server: MessagesS
 
 
 def test_a_success_resets_the_breaker(server: MessagesServer) -> None:
-    llm = LlmConfig(MODEL, "test-key", server.url, max_retries=0)
+    llm = dict(model=MODEL, key="test-key", base_url=server.url, max_retries=0)
     breaker = Breaker()
     data = work_session().to_bytes()
     server.enqueue(Reply.server_error(), Reply.server_error(), summary_reply(nine_sections()), Reply.server_error(), Reply.server_error())
-    engines = [in_process(data, engine="auto", llm=llm, breaker=breaker)[1].report["engine"] for _ in range(5)]
+    engines = [in_process(data, engine="auto", **llm, breaker=breaker)[1].report["engine"] for _ in range(5)]
     assert engines == ["offline", "offline", "llm", "offline", "offline"]
     assert len(server.message_requests()) == 5 and not breaker.open
 
 
 def test_the_breaker_also_holds_for_engine_llm(server: MessagesServer) -> None:
     server.default_reply = lambda body: Reply.server_error()
-    llm = LlmConfig(MODEL, "test-key", server.url, max_retries=0)
+    llm = dict(model=MODEL, key="test-key", base_url=server.url, max_retries=0)
     breaker = Breaker()
     data = work_session().to_bytes()
     for _ in range(5):
-        in_process(data, engine="llm", llm=llm, breaker=breaker)
+        in_process(data, engine="llm", **llm, breaker=breaker)
     assert len(server.message_requests()) == 3
 
 
@@ -1104,8 +1112,8 @@ def test_recall_is_in_the_report(tmp_path: Path) -> None:
 def test_a_summary_missing_an_instruction_is_repaired_by_the_model(server: MessagesServer) -> None:
     partial = nine_sections().replace(ASK_ROTATION + " | ", "")
     server.enqueue(summary_reply(partial), summary_reply(nine_sections()))
-    llm = LlmConfig(MODEL, "test-key", server.url, max_retries=0)
-    out, outcome = in_process(work_session().to_bytes(), engine="llm", llm=llm, split=SplitConfig(keep_last=1))
+    llm = dict(model=MODEL, key="test-key", base_url=server.url, max_retries=0)
+    out, outcome = in_process(work_session().to_bytes(), engine="llm", **llm, keep_last=1)
     first, repair = server.message_requests()
     text = repair.body["messages"][0]["content"]
     assert "It leaves out these facts" in text and f"- {ASK_ROTATION}" in text
@@ -1148,12 +1156,12 @@ def test_a_fixed_error_is_not_an_unresolved_fact(server: MessagesServer) -> None
     s = work_session()  # pytest fails, the assistant explains, edits, and `pytest -q` then passes (3 passed)
     entries = list(ctxpipe.read_transcript(s.to_bytes(), "claude-code").entries)
     messages = CC.messages(entries)
-    start = tail_start(messages, SplitConfig(keep_last=3))
+    start = tail_start(messages, SummarizeSettings(keep_last=3))
     facts = key_facts(messages[:start], messages[start:])
     assert [f for f in facts if f.kind == "error"] == []
     assert [f.text for f in facts if f.kind == "fixed-error"] == ["FAILED tests/test_health.py::test_health - assert 404 == 200"]
     server.enqueue(summary_reply(nine_sections()))  # it names the failure, as every error met must be
-    out, outcome = in_process(s.to_bytes(), engine="llm", llm=LlmConfig(MODEL, "test-key", server.url, max_retries=0), split=SplitConfig(keep_last=3))
+    out, outcome = in_process(s.to_bytes(), engine="llm", model=MODEL, key="test-key", base_url=server.url, max_retries=0, keep_last=3)
     assert len(server.message_requests()) == 1 and "Unresolved error" not in summary_of(out)
 
 
@@ -1178,9 +1186,7 @@ def test_a_reply_with_no_summary_in_it_is_a_failed_summary_and_offline_stands_in
     would have replaced the history (with --drop-history, lost it)."""
     data = (FIXTURES / "claude-code" / "compacted.jsonl").read_bytes()
     server.enqueue(reply)
-    out, outcome = in_process(
-        data, engine="llm", llm=LlmConfig(MODEL, "test-key", server.url, max_retries=0), split=SplitConfig(keep_last=1), drop_history=True
-    )
+    out, outcome = in_process(data, engine="llm", model=MODEL, key="test-key", base_url=server.url, max_retries=0, keep_last=1, drop_history=True)
     assert outcome.report["engine"] == "offline" and "holds no summary" in outcome.report["fallback_reason"]
     assert "1. Primary Request and Intent" in summary_of(out)
 
@@ -1193,7 +1199,7 @@ def test_a_server_that_is_down_is_named_with_its_url_and_offline_stands_in() -> 
         probe.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{probe.getsockname()[1]}"
     data = (FIXTURES / "claude-code" / "compacted.jsonl").read_bytes()
-    out, outcome = in_process(data, engine="llm", llm=LlmConfig(MODEL, "test-key", url, max_retries=0), split=SplitConfig(keep_last=1))
+    out, outcome = in_process(data, engine="llm", model=MODEL, key="test-key", base_url=url, max_retries=0, keep_last=1)
     assert outcome.report["engine"] == "offline" and outcome.report["engine_reason"] == "llm engine: asked for"
     assert f"the model failed (the API call to {url} failed: Connection error.), so the offline engine ran" in outcome.note
     assert "with the offline engine (llm engine: asked for)" in outcome.note
@@ -1222,8 +1228,8 @@ def with_more_history(data: bytes, exchanges: int = 6) -> bytes:
 def test_the_llm_engine_never_drops_an_earlier_summary(server: MessagesServer) -> None:
     data = with_more_history((FIXTURES / "claude-code" / "compacted.jsonl").read_bytes())
     server.enqueue("<summary>1. Primary Request and Intent: 5 requests per minute per IP.</summary>")  # shorter than the history it replaces
-    llm = LlmConfig(MODEL, "test-key", server.url, max_retries=0)
-    out, outcome = in_process(data, engine="llm", llm=llm, split=SplitConfig(keep_last=1))
+    llm = dict(model=MODEL, key="test-key", base_url=server.url, max_retries=0)
+    out, outcome = in_process(data, engine="llm", **llm, keep_last=1)
     assert outcome.report["engine"] == "llm", outcome.note
     assert "add rate limiting to /login" in summary_of(out)
 
@@ -1315,9 +1321,9 @@ def test_a_model_reply_larger_than_the_history_is_no_summary_and_offline_stands_
     """A 2 MB reply once turned a 6,655-token session into 1,034,013 tokens."""
     data = with_more_history((FIXTURES / "claude-code" / "compacted.jsonl").read_bytes())
     server.enqueue("<summary>1. Primary Request and Intent: " + "the limiter " * 150_000 + "</summary>")
-    llm = LlmConfig(MODEL, "test-key", server.url, max_retries=0)
+    llm = dict(model=MODEL, key="test-key", base_url=server.url, max_retries=0)
     # Without the verifier: its repair would ask the model again, and the server's next answer is short.
-    out, outcome = in_process(data, engine="llm", llm=llm, split=SplitConfig(keep_last=1), verify=False)
+    out, outcome = in_process(data, engine="llm", **llm, keep_last=1, verify=False)
     assert outcome.report["engine"] == "offline" and outcome.report["engine_reason"] == "llm engine: asked for"
     reason = outcome.report["fallback_reason"]
     assert reason.startswith("the llm summary would leave ") and "a summary that does not shrink the context is not one" in reason

@@ -53,7 +53,7 @@ def _plan(given: StageIO, settings: RestoreSettings, context: Any, json_output: 
     with mapped(given.path, on_error=given.errors) as buffer:
         transcript_format = detect_format(buffer, source_name, given.format)
         entries = list(iter_entries(io.BytesIO(buffer), source_name, given.errors, ReadStats()))
-    _, candidates = plan_restore(entries, transcript_format, settings.config(), iso(context.now), context.earlier)
+    _, candidates = plan_restore(entries, transcript_format, settings, iso(context.now), context.earlier, context.workspace)
     rows = [c.as_dict() for c in candidates]
     if json_output or not streams.stdout_is_terminal():
         streams.write_json_lines(rows)
