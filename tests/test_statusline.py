@@ -251,7 +251,8 @@ NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
     ids=repr,
 )
 def test_the_prompt_cache_countdown(prompt_cache: Any, said: str | None) -> None:
-    from ctxpipe.cli.statusline import Options, cache_state, figures, line
+    from ctxpipe.cli.statusline import Options, figures, line
+    from ctxpipe.jobs.statusline import cache_state
 
     assert cache_state(prompt_cache, NOW) == said
     payload = {"model": {"id": OPUS_48}, "context_window": {"context_window_size": 1_000_000, "current_usage": usage(106_100)}, "prompt_cache": prompt_cache}
@@ -538,7 +539,7 @@ def test_figures_no_window_can_have_are_left_out_or_refused(tmp_path: Path) -> N
 
 
 def test_the_background_refresh_leaves_a_file_over_its_limit_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from ctxpipe.cli import statusline
+    from ctxpipe.jobs import statusline
 
     path = simple(100_000).write(tmp_path / "session.jsonl")
     cache = tmp_path / "cache"
