@@ -221,10 +221,9 @@ def line(found: StatusFigures, color: bool) -> str:
         return f"\x1b[{code}m{text}{RESET}" if color else text
 
     parts: list[str] = []
-    if found.tokens is not None and found.window:
-        percent = round(100 * found.tokens / found.window)
+    if found.percent is not None and found.tokens is not None and found.window is not None:  # the first says the others; mypy needs them said
         level = found.level or "normal"
-        parts.append(f"⛁ {human(found.tokens)}/{human(found.window)} {percent}% " + paint(level, LEVEL_COLOUR[level]))
+        parts.append(f"⛁ {human(found.tokens)}/{human(found.window)} {found.percent}% " + paint(level, LEVEL_COLOUR[level]))
         if found.autocompact_off:
             parts.append("autocompact off")
         elif found.to_autocompact is not None:

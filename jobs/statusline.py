@@ -70,6 +70,11 @@ class StatusFigures(NamedTuple):
     cache: str | None = None  # the prompt cache, e.g. "cache 3m left" (cache_state)
     note: str | None = None  # what stopped the figures, e.g. "no transcript"
 
+    @property
+    def percent(self) -> int | None:
+        """The share of the window in use, in whole percent as the line shows it; None without both figures."""
+        return round(100 * self.tokens / self.window) if self.tokens is not None and self.window else None
+
 
 # --- the status JSON -------------------------------------------------------------------------------
 

@@ -572,9 +572,9 @@ def test_the_library_gives_the_figures_the_command_prints(tmp_path: Path) -> Non
     assert found.saving == (best, freed[best]) and found.cache == "cache cold" and found.note is None
     assert found.to_autocompact is not None and found.level == json_of("warn", path)["level"]
     text, _ = status({"XDG_CACHE_HOME": str(cache)}, **payload)
-    percent = round(100 * found.tokens / found.window)
+    assert found.percent == round(100 * found.tokens / found.window)
     assert text == (
-        f"⛁ {human(found.tokens)}/{human(found.window)} {percent}% {found.level} · {human(found.to_autocompact)} to autocompact"
+        f"⛁ {human(found.tokens)}/{human(found.window)} {found.percent}% {found.level} · {human(found.to_autocompact)} to autocompact"
         f" · {found.saving.stage} −{human(found.saving.tokens)} · {found.cache} · {found.model}"
     )
     assert sorted(p.suffix for p in (cache / "ctxpipe" / "statusline").iterdir()) == [".json"]  # the entry was fresh: no refresh started
