@@ -5,9 +5,9 @@ level (warn's names), tokens left before autocompact, and the biggest saving mic
 collapse would make now. This module is the command line's side: its flags, stdin, the line's
 words and colours, exit codes. What the line says comes from `ctxpipe.api.status_line` (the
 library's status line, jobs/statusline.py). It starts on a light path (cli/entry.py sends it here
-before typer, rich or any stage module loads): it imports the library only once it has a status to
-read, and the library counts only the transcript's end; the savings come from a cache that a
-detached background run brings up to date.
+before typer, rich or any stage module loads, and api.py loads none of them at its top): the library
+counts only the transcript's end, and the savings come from a cache that a detached background run
+brings up to date.
 
 The stdin JSON is untrusted: any field may be missing, null or of another type. What cannot be
 known is left out, never a traceback; the line always ends the run with exit 0, but for bad flags
