@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 from .core.convert import ConvertReport, to_api_messages
 from .core.jsonl import OnError, write_entries
 from .core.model import Finding, Transcript
-from .files.atomic import atomic_file
 from .files.inputs import mapped, opened, source_name, stream_entries
 from .formats import WriteOptions, editor_of, get
 
@@ -74,6 +73,8 @@ def validate_transcript(transcript: Transcript) -> list[Finding]:
 
 def write_transcript(transcript: Transcript, path: str | os.PathLike[str]) -> None:
     """Write atomically: a temporary file in the same folder, fsync, then rename over `path`."""
+    from .files.atomic import atomic_file  # here, not at the top: the status line imports this module and writes nothing
+
     with atomic_file(path) as out:
         write_entries(transcript.entries, out)
 
@@ -172,7 +173,7 @@ def compact_file(
     from dataclasses import replace
 
     from .core.errors import ChangedMeanwhile, InputError
-    from .files.atomic import keep_backup, make_folder
+    from .files.atomic import atomic_file, keep_backup, make_folder
     from .files.sessions import COMPACTION_NOTE, is_compaction
     from .files.storage import version
     from .jobs.breaker import breaker
@@ -228,3 +229,48 @@ def report_html(report: SessionReport) -> str:
     from .report.page import session_page
 
     return session_page(report)
+
+
+# --- the status line ---------------------------------------------------------------------------------
+# Claude Code runs `ctxpipe statusline` after every message: this block and what it loads at the top
+# stay light (the status line's service imports its heavy parts inside its functions).
+
+from collections.abc import Mapping  # noqa: E402
+
+from .jobs.statusline import Saving as Saving  # noqa: E402  # re-exported: the status line's types, beside its functions
+from .jobs.statusline import StatusFigures as StatusFigures  # noqa: E402
+from .jobs.statusline import StatusOptions as StatusOptions  # noqa: E402
+
+
+def status_line(
+    status: Mapping[str, Any], options: StatusOptions | None = None, environ: Mapping[str, str] | None = None, now: float | None = None
+) -> StatusFigures:
+    """What `ctxpipe statusline` says for `status`, the JSON object Claude Code writes on its stdin
+    (untrusted: any field may be missing, null or of another type): the transcript's tokens (count's
+    figure, from its end only), the window, warn's level, the tokens left before autocompact, the
+    biggest saving microcompact or collapse would make (from a cache; when it is out of date a
+    detached background run refreshes it, unless `options.savings` is False), the prompt cache's
+    state and the model's name. `environ` (default os.environ) says where the cache lives
+    ($XDG_CACHE_HOME); `now` (epoch seconds, default the clock) dates the prompt cache's expiry.
+    `options.budget` is not read from the environment: the command passes what it read there."""
+    from .jobs.statusline import figures
+
+    return figures(status, options or StatusOptions(), os.environ if environ is None else environ, now)
+
+
+def refresh_status_savings(path: str | os.PathLike[str], cache_dir: str | os.PathLike[str]) -> None:
+    """The status line's background work, in the foreground: microcompact's and collapse's dry runs
+    on `path`, cached in `cache_dir` (made if missing) for `status_line`: what `status_line` starts
+    detached. The status line's cache is `<$XDG_CACHE_HOME or ~/.cache>/ctxpipe/statusline`."""
+    from .jobs.statusline import refresh
+
+    os.makedirs(cache_dir, mode=0o700, exist_ok=True)
+    refresh(os.path.abspath(path), os.fspath(cache_dir))
+
+
+def guard_truncation(message: Callable[[str], str], status: int) -> None:
+    """From now on, a file truncated while ctxpipe has it mapped ends the process with `message(file)`
+    on stderr and exit `status`, instead of a bare SIGBUS (it takes over SIGBUS for the whole process)."""
+    from .files.inputs import guard_truncation as guard
+
+    guard(message, status)

@@ -10,7 +10,8 @@ statusline` as a child process, with Claude Code's JSON on stdin, `--runs` times
   (the time is the statusline's own; the refresh runs detached, and its lock keeps it to one);
 - no-savings: `--no-savings`.
 Baselines in the same run: `python -c pass` (the interpreter's start-up) and `ctxpipe count --json`
-on the same file. Prints the median and p90 of each, in ms.
+on the same file; and the library's `ctxpipe.api.status_line` in this process on the warm cache (the
+line's work without the start-up). Prints the median and p90 of each, in ms.
 """
 
 from __future__ import annotations
@@ -59,6 +60,19 @@ def timed(argv: list[str], stdin: bytes, env: dict[str, str], runs: int, before:
         times.append((time.perf_counter() - start) * 1000)
         if done.returncode != 0:
             raise SystemExit(f"{argv} failed: {done.stderr.decode()}")
+    return times
+
+
+def in_process(status: dict[str, object], environ: dict[str, str], runs: int) -> list[float]:
+    """The library's status line, called `runs` times in this process (after one call that loads what it needs)."""
+    from ctxpipe.api import StatusOptions, status_line
+
+    status_line(status, StatusOptions(), environ)
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        status_line(status, StatusOptions(), environ)
+        times.append((time.perf_counter() - start) * 1000)
     return times
 
 
@@ -113,7 +127,9 @@ def main() -> int:
             lock = entry_file.with_suffix(".lock")
             lock.touch()
 
+        entry_file.write_bytes(warm_entry)
         results = [
+            summary("api.status_line in-process (warm)", in_process(orjson.loads(payload), {"XDG_CACHE_HOME": str(cache)}, args.runs)),
             summary("python -c pass", timed([sys.executable, "-c", "pass"], b"", env, args.runs)),
             summary("ctxpipe count --json", timed([sys.executable, "-m", "ctxpipe", "count", "--json", str(path)], b"", env, args.runs)),
             summary("statusline (warm cache)", timed(command, payload, env, args.runs, lambda: entry_file.write_bytes(warm_entry))),

@@ -251,7 +251,8 @@ NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
     ids=repr,
 )
 def test_the_prompt_cache_countdown(prompt_cache: Any, said: str | None) -> None:
-    from ctxpipe.cli.statusline import Options, cache_state, figures, line
+    from ctxpipe.cli.statusline import Options, figures, line
+    from ctxpipe.jobs.statusline import cache_state
 
     assert cache_state(prompt_cache, NOW) == said
     payload = {"model": {"id": OPUS_48}, "context_window": {"context_window_size": 1_000_000, "current_usage": usage(106_100)}, "prompt_cache": prompt_cache}
@@ -538,7 +539,7 @@ def test_figures_no_window_can_have_are_left_out_or_refused(tmp_path: Path) -> N
 
 
 def test_the_background_refresh_leaves_a_file_over_its_limit_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from ctxpipe.cli import statusline
+    from ctxpipe.jobs import statusline
 
     path = simple(100_000).write(tmp_path / "session.jsonl")
     cache = tmp_path / "cache"
@@ -548,3 +549,50 @@ def test_the_background_refresh_leaves_a_file_over_its_limit_alone(tmp_path: Pat
     entry = statusline.read_cache(str(cache), str(path))
     assert entry is not None and "savings" not in entry and "no saving computed" in entry["error"]
     assert [item.name for item in cache.iterdir()] == [next(cache.iterdir()).name]  # the entry only: the lock is gone
+
+
+# --- the library's status line ---------------------------------------------------------------------
+
+
+def test_the_library_gives_the_figures_the_command_prints(tmp_path: Path) -> None:
+    from ctxpipe.api import Saving, StatusFigures, StatusOptions, refresh_status_savings, status_line
+
+    path = _repeating_session(3).write(tmp_path / "session.jsonl")
+    cache = tmp_path / "cache"
+    env = {**CLEAN_ENV, "XDG_CACHE_HOME": str(cache)}
+    refresh_status_savings(path, cache / "ctxpipe" / "statusline")  # the background run, in the foreground: the saving is known
+    payload: dict[str, Any] = {"transcript_path": str(path), "model": {"id": OPUS_48}, "prompt_cache": {"warm": False}}
+
+    found = status_line(payload, StatusOptions(), env)
+    assert isinstance(found, StatusFigures) and isinstance(found.saving, Saving)
+    counted = json_of("count", path)
+    freed = {stage: _freed(stage, path, tmp_path) for stage in ("microcompact", "collapse")}
+    best = max(freed, key=lambda stage: freed[stage])
+    assert (found.tokens, found.window) == (counted["tokens"], counted["context_window"])
+    assert found.saving == (best, freed[best]) and found.cache == "cache cold" and found.note is None
+    assert found.to_autocompact is not None and found.level == json_of("warn", path)["level"]
+    text, _ = status({"XDG_CACHE_HOME": str(cache)}, **payload)
+    assert found.percent == round(100 * found.tokens / found.window)
+    assert text == (
+        f"⛁ {human(found.tokens)}/{human(found.window)} {found.percent}% {found.level} · {human(found.to_autocompact)} to autocompact"
+        f" · {found.saving.stage} −{human(found.saving.tokens)} · {found.cache} · {found.model}"
+    )
+    assert sorted(p.suffix for p in (cache / "ctxpipe" / "statusline").iterdir()) == [".json"]  # the entry was fresh: no refresh started
+
+    # The flags' library spelling, and what cannot be known.
+    assert status_line(payload, StatusOptions(window=1_000_000, savings=False), env).window == 1_000_000
+    assert status_line({"model": {"id": OPUS_48}}, environ=env) == StatusFigures("Opus 4.8", note="no transcript")
+    assert status(None, model={"id": OPUS_48})[0] == "⛁ no transcript · Opus 4.8"
+
+
+def test_the_command_line_reaches_the_status_line_through_the_library_only() -> None:
+    from test_layers import GRAPH
+
+    assert "ctxpipe.api" in GRAPH["ctxpipe.cli.statusline"]  # the scan sees its imports (inside functions too)
+    outside = sorted(
+        target
+        for module in ("ctxpipe.cli.statusline", "ctxpipe.cli.commands.statusline")
+        for target in GRAPH[module]
+        if target != "ctxpipe.api" and not target.startswith(("ctxpipe.core.", "ctxpipe.cli."))
+    )
+    assert outside == []
