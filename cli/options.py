@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Annotated, Any, Optional, cast
+from typing import Annotated, Any, Optional, cast
 
 import typer
 
+from ..api import NAMES, STDIN
 from ..core.jsonl import OnError as ReadErrors
-from ..files.inputs import STDIN
-from ..formats import NAMES
-
-if TYPE_CHECKING:
-    from ..jobs.batch import Runner
 
 
 class OnErrorChoice(str, Enum):
@@ -44,7 +39,7 @@ def readable_file(value: Optional[str]) -> Optional[str]:
     """Checks, when the command line is parsed, that a file option names a file that can be read
     (one that cannot is bad input, as a transcript that cannot be read is: exit 1)."""
     if value is not None:
-        from ..files.inputs import open_file
+        from ..api import open_file
 
         open_file(value).close()
     return value
@@ -76,9 +71,9 @@ def price_table(value: Optional[str]) -> Any:
         return None
     import orjson
 
+    from ..api import read_side_file
     from ..core.cache import prices_from
     from ..core.errors import InputError
-    from ..files.inputs import read_side_file
 
     data = read_side_file(value, "a price table")
     try:
@@ -207,14 +202,6 @@ class StageIO(Reading):
     unbuffered: Unbuffered = False
 
 
-def _is_folder(path: str) -> bool:
-    from ..files import storage
-
-    if storage.is_remote(path):
-        return storage.is_folder(path)
-    return os.path.isdir(storage.local_path(path))
-
-
 @dataclass(frozen=True)
 class Batch:
     """Many transcripts: files and folders searched for sessions, on worker processes."""
@@ -231,11 +218,9 @@ class Batch:
             raise typer.BadParameter("--scheduler goes with --executor dask", param_hint="--scheduler")
 
     @property
-    def runner(self) -> Runner:
-        """The batch.Runner these options choose."""
-        from ..jobs.batch import Runner
-
-        return Runner(self.jobs, self.executor.value, self.scheduler)
+    def run_on(self) -> dict[str, Any]:
+        """Where the api's batch functions (count_many, …) run the files, as their keyword arguments."""
+        return {"jobs": self.jobs, "executor": self.executor.value, "scheduler": self.scheduler, "subagents": self.subagents}
 
     @property
     def from_stdin(self) -> bool:
@@ -245,5 +230,7 @@ class Batch:
     @property
     def one_transcript(self) -> bool:
         """stdin, or one path that is not a folder (a batch command then works as a filter)."""
+        from ..api import is_folder
+
         paths = self.paths or []
-        return self.from_stdin or (len(paths) == 1 and not _is_folder(paths[0]))
+        return self.from_stdin or (len(paths) == 1 and not is_folder(paths[0]))

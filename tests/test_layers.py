@@ -33,7 +33,7 @@ ROOMS: dict[str, set[str]] = {
     "jobs": {"core", "formats", "files"},
     "report": {"core", "formats", "files", "jobs"},
     "api": {"core", "formats", "files", "jobs", "report"},
-    "cli": {"core", "formats", "files", "jobs", "report", "api"},
+    "cli": {"core", "api"},  # the command line is one client of the face: core's types, and the rest through api
     "root": {"api"},
     "main": {"cli"},
 }
@@ -108,7 +108,15 @@ def _layer(module: str) -> str:
 
 
 # Wrong-way edges known today and being fixed elsewhere; each is named so it cannot hide a new one.
-KNOWN_WRONG_WAY: set[tuple[str, str]] = set()
+# The status line's entry reaches below the face until its own functions are in api (issue 23).
+KNOWN_WRONG_WAY: set[tuple[str, str]] = {
+    ("ctxpipe.cli.statusline", "ctxpipe.files.atomic"),
+    ("ctxpipe.cli.statusline", "ctxpipe.files.inputs"),
+    ("ctxpipe.cli.statusline", "ctxpipe.files.sessions"),
+    ("ctxpipe.cli.statusline", "ctxpipe.formats.other_agents"),
+    ("ctxpipe.cli.statusline", "ctxpipe.jobs.count"),
+    ("ctxpipe.cli.statusline", "ctxpipe.jobs.pipeline"),
+}
 
 
 def _wrong_way() -> list[tuple[str, str]]:
@@ -133,7 +141,7 @@ def test_every_module_is_in_a_room() -> None:
 def test_graph_is_read() -> None:
     # The reader sees both kinds of import: a module-level one and one inside a function.
     assert "ctxpipe.core.count" in GRAPH["ctxpipe.core.microcompact"]
-    assert "ctxpipe.files.sessions" in GRAPH["ctxpipe.cli.batch"]  # imported inside find_inputs
+    assert "ctxpipe.api" in GRAPH["ctxpipe.cli.batch"]  # imported inside find_inputs
     assert "ctxpipe.jobs.breaker" in GRAPH["ctxpipe.jobs.batch"]  # `from .breaker import …`
     assert len(GRAPH) > 50
 

@@ -80,11 +80,9 @@ def api_edits(
 
     Example:  ctxpipe api-edits session.jsonl | jq '.context_management'
     """
+    from ...api import count_buffer, detect_format, get, mapped
     from ...core.api_edits import ApiEditsOptions, build_api_edits, parse_thinking_keep, transcript_facts
     from ...core.jsonl import ReadStats, iter_buffer_entries
-    from ...files.inputs import detect_format, mapped
-    from ...formats import get
-    from ...jobs.count import count_buffer
 
     compact_only = [
         flag

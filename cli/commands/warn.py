@@ -43,9 +43,7 @@ def warn(
 
     Example:  ctxpipe warn session.jsonl || ctxpipe compact --in-place session.jsonl
     """
-    from ...files.inputs import mapped
-    from ...files.sessions import kind_of
-    from ...jobs.count import count_buffer
+    from ...api import count_buffer, kind_of, mapped
 
     options = budget.count_options(reading)
     source = streams.source_name(path)
