@@ -48,7 +48,8 @@ from .files.storage import below, identity, is_remote
 from .formats import NAMES, REGISTRY, WRITABLE, WriteOptions, get
 
 if TYPE_CHECKING:
-    from .core.reports import CompactReport, CompactRow, CompactSkipRow, CountReport, CountTotal, IndexRow, SessionReport, ValidateReport
+    from .core.api_edits import ApiEdits, ApiEditsOptions
+    from .core.reports import CompactReport, CompactRow, CompactSkipRow, CountReport, CountTotal, IndexRow, SessionReport, ValidateReport, WarnReport
     from .files.sessions import COMPACTION_NOTE, SessionFile, is_compaction, kind_of
     from .jobs.batch import Runner, default_jobs
     from .jobs.breaker import breaker
@@ -168,6 +169,76 @@ def count_transcript(source: str | os.PathLike[str] | bytes, options: CountOptio
     options = options or CountOptions()
     with _bytes_of(source, ranged=not options.reads_whole_file) as (buffer, name):  # a store's object: its ends only
         return count_buffer(buffer, name, options, kind).as_dict()
+
+
+def warn_count(
+    source: str | os.PathLike[str] | bytes | None, options: CountOptions | None = None, pass_through: Callable[[Any], None] | None = None
+) -> FileCount:
+    """The count `warn` judges (`.warn_report()`: the level and the thresholds), of a path (None or
+    "-": stdin) or raw bytes. With `pass_through`, the input is read whole and handed to it while it
+    is held (`warn --pass-through` copies it on to stdout)."""
+    from .files.sessions import kind_of
+    from .jobs.count import CountOptions, count_buffer
+
+    options = options or CountOptions()
+    held: contextlib.AbstractContextManager[Any]
+    if isinstance(source, bytes):
+        name, kind, held = "<bytes>", None, contextlib.nullcontext(source)
+    else:
+        name = source_name(source)
+        kind = None if name == STDIN else kind_of(name)  # as its name says, like count
+        # A store's object: its ends only, by ranges, as count reads it (pass_through needs it whole).
+        held = mapped(source, ranged=pass_through is None and not options.reads_whole_file, on_error=options.on_error)
+    with held as buffer:
+        result = count_buffer(buffer, name, options, kind)
+        if pass_through is not None:
+            pass_through(buffer)
+    return result
+
+
+def warn_transcript(source: str | os.PathLike[str] | bytes, options: CountOptions | None = None) -> WarnReport:
+    """What `warn --json` prints for one transcript: its level ("normal", "warning", "autocompact",
+    "blocking"; `warn` exits 0, 3, 4, 5) and the thresholds it was judged by."""
+    return warn_count(source, options).warn_report()
+
+
+class ContextManagement(NamedTuple):
+    """What `api-edits` finds for one transcript: the edits (`.request`: the object it prints), the
+    count their trigger came from, and how the lines were read (bad ones skipped, with on_error "skip")."""
+
+    edits: ApiEdits
+    counted: FileCount
+    stats: ReadStats
+
+
+def context_management(
+    source: str | os.PathLike[str] | None, options: ApiEditsOptions | None = None, count_options: CountOptions | None = None
+) -> ContextManagement:
+    """The `context_management` request parameter that makes the API clear this transcript's context
+    itself (`api-edits`), triggered by default at its autocompact threshold (`count_options`' model,
+    window and budget). `source` None or "-" is stdin."""
+    from .core.api_edits import ApiEditsOptions, build_api_edits, transcript_facts
+    from .core.jsonl import iter_buffer_entries
+    from .jobs.count import CountOptions, count_buffer
+
+    count_options = count_options or CountOptions()
+    name = source_name(source)
+    with mapped(source, on_error=count_options.on_error) as buffer:
+        detect_format(buffer, name, count_options.format)  # another agent's file: refused before its lines are read
+        stats = ReadStats()
+        # Every line, from the start: the tools and thinking of the whole active context.
+        entries = list(iter_buffer_entries(buffer, name, count_options.on_error, stats))
+        counted = count_buffer(buffer, name, count_options)
+    tool_names, thinking_blocks = transcript_facts(get(counted.format).messages(entries))
+    edits = build_api_edits(
+        options or ApiEditsOptions(),
+        tool_names=tool_names,
+        thinking_blocks=thinking_blocks,
+        tokens=counted.count.tokens,
+        model=counted.count.model,
+        autocompact_threshold=counted.thresholds.autocompact,
+    )
+    return ContextManagement(edits, counted, stats)
 
 
 def run_stage(
@@ -785,6 +856,8 @@ __all__ = [
     "api_messages",
     "compact",
     "compact_file",
+    "ContextManagement",
+    "context_management",
     "convert",
     "convert_with_report",
     "count_transcript",
@@ -794,6 +867,8 @@ __all__ = [
     "run_stage",
     "session_report",
     "validate_transcript",
+    "warn_count",
+    "warn_transcript",
     "write_transcript",
     # many: batches on local workers or a Dask cluster
     "BatchResult",

@@ -167,6 +167,26 @@ def test_batches_on_a_dask_cluster_give_what_local_workers_give(folder: Path, tm
     assert files_under(tmp_path / "dask") == files_under(tmp_path / "local")
 
 
+@pytest.mark.parametrize("name", ["basic.jsonl", "compacted.jsonl"])
+def test_warn_transcript_is_warn_json(name: str) -> None:
+    path = FIXTURES / "claude-code" / name
+    printed = run_cli("warn", "--json", "--window", "20000", path)  # a small window: a level above normal
+    report = ctxpipe.warn_transcript(path, ctxpipe.CountOptions(window=20_000))
+    assert [report] == json_lines(printed.stdout)
+    assert printed.returncode == {"normal": 0, "warning": 3, "autocompact": 4, "blocking": 5}[report["level"]]
+    assert ctxpipe.warn_transcript(path.read_bytes(), ctxpipe.CountOptions(window=20_000))["tokens"] == report["tokens"]
+
+
+def test_context_management_is_api_edits() -> None:
+    from ctxpipe.core.api_edits import ApiEditsOptions
+
+    path = FIXTURES / "claude-code" / "repeats.jsonl"
+    printed = ok(run_cli("api-edits", "--json", "--keep", "2", "--compact", path))
+    found = ctxpipe.context_management(path, ApiEditsOptions(keep=2, compact=True))
+    assert [found.edits.request] == json_lines(printed.stdout)
+    assert found.stats.skipped == 0 and found.counted.file == str(path)
+
+
 # --- the face itself --------------------------------------------------------------------------------
 
 
