@@ -44,6 +44,7 @@ __all__ = [
     "CountBatch",
     "CountOptions",
     "FileResult",
+    "NotASession",
     "ReportBatch",
     "ReportOptions",
     "ReportedFile",

@@ -27,7 +27,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar, cast
 
 from .core.convert import ConvertReport, to_api_messages
-from .core.errors import CtxpipeError, SettingsError
+from .core.errors import CtxpipeError, SettingsError, UnsupportedError
 from .core.jsonl import OnError, ReadStats, write_entries
 from .core.model import Finding, Transcript
 from .files.atomic import atomic_file, make_folder, unwind_on_termination, write_error, writer
@@ -150,12 +150,13 @@ def write_transcript(transcript: Transcript, path: str | os.PathLike[str]) -> No
 
 
 @contextlib.contextmanager
-def _bytes_of(source: str | os.PathLike[str] | bytes, ranged: bool = False) -> Iterator[tuple[Any, str]]:
-    """(buffer, name) for a path ("-": stdin; an mmap for a regular file; a store URL) or raw bytes."""
+def _bytes_of(source: str | os.PathLike[str] | bytes, ranged: bool = False, on_error: OnError = "fail") -> Iterator[tuple[Any, str]]:
+    """(buffer, name) for a path ("-": stdin; an mmap for a regular file; a store URL) or raw bytes
+    (`on_error`: what a line no reader can hold does to a stream read whole)."""
     if isinstance(source, bytes):
         yield source, "<bytes>"
         return
-    with mapped(os.fspath(source), ranged) as buffer:
+    with mapped(os.fspath(source), ranged, on_error) as buffer:
         yield buffer, source_name(os.fspath(source))
 
 
@@ -270,24 +271,30 @@ def run_stage(
         return result.output(buffer), result.report
 
 
+class NotASession(UnsupportedError):
+    """A compaction side-call given to compact: the request Claude Code made to write a summary, not
+    a session, so there is nothing to compact (`compact` exits 6; nothing is written)."""
+
+
 def compact(source: str | os.PathLike[str] | bytes, options: CompactOptions | None = None) -> tuple[bytes, CompactReport]:
-    """The whole pipeline on one transcript, as `compact` runs it: the output and the report
-    `compact --report-json` writes (`ctxpipe.jobs.pipeline.CompactOptions` holds each stage's settings)."""
+    """The whole pipeline on one transcript ("-": stdin), as `compact` runs it: the output and the
+    report `compact --report-json` writes (`ctxpipe.jobs.pipeline.CompactOptions` holds each stage's
+    settings). A compaction side-call raises NotASession."""
     from dataclasses import replace
 
-    from .core.errors import UnsupportedError
     from .files.sessions import COMPACTION_NOTE, is_compaction
     from .jobs.breaker import breaker
-    from .jobs.pipeline import CompactOptions, compact_buffer, model_access
+    from .jobs.pipeline import PIPELINE, CompactOptions, compact_buffer, model_access, ready
 
     options = options or CompactOptions()
     if options.api_key is None:  # as the command: the model's key and endpoint from the environment
         api_key, base_url = model_access()
         options = replace(options, api_key=api_key, base_url=options.base_url or base_url)
-    path = None if isinstance(source, bytes) else os.fspath(source)
-    with _bytes_of(source) as (buffer, shown):
+    path = None if isinstance(source, bytes) or os.fspath(source) == STDIN else os.fspath(source)
+    ready(PIPELINE)  # what the stages load, loaded before the input is read
+    with _bytes_of(source, on_error=options.on_error) as (buffer, shown):
         if is_compaction(buffer, path):
-            raise UnsupportedError(f"{shown}: {COMPACTION_NOTE}; nothing to compact (compact its session instead)")
+            raise NotASession(f"{shown}: {COMPACTION_NOTE}; nothing to compact (compact its session instead)")
         pieces, report = compact_buffer(buffer, shown, options, breaker(), path)
         return b"".join(pieces), report
 
@@ -856,6 +863,7 @@ __all__ = [
     "api_messages",
     "compact",
     "compact_file",
+    "NotASession",
     "ContextManagement",
     "context_management",
     "convert",

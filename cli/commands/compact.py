@@ -109,29 +109,19 @@ def compact(
 
 
 def _to_stdout(path: str | None, options: CompactOptions, report_json: str | None) -> None:
-    from ...api import breaker, compact_buffer, mapped, ready
+    from ...api import NotASession, compact
 
-    ready(PIPELINE)
-    source = streams.source_name(path)
-    with mapped(path, on_error=options.on_error) as buffer:
-        _refuse_compaction(buffer, path, source)
-        pieces, report = compact_buffer(buffer, source, options, breaker(), path)
+    try:
+        output, report = compact(streams.source_name(path), options)
+    except NotASession as exc:  # given alone: there is no session to compact, and nothing is written
+        streams.error(str(exc))
+        raise typer.Exit(ExitStatus.NOT_A_SESSION) from None
     with streams.open_output(None) as out:
-        for piece in pieces:
-            out.write(piece)
+        out.write(output)
     _say(report)
     if report_json:
         with streams.open_output(report_json) as out:
             out.write(streams.json_bytes(report, indent=True))
-
-
-def _refuse_compaction(buffer: Any, path: str | None, source: str) -> None:
-    """A compaction side-call given alone: there is no session to compact, and nothing is written."""
-    from ...api import COMPACTION_NOTE, is_compaction
-
-    if is_compaction(buffer, path):
-        streams.error(f"{source}: {COMPACTION_NOTE}; nothing to compact (compact its session instead)")
-        raise typer.Exit(ExitStatus.NOT_A_SESSION)
 
 
 def _say(report: CompactReport) -> None:
