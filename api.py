@@ -477,9 +477,10 @@ class CountBatch(BatchResult["FileCount"]):
 
     def rows(self) -> list[CountReport | CountTotal]:
         """What `count --json` prints: a row per file counted, and the total over them after several inputs."""
-        rows: list[CountReport | CountTotal] = [result.as_dict() for result in self.done]
+        counted = [result.as_dict() for result in self.done]
+        rows: list[CountReport | CountTotal] = list(counted)
         if len(self.files) > 1:
-            rows.append(count_total([result.as_dict() for result in self.done], len(self.failures)))
+            rows.append(count_total(counted, len(self.failures)))
         return rows
 
 
