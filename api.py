@@ -99,6 +99,104 @@ def __getattr__(name: str) -> Any:
     return value
 
 
+# The API's names: its own jobs and types first, then what it re-exports from the rooms below it for
+# its clients (the command line takes these from here, never from below).
+__all__ = [
+    # one transcript
+    "api_messages",
+    "compact",
+    "compact_file",
+    "NotASession",
+    "ContextManagement",
+    "context_management",
+    "convert",
+    "convert_with_report",
+    "count_transcript",
+    "expand",
+    "read_transcript",
+    "report_html",
+    "run_stage",
+    "session_report",
+    "validate_transcript",
+    "warn_count",
+    "warn_transcript",
+    "write_transcript",
+    # many: batches on local workers or a Dask cluster
+    "BatchResult",
+    "CompactBatch",
+    "CountBatch",
+    "Executor",
+    "FileResult",
+    "ReportBatch",
+    "ReportedFile",
+    "ValidatedFile",
+    "compact_many",
+    "compact_one",
+    "count_many",
+    "count_one",
+    "count_total",
+    "index_row",
+    "report_many",
+    "report_one",
+    "session_files",
+    "validate_many",
+    "validate_one",
+    "INDEX",
+    "INPUT_BUFFER",
+    "is_folder",
+    # re-exported: reading and writing files (files/)
+    "STDIN",
+    "EntryStream",
+    "atomic_file",
+    "below",
+    "detect_format",
+    "guard_truncation",
+    "identity",
+    "is_regular",
+    "is_remote",
+    "make_folder",
+    "mapped",
+    "open_file",
+    "opened",
+    "read_side_file",
+    "source_name",
+    "stream_entries",
+    "unwind_on_termination",
+    "write_error",
+    "writer",
+    # re-exported: the format registry (formats/)
+    "NAMES",
+    "REGISTRY",
+    "WRITABLE",
+    "WriteOptions",
+    "get",
+    # re-exported, loaded on first use (_LOADED_ON_USE: sessions, jobs, report)
+    "COMPACTION_NOTE",
+    "SessionFile",
+    "is_compaction",
+    "kind_of",
+    "Runner",
+    "default_jobs",
+    "breaker",
+    "CountOptions",
+    "FileCount",
+    "count_buffer",
+    "count_file",
+    "GIVEN_BY_COMPACT",
+    "PIPELINE",
+    "STAGES",
+    "CompactOptions",
+    "StageRun",
+    "compact_buffer",
+    "model_access",
+    "ready",
+    "run_stage_on_buffer",
+    "stage_context",
+    "NOT_ASKED_AGAIN",
+    "ReportOptions",
+]
+
+
 def read_transcript(source: str | os.PathLike[str] | bytes, format: str | None = None, on_error: OnError = "fail") -> Transcript:
     """A transcript from a path ("-" is stdin; a pipe or a FIFO is read as a stream) or from raw
     JSONL bytes; raises InputError on bad input."""
@@ -352,27 +450,6 @@ def compact_file(
     except ChangedMeanwhile:  # e.g. a session still being written: its new lines would be lost
         raise InputError(shown, None, "changed while being compacted (is a program still writing it?); left as it was") from None
     return report
-
-
-def session_report(source: str | os.PathLike[str] | bytes, options: ReportOptions | None = None, now: datetime | None = None) -> SessionReport:
-    """What `report --json` prints for one transcript: everything its page shows
-    (`ctxpipe.report.data.ReportOptions` holds the count options, the prices and the horizon)."""
-    from datetime import timezone
-
-    from .files.sessions import kind_of
-    from .report.data import ReportOptions
-    from .report.data import session_report as report_of
-
-    path = None if isinstance(source, bytes) or os.fspath(source) == "-" else os.fspath(source)
-    with _bytes_of(source) as (buffer, name):
-        return report_of(buffer, name, options or ReportOptions(), now or datetime.now(timezone.utc), kind_of(path) if path else None, path)
-
-
-def report_html(report: SessionReport) -> str:
-    """The self-contained HTML page `report` writes for one session's report."""
-    from .report.page import session_page
-
-    return session_page(report)
 
 
 def expand(source: str | os.PathLike[str] | None, ledger: str) -> tuple[bytes, int]:
@@ -857,99 +934,22 @@ def report_many(
     return ReportBatch(batch.files, join(out_dir, INDEX) if out_dir else None)
 
 
-# The API's names: its own jobs and types first, then what it re-exports from the rooms below it for
-# its clients (the command line takes these from here, never from below).
-__all__ = [
-    # one transcript
-    "api_messages",
-    "compact",
-    "compact_file",
-    "NotASession",
-    "ContextManagement",
-    "context_management",
-    "convert",
-    "convert_with_report",
-    "count_transcript",
-    "expand",
-    "read_transcript",
-    "report_html",
-    "run_stage",
-    "session_report",
-    "validate_transcript",
-    "warn_count",
-    "warn_transcript",
-    "write_transcript",
-    # many: batches on local workers or a Dask cluster
-    "BatchResult",
-    "CompactBatch",
-    "CountBatch",
-    "Executor",
-    "FileResult",
-    "ReportBatch",
-    "ReportedFile",
-    "ValidatedFile",
-    "compact_many",
-    "compact_one",
-    "count_many",
-    "count_one",
-    "count_total",
-    "index_row",
-    "report_many",
-    "report_one",
-    "session_files",
-    "validate_many",
-    "validate_one",
-    "INDEX",
-    "INPUT_BUFFER",
-    "is_folder",
-    # re-exported: reading and writing files (files/)
-    "STDIN",
-    "EntryStream",
-    "atomic_file",
-    "below",
-    "detect_format",
-    "guard_truncation",
-    "identity",
-    "is_regular",
-    "is_remote",
-    "make_folder",
-    "mapped",
-    "open_file",
-    "opened",
-    "read_side_file",
-    "source_name",
-    "stream_entries",
-    "unwind_on_termination",
-    "write_error",
-    "writer",
-    # re-exported: the format registry (formats/)
-    "NAMES",
-    "REGISTRY",
-    "WRITABLE",
-    "WriteOptions",
-    "get",
-    # re-exported, loaded on first use (_LOADED_ON_USE: sessions, jobs, report)
-    "COMPACTION_NOTE",
-    "SessionFile",
-    "is_compaction",
-    "kind_of",
-    "Runner",
-    "default_jobs",
-    "breaker",
-    "CountOptions",
-    "FileCount",
-    "count_buffer",
-    "count_file",
-    "GIVEN_BY_COMPACT",
-    "PIPELINE",
-    "STAGES",
-    "CompactOptions",
-    "StageRun",
-    "compact_buffer",
-    "model_access",
-    "ready",
-    "run_stage_on_buffer",
-    "stage_context",
-    "NOT_ASKED_AGAIN",
-    "ReportOptions",
-]
+def session_report(source: str | os.PathLike[str] | bytes, options: ReportOptions | None = None, now: datetime | None = None) -> SessionReport:
+    """What `report --json` prints for one transcript: everything its page shows
+    (`ctxpipe.report.data.ReportOptions` holds the count options, the prices and the horizon)."""
+    from datetime import timezone
+
+    from .files.sessions import kind_of
+    from .report.data import ReportOptions
+    from .report.data import session_report as report_of
+
+    path = None if isinstance(source, bytes) or os.fspath(source) == "-" else os.fspath(source)
+    with _bytes_of(source) as (buffer, name):
+        return report_of(buffer, name, options or ReportOptions(), now or datetime.now(timezone.utc), kind_of(path) if path else None, path)
+
+
+def report_html(report: SessionReport) -> str:
+    """The self-contained HTML page `report` writes for one session's report."""
+    from .report.page import session_page
+
+    return session_page(report)
