@@ -5,12 +5,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Annotated, Any, Optional, cast
+from typing import TYPE_CHECKING, Annotated, Any, Optional, TypedDict, cast
 
 import typer
 
 from ..api import NAMES, STDIN
 from ..core.jsonl import OnError as ReadErrors
+
+if TYPE_CHECKING:
+    from ..api import Executor as Place
 
 
 class OnErrorChoice(str, Enum):
@@ -202,6 +205,15 @@ class StageIO(Reading):
     unbuffered: Unbuffered = False
 
 
+class RunOn(TypedDict):
+    """A batch's keyword arguments for the api's batch functions (count_many, …)."""
+
+    jobs: int
+    executor: Place
+    scheduler: str | None
+    subagents: bool
+
+
 @dataclass(frozen=True)
 class Batch:
     """Many transcripts: files and folders searched for sessions, on worker processes."""
@@ -218,8 +230,8 @@ class Batch:
             raise typer.BadParameter("--scheduler goes with --executor dask", param_hint="--scheduler")
 
     @property
-    def run_on(self) -> dict[str, Any]:
-        """Where the api's batch functions (count_many, …) run the files, as their keyword arguments."""
+    def run_on(self) -> RunOn:
+        """Where the api's batch functions (count_many, …) find and run the files."""
         return {"jobs": self.jobs, "executor": self.executor.value, "scheduler": self.scheduler, "subagents": self.subagents}
 
     @property
