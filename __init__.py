@@ -5,6 +5,10 @@ Library use:
     import ctxpipe
     transcript = ctxpipe.read_transcript("session.jsonl")
     messages = ctxpipe.api_messages(transcript)
+    counted = ctxpipe.count_many(["~/.claude/projects/"], jobs=4)   # a batch: local workers, or executor="dask"
+
+The names below are ctxpipe.api's (its docstring says more); `ctxpipe.api` also re-exports the
+lower-level names the command line uses.
 """
 
 from __future__ import annotations
@@ -17,20 +21,39 @@ __all__ = [
     "api_messages",
     "compact",
     "compact_file",
+    "context_management",
     "convert",
     "convert_with_report",
     "count_transcript",
+    "expand",
     "read_transcript",
     "report_html",
     "run_stage",
     "session_report",
     "validate_transcript",
+    "warn_transcript",
     "write_transcript",
+    "compact_many",
+    "count_many",
+    "report_many",
+    "session_files",
+    "validate_many",
+    "BatchResult",
+    "CompactBatch",
+    "CompactOptions",
+    "CountBatch",
+    "CountOptions",
+    "FileResult",
+    "NotASession",
+    "ReportBatch",
+    "ReportOptions",
+    "ReportedFile",
+    "ValidatedFile",
 ]
 
 
 def __getattr__(name: str) -> Any:
-    # Loaded on first use, so the command line starts without the library layer it may not need.
+    # Loaded on first use: `import ctxpipe` stays as light as the package itself (the API loads what a job needs).
     if name in __all__:
         from . import api
 

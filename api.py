@@ -1,4 +1,4 @@
-"""The library API: read, convert, validate and write transcripts from Python.
+"""The library API: every job the command line does, for a program as for the CLI.
 
 import ctxpipe
 transcript = ctxpipe.read_transcript("session.jsonl")          # format detected
@@ -6,28 +6,212 @@ messages = ctxpipe.convert(transcript, "anthropic")            # a new Transcrip
 ctxpipe.write_transcript(messages, "messages.jsonl")           # atomic
 for finding in ctxpipe.validate_transcript(transcript):
     print(finding.line, finding.severity, finding.message)
+counted = ctxpipe.count_many(["~/.claude/projects/"], jobs=4)  # a batch: local workers, or executor="dask"
+for row in counted.rows():
+    print(row["file"], row["tokens"])
+
+The command line (ctxpipe.cli) is one client of this module: it imports nothing below it but core's
+types. The lower-level names it needs are re-exported here on purpose (EXPORTED); the heavier ones
+load on first use, so importing the API stays as light as the command line's start-up.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar, cast
 
 from .core.convert import ConvertReport, to_api_messages
-from .core.jsonl import OnError, write_entries
+from .core.errors import CtxpipeError, SettingsError, UnsupportedError
+from .core.jsonl import OnError, ReadStats, write_entries
 from .core.model import Finding, Transcript
-from .files.inputs import mapped, opened, source_name, stream_entries
-from .formats import WriteOptions, editor_of, get
+from .files.inputs import (
+    STDIN,
+    EntryStream,
+    detect_format,
+    guard_truncation,
+    is_regular,
+    mapped,
+    open_file,
+    opened,
+    read_side_file,
+    source_name,
+    stream_entries,
+)
+from .files.storage import below, identity, is_remote
+from .formats import NAMES, REGISTRY, WRITABLE, WriteOptions, editor_of, get
 
 if TYPE_CHECKING:
-    from .core.reports import CompactReport, CompactSkipRow, CountReport, SessionReport
-    from .jobs.count import CountOptions
-    from .jobs.pipeline import CompactOptions
+    from .core.api_edits import ApiEdits, ApiEditsOptions
+    from .core.reports import CompactReport, CompactRow, CompactSkipRow, CountReport, CountTotal, IndexRow, SessionReport, ValidateReport, WarnReport
+    from .files.atomic import atomic_file, make_folder, unwind_on_termination, write_error, writer
+    from .files.sessions import COMPACTION_NOTE, SessionFile, is_compaction, kind_of
+    from .jobs.batch import Runner, default_jobs
+    from .jobs.breaker import breaker
+    from .jobs.count import CountOptions, FileCount, count_buffer, count_file
+    from .jobs.pipeline import GIVEN_BY_COMPACT, PIPELINE, STAGES, CompactOptions, StageRun, compact_buffer, model_access, ready, stage_context
+    from .jobs.pipeline import run_stage as run_stage_on_buffer
+    from .jobs.statusline import Saving, StatusFigures, StatusOptions
+    from .jobs.summary import NOT_ASKED_AGAIN
     from .report.data import ReportOptions
+
+# The names below the API that its clients (the command line first) use, each loaded when first asked
+# for: name -> (module, its name there). mypy reads them from the imports under TYPE_CHECKING above.
+_LOADED_ON_USE: dict[str, tuple[str, str]] = {
+    # atomic writes: not at the top, where the status line (which writes nothing) would pay for them
+    "atomic_file": ("files.atomic", "atomic_file"),
+    "make_folder": ("files.atomic", "make_folder"),
+    "unwind_on_termination": ("files.atomic", "unwind_on_termination"),
+    "write_error": ("files.atomic", "write_error"),
+    "writer": ("files.atomic", "writer"),
+    "Saving": ("jobs.statusline", "Saving"),
+    "StatusFigures": ("jobs.statusline", "StatusFigures"),
+    "StatusOptions": ("jobs.statusline", "StatusOptions"),
+    "COMPACTION_NOTE": ("files.sessions", "COMPACTION_NOTE"),
+    "SessionFile": ("files.sessions", "SessionFile"),
+    "is_compaction": ("files.sessions", "is_compaction"),
+    "kind_of": ("files.sessions", "kind_of"),
+    "Runner": ("jobs.batch", "Runner"),
+    "default_jobs": ("jobs.batch", "default_jobs"),
+    "breaker": ("jobs.breaker", "breaker"),
+    "CountOptions": ("jobs.count", "CountOptions"),
+    "FileCount": ("jobs.count", "FileCount"),
+    "count_buffer": ("jobs.count", "count_buffer"),
+    "count_file": ("jobs.count", "count_file"),
+    "GIVEN_BY_COMPACT": ("jobs.pipeline", "GIVEN_BY_COMPACT"),
+    "PIPELINE": ("jobs.pipeline", "PIPELINE"),
+    "STAGES": ("jobs.pipeline", "STAGES"),
+    "CompactOptions": ("jobs.pipeline", "CompactOptions"),
+    "StageRun": ("jobs.pipeline", "StageRun"),
+    "compact_buffer": ("jobs.pipeline", "compact_buffer"),
+    "model_access": ("jobs.pipeline", "model_access"),
+    "ready": ("jobs.pipeline", "ready"),
+    "run_stage_on_buffer": ("jobs.pipeline", "run_stage"),
+    "stage_context": ("jobs.pipeline", "stage_context"),
+    "NOT_ASKED_AGAIN": ("jobs.summary", "NOT_ASKED_AGAIN"),
+    "ReportOptions": ("report.data", "ReportOptions"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LOADED_ON_USE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    module, attribute = _LOADED_ON_USE[name]
+    value = getattr(importlib.import_module(f".{module}", __package__), attribute)
+    globals()[name] = value  # once: the next use is a plain lookup
+    return value
+
+
+# The API's names: its own jobs and types first, then what it re-exports from the rooms below it for
+# its clients (the command line takes these from here, never from below).
+__all__ = [
+    # one transcript
+    "api_messages",
+    "compact",
+    "compact_file",
+    "NotASession",
+    "ContextManagement",
+    "context_management",
+    "convert",
+    "convert_with_report",
+    "count_transcript",
+    "expand",
+    "read_transcript",
+    "report_html",
+    "run_stage",
+    "session_report",
+    "validate_transcript",
+    "warn_count",
+    "warn_transcript",
+    "write_transcript",
+    # many: batches on local workers or a Dask cluster
+    "BatchResult",
+    "CompactBatch",
+    "CountBatch",
+    "Executor",
+    "FileResult",
+    "ReportBatch",
+    "ReportedFile",
+    "ValidatedFile",
+    "compact_many",
+    "compact_one",
+    "count_many",
+    "count_one",
+    "count_total",
+    "index_row",
+    "report_many",
+    "report_one",
+    "session_files",
+    "validate_many",
+    "validate_one",
+    "INDEX",
+    "INPUT_BUFFER",
+    "is_folder",
+    # re-exported: reading and writing files (files/)
+    "STDIN",
+    "EntryStream",
+    "atomic_file",
+    "below",
+    "detect_format",
+    "guard_truncation",
+    "identity",
+    "is_regular",
+    "is_remote",
+    "make_folder",
+    "mapped",
+    "open_file",
+    "opened",
+    "read_side_file",
+    "source_name",
+    "stream_entries",
+    "unwind_on_termination",
+    "write_error",
+    "writer",
+    # re-exported: the format registry (formats/)
+    "NAMES",
+    "REGISTRY",
+    "WRITABLE",
+    "WriteOptions",
+    "editor_of",
+    "get",
+    # re-exported, loaded on first use (_LOADED_ON_USE: sessions, jobs, report)
+    "COMPACTION_NOTE",
+    "SessionFile",
+    "is_compaction",
+    "kind_of",
+    "Runner",
+    "default_jobs",
+    "breaker",
+    "CountOptions",
+    "FileCount",
+    "count_buffer",
+    "count_file",
+    "GIVEN_BY_COMPACT",
+    "PIPELINE",
+    "STAGES",
+    "CompactOptions",
+    "StageRun",
+    "compact_buffer",
+    "model_access",
+    "ready",
+    "run_stage_on_buffer",
+    "stage_context",
+    "NOT_ASKED_AGAIN",
+    "ReportOptions",
+    # the status line
+    "status_line",
+    "refresh_status_savings",
+    "Saving",
+    "StatusFigures",
+    "StatusOptions",
+]
 
 
 def read_transcript(source: str | os.PathLike[str] | bytes, format: str | None = None, on_error: OnError = "fail") -> Transcript:
@@ -83,12 +267,13 @@ def write_transcript(transcript: Transcript, path: str | os.PathLike[str]) -> No
 
 
 @contextlib.contextmanager
-def _bytes_of(source: str | os.PathLike[str] | bytes, ranged: bool = False) -> Iterator[tuple[Any, str]]:
-    """(buffer, name) for a path ("-": stdin; an mmap for a regular file; a store URL) or raw bytes."""
+def _bytes_of(source: str | os.PathLike[str] | bytes, ranged: bool = False, on_error: OnError = "fail") -> Iterator[tuple[Any, str]]:
+    """(buffer, name) for a path ("-": stdin; an mmap for a regular file; a store URL) or raw bytes
+    (`on_error`: what a line no reader can hold does to a stream read whole)."""
     if isinstance(source, bytes):
         yield source, "<bytes>"
         return
-    with mapped(os.fspath(source), ranged) as buffer:
+    with mapped(os.fspath(source), ranged, on_error) as buffer:
         yield buffer, source_name(os.fspath(source))
 
 
@@ -102,6 +287,76 @@ def count_transcript(source: str | os.PathLike[str] | bytes, options: CountOptio
     options = options or CountOptions()
     with _bytes_of(source, ranged=not options.reads_whole_file) as (buffer, name):  # a store's object: its ends only
         return count_buffer(buffer, name, options, kind).as_dict()
+
+
+def warn_count(
+    source: str | os.PathLike[str] | bytes | None, options: CountOptions | None = None, pass_through: Callable[[Any], None] | None = None
+) -> FileCount:
+    """The count `warn` judges (`.warn_report()`: the level and the thresholds), of a path (None or
+    "-": stdin) or raw bytes. With `pass_through`, the input is read whole and handed to it while it
+    is held (`warn --pass-through` copies it on to stdout)."""
+    from .files.sessions import kind_of
+    from .jobs.count import CountOptions, count_buffer
+
+    options = options or CountOptions()
+    held: contextlib.AbstractContextManager[Any]
+    if isinstance(source, bytes):
+        name, kind, held = "<bytes>", None, contextlib.nullcontext(source)
+    else:
+        name = source_name(source)
+        kind = None if name == STDIN else kind_of(name)  # as its name says, like count
+        # A store's object: its ends only, by ranges, as count reads it (pass_through needs it whole).
+        held = mapped(source, ranged=pass_through is None and not options.reads_whole_file, on_error=options.on_error)
+    with held as buffer:
+        result = count_buffer(buffer, name, options, kind)
+        if pass_through is not None:
+            pass_through(buffer)
+    return result
+
+
+def warn_transcript(source: str | os.PathLike[str] | bytes, options: CountOptions | None = None) -> WarnReport:
+    """What `warn --json` prints for one transcript: its level ("normal", "warning", "autocompact",
+    "blocking"; `warn` exits 0, 3, 4, 5) and the thresholds it was judged by."""
+    return warn_count(source, options).warn_report()
+
+
+class ContextManagement(NamedTuple):
+    """What `api-edits` finds for one transcript: the edits (`.request`: the object it prints), the
+    count their trigger came from, and how the lines were read (bad ones skipped, with on_error "skip")."""
+
+    edits: ApiEdits
+    counted: FileCount
+    stats: ReadStats
+
+
+def context_management(
+    source: str | os.PathLike[str] | None, options: ApiEditsOptions | None = None, count_options: CountOptions | None = None
+) -> ContextManagement:
+    """The `context_management` request parameter that makes the API clear this transcript's context
+    itself (`api-edits`), triggered by default at its autocompact threshold (`count_options`' model,
+    window and budget). `source` None or "-" is stdin."""
+    from .core.api_edits import ApiEditsOptions, build_api_edits, transcript_facts
+    from .core.jsonl import iter_buffer_entries
+    from .jobs.count import CountOptions, count_buffer
+
+    count_options = count_options or CountOptions()
+    name = source_name(source)
+    with mapped(source, on_error=count_options.on_error) as buffer:
+        detect_format(buffer, name, count_options.format)  # another agent's file: refused before its lines are read
+        stats = ReadStats()
+        # Every line, from the start: the tools and thinking of the whole active context.
+        entries = list(iter_buffer_entries(buffer, name, count_options.on_error, stats))
+        counted = count_buffer(buffer, name, count_options)
+    tool_names, thinking_blocks = transcript_facts(get(counted.format).messages(entries))
+    edits = build_api_edits(
+        options or ApiEditsOptions(),
+        tool_names=tool_names,
+        thinking_blocks=thinking_blocks,
+        tokens=counted.count.tokens,
+        model=counted.count.model,
+        autocompact_threshold=counted.thresholds.autocompact,
+    )
+    return ContextManagement(edits, counted, stats)
 
 
 def run_stage(
@@ -133,24 +388,30 @@ def run_stage(
         return result.output(buffer), result.report
 
 
+class NotASession(UnsupportedError):
+    """A compaction side-call given to compact: the request Claude Code made to write a summary, not
+    a session, so there is nothing to compact (`compact` exits 6; nothing is written)."""
+
+
 def compact(source: str | os.PathLike[str] | bytes, options: CompactOptions | None = None) -> tuple[bytes, CompactReport]:
-    """The whole pipeline on one transcript, as `compact` runs it: the output and the report
-    `compact --report-json` writes (`ctxpipe.jobs.pipeline.CompactOptions` holds each stage's settings)."""
+    """The whole pipeline on one transcript ("-": stdin), as `compact` runs it: the output and the
+    report `compact --report-json` writes (`ctxpipe.jobs.pipeline.CompactOptions` holds each stage's
+    settings). A compaction side-call raises NotASession."""
     from dataclasses import replace
 
-    from .core.errors import UnsupportedError
     from .files.sessions import COMPACTION_NOTE, is_compaction
     from .jobs.breaker import breaker
-    from .jobs.pipeline import CompactOptions, compact_buffer, model_access
+    from .jobs.pipeline import PIPELINE, CompactOptions, compact_buffer, model_access, ready
 
     options = options or CompactOptions()
     if options.api_key is None:  # as the command: the model's key and endpoint from the environment
         api_key, base_url = model_access()
         options = replace(options, api_key=api_key, base_url=options.base_url or base_url)
-    path = None if isinstance(source, bytes) else os.fspath(source)
-    with _bytes_of(source) as (buffer, shown):
+    path = None if isinstance(source, bytes) or os.fspath(source) == STDIN else os.fspath(source)
+    ready(PIPELINE)  # what the stages load, loaded before the input is read
+    with _bytes_of(source, on_error=options.on_error) as (buffer, shown):
         if is_compaction(buffer, path):
-            raise UnsupportedError(f"{shown}: {COMPACTION_NOTE}; nothing to compact (compact its session instead)")
+            raise NotASession(f"{shown}: {COMPACTION_NOTE}; nothing to compact (compact its session instead)")
         pieces, report = compact_buffer(buffer, shown, options, breaker(), path)
         return b"".join(pieces), report
 
@@ -210,6 +471,491 @@ def compact_file(
     return report
 
 
+def expand(source: str | os.PathLike[str] | None, ledger: str) -> tuple[bytes, int]:
+    """What `expand` writes: the transcript a chain of stages started from, rebuilt from the records
+    they appended to `ledger`, and how many stage runs were undone. `source` None or "-" is stdin."""
+    from .core.stage import expand as undo
+    from .core.stage import read_ledger
+    from .formats import other_agents, refuse_other_agent
+
+    with mapped(ledger) as ledger_bytes:
+        records = read_ledger(bytes(ledger_bytes), ledger)
+    shown = source_name(source)
+    with mapped(source) as buffer:
+        # No stage writes another agent's file, so no ledger undoes one: refused as every reader does.
+        refuse_other_agent(shown, other_agents.examine_buffer(buffer))
+        data = bytes(buffer)
+    original, undone = undo(data, records)
+    if records and not undone:
+        raise CtxpipeError(f"{shown}: no record in {ledger} was written for this transcript (it may have changed since)")
+    return original, undone
+
+
+def is_folder(path: str) -> bool:
+    """Whether `path` names a folder: a local one, or a prefix in a store."""
+    from .files import storage
+
+    if storage.is_remote(path):
+        return storage.is_folder(path)
+    return os.path.isdir(storage.local_path(path))
+
+
+# --- batches: many files, on local worker processes or a Dask cluster ------------------------------
+
+Result = TypeVar("Result")
+Executor = Literal["local", "dask"]
+INPUT_BUFFER = 1 << 20  # a transcript read as a stream (validate, convert): read in large pieces
+
+
+@dataclass(frozen=True)
+class FileResult(Generic[Result]):
+    """One file of a batch: what its job returned, or the error that stopped it (the others went on)."""
+
+    file: str  # as the batch names it: the path as given, or as found below a folder given
+    result: Result | None = None
+    error: CtxpipeError | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass(frozen=True)
+class BatchResult(Generic[Result]):
+    """A batch's files in the order found, each with its result or its error."""
+
+    files: list[FileResult[Result]] = field(default_factory=list)
+
+    @property
+    def done(self) -> list[Result]:
+        return [cast("Result", file.result) for file in self.files if file.error is None]
+
+    @property
+    def failures(self) -> list[CtxpipeError]:
+        return [file.error for file in self.files if file.error is not None]
+
+
+def _batch_of(kind: type[Any], names: Sequence[str], results: Sequence[tuple[bool, Any]]) -> Any:
+    """run_all's (ok, result or error) pairs as a batch's FileResults."""
+    return kind([FileResult(name, value, None) if ok else FileResult(name, None, value) for name, (ok, value) in zip(names, results)])
+
+
+def session_files(
+    paths: Sequence[str | os.PathLike[str]],
+    subagents: bool = True,
+    on_skip: Callable[[str, str], None] | None = None,
+    on_missing: Callable[[CtxpipeError], None] | None = None,
+) -> list[SessionFile]:
+    """The files given and every session file below each folder given (or store prefix), each once,
+    in a stable order: what every batch works on. `on_skip(shown, why)` hears about each file left
+    out (a FIFO, a broken link, a second name of one file); a path that names nothing raises
+    InputError, or with `on_missing` is handed to it and the other paths are still searched."""
+    from .files.sessions import find_sessions
+
+    return find_sessions([os.fspath(path) for path in paths], subagents, on_skip, on_missing)
+
+
+def _runner(jobs: int, executor: Executor, scheduler: str | None) -> Runner:
+    from .jobs.batch import Runner
+
+    if scheduler and executor != "dask":
+        raise SettingsError("--scheduler", "goes with --executor dask")
+    return Runner(jobs, executor, scheduler)
+
+
+def _found(paths: Sequence[str | os.PathLike[str]], files: Sequence[SessionFile] | None, subagents: bool) -> list[SessionFile]:
+    return list(files) if files is not None else session_files(paths, subagents)
+
+
+@dataclass(frozen=True)
+class CountBatch(BatchResult["FileCount"]):
+    """count_many's answer: each file's count (`FileCount`: `.as_dict()` is its `count --json` row)."""
+
+    def rows(self) -> list[CountReport | CountTotal]:
+        """What `count --json` prints: a row per file counted, and the total over them after several inputs."""
+        counted = [result.as_dict() for result in self.done]
+        rows: list[CountReport | CountTotal] = list(counted)
+        if len(self.files) > 1:
+            rows.append(count_total(counted, len(self.failures)))
+        return rows
+
+
+def count_total(rows: Sequence[CountReport], failed: int) -> CountTotal:
+    """The last row of `count --json` over several inputs: the sums over the files counted."""
+    total: CountTotal = {
+        "file": None,
+        "total": True,
+        "files": len(rows),
+        "failed": failed,
+        "tokens": sum(row["tokens"] for row in rows),
+        "exact_tokens": sum(row["exact_tokens"] for row in rows),
+        "estimated_tokens": sum(row["estimated_tokens"] for row in rows),
+        "messages": sum(row["messages"] or 0 for row in rows) if all(row["messages"] is not None for row in rows) else None,
+    }
+    if rows and "cost" in rows[0]:
+        figures = [row["cost"]["usd"] for row in rows]
+        total["usd"] = None if None in figures else round(sum(figure for figure in figures if figure is not None), 6)
+    return total
+
+
+def count_one(item: tuple[str, str, str], options: CountOptions) -> FileCount:
+    """A batch's job for one file, (path, kind, shown): where the batch runs (a worker, a cluster)."""
+    from .jobs.count import count_file
+
+    path, kind, shown = item
+    return count_file(path, options, kind, shown)
+
+
+def count_many(
+    paths: Sequence[str | os.PathLike[str]],
+    options: CountOptions | None = None,
+    *,
+    files: Sequence[SessionFile] | None = None,
+    subagents: bool = True,
+    jobs: int = 0,
+    executor: Executor = "local",
+    scheduler: str | None = None,
+) -> CountBatch:
+    """`count` over files and folders (`files`: the session files already found, e.g. by
+    session_files with warnings of one's own): `jobs` worker processes (0: one per core), or one
+    task per file on a Dask cluster (executor "dask": the one at `scheduler`, else a local one of
+    `jobs` workers). A file that cannot be counted is an error in its row; the others are counted."""
+    from dataclasses import replace
+
+    from .jobs.batch import for_workers, run_all
+    from .jobs.count import CountOptions
+
+    runner = _runner(jobs, executor, scheduler)
+    found = _found(paths, files, subagents)
+    # One file: the tokenizer may use every core; many: the files are spread over them instead.
+    options = replace(options or CountOptions(), threads=runner.workers if len(found) == 1 else 1)
+    job = functools.partial(count_one, options=options)
+    results = run_all(job, [(for_workers(str(f.path), runner), f.kind, f.shown) for f in found], runner, sum(f.size for f in found))
+    return cast(CountBatch, _batch_of(CountBatch, [f.shown for f in found], results))
+
+
+class ValidatedFile(NamedTuple):
+    """One file validated: the row `validate --json` prints, how its lines were read, and its name."""
+
+    report: ValidateReport
+    stats: ReadStats
+    source: str
+
+
+def validate_one(item: tuple[str, str], format_name: str | None, errors: OnError) -> ValidatedFile:
+    """A batch's job for one file, (path or "-", shown): its report; a file that cannot be read
+    raises. Runs where the batch runs (a worker process, a cluster)."""
+    from .core.validate import checked_entries, sort_findings
+
+    path, source = item
+    with _no_cycle_collection(), opened(None if path == STDIN else path, buffering=INPUT_BUFFER) as stream:
+        read = stream_entries(stream, source, format_name, "skip")
+        schema: list[Finding] = []
+        entries = []
+        for entry in checked_entries(read.entries, read.format.schema, schema):  # each line checked as it is read
+            entry.raw = None  # the structural check needs the objects only: the bytes' memory holds the next lines
+            entries.append(entry)
+        findings: list[Finding] = []
+        if errors == "fail":
+            findings += [Finding("error", "bad-line", what, line) for line, what in read.stats.problems]
+        findings += schema
+        findings += read.format.check(entries)
+        findings = sort_findings(findings)
+        count = sum(1 for finding in findings if finding.severity == "error")
+        report = cast(
+            "ValidateReport",
+            {
+                "file": source,
+                "format": read.format.name,
+                "entries": len(entries),
+                "valid": count == 0,
+                "errors": count,
+                "warnings": len(findings) - count,
+                "findings": [finding.as_dict() for finding in findings],  # listed with the collector still off
+            },
+        )
+    return ValidatedFile(report, read.stats, source)
+
+
+@contextlib.contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """The cycle collector off while a file is read whole and checked (its entries are gone by the
+    end). Parsed lines hold no reference cycles, so there is nothing for it to free; but as the
+    entries pile up it walks all of them again and again (about a third of validate's time on
+    200,000 lines, and as much again while the findings of as many failing lines are listed)."""
+    import gc
+
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def validate_many(
+    paths: Sequence[str | os.PathLike[str]],
+    format: str | None = None,
+    on_error: OnError = "fail",
+    *,
+    files: Sequence[SessionFile] | None = None,
+    subagents: bool = True,
+    jobs: int = 0,
+    executor: Executor = "local",
+    scheduler: str | None = None,
+) -> BatchResult[ValidatedFile]:
+    """`validate` over files and folders (paths ["-"]: stdin, read here), on workers as count_many
+    runs them. With on_error "skip" bad lines are only counted (in each file's stats), not findings."""
+    from .jobs.batch import Runner, for_workers, run_all
+
+    if files is None and [os.fspath(path) for path in paths] == [STDIN]:
+        items, runner = [(STDIN, STDIN)], Runner()  # stdin is read here: a worker has none
+    else:
+        runner = _runner(jobs, executor, scheduler)
+        items = [(for_workers(str(file.path), runner), file.shown) for file in _found(paths, files, subagents)]
+    job = functools.partial(validate_one, format_name=format, errors=on_error)
+    sizes = sum(os.path.getsize(path) for path, _ in items if not is_remote(path) and os.path.isfile(path))
+    results = run_all(job, items, runner, sizes) if items else []
+    return cast("BatchResult[ValidatedFile]", _batch_of(BatchResult, [shown for _, shown in items], results))
+
+
+@dataclass(frozen=True)
+class CompactBatch(BatchResult["CompactRow"]):
+    """compact_many's answer: each file's report (or the row of a compaction side-call it skipped)."""
+
+    @property
+    def reports(self) -> list[CompactReport]:
+        """The files compacted (not those skipped)."""
+        return [row for row in self.done if "skipped" not in row]
+
+    @property
+    def skipped(self) -> list[CompactSkipRow]:
+        """The compaction side-calls left out: nothing was written for them (their rows say why)."""
+        return [cast("CompactSkipRow", row) for row in self.done if "skipped" in row]
+
+    def rows(self) -> list[CompactRow]:
+        """What `compact --json` prints: a row per file done, its stages last (the long part)."""
+        return [
+            row if "skipped" in row else cast("CompactRow", {k: v for k, v in row.items() if k != "stages"} | {"stages": row["stages"]}) for row in self.done
+        ]
+
+
+def _compact_plan(files: list[SessionFile], given: Sequence[str], out_dir: str | None, in_place: bool) -> list[tuple[str, str, str]]:
+    """(path, shown, target) for each file, checked before anything is written: no two results for
+    one target, no result over an input (only in place replaces inputs), no in-place rewrite of
+    what is not a regular file (session_files already lists each file once). A conflict is a
+    SettingsError naming the option at fault."""
+    from .jobs.batch import target_path
+
+    inputs = {identity(str(f.path)): f.shown for f in files}
+    written: dict[str, str] = {}
+    items = []
+    for file in files:
+        if in_place and not is_regular(file.path):
+            raise SettingsError("PATHS", f"{file.shown}: not a regular file; --in-place replaces regular files only")
+        target = str(file.path) if in_place else target_path(file.path, given, out_dir or "")
+        key = identity(target)
+        if not in_place and key in inputs:
+            raise SettingsError("--out-dir", f"the result for {file.shown} would replace the input {inputs[key]}; choose another --out-dir, or use --in-place")
+        if key in written:
+            raise SettingsError(
+                "--out-dir",
+                f"{written[key]} and {file.shown} would both be written to {target}; "
+                "give their common folder instead (its tree is mirrored below --out-dir), or run them separately",
+            )
+        written[key] = file.shown
+        items.append((str(file.path), file.shown, target))
+    return items
+
+
+def compact_one(item: tuple[str, str, str], options: CompactOptions, backup: str | None, before_write: Callable[[str], None] | None = None) -> CompactRow:
+    """A batch's job for one file, (path, shown, target): compact_file, where the batch runs."""
+    path, shown, target = item
+    return compact_file(path, target, options, backup, shown, before_write=before_write)
+
+
+def compact_many(
+    paths: Sequence[str | os.PathLike[str]],
+    out_dir: str | os.PathLike[str] | None = None,
+    options: CompactOptions | None = None,
+    *,
+    in_place: bool = False,
+    backup: str | None = None,
+    files: Sequence[SessionFile] | None = None,
+    subagents: bool = True,
+    jobs: int = 0,
+    executor: Executor = "local",
+    scheduler: str | None = None,
+    before_write: Callable[[str], None] | None = None,
+    progress: Callable[[int], contextlib.AbstractContextManager[Callable[[bool], None] | None]] | None = None,
+) -> CompactBatch:
+    """`compact --out-dir` (or `--in-place`, keeping each original that changes as FILE+`backup`)
+    over files and folders: each file written whole by compact_file, on workers as count_many runs
+    them, the model's failures counted across all of them (one breaker). Before anything is written
+    the plan is checked (SettingsError: two results for one path, a result over an input) and
+    `out_dir` is made. `progress(number of files)`, if given, is a context around the run that
+    yields the function told of each file done (`ok`), or None."""
+    from .files.atomic import make_folder
+    from .jobs.batch import for_workers, run_all
+
+    out_dir = os.fspath(out_dir) if out_dir is not None else None
+    if bool(out_dir) == in_place:
+        raise SettingsError("--out-dir", "give out_dir or in_place, one of them")
+    runner = _runner(jobs, executor, scheduler)
+    found = _found(paths, files, subagents)
+    planned = _compact_plan(found, [os.fspath(path) for path in paths], out_dir, in_place)
+    # What the workers open and write (absolute on a Dask cluster); rows name the paths as planned.
+    items = [(for_workers(path, runner), shown, for_workers(target, runner)) for path, shown, target in planned]
+    if out_dir:  # once, before the work: a folder that cannot be made, a store's missing bucket or backend
+        make_folder(out_dir)
+    job = functools.partial(compact_one, options=options or _compact_options(), backup=backup, before_write=before_write)
+    with progress(len(items)) if progress else contextlib.nullcontext(None) as advance:
+        results = run_all(job, items, runner, sum(f.size for f in found), on_done=advance, shared_breaker=True)
+    for (path, _, target), (worker_path, _, worker_target), (ok, row) in zip(planned, items, results):
+        if ok and row.get("output") == worker_target:
+            row["output"] = target
+            if str(row.get("backup", "")).startswith(worker_path):
+                row["backup"] = path + row["backup"][len(worker_path) :]
+    return cast(CompactBatch, _batch_of(CompactBatch, [shown for _, shown, _ in planned], results))
+
+
+def _compact_options() -> CompactOptions:
+    from .jobs.pipeline import CompactOptions
+
+    return CompactOptions()
+
+
+INDEX = "index.html"  # report's index page of a folder's sessions
+
+
+class ReportedFile(NamedTuple):
+    """One session of report_many: its row of the index page, its report (when asked for instead of
+    a page) and how many bad lines were skipped reading it."""
+
+    row: IndexRow
+    report: SessionReport | None
+    skipped_lines: int
+
+
+@dataclass(frozen=True)
+class ReportBatch(BatchResult[ReportedFile]):
+    """report_many's answer, and its index page (`index`: where it goes, with out_dir)."""
+
+    index: str | None = None
+
+    def index_rows(self) -> list[IndexRow]:
+        """The index page's rows: each session's, a file that failed with its error."""
+        return [file.result.row if file.result is not None else index_row(file.file, None, None, str(file.error)) for file in self.files]
+
+    def index_html(self) -> str:
+        """The index page listing every session (written to `index` by `report --out-dir`)."""
+        from .report.page import index_page
+
+        sessions = len(self.files)
+        return index_page(self.index_rows(), title=f"ctxpipe report: {sessions} session{'s' if sessions != 1 else ''}")
+
+
+def index_row(shown: str, page: str | None, data: SessionReport | None, error: str | None) -> IndexRow:
+    """A session's row of the index page: its page's link, a few figures, or the error that stopped it."""
+    count = data["count"] if data else None
+    return {
+        "file": shown,
+        "page": page,
+        "model": data["model"] if data else None,
+        "tokens": count["tokens"] if count else None,
+        "percent_of_window": count["percent_of_window"] if count else None,
+        "level": data["warn"]["level"] if data else None,
+        "usd": data["cost"]["usd"] if data else None,
+        "last_activity": data["last_activity"] if data else None,
+        "error": error,
+    }
+
+
+def report_one(
+    item: tuple[str, str, str, str | None], options: ReportOptions, now: datetime, out_dir: str | None, before_write: Callable[[str], None] | None = None
+) -> ReportedFile:
+    """A batch's job for one file, (path, kind, shown, page or None): its report, or (given a page
+    path) its page written there, where the batch runs, and only the index's row sent back."""
+    from .files.atomic import atomic_file, make_folder
+    from .files.storage import relative_link
+    from .report.data import session_report as report_of
+    from .report.page import session_page
+
+    path, kind, shown, page = item
+    with mapped(path) as buffer:
+        data = report_of(buffer, shown, options, now, kind, path)
+    skipped = data["count"]["skipped_lines"]
+    if page is None:
+        return ReportedFile(index_row(shown, None, data, None), data, skipped)
+    make_folder(os.path.dirname(page))
+    if before_write:
+        before_write(page)
+    with atomic_file(page) as out:
+        out.write(session_page(data).encode("utf-8"))
+    return ReportedFile(index_row(shown, relative_link(page, out_dir or "."), data, None), None, skipped)  # the index links to the page from out_dir
+
+
+def report_many(
+    paths: Sequence[str | os.PathLike[str]],
+    out_dir: str | os.PathLike[str] | None = None,
+    options: ReportOptions | None = None,
+    now: datetime | None = None,
+    *,
+    pages: bool = True,
+    files: Sequence[SessionFile] | None = None,
+    subagents: bool = True,
+    jobs: int = 0,
+    executor: Executor = "local",
+    scheduler: str | None = None,
+    before_write: Callable[[str], None] | None = None,
+) -> ReportBatch:
+    """`report` over files and folders. With `out_dir`: each session's page written below it (the
+    folders' tree mirrored, NAME.html), checked first (SettingsError: a page over an input, two at
+    one path) and the folder made; the batch's `index_html()` is the index page for `index`. With
+    `pages` False (`report --json`), or without `out_dir`, each session's report comes back
+    instead and no page is written. On workers as count_many runs them; `before_write(page)` is
+    called just before each page is written."""
+    from datetime import timezone
+
+    from .files.atomic import make_folder
+    from .files.storage import join, with_suffix
+    from .jobs.batch import for_workers, run_all, target_path
+    from .report.data import ReportOptions
+
+    out_dir = os.fspath(out_dir) if out_dir is not None else None
+    runner = _runner(jobs, executor, scheduler)
+    found = _found(paths, files, subagents)
+    given = [os.fspath(path) for path in paths]
+    # Checked before anything is written: no page over an input, no two pages (or a page and the index) at one path.
+    inputs = {identity(str(file.path)): file.shown for file in found}
+    targets: dict[str, str] = {identity(join(out_dir, INDEX)): INDEX} if out_dir else {}
+    items = []
+    for file in found:
+        page = with_suffix(target_path(file.path, given, out_dir), ".html") if out_dir else None
+        if page is not None:
+            key = identity(page)
+            if key in inputs:
+                raise SettingsError("--out-dir", f"the page for {file.shown} would replace the input {inputs[key]}; choose another --out-dir")
+            if key in targets:
+                raise SettingsError("--out-dir", f"{targets[key]} and {file.shown} would both be written to {page}; run them separately")
+            targets[key] = file.shown
+        written = None if page is None or not pages else for_workers(page, runner)
+        items.append((for_workers(str(file.path), runner), file.kind, file.shown, written))
+    if out_dir:
+        make_folder(out_dir)  # once, before the workers: a file or an impossible path is one error
+    job = functools.partial(
+        report_one,
+        options=options or ReportOptions(),
+        now=now or datetime.now(timezone.utc),
+        out_dir=out_dir and for_workers(out_dir, runner),
+        before_write=before_write,
+    )
+    results = run_all(job, items, runner, sum(file.size for file in found))
+    batch = cast(ReportBatch, _batch_of(ReportBatch, [file.shown for file in found], results))
+    return ReportBatch(batch.files, join(out_dir, INDEX) if out_dir else None)
+
+
 def session_report(source: str | os.PathLike[str] | bytes, options: ReportOptions | None = None, now: datetime | None = None) -> SessionReport:
     """What `report --json` prints for one transcript: everything its page shows
     (`ctxpipe.report.data.ReportOptions` holds the count options, the prices and the horizon)."""
@@ -235,12 +981,6 @@ def report_html(report: SessionReport) -> str:
 # Claude Code runs `ctxpipe statusline` after every message: this block and what it loads at the top
 # stay light (the status line's service imports its heavy parts inside its functions).
 
-from collections.abc import Mapping  # noqa: E402
-
-from .jobs.statusline import Saving as Saving  # noqa: E402  # re-exported: the status line's types, beside its functions
-from .jobs.statusline import StatusFigures as StatusFigures  # noqa: E402
-from .jobs.statusline import StatusOptions as StatusOptions  # noqa: E402
-
 
 def status_line(
     status: Mapping[str, Any], options: StatusOptions | None = None, environ: Mapping[str, str] | None = None, now: float | None = None
@@ -253,7 +993,7 @@ def status_line(
     state and the model's name. `environ` (default os.environ) says where the cache lives
     ($XDG_CACHE_HOME); `now` (epoch seconds, default the clock) dates the prompt cache's expiry.
     `options.budget` is not read from the environment: the command passes what it read there."""
-    from .jobs.statusline import figures
+    from .jobs.statusline import StatusOptions, figures
 
     return figures(status, options or StatusOptions(), os.environ if environ is None else environ, now)
 
@@ -266,11 +1006,3 @@ def refresh_status_savings(path: str | os.PathLike[str], cache_dir: str | os.Pat
 
     os.makedirs(cache_dir, mode=0o700, exist_ok=True)
     refresh(os.path.abspath(path), os.fspath(cache_dir))
-
-
-def guard_truncation(message: Callable[[str], str], status: int) -> None:
-    """From now on, a file truncated while ctxpipe has it mapped ends the process with `message(file)`
-    on stderr and exit `status`, instead of a bare SIGBUS (it takes over SIGBUS for the whole process)."""
-    from .files.inputs import guard_truncation as guard
-
-    guard(message, status)

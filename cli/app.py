@@ -30,7 +30,7 @@ except ValueError:  # imported outside the main thread: signals are not ours to 
 try:
     import typer
 
-    from ..jobs.pipeline import STAGES
+    from ..api import STAGES
     from .commands.api_edits import api_edits
     from .commands.compact import compact
     from .commands.convert import convert
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
     """Console entry point: one place for bad input, broken pipes, failed writes and interrupts.
     `argv` (default: sys.argv[1:]) lets the tests run a command in-process."""
     if argv is None:
-        from ..files.atomic import unwind_on_termination
+        from ..api import unwind_on_termination
 
         unwind_on_termination()
     try:
@@ -125,8 +125,8 @@ def main(argv: list[str] | None = None) -> None:
 def _main(argv: list[str] | None = None) -> int:
     from typer.exceptions import Abort, TyperException
 
+    from ..api import guard_truncation
     from ..core.errors import CtxpipeError, InputError, InternalError
-    from ..files.inputs import guard_truncation
     from .encoding import tolerant_standard_streams
     from .terminal import shown
 

@@ -1,21 +1,24 @@
 """The command line's side of a batch: the session files below the paths given, with a warning for
-each file left out and a usage error when none is found (the run itself is jobs/batch.py)."""
+each file left out and a usage error when none is found (the run itself is the api's: count_many, …)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..core.errors import CtxpipeError
 
+if TYPE_CHECKING:
+    from ..api import SessionFile
 
-def find_inputs(paths: Sequence[str], subagents: bool, on_missing: Callable[[CtxpipeError], None] | None = None) -> list[Any]:
+
+def find_inputs(paths: Sequence[str], subagents: bool, on_missing: Callable[[CtxpipeError], None] | None = None) -> list[SessionFile]:
     """The session files below `paths`, with one warning per file left out; none at all is a usage
     error. A path that names nothing raises, or with `on_missing` is handed to it (validate: one
     error line, the other files still checked)."""
     import typer
 
-    from ..files.sessions import find_sessions
+    from ..api import session_files
     from . import streams
 
     missing: list[CtxpipeError] = []
@@ -25,7 +28,7 @@ def find_inputs(paths: Sequence[str], subagents: bool, on_missing: Callable[[Ctx
         if on_missing is not None:
             on_missing(error)
 
-    files = find_sessions(
+    files = session_files(
         paths, subagents, on_skip=lambda shown, why: streams.warn(f"{shown}: skipped: {why}"), on_missing=note_missing if on_missing else None
     )
     if not files and not missing:

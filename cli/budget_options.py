@@ -13,7 +13,7 @@ from .budget_environment import ENVIRONMENT, budget_settings  # noqa: F401  # re
 from .options import Reading, claude_code_rules, percentage
 
 if TYPE_CHECKING:
-    from ..jobs.count import CountOptions
+    from ..api import CountOptions
 
 Window = Annotated[
     Optional[int],
@@ -83,7 +83,7 @@ class Threshold:
 
     def counted(self, reading: Reading, baseline: int | None = None, blocking_limit: int | None = None, **more: Any) -> CountOptions:
         """count's options for transcripts read as `reading` says, with these budget flags."""
-        from ..jobs.count import CountOptions
+        from ..api import CountOptions
 
         return CountOptions(
             model=self.model,

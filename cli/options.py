@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Annotated, Any, Optional, cast
+from typing import TYPE_CHECKING, Annotated, Any, Optional, TypedDict, cast
 
 import typer
 
+from ..api import NAMES, STDIN
 from ..core.jsonl import OnError as ReadErrors
-from ..files.inputs import STDIN
-from ..formats import NAMES
 
 if TYPE_CHECKING:
-    from ..jobs.batch import Runner
+    from ..api import Executor as Place
 
 
 class OnErrorChoice(str, Enum):
@@ -44,7 +42,7 @@ def readable_file(value: Optional[str]) -> Optional[str]:
     """Checks, when the command line is parsed, that a file option names a file that can be read
     (one that cannot is bad input, as a transcript that cannot be read is: exit 1)."""
     if value is not None:
-        from ..files.inputs import open_file
+        from ..api import open_file
 
         open_file(value).close()
     return value
@@ -76,9 +74,9 @@ def price_table(value: Optional[str]) -> Any:
         return None
     import orjson
 
+    from ..api import read_side_file
     from ..core.cache import prices_from
     from ..core.errors import InputError
-    from ..files.inputs import read_side_file
 
     data = read_side_file(value, "a price table")
     try:
@@ -207,12 +205,13 @@ class StageIO(Reading):
     unbuffered: Unbuffered = False
 
 
-def _is_folder(path: str) -> bool:
-    from ..files import storage
+class RunOn(TypedDict):
+    """A batch's keyword arguments for the api's batch functions (count_many, …)."""
 
-    if storage.is_remote(path):
-        return storage.is_folder(path)
-    return os.path.isdir(storage.local_path(path))
+    jobs: int
+    executor: Place
+    scheduler: str | None
+    subagents: bool
 
 
 @dataclass(frozen=True)
@@ -231,11 +230,9 @@ class Batch:
             raise typer.BadParameter("--scheduler goes with --executor dask", param_hint="--scheduler")
 
     @property
-    def runner(self) -> Runner:
-        """The batch.Runner these options choose."""
-        from ..jobs.batch import Runner
-
-        return Runner(self.jobs, self.executor.value, self.scheduler)
+    def run_on(self) -> RunOn:
+        """Where the api's batch functions (count_many, …) find and run the files."""
+        return {"jobs": self.jobs, "executor": self.executor.value, "scheduler": self.scheduler, "subagents": self.subagents}
 
     @property
     def from_stdin(self) -> bool:
@@ -245,5 +242,7 @@ class Batch:
     @property
     def one_transcript(self) -> bool:
         """stdin, or one path that is not a folder (a batch command then works as a filter)."""
+        from ..api import is_folder
+
         paths = self.paths or []
-        return self.from_stdin or (len(paths) == 1 and not _is_folder(paths[0]))
+        return self.from_stdin or (len(paths) == 1 and not is_folder(paths[0]))

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import typer
 
+from ..api import write_error
 from ..core.errors import SettingsError
 from ..core.stage import Stage, StageContext
-from ..files.atomic import write_error
 
 if TYPE_CHECKING:
-    from ..jobs.pipeline import StageRun
+    from ..api import StageRun
 from . import streams
 from .flags import with_options
 from .options import StageIO, iso_time
@@ -38,7 +38,7 @@ def stage_command(stage: Stage) -> Callable[..., None]:
 
 def stage_context(path: str | None, now: str | None) -> StageContext:
     """What a stage run from the command line knows besides its settings."""
-    from ..jobs.pipeline import stage_context as context
+    from ..api import stage_context as context
 
     return context(parse_now(now), path)
 
@@ -54,8 +54,7 @@ def checked(stage: Stage, settings: Any) -> None:
 def run_command(stage: Stage, given: StageIO, settings: Any, context: StageContext | None = None) -> StageRun:
     """Run one stage on one transcript as its command does: read, transform, write, say what was done.
     An untouched input is copied byte for byte."""
-    from ..files.inputs import mapped
-    from ..jobs.pipeline import ready, run_stage
+    from ..api import mapped, ready, run_stage_on_buffer
 
     checked(stage, settings)
     ready((stage,))
@@ -63,7 +62,9 @@ def run_command(stage: Stage, given: StageIO, settings: Any, context: StageConte
     source = streams.source_name(given.path)
     with mapped(given.path, on_error=given.errors) as buffer:
         with streams.progress(stage.progress) if stage.progress else contextlib.nullcontext(None) as progress:
-            run = run_stage(stage, buffer, source, settings, replace(context, progress=progress), given.format, given.errors, ledger=given.ledger is not None)
+            run = run_stage_on_buffer(
+                stage, buffer, source, settings, replace(context, progress=progress), given.format, given.errors, ledger=given.ledger is not None
+            )
         with ledger_kept(given.ledger, run.ledger), streams.open_output(given.output) as out:
             run.write(buffer, out, given.unbuffered)
     streams.report_skipped(run.stats, source)
@@ -98,8 +99,8 @@ def ledger_kept(path: str | None, record: dict[str, Any] | None) -> Iterator[Non
     if path is None:
         yield
         return
+    from ..api import is_remote
     from ..core.errors import CtxpipeError
-    from ..files.storage import is_remote
 
     if is_remote(path):  # checked before the output is written
         raise CtxpipeError(f"{path}: the ledger is appended to by each stage of a pipe, and a store's objects cannot be appended to: give a local file")

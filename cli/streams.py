@@ -15,18 +15,15 @@ import sys
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, BinaryIO
 
+from ..api import INPUT_BUFFER, STDIN, EntryStream, atomic_file, is_regular, opened, source_name, stream_entries, writer
 from ..core.errors import CtxpipeError
 from ..core.jsonl import Entry, ReadStats, write_entries
-from ..files.atomic import atomic_file, writer
-from ..files.inputs import STDIN, EntryStream, is_regular, opened, source_name, stream_entries
 from .terminal import json_shown, shown
-
-OUTPUT_BUFFER = 1 << 20
 
 
 def open_input(path: str | None) -> contextlib.AbstractContextManager[BinaryIO]:
     """inputs.opened with a large buffer: a missing file or a folder is bad input (exit 1)."""
-    return opened(path, buffering=OUTPUT_BUFFER)
+    return opened(path, buffering=INPUT_BUFFER)
 
 
 @contextlib.contextmanager

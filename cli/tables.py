@@ -86,7 +86,7 @@ def display_names(files: Sequence[str], given: Sequence[str]) -> dict[str, str]:
     """How a table names each file: relative to the folder (or store prefix) argument it was found
     below, a file named directly as it was typed. When that makes two names alike (x.jsonl in two
     folders given), every name keeps its folder argument, as typed, in front."""
-    from ..files.storage import below
+    from ..api import below
 
     found: dict[str, tuple[str, str]] = {}
     for file in files:

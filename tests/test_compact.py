@@ -562,7 +562,7 @@ def test_the_breaker_stops_calling_the_model_after_three_failed_summaries(tmp_pa
 def test_the_breaker_is_shared_by_parallel_workers(tmp_path: Path, failing_server: MessagesServer, monkeypatch: pytest.MonkeyPatch) -> None:
     from datetime import datetime, timezone
 
-    from ctxpipe.cli.commands.compact import compact_one
+    from ctxpipe.api import compact_one
     from ctxpipe.core.microcompact import MicrocompactSettings
     from ctxpipe.core.restore import RestoreSettings
     from ctxpipe.core.summarize import SummarizeSettings

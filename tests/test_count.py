@@ -644,7 +644,7 @@ def _batch_items() -> list[tuple[str, str, str]]:
 
 
 def test_parallel_jobs_give_the_same_results_in_input_order(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ctxpipe.cli.commands.count import _count_one
+    from ctxpipe.api import count_one as _count_one
     from ctxpipe.jobs import batch
 
     items = _batch_items()
@@ -658,7 +658,7 @@ def test_parallel_jobs_give_the_same_results_in_input_order(monkeypatch: pytest.
 
 
 def test_parallel_jobs_report_a_bad_file_and_count_the_others(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from ctxpipe.cli.commands.count import _count_one
+    from ctxpipe.api import count_one as _count_one
     from ctxpipe.jobs import batch
 
     bad = tmp_path / "bad.jsonl"

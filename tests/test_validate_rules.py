@@ -461,7 +461,7 @@ def test_a_line_whose_errors_the_located_check_cannot_explain_is_validated_whole
 def test_validate_leaves_the_cycle_collector_as_it_found_it(tmp_path: Path) -> None:
     import gc
 
-    from ctxpipe.cli.commands.validate import validate_one
+    from ctxpipe.api import validate_one
     from ctxpipe.core.errors import CtxpipeError
 
     session = _conversation()

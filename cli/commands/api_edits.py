@@ -80,11 +80,8 @@ def api_edits(
 
     Example:  ctxpipe api-edits session.jsonl | jq '.context_management'
     """
-    from ...core.api_edits import ApiEditsOptions, build_api_edits, parse_thinking_keep, transcript_facts
-    from ...core.jsonl import ReadStats, iter_buffer_entries
-    from ...files.inputs import detect_format, mapped
-    from ...formats import get
-    from ...jobs.count import count_buffer
+    from ...api import context_management
+    from ...core.api_edits import ApiEditsOptions, parse_thinking_keep
 
     compact_only = [
         flag
@@ -122,24 +119,10 @@ def api_edits(
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
 
-    count_options = threshold.counted(reading)
     source = streams.source_name(path)
-    with mapped(path, on_error=count_options.on_error) as buffer:
-        detect_format(buffer, source, count_options.format)  # another agent's file: refused before its lines are read
-        stats = ReadStats()
-        # Every line, from the start: the tools and thinking of the whole active context.
-        entries = list(iter_buffer_entries(buffer, source, count_options.on_error, stats))
-        counted = count_buffer(buffer, source, count_options)
-    streams.report_skipped(stats, source)
-    tool_names, thinking_blocks = transcript_facts(get(counted.format).messages(entries))
-    result = build_api_edits(
-        options,
-        tool_names=tool_names,
-        thinking_blocks=thinking_blocks,
-        tokens=counted.count.tokens,
-        model=counted.count.model,
-        autocompact_threshold=counted.thresholds.autocompact,
-    )
+    found = context_management(path, options, threshold.counted(reading))
+    streams.report_skipped(found.stats, source)
+    result, counted = found.edits, found.counted
     # Pretty-printed for a person at a terminal, one line for a program.
     streams.write_json_lines([result.request], indent=not (json_output or not streams.stdout_is_terminal()))
     if explain:

@@ -7,12 +7,11 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
+from ...api import GIVEN_BY_COMPACT, PIPELINE, CompactOptions, model_access
 from ...core.summarize import SummarizeSettings
-from ...jobs.pipeline import GIVEN_BY_COMPACT, PIPELINE, CompactOptions, model_access
 
 if TYPE_CHECKING:  # types only
-    from ...core.reports import CompactReport, CompactRow
-    from ...jobs.batch import Runner
+    from ...core.reports import CompactReport
 from .. import streams
 from ..budget_options import Baseline, Threshold
 from ..flags import Merged, with_options
@@ -106,35 +105,23 @@ def compact(
         raise typer.BadParameter("the notes of one session go with one transcript, not several files or a folder", param_hint="--session-memory")
     if not out_dir and not in_place:
         raise typer.BadParameter("several files or a folder need --out-dir DIR or --in-place (one file alone goes to stdout)", param_hint="PATHS")
-    _batch(paths, options, out_dir, in_place, backup, batch.runner, batch.subagents, json_output, report_json)
+    _batch(batch, options, out_dir, in_place, backup, json_output, report_json)
 
 
 def _to_stdout(path: str | None, options: CompactOptions, report_json: str | None) -> None:
-    from ...files.inputs import mapped
-    from ...jobs.breaker import breaker
-    from ...jobs.pipeline import compact_buffer, ready
+    from ...api import NotASession, compact
 
-    ready(PIPELINE)
-    source = streams.source_name(path)
-    with mapped(path, on_error=options.on_error) as buffer:
-        _refuse_compaction(buffer, path, source)
-        pieces, report = compact_buffer(buffer, source, options, breaker(), path)
+    try:
+        output, report = compact(streams.source_name(path), options)
+    except NotASession as exc:  # given alone: there is no session to compact, and nothing is written
+        streams.error(str(exc))
+        raise typer.Exit(ExitStatus.NOT_A_SESSION) from None
     with streams.open_output(None) as out:
-        for piece in pieces:
-            out.write(piece)
+        out.write(output)
     _say(report)
     if report_json:
         with streams.open_output(report_json) as out:
             out.write(streams.json_bytes(report, indent=True))
-
-
-def _refuse_compaction(buffer: Any, path: str | None, source: str) -> None:
-    """A compaction side-call given alone: there is no session to compact, and nothing is written."""
-    from ...files.sessions import COMPACTION_NOTE, is_compaction
-
-    if is_compaction(buffer, path):
-        streams.error(f"{source}: {COMPACTION_NOTE}; nothing to compact (compact its session instead)")
-        raise typer.Exit(ExitStatus.NOT_A_SESSION)
 
 
 def _say(report: CompactReport) -> None:
@@ -146,81 +133,37 @@ def _say(report: CompactReport) -> None:
     streams.note(f"compact: {report['file']}: {report['tokens_before']:,} → {report['tokens_after']:,} tokens")
 
 
-def _plan(files: list[Any], given: list[str], out_dir: str | None, in_place: bool) -> list[tuple[str, str, str]]:
-    """(path, shown, target) for each file, checked before anything is written: no two results for
-    one target, no result over an input (only --in-place replaces inputs), no in-place rewrite of
-    what is not a regular file. (find_sessions already lists each file once.)"""
-    from ...files.inputs import is_regular
-    from ...files.storage import identity
-    from ...jobs.batch import target_path
-
-    inputs = {identity(str(f.path)): f.shown for f in files}
-    written: dict[str, str] = {}
-    items = []
-    for file in files:
-        if in_place and not is_regular(file.path):
-            raise typer.BadParameter(f"{file.shown}: not a regular file; --in-place replaces regular files only", param_hint="PATHS")
-        target = str(file.path) if in_place else target_path(file.path, given, out_dir or "")
-        key = identity(target)
-        if not in_place and key in inputs:
-            raise typer.BadParameter(
-                f"the result for {file.shown} would replace the input {inputs[key]}; choose another --out-dir, or use --in-place", param_hint="--out-dir"
-            )
-        if key in written:
-            raise typer.BadParameter(
-                f"{written[key]} and {file.shown} would both be written to {target}; "
-                "give their common folder instead (its tree is mirrored below --out-dir), or run them separately",
-                param_hint="--out-dir",
-            )
-        written[key] = file.shown
-        items.append((str(file.path), file.shown, target))
-    return items
-
-
-def compact_one(item: tuple[str, str, str], options: CompactOptions, backup: str | None) -> CompactRow:
-    """Worker: compact one file into its target (the library's compact_file: written whole; in place,
-    the original kept first with --backup and replaced only if nothing wrote to it meanwhile)."""
-    from ...api import compact_file
-
-    path, shown, target = item
-    return compact_file(path, target, options, backup, shown, before_write=streams.warn_hard_links)
-
-
 def _batch(
-    paths: list[str],
+    batch: Batch,
     options: CompactOptions,
     out_dir: str | None,
     in_place: bool,
     backup: str | None,
-    runner: Runner,
-    subagents: bool,
     json_output: bool,
     report_json: str | None,
 ) -> None:
-    import functools
-
-    from ...files.atomic import make_folder
-    from ...jobs.batch import for_workers, run_all
+    from ...api import compact_many
+    from ...core.errors import SettingsError
     from ..batch import find_inputs
 
-    files = find_inputs(paths, subagents)
-    planned = _plan(files, paths, out_dir, in_place)
-    # What the workers open and write (absolute on a Dask cluster); rows name the paths as planned.
-    items = [(for_workers(path, runner), shown, for_workers(target, runner)) for path, shown, target in planned]
-    if out_dir:  # once, before the work: a folder that cannot be made, a store's missing bucket or backend
-        make_folder(out_dir)
-    job = functools.partial(compact_one, options=options, backup=backup)
-    with streams.batch_progress(len(items)) as advance:
-        results = run_all(job, items, runner, sum(f.size for f in files), on_done=advance, shared_breaker=True)
-    for (path, _, target), (worker_path, _, worker_target), (ok, row) in zip(planned, items, results):
-        if ok and row.get("output") == worker_target:
-            row["output"] = target
-            if str(row.get("backup", "")).startswith(worker_path):
-                row["backup"] = path + row["backup"][len(worker_path) :]
-    done = [value for ok, value in results if ok]
-    reports = [r for r in done if "skipped" not in r]
-    failures = [(item[1], value) for item, (ok, value) in zip(items, results) if not ok]
-    rows = [r if "skipped" in r else {k: v for k, v in r.items() if k != "stages"} | {"stages": r["stages"]} for r in done]  # stages last: the long part
+    paths = batch.paths or []
+    files = find_inputs(paths, batch.subagents)
+    try:
+        done = compact_many(
+            paths,
+            out_dir,
+            options,
+            in_place=in_place,
+            backup=backup,
+            files=files,
+            before_write=streams.warn_hard_links,
+            progress=streams.batch_progress,
+            **batch.run_on,
+        )
+    except SettingsError as exc:  # the plan: two results for one path, a result over an input
+        raise typer.BadParameter(exc.what, param_hint=exc.flag) from None
+    reports = done.reports
+    rows = done.rows()
     if json_output or not streams.stdout_is_terminal():
         streams.write_json_lines(rows)
     else:
@@ -229,7 +172,7 @@ def _batch(
         with streams.open_output(report_json) as out:
             for row in rows:
                 out.write(streams.json_bytes(row))
-    for skipped in (r for r in done if "skipped" in r):
+    for skipped in done.skipped:
         streams.warn(f"{skipped['file']}: skipped: {skipped['skipped']}")
     _say_fallbacks(reports)
     numbered = [r["backup"] for r in reports if r.get("backup") and r["backup"] != f"{r['output']}{backup}"]
@@ -238,10 +181,10 @@ def _batch(
             f"compact: {len(numbered)} {'backup names were' if len(numbered) > 1 else 'backup name was'} taken: "
             f"kept the original as {numbered[0]}{' (and so on)' if len(numbered) > 1 else ''}"
         )
-    for _shown, failure in failures:
+    for failure in done.failures:
         streams.error(str(failure))
-    if failures:
-        streams.note(f"compact: {len(failures)} of {len(items)} files failed")
+    if done.failures:
+        streams.note(f"compact: {len(done.failures)} of {len(done.files)} files failed")
         raise typer.Exit(ExitStatus.ERROR)
 
 
@@ -249,7 +192,7 @@ def _say_fallbacks(reports: list[CompactReport]) -> None:
     """In a batch, a failed model summary is said on stderr too (one compact prints its stage notes):
     which file, why, and that the offline engine stood in; the files the model was no longer asked
     for, once the breaker opened, in one line."""
-    from ...jobs.summary import NOT_ASKED_AGAIN
+    from ...api import NOT_ASKED_AGAIN
 
     unasked = 0
     for report in reports:

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ...formats import REGISTRY, WRITABLE
+from ...api import REGISTRY, WRITABLE
 from .. import streams
 from ..budget_options import RecordedModel
 from ..flags import with_options
@@ -50,8 +50,8 @@ def convert(
 
     Example:  ctxpipe convert --to anthropic session.jsonl > messages.jsonl
     """
+    from ...api import WriteOptions, editor_of, get
     from ...core.convert import to_api_messages
-    from ...formats import WriteOptions, editor_of, get
 
     source = streams.source_name(path)
     with streams.open_input(path) as stream:

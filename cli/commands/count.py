@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from enum import Enum
 from typing import Annotated, Any, Optional
@@ -94,8 +93,7 @@ def count(
 
     Example:  ctxpipe count ~/.claude/projects/-home-me-app/
     """
-    from ...jobs.batch import default_jobs, for_workers, run_all
-    from ...jobs.count import count_file
+    from ... import api
     from ..batch import find_inputs
 
     options = budget.count_options(
@@ -110,30 +108,23 @@ def count(
         cost=cost,
         prices=pricing.prices,
     )
-    workers = batch.jobs or default_jobs()
     paths = batch.paths or []  # [] or ["-"]: stdin (batch.from_stdin)
     if batch.from_stdin:
-        results: list[tuple[bool, Any]] = [(True, count_file(None, replace(options, threads=workers)))]
-        inputs_shown = [streams.STDIN]
+        # The tokenizer may use every core; a bad stdin is raised as it is, not as a batch's row.
+        counted_stdin = api.count_file(None, replace(options, threads=batch.jobs or api.default_jobs()))
+        results = api.CountBatch([api.FileResult(streams.STDIN, counted_stdin)])
     else:
         files = find_inputs(paths, batch.subagents)  # warns about what it leaves out (a FIFO, a broken link)
-        # One file: the tokenizer may use every core; many: the files are spread over them instead.
-        options = replace(options, threads=workers if len(files) == 1 else 1)
-        job = functools.partial(_count_one, options=options)
-        runner = batch.runner
-        results = run_all(job, [(for_workers(str(f.path), runner), f.kind, f.shown) for f in files], runner, sum(f.size for f in files))
-        inputs_shown = [f.shown for f in files]
-    counted = [value for ok, value in results if ok]
-    failures = [value for ok, value in results if not ok]
-    if len(results) == 1 and failures:
+        results = api.count_many(paths, options, files=files, **batch.run_on)
+    counted = results.done
+    failures = results.failures
+    if len(results.files) == 1 and failures:
         raise failures[0]
     for failure in failures:
         streams.error(str(failure))
     for result in counted:
         streams.skipped_lines(result.file, result.skipped_lines)
-    rows = [result.as_dict() for result in counted]
-    if len(inputs_shown) > 1:
-        rows.append(_total(rows, len(failures)))
+    rows = results.rows()
     if svg is not None and counted:
         from ..chart import timeline_svg
 
@@ -145,30 +136,6 @@ def count(
         _print(counted, rows, timeline, options.by, paths)
     if failures:
         raise typer.Exit(ExitStatus.ERROR)
-
-
-def _count_one(item: tuple[str, str, str], options: Any) -> Any:
-    from ...jobs.count import count_file
-
-    path, kind, shown = item
-    return count_file(path, options, kind, shown)
-
-
-def _total(rows: list[dict[str, Any]], failed: int) -> dict[str, Any]:
-    return {
-        "file": None,
-        "total": True,
-        "files": len(rows),
-        "failed": failed,
-        "tokens": sum(row["tokens"] for row in rows),
-        "exact_tokens": sum(row["exact_tokens"] for row in rows),
-        "estimated_tokens": sum(row["estimated_tokens"] for row in rows),
-        "messages": sum(row["messages"] for row in rows) if all(row["messages"] is not None for row in rows) else None,
-    } | ({"usd": _sum_usd([row["cost"]["usd"] for row in rows])} if rows and "cost" in rows[0] else {})
-
-
-def _sum_usd(figures: list[float | None]) -> float | None:
-    return None if None in figures else round(sum(figure for figure in figures if figure is not None), 6)
 
 
 def _usd(value: float | None) -> str:
@@ -191,8 +158,8 @@ def _parts(data: dict[str, Any]) -> str:
     return f"exact part from the last recorded usage (the baseline inside it), estimated part for the {data['estimated_messages']} message(s) after it"
 
 
-def _print(counted: list[Any], rows: list[dict[str, Any]], timeline: bool, by: str | None, given: Sequence[str] = ()) -> None:
-    from ...files.sessions import COMPACTION_NOTE
+def _print(counted: list[Any], rows: Sequence[Mapping[str, Any]], timeline: bool, by: str | None, given: Sequence[str] = ()) -> None:
+    from ...api import COMPACTION_NOTE
     from ..tables import display_names, ellipsis_for, fitted_name, print_table
     from ..terminal import shown_text
 

@@ -23,13 +23,13 @@ def restore(
     plan: Annotated[bool, typer.Option("--plan", help="List every candidate, chosen or not and why, with its tokens; write no transcript.")] = False,
     json_output: Json = False,
 ) -> None:
-    import ctxpipe
+    from ... import api
 
     checked(STAGE, settings)
     context = stage_context(given.path, given.now)
     if from_ is not None:
-        before = ctxpipe.read_transcript(from_)
-        context = replace(context, earlier=(ctxpipe.formats.get(before.format).messages(before.entries), before.entries))
+        before = api.read_transcript(from_)
+        context = replace(context, earlier=(api.get(before.format).messages(before.entries), before.entries))
     if plan:
         _plan(given, settings, context, json_output)
         return
@@ -43,10 +43,10 @@ def _plan(given: StageIO, settings: RestoreSettings, context: Any, json_output: 
     """Every candidate, chosen or not and why; no transcript is written."""
     import io
 
+    from ...api import detect_format, mapped
     from ...core.fields import iso
     from ...core.jsonl import ReadStats, iter_entries
     from ...core.restore import restore as plan_restore
-    from ...files.inputs import detect_format, mapped
     from .. import streams
 
     source_name = streams.source_name(given.path)

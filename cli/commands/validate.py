@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
-import gc
-import os
-from collections.abc import Iterator
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import streams
@@ -14,8 +11,8 @@ from ..options import Batch, Json, Reading
 from ..status import ExitStatus
 from ..tables import Column
 
-if TYPE_CHECKING:
-    from ...files.inputs import EntryStream
+if TYPE_CHECKING:  # types only
+    from ...core.reports import ValidateReport
 
 
 @with_options(reading=Reading, batch=Batch)
@@ -34,32 +31,29 @@ def validate(
 
     Example:  ctxpipe validate ~/.claude/projects/my-project/
     """
-    import functools
-
     import typer
 
-    from ...jobs.batch import Runner, for_workers, run_all
+    from ... import api
     from ..batch import find_inputs
 
     missing: list[Any] = []  # a path that names nothing: one error line, the other files are still checked
     if batch.from_stdin:
-        items = [(streams.STDIN, streams.STDIN)]
+        # stdin is read here (a worker has none); files where the batch runs, results in order.
+        results = api.validate_many([streams.STDIN], reading.format, reading.errors)
     else:
-        items = [(for_workers(str(file.path), batch.runner), file.shown) for file in find_inputs(batch.paths or [], batch.subagents, missing.append)]
-    job = functools.partial(validate_one, format_name=reading.format, errors=reading.errors)
-    # stdin is read here (a worker has none); files where the batch runs, results in order.
-    results = run_all(job, items, Runner() if batch.from_stdin else batch.runner, _sizes(items)) if items else []
-    reports: list[dict[str, Any]] = []
+        files = find_inputs(batch.paths or [], batch.subagents, missing.append)
+        results = api.validate_many(batch.paths or [], reading.format, reading.errors, files=files, **batch.run_on)
+    reports: list[ValidateReport] = []
     unreadable = 0
     for error in missing:
         streams.error(str(error))
         unreadable += 1
-    for ok, value in results:
-        if not ok:  # a file that cannot be read at all is one error line; the other files are still checked
-            streams.error(str(value))
+    for file in results.files:
+        if file.result is None:  # a file that cannot be read at all is one error line; the other files are still checked
+            streams.error(str(file.error))
             unreadable += 1
             continue
-        report, stats, source = value
+        report, stats, source = file.result
         if reading.errors != "fail":
             streams.report_skipped(stats, source)
         reports.append(report)
@@ -71,69 +65,11 @@ def validate(
         raise typer.Exit(ExitStatus.ERROR)
 
 
-def _sizes(items: list[tuple[str, str]]) -> int:
-    from ...files.storage import is_remote
-
-    return sum(os.path.getsize(path) for path, _ in items if not is_remote(path) and os.path.isfile(path))
-
-
-def validate_one(item: tuple[str, str], format_name: str | None, errors: str) -> tuple[dict[str, Any], Any, str]:
-    """One file's report (the line --json prints), its read statistics and its name; a file that
-    cannot be read raises. Runs where the batch runs (a worker process, a cluster)."""
-    path, source = item
-    with _no_cycle_collection(), streams.open_input(None if path == streams.STDIN else path) as stream:
-        opened = streams.stream_entries(stream, source, format_name, "skip")
-        report = _report(opened, source, errors)
-    return report, opened.stats, source
-
-
-def _report(opened: EntryStream, source: str, errors: str) -> dict[str, Any]:
-    from ...core.model import Finding
-    from ...core.validate import checked_entries, sort_findings
-
-    schema: list[Finding] = []
-    entries = []
-    for entry in checked_entries(opened.entries, opened.format.schema, schema):  # each line checked as it is read
-        entry.raw = None  # the structural check needs the objects only: the bytes' memory holds the next lines
-        entries.append(entry)
-    findings: list[Finding] = []
-    if errors == "fail":
-        findings += [Finding("error", "bad-line", what, line) for line, what in opened.stats.problems]
-    findings += schema
-    findings += opened.format.check(entries)
-    findings = sort_findings(findings)
-    count = sum(1 for finding in findings if finding.severity == "error")
-    return {
-        "file": source,
-        "format": opened.format.name,
-        "entries": len(entries),
-        "valid": count == 0,
-        "errors": count,
-        "warnings": len(findings) - count,
-        "findings": [finding.as_dict() for finding in findings],
-    }
-
-
-@contextlib.contextmanager
-def _no_cycle_collection() -> Iterator[None]:
-    """The cycle collector off while a file is read whole and checked (its entries are gone by the
-    end). Parsed lines hold no reference cycles, so there is nothing for it to free; but as the
-    entries pile up it walks all of them again and again (about a third of validate's time on
-    200,000 lines, and as much again while the findings of as many failing lines are listed)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 # A finding's columns; a narrow terminal leaves out the largest priority number first (0: always shown).
 FINDING_COLUMNS = [Column("line", "number", 0), Column("severity", "label", 2), Column("code", "label", 1), Column("message", "text", 0)]
 
 
-def _print_tables(reports: list[dict[str, Any]], given: list[str]) -> None:
+def _print_tables(reports: Sequence[Mapping[str, Any]], given: list[str]) -> None:
     from ..tables import display_names, fitted_name, print_table
     from ..terminal import shown_text
 

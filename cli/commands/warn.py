@@ -43,18 +43,14 @@ def warn(
 
     Example:  ctxpipe warn session.jsonl || ctxpipe compact --in-place session.jsonl
     """
-    from ...files.inputs import mapped
-    from ...files.sessions import kind_of
-    from ...jobs.count import count_buffer
+    from ...api import warn_count
 
-    options = budget.count_options(reading)
+    def copy_on(buffer: Any) -> None:
+        with streams.open_output(None) as out:
+            out.write(buffer)
+
     source = streams.source_name(path)
-    # A store's object: its ends only, by ranges, as count reads it (--pass-through needs it whole).
-    with mapped(path, ranged=not pass_through and not options.reads_whole_file, on_error=options.on_error) as buffer:
-        result = count_buffer(buffer, source, options, None if source == streams.STDIN else kind_of(source))
-        if pass_through:
-            with streams.open_output(None) as out:
-                out.write(buffer)
+    result = warn_count(path, budget.count_options(reading), copy_on if pass_through else None)
     streams.skipped_lines(source, result.skipped_lines)
     report = result.warn_report()
     if pass_through:
