@@ -249,7 +249,7 @@ def api_messages(transcript: Transcript, history: bool = False, repair: bool = F
 
 def validate_transcript(transcript: Transcript) -> list[Finding]:
     """Schema and structural findings, sorted by line."""
-    from .core.validate import schema_findings, sort_findings
+    from .jobs.validate import schema_findings, sort_findings
 
     chosen = get(transcript.format)
     return sort_findings(schema_findings(transcript.entries, chosen.schema) + chosen.check(transcript.entries))
@@ -645,7 +645,7 @@ class ValidatedFile(NamedTuple):
 def validate_one(item: tuple[str, str], format_name: str | None, errors: OnError) -> ValidatedFile:
     """A batch's job for one file, (path or "-", shown): its report; a file that cannot be read
     raises. Runs where the batch runs (a worker process, a cluster)."""
-    from .core.validate import checked_entries, sort_findings
+    from .jobs.validate import checked_entries, sort_findings
 
     path, source = item
     with _no_cycle_collection(), opened(None if path == STDIN else path, buffering=INPUT_BUFFER) as stream:

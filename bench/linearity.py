@@ -99,7 +99,7 @@ def verifier_work(path: Path) -> Callable[[], object]:
 
 def schema_rates(path: Path, sample: int) -> tuple[float, float]:
     """Lines per CPU second of the schema check: the fast path (as validate runs it) and jsonschema alone."""
-    from ctxpipe.core import schemas
+    from ctxpipe.jobs import schemas
 
     name = "claude-code.entry.schema.json"
     with open(path, "rb") as handle:

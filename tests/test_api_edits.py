@@ -36,7 +36,7 @@ from ctxpipe.core.api_edits import (
     transcript_facts,
 )
 from ctxpipe.core.model import Message
-from ctxpipe.core.schemas import errors
+from ctxpipe.jobs.schemas import errors
 from helpers import CLEAN_ENV, FIXTURES
 from pydantic import TypeAdapter, ValidationError
 from typer.testing import CliRunner

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from builders import SESSION, Session, simple, usage
 from ctxpipe.cli.status import ExitStatus
-from ctxpipe.core.schemas import errors
 from ctxpipe.files.sessions import COMPACTION_NOTE, find_sessions, is_compaction, kind_of, kind_read
 from ctxpipe.jobs.count import CountOptions, count_file
+from ctxpipe.jobs.schemas import errors
 from helpers import CLEAN_ENV, CORPUS, needs_corpus, run_cli
 
 AGENT = "acompact-70d8e7"

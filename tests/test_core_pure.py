@@ -58,16 +58,6 @@ IO_NAMESPACES = {"os", "os.path"}
 # Modules that are I/O only in part: `io.BytesIO` is a buffer in memory, `io.open` opens a file.
 IO_FUNCTIONS = {"io": {"open", "open_code", "FileIO"}}
 
-# Package data still read in place, named so they cannot hide a new one (issue 23: to be handed in
-# like the catalog and the tokenizers' data). Each is (module, what it uses).
-KNOWN_IO: set[tuple[str, str]] = {
-    ("ctxpipe.core.schemas", "importlib.resources"),  # the JSON Schemas shipped in schemas/ (load, schema_names)
-}
-
-
-def _module(path: Path) -> str:
-    return "ctxpipe.core." + path.stem if path.stem != "__init__" else "ctxpipe.core"
-
 
 def _forbidden(name: str) -> str | None:
     """The forbidden module `name` is or lies in (the longest: `os.path` before `os`), else None."""
@@ -143,18 +133,10 @@ def test_the_scan_reads_every_core_module() -> None:
 
 @pytest.mark.parametrize("path", sorted(CORE.glob("*.py")), ids=lambda path: path.name)
 def test_core_does_no_io(path: Path) -> None:
-    module = _module(path)
-    uses = [(line, what) for line, what in io_uses(path.read_text(encoding="utf-8"), str(path)) if (module, what) not in KNOWN_IO]
+    uses = [(line, what) for line, what in io_uses(path.read_text(encoding="utf-8"), str(path))]
     assert uses == [], "\n".join(f"{path.name}:{line}: {what}" for line, what in uses)
 
 
 def test_core_holds_no_data_files() -> None:
     # Package data beside core's modules is read from the disk by whoever uses it: core's data is Python.
     assert sorted(p.name for p in CORE.iterdir() if p.is_file() and p.suffix not in (".py", ".pyc")) == []
-
-
-def test_known_io_is_still_there() -> None:
-    # A known exception that has gone away is taken out of KNOWN_IO, so it cannot come back unseen.
-    for module, what in KNOWN_IO:
-        path = CORE / (module.rpartition(".")[2] + ".py")
-        assert what in {item for _, item in io_uses(path.read_text(encoding="utf-8"))}, (module, what)

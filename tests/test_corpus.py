@@ -59,7 +59,7 @@ def test_usage_is_taken_once_per_response(path: Path) -> None:
 
 
 def test_all_corpus_lines_match_their_schema() -> None:
-    from ctxpipe.core import schemas
+    from ctxpipe.jobs import schemas
 
     checked = 0
     for path in ALL:

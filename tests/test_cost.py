@@ -12,7 +12,7 @@ import pytest
 from builders import Session, usage
 from ccusage import VERSION as CCUSAGE_VERSION
 from ccusage import session_costs
-from ctxpipe.core.schemas import errors
+from ctxpipe.jobs.schemas import errors
 from helpers import ok, run_cli
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"

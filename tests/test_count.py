@@ -17,9 +17,9 @@ import pytest
 from builders import SONNET, Session, simple, usage
 from ctxpipe.core.count import DEFAULT_FITS, Estimates, calibrate, calibration_pairs, count_context
 from ctxpipe.core.model import Message
-from ctxpipe.core.schemas import errors
 from ctxpipe.core.tokens import RoughCounter
 from ctxpipe.jobs.count import CountOptions, count_buffer, count_file
+from ctxpipe.jobs.schemas import errors
 from ctxpipe.jobs.tokenizers import TIKTOKEN_SHA256, counter_named
 from helpers import CLEAN_ENV, FIXTURES, corpus_files, needs_corpus, run_cli
 from hypothesis import HealthCheck, given, settings

@@ -51,7 +51,7 @@ def test_identity_goldens_equal_their_input() -> None:
 
 def test_golden_reports_match_the_report_schema() -> None:
     import orjson
-    from ctxpipe.core import schemas
+    from ctxpipe.jobs import schemas
 
     reports = sorted((FIXTURES / "validate").glob("*.out.jsonl"))
     assert reports
@@ -62,7 +62,7 @@ def test_golden_reports_match_the_report_schema() -> None:
 
 def test_golden_transcripts_match_their_format_schema() -> None:
     import orjson
-    from ctxpipe.core import schemas
+    from ctxpipe.jobs import schemas
 
     for path in sorted((FIXTURES / "convert").glob("*.out.jsonl")):
         args = (path.parent / path.name.replace(".out.jsonl", ".args")).read_text()

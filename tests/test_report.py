@@ -15,7 +15,7 @@ from typing import Any
 import ctxpipe
 import pytest
 from builders import Session
-from ctxpipe.core.schemas import errors
+from ctxpipe.jobs.schemas import errors
 from helpers import FIXTURES, corpus_files, needs_corpus, ok, run_cli
 
 NOW = "2026-05-04T12:00:00Z"

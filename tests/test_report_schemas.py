@@ -16,7 +16,8 @@ from typing import Any
 
 import orjson
 import pytest
-from ctxpipe.core import reports, schemas
+from ctxpipe.core import reports
+from ctxpipe.jobs import schemas
 from helpers import CLEAN_ENV as BUDGET_ENV
 from helpers import FIXTURES, ROOT, run_cli
 from messages_server import MessagesServer, Reply
@@ -72,7 +73,7 @@ def test_every_command_that_prints_json_has_a_schema() -> None:
     flags = _report_flags()
     assert ("compact", "--json") in flags and ("summarize", "--report-json") in flags  # the scan sees the commands
     missing = sorted(flag for flag in flags if schemas.report_schema(*flag) is None)
-    assert not missing, f"commands whose JSON report has no schema in core/schemas.REPORT_SCHEMAS: {missing}"
+    assert not missing, f"commands whose JSON report has no schema in jobs/schemas.REPORT_SCHEMAS: {missing}"
     # Every stage of the registry has a schema of its own; a stage just added falls back to the generic one.
     from ctxpipe.jobs.pipeline import STAGES
 

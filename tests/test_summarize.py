@@ -1166,7 +1166,7 @@ def test_a_fixed_error_is_not_an_unresolved_fact(server: MessagesServer) -> None
 
 
 def test_summarize_goldens_match_their_format_schema() -> None:
-    from ctxpipe.core import schemas
+    from ctxpipe.jobs import schemas
 
     outputs = sorted((FIXTURES / "summarize").glob("*.out.jsonl"))
     assert len(outputs) >= 3

@@ -12,8 +12,8 @@ from typing import Any
 import orjson
 import pytest
 from builders import Session, usage
-from ctxpipe.core import schemas
 from ctxpipe.formats.claude_code import parent_cycles
+from ctxpipe.jobs import schemas
 from helpers import CORPUS, FIXTURES, corpus_files, run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

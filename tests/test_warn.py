@@ -11,8 +11,8 @@ import pytest
 from builders import SONNET, Session, simple, usage
 from ctxpipe.cli.budget_options import ENVIRONMENT, budget_settings
 from ctxpipe.core.budget import BudgetSettings, Setting, thresholds
-from ctxpipe.core.schemas import errors
 from ctxpipe.jobs.count import CountOptions, count_buffer
+from ctxpipe.jobs.schemas import errors
 from helpers import FIXTURES, run_cli
 
 CLEAN_ENV = {name: "" for name in ENVIRONMENT.values()}  # run_cli passes os.environ on; keep these out

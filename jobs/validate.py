@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
+from ..core.jsonl import Entry
+from ..core.model import Finding
 from . import schemas
-from .jsonl import Entry
-from .model import Finding
 
 
 def schema_findings(entries: Iterable[Entry], schema_name: str) -> list[Finding]:
