@@ -101,3 +101,59 @@ def test_a_lazy_pattern_copies_and_pickles_as_a_pattern() -> None:
     lazy = pattern(r"a+b", re.I)
     assert lazy.search("xAAb") is not None
     assert pickle.loads(pickle.dumps(lazy)).pattern == "a+b" and copy.deepcopy(lazy).search("ab") is not None
+
+
+# --- the README's Library section runs as written ------------------------------------------------------
+
+
+def _library_block() -> str:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("\n## Library\n") :]
+    return section[section.index("```python\n") + len("```python\n") : section.index("\n```\n")]
+
+
+def _claimed(source_line: str) -> tuple[bool, object]:
+    """The value an example line's comment claims, when it starts with a Python literal
+    (`x  # 967000: why` claims 967000; `x  # 'normal' | 'warning'` claims nothing)."""
+    import ast
+
+    if "  # " not in source_line:
+        return False, None
+    comment = source_line.split("  # ", 1)[1]
+    for end in sorted({len(comment), *(i for i, c in enumerate(comment) if c in ":(" and i)}, reverse=True):
+        try:
+            return True, ast.literal_eval(comment[:end].strip())
+        except (ValueError, SyntaxError):
+            continue
+    return False, None
+
+
+def test_the_readme_library_example_runs_and_says_true(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import ast
+    import shutil
+
+    (tmp_path / "session.jsonl").write_bytes(REPEATS.read_bytes())
+    projects = tmp_path / "projects" / "-home-me-app"
+    projects.mkdir(parents=True)
+    for name in ("basic.jsonl", "repeats.jsonl", "parallel.jsonl"):
+        shutil.copy(FIXTURES / "claude-code" / name, projects / name)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    block = _library_block()
+    lines = block.splitlines()
+    namespace: dict[str, object] = {}
+    checked = 0
+    for statement in ast.parse(block).body:
+        code = compile(ast.Module([statement], []), "README.md (Library)", "exec")
+        if isinstance(statement, ast.Expr) and statement.lineno == statement.end_lineno:
+            claims, value = _claimed(lines[statement.lineno - 1])
+            if claims:
+                found = eval(compile(ast.Expression(statement.value), "README.md (Library)", "eval"), namespace)
+                assert found == value, f"README line {lines[statement.lineno - 1]!r} gives {found!r}"
+                checked += 1
+                continue
+        exec(code, namespace)
+    assert checked >= 7  # the claims the block makes are checked, not only run
+    assert (tmp_path / "messages.jsonl").is_file() and (tmp_path / "out" / "session.jsonl").is_file()
+    assert sorted(path.name for path in (tmp_path / "compacted").rglob("*.jsonl")) == ["basic.jsonl", "parallel.jsonl", "repeats.jsonl"]
