@@ -1,7 +1,8 @@
 """Command-line options from declarations: a flag is declared once and expanded where it is used.
 
 Two kinds of declaration become typer parameters here:
-- a stage's settings (core.stage.Flag on each dataclass field, neutral: the core does not import typer);
+- a settings dataclass of the core's (core.stage.Flag on each field, neutral: the core does not import typer):
+  a stage's settings, api-edits' ApiEditsOptions;
 - a bundle of the CLI's own options (a dataclass whose fields are `Annotated[..., typer.Option(...)]`,
   e.g. the input/output options every stage shares).
 
@@ -55,16 +56,30 @@ def _span(value: str | None) -> tuple[str, str] | None:
     return (start.strip(), end.strip())
 
 
-PARSERS: dict[str, Callable[[Any], Any]] = {
+def _turns(value: str | None, param: typer.CallbackParam) -> int | str | None:
+    """--thinking-keep: 'all' or a whole number of turns, as core.api_edits reads it."""
+    if value is None:
+        return None
+    from ..core.api_edits import parse_thinking_keep
+
+    try:
+        return parse_thinking_keep(value)
+    except ValueError as exc:
+        # Named by a hint, not by the parameter: the message api-edits has always printed (no quotes).
+        raise typer.BadParameter(str(exc), param_hint=param.opts[0]) from None
+
+
+PARSERS: dict[str, Callable[..., Any]] = {
     "time": iso_time,
     "names": _names,
     "span": _span,
     "prices": price_table,
     "file": readable_file,
     "percentage": percentage,
+    "turns": _turns,
 }
 # What the user types for a flag whose value is converted (the field holds the result).
-TYPED_AS: dict[str, type] = {"time": str, "names": str, "span": str, "prices": str, "file": str, "percentage": float}
+TYPED_AS: dict[str, type] = {"time": str, "names": str, "span": str, "prices": str, "file": str, "percentage": float, "turns": str}
 
 
 # --- settings fields and bundle fields as parameters ------------------------------------------------
@@ -89,6 +104,9 @@ def _setting_parameter(item: dataclasses.Field[Any], annotation: Any, flag: Flag
     if flag.choices:
         base: Any = choices(flag)
         default = None if item.default is None else base(item.default)
+    elif flag.repeatable:
+        # typer takes a repeated option as a list, None when not given; build() makes it the field's tuple.
+        base, optional, default = types.GenericAlias(list, (typing.get_args(annotation)[0],)), True, None
     else:
         base = TYPED_AS.get(flag.parse or "") or (next(a for a in typing.get_args(annotation) if a is not type(None)) if optional else annotation)
         default = item.default
@@ -96,9 +114,10 @@ def _setting_parameter(item: dataclasses.Field[Any], annotation: Any, flag: Flag
     option = typer.Option(
         *names,
         help=flag.help,
+        metavar=flag.metavar,
         min=flag.min,
         max=flag.max,
-        show_default=item.default is not None,
+        show_default=default is not None,
         callback=PARSERS[flag.parse] if flag.parse else None,
     )
     return inspect.Parameter(item.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[Optional[base] if optional else base, option])
@@ -121,13 +140,18 @@ def parameters(declaration: type, skip: Iterable[str] = ()) -> list[inspect.Para
 
 
 def build(declaration: type, values: Mapping[str, Any]) -> Any:
-    """An instance of the dataclass from the parsed values of its parameters (choices as their text)."""
+    """An instance of the dataclass from the parsed values of its parameters (choices as their text,
+    a repeated flag's values as a tuple)."""
     given = {}
     for item in dataclasses.fields(declaration):
         if item.name in values:
             value = values[item.name]
             flag = flag_of(item)
-            given[item.name] = value.value if flag is not None and flag.choices and isinstance(value, Enum) else value
+            if flag is not None and flag.choices and isinstance(value, Enum):
+                value = value.value
+            elif flag is not None and flag.repeatable:
+                value = tuple(value or ())
+            given[item.name] = value
     return declaration(**given)
 
 

@@ -210,8 +210,11 @@ class Flag:
     # What the text given becomes, when it is not the field's plain type (the CLI checks and converts
     # it while parsing): "time" (ISO 8601 → datetime), "file" (a readable file), "names" (a comma
     # list → frozenset), "span" ("A..B" → a pair), "prices" (a price table file → the table),
-    # "percentage" (above 0, at most 100).
+    # "percentage" (above 0, at most 100), "turns" ("all" or a whole number ≥ 1 → "all" or the number).
     parse: str | None = None
+    metavar: str | None = None  # what the help shows for the value ("NAME"); None: its type's
+    # Given once per value (`--exclude-tool A --exclude-tool B`): the field, a tuple, holds every value, in order.
+    repeatable: bool = False
 
 
 FLAG = "ctxpipe_flag"
