@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
 from .model import Message
+from .stage import setting
 
 CONTEXT_MANAGEMENT_BETA = "context-management-2025-06-27"
 COMPACT_BETA = "compact-2026-01-12"
@@ -41,21 +42,39 @@ ThinkingKeep = Union[int, Literal["all"]]
 
 @dataclass(frozen=True)
 class ApiEditsOptions:
-    """What the user asked for; None means "derive it from the transcript"."""
+    """What the user asked for; None means "derive it from the transcript". Each field carries its
+    `ctxpipe api-edits` flag (core.stage.setting): the command's options are built from them."""
 
-    trigger_tokens: int | None = None  # --trigger N
-    trigger_tool_uses: int | None = None  # --trigger-tool-uses N
-    keep: int | None = None  # --keep N; None: DEFAULT_KEEP_TOOL_USES
-    clear_at_least: int | None = None  # --clear-at-least N
-    exclude_tools: tuple[str, ...] = ()  # --exclude-tool NAME (added to the derived ones)
-    clear_tool_inputs: bool = False  # --clear-tool-inputs
-    clear_tool_inputs_for: tuple[str, ...] = ()  # --clear-tool-inputs-for NAME
-    thinking: bool | None = None  # --thinking / --no-thinking; None: when the transcript has thinking
-    thinking_keep: ThinkingKeep = "all"  # --thinking-keep all|N
-    compact: bool = False  # --compact
-    compact_trigger: int | None = None  # --compact-trigger N; None: DEFAULT_COMPACT_TRIGGER
-    compact_instructions: str | None = None  # --compact-instructions TEXT
-    pause_after_compaction: bool = False  # --pause-after-compaction
+    trigger_tokens: int | None = setting(
+        None, "--trigger", "Clear tool uses once the prompt reaches N input tokens (default: the transcript's autocompact threshold).", min=1
+    )
+    trigger_tool_uses: int | None = setting(None, "--trigger-tool-uses", "Clear once the prompt holds N tool uses, instead of a token trigger.", min=1)
+    keep: int | None = setting(None, "--keep", "Keep the N most recent tool uses (default 5, as microcompact).", min=1)  # None: DEFAULT_KEEP_TOOL_USES
+    # The server's parameter (the API's default when left out), not microcompact's --clear-at-least.
+    clear_at_least: int | None = setting(None, "--clear-at-least", "Clear only if at least N input tokens go (worth a cache break).", min=1)
+    exclude_tools: tuple[str, ...] = setting(  # added to the derived ones
+        (),
+        "--exclude-tool",
+        "Never clear this tool's uses (repeatable; Task/Agent and mcp__ tools in the transcript are excluded already).",
+        metavar="NAME",
+        repeatable=True,
+    )
+    clear_tool_inputs: bool = setting(False, "--clear-tool-inputs", "Clear the inputs of cleared tool uses too.")
+    clear_tool_inputs_for: tuple[str, ...] = setting(
+        (), "--clear-tool-inputs-for", "Clear the inputs of this tool's cleared uses (repeatable).", metavar="NAME", repeatable=True
+    )
+    thinking: bool | None = setting(  # None: when the transcript has thinking
+        None, "--thinking", "Add or leave out the thinking edit (default: when the transcript has thinking blocks).", off="--no-thinking"
+    )
+    thinking_keep: ThinkingKeep = setting(
+        "all", "--thinking-keep", "Thinking to keep: 'all' (as Claude Code sends) or the N most recent assistant turns.", metavar="all|N", parse="turns"
+    )
+    compact: bool = setting(False, "--compact", "Add the server-side compaction edit (beta compact-2026-01-12).")
+    compact_trigger: int | None = setting(  # None: DEFAULT_COMPACT_TRIGGER
+        None, "--compact-trigger", "Compact once the prompt reaches N input tokens (default 150,000).", min=1
+    )
+    compact_instructions: str | None = setting(None, "--compact-instructions", "Extra instructions for the server's summary.", metavar="TEXT")
+    pause_after_compaction: bool = setting(False, "--pause-after-compaction", "Stop the response after the compaction block.")
 
     def __post_init__(self) -> None:
         for name in ("trigger_tokens", "trigger_tool_uses", "clear_at_least"):
