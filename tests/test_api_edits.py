@@ -344,6 +344,64 @@ def test_compact_options_need_compact(args: tuple[str, ...]) -> None:
     assert "--compact" in usage_error(*args)
 
 
+def test_the_flags_checks_come_before_the_librarys() -> None:
+    """A flag given without the one it needs is named first, as the command always did, though the
+    library would refuse the two triggers too."""
+    assert "only apply with --compact" in usage_error("--trigger", "1000", "--trigger-tool-uses", "3", "--compact-trigger", "9")
+    assert "cannot apply with --no-thinking" in usage_error("--trigger", "1000", "--trigger-tool-uses", "3", "--no-thinking", "--thinking-keep", "2")
+
+
+# --- the options: declared once, on ApiEditsOptions' fields ----------------------------------------------
+
+
+def test_each_option_is_an_options_field_as_declared() -> None:
+    """The command offers one option per ApiEditsOptions field, spelled, described and limited as the field says."""
+    import dataclasses
+
+    import typer.main
+    from ctxpipe.core.stage import flag_of
+
+    command = typer.main.get_command(APP).commands["api-edits"]  # type: ignore[attr-defined]  # a click Group
+    offered = {param.opts[0]: param for param in command.params if param.opts and param.opts[0].startswith("--")}
+    for item in dataclasses.fields(ApiEditsOptions):
+        flag = flag_of(item)
+        assert flag is not None, item.name
+        param = offered[flag.name]
+        assert param.help == flag.help
+        assert (getattr(param, "min", None), getattr(param, "max", None)) == (flag.min, flag.max)
+        assert param.metavar == flag.metavar and param.multiple == flag.repeatable
+        assert (flag.off in param.secondary_opts) if flag.off else not param.secondary_opts
+
+
+def test_no_flags_give_the_library_defaults() -> None:
+    """The command's defaults build exactly ApiEditsOptions(): the CLI and the library ask for the same edits."""
+    import dataclasses
+
+    from ctxpipe.cli.commands.api_edits import GivenEdits
+    from ctxpipe.cli.flags import build, parameters
+
+    built = build(GivenEdits, {parameter.name: parameter.default for parameter in parameters(GivenEdits)})
+    assert isinstance(built, ApiEditsOptions) and dataclasses.asdict(built) == dataclasses.asdict(ApiEditsOptions())
+
+
+def test_the_flags_reach_the_options_as_the_fields_hold_them() -> None:
+    """A repeatable flag's values arrive as the field's tuple, in the order given; --thinking-keep as its number."""
+    from ctxpipe.cli.commands.api_edits import GivenEdits
+    from ctxpipe.cli.flags import with_options
+
+    seen: list[ApiEditsOptions] = []
+
+    @with_options(options=GivenEdits)
+    def given(options: ApiEditsOptions) -> None:  # the command's own declaration, with nothing run after it
+        seen.append(options)
+
+    app = typer.Typer()
+    app.command()(given)
+    result = RUNNER.invoke(app, ["--exclude-tool", "Write", "--exclude-tool", "Edit", "--clear-tool-inputs-for", "Bash", "--thinking-keep", "2"])
+    assert result.exit_code == 0, result.output
+    assert (seen[0].exclude_tools, seen[0].clear_tool_inputs_for, seen[0].thinking_keep) == (("Write", "Edit"), ("Bash",), 2)
+
+
 # --- output forms and --explain ------------------------------------------------------------------------
 
 

@@ -111,8 +111,7 @@ def test_the_stage_options_are_declared_in_the_core_only() -> None:
     assert {"--keep-recent", "--engine", "--root", "--no-marker", "--keep-last"} <= flags
     for module in sorted((ROOT / "cli").rglob("*.py")):
         source = module.read_text()
-        # api-edits' --clear-at-least is the server's parameter (the API's default when left out), not microcompact's.
-        for flag in flags - COMPACT_MEANING - ({"--clear-at-least"} if module.name == "api_edits.py" else set()):
+        for flag in flags - COMPACT_MEANING:
             assert not re.search(rf'typer\.Option\(\s*"{flag}"', source), f"{module.name} declares {flag} again"
 
 
