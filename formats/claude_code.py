@@ -19,7 +19,8 @@ from typing import Any
 
 import orjson
 
-from ..core.convert import EARLY, UNASKED, tool_event, unasked_results
+from ..core.blocks import call_id, is_text, is_thinking, is_tool_result, is_tool_use, text_of, thinking_text, tool_event
+from ..core.convert import EARLY, UNASKED, unasked_results
 from ..core.count import Compaction, Marker, is_real_response, measures_context
 from ..core.fields import MAX_COUNT, blocks_with_index, count, iso, moment, text
 from ..core.jsonl import Entry, OnError, ReadStats, iter_entries_reversed
@@ -164,9 +165,7 @@ def context_positions(entries: Sequence[Entry], history: bool = False, latest: d
             continue
         if isinstance(payload.get("id"), str):
             response_ids.add(payload["id"])
-        for block in _blocks(payload.get("content")):
-            if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
-                tool_ids.add(block["id"])
+        tool_ids.update(_tool_use_ids(payload))
     sidechain = bool(entries[chain[-1]].obj.get("isSidechain"))
     extra = []
     # File order: a response's tool_use lines come before the results that answer them.
@@ -182,10 +181,8 @@ def context_positions(entries: Sequence[Entry], history: bool = False, latest: d
         kind = obj.get("type")
         if kind == "assistant" and text(payload, "id") in response_ids:
             extra.append(position)
-            for block in _blocks(payload.get("content")):
-                if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
-                    tool_ids.add(block["id"])
-        elif kind == "user" and any(block.get("type") == "tool_result" and block.get("tool_use_id") in tool_ids for block in _blocks(payload.get("content"))):
+            tool_ids.update(_tool_use_ids(payload))
+        elif kind == "user" and any(is_tool_result(block) and call_id(block) in tool_ids for block in _blocks(payload.get("content"))):
             extra.append(position)
     if not extra:
         return chain
@@ -211,6 +208,11 @@ def _response_id(obj: dict[str, Any]) -> str | None:
 
 def _blocks(content: Any) -> list[dict[str, Any]]:
     return [block for _, block in blocks_with_index(content)]
+
+
+def _tool_use_ids(message: dict[str, Any]) -> list[str]:
+    """The ids of a message's tool_use blocks."""
+    return [tool_id for block in _blocks(message.get("content")) if is_tool_use(block) and (tool_id := call_id(block)) is not None]
 
 
 def build_messages(entries: Sequence[Entry], positions: Sequence[int], content: bool = True, unmetered: bool = False) -> list[Message]:
@@ -334,10 +336,8 @@ def _thinking_tokens(obj: dict[str, Any]) -> int:
     content = message.get("content") if isinstance(message, dict) else None
     if not isinstance(content, list):
         return 0
-    texts = (
-        block.get("thinking") or block.get("data") for block in content if isinstance(block, dict) and block.get("type") in ("thinking", "redacted_thinking")
-    )
-    return sum(_ROUGH.count(value) for value in texts if isinstance(value, str))
+    texts = (thinking_text(block) for block in content if is_thinking(block))
+    return sum(_ROUGH.count(value) for value in texts if value is not None)
 
 
 def _attachment_marker(attachment: dict[str, Any], position: int, line: int | None, thinking: int) -> Marker | None:
@@ -352,8 +352,8 @@ def _attachment_marker(attachment: dict[str, Any], position: int, line: int | No
     added = 0
     for read in attachment["reads"]:
         result = read.get("result") if isinstance(read, dict) else None
-        if isinstance(result, dict) and result.get("type") == "text" and isinstance(result.get("text"), str):
-            added += _ROUGH.count(result["text"])
+        if is_text(result) and (result_text := text_of(result)) is not None:
+            added += _ROUGH.count(result_text)
         elif isinstance(read, dict):
             added += PDF_PAGE_TOKENS * min(count(read, "pages"), MAX_COUNT // PDF_PAGE_TOKENS)
     return Marker(position, line, "message_pdf_reads", 0, min(added, MAX_COUNT - 1)) if added > 0 else None
@@ -511,9 +511,9 @@ class ClaudeCodeFormat:
             else:
                 blocks = _blocks(content)
                 for block in blocks:
-                    if block.get("type") == "tool_result":
+                    if is_tool_result(block):
                         add("user", {"role": "user", "content": [block]})
-                rest = [block for block in blocks if block.get("type") != "tool_result"]
+                rest = [block for block in blocks if not is_tool_result(block)]
                 if rest:
                     add("user", {"role": "user", "content": rest})
         return out
