@@ -66,9 +66,8 @@ def call_id(block: dict[str, Any]) -> str | None:
 def tool_event(block: dict[str, Any]) -> tuple[bool, str] | None:
     """(True, id) for a tool_use block, (False, id) for a tool_result, None for anything else
     (a tool block without a string id included)."""
-    kind = block.get("type")
-    value = block.get("id") if kind == "tool_use" else block.get("tool_use_id") if kind == "tool_result" else None
-    return (kind == "tool_use", value) if isinstance(value, str) else None
+    tool_id = call_id(block)
+    return None if tool_id is None else (block.get("type") == "tool_use", tool_id)
 
 
 def name_of(block: dict[str, Any]) -> str | None:
