@@ -608,7 +608,7 @@ def gather(messages: Sequence[Message], side_inputs: Iterable[tuple[int, str | l
                         if still_open:  # only the latest few are checked again: a success costs a bounded time
                             open_by_fix[key] = still_open[-OPEN_CHECKED:]
             elif kind == "text" and message.role == "assistant":
-                text = str(block.get("text", "")).strip()
+                text = (text_of(block) or "").strip()
                 if not text:
                     continue
                 facts.last_text = text
