@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
+from .blocks import is_thinking, is_tool_use, name_of
 from .model import Message
 from .stage import setting
 
@@ -35,7 +36,6 @@ API_DEFAULT_TRIGGER = 100_000  # the API's default for clear_tool_uses_20250919,
 
 SUBAGENT_TOOLS = frozenset({"Task", "Agent"})
 MCP_PREFIX = "mcp__"
-THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
 
 ThinkingKeep = Union[int, Literal["all"]]
 
@@ -136,10 +136,11 @@ def transcript_facts(messages: Sequence[Message]) -> tuple[tuple[str, ...], int]
         if message.role != "assistant":
             continue
         for block in message.content:
-            kind = block.get("type")
-            if kind == "tool_use" and isinstance(block.get("name"), str):
-                names.setdefault(block["name"], None)
-            elif kind in THINKING_BLOCKS:
+            if is_tool_use(block):
+                name = name_of(block)
+                if name is not None:
+                    names.setdefault(name, None)
+            elif is_thinking(block):
                 thinking += 1
     return tuple(names), thinking
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from .blocks import call_id, content_of, input_of, is_tool_use
 from .count import Estimates, calibrate
 from .fields import iso
 from .fields import text as field_text
@@ -43,7 +44,7 @@ def stub(name: str, tool_input: Any, later: str) -> str:
 
 
 def _content_key(block: dict[str, Any]) -> str | None:
-    content = block.get("content")
+    content = content_of(block)
     text = content if isinstance(content, str) else dumps(content).decode()
     if text.startswith((FILE_UNCHANGED_STUB, STUB_PREFIX)) or text == PLACEHOLDER:
         return None
@@ -53,7 +54,7 @@ def _content_key(block: dict[str, Any]) -> str | None:
 def collapse(entries: list[Entry], transcript_format: WritableFormat, settings: CollapseSettings, now: datetime) -> Outcome:
     """Fold the earlier copies of repeated results; `now` dates the marker."""
     messages = transcript_format.messages(entries)
-    inputs: dict[str, Any] = {str(block.get("id")): block.get("input") for message in messages for block in message.content if block.get("type") == "tool_use"}
+    inputs: dict[str, Any] = {str(call_id(block)): input_of(block) for message in messages for block in message.content if is_tool_use(block)}
     groups: dict[tuple[str, bytes, str], list[ToolCall]] = {}
     for call in tool_calls(messages):
         if call.result is None:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .blocks import call_id, is_tool_result, is_tool_use, tool_event
 from .jsonl import Entry
 from .model import Message
 
@@ -31,13 +32,6 @@ class ToolProblem:
 EARLY = "comes before its tool_use"
 UNASKED = "has no tool_use"
 NOT_PREVIOUS = "answers no tool_use in the previous message"
-
-
-def tool_event(block: dict[str, Any]) -> tuple[bool, str] | None:
-    """(True, id) for a tool_use block, (False, id) for a tool_result, None for anything else."""
-    kind = block.get("type")
-    tool_id = block.get("id") if kind == "tool_use" else block.get("tool_use_id") if kind == "tool_result" else None
-    return (kind == "tool_use", tool_id) if isinstance(tool_id, str) else None
 
 
 def unasked_results(events: Sequence[tuple[bool, str]]) -> dict[int, str]:
@@ -93,14 +87,14 @@ def _merge_turns(messages: Sequence[Message], entries: Sequence[Entry]) -> list[
             turns.append(_Turn(message.role, list(message.content), lines, message.text_content))
     for turn in turns:
         if turn.role == "user" and len(turn.blocks) > 1:
-            order = sorted(range(len(turn.blocks)), key=lambda k: turn.blocks[k].get("type") != "tool_result")
+            order = sorted(range(len(turn.blocks)), key=lambda k: not is_tool_result(turn.blocks[k]))
             turn.blocks = [turn.blocks[k] for k in order]
             turn.lines = [turn.lines[k] for k in order]
     return turns
 
 
 def _tool_use_ids(turn: _Turn) -> list[tuple[str, int | None]]:
-    return [(block["id"], line) for block, line in zip(turn.blocks, turn.lines) if block.get("type") == "tool_use" and isinstance(block.get("id"), str)]
+    return [(tool_id, line) for block, line in zip(turn.blocks, turn.lines) if is_tool_use(block) and (tool_id := call_id(block)) is not None]
 
 
 def to_api_messages(messages: Sequence[Message], entries: Sequence[Entry], repair: bool = False) -> tuple[list[dict[str, Any]], ConvertReport]:
@@ -116,8 +110,8 @@ def to_api_messages(messages: Sequence[Message], entries: Sequence[Entry], repai
         asked = {tool_id for tool_id, _ in _tool_use_ids(previous)} if previous else set()
         kept_blocks, kept_lines = [], []
         for i, (block, line) in enumerate(zip(turn.blocks, turn.lines)):
-            if block.get("type") == "tool_result" and block.get("tool_use_id") not in asked:
-                report.orphans.append(ToolProblem(str(block.get("tool_use_id")), line, why.get((k, i), NOT_PREVIOUS)))
+            if is_tool_result(block) and (tool_id := call_id(block)) not in asked:
+                report.orphans.append(ToolProblem(str(tool_id), line, why.get((k, i), NOT_PREVIOUS)))
                 if repair:
                     report.dropped_orphans += 1
                     continue
@@ -129,7 +123,7 @@ def to_api_messages(messages: Sequence[Message], entries: Sequence[Entry], repai
         if turn.role != "assistant":
             continue
         following = turns[k + 1] if k + 1 < len(turns) else None
-        answered = {block.get("tool_use_id") for block in following.blocks if block.get("type") == "tool_result"} if following else set()
+        answered = {call_id(block) for block in following.blocks if is_tool_result(block)} if following else set()
         missing = [(tool_id, line) for tool_id, line in _tool_use_ids(turn) if tool_id not in answered]
         for tool_id, line in missing:
             report.unanswered.append(ToolProblem(tool_id, line))

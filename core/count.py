@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .blocks import content_of, is_tool_result
 from .fields import count
 from .model import Message
 from .placeholders import REPLACED_PREFIXES
@@ -287,8 +288,8 @@ def _replaced(message: Message) -> bool:
     """Whether a tool result in it was cleared or folded since (by a stage, or by Claude Code's own
     microcompact): the gap it sits in was recorded with content the file no longer holds."""
     for block in message.content:
-        if block.get("type") == "tool_result":
-            content = block.get("content")
+        if is_tool_result(block):
+            content = content_of(block)
             if isinstance(content, str) and content.startswith(REPLACED_PREFIXES):
                 return True
     return False

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .blocks import call_id, content_of, input_of, is_error, is_text, kind_of, name_of, text_of
 from .jsonl import as_text
 from .model import Message
 from .patterns import pattern
@@ -183,13 +184,7 @@ def typed_parts(content: Any) -> tuple[str, str] | None:
     Blocks Claude Code adds (IDE selections, reminders, tool results) are dropped; a slash command
     counts when it carries arguments ("/review the auth module"), not a bare "/clear".
     """
-    texts = (
-        [content]
-        if isinstance(content, str)
-        else [b.get("text") for b in content if isinstance(b, dict) and b.get("type") == "text"]
-        if isinstance(content, list)
-        else []
-    )
+    texts = [content] if isinstance(content, str) else [text_of(b) for b in content if is_text(b)] if isinstance(content, list) else []
     kept: list[str] = []
     for text in texts:
         if not isinstance(text, str) or not text.strip():
@@ -517,17 +512,17 @@ def gather(messages: Sequence[Message], side_inputs: Iterable[tuple[int, str | l
             add_typed(Typed(text, "queued", where))
             next_queued += 1
         if message.compact_summary:
-            facts.earlier_summaries.append("\n".join(str(b.get("text", "")) for b in message.content if b.get("type") == "text").strip())
+            facts.earlier_summaries.append("\n".join(text_of(b) or "" for b in message.content if is_text(b)).strip())
             continue
         if message.role == "user" and not message.meta:
             parts = typed_parts(message.content)
             if parts:
                 add_typed(Typed(parts[0], parts[1], position))
         for block in message.content:
-            kind = block.get("type")
+            kind = kind_of(block)
             if kind == "tool_use":
-                name, tool_input = str(block.get("name", "")), block.get("input")
-                calls[str(block.get("id"))] = (name, tool_input)
+                name, tool_input = name_of(block) or "", input_of(block)
+                calls[str(call_id(block))] = (name, tool_input)
                 facts.tools[name] = facts.tools.get(name, 0) + 1
                 facts.last_calls = (facts.last_calls + [describe_call(name, tool_input)])[-5:]
                 if not isinstance(tool_input, dict):
@@ -558,8 +553,8 @@ def gather(messages: Sequence[Message], side_inputs: Iterable[tuple[int, str | l
                         if isinstance(t, dict) and t.get("content")
                     ]
             elif kind == "tool_result":
-                name, tool_input = calls.get(str(block.get("tool_use_id")), ("?", None))
-                content = block.get("content")
+                name, tool_input = calls.get(str(call_id(block)), ("?", None))
+                content = content_of(block)
                 result = (
                     content
                     if isinstance(content, str)
@@ -570,12 +565,12 @@ def gather(messages: Sequence[Message], side_inputs: Iterable[tuple[int, str | l
                 if isinstance(tool_input, dict):
                     if name.startswith("Task") and name not in ("Task", "TaskOutput"):
                         _task_tool(facts.tasks, name, tool_input, result)
-                    if isinstance(tool_input.get("command"), str) and not block.get("is_error"):
+                    if isinstance(tool_input.get("command"), str) and not is_error(block):
                         _tracker_update(facts.tasks, tool_input["command"], result)
-                if name == "ExitPlanMode" and isinstance(tool_input, dict) and isinstance(tool_input.get("plan"), str) and not block.get("is_error"):
+                if name == "ExitPlanMode" and isinstance(tool_input, dict) and isinstance(tool_input.get("plan"), str) and not is_error(block):
                     facts.plan = ("the plan presented with ExitPlanMode", tool_input["plan"])  # approved: a rejected plan is no plan
                 keys = _fix_keys(name, tool_input)
-                if block.get("is_error"):
+                if is_error(block):
                     if result.lstrip().startswith(DECLINED):
                         declined = describe_call(name, tool_input)
                         if declined not in declined_seen:
@@ -613,7 +608,7 @@ def gather(messages: Sequence[Message], side_inputs: Iterable[tuple[int, str | l
                         if still_open:  # only the latest few are checked again: a success costs a bounded time
                             open_by_fix[key] = still_open[-OPEN_CHECKED:]
             elif kind == "text" and message.role == "assistant":
-                text = str(block.get("text", "")).strip()
+                text = (text_of(block) or "").strip()
                 if not text:
                     continue
                 facts.last_text = text

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from .blocks import content_of, name_of, tool_event
 from .cache import CacheDecision, CacheModel, CachePolicy, decide
 from .count import Calibration, Estimates, anchor_index, calibrate, count_context
 from .fields import iso, moment
@@ -52,11 +53,14 @@ def tool_calls(messages: Sequence[Message]) -> list[ToolCall]:
     calls: dict[str, ToolCall] = {}
     for message in messages:
         for index, block in enumerate(message.content):
-            kind = block.get("type")
-            if kind == "tool_use" and isinstance(block.get("id"), str):
-                calls.setdefault(block["id"], ToolCall(block["id"], str(block.get("name", ""))))
-            elif kind == "tool_result" and block.get("tool_use_id") in calls:
-                calls[block["tool_use_id"]].result = (message, index)
+            event = tool_event(block)
+            if event is None:
+                continue
+            is_use, tool_id = event
+            if is_use:
+                calls.setdefault(tool_id, ToolCall(tool_id, name_of(block) or ""))
+            elif tool_id in calls:
+                calls[tool_id].result = (message, index)
     return list(calls.values())
 
 
@@ -95,7 +99,7 @@ def plan(messages: Sequence[Message], settings: MicrocompactSettings, calibratio
         message, index = call.result
         block = message.content[index]
         texts, flat = block_texts(block)
-        if block.get("content") == PLACEHOLDER or (not flat and result_text_size(block) <= len(PLACEHOLDER)):
+        if content_of(block) == PLACEHOLDER or (not flat and result_text_size(block) <= len(PLACEHOLDER)):
             continue  # an image always outweighs the placeholder
         raw = sum(counter.count_many(texts)) if texts else 0
         chosen.calls.append(call)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from .blocks import call_id, is_tool_result, is_tool_use
 from .count import Estimates, anchor_index, calibrate, priced_blocks
 from .errors import CtxpipeError, SettingsError
 from .fields import iso
@@ -39,10 +40,11 @@ def _widen(messages: Sequence[Message], first: int, last: int) -> tuple[int, int
     answer: dict[str, int] = {}
     for index, message in enumerate(messages):
         for block in message.content:
-            if block.get("type") == "tool_use":
-                home[str(block.get("id"))] = index
-            elif block.get("type") == "tool_result":
-                answer[str(block.get("tool_use_id"))] = index
+            # str(): a tool block without an id files under "None", as it always has.
+            if is_tool_use(block):
+                home[str(call_id(block))] = index
+            elif is_tool_result(block):
+                answer[str(call_id(block))] = index
     changed = True
     while changed:
         changed = False
@@ -81,10 +83,10 @@ def _crossing(messages: Sequence[Message]) -> list[tuple[int, int]]:
     pairs = []
     for index, message in enumerate(messages):
         for block in message.content:
-            if block.get("type") == "tool_use":
-                uses[str(block.get("id"))] = index
-            elif block.get("type") == "tool_result" and str(block.get("tool_use_id")) in uses:
-                pairs.append((uses[str(block.get("tool_use_id"))], index))
+            if is_tool_use(block):
+                uses[str(call_id(block))] = index
+            elif is_tool_result(block) and (tool_id := str(call_id(block))) in uses:
+                pairs.append((uses[tool_id], index))
     return pairs
 
 

@@ -9,6 +9,7 @@ import re
 from collections.abc import Iterable
 from typing import Any, Protocol
 
+from .blocks import FLAT_KINDS, content_of, data_of, input_of, is_tool_result, kind_of, name_of, text_of, thinking_of
 from .fields import read_block
 from .jsonl import dumps
 
@@ -43,13 +44,13 @@ class RoughCounter:
 
 def block_texts(block: dict[str, Any]) -> tuple[list[str], int]:
     """The texts a block contributes and its flat token cost (images), by Claude Code's rules."""
-    kind = block.get("type")
+    kind = kind_of(block)
     if kind == "text":
-        return [str(block.get("text", ""))], 0
-    if kind in ("image", "document"):
+        return [text_of(block) or ""], 0
+    if kind in FLAT_KINDS:
         return [], IMAGE_TOKENS
     if kind == "tool_result":
-        content = block.get("content")
+        content = content_of(block)
         if isinstance(content, str):
             return [content], 0
         texts: list[str] = []
@@ -63,19 +64,19 @@ def block_texts(block: dict[str, Any]) -> tuple[list[str], int]:
                 item = read_block(value)
                 if item is None:
                     continue
-                if item.get("type") == "tool_result" and not isinstance(item.get("content"), str):
-                    pending.append(item.get("content"))
+                if is_tool_result(item) and not isinstance(content_of(item), str):
+                    pending.append(content_of(item))
                     continue
                 inner_texts, inner_flat = block_texts(item)
                 texts += inner_texts
                 flat += inner_flat
         return texts, flat
     if kind == "tool_use":
-        return [str(block.get("name", "")) + dumps(block.get("input") or {}).decode()], 0
+        return [(name_of(block) or "") + dumps(input_of(block) or {}).decode()], 0
     if kind == "thinking":
-        return [str(block.get("thinking", ""))], 0
+        return [thinking_of(block) or ""], 0
     if kind == "redacted_thinking":
-        return [str(block.get("data", ""))], 0
+        return [data_of(block) or ""], 0
     return [dumps(block).decode()], 0
 
 

@@ -19,7 +19,8 @@ from typing import Any
 
 import orjson
 
-from ..core.convert import EARLY, UNASKED, tool_event, unasked_results
+from ..core.blocks import call_id, is_text, is_thinking, is_tool_result, is_tool_use, text_of, thinking_text, tool_event
+from ..core.convert import EARLY, UNASKED, unasked_results
 from ..core.count import Compaction, Marker, is_real_response, measures_context
 from ..core.fields import MAX_COUNT, blocks_with_index, count, iso, moment, text
 from ..core.jsonl import Entry, OnError, ReadStats, iter_entries_reversed
@@ -56,13 +57,20 @@ ENVELOPE = ("userType", "cwd", "sessionId", "version", "gitBranch", "slug")
 _PROGRESS_KEPT = ("type", "uuid", "parentUuid", "logicalParentUuid", "isSidechain", "timestamp", *ENVELOPE)
 
 
+def entry_type(obj: dict[str, Any]) -> str | None:
+    """A line's `type` (user, assistant, system, progress, …) when it is a string; a hostile line's
+    list or object reads as None, which names no type."""
+    value = obj.get("type")
+    return value if isinstance(value, str) else None
+
+
 def is_compact_boundary(obj: dict[str, Any]) -> bool:
-    return obj.get("type") == "system" and obj.get("subtype") == "compact_boundary"
+    return entry_type(obj) == "system" and obj.get("subtype") == "compact_boundary"
 
 
 def is_summary_marker(obj: dict[str, Any]) -> bool:
     """ctxpipe's record below a kept tail: every response above it was measured before the summary."""
-    return obj.get("type") == "system" and obj.get("subtype") == SUMMARY_MARKER
+    return entry_type(obj) == "system" and obj.get("subtype") == SUMMARY_MARKER
 
 
 def uuid_index(entries: Sequence[Entry]) -> dict[str, int]:
@@ -80,7 +88,7 @@ def find_leaf(entries: Sequence[Entry]) -> int | None:
     fallback = None
     for position in range(len(entries) - 1, -1, -1):
         obj = entries[position].obj
-        if obj.get("type") in MESSAGE_TYPES:
+        if entry_type(obj) in MESSAGE_TYPES:
             if not obj.get("isSidechain"):
                 return position
             if fallback is None:
@@ -160,13 +168,11 @@ def context_positions(entries: Sequence[Entry], history: bool = False, latest: d
     for position in chain:
         obj = entries[position].obj
         payload = obj.get("message")
-        if obj.get("type") != "assistant" or not isinstance(payload, dict):
+        if entry_type(obj) != "assistant" or not isinstance(payload, dict):
             continue
         if isinstance(payload.get("id"), str):
             response_ids.add(payload["id"])
-        for block in _blocks(payload.get("content")):
-            if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
-                tool_ids.add(block["id"])
+        tool_ids.update(_tool_use_ids(payload))
     sidechain = bool(entries[chain[-1]].obj.get("isSidechain"))
     extra = []
     # File order: a response's tool_use lines come before the results that answer them.
@@ -179,13 +185,11 @@ def context_positions(entries: Sequence[Entry], history: bool = False, latest: d
         payload = obj.get("message")
         if not isinstance(payload, dict):
             continue
-        kind = obj.get("type")
+        kind = entry_type(obj)
         if kind == "assistant" and text(payload, "id") in response_ids:
             extra.append(position)
-            for block in _blocks(payload.get("content")):
-                if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
-                    tool_ids.add(block["id"])
-        elif kind == "user" and any(block.get("type") == "tool_result" and block.get("tool_use_id") in tool_ids for block in _blocks(payload.get("content"))):
+            tool_ids.update(_tool_use_ids(payload))
+        elif kind == "user" and any(is_tool_result(block) and call_id(block) in tool_ids for block in _blocks(payload.get("content"))):
             extra.append(position)
     if not extra:
         return chain
@@ -201,7 +205,7 @@ def _response_id(obj: dict[str, Any]) -> str | None:
     """The message.id of a response line whose usage can anchor a count (not a synthetic error, not
     unmetered, not a usage of zeros)."""
     payload = obj.get("message")
-    if obj.get("type") != "assistant" or not isinstance(payload, dict) or not measures_context(payload.get("usage")):
+    if entry_type(obj) != "assistant" or not isinstance(payload, dict) or not measures_context(payload.get("usage")):
         return None
     if payload.get("model") == "<synthetic>" or is_unmetered(obj):
         return None
@@ -211,6 +215,11 @@ def _response_id(obj: dict[str, Any]) -> str | None:
 
 def _blocks(content: Any) -> list[dict[str, Any]]:
     return [block for _, block in blocks_with_index(content)]
+
+
+def _tool_use_ids(message: dict[str, Any]) -> list[str]:
+    """The ids of a message's tool_use blocks."""
+    return [tool_id for block in _blocks(message.get("content")) if is_tool_use(block) and (tool_id := call_id(block)) is not None]
 
 
 def build_messages(entries: Sequence[Entry], positions: Sequence[int], content: bool = True, unmetered: bool = False) -> list[Message]:
@@ -223,7 +232,7 @@ def build_messages(entries: Sequence[Entry], positions: Sequence[int], content: 
     unmetered_ids: set[str] = set()
     for position in positions:
         obj = entries[position].obj
-        kind = obj.get("type")
+        kind = entry_type(obj)
         if kind not in MESSAGE_TYPES:
             continue
         payload = obj.get("message")
@@ -285,12 +294,12 @@ def _anchor(entries: Sequence[Entry]) -> tuple[dict[str, Any] | None, dict[str, 
     the lines of that agent's side chain.
     """
     with_uuid = [e.obj for e in reversed(entries) if isinstance(e.obj.get("uuid"), str)]
-    conversation = [obj for obj in with_uuid if obj.get("type") in CONVERSATION_TYPES]
+    conversation = [obj for obj in with_uuid if entry_type(obj) in CONVERSATION_TYPES]
     main = (obj for obj in conversation if obj.get("isSidechain") is not True)
     last = next(main, None) or next(iter(conversation), None) or next(iter(with_uuid), None)
     parent = last or {}
     side = parent.get("isSidechain") is True
-    source = next((e.obj for e in reversed(entries) if e.obj.get("type") in MESSAGE_TYPES and (e.obj.get("isSidechain") is True) == side), parent)
+    source = next((e.obj for e in reversed(entries) if entry_type(e.obj) in MESSAGE_TYPES and (e.obj.get("isSidechain") is True) == side), parent)
     fields: dict[str, Any] = {"isSidechain": side, **{key: source[key] for key in ENVELOPE if key in source}}
     if side and isinstance(parent.get("agentId"), str):
         fields["agentId"] = parent["agentId"]
@@ -334,10 +343,8 @@ def _thinking_tokens(obj: dict[str, Any]) -> int:
     content = message.get("content") if isinstance(message, dict) else None
     if not isinstance(content, list):
         return 0
-    texts = (
-        block.get("thinking") or block.get("data") for block in content if isinstance(block, dict) and block.get("type") in ("thinking", "redacted_thinking")
-    )
-    return sum(_ROUGH.count(value) for value in texts if isinstance(value, str))
+    texts = (thinking_text(block) for block in content if is_thinking(block))
+    return sum(_ROUGH.count(value) for value in texts if value is not None)
 
 
 def _attachment_marker(attachment: dict[str, Any], position: int, line: int | None, thinking: int) -> Marker | None:
@@ -352,8 +359,8 @@ def _attachment_marker(attachment: dict[str, Any], position: int, line: int | No
     added = 0
     for read in attachment["reads"]:
         result = read.get("result") if isinstance(read, dict) else None
-        if isinstance(result, dict) and result.get("type") == "text" and isinstance(result.get("text"), str):
-            added += _ROUGH.count(result["text"])
+        if is_text(result) and (result_text := text_of(result)) is not None:
+            added += _ROUGH.count(result_text)
         elif isinstance(read, dict):
             added += PDF_PAGE_TOKENS * min(count(read, "pages"), MAX_COUNT // PDF_PAGE_TOKENS)
     return Marker(position, line, "message_pdf_reads", 0, min(added, MAX_COUNT - 1)) if added > 0 else None
@@ -370,8 +377,8 @@ class ClaudeCodeFormat:
     lines_are_messages = False  # envelope fields (uuid, cwd, sessionId, …) a rebuild would drop
 
     def sniff(self, obj: dict[str, Any]) -> bool | None:
-        kind = obj.get("type")
-        if not isinstance(kind, str):
+        kind = entry_type(obj)
+        if kind is None:
             return False
         if "payload" in obj:  # a Codex rollout line
             return False
@@ -409,7 +416,7 @@ class ClaudeCodeFormat:
         waiting: list[int] = []  # indexes into found of enqueued prompts not yet dequeued or removed
         for position in range(start, len(entries)):
             obj = entries[position].obj
-            kind = obj.get("type")
+            kind = entry_type(obj)
             operation = obj.get("operation") if kind == "queue-operation" else None
             if operation == "enqueue" and isinstance(obj.get("content"), (str, list)):
                 waiting.append(len(found))
@@ -449,7 +456,7 @@ class ClaudeCodeFormat:
 
     def api_calls(self, entries: Sequence[Entry]) -> list[Message]:
         # Usage and model only: the cost needs no content, so no block is read (a big file has millions).
-        responses = [position for position, entry in enumerate(entries) if entry.obj.get("type") == "assistant"]
+        responses = [position for position, entry in enumerate(entries) if entry_type(entry.obj) == "assistant"]
         return [call for call in build_messages(entries, responses, content=False, unmetered=True) if is_real_response(call)]
 
     def split_at_compaction(self, entries: Sequence[Entry]) -> tuple[list[Message], list[Message]] | None:
@@ -511,9 +518,9 @@ class ClaudeCodeFormat:
             else:
                 blocks = _blocks(content)
                 for block in blocks:
-                    if block.get("type") == "tool_result":
+                    if is_tool_result(block):
                         add("user", {"role": "user", "content": [block]})
-                rest = [block for block in blocks if block.get("type") != "tool_result"]
+                rest = [block for block in blocks if not is_tool_result(block)]
                 if rest:
                     add("user", {"role": "user", "content": rest})
         return out
@@ -551,7 +558,7 @@ class ClaudeCodeFormat:
                 if response is not None and response not in seen_responses and len(seen_responses) >= responses:
                     complete = False  # every line of the responses counted so far is in hand
                     break
-            if not keep_raw and obj.get("type") == "progress":
+            if not keep_raw and entry_type(obj) == "progress":
                 # To a count a progress line is at most a link of the chain (most are off it): a run of
                 # thousands (a long Bash, a busy hook) costs no memory.
                 if not leaf_seen or obj.get("uuid") != wanted:
@@ -562,7 +569,7 @@ class ClaudeCodeFormat:
             if is_summary_marker(obj) and not seen_responses:
                 responses = None  # the responses above it are stale: the count needs the whole context
             if not leaf_seen:
-                if obj.get("type") not in MESSAGE_TYPES or obj.get("isSidechain"):
+                if entry_type(obj) not in MESSAGE_TYPES or obj.get("isSidechain"):
                     continue
                 leaf_seen = True
             elif obj.get("uuid") != wanted:
@@ -691,7 +698,7 @@ class ClaudeCodeFormat:
         thinking = 0  # rough tokens of the thinking blocks so far (what a strip of scope "all" drops)
         for position, entry in enumerate(entries):
             obj = entry.obj
-            kind = obj.get("type")
+            kind = entry_type(obj)
             if kind == "assistant":
                 thinking += _thinking_tokens(obj)
             elif kind == "attachment" and isinstance(obj.get("attachment"), dict):
@@ -714,7 +721,7 @@ class ClaudeCodeFormat:
         seen: set[Any] = set()
         for entry in head:
             obj = entry.obj
-            if obj.get("type") in MESSAGE_TYPES and not obj.get("isSidechain"):
+            if entry_type(obj) in MESSAGE_TYPES and not obj.get("isSidechain"):
                 parent = obj.get("parentUuid")
                 return isinstance(parent, str) and parent not in seen
             seen.add(obj.get("uuid"))
@@ -744,7 +751,7 @@ class ClaudeCodeFormat:
                 latest[value] = position
             parent = obj.get("parentUuid")
             add_parent(parent)
-            kind = obj.get("type")
+            kind = entry_type(obj)
             if isinstance(parent, str) and kind in TREE_TYPES:
                 add_tree_parent((parent, entry.line))
             if kind in MESSAGE_TYPES:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..core.blocks import call_id, is_tool_use, kind_of, name_of
 from ..core.budget import ONE_MILLION, BudgetSettings, Thresholds, model_window, settings_rules, thresholds
 from ..core.count import (
     CALIBRATION_WINDOW,
@@ -414,20 +415,20 @@ def count_file(path: str | None, options: CountOptions = CountOptions(), kind: s
 
 
 def _block_key(block: dict[str, Any], by: str, tool_names: dict[str, str], role: str) -> str:
-    kind = str(block.get("type"))
+    kind = str(kind_of(block))  # str(): a block without a type counts under "None"
     if by == "role":
         return "tool results" if kind == "tool_result" else role
     if by == "block":
         return kind
     if kind == "tool_use":
-        return str(block.get("name"))
+        return str(name_of(block))
     if kind == "tool_result":
-        return tool_names.get(str(block.get("tool_use_id")), "(unknown tool)")
+        return tool_names.get(str(call_id(block)), "(unknown tool)")
     return "(conversation)"
 
 
 def _tool_names(messages: Sequence[Message]) -> dict[str, str]:
-    return {str(block.get("id")): str(block.get("name")) for message in messages for block in message.content if block.get("type") == "tool_use"}
+    return {str(call_id(block)): str(name_of(block)) for message in messages for block in message.content if is_tool_use(block)}
 
 
 def _block_tokens(messages: Sequence[Message], counter: TextCounter, calibration: Calibration) -> list[int]:
@@ -470,8 +471,8 @@ def largest_entries(
         per_line = len(message.entries) == len(message.content)
         for number, block in enumerate(message.content):
             position = message.entries[number] if per_line else message.entries[0]
-            kind = str(block.get("type"))
-            tool = block.get("name") if kind == "tool_use" else names.get(str(block.get("tool_use_id"))) if kind == "tool_result" else None
+            kind = str(kind_of(block))
+            tool = name_of(block) if kind == "tool_use" else names.get(str(call_id(block))) if kind == "tool_result" else None
             rows.append(
                 {
                     "line": entries[position].line or None,

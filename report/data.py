@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from ..core.blocks import input_of, is_tool_use
 from ..core.cache import CachePolicy, decide
 from ..core.catalog import Prices
 from ..core.count import UNCALIBRATED, Estimates, calibrate, fitted_or_corpus
@@ -47,9 +48,9 @@ class ReportOptions:
 
 def excerpt(block: dict[str, Any]) -> str:
     """The start of what a block holds, on one line (whitespace folded), at most EXCERPT_CHARACTERS."""
-    if block.get("type") == "tool_use":
+    if is_tool_use(block):
         try:
-            texts = [str(block.get("input"))]
+            texts = [str(input_of(block))]
         except RecursionError:  # nested deeper than repr goes (legal JSON): say so, as no excerpt could show it
             texts = ["(nested too deep to show)"]
     else:
