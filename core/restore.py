@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .blocks import is_text, is_tool_result, is_tool_use, kind_of
 from .count import Reinjection
 from .fields import text
 from .jsonl import Entry, as_text
@@ -134,7 +135,7 @@ def file_states(messages: Sequence[Message], entries: Sequence[Entry], cwd: str 
     for message in messages:
         stamp = (text(entries[message.entries[-1]].obj, "timestamp") or "") if message.entries else ""
         for index, block in enumerate(message.content):
-            kind = block.get("type")
+            kind = kind_of(block)
             if kind == "tool_use" and isinstance(block.get("input"), dict):
                 calls[str(block.get("id"))] = (str(block.get("name")), block["input"], stamp)
             elif kind == "tool_result" and str(block.get("tool_use_id")) in calls and not block.get("is_error"):
@@ -197,7 +198,7 @@ def latest_plan(messages: Sequence[Message], entries: Sequence[Entry], cwd: str 
     calls: dict[str, tuple[str, dict[str, Any]]] = {}
     for message in messages:
         for index, block in enumerate(message.content):
-            kind = block.get("type")
+            kind = kind_of(block)
             if kind == "tool_use" and isinstance(block.get("input"), dict):
                 name, tool_input = str(block.get("name")), block["input"]
                 calls[str(block.get("id"))] = (name, tool_input)
@@ -245,9 +246,9 @@ def permission_mode(entries: Sequence[Entry]) -> str | None:
         for block in content if isinstance(content, list) else []:
             if not isinstance(block, dict):
                 continue
-            if block.get("type") == "tool_use" and block.get("name") in ("EnterPlanMode", "ExitPlanMode"):
+            if is_tool_use(block) and block.get("name") in ("EnterPlanMode", "ExitPlanMode"):
                 plan_tools[str(block.get("id"))] = str(block.get("name"))
-            elif block.get("type") == "tool_result" and not block.get("is_error") and str(block.get("tool_use_id")) in plan_tools:
+            elif is_tool_result(block) and not block.get("is_error") and str(block.get("tool_use_id")) in plan_tools:
                 mode = "plan" if plan_tools[str(block.get("tool_use_id"))] == "EnterPlanMode" else "default"
     return mode
 
@@ -323,12 +324,12 @@ def plan_restore(
         str(block.get("tool_use_id"))
         for message in tail
         for block in message.content
-        if block.get("type") == "tool_result" and as_text(block.get("content", "")).startswith("File unchanged since last read")
+        if is_tool_result(block) and as_text(block.get("content", "")).startswith("File unchanged since last read")
     }
     visible = set()
     for message in tail:
         for block in message.content:
-            if block.get("type") == "tool_use" and block.get("name") == "Read" and isinstance(block.get("input"), dict):
+            if is_tool_use(block) and block.get("name") == "Read" and isinstance(block.get("input"), dict):
                 tool_input = block["input"]
                 if str(block.get("id")) in stubbed:
                     continue  # a read answered by the "unchanged" stub shows nothing: restore the file
@@ -468,7 +469,7 @@ def _todos(history: Sequence[Message]) -> list[Candidate]:
     for message in history:
         for block in message.content:
             if (
-                block.get("type") == "tool_use"
+                is_tool_use(block)
                 and block.get("name") == "TodoWrite"
                 and isinstance(block.get("input"), dict)
                 and isinstance(block["input"].get("todos"), list)
@@ -490,7 +491,7 @@ def _skills(history: Sequence[Message], entries: Sequence[Entry]) -> list[Candid
         obj = entries[message.entries[0]].obj
         if not obj.get("sourceToolUseID"):
             continue
-        text = "\n".join(str(b.get("text", "")) for b in message.content if b.get("type") == "text")
+        text = "\n".join(str(b.get("text", "")) for b in message.content if is_text(b))
         first = text.split("\n", 1)[0]
         name = first.split(":", 1)[1].strip() if first.startswith("Base directory for this skill:") else first[:60]
         found.append((name, text))

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from .blocks import is_text, kind_of
 from .errors import CtxpipeError
 from .jsonl import as_text
 from .model import Message
@@ -48,7 +49,7 @@ def padded_tokens(message: Message) -> int:
 
 
 def has_text(message: Message) -> bool:
-    return any(block.get("type") == "text" and str(block.get("text", "")).strip() for block in message.content)
+    return any(is_text(block) and str(block.get("text", "")).strip() for block in message.content)
 
 
 def _pairs_inside(messages: Sequence[Message], start: int) -> int:
@@ -61,7 +62,7 @@ def _pairs_inside(messages: Sequence[Message], start: int) -> int:
         return start
 
     def ids(message: Message, kind: str, key: str) -> set[str]:
-        return {str(b.get(key)) for b in message.content if b.get("type") == kind}
+        return {str(b.get(key)) for b in message.content if kind_of(b) == kind}
 
     used_anywhere = {tool_id for message in messages for tool_id in ids(message, "tool_use", "id")}
     uses: set[str] = set()  # tool_use ids in messages[s:]
@@ -474,7 +475,7 @@ def context_text(messages: Sequence[Message]) -> str:
     parts: list[str] = []
     for message in messages:
         for block in message.content:
-            kind = block.get("type")
+            kind = kind_of(block)
             if kind == "text":
                 parts.append(str(block.get("text", "")))
             elif kind == "tool_use":

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
+from .blocks import is_text, is_tool_use, kind_of
 from .errors import CtxpipeError
 from .fields import moment
 from .jsonl import Entry
@@ -190,7 +191,7 @@ def api_rounds(messages: Sequence[Message]) -> list[list[Message]]:
 
 
 def _render_block(block: dict[str, Any], role: str, names: dict[str, str], describe_images: bool) -> list[dict[str, Any]]:
-    kind = block.get("type")
+    kind = kind_of(block)
     if kind == "text":
         return [{"type": "text", "text": f"[{role}]: {block.get('text', '')}"}]
     if kind == "tool_use":
@@ -305,8 +306,8 @@ def parse_reply(body: bytes, secret: str | None) -> tuple[str, bool, dict[str, i
     if not isinstance(content, list):
         raise failed(secret, "the API's answer is not a Messages API reply (no content list)")
     blocks = [block for block in content if isinstance(block, dict)]
-    text = "".join(block["text"] for block in blocks if block.get("type") == "text" and isinstance(block.get("text"), str))
-    called_tool = any(block.get("type") == "tool_use" for block in blocks)
+    text = "".join(block["text"] for block in blocks if is_text(block) and isinstance(block.get("text"), str))
+    called_tool = any(is_tool_use(block) for block in blocks)
     usage = reply.get("usage")
     counts = {key: _count(usage.get(key)) for key in ("input_tokens", "output_tokens")} if isinstance(usage, dict) else {}
     return text, called_tool, counts

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from ..core.blocks import is_text, is_tool_use
 from ..core.count import Compaction
 from ..core.errors import CtxpipeError, InputError
 from ..core.facts import Facts, gather
@@ -88,7 +89,7 @@ def _session_id(entries: Sequence[Entry]) -> str | None:
 def _restored(message: Message) -> bool:
     """An item `restore` brought back after a summary (a file, the plan, a skill, the todo list)."""
     first = message.content[0] if message.content else {}
-    return message.role == "user" and first.get("type") == "text" and str(first.get("text", "")).startswith(RESTORED_PREFIX)
+    return message.role == "user" and is_text(first) and str(first.get("text", "")).startswith(RESTORED_PREFIX)
 
 
 def nothing_new(messages: Sequence[Message], opening: Compaction | None) -> bool:
@@ -209,7 +210,7 @@ def _notes_written(path: str) -> datetime:
 
 def tools_used_in(history: Sequence[Message]) -> list[str]:
     """The tools the summarized history called, in the order first used (2.1.332's <tools-used-before-summary>)."""
-    names = (block.get("name") for message in history for block in message.content if block.get("type") == "tool_use")
+    names = (block.get("name") for message in history for block in message.content if is_tool_use(block))
     return list(dict.fromkeys(name for name in names if isinstance(name, str) and name))
 
 
@@ -303,7 +304,7 @@ def summarize_entries(
             report.update({"engine": "offline", "engine_reason": why, "fallback_reason": fell_back})
     else:
         summary = offline_summary(history_read, side_inputs, tail_read, whole())
-    earlier_summaries = ["\n".join(str(b.get("text", "")) for b in m.content if b.get("type") == "text") for m in history if m.compact_summary]
+    earlier_summaries = ["\n".join(str(b.get("text", "")) for b in m.content if is_text(b)) for m in history if m.compact_summary]
 
     def carry_earlier(summary: str) -> str:
         """Never summarize an earlier summary into nothing: whatever the engine (or its repair) wrote, it stays."""
