@@ -22,9 +22,8 @@ import functools
 import io
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from .core.convert import ConvertReport, to_api_messages
 from .core.errors import CtxpipeError, SettingsError, UnsupportedError
@@ -47,8 +46,8 @@ from .files.storage import below, identity, is_remote
 from .formats import NAMES, REGISTRY, WRITABLE, WriteOptions, editor_of, get
 
 if TYPE_CHECKING:
-    from .core.api_edits import ApiEdits, ApiEditsOptions
-    from .core.reports import CompactReport, CompactRow, CompactSkipRow, CountReport, CountTotal, IndexRow, SessionReport, ValidateReport, WarnReport
+    from .core.api_edits import ApiEditsOptions
+    from .core.reports import CompactReport, CompactRow, CompactSkipRow, CountReport, SessionReport, ValidateReport, WarnReport
     from .files.atomic import atomic_file, make_folder, unwind_on_termination, write_error, writer
     from .files.sessions import COMPACTION_NOTE, SessionFile, is_compaction, kind_of
     from .jobs.batch import Runner, default_jobs
@@ -56,8 +55,10 @@ if TYPE_CHECKING:
     from .jobs.count import CountOptions, FileCount, count_buffer, count_file
     from .jobs.pipeline import GIVEN_BY_COMPACT, PIPELINE, STAGES, CompactOptions, StageRun, compact_buffer, model_access, ready, stage_context
     from .jobs.pipeline import run_stage as run_stage_on_buffer
+    from .jobs.results import BatchResult, CompactBatch, ContextManagement, CountBatch, FileResult, ValidatedFile, count_total
     from .jobs.statusline import Saving, StatusFigures, StatusOptions
     from .jobs.summary import NOT_ASKED_AGAIN
+    from .report.batch import INDEX, ReportBatch, ReportedFile, index_row
     from .report.data import ReportOptions
 
 # The names below the API that its clients (the command line first) use, each loaded when first asked
@@ -69,6 +70,18 @@ _LOADED_ON_USE: dict[str, tuple[str, str]] = {
     "unwind_on_termination": ("files.atomic", "unwind_on_termination"),
     "write_error": ("files.atomic", "write_error"),
     "writer": ("files.atomic", "writer"),
+    # the answers of the jobs: defined beside them, so importing the API defines no class it may not need
+    "BatchResult": ("jobs.results", "BatchResult"),
+    "CompactBatch": ("jobs.results", "CompactBatch"),
+    "ContextManagement": ("jobs.results", "ContextManagement"),
+    "CountBatch": ("jobs.results", "CountBatch"),
+    "FileResult": ("jobs.results", "FileResult"),
+    "ValidatedFile": ("jobs.results", "ValidatedFile"),
+    "count_total": ("jobs.results", "count_total"),
+    "INDEX": ("report.batch", "INDEX"),
+    "ReportBatch": ("report.batch", "ReportBatch"),
+    "ReportedFile": ("report.batch", "ReportedFile"),
+    "index_row": ("report.batch", "index_row"),
     "Saving": ("jobs.statusline", "Saving"),
     "StatusFigures": ("jobs.statusline", "StatusFigures"),
     "StatusOptions": ("jobs.statusline", "StatusOptions"),
@@ -320,15 +333,6 @@ def warn_transcript(source: str | os.PathLike[str] | bytes, options: CountOption
     return warn_count(source, options).warn_report()
 
 
-class ContextManagement(NamedTuple):
-    """What `api-edits` finds for one transcript: the edits (`.request`: the object it prints), the
-    count their trigger came from, and how the lines were read (bad ones skipped, with on_error "skip")."""
-
-    edits: ApiEdits
-    counted: FileCount
-    stats: ReadStats
-
-
 def context_management(
     source: str | os.PathLike[str] | None, options: ApiEditsOptions | None = None, count_options: CountOptions | None = None
 ) -> ContextManagement:
@@ -338,6 +342,7 @@ def context_management(
     from .core.api_edits import ApiEditsOptions, build_api_edits, transcript_facts
     from .core.jsonl import iter_buffer_entries
     from .jobs.count import CountOptions, count_buffer
+    from .jobs.results import ContextManagement
 
     count_options = count_options or CountOptions()
     name = source_name(source)
@@ -502,42 +507,8 @@ def is_folder(path: str) -> bool:
 
 # --- batches: many files, on local worker processes or a Dask cluster ------------------------------
 
-Result = TypeVar("Result")
 Executor = Literal["local", "dask"]
 INPUT_BUFFER = 1 << 20  # a transcript read as a stream (validate, convert): read in large pieces
-
-
-@dataclass(frozen=True)
-class FileResult(Generic[Result]):
-    """One file of a batch: what its job returned, or the error that stopped it (the others went on)."""
-
-    file: str  # as the batch names it: the path as given, or as found below a folder given
-    result: Result | None = None
-    error: CtxpipeError | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-
-@dataclass(frozen=True)
-class BatchResult(Generic[Result]):
-    """A batch's files in the order found, each with its result or its error."""
-
-    files: list[FileResult[Result]] = field(default_factory=list)
-
-    @property
-    def done(self) -> list[Result]:
-        return [cast("Result", file.result) for file in self.files if file.error is None]
-
-    @property
-    def failures(self) -> list[CtxpipeError]:
-        return [file.error for file in self.files if file.error is not None]
-
-
-def _batch_of(kind: type[Any], names: Sequence[str], results: Sequence[tuple[bool, Any]]) -> Any:
-    """run_all's (ok, result or error) pairs as a batch's FileResults."""
-    return kind([FileResult(name, value, None) if ok else FileResult(name, None, value) for name, (ok, value) in zip(names, results)])
 
 
 def session_files(
@@ -567,37 +538,6 @@ def _found(paths: Sequence[str | os.PathLike[str]], files: Sequence[SessionFile]
     return list(files) if files is not None else session_files(paths, subagents)
 
 
-@dataclass(frozen=True)
-class CountBatch(BatchResult["FileCount"]):
-    """count_many's answer: each file's count (`FileCount`: `.as_dict()` is its `count --json` row)."""
-
-    def rows(self) -> list[CountReport | CountTotal]:
-        """What `count --json` prints: a row per file counted, and the total over them after several inputs."""
-        counted = [result.as_dict() for result in self.done]
-        rows: list[CountReport | CountTotal] = list(counted)
-        if len(self.files) > 1:
-            rows.append(count_total(counted, len(self.failures)))
-        return rows
-
-
-def count_total(rows: Sequence[CountReport], failed: int) -> CountTotal:
-    """The last row of `count --json` over several inputs: the sums over the files counted."""
-    total: CountTotal = {
-        "file": None,
-        "total": True,
-        "files": len(rows),
-        "failed": failed,
-        "tokens": sum(row["tokens"] for row in rows),
-        "exact_tokens": sum(row["exact_tokens"] for row in rows),
-        "estimated_tokens": sum(row["estimated_tokens"] for row in rows),
-        "messages": sum(row["messages"] or 0 for row in rows) if all(row["messages"] is not None for row in rows) else None,
-    }
-    if rows and "cost" in rows[0]:
-        figures = [row["cost"]["usd"] for row in rows]
-        total["usd"] = None if None in figures else round(sum(figure for figure in figures if figure is not None), 6)
-    return total
-
-
 def count_one(item: tuple[str, str, str], options: CountOptions) -> FileCount:
     """A batch's job for one file, (path, kind, shown): where the batch runs (a worker, a cluster)."""
     from .jobs.count import count_file
@@ -624,6 +564,7 @@ def count_many(
 
     from .jobs.batch import for_workers, run_all
     from .jobs.count import CountOptions
+    from .jobs.results import CountBatch, batch_of
 
     runner = _runner(jobs, executor, scheduler)
     found = _found(paths, files, subagents)
@@ -631,20 +572,13 @@ def count_many(
     options = replace(options or CountOptions(), threads=runner.workers if len(found) == 1 else 1)
     job = functools.partial(count_one, options=options)
     results = run_all(job, [(for_workers(str(f.path), runner), f.kind, f.shown) for f in found], runner, sum(f.size for f in found))
-    return cast(CountBatch, _batch_of(CountBatch, [f.shown for f in found], results))
-
-
-class ValidatedFile(NamedTuple):
-    """One file validated: the row `validate --json` prints, how its lines were read, and its name."""
-
-    report: ValidateReport
-    stats: ReadStats
-    source: str
+    return cast(CountBatch, batch_of(CountBatch, [f.shown for f in found], results))
 
 
 def validate_one(item: tuple[str, str], format_name: str | None, errors: OnError) -> ValidatedFile:
     """A batch's job for one file, (path or "-", shown): its report; a file that cannot be read
     raises. Runs where the batch runs (a worker process, a cluster)."""
+    from .jobs.results import ValidatedFile
     from .jobs.validate import checked_entries, sort_findings
 
     path, source = item
@@ -708,6 +642,7 @@ def validate_many(
     """`validate` over files and folders (paths ["-"]: stdin, read here), on workers as count_many
     runs them. With on_error "skip" bad lines are only counted (in each file's stats), not findings."""
     from .jobs.batch import Runner, for_workers, run_all
+    from .jobs.results import BatchResult, batch_of
 
     if files is None and [os.fspath(path) for path in paths] == [STDIN]:
         items, runner = [(STDIN, STDIN)], Runner()  # stdin is read here: a worker has none
@@ -717,28 +652,7 @@ def validate_many(
     job = functools.partial(validate_one, format_name=format, errors=on_error)
     sizes = sum(os.path.getsize(path) for path, _ in items if not is_remote(path) and os.path.isfile(path))
     results = run_all(job, items, runner, sizes) if items else []
-    return cast("BatchResult[ValidatedFile]", _batch_of(BatchResult, [shown for _, shown in items], results))
-
-
-@dataclass(frozen=True)
-class CompactBatch(BatchResult["CompactRow"]):
-    """compact_many's answer: each file's report (or the row of a compaction side-call it skipped)."""
-
-    @property
-    def reports(self) -> list[CompactReport]:
-        """The files compacted (not those skipped)."""
-        return [row for row in self.done if "skipped" not in row]
-
-    @property
-    def skipped(self) -> list[CompactSkipRow]:
-        """The compaction side-calls left out: nothing was written for them (their rows say why)."""
-        return [cast("CompactSkipRow", row) for row in self.done if "skipped" in row]
-
-    def rows(self) -> list[CompactRow]:
-        """What `compact --json` prints: a row per file done, its stages last (the long part)."""
-        return [
-            row if "skipped" in row else cast("CompactRow", {k: v for k, v in row.items() if k != "stages"} | {"stages": row["stages"]}) for row in self.done
-        ]
+    return cast("BatchResult[ValidatedFile]", batch_of(BatchResult, [shown for _, shown in items], results))
 
 
 def _compact_plan(files: list[SessionFile], given: Sequence[str], out_dir: str | None, in_place: bool) -> list[tuple[str, str, str]]:
@@ -798,6 +712,7 @@ def compact_many(
     yields the function told of each file done (`ok`), or None."""
     from .files.atomic import make_folder
     from .jobs.batch import for_workers, run_all
+    from .jobs.results import CompactBatch, batch_of
 
     out_dir = os.fspath(out_dir) if out_dir is not None else None
     if bool(out_dir) == in_place:
@@ -817,59 +732,13 @@ def compact_many(
             row["output"] = target
             if str(row.get("backup", "")).startswith(worker_path):
                 row["backup"] = path + row["backup"][len(worker_path) :]
-    return cast(CompactBatch, _batch_of(CompactBatch, [shown for _, shown, _ in planned], results))
+    return cast(CompactBatch, batch_of(CompactBatch, [shown for _, shown, _ in planned], results))
 
 
 def _compact_options() -> CompactOptions:
     from .jobs.pipeline import CompactOptions
 
     return CompactOptions()
-
-
-INDEX = "index.html"  # report's index page of a folder's sessions
-
-
-class ReportedFile(NamedTuple):
-    """One session of report_many: its row of the index page, its report (when asked for instead of
-    a page) and how many bad lines were skipped reading it."""
-
-    row: IndexRow
-    report: SessionReport | None
-    skipped_lines: int
-
-
-@dataclass(frozen=True)
-class ReportBatch(BatchResult[ReportedFile]):
-    """report_many's answer, and its index page (`index`: where it goes, with out_dir)."""
-
-    index: str | None = None
-
-    def index_rows(self) -> list[IndexRow]:
-        """The index page's rows: each session's, a file that failed with its error."""
-        return [file.result.row if file.result is not None else index_row(file.file, None, None, str(file.error)) for file in self.files]
-
-    def index_html(self) -> str:
-        """The index page listing every session (written to `index` by `report --out-dir`)."""
-        from .report.page import index_page
-
-        sessions = len(self.files)
-        return index_page(self.index_rows(), title=f"ctxpipe report: {sessions} session{'s' if sessions != 1 else ''}")
-
-
-def index_row(shown: str, page: str | None, data: SessionReport | None, error: str | None) -> IndexRow:
-    """A session's row of the index page: its page's link, a few figures, or the error that stopped it."""
-    count = data["count"] if data else None
-    return {
-        "file": shown,
-        "page": page,
-        "model": data["model"] if data else None,
-        "tokens": count["tokens"] if count else None,
-        "percent_of_window": count["percent_of_window"] if count else None,
-        "level": data["warn"]["level"] if data else None,
-        "usd": data["cost"]["usd"] if data else None,
-        "last_activity": data["last_activity"] if data else None,
-        "error": error,
-    }
 
 
 def report_one(
@@ -879,6 +748,7 @@ def report_one(
     path) its page written there, where the batch runs, and only the index's row sent back."""
     from .files.atomic import atomic_file, make_folder
     from .files.storage import relative_link
+    from .report.batch import ReportedFile, index_row
     from .report.data import session_report as report_of
     from .report.page import session_page
 
@@ -921,6 +791,8 @@ def report_many(
     from .files.atomic import make_folder
     from .files.storage import join, with_suffix
     from .jobs.batch import for_workers, run_all, target_path
+    from .jobs.results import batch_of
+    from .report.batch import INDEX, ReportBatch
     from .report.data import ReportOptions
 
     out_dir = os.fspath(out_dir) if out_dir is not None else None
@@ -952,7 +824,7 @@ def report_many(
         before_write=before_write,
     )
     results = run_all(job, items, runner, sum(file.size for file in found))
-    batch = cast(ReportBatch, _batch_of(ReportBatch, [file.shown for file in found], results))
+    batch = cast(ReportBatch, batch_of(ReportBatch, [file.shown for file in found], results))
     return ReportBatch(batch.files, join(out_dir, INDEX) if out_dir else None)
 
 

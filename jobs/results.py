@@ -1,0 +1,120 @@
+"""What a batch returns: each file's result or the error that stopped it, in the order found, and the
+answers of count_many, validate_many, compact_many and context_management (ctxpipe.api re-exports
+them). Kept out of api.py, whose import the status line pays for after every message."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar, cast
+
+if TYPE_CHECKING:
+    from ..core.api_edits import ApiEdits
+    from ..core.errors import CtxpipeError
+    from ..core.jsonl import ReadStats
+    from ..core.reports import CompactReport, CompactRow, CompactSkipRow, CountReport, CountTotal, ValidateReport
+    from .count import FileCount
+
+Result = TypeVar("Result")
+
+
+@dataclass(frozen=True)
+class FileResult(Generic[Result]):
+    """One file of a batch: what its job returned, or the error that stopped it (the others went on)."""
+
+    file: str  # as the batch names it: the path as given, or as found below a folder given
+    result: Result | None = None
+    error: CtxpipeError | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass(frozen=True)
+class BatchResult(Generic[Result]):
+    """A batch's files in the order found, each with its result or its error."""
+
+    files: list[FileResult[Result]] = field(default_factory=list)
+
+    @property
+    def done(self) -> list[Result]:
+        return [cast("Result", file.result) for file in self.files if file.error is None]
+
+    @property
+    def failures(self) -> list[CtxpipeError]:
+        return [file.error for file in self.files if file.error is not None]
+
+
+def batch_of(kind: type[Any], names: Sequence[str], results: Sequence[tuple[bool, Any]]) -> Any:
+    """run_all's (ok, result or error) pairs as a batch's FileResults."""
+    return kind([FileResult(name, value, None) if ok else FileResult(name, None, value) for name, (ok, value) in zip(names, results)])
+
+
+@dataclass(frozen=True)
+class CountBatch(BatchResult["FileCount"]):
+    """count_many's answer: each file's count (`FileCount`: `.as_dict()` is its `count --json` row)."""
+
+    def rows(self) -> list[CountReport | CountTotal]:
+        """What `count --json` prints: a row per file counted, and the total over them after several inputs."""
+        counted = [result.as_dict() for result in self.done]
+        rows: list[CountReport | CountTotal] = list(counted)
+        if len(self.files) > 1:
+            rows.append(count_total(counted, len(self.failures)))
+        return rows
+
+
+def count_total(rows: Sequence[CountReport], failed: int) -> CountTotal:
+    """The last row of `count --json` over several inputs: the sums over the files counted."""
+    total: CountTotal = {
+        "file": None,
+        "total": True,
+        "files": len(rows),
+        "failed": failed,
+        "tokens": sum(row["tokens"] for row in rows),
+        "exact_tokens": sum(row["exact_tokens"] for row in rows),
+        "estimated_tokens": sum(row["estimated_tokens"] for row in rows),
+        "messages": sum(row["messages"] or 0 for row in rows) if all(row["messages"] is not None for row in rows) else None,
+    }
+    if rows and "cost" in rows[0]:
+        figures = [row["cost"]["usd"] for row in rows]
+        total["usd"] = None if None in figures else round(sum(figure for figure in figures if figure is not None), 6)
+    return total
+
+
+class ValidatedFile(NamedTuple):
+    """One file validated: the row `validate --json` prints, how its lines were read, and its name."""
+
+    report: ValidateReport
+    stats: ReadStats
+    source: str
+
+
+@dataclass(frozen=True)
+class CompactBatch(BatchResult["CompactRow"]):
+    """compact_many's answer: each file's report (or the row of a compaction side-call it skipped)."""
+
+    @property
+    def reports(self) -> list[CompactReport]:
+        """The files compacted (not those skipped)."""
+        return [row for row in self.done if "skipped" not in row]
+
+    @property
+    def skipped(self) -> list[CompactSkipRow]:
+        """The compaction side-calls left out: nothing was written for them (their rows say why)."""
+        return [cast("CompactSkipRow", row) for row in self.done if "skipped" in row]
+
+    def rows(self) -> list[CompactRow]:
+        """What `compact --json` prints: a row per file done, its stages last (the long part)."""
+        return [
+            row if "skipped" in row else cast("CompactRow", {k: v for k, v in row.items() if k != "stages"} | {"stages": row["stages"]}) for row in self.done
+        ]
+
+
+class ContextManagement(NamedTuple):
+    """What `api-edits` finds for one transcript: the edits (`.request`: the object it prints), the
+    count their trigger came from, and how the lines were read (bad ones skipped, with on_error "skip")."""
+
+    edits: ApiEdits
+    counted: FileCount
+    stats: ReadStats
