@@ -402,16 +402,11 @@ def compact(source: str | os.PathLike[str] | bytes, options: CompactOptions | No
     """The whole pipeline on one transcript ("-": stdin), as `compact` runs it: the output and the
     report `compact --report-json` writes (`ctxpipe.jobs.pipeline.CompactOptions` holds each stage's
     settings). A compaction side-call raises NotASession."""
-    from dataclasses import replace
-
     from .files.sessions import COMPACTION_NOTE, is_compaction
     from .jobs.breaker import breaker
-    from .jobs.pipeline import PIPELINE, CompactOptions, compact_buffer, model_access, ready
+    from .jobs.pipeline import PIPELINE, compact_buffer, ready
 
-    options = options or CompactOptions()
-    if options.api_key is None:  # as the command: the model's key and endpoint from the environment
-        api_key, base_url = model_access()
-        options = replace(options, api_key=api_key, base_url=options.base_url or base_url)
+    options = _as_the_command(options)
     path = None if isinstance(source, bytes) or os.fspath(source) == STDIN else os.fspath(source)
     ready(PIPELINE)  # what the stages load, loaded before the input is read
     with _bytes_of(source, on_error=options.on_error) as (buffer, shown):
@@ -436,19 +431,15 @@ def compact_file(
     nothing wrote to it meanwhile. Either path may be a store URL (s3://…). Returns the row
     `compact --json` prints (a compaction side-call is skipped: nothing is written); `name` is how
     it names the file (default: the path); `before_write(target)` is called just before it is written."""
-    from dataclasses import replace
 
     from .core.errors import ChangedMeanwhile, InputError
     from .files.atomic import atomic_file, keep_backup, make_folder
     from .files.sessions import COMPACTION_NOTE, is_compaction
     from .files.storage import version
     from .jobs.breaker import breaker
-    from .jobs.pipeline import PIPELINE, CompactOptions, compact_buffer, model_access, ready
+    from .jobs.pipeline import PIPELINE, compact_buffer, ready
 
-    options = options or CompactOptions()
-    if options.api_key is None:  # as the command: the model's key and endpoint from the environment
-        api_key, base_url = model_access()
-        options = replace(options, api_key=api_key, base_url=options.base_url or base_url)
+    options = _as_the_command(options)
     path = os.fspath(source)
     shown = name or path
     output = path if target is None else os.fspath(target)
@@ -724,7 +715,7 @@ def compact_many(
     items = [(for_workers(path, runner), shown, for_workers(target, runner)) for path, shown, target in planned]
     if out_dir:  # once, before the work: a folder that cannot be made, a store's missing bucket or backend
         make_folder(out_dir)
-    job = functools.partial(compact_one, options=options or _compact_options(), backup=backup, before_write=before_write)
+    job = functools.partial(compact_one, options=_as_the_command(options), backup=backup, before_write=before_write)
     with progress(len(items)) if progress else contextlib.nullcontext(None) as advance:
         results = run_all(job, items, runner, sum(f.size for f in found), on_done=advance, shared_breaker=True)
     for (path, _, target), (worker_path, _, worker_target), (ok, row) in zip(planned, items, results):
@@ -735,10 +726,17 @@ def compact_many(
     return cast(CompactBatch, batch_of(CompactBatch, [shown for _, shown, _ in planned], results))
 
 
-def _compact_options() -> CompactOptions:
-    from .jobs.pipeline import CompactOptions
+def _as_the_command(options: CompactOptions | None) -> CompactOptions:
+    """The options as `compact` runs them: without a key given, the model's key and endpoint from the environment."""
+    from dataclasses import replace
 
-    return CompactOptions()
+    from .jobs.pipeline import CompactOptions, model_access
+
+    options = options or CompactOptions()
+    if options.api_key is None:
+        api_key, base_url = model_access()
+        options = replace(options, api_key=api_key, base_url=options.base_url or base_url)
+    return options
 
 
 def report_one(
