@@ -322,13 +322,3 @@ def _process(argv: Sequence[str]) -> int:
         print(f"ctxpipe: error: {shown(InternalError.of(None, exc))}", file=stderr)
         return ExitStatus.ERROR
     return status
-
-
-if __name__ == "__main__":
-    # `python -m ctxpipe.cli.statusline --refresh PATH CACHE_DIR`: the background refresh in the foreground,
-    # under the name earlier releases started it by (the status line now starts ctxpipe.jobs.statusline).
-    if len(sys.argv) == 4 and sys.argv[1] == "--refresh":
-        from ..api import refresh_status_savings
-
-        refresh_status_savings(sys.argv[2], sys.argv[3])
-    sys.exit(0)

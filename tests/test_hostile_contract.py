@@ -1391,7 +1391,7 @@ SAVINGS_CASES = [name for name in CASE_NAMES if not name.startswith("generated-h
 
 @pytest.mark.parametrize("name", SAVINGS_CASES)
 def test_statusline_savings_on_every_hostile_file(name: str, runner: Runner, generated_dir: Path, tmp_path: Path) -> None:
-    # What `statusline` starts detached (`python -m ctxpipe.cli.statusline --refresh PATH DIR`), run
+    # What `statusline` starts detached (`python -m ctxpipe.jobs.statusline --refresh PATH DIR`), run
     # here as a real process and waited for; then statusline with its saving on reads the cache it left.
     case = case_by_name(name, generated_dir)
     path, cwd, env, _ = prepare(case, tmp_path)
@@ -1399,7 +1399,7 @@ def test_statusline_savings_on_every_hostile_file(name: str, runner: Runner, gen
     cache = tmp_path / "cache" / "ctxpipe" / "statusline"
     cache.mkdir(parents=True)
     refresh = subprocess.run(
-        [sys.executable, "-m", "ctxpipe.cli.statusline", "--refresh", str(path), str(cache)],
+        [sys.executable, "-m", "ctxpipe.jobs.statusline", "--refresh", os.path.abspath(path), str(cache)],
         capture_output=True,
         cwd=cwd,
         env=env,
