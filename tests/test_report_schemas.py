@@ -8,6 +8,7 @@ reached the mode it is about, so a case cannot pass by validating a report it ne
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 import shutil
 from collections.abc import Callable
@@ -16,7 +17,7 @@ from typing import Any
 
 import orjson
 import pytest
-from ctxpipe.core import reports
+from ctxpipe.core import reports, wire
 from ctxpipe.jobs import schemas
 from helpers import CLEAN_ENV as BUDGET_ENV
 from helpers import FIXTURES, ROOT, run_cli
@@ -135,7 +136,7 @@ def test_the_schemas_are_strict() -> None:
 
 # --- the types are the schemas --------------------------------------------------------------------
 
-# Each TypedDict and the schema object it types: (type, schema file, JSON pointer, keys the schema
+# Each report type and the schema object it types: (type, schema file, JSON pointer, keys the schema
 # requires that the type may lack, because the code that builds it adds them later).
 TYPES: list[tuple[Any, str, str, set[str]]] = [
     (reports.CompactReport, "compact.report.schema.json", "/$defs/file", set()),
@@ -191,15 +192,22 @@ def schema_object(name: str, pointer: str) -> dict[str, Any]:
     return dict(node)
 
 
+def type_keys(typed: Any) -> tuple[frozenset[str], frozenset[str]]:
+    """(keys always present, keys present only sometimes) of a report dataclass or a TypedDict."""
+    if dataclasses.is_dataclass(typed):
+        return wire.wire_keys(typed)
+    return frozenset(typed.__required_keys__), frozenset(typed.__optional_keys__)
+
+
 @pytest.mark.parametrize(("typed", "name", "pointer", "added_later"), TYPES, ids=[t[0].__name__ for t in TYPES])
 def test_a_report_type_has_exactly_its_schema_keys(typed: Any, name: str, pointer: str, added_later: set[str]) -> None:
     node = schema_object(name, pointer)
-    keys = typed.__required_keys__ | typed.__optional_keys__
-    assert keys == set(node["properties"]), f"{typed.__name__} vs {name}#{pointer}"
+    always, sometimes = type_keys(typed)
+    assert always | sometimes == set(node["properties"]), f"{typed.__name__} vs {name}#{pointer}"
     # A key the type promises is one the schema requires, and the other way round (but for what is added later).
     required = set(node.get("required", []))
-    assert typed.__required_keys__ <= required, sorted(typed.__required_keys__ - required)
-    assert required - typed.__required_keys__ == added_later
+    assert always <= required, sorted(always - required)
+    assert required - always == added_later
 
 
 def test_every_report_object_has_a_type() -> None:

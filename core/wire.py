@@ -1,0 +1,93 @@
+"""Reports as dataclasses, and their wire form: the JSON object a command prints.
+
+A report is a dataclass (a `Wire`); `to_wire()` gives the plain dict the command writes, its keys in
+the fields' order. A key the schema requires is a field without a default. A key present only
+sometimes (a stage that changed nothing has no `stage`, `cleared`, …) is a field declared with
+`sometimes()`: absent from the wire form while it is None. The few keys that are present only
+sometimes *and* may be null when present use `sometimes_null()`: absent while they are `ABSENT`.
+tests/test_report_schemas.py holds each report's fields to its schema's properties, `wire_keys` telling
+the two kinds apart.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Mapping
+from typing import Any, Literal
+
+
+class _Absent(enum.Enum):
+    ABSENT = "absent"
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+
+ABSENT = _Absent.ABSENT
+Absent = Literal[_Absent.ABSENT]
+
+# Field metadata: the value for which the key is left out of the wire form.
+_ABSENT_WHEN = "ctxpipe.wire.absent_when"
+_NO_OMISSION = object()
+
+
+def sometimes() -> Any:
+    """A key present only sometimes: left out of the wire form while the field is None."""
+    return dataclasses.field(default=None, metadata={_ABSENT_WHEN: None})
+
+
+def sometimes_null() -> Any:
+    """A key present only sometimes whose value may be null: left out while the field is ABSENT."""
+    return dataclasses.field(default=ABSENT, metadata={_ABSENT_WHEN: ABSENT})
+
+
+# Per class, once: (field name, the value that leaves it out, or _NO_OMISSION).
+_PLANS: dict[type, tuple[tuple[str, object], ...]] = {}
+
+
+def _plan(cls: type) -> tuple[tuple[str, object], ...]:
+    plan = _PLANS.get(cls)
+    if plan is None:
+        plan = tuple((f.name, f.metadata.get(_ABSENT_WHEN, _NO_OMISSION)) for f in dataclasses.fields(cls))
+        _PLANS[cls] = plan
+    return plan
+
+
+def to_wire(value: Any) -> Any:
+    """The JSON-ready form of a report or of any value inside one (dataclasses, lists, dicts, scalars)."""
+    cls = type(value)
+    if cls in (str, int, float, bool) or value is None:
+        return value
+    if cls in _PLANS or dataclasses.is_dataclass(value):
+        out: dict[str, Any] = {}
+        for name, absent_when in _plan(cls):
+            item = getattr(value, name)
+            if item is absent_when:  # never true for _NO_OMISSION, which no field holds
+                continue
+            out[name] = to_wire(item)
+        return out
+    if isinstance(value, Mapping):
+        return {key: to_wire(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_wire(item) for item in value]
+    return value
+
+
+def wire_keys(cls: type) -> tuple[frozenset[str], frozenset[str]]:
+    """A report class's keys: (always present, present only sometimes)."""
+    always: set[str] = set()
+    sometimes_: set[str] = set()
+    for name, absent_when in _plan(cls):
+        (always if absent_when is _NO_OMISSION else sometimes_).add(name)
+    return frozenset(always), frozenset(sometimes_)
+
+
+class Wire:
+    """A report: a dataclass whose wire form is `to_wire()`."""
+
+    __slots__ = ()
+
+    def to_wire(self) -> dict[str, Any]:
+        wire: dict[str, Any] = to_wire(self)
+        return wire

@@ -1,0 +1,48 @@
+"""A report's wire form: fields in order, keys present only sometimes left out while unset."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import orjson
+from ctxpipe.core.wire import ABSENT, Absent, Wire, sometimes, sometimes_null, to_wire, wire_keys
+
+
+@dataclass(kw_only=True, slots=True)
+class Row(Wire):
+    name: str
+    note: str | None = sometimes()
+
+
+@dataclass(kw_only=True, slots=True)
+class Table(Row):
+    rows: list[Row]
+    by_name: dict[str, Row]
+    usd: float | None | Absent = sometimes_null()
+
+
+def test_the_wire_form_keeps_field_order_and_leaves_out_unset_keys() -> None:
+    table = Table(name="t", rows=[Row(name="a", note="n"), Row(name="b")], by_name={"a": Row(name="a")})
+    assert orjson.dumps(table.to_wire()) == b'{"name":"t","rows":[{"name":"a","note":"n"},{"name":"b"}],"by_name":{"a":{"name":"a"}}}'
+
+
+def test_a_nullable_key_present_only_sometimes_is_written_as_null_once_set() -> None:
+    assert Table(name="t", rows=[], by_name={}, usd=None).to_wire()["usd"] is None
+    assert "usd" not in Table(name="t", rows=[], by_name={}, usd=ABSENT).to_wire()
+    assert Table(name="t", rows=[], by_name={}, usd=1.5).to_wire()["usd"] == 1.5
+
+
+def test_a_required_key_is_written_even_when_null() -> None:
+    @dataclass(kw_only=True, slots=True)
+    class Page(Wire):
+        page: str | None
+
+    assert Page(page=None).to_wire() == {"page": None}
+
+
+def test_wire_keys_tell_the_always_present_from_the_sometimes() -> None:
+    assert wire_keys(Table) == (frozenset({"name", "rows", "by_name"}), frozenset({"note", "usd"}))
+
+
+def test_plain_values_pass_through() -> None:
+    assert to_wire({"a": (1, 2.5, True, None, "s")}) == {"a": [1, 2.5, True, None, "s"]}
