@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from .core.reports import CompactReport, CompactRow, CompactSkipRow, CountReport, SessionReport, ValidateReport, WarnReport
     from .files.atomic import atomic_file, make_folder, unwind_on_termination, write_error, writer
     from .files.sessions import COMPACTION_NOTE, SessionFile, is_compaction, kind_of
+    from .jobs.audit import AuditBatch, AuditOptions, FileAudit
     from .jobs.batch import Runner, default_jobs
     from .jobs.breaker import breaker
     from .jobs.count import CountOptions, FileCount, count_buffer, count_file
@@ -89,6 +90,9 @@ _LOADED_ON_USE: dict[str, tuple[str, str]] = {
     "SessionFile": ("files.sessions", "SessionFile"),
     "is_compaction": ("files.sessions", "is_compaction"),
     "kind_of": ("files.sessions", "kind_of"),
+    "AuditBatch": ("jobs.audit", "AuditBatch"),
+    "AuditOptions": ("jobs.audit", "AuditOptions"),
+    "FileAudit": ("jobs.audit", "FileAudit"),
     "Runner": ("jobs.batch", "Runner"),
     "default_jobs": ("jobs.batch", "default_jobs"),
     "breaker": ("jobs.breaker", "breaker"),
@@ -127,6 +131,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     # one transcript
     "api_messages",
+    "audit_transcript",
     "compact",
     "compact_file",
     "NotASession",
@@ -145,6 +150,11 @@ __all__ = [
     "warn_transcript",
     "write_transcript",
     # many: batches on local workers or a Dask cluster
+    "AuditBatch",
+    "AuditOptions",
+    "FileAudit",
+    "audit_many",
+    "audit_one",
     "BatchResult",
     "CompactBatch",
     "CountBatch",
@@ -288,6 +298,16 @@ def _bytes_of(source: str | os.PathLike[str] | bytes, ranged: bool = False, on_e
         return
     with mapped(os.fspath(source), ranged, on_error) as buffer:
         yield buffer, source_name(os.fspath(source))
+
+
+def audit_transcript(source: str | os.PathLike[str] | bytes, options: AuditOptions | None = None) -> FileAudit:
+    """What `audit` finds in one session: a row per compaction (what it kept and lost, its sizes, the
+    cache it rebuilt, thrash, re-reads), and the session's total."""
+    from .jobs.audit import AuditOptions, audit_buffer
+
+    options = options or AuditOptions()
+    with _bytes_of(source, on_error=options.on_error) as (buffer, name):
+        return audit_buffer(buffer, name, options)
 
 
 def count_transcript(source: str | os.PathLike[str] | bytes, options: CountOptions | None = None) -> CountReport:
@@ -564,6 +584,41 @@ def count_many(
     job = functools.partial(count_one, options=options)
     results = run_all(job, [(for_workers(str(f.path), runner), f.kind, f.shown) for f in found], runner, sum(f.size for f in found))
     return cast(CountBatch, batch_of(CountBatch, [f.shown for f in found], results))
+
+
+def audit_one(item: tuple[str, str], options: AuditOptions) -> FileAudit:
+    """A batch's job for one file, (path or "-", shown): where the batch runs (a worker, a cluster)."""
+    from .jobs.audit import audit_file
+
+    path, shown = item
+    return audit_file(None if path == STDIN else path, options, shown)
+
+
+def audit_many(
+    paths: Sequence[str | os.PathLike[str]],
+    options: AuditOptions | None = None,
+    *,
+    files: Sequence[SessionFile] | None = None,
+    subagents: bool = True,
+    jobs: int = 0,
+    executor: Executor = "local",
+    scheduler: str | None = None,
+) -> AuditBatch:
+    """`audit` over files and folders (paths ["-"]: stdin, read here), on workers as count_many runs
+    them. A file that cannot be read is an error in its row; the others are audited."""
+    from .jobs.audit import AuditBatch, AuditOptions
+    from .jobs.batch import Runner, for_workers, run_all
+    from .jobs.results import batch_of
+
+    if files is None and [os.fspath(path) for path in paths] == [STDIN]:
+        items, runner = [(STDIN, STDIN)], Runner()  # stdin is read here: a worker has none
+    else:
+        runner = _runner(jobs, executor, scheduler)
+        items = [(for_workers(str(file.path), runner), file.shown) for file in _found(paths, files, subagents)]
+    job = functools.partial(audit_one, options=options or AuditOptions())
+    sizes = sum(os.path.getsize(path) for path, _ in items if not is_remote(path) and os.path.isfile(path))
+    results = run_all(job, items, runner, sizes) if items else []
+    return cast(AuditBatch, batch_of(AuditBatch, [shown for _, shown in items], results))
 
 
 def validate_one(item: tuple[str, str], format_name: str | None, errors: OnError) -> ValidatedFile:

@@ -32,6 +32,7 @@ try:
 
     from ..api import STAGES
     from .commands.api_edits import api_edits
+    from .commands.audit import audit
     from .commands.compact import compact
     from .commands.convert import convert
     from .commands.count import count
@@ -92,6 +93,7 @@ COMMANDS: dict[str, Callable[..., None]] = {
     **STAGE_COMMANDS,
     "compact": compact,
     "report": report,
+    "audit": audit,
     "expand": expand,
     "api-edits": api_edits,
     "statusline": statusline,

@@ -299,6 +299,15 @@ def summary_message_text(summary: str, transcript_path: str | None, kept_tail: b
 class Fact:
     kind: str  # one of FACT_KINDS
     text: str
+    also: tuple[str, ...] = ()  # other spellings that carry it as well (a file's path from its project)
+
+
+def path_forms(path: str) -> tuple[str, ...]:
+    """The shorter spellings of a file's path a summary may use: each tail of two components or more
+    ("lib/app/registry.ex" for "/home/me/proj/lib/app/registry.ex"); a bare file name is too common
+    a word to count."""
+    parts = [part for part in re.split(r"[/\\]", path) if part]
+    return tuple("/".join(parts[start:]) for start in range(1, len(parts) - 1))
 
 
 # What the new context must still hold, by kind (the order facts are listed in).
@@ -330,12 +339,12 @@ def key_facts(history: Sequence[Message], tail: Sequence[Message], side_inputs: 
     found: list[Fact] = [Fact("instruction", typed.text) for typed in facts.typed]
     if facts.typed:
         found.append(Fact("last-request", facts.typed[-1].text))
-    found += [Fact("file", path) for path in facts.edited]
+    found += [Fact("file", path, path_forms(path)) for path in facts.edited]
     unresolved, fixed, _ = listed_failures(facts)
     found += [Fact("fixed-error" if failure.resolved else "error", _failure_fact(failure)) for failure in unresolved + fixed]
     found += [Fact("task", task.text) for task in facts.open_tasks if task.text]
     if facts.current:
-        found.append(Fact("current-work", facts.current))
+        found.append(Fact("current-work", facts.current, path_forms(facts.current) if facts.current == facts.last_edit else ()))
     unique: dict[tuple[str, str], Fact] = {}
     for fact in found:
         unique.setdefault((fact.kind, fact.text), fact)
@@ -440,25 +449,26 @@ def _tokens(haystack: str) -> set[str]:
 
 def verify(facts: Sequence[Fact], context_text: str) -> Verification:
     """Which facts `context_text` still carries: verbatim (whitespace and case aside; a short one
-    as a whole token), or, for a long instruction, 80 % of its words as whole words, negations
-    included (a "don't push" is not carried by "pushed")."""
+    as a whole token; a file also by a tail of its path), or, for a long instruction, 80 % of its words as
+    whole words, negations included (a "don't push" is not carried by "pushed")."""
     haystack = _normal(context_text)
     # A giant paste is carried as its first GIANT_PASTE characters (see _trim).
-    needles = [_normal(fact.text[:GIANT_PASTE]) for fact in facts]
+    forms = [[_normal(spelling[:GIANT_PASTE]) for spelling in (fact.text, *fact.also)] for fact in facts]
+    needles = {needle for spellings in forms for needle in spellings}
     short = {needle for needle in needles if 0 < len(needle) <= SHORT and " " not in needle}
     tokens = _tokens(haystack) if short else set()
-    verbatim = occurring(set(needles) - short, haystack) | {needle for needle in short if needle in tokens}
+    verbatim = occurring(needles - short, haystack) | {needle for needle in short if needle in tokens}
     wordy: dict[int, set[str]] = {}
-    for number, (fact, needle) in enumerate(zip(facts, needles)):
-        if needle not in verbatim and fact.kind in ("instruction", "last-request"):
-            words = set(_WORD.findall(needle))
+    for number, (fact, spellings) in enumerate(zip(facts, forms)):
+        if spellings[0] not in verbatim and fact.kind in ("instruction", "last-request"):
+            words = set(_WORD.findall(spellings[0]))
             if len(words) >= 5:
                 wordy[number] = words
     present = set(_WORD.findall(haystack)) if wordy else set()
     missing = [
         fact
-        for number, (fact, needle) in enumerate(zip(facts, needles))
-        if needle not in verbatim and (number not in wordy or len(wordy[number] & present) / len(wordy[number]) < 0.8)
+        for number, (fact, spellings) in enumerate(zip(facts, forms))
+        if not any(spelling in verbatim for spelling in spellings) and (number not in wordy or len(wordy[number] & present) / len(wordy[number]) < 0.8)
     ]
     return Verification(list(facts), missing)
 

@@ -47,6 +47,27 @@ class WriteOptions:
     model: str | None = None
 
 
+@dataclass(frozen=True)
+class CompactionSpan:
+    """One compaction a session records, as the audit reads it.
+
+    `before` is the context it replaced (since the compaction before it, whose summary opens it);
+    `left` what it left in its place: the summary and the messages it kept; `after` the session's
+    messages from there to the next compaction. `typed_before` is what the user typed outside the
+    messages (queued prompts) in that stretch, as typed_elsewhere gives it."""
+
+    position: int
+    line: int | None
+    timestamp: str | None
+    trigger: str | None  # "auto", "manual" (Claude Code), what ctxpipe wrote, None when unrecorded
+    pre_tokens: int | None  # what the writer recorded as the context before it
+    by: str  # who compacted: "claude-code", "ctxpipe", "codex"
+    before: list[Message]
+    left: list[Message]
+    after: list[Message]
+    typed_before: list[tuple[int, Any]]
+
+
 class TranscriptFormat(Protocol):
     """The reader: what every format implements, read-only or not."""
 
@@ -104,6 +125,10 @@ class TranscriptFormat(Protocol):
 
     def opening(self, entries: Sequence[Entry]) -> Compaction | None:
         """The compaction the active context starts from (None: it starts at the session's start)."""
+
+    def compactions(self, entries: Sequence[Entry]) -> list[CompactionSpan]:
+        """Every compaction the file records, in order, with the context it replaced and what it left
+        ([] for a format whose summary leaves no history behind)."""
 
     def typed_elsewhere(self, entries: Sequence[Entry]) -> list[tuple[int, Any]]:
         """(position, content) of what the user typed in the active context outside its messages

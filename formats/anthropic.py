@@ -18,7 +18,7 @@ from ..core.count import Compaction, Marker
 from ..core.fields import blocks_with_index
 from ..core.jsonl import Entry
 from ..core.model import Finding, Message
-from .base import WholeFileContext, WriteOptions
+from .base import CompactionSpan, WholeFileContext, WriteOptions
 
 ROLES = ("user", "assistant")
 # The first words of the summary message `summarize` writes (core.summarize.PREAMBLE).
@@ -76,6 +76,9 @@ class AnthropicFormat(WholeFileContext):
 
     def split_at_compaction(self, entries: Sequence[Entry]) -> tuple[list[Message], list[Message]] | None:
         return None  # a summary replaces the history: none is left in the file
+
+    def compactions(self, entries: Sequence[Entry]) -> list[CompactionSpan]:
+        return []  # a summary replaces the history: nothing is left to check it against
 
     def boundary_metadata(self, obj: dict[str, Any]) -> dict[str, Any] | None:
         return None  # a summary is a message, not a boundary line

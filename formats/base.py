@@ -12,7 +12,7 @@ import io
 from typing import Any
 
 from ..core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries, iter_entries
-from ..core.transcript_format import CAPABILITIES, SUMMARY_MARKER, TranscriptEditor, TranscriptFormat, WritableFormat, WriteOptions, editor_of
+from ..core.transcript_format import CAPABILITIES, SUMMARY_MARKER, CompactionSpan, TranscriptEditor, TranscriptFormat, WritableFormat, WriteOptions, editor_of
 
 
 class WholeFileContext:
@@ -26,4 +26,14 @@ class WholeFileContext:
         return list(iter_buffer_entries(buffer, source, on_error, stats)), True
 
 
-__all__ = ["CAPABILITIES", "SUMMARY_MARKER", "TranscriptEditor", "TranscriptFormat", "WholeFileContext", "WritableFormat", "WriteOptions", "editor_of"]
+__all__ = [
+    "CAPABILITIES",
+    "SUMMARY_MARKER",
+    "CompactionSpan",
+    "TranscriptEditor",
+    "TranscriptFormat",
+    "WholeFileContext",
+    "WritableFormat",
+    "WriteOptions",
+    "editor_of",
+]

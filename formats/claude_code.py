@@ -23,11 +23,11 @@ from ..core.blocks import call_id, is_text, is_thinking, is_tool_result, is_tool
 from ..core.convert import EARLY, UNASKED, unasked_results
 from ..core.count import Compaction, Marker, is_real_response, measures_context
 from ..core.fields import MAX_COUNT, blocks_with_index, count, iso, moment, text
-from ..core.jsonl import Entry, OnError, ReadStats, iter_entries_reversed
+from ..core.jsonl import Entry, OnError, ReadStats, as_text, iter_entries_reversed
 from ..core.model import Finding, Message
 from ..core.rules import rules_for
 from ..core.tokens import RoughCounter
-from .base import SUMMARY_MARKER, WriteOptions
+from .base import SUMMARY_MARKER, CompactionSpan, WriteOptions
 
 # Tuples, not sets: a line's `type` may be a list or an object, which a set lookup cannot hash.
 TREE_TYPES = ("user", "assistant", "system", "progress", "attachment")
@@ -194,6 +194,69 @@ def context_positions(entries: Sequence[Entry], history: bool = False, latest: d
     if not extra:
         return chain
     return sorted(on_chain.union(extra))
+
+
+def _typed(line: dict[str, Any]) -> bool:
+    """Whether a user line holds words a person typed (not only tool results)."""
+    payload = line.get("message")
+    content = payload.get("content") if isinstance(payload, dict) else None
+    return isinstance(content, str) or (isinstance(content, list) and any(is_text(block) for block in content if isinstance(block, dict)))
+
+
+def _attachment_messages(entries: Sequence[Entry], positions: Sequence[int]) -> list[Message]:
+    """The text of the attachment lines among `positions` (file and plan restores, a hook's context,
+    todo lists), each as a meta user message: the model reads them with the summary."""
+    found = []
+    for position in positions:
+        obj = entries[position].obj
+        attachment = obj.get("attachment") if entry_type(obj) == "attachment" else None
+        if isinstance(attachment, dict):
+            words = "\n".join(as_text(attachment.get(key)) for key in ("content", "prompt", "text", "filename", "plan", "todos") if key in attachment)
+            if words.strip():
+                found.append(Message("user", [{"type": "text", "text": words}], [position], meta=True))
+    return found
+
+
+# The reasons a 2.1.332 `remove` gives when it takes a prompt out of the queue undelivered. Any other
+# reason ("absorbed_mid_turn", "delivered_to_agent", …), and a `remove` with none (as 2.1.88 and before
+# write it, when a queued prompt is attached to the turn in progress), is a delivery: the model read it.
+WITHDRAWN = frozenset({"cleared_on_cancel", "dropped_by_hook", "not_carried_to_background", "agent_stopped"})
+
+
+def queued_prompts(entries: Sequence[Entry], start: int = 0) -> list[tuple[int, Any]]:
+    """(position, content) of the prompts typed while the agent was busy, from `start` on.
+
+    Claude Code writes each as a `queue-operation` enqueue line, often with no `user` line: a
+    `dequeue` runs it as the next prompt, a `remove` hands it to the turn in progress (its text is
+    then nowhere else in the file), and a 2.1.332 `queued_command` attachment records one reaching
+    the model (the summary keeps one of each repeated text). A prompt the user took back (`popAll`,
+    or a `remove` whose reason is in WITHDRAWN) is no message."""
+    found: list[tuple[int, Any]] = []
+    waiting: list[int] = []  # indexes into found of enqueued prompts not yet taken from the queue
+
+    def take(obj: dict[str, Any]) -> int:
+        """The waiting prompt an operation takes: the one its content names, else the oldest."""
+        named = [at for at in waiting if found[at][1] == obj.get("content")] if "content" in obj else []
+        taken = named[0] if named else waiting[0]
+        waiting.remove(taken)
+        return taken
+
+    for position in range(start, len(entries)):
+        obj = entries[position].obj
+        kind = entry_type(obj)
+        operation = obj.get("operation") if kind == "queue-operation" else None
+        if operation == "enqueue" and isinstance(obj.get("content"), (str, list)):
+            waiting.append(len(found))
+            found.append((position, obj["content"]))
+        elif operation in ("dequeue", "remove", "popAll") and waiting:
+            taken = take(obj)
+            if operation == "popAll" or obj.get("reason") in WITHDRAWN:
+                found[taken] = (found[taken][0], None)
+        elif kind == "attachment" and isinstance(obj.get("attachment"), dict) and obj["attachment"].get("type") == "queued_command":
+            prompt = obj["attachment"].get("prompt")
+            if isinstance(prompt, (str, list)):
+                found.append((position, prompt))
+    return [(position, content) for position, content in found if content is not None]
 
 
 def is_unmetered(obj: dict[str, Any]) -> bool:
@@ -404,35 +467,63 @@ class ClaudeCodeFormat:
                 message.usage_stale = True
         return messages
 
+    def compactions(self, entries: Sequence[Entry]) -> list[CompactionSpan]:
+        """Every compact boundary on the session's chain (followed back through logicalParentUuid).
+
+        What a compaction replaced is the whole chain above it (what a person would check the new
+        context against); what it left is the run of lines right below it that are no new turn:
+        the summary, the tail it kept (lines whose uuid is already above the boundary: ctxpipe
+        re-emits its tail), the messages 2.1.332 names as preserved, and the attachments Claude Code
+        adds before the next request (a SessionStart hook's context among them)."""
+        latest = uuid_index(entries)
+        chain = context_positions(entries, history=True, latest=latest)
+        boundaries = [p for p in chain if is_compact_boundary(entries[p].obj)]
+        if not boundaries:
+            return []
+        first_seen: dict[str, int] = {}
+        for position, entry in enumerate(entries):
+            value = entry.obj.get("uuid")
+            if isinstance(value, str):
+                first_seen.setdefault(value, position)
+        queued = queued_prompts(entries)
+        spans = []
+        for number, boundary in enumerate(boundaries):
+            following = boundaries[number + 1] if number + 1 < len(boundaries) else len(entries)
+            obj = entries[boundary].obj
+            metadata = self.boundary_metadata(obj) or {}
+            left: list[int] = []
+            after: list[int] = []
+            for position in (p for p in chain if boundary < p < following):
+                line = entries[position].obj
+                uuid = text(line, "uuid")
+                re_emitted = uuid is not None and first_seen.get(uuid, boundary) < boundary
+                kind = entry_type(line)
+                new_turn = kind == "assistant" or (kind == "user" and not line.get("isMeta") and not line.get("isCompactSummary") and _typed(line))
+                (after if after or (new_turn and not re_emitted) else left).append(position)
+            preserved = metadata.get("preservedMessages")
+            named = preserved.get("uuids") if isinstance(preserved, dict) else None
+            if isinstance(named, list):
+                left = sorted(set(left) | {latest[u] for u in named if isinstance(u, str) and latest.get(u, boundary) < boundary})
+            pre = metadata.get("preTokens")
+            spans.append(
+                CompactionSpan(
+                    position=boundary,
+                    line=entries[boundary].line or None,
+                    timestamp=text(obj, "timestamp"),
+                    trigger=text(metadata, "trigger"),
+                    pre_tokens=pre if isinstance(pre, int) and not isinstance(pre, bool) and pre >= 0 else None,
+                    by="ctxpipe" if "ctxpipe" in metadata else "claude-code",
+                    before=build_messages(entries, [p for p in chain if p < boundary]),
+                    left=build_messages(entries, left) + _attachment_messages(entries, left),
+                    after=build_messages(entries, after),
+                    typed_before=[(p, content) for p, content in queued if p < boundary],
+                )
+            )
+        return spans
+
     def typed_elsewhere(self, entries: Sequence[Entry]) -> list[tuple[int, Any]]:
-        """Prompts typed while the agent was busy: Claude Code 2.1 writes them as `queue-operation`
-        enqueue lines, often with no `user` line, and later builds as a `queued_command` attachment
-        when the prompt reaches the model (the summary keeps one of each repeated text). A `remove`
-        takes back the newest prompt still waiting (its text, when it names one): the user withdrew
-        it, so it is no request."""
         positions = context_positions(entries)
-        start = positions[0] if positions else 0
-        found: list[tuple[int, Any]] = []
-        waiting: list[int] = []  # indexes into found of enqueued prompts not yet dequeued or removed
-        for position in range(start, len(entries)):
-            obj = entries[position].obj
-            kind = entry_type(obj)
-            operation = obj.get("operation") if kind == "queue-operation" else None
-            if operation == "enqueue" and isinstance(obj.get("content"), (str, list)):
-                waiting.append(len(found))
-                found.append((position, obj["content"]))
-            elif operation == "dequeue" and waiting:
-                waiting.pop(0)
-            elif operation == "remove" and waiting:
-                named = [at for at in waiting if found[at][1] == obj.get("content")] if "content" in obj else []
-                withdrawn = named[-1] if named else waiting[-1]
-                waiting.remove(withdrawn)
-                found[withdrawn] = (found[withdrawn][0], None)
-            elif kind == "attachment" and isinstance(obj.get("attachment"), dict) and obj["attachment"].get("type") == "queued_command":
-                prompt = obj["attachment"].get("prompt")
-                if isinstance(prompt, (str, list)):
-                    found.append((position, prompt))
-        return [(position, content) for position, content in found if content is not None]
+        return queued_prompts(entries, positions[0] if positions else 0)
 
     def opening(self, entries: Sequence[Entry]) -> Compaction | None:
         """The compaction the active context starts from, if it starts at a compact boundary."""

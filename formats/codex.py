@@ -22,7 +22,7 @@ from ..core.fields import count
 from ..core.fields import text as field_text
 from ..core.jsonl import Entry, dumps
 from ..core.model import Finding, Message
-from .base import WholeFileContext
+from .base import CompactionSpan, WholeFileContext
 
 # Tuples, not sets: a line's `type` may be a list or an object, which a set lookup cannot hash.
 LINE_TYPES = ("session_meta", "response_item", "event_msg", "turn_context", "compacted")
@@ -174,6 +174,31 @@ class CodexFormat(WholeFileContext):
 
     def split_at_compaction(self, entries: Sequence[Entry]) -> tuple[list[Message], list[Message]] | None:
         return None  # Codex re-injects nothing unrecorded after its own compaction: there is nothing to restore or add
+
+    def compactions(self, entries: Sequence[Entry]) -> list[CompactionSpan]:
+        """Each `compacted` line: it replaced every message above it and left its replacement
+        history (or its summary message); its line records no trigger and no size."""
+        every = self.messages(entries, history=True)
+        places = [p for p, entry in enumerate(entries) if _is_compacted(entry.obj)]
+        spans = []
+        for number, place in enumerate(places):
+            following = places[number + 1] if number + 1 < len(places) else len(entries)
+            left = self.messages(entries[: place + 1])  # the context right after it: what it left
+            spans.append(
+                CompactionSpan(
+                    position=place,
+                    line=entries[place].line or None,
+                    timestamp=field_text(entries[place].obj, "timestamp"),
+                    trigger=None,
+                    pre_tokens=None,
+                    by="codex",
+                    before=[m for m in every if m.entries and m.entries[0] < place],
+                    left=left,
+                    after=[m for m in every if m.entries and place < m.entries[0] < following],
+                    typed_before=[],
+                )
+            )
+        return spans
 
     def boundary_metadata(self, obj: dict[str, Any]) -> dict[str, Any] | None:
         return None  # a `compacted` line carries its replacement history, which messages() reads in place

@@ -19,6 +19,7 @@ REPORT_SCHEMAS: dict[tuple[str, str], str] = {
     ("compact", "--json"): "compact.report.schema.json",
     ("compact", "--report-json"): "compact.report.schema.json",
     ("report", "--json"): "report.report.schema.json",
+    ("audit", "--json"): "audit.report.schema.json",
     ("restore", "--json"): "restore-plan.report.schema.json",  # with --plan, the only time restore prints JSON
     ("microcompact", "--report-json"): "microcompact.report.schema.json",
     ("collapse", "--report-json"): "collapse.report.schema.json",

@@ -679,11 +679,30 @@ def test_the_reason_typed_when_declining_a_call_is_a_user_message() -> None:
     assert Fact("instruction", reason) in facts_of(s)
 
 
-def test_a_withdrawn_queued_prompt_is_no_message() -> None:
+def test_a_queued_prompt_removed_from_the_queue_reached_the_model_mid_turn() -> None:
+    """2.1.88 and before write a bare `remove` when a queued prompt is attached to the turn in
+    progress (the only place its text is recorded): it is a message like any other."""
+    s = started()
+    s.call("Read", {"file_path": "/p/a.py"}, "x\n", 9000)
+    queued(s, "new beads for the epic were added. tackle them")
+    s.raw({"type": "queue-operation", "operation": "remove", "timestamp": "2026-03-04T10:30:01.000Z", "sessionId": s.session_id})
+    s.call("Read", {"file_path": "/p/b.py"}, "y\n", 9100)
+    assert "   - new beads for the epic were added. tackle them (typed while the agent was busy)\n" in section(summary(s), 6)
+    assert Fact("instruction", "new beads for the epic were added. tackle them") in facts_of(s)
+
+
+@pytest.mark.parametrize(
+    "taken_back",
+    [
+        {"operation": "remove", "reason": "cleared_on_cancel"},  # 2.1.332: the user pressed Esc
+        {"operation": "popAll", "content": "deploy it to production now"},  # 2.1.88: pulled back into the input
+    ],
+)
+def test_a_queued_prompt_the_user_took_back_is_no_message(taken_back: dict[str, str]) -> None:
     s = started()
     s.call("Read", {"file_path": "/p/a.py"}, "x\n", 9000)
     queued(s, "deploy it to production now")
-    s.raw({"type": "queue-operation", "operation": "remove", "timestamp": "2026-03-04T10:30:01.000Z", "sessionId": s.session_id})
+    s.raw({"type": "queue-operation", **taken_back, "timestamp": "2026-03-04T10:30:01.000Z", "sessionId": s.session_id})
     queued(s, "check again")
     s.call("Read", {"file_path": "/p/b.py"}, "y\n", 9100)
     text = summary(s)

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 import pytest
-from ctxpipe.core import reports, wire
+from ctxpipe.core import audit, reports, wire
 from ctxpipe.jobs import schemas
 from helpers import CLEAN_ENV as BUDGET_ENV
 from helpers import FIXTURES, ROOT, run_cli
@@ -178,6 +178,9 @@ TYPES: list[tuple[Any, str, str, set[str]]] = [
     (reports.WarnThresholds, "warn.report.schema.json", "/properties/thresholds", set()),
     (reports.ValidateReport, "validate.report.schema.json", "", set()),
     (reports.FindingRow, "validate.report.schema.json", "/properties/findings/items", set()),
+    (audit.CompactionAudit, "audit.report.schema.json", "/$defs/compaction", set()),
+    (audit.LostFact, "audit.report.schema.json", "/$defs/compaction/properties/lost/items", set()),
+    (audit.SessionAudit, "audit.report.schema.json", "/$defs/total", set()),
 ]
 
 

@@ -1,0 +1,203 @@
+"""`ctxpipe audit`: every compaction of a session, what it kept and lost, and what it cost after.
+
+Sessions are built by hand (tests/builders.py through test_summarize's Convo) so that every fact,
+every token and every call is known: the figures asserted here are counted by the test itself, not
+read back from ctxpipe. The corpus case checks a real Claude Code compaction against the boundary's
+own record.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from builders import usage
+from ctxpipe import api
+from ctxpipe.core.cache import price_of
+from ctxpipe.jobs import schemas
+from helpers import CLEAN_ENV, CORPUS, ok, run_cli
+from test_summarize import MODEL, Convo
+
+REQUEST = "Add retries to the HTTP client in src/http/client.py"
+QUEUED = "also log each retry at debug level"
+FAILURE = "FAILED tests/test_client.py::test_retry - AssertionError: expected 3 calls"
+TODO = "Document the retry policy"
+CLIENT = "/home/dev/shop/src/http/client.py"
+# What Claude Code's summary says: the request and the file, not the queued message, the error or the todo.
+SUMMARY = f"Summary: the user asked: {REQUEST}. The retry loop was added to src/http/client.py."
+AFTER = usage(30_000, cache_creation=12_000)  # the first call after the compaction: 12,000 written again
+
+
+def queued(s: Convo, content: str, **removal: str) -> None:
+    """A prompt typed while the agent works, then taken from the queue (bare `remove`: delivered mid-turn)."""
+    s.raw({"type": "queue-operation", "operation": "enqueue", "timestamp": "2026-03-04T10:30:00.000Z", "sessionId": s.session_id, "content": content})
+    s.raw({"type": "queue-operation", "operation": "remove", "timestamp": "2026-03-04T10:30:01.000Z", "sessionId": s.session_id, **removal})
+
+
+def session(thrash: bool = True) -> Convo:
+    s = Convo()
+    s.user(REQUEST)
+    s.call("Read", {"file_path": CLIENT}, "class Client:\n    def get(self, url): ...\n" * 40, 9_000)
+    s.call("Edit", {"file_path": CLIENT, "old_string": "def get", "new_string": "def get_with_retry"}, "ok", 9_500)
+    queued(s, QUEUED)
+    s.call("Bash", {"command": "pytest tests/test_client.py"}, FAILURE, 10_000, error=True)
+    s.call("TodoWrite", {"todos": [{"content": TODO, "status": "pending"}]}, "ok", 10_500)
+    s.compact(SUMMARY)
+    s.text("Picking up where we left off.", AFTER)
+    s.call("Read", {"file_path": CLIENT}, "class Client:\n    def get_with_retry(self, url): ...\n" * 40, 31_000)
+    if thrash:  # two calls later, compacted again
+        s.compact(f"Summary: {REQUEST}; {QUEUED}.")
+        s.text("Continuing.", usage(20_000))
+    return s
+
+
+def boundary_lines(s: Convo) -> list[int]:
+    return [n for n, line in enumerate(s.lines, 1) if line.get("subtype") == "compact_boundary"]
+
+
+def audit_rows(data: bytes) -> list[dict[str, Any]]:
+    return [row.to_wire() for row in api.audit_transcript(data).rows()]
+
+
+# --- the figures ----------------------------------------------------------------------------------
+
+
+def test_each_compaction_is_audited_against_what_the_session_recorded() -> None:
+    s = session()
+    first, second, total = audit_rows(s.to_bytes())
+    assert [first["line"], second["line"]] == boundary_lines(s)
+    assert first["trigger"] == "auto" and first["by"] == "claude-code" and first["pre_tokens"] == 150_000  # the boundary's record
+    assert first["post_tokens"] == 30_000 - AFTER["output_tokens"]  # input + cache writes + cache reads of the first response after it
+    assert first["cache_write_tokens"] == 12_000
+    prices = price_of(MODEL)
+    assert prices is not None
+    assert first["rebuild_usd"] == pytest.approx(12_000 * prices.cache_write_5m / 1e6)
+    assert first["summary_tokens"] > 0 and first["refill_turns"] == 4 and not first["thrash"]
+    assert first["rereads"] == 1 and first["reread_tokens"] > 0  # the client read again after it
+    # The second came two calls after the first, automatically: the context refilled at once.
+    assert second["refill_turns"] == 2 and second["thrash"] is True
+    assert total["total"] is True and total["compactions"] == 2 and total["thrash"] == 1 and not total["thrashing"]
+    assert total["facts"] == first["facts"] + second["facts"] and total["carried"] == first["carried"] + second["carried"]
+    assert all(schemas.reference_errors("audit.report.schema.json", row) == [] for row in (first, second, total))
+
+
+def test_the_lost_facts_are_the_ones_the_summary_does_not_hold() -> None:
+    first = audit_rows(session(thrash=False).to_bytes())[0]
+    # Counted by hand: the two typed messages (the queued one delivered mid-turn among them), the last
+    # request (the queued one), the file edited, the failure, the todo, the current work (the file).
+    lost = {(fact["kind"], fact["text"]) for fact in first["lost"]}
+    assert lost == {("instruction", QUEUED), ("last-request", QUEUED), ("error", FAILURE), ("task", TODO)}
+    assert first["facts"] == 7 and first["carried"] == 3
+    # 3/7 = 0.428571…: rounded down, never up (round() would say 0.4286).
+    assert first["recall"] == math.floor(3 / 7 * 10_000) / 10_000 == 0.4285
+
+
+def test_a_file_is_carried_by_its_path_from_the_project() -> None:
+    """Claude Code names files from the project's root ("src/http/client.py"), not by their absolute path."""
+    first = audit_rows(session(thrash=False).to_bytes())[0]
+    assert ("file", CLIENT) not in {(fact["kind"], fact["text"]) for fact in first["lost"]}
+    s = session(thrash=False)
+    s.lines[[n for n, line in enumerate(s.lines) if line.get("isCompactSummary")][0]]["message"]["content"] = (
+        "Summary: the user asked for retries in client.py."
+    )
+    kinds = {fact["kind"] for fact in audit_rows(s.to_bytes())[0]["lost"]}
+    assert "file" in kinds, "a bare file name is too common a word to carry a path"
+
+
+def test_a_queued_prompt_the_user_took_back_is_no_fact() -> None:
+    s = session(thrash=False)
+    at = next(n for n, line in enumerate(s.lines) if line.get("operation") == "remove")
+    s.lines[at]["reason"] = "cleared_on_cancel"  # 2.1.332: Esc pressed, the prompt never reached the model
+    first = audit_rows(s.to_bytes())[0]
+    # The request (twice: typed, and the last one), the file, the failure, the todo, the current work.
+    assert QUEUED not in {fact["text"] for fact in first["lost"]} and first["facts"] == 6
+
+
+def test_a_session_without_compaction_has_its_total_only() -> None:
+    s = Convo()
+    s.user("Hello")
+    s.text("Hi.", usage(5_000))
+    [total] = audit_rows(s.to_bytes())
+    assert total == {
+        "file": "<bytes>",
+        "total": True,
+        "compactions": 0,
+        "facts": 0,
+        "carried": 0,
+        "recall": None,
+        "lost_facts": 0,
+        "rebuild_usd": 0.0,
+        "rereads": 0,
+        "reread_tokens": 0,
+        "thrash": 0,
+        "thrashing": False,
+    }
+
+
+def test_three_refills_in_a_row_are_thrashing() -> None:
+    s = session(thrash=False)
+    for number in range(3):
+        s.compact(f"Summary {number}: {REQUEST}.")
+        s.text("Again.", usage(20_000))
+    *compactions, total = audit_rows(s.to_bytes())
+    assert [row["thrash"] for row in compactions] == [False, True, True, True]
+    assert total["thrash"] == 3 and total["thrashing"] is True
+
+
+def test_ctxpipe_s_own_compaction_is_audited_with_its_kept_tail(tmp_path: Path) -> None:
+    s = session(thrash=False)
+    s.user("Now make the retry count configurable.")
+    s.text("Done: the count is read from RETRIES.", usage(40_000))
+    path = s.write(tmp_path / "s.jsonl")
+    compacted = tmp_path / "c.jsonl"
+    ok(run_cli("summarize", path, "-o", compacted, "--engine", "offline", "--keep-last", "1", "--now", "2026-03-04T11:00:00Z", env=CLEAN_ENV))
+    rows = audit_rows(compacted.read_bytes())
+    ours = [row for row in rows if row.get("by") == "ctxpipe"]
+    assert len(ours) == 1
+    # What Claude Code's compaction carried (the request, the file, the current work: the file) and what
+    # came after it (the new request, typed and the last): the offline summary keeps every one.
+    assert ours[0]["lost"] == [] and ours[0]["recall"] == 1.0 and ours[0]["facts"] == 5
+
+
+# --- the command ----------------------------------------------------------------------------------
+
+
+def lines_of(result: Any) -> list[dict[str, Any]]:
+    ok(result)
+    return [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+
+
+def test_audit_of_a_file_a_folder_and_stdin_agree(tmp_path: Path) -> None:
+    one = session().write(tmp_path / "projects" / "-home-dev-shop" / "a.jsonl")
+    other = session(thrash=False).write(tmp_path / "projects" / "-home-dev-shop" / "b.jsonl")
+    of_file = lines_of(run_cli("audit", "--json", one, env=CLEAN_ENV))
+    of_folder = lines_of(run_cli("audit", "--json", tmp_path / "projects", env=CLEAN_ENV))
+    of_stdin = lines_of(run_cli("audit", "--json", stdin=one.read_bytes(), env=CLEAN_ENV))
+    assert [row["file"] for row in of_folder if row.get("total")] == [str(one), str(other)]
+    assert [row for row in of_folder if row["file"] == str(one)] == of_file
+    assert [{**row, "file": str(one)} for row in of_stdin] == of_file
+    for row in of_folder:
+        assert schemas.reference_errors("audit.report.schema.json", row) == []
+
+
+def test_the_table_names_what_each_compaction_lost(tmp_path: Path) -> None:
+    from test_narrow_terminal import on_terminal
+
+    path = session(thrash=False).write(tmp_path / "s.jsonl")
+    shown = on_terminal(["audit", path], 160)
+    assert "1 compaction(s), 3 of 7 facts carried (42.8%)" in shown
+    assert QUEUED in shown and TODO in shown and "thrash" not in shown
+
+
+def test_a_corpus_compaction_matches_its_boundary() -> None:
+    corpus = CORPUS / "marot__spotter" / "test__fixtures__transcripts__fa812bfe-b295-4cca-9c2f-fdf01028cb46.jsonl"
+    if not corpus.exists():
+        pytest.skip("the shared corpus (with a Claude Code compaction) is not beside this checkout")
+    first, total = [row.to_wire() for row in api.audit_transcript(corpus).rows()]
+    boundary = json.loads(corpus.read_bytes().splitlines()[first["line"] - 1])
+    assert boundary["subtype"] == "compact_boundary" and first["pre_tokens"] == boundary["compactMetadata"]["preTokens"]
+    assert first["trigger"] == boundary["compactMetadata"]["trigger"]
+    assert 0 < first["carried"] < first["facts"] and total["compactions"] == 1
