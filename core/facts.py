@@ -265,6 +265,25 @@ def failure_line(content: Any) -> str:
     return one_line(meaningful[0] if meaningful else lines[0] if lines else NO_OUTPUT)
 
 
+# An error the assistant quotes in its words: an exception with its message, a compiler's coded error, a
+# failed test's id. Some errors are known only so (a subagent's report, output the assistant summed up).
+_QUOTED_ERROR = pattern(
+    r"(?P<error>\b[A-Z][A-Za-z]*(?:Error|Exception)\b: [^\n`]{3,200}|\berror(?:\[[A-Za-z]*\d+\]| TS\d+): [^\n`]{3,200}|"
+    r"\bFAILED [\w/.:\[\]-]+(?: - [^\n`]{3,160})?)"
+)
+SAID = "the assistant's words"  # the call of a failure known only from them
+
+
+def quoted_errors(text: str) -> list[str]:
+    """The errors an assistant's text quotes, each on one line, cut at its sentence's end."""
+    found = []
+    for match in _QUOTED_ERROR.finditer(text):
+        error = re.split(r"(?<=[.!?])\s", match.group("error"), maxsplit=1)[0].rstrip(" .,;:")
+        if error not in found:
+            found.append(one_line(error))
+    return found
+
+
 def describe_call(name: str, tool_input: Any) -> str:
     if isinstance(tool_input, dict):
         for key in ("file_path", "notebook_path", "command", "pattern", "url", "query", "description", "subject"):
@@ -496,6 +515,7 @@ def gather(messages: Sequence[Message], side_inputs: Iterable[tuple[int, str | l
     edited: set[str] = set()  # facts.edited as a set: a list lookup per edit would be quadratic
 
     waiting: list[Request] = []  # requests not yet shown done: each leaves once, so the walk stays linear
+    said_open: list[Failure] = []  # failures known only from the assistant's words, not yet said fixed
 
     reply: list[str] = []  # the assistant's latest words since the latest typed message
 
@@ -613,7 +633,19 @@ def gather(messages: Sequence[Message], side_inputs: Iterable[tuple[int, str | l
                     continue
                 facts.last_text = text
                 reply[:] = [text]
-                if waiting and says_done(text):
+                done = says_done(text)
+                if done:  # an error known from the assistant's words is fixed when its words say so
+                    for failure in said_open:
+                        failure.fixed_by = one_line(text, 160)
+                    said_open.clear()
+                for error in quoted_errors(text) if not done else []:
+                    normal = error.lower()
+                    if any(normal in known.line.lower() or known.line.lower() in normal for known in facts.failures[-OPEN_CHECKED:]):
+                        continue  # a failure a call showed already, or this one again
+                    said = Failure("assistant", SAID, error, position)
+                    facts.failures.append(said)
+                    said_open.append(said)
+                if waiting and done:
                     for request in waiting:
                         request.done_by = text
                     waiting.clear()

@@ -192,12 +192,20 @@ def test_the_table_names_what_each_compaction_lost(tmp_path: Path) -> None:
     assert QUEUED in shown and TODO in shown and "thrash" not in shown
 
 
-def test_a_corpus_compaction_matches_its_boundary() -> None:
-    corpus = CORPUS / "marot__spotter" / "test__fixtures__transcripts__fa812bfe-b295-4cca-9c2f-fdf01028cb46.jsonl"
+def test_a_corpus_compaction_matches_its_boundary_and_never_claims_more_than_an_independent_count() -> None:
+    """The corpus's one compaction by Claude Code: the figures are the boundary's, and the recall is no
+    more than bench/summary_recall.py finds in the same summary with a fact list made by hand."""
+    from test_summary_recall import recall_bench
+
+    corpus = CORPUS / recall_bench.SESSION
     if not corpus.exists():
         pytest.skip("the shared corpus (with a Claude Code compaction) is not beside this checkout")
     first, total = [row.to_wire() for row in api.audit_transcript(corpus).rows()]
-    boundary = json.loads(corpus.read_bytes().splitlines()[first["line"] - 1])
+    lines = recall_bench.read_lines(corpus)
+    boundary = lines[first["line"] - 1]
     assert boundary["subtype"] == "compact_boundary" and first["pre_tokens"] == boundary["compactMetadata"]["preTokens"]
-    assert first["trigger"] == boundary["compactMetadata"]["trigger"]
-    assert 0 < first["carried"] < first["facts"] and total["compactions"] == 1
+    assert first["trigger"] == boundary["compactMetadata"]["trigger"] and total["compactions"] == 1
+    summary, _ = recall_bench.after_boundary(lines)
+    independent = recall_bench.recall(json.loads(recall_bench.FACTS.read_text()), summary)
+    assert 0 < first["carried"] < first["facts"]
+    assert first["recall"] <= independent["recall"], (first["recall"], independent["recall"])

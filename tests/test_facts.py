@@ -766,3 +766,29 @@ def test_the_verifier_finds_many_facts_that_share_a_long_prefix() -> None:
     context = "\n".join(f.text for f in facts[::2])
     missing = verify(facts, context).missing
     assert missing == facts[1::2]
+
+
+def test_an_error_known_only_from_the_assistant_s_words_is_a_fact_until_it_says_it_is_fixed() -> None:
+    """A subagent's report or output the assistant summed up may be the only place an error is named."""
+    s = started()
+    s.call("Task", {"description": "run the suite", "prompt": "run it"}, "The suite ran: 3 failures.", 9000)
+    s.text("The suite fails with TypeError: Cannot read properties of undefined (reading 'id'). Looking at the mapper next.", usage(9100))
+    error = "TypeError: Cannot read properties of undefined (reading 'id')"
+    assert Fact("error", error) in facts_of(s)
+    s.call("Edit", {"file_path": "/p/mapper.ts", "old_string": "a", "new_string": "b"}, "ok", 9200)
+    s.text("Fixed: the mapper checks for a missing record; all 40 tests pass.", usage(9300))
+    assert Fact("fixed-error", error) in facts_of(s) and Fact("error", error) not in facts_of(s)
+
+
+def test_an_error_a_call_showed_is_not_counted_again_from_the_words_that_quote_it() -> None:
+    s = started()
+    s.call("Bash", {"command": "npm test"}, "FAIL src/a.test.ts\nTypeError: x is not a function\n    at a.ts:3", 9000, error=True)
+    s.text("It fails with TypeError: x is not a function, as expected from the rename.", usage(9100))
+    errors = [fact for fact in facts_of(s) if fact.kind == "error"]
+    assert [fact.text for fact in errors] == ["TypeError: x is not a function"]
+
+
+def test_words_that_only_name_an_exception_are_no_error() -> None:
+    s = started()
+    s.text("The client retries on ValueError and raises TimeoutError after 3 attempts.", usage(9000))
+    assert not [fact for fact in facts_of(s) if fact.kind in ("error", "fixed-error")]

@@ -574,3 +574,16 @@ def test_gs_without_gcsfs_names_the_extra(tree: Tree) -> None:
         pytest.skip("gcsfs is installed here: the missing-extra message cannot be seen")
     url = "gs://bucket/projects/x.jsonl"
     one_error(tree.remote("count", "--json", url), url, "ctxpipe[gcs]")
+
+
+def test_audit_of_a_prefix_equals_audit_of_the_local_copy(tree: Tree) -> None:
+    """audit reads a store's objects as count does: the same rows as on the local copy, the URL as the file."""
+    remote = rows(tree.remote("audit", "--json", PROJECTS))
+    local = rows(tree.locally("audit", "--json", tree.local))
+
+    def keyed(found: list[dict[str, Any]], root: str) -> dict[tuple[str, int | None], dict[str, Any]]:
+        return {(row["file"].removeprefix(root).lstrip("/"), row.get("line")): {**row, "file": None} for row in found}
+
+    assert keyed(remote, PROJECTS) == keyed(local, str(tree.local))
+    assert sorted(rel for rel, line in keyed(remote, PROJECTS) if line is None) == sorted(KINDS), "a total per session"
+    assert any(line is not None and rel == OLD for rel, line in keyed(remote, PROJECTS)), "the old layout's compact boundary is audited"
