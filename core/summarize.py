@@ -531,10 +531,10 @@ class SummarizeSettings:
         min=0.0,
     )
     keep_min_tokens: int = setting(
-        10_000, "--keep-min-tokens", "The tail kept after the summary holds at least this many tokens (4/3-padded estimate)...", min=0
+        2_000, "--keep-min-tokens", "The tail kept after the summary holds at least this many tokens (4/3-padded estimate)...", min=0
     )
-    keep_min_text_messages: int = setting(5, "--keep-min-text-messages", "...and at least this many messages with text...", min=0)
-    keep_max_tokens: int = setting(40_000, "--keep-max-tokens", "...and at most this many tokens.", min=0)
+    keep_min_text_messages: int = setting(2, "--keep-min-text-messages", "...and at least this many messages with text...", min=0)
+    keep_max_tokens: int = setting(8_000, "--keep-max-tokens", "...and at most this many tokens.", min=0)
     keep_last: int | None = setting(
         None, "--keep-last", "Keep exactly the last N messages after the summary instead (widened only to keep pairs whole).", min=0
     )
