@@ -209,3 +209,25 @@ def test_a_corpus_compaction_matches_its_boundary_and_never_claims_more_than_an_
     independent = recall_bench.recall(json.loads(recall_bench.FACTS.read_text()), summary)
     assert 0 < first["carried"] < first["facts"]
     assert first["recall"] <= independent["recall"], (first["recall"], independent["recall"])
+
+
+def test_a_codex_compacted_line_is_audited() -> None:
+    def item(role: str, text: str) -> bytes:
+        kind = "input_text" if role == "user" else "output_text"
+        return json.dumps({"timestamp": "2026-02-10T08:00:00.000Z", "type": "response_item", "payload": {"type": "message", "role": role, "content": [{"type": kind, "text": text}]}}).encode() + b"\n"
+
+    data = (
+        item("user", "Rename the config loader to load_settings")
+        + item("assistant", "Renamed.")
+        + item("user", "Then add a --dry-run flag to the CLI")
+        + b'{"timestamp":"2026-02-10T08:05:00.000Z","type":"compacted","payload":{"message":"The user asked: Rename the config loader to load_settings."}}\n'
+        + item("user", "Continue")
+    )
+    first, total = audit_rows(data)
+    assert first["by"] == "codex" and first["line"] == 4 and first["trigger"] is None and first["pre_tokens"] is None
+    # The two requests (the second also the last): the summary holds only the first.
+    assert {(fact["kind"], fact["text"]) for fact in first["lost"]} == {
+        ("instruction", "Then add a --dry-run flag to the CLI"),
+        ("last-request", "Then add a --dry-run flag to the CLI"),
+    }
+    assert first["facts"] == 3 and first["carried"] == 1 and total["compactions"] == 1
