@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from .jobs.batch import Runner, default_jobs
     from .jobs.breaker import breaker
     from .jobs.count import CountOptions, FileCount, count_buffer, count_file
+    from .jobs.hooks import HookAnswer, HookOptions, SettingsChange, settings_path
     from .jobs.pipeline import GIVEN_BY_COMPACT, PIPELINE, STAGES, CompactOptions, StageRun, compact_buffer, model_access, ready, stage_context
     from .jobs.pipeline import run_stage as run_stage_on_buffer
     from .jobs.results import BatchResult, CompactBatch, ContextManagement, CountBatch, FileResult, ValidatedFile, count_total
@@ -93,6 +94,10 @@ _LOADED_ON_USE: dict[str, tuple[str, str]] = {
     "AuditBatch": ("jobs.audit", "AuditBatch"),
     "AuditOptions": ("jobs.audit", "AuditOptions"),
     "FileAudit": ("jobs.audit", "FileAudit"),
+    "HookAnswer": ("jobs.hooks", "HookAnswer"),
+    "HookOptions": ("jobs.hooks", "HookOptions"),
+    "SettingsChange": ("jobs.hooks", "SettingsChange"),
+    "settings_path": ("jobs.hooks", "settings_path"),
     "Runner": ("jobs.batch", "Runner"),
     "default_jobs": ("jobs.batch", "default_jobs"),
     "breaker": ("jobs.breaker", "breaker"),
@@ -149,6 +154,14 @@ __all__ = [
     "warn_count",
     "warn_transcript",
     "write_transcript",
+    # inside a live session: Claude Code's hooks
+    "HookAnswer",
+    "HookOptions",
+    "SettingsChange",
+    "install_hooks",
+    "run_hook",
+    "settings_path",
+    "uninstall_hooks",
     # many: batches on local workers or a Dask cluster
     "AuditBatch",
     "AuditOptions",
@@ -308,6 +321,39 @@ def audit_transcript(source: str | os.PathLike[str] | bytes, options: AuditOptio
     options = options or AuditOptions()
     with _bytes_of(source, on_error=options.on_error) as (buffer, name):
         return audit_buffer(buffer, name, options)
+
+
+def run_hook(name: str, payload: Mapping[str, Any], options: HookOptions | None = None) -> HookAnswer:
+    """Run `ctxpipe hook NAME` ("pre-compact", "session-start", "post-compact", "prompt") on the
+    JSON a hook gets; what it prints and how it exits. Raises on bad input (the command turns any
+    error into one line on stderr and exit 0)."""
+    from .jobs.hooks import HOOKS, HookOptions
+
+    if name not in HOOKS:
+        raise SettingsError("hook", f"no hook named {name!r} (one of {', '.join(HOOKS)})")
+    return HOOKS[name](payload, options or HookOptions())
+
+
+def install_hooks(project: bool = False, dry_run: bool = False, settings: str | os.PathLike[str] | None = None, program: str | None = None) -> SettingsChange:
+    """`hooks install`: ctxpipe's hooks merged into Claude Code's settings (the user's, the project's
+    with `project`, or the file `settings`), every other key and hook kept, written atomically with a
+    backup; a second run changes nothing. `program` is how the hooks start ctxpipe (default: this
+    interpreter, `python -m ctxpipe`)."""
+    from pathlib import Path
+
+    from .jobs.hooks import install, settings_path
+
+    return install(Path(settings) if settings else settings_path(project), program, dry_run=dry_run)
+
+
+def uninstall_hooks(project: bool = False, dry_run: bool = False, settings: str | os.PathLike[str] | None = None) -> SettingsChange:
+    """`hooks uninstall`: only what install added taken out (the settings' bytes back as they were
+    when nothing else changed since)."""
+    from pathlib import Path
+
+    from .jobs.hooks import settings_path, uninstall
+
+    return uninstall(Path(settings) if settings else settings_path(project), dry_run=dry_run)
 
 
 def count_transcript(source: str | os.PathLike[str] | bytes, options: CountOptions | None = None) -> CountReport:

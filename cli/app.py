@@ -37,6 +37,7 @@ try:
     from .commands.convert import convert
     from .commands.count import count
     from .commands.expand import expand
+    from .commands.hooks import hooks
     from .commands.report import report
     from .commands.restore import restore
     from .commands.statusline import SETTINGS as STATUSLINE_SETTINGS
@@ -97,6 +98,7 @@ COMMANDS: dict[str, Callable[..., None]] = {
     "expand": expand,
     "api-edits": api_edits,
     "statusline": statusline,
+    "hooks": hooks,
 }
 # statusline's own parser takes its arguments (it runs on a light path without typer: cli/entry.py).
 SETTINGS: dict[str, dict[str, object]] = {"statusline": STATUSLINE_SETTINGS}

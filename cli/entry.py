@@ -1,6 +1,6 @@
-"""The `ctxpipe` console entry: `statusline` starts on a light path (it runs after every message
-Claude Code shows, so it must not load typer, rich or the stages); every other command goes to
-cli/app.main."""
+"""The `ctxpipe` console entry: `statusline` and `hook` start on a light path (Claude Code runs them
+after every message and around every compaction, so they must not load typer or rich); every other
+command goes to cli/app.main."""
 
 from __future__ import annotations
 
@@ -14,6 +14,10 @@ def main() -> None:
         except KeyboardInterrupt:  # Ctrl-C while starting up: quietly, with ExitStatus.INTERRUPTED
             raise SystemExit(130) from None
         statusline(sys.argv[2:])
+    if sys.argv[1:2] == ["hook"]:  # a hook Claude Code waits on: the same light path
+        from .hook import main as hook
+
+        hook(sys.argv[2:])
     try:
         from .app import main as app
     except KeyboardInterrupt:

@@ -167,6 +167,7 @@ class Facts:
 
 # --- typed input ---------------------------------------------------------------------------------
 
+_BARE_COMMAND = pattern(r"^/[\w:.-]+$")
 _SHELL = pattern(r"^<bash-input>(?P<command>.*?)</bash-input>", re.S)
 
 
@@ -198,8 +199,8 @@ def typed_parts(content: Any) -> tuple[str, str] | None:
             if name and args and args.strip():
                 return f"{name if name.startswith('/') else '/' + name} {args.strip()}", "command"
             continue
-        if stripped.startswith(INJECTED_PREFIXES):
-            continue
+        if stripped.startswith(INJECTED_PREFIXES) or _BARE_COMMAND.match(stripped):
+            continue  # a bare "/compact" (as a queued prompt records it) asks nothing of the model
         kept.append(stripped)
     return ("\n".join(kept), "prompt") if kept else None
 

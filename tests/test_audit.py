@@ -214,7 +214,16 @@ def test_a_corpus_compaction_matches_its_boundary_and_never_claims_more_than_an_
 def test_a_codex_compacted_line_is_audited() -> None:
     def item(role: str, text: str) -> bytes:
         kind = "input_text" if role == "user" else "output_text"
-        return json.dumps({"timestamp": "2026-02-10T08:00:00.000Z", "type": "response_item", "payload": {"type": "message", "role": role, "content": [{"type": kind, "text": text}]}}).encode() + b"\n"
+        return (
+            json.dumps(
+                {
+                    "timestamp": "2026-02-10T08:00:00.000Z",
+                    "type": "response_item",
+                    "payload": {"type": "message", "role": role, "content": [{"type": kind, "text": text}]},
+                }
+            ).encode()
+            + b"\n"
+        )
 
     data = (
         item("user", "Rename the config loader to load_settings")

@@ -792,3 +792,10 @@ def test_words_that_only_name_an_exception_are_no_error() -> None:
     s = started()
     s.text("The client retries on ValueError and raises TimeoutError after 3 attempts.", usage(9000))
     assert not [fact for fact in facts_of(s) if fact.kind in ("error", "fixed-error")]
+
+
+def test_a_bare_slash_command_queued_as_a_prompt_is_no_message() -> None:
+    """`claude -p --resume ID /compact` queues "/compact" itself: it asks nothing of the model."""
+    s = started("Fix the date parser.")
+    queued(s, "/compact")
+    assert [fact.text for fact in facts_of(s) if fact.kind == "last-request"] == ["Fix the date parser."]

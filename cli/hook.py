@@ -1,0 +1,78 @@
+"""`ctxpipe hook NAME`: one of the hooks Claude Code (or Codex) runs, on a light path (no typer, no rich).
+
+    ctxpipe hook pre-compact [--block-under-tokens N]    # PreCompact: the facts the summary must keep
+    ctxpipe hook session-start                           # SessionStart: put back what a summary lost
+    ctxpipe hook post-compact                            # PostCompact: check the summary, record the audit
+    ctxpipe hook prompt                                  # UserPromptSubmit: put back what a summary lost
+
+The hook's JSON comes on stdin. A hook never fails the session: any error (bad input, an unreadable
+transcript, a bug) is one line on stderr, exit 0, nothing on stdout. The one exit 2 is pre-compact's
+refusal, which Claude Code reads as "block this compaction".
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+USAGE = "usage: ctxpipe hook {pre-compact,session-start,post-compact,prompt} [--block-under-tokens N]"
+NAMES = ("pre-compact", "session-start", "post-compact", "prompt")
+
+
+def _parse(argv: Sequence[str]) -> tuple[str, int | None]:
+    if not argv or argv[0] not in NAMES:
+        raise ValueError(USAGE)
+    block: int | None = None
+    rest = list(argv[1:])
+    while rest:
+        flag = rest.pop(0)
+        name, _, value = flag.partition("=")
+        if name == "--block-under-tokens" and argv[0] == "pre-compact":
+            value = value or (rest.pop(0) if rest else "")
+            if not value.isdigit():
+                raise ValueError("--block-under-tokens takes a number of tokens")
+            block = int(value)
+        else:
+            raise ValueError(f"unknown option {flag!r}; {USAGE}")
+    return argv[0], block
+
+
+def _visible(text: str) -> str:
+    from .terminal import shown
+
+    return "".join(shown(line) + "\n" for line in text.splitlines())
+
+
+def main(argv: Sequence[str]) -> None:
+    if argv[:1] in (["-h"], ["--help"]):
+        sys.stdout.write(__doc__ or "")
+        raise SystemExit(0)
+    code = 0
+    try:
+        name, block = _parse(argv)
+        payload: Any = json.loads(sys.stdin.buffer.read() or b"{}")
+        if not isinstance(payload, dict):
+            raise ValueError("the hook input is not a JSON object")
+        from .. import api
+
+        answer = api.run_hook(name, payload, api.HookOptions(block_under_tokens=block))
+        # Claude Code shows a hook's answer on the user's terminal: transcript text in it is escaped
+        # line by line (a JSON answer is escaped already), and written as UTF-8 whatever the locale.
+        if answer.stdout:
+            sys.stdout.buffer.write(_visible(answer.stdout).encode())
+        if answer.stderr:
+            sys.stderr.buffer.write(_visible(answer.stderr).encode())
+        code = answer.code
+    except KeyboardInterrupt:
+        code = 0
+    except BaseException as exc:  # never fail the session: one line, exit 0, nothing on stdout
+        if isinstance(exc, SystemExit) and exc.code in (0, None):
+            raise
+        sys.stdout.flush()
+        sys.stderr.buffer.write(_visible(f"ctxpipe hook: {str(exc) or type(exc).__name__}").encode())
+        code = 0
+    sys.stdout.flush()
+    sys.stderr.flush()
+    raise SystemExit(code)

@@ -1,0 +1,353 @@
+"""ctxpipe inside a live session: the hook commands Claude Code (and Codex) run, and their installation.
+
+Claude Code 2.1.332 runs, for one `/compact` (checked with the real client): PreCompact (its answer is
+appended to the summary request as "Additional Instructions"), then SessionStart with source
+"compact", then PostCompact (it gets `compact_summary`, the summary just written); it writes the
+boundary and the summary to the transcript only after all three. So:
+
+- pre-compact reads the history about to be summarized, prints the facts the summary must keep and
+  keeps them in the session's state file;
+- post-compact checks the summary it is handed against those facts, records the audit (the
+  session's `.audit.jsonl`) and keeps what was lost as pending;
+- session-start (any source, resume included) and prompt (UserPromptSubmit) put the pending facts
+  back as `additionalContext`, once, which Claude Code writes into the session as a
+  `hook_additional_context` attachment and sends to the model (and adds again after later
+  compactions); on a resume whose cache has likely expired with a large context, session-start also
+  tells the user what the resume costs and what `ctxpipe compact` would save.
+
+A hook never fails the session: any error is one line on stderr, exit 0 and nothing on stdout
+(cli/hook.py). The state lives in ~/.claude/ctxpipe/hooks/ (CLAUDE_CONFIG_DIR's, when set).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..core.audit import rounded_down
+from ..core.errors import InputError
+from ..core.hook_settings import installed, with_ctxpipe, without_ctxpipe
+from ..core.hooks import keep_list, pre_compact_text, reinjection_text, verdict
+from ..core.jsonl import ReadStats, iter_buffer_entries
+from ..core.summarize import Fact, key_facts, path_forms, verify
+from ..files.atomic import atomic_file, keep_backup
+from ..files.inputs import detect_format, is_regular, mapped
+
+RESUME_NOTE_TOKENS = 50_000  # a resume below this is cheap enough to say nothing about
+SETTINGS_BACKUP = ".ctxpipe-backup"
+SESSION_ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_")
+
+
+@dataclass(frozen=True)
+class HookAnswer:
+    """What a hook prints and how it exits (Claude Code: exit 2 with stderr blocks a PreCompact)."""
+
+    stdout: str = ""
+    stderr: str = ""
+    code: int = 0
+
+
+@dataclass(frozen=True)
+class HookOptions:
+    block_under_tokens: int | None = None  # pre-compact: refuse a compaction of a context smaller than this
+    state_dir: Path | None = None  # where the sessions' state is kept (None: config_dir()/ctxpipe/hooks)
+
+
+def config_dir() -> Path:
+    """Claude Code's configuration folder: CLAUDE_CONFIG_DIR, else ~/.claude."""
+    configured = os.environ.get("CLAUDE_CONFIG_DIR")
+    return Path(configured) if configured else Path.home() / ".claude"
+
+
+# --- the session's state ------------------------------------------------------------------------
+
+
+@dataclass
+class SessionState:
+    """What one session's hooks pass on: the facts before the compaction, what its summary lost."""
+
+    facts: list[Fact] = field(default_factory=list)
+    pending: list[Fact] = field(default_factory=list)  # lost, not yet put back
+    trigger: str | None = None
+
+    def to_json(self) -> bytes:
+        def facts(found: list[Fact]) -> list[list[str]]:
+            return [[fact.kind, fact.text] for fact in found]
+
+        return json.dumps({"facts": facts(self.facts), "pending": facts(self.pending), "trigger": self.trigger}).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> SessionState:
+        raw = json.loads(data)
+
+        def facts(key: str) -> list[Fact]:
+            found = raw.get(key) if isinstance(raw, dict) else None
+            return [_fact(str(kind), str(text)) for kind, text in found if isinstance(kind, str)] if isinstance(found, list) else []
+
+        trigger = raw.get("trigger") if isinstance(raw, dict) else None
+        return cls(facts("facts"), facts("pending"), trigger if isinstance(trigger, str) else None)
+
+
+def _fact(kind: str, text: str) -> Fact:
+    return Fact(kind, text, path_forms(text) if kind in ("file", "current-work") else ())
+
+
+def _session_id(payload: Mapping[str, Any]) -> str:
+    session = payload.get("session_id")
+    if not isinstance(session, str) or not session or not set(session) <= SESSION_ID_CHARS or len(session) > 128:
+        raise InputError("hook input", None, "no session_id a file may be named after")
+    return session
+
+
+def _state_path(options: HookOptions, session: str, suffix: str = ".json") -> Path:
+    return (options.state_dir or config_dir() / "ctxpipe" / "hooks") / f"{session}{suffix}"
+
+
+def load_state(options: HookOptions, session: str) -> SessionState:
+    path = _state_path(options, session)
+    try:
+        return SessionState.from_json(path.read_bytes())
+    except FileNotFoundError:
+        return SessionState()
+    except (OSError, ValueError, TypeError) as exc:
+        raise InputError(str(path), None, f"unreadable hook state: {exc}") from None
+
+
+def save_state(options: HookOptions, session: str, state: SessionState) -> None:
+    path = _state_path(options, session)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_file(path) as out:
+        out.write(state.to_json())
+
+
+# --- reading the transcript the hook names ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Context:
+    facts: list[Fact]
+    ranked: Any  # core.hooks.KeepList
+    plan: str | None
+    tokens: int  # the active context, by count's accounting
+
+
+def read_context(payload: Mapping[str, Any]) -> Context:
+    """The facts of the transcript's active context (what a compaction is about to replace)."""
+    from ..core.facts import gather
+    from .count import CountOptions, count_buffer
+
+    path = payload.get("transcript_path")
+    if not isinstance(path, str) or not path:
+        raise InputError("hook input", None, "no transcript_path")
+    if not is_regular(path):
+        raise InputError(path, None, "not a regular file")
+    with mapped(path, on_error="skip") as buffer:
+        transcript_format = detect_format(buffer, path)
+        entries = list(iter_buffer_entries(buffer, path, "skip", ReadStats()))
+        messages = transcript_format.messages(entries)
+        side = transcript_format.typed_elsewhere(entries)
+        gathered = gather(messages, side)
+        key = key_facts(messages, [], side, gathered)
+        tokens = count_buffer(buffer, path, CountOptions(on_error="skip")).as_dict()["tokens"]
+    plan = gathered.plan[0] if gathered.plan and gathered.plan[1].strip() else None
+    return Context(key, keep_list(key, gathered), plan, int(tokens))
+
+
+# --- the hooks ------------------------------------------------------------------------------------------
+
+
+def pre_compact(payload: Mapping[str, Any], options: HookOptions = HookOptions()) -> HookAnswer:
+    session = _session_id(payload)
+    context = read_context(payload)
+    if options.block_under_tokens is not None and context.tokens < options.block_under_tokens:
+        return HookAnswer(
+            stderr=f"ctxpipe: not worth compacting: the context holds {context.tokens:,} tokens, under {options.block_under_tokens:,} (--block-under-tokens)",
+            code=2,
+        )
+    state = load_state(options, session)
+    trigger = payload.get("trigger")
+    save_state(options, session, SessionState(context.facts, state.pending, trigger if isinstance(trigger, str) else None))
+    cwd = payload.get("cwd")
+    return HookAnswer(stdout=pre_compact_text(context.ranked, context.plan, cwd if isinstance(cwd, str) else None))
+
+
+def post_compact(payload: Mapping[str, Any], options: HookOptions = HookOptions()) -> HookAnswer:
+    session = _session_id(payload)
+    summary = payload.get("compact_summary")
+    if not isinstance(summary, str):
+        raise InputError("hook input", None, "no compact_summary")
+    state = load_state(options, session)
+    facts = state.facts or read_context(payload).facts  # no PreCompact ran (installed since): read them now
+    checked = verify(facts, summary)
+    record = {
+        "file": payload.get("transcript_path"),
+        "session_id": session,
+        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "trigger": payload.get("trigger"),
+        "by": "claude-code",
+        "facts": len(facts),
+        "carried": len(facts) - len(checked.missing),
+        "recall": rounded_down(checked.recall) if facts else None,
+        "lost": [{"kind": fact.kind, "text": fact.text[:300]} for fact in checked.missing],
+    }
+    audit_path = _state_path(options, session, ".audit.jsonl")
+    audit_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(audit_path, "ab") as out:  # one write per line: lines of concurrent sessions never mix
+        out.write(json.dumps(record).encode() + b"\n")
+    pending = list({(f.kind, f.text): f for f in [*state.pending, *checked.missing]}.values())
+    save_state(options, session, SessionState([], pending, state.trigger))
+    return HookAnswer(stdout=verdict(len(facts), len(checked.missing)))
+
+
+def _deliver(options: HookOptions, session: str, event: str, note: str | None = None) -> HookAnswer:
+    """Put the pending facts back as the event's additionalContext, once (and a note for the user)."""
+    state = load_state(options, session)
+    text = reinjection_text(state.pending)
+    if text:
+        save_state(options, session, SessionState(state.facts, [], state.trigger))
+    answer: dict[str, Any] = {}
+    if text:
+        answer["hookSpecificOutput"] = {"hookEventName": event, "additionalContext": text}
+    if note:
+        answer["systemMessage"] = note
+    return HookAnswer(stdout=json.dumps(answer) if answer else "")
+
+
+def session_start(payload: Mapping[str, Any], options: HookOptions = HookOptions()) -> HookAnswer:
+    session = _session_id(payload)
+    note = None
+    tokens = payload.get("context_tokens")
+    if payload.get("source") == "resume" and payload.get("prompt_cache_likely_expired") is True and isinstance(tokens, int) and tokens >= RESUME_NOTE_TOKENS:
+        note = resume_note(payload, tokens)
+    return _deliver(options, session, "SessionStart", note)
+
+
+def prompt_submit(payload: Mapping[str, Any], options: HookOptions = HookOptions()) -> HookAnswer:
+    return _deliver(options, _session_id(payload), "UserPromptSubmit")
+
+
+def resume_note(payload: Mapping[str, Any], tokens: int) -> str:
+    """What resuming costs now, and what the offline compact would leave (its dry run: nothing written)."""
+    cost = payload.get("estimated_cache_write_usd")
+    paid = f" (about ${cost:.2f} to write the cache again)" if isinstance(cost, (int, float)) else ""
+    path = str(payload.get("transcript_path") or "")
+    try:
+        after = compacted_tokens(path)
+    except Exception:  # the note is advice: without the dry run it still says what the resume costs
+        after = None
+    saving = f"; `ctxpipe compact --in-place {shlex.quote(path)}` would bring it to about {after:,}" if after is not None and after < tokens else ""
+    return f"ctxpipe: this resume sends {tokens:,} tokens to an expired prompt cache{paid}{saving}."
+
+
+def compacted_tokens(path: str) -> int:
+    from datetime import datetime, timezone
+
+    from ..core.summarize import SummarizeSettings
+    from .breaker import breaker
+    from .pipeline import CompactOptions, compact_buffer
+
+    options = CompactOptions({"summarize": SummarizeSettings(engine="offline")}, now=datetime.now(timezone.utc))
+    with mapped(path, on_error="skip") as buffer:
+        _, report = compact_buffer(buffer, path, options, breaker())
+    return int(report["tokens_after"])
+
+
+HOOKS = {"pre-compact": pre_compact, "session-start": session_start, "post-compact": post_compact, "prompt": prompt_submit}
+
+
+# --- installing them ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SettingsChange:
+    path: Path
+    before: bytes | None  # None: there was no settings file
+    after: bytes | None  # None: the file goes (uninstall of what install created)
+    backup: str | None = None
+
+    @property
+    def changed(self) -> bool:
+        return self.before != self.after
+
+
+def settings_path(project: bool, cwd: Path | None = None) -> Path:
+    """The user's settings (CLAUDE_CONFIG_DIR's or ~/.claude/settings.json), or the project's."""
+    return (cwd or Path.cwd()) / ".claude" / "settings.json" if project else config_dir() / "settings.json"
+
+
+def this_program() -> str:
+    """How the hooks start this ctxpipe: its interpreter running the package (no PATH needed)."""
+    return f"{shlex.quote(sys.executable)} -m ctxpipe"
+
+
+def _read_settings(path: Path) -> tuple[bytes | None, dict[str, Any]]:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None, {}
+    except OSError as exc:
+        raise InputError(str(path), None, f"cannot read: {exc.strerror or exc}") from None
+    try:
+        settings = json.loads(data) if data.strip() else {}
+    except ValueError as exc:
+        raise InputError(str(path), None, f"not JSON: {exc}") from None
+    if not isinstance(settings, dict):
+        raise InputError(str(path), None, "not a JSON object")
+    return data, settings
+
+
+def _dumped(settings: dict[str, Any]) -> bytes:
+    return json.dumps(settings, indent=2, ensure_ascii=False).encode() + b"\n"
+
+
+def install(path: Path, program: str | None = None, dry_run: bool = False) -> SettingsChange:
+    """Merge ctxpipe's hooks into the settings file at `path` (atomic, the old file kept as a backup)."""
+    before, settings = _read_settings(path)
+    wanted = with_ctxpipe(settings, program or this_program())
+    after = before if wanted == settings and before is not None else _dumped(wanted)
+    return _write(SettingsChange(path, before, after), dry_run)
+
+
+def uninstall(path: Path, dry_run: bool = False) -> SettingsChange:
+    """Take ctxpipe's hooks out of the settings at `path`; when what is left is what install found,
+    its bytes come back as they were (the backup install kept)."""
+    before, settings = _read_settings(path)
+    if before is None or not installed(settings):
+        return SettingsChange(path, before, before)
+    left = without_ctxpipe(settings)
+    after: bytes | None = _dumped(left)
+    try:
+        kept = Path(str(path) + SETTINGS_BACKUP).read_bytes()
+        if json.loads(kept) == left:
+            after = kept
+    except FileNotFoundError:
+        if not left:
+            after = None  # install made the file: it goes
+    except (OSError, ValueError):
+        pass
+    return _write(SettingsChange(path, before, after), dry_run)
+
+
+def _write(change: SettingsChange, dry_run: bool) -> SettingsChange:
+    if dry_run or not change.changed:
+        return change
+    if change.after is None:
+        change.path.unlink()
+        return change
+    backup = None
+    change.path.parent.mkdir(parents=True, exist_ok=True)
+    if change.before is not None:
+        backup_path = str(change.path) + SETTINGS_BACKUP
+        if os.path.exists(backup_path):
+            os.unlink(backup_path)  # one backup: the settings as they were before the last change
+        backup = keep_backup(str(change.path), SETTINGS_BACKUP, change.before)
+    with atomic_file(change.path) as out:
+        out.write(change.after)
+    return SettingsChange(change.path, change.before, change.after, backup)

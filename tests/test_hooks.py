@@ -1,0 +1,235 @@
+"""ctxpipe as Claude Code's hooks: the settings it merges and takes out, and each hook on its own.
+
+The hooks run as Claude Code runs them: `python -m ctxpipe hook NAME` with the hook's JSON on stdin,
+in a child process whose HOME is a temporary folder (their state lives under it). The whole loop
+with the real Claude Code 2.1.332 is tests/test_claude_code_hooks.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from builders import usage
+from ctxpipe.core.hook_settings import HOOKS, installed, ours, with_ctxpipe, without_ctxpipe
+from helpers import child_env
+from test_summarize import Convo
+
+PROGRAM = "/opt/venv/bin/python -m ctxpipe"
+USER_SETTINGS = {
+    "model": "opus",
+    "permissions": {"allow": ["Bash(git status)"]},
+    "hooks": {
+        "PreCompact": [{"matcher": "manual", "hooks": [{"type": "command", "command": "notify-send compacting"}]}],
+        "Stop": [{"hooks": [{"type": "command", "command": "say done"}]}],
+    },
+    "statusLine": {"type": "command", "command": "ctxpipe statusline"},
+}
+
+
+# --- the settings -------------------------------------------------------------------------------------
+
+
+def test_install_adds_one_hook_per_event_and_keeps_everything_else() -> None:
+    merged = with_ctxpipe(USER_SETTINGS, PROGRAM)
+    assert installed(merged) == {event: f"{PROGRAM} hook {name}" for event, name in HOOKS.items()}
+    assert merged["hooks"]["PreCompact"][0] == USER_SETTINGS["hooks"]["PreCompact"][0]  # the user's own hook, first
+    assert merged["hooks"]["Stop"] == USER_SETTINGS["hooks"]["Stop"] and merged["statusLine"] == USER_SETTINGS["statusLine"]
+    assert with_ctxpipe(merged, PROGRAM) == merged, "a second install changes nothing"
+    moved = with_ctxpipe(merged, "ctxpipe")  # another interpreter: the same entries, their command replaced
+    assert sum(len(group["hooks"]) for group in moved["hooks"]["PreCompact"]) == 2 and installed(moved)["PreCompact"] == "ctxpipe hook pre-compact"
+
+
+def test_uninstall_takes_out_only_what_install_added() -> None:
+    assert without_ctxpipe(with_ctxpipe(USER_SETTINGS, PROGRAM)) == USER_SETTINGS
+    assert without_ctxpipe(with_ctxpipe({}, PROGRAM)) == {}
+    # A user's hook that shares a group with ctxpipe's stays, in that group.
+    shared = {"hooks": {"PostCompact": [{"hooks": [{"type": "command", "command": "ctxpipe hook post-compact"}, {"type": "command", "command": "log.sh"}]}]}}
+    assert without_ctxpipe(shared) == {"hooks": {"PostCompact": [{"hooks": [{"type": "command", "command": "log.sh"}]}]}}
+
+
+@pytest.mark.parametrize(
+    ("command", "name"),
+    [
+        ("ctxpipe hook pre-compact", "pre-compact"),
+        ("/home/me/.venv/bin/python -m ctxpipe hook prompt", "prompt"),
+        ("'/path with space/python' -m ctxpipe hook session-start", "session-start"),
+        ("/usr/local/bin/ctxpipe hook post-compact --verbose", "post-compact"),
+        ("mycxtpipe hook pre-compact", None),
+        ("ctxpipe statusline", None),
+        ("echo ctxpipe hook nonsense", None),
+    ],
+)
+def test_a_hook_is_ctxpipe_s_by_what_it_runs(command: str, name: str | None) -> None:
+    assert ours({"type": "command", "command": command}) == name
+
+
+def ctxpipe(*args: str, home: Path, stdin: bytes = b"", cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
+    env = child_env({"HOME": str(home), "CLAUDE_CONFIG_DIR": "", "ANTHROPIC_API_KEY": ""})
+    return subprocess.run([sys.executable, "-m", "ctxpipe", *args], input=stdin, capture_output=True, env=env, cwd=cwd or home, timeout=120)
+
+
+def test_hooks_install_and_uninstall_leave_the_user_s_file_as_it_was(tmp_path: Path) -> None:
+    settings = tmp_path / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    original = json.dumps(USER_SETTINGS, indent=4).encode()  # not how ctxpipe writes JSON: the bytes must still come back
+    settings.write_bytes(original)
+    dry = ctxpipe("hooks", "install", "--dry-run", home=tmp_path)
+    assert dry.returncode == 0 and settings.read_bytes() == original and b"hook pre-compact" in dry.stdout
+    assert ctxpipe("hooks", "install", home=tmp_path).returncode == 0
+    after = json.loads(settings.read_bytes())
+    assert set(installed(after)) == set(HOOKS) and without_ctxpipe(after) == USER_SETTINGS
+    assert (tmp_path / ".claude" / "settings.json.ctxpipe-backup").read_bytes() == original
+    again = ctxpipe("hooks", "install", home=tmp_path)
+    assert b"nothing to change" in again.stderr and json.loads(settings.read_bytes()) == after
+    assert ctxpipe("hooks", "uninstall", home=tmp_path).returncode == 0
+    assert settings.read_bytes() == original
+
+
+def test_uninstall_removes_the_settings_file_install_created(tmp_path: Path) -> None:
+    project = tmp_path / "proj"
+    project.mkdir()
+    assert ctxpipe("hooks", "install", "--project", home=tmp_path, cwd=project).returncode == 0
+    assert installed(json.loads((project / ".claude" / "settings.json").read_bytes()))
+    assert not (tmp_path / ".claude" / "settings.json").exists(), "--project leaves the user's settings alone"
+    assert ctxpipe("hooks", "uninstall", "--project", home=tmp_path, cwd=project).returncode == 0
+    assert not (project / ".claude" / "settings.json").exists()
+
+
+def test_a_settings_file_that_is_not_json_is_refused_and_left_alone(tmp_path: Path) -> None:
+    settings = tmp_path / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_bytes(b"{ not json")
+    done = ctxpipe("hooks", "install", home=tmp_path)
+    assert done.returncode != 0 and b"not JSON" in done.stderr and b"Traceback" not in done.stderr
+    assert settings.read_bytes() == b"{ not json"
+
+
+# --- the hooks ------------------------------------------------------------------------------------------
+
+REQUEST = "Add retries to the HTTP client"
+QUEUED = "also log each retry at debug level"
+TODO = "Document the retry policy"
+
+
+def session(tmp_path: Path) -> Path:
+    s = Convo()
+    s.user(REQUEST)
+    s.call("Edit", {"file_path": "/home/dev/shop/src/http/client.py", "old_string": "a", "new_string": "b"}, "ok", 9_000)
+    s.raw({"type": "queue-operation", "operation": "enqueue", "timestamp": "2026-03-04T10:30:00.000Z", "sessionId": s.session_id, "content": QUEUED})
+    s.raw({"type": "queue-operation", "operation": "remove", "timestamp": "2026-03-04T10:30:01.000Z", "sessionId": s.session_id})
+    s.call("TodoWrite", {"todos": [{"content": TODO, "status": "pending"}]}, "ok", 9_500)
+    s.text("Working on it.", usage(10_000))
+    return s.write(tmp_path / "session.jsonl")
+
+
+def hook(name: str, payload: dict[str, Any], home: Path, *flags: str) -> subprocess.CompletedProcess[bytes]:
+    return ctxpipe("hook", name, *flags, home=home, stdin=json.dumps(payload).encode())
+
+
+def test_pre_compact_names_what_the_summary_must_keep_most_important_first(tmp_path: Path) -> None:
+    path = session(tmp_path)
+    done = hook("pre-compact", {"session_id": "s1", "transcript_path": str(path), "cwd": "/home/dev/shop", "trigger": "manual"}, tmp_path)
+    assert done.returncode == 0 and done.stderr == b""
+    text = done.stdout.decode()
+    lines = text.splitlines()
+    assert lines[1] == f"- Last request: {QUEUED}"  # the queued message was the last one the user typed
+    assert f"Message the user typed while you worked (it reached you mid-turn): {QUEUED}" not in text  # said once, as the last request
+    assert f"- User instruction: {REQUEST}" in lines and f"- Open task: {TODO}" in lines
+    assert "src/http/client.py" in text and len(text) <= 10_000
+
+
+def test_pre_compact_stays_within_claude_code_s_limit(tmp_path: Path) -> None:
+    s = Convo()
+    for number in range(400):
+        s.user(f"Request number {number}: " + "make the parser handle every edge case " * 5)
+        s.text("Done.", usage(9_000 + number))
+    path = s.write(tmp_path / "big.jsonl")
+    text = hook("pre-compact", {"session_id": "s2", "transcript_path": str(path)}, tmp_path).stdout.decode()
+    assert 9_000 < len(text) <= 10_000 and "Request number 399" in text.splitlines()[1]
+    assert text.rstrip().endswith("more (keep every user message and open task)")
+
+
+def test_pre_compact_can_refuse_a_compaction_that_would_not_save_enough(tmp_path: Path) -> None:
+    path = session(tmp_path)
+    payload = {"session_id": "s3", "transcript_path": str(path)}
+    refused = hook("pre-compact", payload, tmp_path, "--block-under-tokens", "50000")
+    assert refused.returncode == 2 and refused.stdout == b"" and b"under 50,000" in refused.stderr
+    assert hook("pre-compact", payload, tmp_path, "--block-under-tokens", "5000").returncode == 0
+
+
+def test_after_a_summary_that_lost_facts_they_go_back_in_once(tmp_path: Path) -> None:
+    path = session(tmp_path)
+    base = {"session_id": "s4", "transcript_path": str(path), "cwd": "/home/dev/shop"}
+    assert hook("pre-compact", {**base, "trigger": "auto"}, tmp_path).returncode == 0
+    # Claude Code runs SessionStart(compact) before it writes the summary: nothing is known lost yet.
+    assert hook("session-start", {**base, "source": "compact"}, tmp_path).stdout == b""
+    post = hook("post-compact", {**base, "trigger": "auto", "compact_summary": f"The user asked: {REQUEST}."}, tmp_path)
+    assert post.returncode == 0 and post.stdout.decode().startswith("ctxpipe: the summary carried 1 of ")
+    [record] = [json.loads(line) for line in (tmp_path / ".claude" / "ctxpipe" / "hooks" / "s4.audit.jsonl").read_text().splitlines()]
+    assert record["carried"] == 1 and {fact["text"] for fact in record["lost"]} >= {QUEUED, TODO}
+    answer = json.loads(hook("session-start", {**base, "source": "resume"}, tmp_path).stdout)
+    context = answer["hookSpecificOutput"]["additionalContext"]
+    assert answer["hookSpecificOutput"]["hookEventName"] == "SessionStart" and QUEUED in context and TODO in context and REQUEST not in context
+    assert hook("prompt", {**base, "prompt": "next"}, tmp_path).stdout == b"", "put back once"
+
+
+def test_the_next_prompt_puts_back_what_was_lost_when_no_session_starts(tmp_path: Path) -> None:
+    path = session(tmp_path)
+    base = {"session_id": "s5", "transcript_path": str(path)}
+    hook("pre-compact", base, tmp_path)
+    hook("post-compact", {**base, "compact_summary": "Nothing to say."}, tmp_path)
+    answer = json.loads(hook("prompt", {**base, "prompt": "go on"}, tmp_path).stdout)
+    assert answer["hookSpecificOutput"]["hookEventName"] == "UserPromptSubmit" and QUEUED in answer["hookSpecificOutput"]["additionalContext"]
+
+
+def test_an_expensive_resume_is_told_what_it_costs_and_what_compact_would_save(tmp_path: Path) -> None:
+    path = session(tmp_path)
+    payload = {"session_id": "s6", "transcript_path": str(path), "source": "resume", "context_tokens": 180_000, "prompt_cache_likely_expired": True}
+    answer = json.loads(hook("session-start", {**payload, "estimated_cache_write_usd": 0.68}, tmp_path).stdout)
+    assert answer["systemMessage"].startswith("ctxpipe: this resume sends 180,000 tokens to an expired prompt cache (about $0.68")
+    assert "ctxpipe compact --in-place" in answer["systemMessage"]
+    assert hook("session-start", {**payload, "context_tokens": 20_000}, tmp_path).stdout == b"", "a small resume is not worth a word"
+    assert hook("session-start", {**payload, "prompt_cache_likely_expired": False}, tmp_path).stdout == b""
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin"),
+    [
+        (("pre-compact",), b"not json"),
+        (("pre-compact",), b"[1, 2]"),
+        (("pre-compact",), b'{"session_id": "s7", "transcript_path": "/no/such/file.jsonl"}'),
+        (("post-compact",), b'{"session_id": "../../etc/passwd", "compact_summary": "x"}'),
+        (("session-start",), b'{"transcript_path": "/tmp/x.jsonl"}'),
+        (("pre-compact", "--block-under-tokens", "lots"), b"{}"),
+        (("unknown-hook",), b"{}"),
+    ],
+)
+def test_a_hook_never_fails_the_session(tmp_path: Path, args: tuple[str, ...], stdin: bytes) -> None:
+    done = ctxpipe("hook", *args, home=tmp_path, stdin=stdin)
+    assert done.returncode == 0 and done.stdout == b""
+    assert done.stderr.count(b"\n") == 1 and done.stderr.startswith(b"ctxpipe hook: ") and b"Traceback" not in done.stderr
+
+
+def test_a_transcript_line_never_reaches_the_terminal_raw(tmp_path: Path) -> None:
+    s = Convo()
+    s.user("rename it \x1b]0;pwned\x07 now")
+    s.text("ok", usage(9_000))
+    path = s.write(tmp_path / "hostile.jsonl")
+    done = hook("post-compact", {"session_id": "s8", "transcript_path": str(path), "compact_summary": "x"}, tmp_path)
+    assert done.returncode == 0 and b"\x1b" not in done.stdout + done.stderr
+
+
+def test_the_state_folder_follows_claude_config_dir(tmp_path: Path) -> None:
+    path = session(tmp_path)
+    config = tmp_path / "config"
+    env = child_env({"HOME": str(tmp_path), "CLAUDE_CONFIG_DIR": str(config)})
+    payload = json.dumps({"session_id": "s9", "transcript_path": str(path)}).encode()
+    subprocess.run([sys.executable, "-m", "ctxpipe", "hook", "pre-compact"], input=payload, env=env, capture_output=True, check=True, timeout=120)
+    assert (config / "ctxpipe" / "hooks" / "s9.json").exists() and not (tmp_path / ".claude" / "ctxpipe").exists()
+    assert os.environ.get("CLAUDE_CONFIG_DIR") != str(config)
