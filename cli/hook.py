@@ -1,6 +1,6 @@
 """`ctxpipe hook NAME`: one of the hooks Claude Code (or Codex) runs, on a light path (no typer, no rich).
 
-    ctxpipe hook pre-compact [--block-under-tokens N]    # PreCompact: the facts the summary must keep
+    ctxpipe hook pre-compact [--block-when tokens<N]     # PreCompact: the facts the summary must keep
     ctxpipe hook session-start                           # SessionStart: put back what a summary lost
     ctxpipe hook post-compact                            # PostCompact: check the summary, record the audit
     ctxpipe hook prompt                                  # UserPromptSubmit: put back what a summary lost
@@ -17,8 +17,18 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-USAGE = "usage: ctxpipe hook {pre-compact,session-start,post-compact,prompt} [--block-under-tokens N]"
+USAGE = "usage: ctxpipe hook {pre-compact,session-start,post-compact,prompt} [--block-when tokens<N]"
 NAMES = ("pre-compact", "session-start", "post-compact", "prompt")
+
+
+def _block_under(condition: str) -> int:
+    """`tokens<N` (N may end in k): refuse a compaction of a context under N tokens, one not worth it."""
+    import re
+
+    found = re.fullmatch(r"\s*tokens\s*<\s*(\d+)\s*([kK]?)\s*", condition)
+    if not found:
+        raise ValueError(f"--block-when takes tokens<N (e.g. tokens<40k), not {condition!r}")
+    return int(found.group(1)) * (1000 if found.group(2) else 1)
 
 
 def _parse(argv: Sequence[str]) -> tuple[str, int | None]:
@@ -29,11 +39,8 @@ def _parse(argv: Sequence[str]) -> tuple[str, int | None]:
     while rest:
         flag = rest.pop(0)
         name, _, value = flag.partition("=")
-        if name == "--block-under-tokens" and argv[0] == "pre-compact":
-            value = value or (rest.pop(0) if rest else "")
-            if not value.isdigit():
-                raise ValueError("--block-under-tokens takes a number of tokens")
-            block = int(value)
+        if name == "--block-when" and argv[0] == "pre-compact":
+            block = _block_under(value or (rest.pop(0) if rest else ""))
         else:
             raise ValueError(f"unknown option {flag!r}; {USAGE}")
     return argv[0], block

@@ -29,16 +29,15 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..core.audit import rounded_down
 from ..core.errors import InputError
-from ..core.hook_settings import installed, with_ctxpipe, without_ctxpipe
-from ..core.hooks import keep_list, pre_compact_text, reinjection_text, verdict
-from ..core.jsonl import ReadStats, iter_buffer_entries
-from ..core.summarize import Fact, key_facts, path_forms, verify
-from ..files.atomic import atomic_file, keep_backup
-from ..files.inputs import detect_format, is_regular, mapped
+
+if TYPE_CHECKING:
+    from ..core.hooks import KeepList
+
+# The fact engine, the reader and the writer are imported where they are used: the hooks that
+# usually have nothing to say (a prompt, a session start) answer from the state file alone.
 
 RESUME_NOTE_TOKENS = 50_000  # a resume below this is cheap enough to say nothing about
 SETTINGS_BACKUP = ".ctxpipe-backup"
@@ -69,34 +68,40 @@ def config_dir() -> Path:
 # --- the session's state ------------------------------------------------------------------------
 
 
+Pair = tuple[str, str]  # a fact as the state keeps it: (kind, text)
+
+
 @dataclass
 class SessionState:
-    """What one session's hooks pass on: the facts before the compaction, what its summary lost."""
+    """What one session's hooks pass on: the facts before the compaction, what its summary lost
+    (and the text that puts it back, written when it was found, so delivering it reads no transcript)."""
 
-    facts: list[Fact] = field(default_factory=list)
-    pending: list[Fact] = field(default_factory=list)  # lost, not yet put back
+    facts: list[Pair] = field(default_factory=list)
+    pending: list[Pair] = field(default_factory=list)  # lost, not yet put back
+    pending_text: str = ""
     trigger: str | None = None
 
     def to_json(self) -> bytes:
-        def facts(found: list[Fact]) -> list[list[str]]:
-            return [[fact.kind, fact.text] for fact in found]
-
-        return json.dumps({"facts": facts(self.facts), "pending": facts(self.pending), "trigger": self.trigger}).encode()
+        return json.dumps({"facts": self.facts, "pending": self.pending, "pending_text": self.pending_text, "trigger": self.trigger}).encode()
 
     @classmethod
     def from_json(cls, data: bytes) -> SessionState:
         raw = json.loads(data)
+        raw = raw if isinstance(raw, dict) else {}
 
-        def facts(key: str) -> list[Fact]:
-            found = raw.get(key) if isinstance(raw, dict) else None
-            return [_fact(str(kind), str(text)) for kind, text in found if isinstance(kind, str)] if isinstance(found, list) else []
+        def pairs(key: str) -> list[Pair]:
+            found = raw.get(key)
+            return [(kind, text) for kind, text in found if isinstance(kind, str) and isinstance(text, str)] if isinstance(found, list) else []
 
-        trigger = raw.get("trigger") if isinstance(raw, dict) else None
-        return cls(facts("facts"), facts("pending"), trigger if isinstance(trigger, str) else None)
+        text, trigger = raw.get("pending_text"), raw.get("trigger")
+        return cls(pairs("facts"), pairs("pending"), text if isinstance(text, str) else "", trigger if isinstance(trigger, str) else None)
 
 
-def _fact(kind: str, text: str) -> Fact:
-    return Fact(kind, text, path_forms(text) if kind in ("file", "current-work") else ())
+def as_facts(pairs: list[Pair]) -> list[Any]:
+    """core.summarize.Fact of each pair (a file again with the spellings that carry it)."""
+    from ..core.summarize import Fact, path_forms
+
+    return [Fact(kind, text, path_forms(text) if kind in ("file", "current-work") else ()) for kind, text in pairs]
 
 
 def _session_id(payload: Mapping[str, Any]) -> str:
@@ -121,6 +126,8 @@ def load_state(options: HookOptions, session: str) -> SessionState:
 
 
 def save_state(options: HookOptions, session: str, state: SessionState) -> None:
+    from ..files.atomic import atomic_file
+
     path = _state_path(options, session)
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_file(path) as out:
@@ -132,15 +139,19 @@ def save_state(options: HookOptions, session: str, state: SessionState) -> None:
 
 @dataclass(frozen=True)
 class Context:
-    facts: list[Fact]
-    ranked: Any  # core.hooks.KeepList
+    facts: list[Any]  # core.summarize.Fact
+    ranked: KeepList
     plan: str | None
-    tokens: int  # the active context, by count's accounting
+    tokens: int | None  # the active context, by count's accounting (when asked for)
 
 
-def read_context(payload: Mapping[str, Any]) -> Context:
+def read_context(payload: Mapping[str, Any], measure: bool = False) -> Context:
     """The facts of the transcript's active context (what a compaction is about to replace)."""
     from ..core.facts import gather
+    from ..core.hooks import keep_list
+    from ..core.jsonl import ReadStats, iter_buffer_entries
+    from ..core.summarize import key_facts
+    from ..files.inputs import detect_format, is_regular, mapped
     from .count import CountOptions, count_buffer
 
     path = payload.get("transcript_path")
@@ -155,36 +166,43 @@ def read_context(payload: Mapping[str, Any]) -> Context:
         side = transcript_format.typed_elsewhere(entries)
         gathered = gather(messages, side)
         key = key_facts(messages, [], side, gathered)
-        tokens = count_buffer(buffer, path, CountOptions(on_error="skip")).as_dict()["tokens"]
+        tokens = int(count_buffer(buffer, path, CountOptions(on_error="skip")).as_dict()["tokens"]) if measure else None
     plan = gathered.plan[0] if gathered.plan and gathered.plan[1].strip() else None
-    return Context(key, keep_list(key, gathered), plan, int(tokens))
+    return Context(key, keep_list(key, gathered), plan, tokens)
 
 
 # --- the hooks ------------------------------------------------------------------------------------------
 
 
 def pre_compact(payload: Mapping[str, Any], options: HookOptions = HookOptions()) -> HookAnswer:
+    from ..core.hooks import pre_compact_text
+
     session = _session_id(payload)
-    context = read_context(payload)
-    if options.block_under_tokens is not None and context.tokens < options.block_under_tokens:
+    context = read_context(payload, measure=options.block_under_tokens is not None)
+    if options.block_under_tokens is not None and context.tokens is not None and context.tokens < options.block_under_tokens:
         return HookAnswer(
-            stderr=f"ctxpipe: not worth compacting: the context holds {context.tokens:,} tokens, under {options.block_under_tokens:,} (--block-under-tokens)",
+            stderr=f"ctxpipe: not worth compacting: the context holds {context.tokens:,} tokens, under {options.block_under_tokens:,} (--block-when)",
             code=2,
         )
     state = load_state(options, session)
     trigger = payload.get("trigger")
-    save_state(options, session, SessionState(context.facts, state.pending, trigger if isinstance(trigger, str) else None))
+    facts = [(fact.kind, fact.text) for fact in context.facts]
+    save_state(options, session, SessionState(facts, state.pending, state.pending_text, trigger if isinstance(trigger, str) else None))
     cwd = payload.get("cwd")
     return HookAnswer(stdout=pre_compact_text(context.ranked, context.plan, cwd if isinstance(cwd, str) else None))
 
 
 def post_compact(payload: Mapping[str, Any], options: HookOptions = HookOptions()) -> HookAnswer:
+    from ..core.audit import rounded_down
+    from ..core.hooks import reinjection_text, verdict
+    from ..core.summarize import verify
+
     session = _session_id(payload)
     summary = payload.get("compact_summary")
     if not isinstance(summary, str):
         raise InputError("hook input", None, "no compact_summary")
     state = load_state(options, session)
-    facts = state.facts or read_context(payload).facts  # no PreCompact ran (installed since): read them now
+    facts = as_facts(state.facts) if state.facts else read_context(payload).facts  # no PreCompact ran (installed since): read them now
     checked = verify(facts, summary)
     record = {
         "file": payload.get("transcript_path"),
@@ -201,17 +219,17 @@ def post_compact(payload: Mapping[str, Any], options: HookOptions = HookOptions(
     audit_path.parent.mkdir(parents=True, exist_ok=True)
     with open(audit_path, "ab") as out:  # one write per line: lines of concurrent sessions never mix
         out.write(json.dumps(record).encode() + b"\n")
-    pending = list({(f.kind, f.text): f for f in [*state.pending, *checked.missing]}.values())
-    save_state(options, session, SessionState([], pending, state.trigger))
+    pending = list(dict.fromkeys([*state.pending, *((fact.kind, fact.text) for fact in checked.missing)]))
+    save_state(options, session, SessionState([], pending, reinjection_text(as_facts(pending)), state.trigger))
     return HookAnswer(stdout=verdict(len(facts), len(checked.missing)))
 
 
 def _deliver(options: HookOptions, session: str, event: str, note: str | None = None) -> HookAnswer:
     """Put the pending facts back as the event's additionalContext, once (and a note for the user)."""
     state = load_state(options, session)
-    text = reinjection_text(state.pending)
+    text = state.pending_text
     if text:
-        save_state(options, session, SessionState(state.facts, [], state.trigger))
+        save_state(options, session, SessionState(state.facts, [], "", state.trigger))
     answer: dict[str, Any] = {}
     if text:
         answer["hookSpecificOutput"] = {"hookEventName": event, "additionalContext": text}
@@ -250,6 +268,7 @@ def compacted_tokens(path: str) -> int:
     from datetime import datetime, timezone
 
     from ..core.summarize import SummarizeSettings
+    from ..files.inputs import mapped
     from .breaker import breaker
     from .pipeline import CompactOptions, compact_buffer
 
@@ -309,6 +328,8 @@ def _dumped(settings: dict[str, Any]) -> bytes:
 
 def install(path: Path, program: str | None = None, dry_run: bool = False) -> SettingsChange:
     """Merge ctxpipe's hooks into the settings file at `path` (atomic, the old file kept as a backup)."""
+    from ..core.hook_settings import with_ctxpipe
+
     before, settings = _read_settings(path)
     wanted = with_ctxpipe(settings, program or this_program())
     after = before if wanted == settings and before is not None else _dumped(wanted)
@@ -318,6 +339,8 @@ def install(path: Path, program: str | None = None, dry_run: bool = False) -> Se
 def uninstall(path: Path, dry_run: bool = False) -> SettingsChange:
     """Take ctxpipe's hooks out of the settings at `path`; when what is left is what install found,
     its bytes come back as they were (the backup install kept)."""
+    from ..core.hook_settings import installed, without_ctxpipe
+
     before, settings = _read_settings(path)
     if before is None or not installed(settings):
         return SettingsChange(path, before, before)
@@ -336,6 +359,8 @@ def uninstall(path: Path, dry_run: bool = False) -> SettingsChange:
 
 
 def _write(change: SettingsChange, dry_run: bool) -> SettingsChange:
+    from ..files.atomic import atomic_file, keep_backup
+
     if dry_run or not change.changed:
         return change
     if change.after is None:

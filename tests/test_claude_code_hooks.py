@@ -91,3 +91,26 @@ def compacted_folder(home: Path) -> str:
 @pytest.fixture(autouse=True)
 def _no_user_config(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+
+
+def test_pre_compact_can_block_a_compaction_not_worth_it(tmp_path: Path) -> None:
+    home, project = tmp_path / "home", tmp_path / "project"
+    settings = home / ".claude" / "settings.json"
+    env = child_env({"HOME": str(home), "CLAUDE_CONFIG_DIR": ""})
+    assert subprocess.run([sys.executable, "-m", "ctxpipe", "hooks", "install"], env=env, capture_output=True, timeout=120).returncode == 0
+    merged = json.loads(settings.read_bytes())
+    hook = merged["hooks"]["PreCompact"][0]["hooks"][0]
+    hook["command"] += " --block-when 'tokens<1000k'"
+    settings.write_text(json.dumps(merged))
+    s = Session(version="2.1.332")
+    s.user(REQUEST)
+    s.text("On it.", usage(20_000))
+    for line in s.lines:
+        line["cwd"] = str(project)
+    session_id = s.lines[0]["sessionId"]
+    with MessagesServer(default_reply=lambda body: NOTHING) as server:
+        run = resume(s.to_bytes(), session_id, project, "/compact", server, home=home, version=CURRENT_CLAUDE_CODE_VERSION, expect_request=False)
+    assert run.returncode == 0, run.debug()
+    assert not any("Additional Instructions" in text_of(r.body) or "<summary>" in text_of(r.body) for r in run.requests if r.is_messages)
+    assert b"compact_boundary" not in run.session_after, "the compaction did not run"
+    assert "Compaction blocked by PreCompact hook" in run.stdout and "not worth compacting: the context holds 20,000 tokens" in run.stdout

@@ -158,9 +158,9 @@ def test_pre_compact_stays_within_claude_code_s_limit(tmp_path: Path) -> None:
 def test_pre_compact_can_refuse_a_compaction_that_would_not_save_enough(tmp_path: Path) -> None:
     path = session(tmp_path)
     payload = {"session_id": "s3", "transcript_path": str(path)}
-    refused = hook("pre-compact", payload, tmp_path, "--block-under-tokens", "50000")
+    refused = hook("pre-compact", payload, tmp_path, "--block-when", "tokens<50k")
     assert refused.returncode == 2 and refused.stdout == b"" and b"under 50,000" in refused.stderr
-    assert hook("pre-compact", payload, tmp_path, "--block-under-tokens", "5000").returncode == 0
+    assert hook("pre-compact", payload, tmp_path, "--block-when=tokens<5000").returncode == 0
 
 
 def test_after_a_summary_that_lost_facts_they_go_back_in_once(tmp_path: Path) -> None:
@@ -206,7 +206,7 @@ def test_an_expensive_resume_is_told_what_it_costs_and_what_compact_would_save(t
         (("pre-compact",), b'{"session_id": "s7", "transcript_path": "/no/such/file.jsonl"}'),
         (("post-compact",), b'{"session_id": "../../etc/passwd", "compact_summary": "x"}'),
         (("session-start",), b'{"transcript_path": "/tmp/x.jsonl"}'),
-        (("pre-compact", "--block-under-tokens", "lots"), b"{}"),
+        (("pre-compact", "--block-when", "lots"), b"{}"),
         (("unknown-hook",), b"{}"),
     ],
 )
