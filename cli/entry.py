@@ -8,6 +8,11 @@ import sys
 
 
 def main() -> None:
+    if sys.argv[1:] in (["--version"], ["-V"]):
+        from .. import __version__
+
+        sys.stdout.write(f"ctxpipe {__version__}\n")
+        raise SystemExit(0)
     if sys.argv[1:2] == ["statusline"]:
         try:
             from .statusline import main as statusline

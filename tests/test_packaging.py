@@ -77,3 +77,14 @@ def test_the_test_extra_holds_every_requirement_of_the_s3_and_dask_extras() -> N
         needed = extra_requirements(extra)
         assert needed, f"the {extra} extra lists nothing"
         assert needed <= test, f"[test] lacks {sorted(needed - test)} of [{extra}]"
+
+
+def test_version_is_the_installed_package_s() -> None:
+    """`ctxpipe --version` says what pip installed: ctxpipe.__version__ cannot drift from pyproject.toml."""
+    import importlib.metadata
+
+    from helpers import run_process
+
+    done = run_process("--version")
+    assert done.returncode == 0 and done.stdout == f"ctxpipe {importlib.metadata.version('ctxpipe')}\n".encode()
+    assert run_process("-V").stdout == done.stdout
