@@ -47,7 +47,7 @@ from .formats import NAMES, REGISTRY, WRITABLE, WriteOptions, editor_of, get
 
 if TYPE_CHECKING:
     from .core.api_edits import ApiEditsOptions
-    from .core.reports import CompactReport, CompactRow, CompactSkipRow, CountReport, SessionReport, ValidateReport, WarnReport
+    from .core.reports import CompactReport, CompactRow, CompactSkipRow, CountReport, SessionReport, WarnReport
     from .files.atomic import atomic_file, make_folder, unwind_on_termination, write_error, writer
     from .files.sessions import COMPACTION_NOTE, SessionFile, is_compaction, kind_of
     from .jobs.batch import Runner, default_jobs
@@ -569,6 +569,7 @@ def count_many(
 def validate_one(item: tuple[str, str], format_name: str | None, errors: OnError) -> ValidatedFile:
     """A batch's job for one file, (path or "-", shown): its report; a file that cannot be read
     raises. Runs where the batch runs (a worker process, a cluster)."""
+    from .core.reports import ValidateReport
     from .jobs.results import ValidatedFile
     from .jobs.validate import checked_entries, sort_findings
 
@@ -587,17 +588,14 @@ def validate_one(item: tuple[str, str], format_name: str | None, errors: OnError
         findings += read.format.check(entries)
         findings = sort_findings(findings)
         count = sum(1 for finding in findings if finding.severity == "error")
-        report = cast(
-            "ValidateReport",
-            {
-                "file": source,
-                "format": read.format.name,
-                "entries": len(entries),
-                "valid": count == 0,
-                "errors": count,
-                "warnings": len(findings) - count,
-                "findings": [finding.as_dict() for finding in findings],  # listed with the collector still off
-            },
+        report = ValidateReport(
+            file=source,
+            format=read.format.name,
+            entries=len(entries),
+            valid=count == 0,
+            errors=count,
+            warnings=len(findings) - count,
+            findings=[finding.row() for finding in findings],  # listed with the collector still off
         )
     return ValidatedFile(report, read.stats, source)
 

@@ -10,7 +10,10 @@ that every key the type promises is one the schema requires, so the two cannot d
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal, TypedDict, Union
+
+from .wire import Wire
 
 Engine = Literal["session-memory", "llm", "offline"]
 FactKind = Literal["instruction", "last-request", "file", "error", "fixed-error", "task", "current-work"]
@@ -400,14 +403,16 @@ class WarnReport(_WarnKeys, total=False):
     note: str
 
 
-class FindingRow(TypedDict):
+@dataclass(kw_only=True, slots=True)
+class FindingRow(Wire):
     severity: Literal["error", "warning"]
     code: str
     line: int | None
     message: str
 
 
-class ValidateReport(TypedDict):
+@dataclass(kw_only=True, slots=True)
+class ValidateReport(Wire):
     """A row of `validate --json`: one transcript."""
 
     file: str

@@ -83,7 +83,8 @@ def count_total(rows: Sequence[CountReport], failed: int) -> CountTotal:
 
 
 class ValidatedFile(NamedTuple):
-    """One file validated: the row `validate --json` prints, how its lines were read, and its name."""
+    """One file validated: its report (`.to_wire()` is the row `validate --json` prints), how its lines
+    were read, and its name."""
 
     report: ValidateReport
     stats: ReadStats

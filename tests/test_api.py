@@ -96,8 +96,8 @@ def test_count_many_takes_count_options(folder: Path) -> None:
 def test_validate_many_is_validate_json(folder: Path, jobs: int) -> None:
     printed = run_cli("validate", "--json", "--on-error", "skip", "--jobs", str(jobs), folder)
     validated = ctxpipe.validate_many([folder], on_error="skip", jobs=jobs)
-    assert [file.report for file in validated.done] == json_lines(printed.stdout)
-    assert printed.returncode == (1 if any(not file.report["valid"] for file in validated.done) else 0)
+    assert [file.report.to_wire() for file in validated.done] == json_lines(printed.stdout)
+    assert printed.returncode == (1 if any(not file.report.valid for file in validated.done) else 0)
     broken = next(file for file in validated.done if file.source.endswith("broken.jsonl"))
     assert broken.stats.skipped == 1  # skipped, so counted rather than listed as a finding
 
