@@ -7,8 +7,8 @@ ctxpipe.write_transcript(messages, "messages.jsonl")           # atomic
 for finding in ctxpipe.validate_transcript(transcript):
     print(finding.line, finding.severity, finding.message)
 counted = ctxpipe.count_many(["~/.claude/projects/"], jobs=4)  # a batch: local workers, or executor="dask"
-for row in counted.rows():
-    print(row["file"], row["tokens"])
+for row in counted.rows():  # dataclasses (ctxpipe.core.reports); row.to_wire() is the line `count --json` prints
+    print(row.file, row.tokens)
 
 The command line (ctxpipe.cli) is one client of this module: it imports nothing below it but core's
 types. The lower-level names it needs are re-exported here on purpose (EXPORTED); the heavier ones
@@ -47,9 +47,9 @@ from .formats import NAMES, REGISTRY, WRITABLE, WriteOptions, editor_of, get
 
 if TYPE_CHECKING:
     from .core.api_edits import ApiEditsOptions
-    from .core.reports import CompactReport, CompactRow, CompactSkipRow, CountReport, SessionReport, ValidateReport, WarnReport
+    from .core.reports import CompactReport, CompactRow, CompactSkipRow, CountReport, SessionReport, WarnReport
     from .files.atomic import atomic_file, make_folder, unwind_on_termination, write_error, writer
-    from .files.sessions import COMPACTION_NOTE, SessionFile, is_compaction, kind_of
+    from .files.sessions import COMPACTION_NOTE, Kind, SessionFile, is_compaction, kind_of
     from .jobs.audit import AuditBatch, AuditOptions, FileAudit
     from .jobs.batch import Runner, default_jobs
     from .jobs.breaker import breaker
@@ -357,7 +357,8 @@ def uninstall_hooks(project: bool = False, dry_run: bool = False, settings: str 
 
 
 def count_transcript(source: str | os.PathLike[str] | bytes, options: CountOptions | None = None) -> CountReport:
-    """What `count --json` prints for one transcript: the same accounting, the same object."""
+    """What `count --json` prints for one transcript: the same accounting, the same report (its
+    `.to_wire()` is the object printed)."""
 
     from .files.sessions import kind_of
     from .jobs.count import CountOptions, count_buffer
@@ -365,7 +366,7 @@ def count_transcript(source: str | os.PathLike[str] | bytes, options: CountOptio
     kind = None if isinstance(source, bytes) or os.fspath(source) == "-" else kind_of(source)  # as its name says, like count
     options = options or CountOptions()
     with _bytes_of(source, ranged=not options.reads_whole_file) as (buffer, name):  # a store's object: its ends only
-        return count_buffer(buffer, name, options, kind).as_dict()
+        return count_buffer(buffer, name, options, kind).count_report()
 
 
 def warn_count(
@@ -394,8 +395,9 @@ def warn_count(
 
 
 def warn_transcript(source: str | os.PathLike[str] | bytes, options: CountOptions | None = None) -> WarnReport:
-    """What `warn --json` prints for one transcript: its level ("normal", "warning", "autocompact",
-    "blocking"; `warn` exits 0, 3, 4, 5) and the thresholds it was judged by."""
+    """What `warn --json` prints for one transcript (`.to_wire()` is the object printed): its level
+    ("normal", "warning", "autocompact", "blocking"; `warn` exits 0, 3, 4, 5) and the thresholds it
+    was judged by."""
     return warn_count(source, options).warn_report()
 
 
@@ -595,7 +597,7 @@ def _found(paths: Sequence[str | os.PathLike[str]], files: Sequence[SessionFile]
     return list(files) if files is not None else session_files(paths, subagents)
 
 
-def count_one(item: tuple[str, str, str], options: CountOptions) -> FileCount:
+def count_one(item: tuple[str, Kind, str], options: CountOptions) -> FileCount:
     """A batch's job for one file, (path, kind, shown): where the batch runs (a worker, a cluster)."""
     from .jobs.count import count_file
 
@@ -670,6 +672,7 @@ def audit_many(
 def validate_one(item: tuple[str, str], format_name: str | None, errors: OnError) -> ValidatedFile:
     """A batch's job for one file, (path or "-", shown): its report; a file that cannot be read
     raises. Runs where the batch runs (a worker process, a cluster)."""
+    from .core.reports import ValidateReport
     from .jobs.results import ValidatedFile
     from .jobs.validate import checked_entries, sort_findings
 
@@ -688,17 +691,14 @@ def validate_one(item: tuple[str, str], format_name: str | None, errors: OnError
         findings += read.format.check(entries)
         findings = sort_findings(findings)
         count = sum(1 for finding in findings if finding.severity == "error")
-        report = cast(
-            "ValidateReport",
-            {
-                "file": source,
-                "format": read.format.name,
-                "entries": len(entries),
-                "valid": count == 0,
-                "errors": count,
-                "warnings": len(findings) - count,
-                "findings": [finding.as_dict() for finding in findings],  # listed with the collector still off
-            },
+        report = ValidateReport(
+            file=source,
+            format=read.format.name,
+            entries=len(entries),
+            valid=count == 0,
+            errors=count,
+            warnings=len(findings) - count,
+            findings=[finding.row() for finding in findings],  # listed with the collector still off
         )
     return ValidatedFile(report, read.stats, source)
 
@@ -841,7 +841,7 @@ def _as_the_command(options: CompactOptions | None) -> CompactOptions:
 
 
 def report_one(
-    item: tuple[str, str, str, str | None], options: ReportOptions, now: datetime, out_dir: str | None, before_write: Callable[[str], None] | None = None
+    item: tuple[str, Kind, str, str | None], options: ReportOptions, now: datetime, out_dir: str | None, before_write: Callable[[str], None] | None = None
 ) -> ReportedFile:
     """A batch's job for one file, (path, kind, shown, page or None): its report, or (given a page
     path) its page written there, where the batch runs, and only the index's row sent back."""
@@ -854,7 +854,7 @@ def report_one(
     path, kind, shown, page = item
     with mapped(path) as buffer:
         data = report_of(buffer, shown, options, now, kind, path)
-    skipped = data["count"]["skipped_lines"]
+    skipped = data["count"].skipped_lines
     if page is None:
         return ReportedFile(index_row(shown, None, data, None), data, skipped)
     make_folder(os.path.dirname(page))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+from ..core.reports import TimelinePoint
 from .terminal import shown
 
 BARS = " ▁▂▃▄▅▆▇█"
@@ -38,20 +39,20 @@ def timeline_text(result: Any, width: int, name: str | None = None, ellipsis: st
 
     from .tables import NAME_MIN, shortened
 
-    points = result.timeline or []
+    points: list[TimelinePoint] = result.timeline or []
     text = Text()
     title = shown(result.file if name is None else name)
     if not points:
         text.append(f"{shortened(title, max(NAME_MIN, width - 34), ellipsis)}: no recorded API usage to chart\n", style="dim")
         return text
     lines = _lines(result)
-    top = max(max(p["tokens"] for p in points), lines[-1][1]) * 1.05
+    top = max(max(p.tokens for p in points), lines[-1][1]) * 1.05
     rows = HEIGHT
     # Several thresholds can fall in one row (on a 1M window they are 10K apart): name them all.
     bands = [[line for line in lines if (row - 1) / rows * top <= line[1] < row / rows * top] for row in range(rows, 0, -1)]
     labels = max(sum(len(f" {label} {_short(value)}") for label, value, _ in here) for here in bands)
     # The bars take what the axis (8 cells) and the longest row of labels leave: no label wraps.
-    columns = _columns([p["tokens"] for p in points], max(10, width - 8 - labels))
+    columns = _columns([p.tokens for p in points], max(10, width - 8 - labels))
     heading = f": context size at each of {len(points)} API calls"
     text.append(f"{shortened(title, max(NAME_MIN, width - len(heading)), ellipsis)}{heading}\n", style="bold")
     for row, here in zip(range(rows, 0, -1), bands):
@@ -71,18 +72,18 @@ def timeline_text(result: Any, width: int, name: str | None = None, ellipsis: st
         text.append("\n")
     text.append(" " * 7 + "└" + "─" * len(columns) + "\n", style="dim")
     # Timestamps come from the transcript: escaped before they are cut to 16 characters.
-    first, last = (shown(point.get("timestamp") or "") for point in (points[0], points[-1]))
+    first, last = (shown(point.timestamp or "") for point in (points[0], points[-1]))
     text.append(f"{' ' * 8}{first[:16]}{' ' * max(1, len(columns) - 32)}{last[:16]}\n", style="dim")
     return text
 
 
 def timeline_svg(result: Any, width: int = 900, height: int = 360) -> str:
     """The same chart as a standalone SVG document."""
-    points = result.timeline or []
+    points: list[TimelinePoint] = result.timeline or []
     left, right, top_pad, bottom = 70, 150, 40, 40
     plot_w, plot_h = width - left - right, height - top_pad - bottom
     lines = _lines(result)
-    ceiling = max([p["tokens"] for p in points] + [lines[-1][1]]) * 1.05 or 1
+    ceiling = max([p.tokens for p in points] + [lines[-1][1]]) * 1.05 or 1
 
     def x(index: int) -> float:
         return left + (plot_w * index / max(1, len(points) - 1))
@@ -105,15 +106,13 @@ def timeline_svg(result: Any, width: int = 900, height: int = 360) -> str:
         parts.append(f'<line x1="{left}" y1="{y(value):.1f}" x2="{left + plot_w}" y2="{y(value):.1f}" stroke="{colors[color]}" stroke-dasharray="6 4"/>')
         parts.append(f'<text x="{left + plot_w + 6}" y="{y(value) + 4:.1f}" fill="{colors[color]}">{name} {_short(value)}</text>')
     for index, point in enumerate(points):
-        if point.get("compacted_after"):
+        if point.compacted_after:
             parts.append(f'<line x1="{x(index):.1f}" y1="{top_pad}" x2="{x(index):.1f}" y2="{top_pad + plot_h}" stroke="#999" stroke-dasharray="2 3"/>')
     if points:
-        path = " ".join(f"{x(i):.1f},{y(p['tokens']):.1f}" for i, p in enumerate(points))
+        path = " ".join(f"{x(i):.1f},{y(p.tokens):.1f}" for i, p in enumerate(points))
         parts.append(f'<polyline points="{path}" fill="none" stroke="#1f77b4" stroke-width="2"/>')
         for i, p in enumerate(points):
-            parts.append(
-                f'<circle cx="{x(i):.1f}" cy="{y(p["tokens"]):.1f}" r="2.5" fill="#1f77b4"><title>line {p.get("line")}: {p["tokens"]:,} tokens</title></circle>'
-            )
+            parts.append(f'<circle cx="{x(i):.1f}" cy="{y(p.tokens):.1f}" r="2.5" fill="#1f77b4"><title>line {p.line}: {p.tokens:,} tokens</title></circle>')
     parts.append(f'<text x="{left}" y="{height - 12}" fill="#555">{len(points)} API calls</text>')
     parts.append("</svg>\n")
     return "\n".join(parts)

@@ -16,13 +16,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .blocks import content_of, is_tool_result
 from .fields import count
 from .model import Message
 from .placeholders import REPLACED_PREFIXES
 from .tokens import TextCounter, block_texts, estimate_blocks, estimate_each
+
+if TYPE_CHECKING:  # the report types load when a report is made: the status line counts without them
+    from . import reports
 
 SYNTHETIC_MODEL = "<synthetic>"
 # usage.iterations entries whose figures are not the context's (Claude Code 2.1.332 passes over them).
@@ -55,18 +58,17 @@ class Calibration:
 
     slope: float
     overhead: float
-    source: str  # "transcript", "default" or "none"
+    source: reports.CalibrationSource
     pairs: int = 0
     note: str = ""  # why the transcript's own fit was not used, when it was rejected
 
     def apply(self, estimate: int) -> int:
         return round(self.slope * estimate + self.overhead) if estimate > 0 else 0
 
-    def as_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"slope": round(self.slope, 4), "overhead": round(self.overhead, 1), "source": self.source, "pairs": self.pairs}
-        if self.note:
-            data["note"] = self.note
-        return data
+    def report(self) -> reports.CalibrationReport:
+        from .reports import CalibrationReport
+
+        return CalibrationReport(slope=round(self.slope, 4), overhead=round(self.overhead, 1), source=self.source, pairs=self.pairs, note=self.note or None)
 
 
 UNCALIBRATED = Calibration(1.0, 0.0, "none")
@@ -119,8 +121,10 @@ class Adjustment:
     line: int | None
     note: str
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "tokens": self.tokens, "line": self.line, "note": self.note}
+    def report(self) -> reports.Adjustment:
+        from .reports import Adjustment
+
+        return Adjustment(kind=self.kind, tokens=self.tokens, line=self.line, note=self.note)
 
 
 @dataclass(frozen=True)
@@ -130,11 +134,13 @@ class Baseline:
     output). Recorded usage holds it; an estimate of the messages alone does not."""
 
     tokens: int
-    source: str  # "measured" | "default" | "--baseline"
+    source: reports.BaselineSource
     note: str
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"tokens": self.tokens, "source": self.source, "note": self.note}
+    def report(self) -> reports.BaselineReport:
+        from .reports import BaselineReport
+
+        return BaselineReport(tokens=self.tokens, source=self.source, note=self.note)
 
 
 @dataclass(frozen=True)
@@ -143,11 +149,13 @@ class Reinjection:
     the file: recently read files, the plan, invoked skills (within its restore budgets)."""
 
     tokens: int
-    items: tuple[dict[str, Any], ...]
+    items: tuple[reports.ReinjectedItem, ...]
     assumed: str
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"tokens": self.tokens, "items": list(self.items), "assumed": self.assumed}
+    def report(self) -> reports.ReinjectedReport:
+        from .reports import ReinjectedReport
+
+        return ReinjectedReport(tokens=self.tokens, items=list(self.items), assumed=self.assumed)
 
 
 @dataclass

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .jsonl import Entry
+
+if TYPE_CHECKING:  # loaded when a finding is listed: the status line reads transcripts without it
+    from .reports import FindingRow
 
 Role = Literal["user", "assistant"]
 Severity = Literal["error", "warning"]
@@ -56,5 +59,8 @@ class Finding:
     message: str
     line: int | None = None
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"severity": self.severity, "code": self.code, "line": self.line, "message": self.message}
+    def row(self) -> FindingRow:
+        """The finding as `validate --json` lists it."""
+        from .reports import FindingRow
+
+        return FindingRow(severity=self.severity, code=self.code, line=self.line, message=self.message)

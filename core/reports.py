@@ -10,7 +10,10 @@ that every key the type promises is one the schema requires, so the two cannot d
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal, TypedDict, Union
+
+from .wire import Absent, Wire, sometimes, sometimes_null
 
 Engine = Literal["session-memory", "llm", "offline"]
 FactKind = Literal["instruction", "last-request", "file", "error", "fixed-error", "task", "current-work"]
@@ -253,50 +256,65 @@ CompactRow = Union[CompactReport, CompactSkipRow]
 # --- count, warn and validate (schemas/count|warn|validate.report.schema.json) ----------------------
 
 
-class BaselineReport(TypedDict):
+BaselineSource = Literal["measured", "default", "--baseline"]
+CalibrationSource = Literal["transcript", "default", "none"]
+
+
+@dataclass(kw_only=True, slots=True)
+class BaselineReport(Wire):
     tokens: int
-    source: Literal["measured", "default", "--baseline"]
+    source: BaselineSource
     note: str
 
 
-class _CalibrationKeys(TypedDict):
+@dataclass(kw_only=True, slots=True)
+class CalibrationReport(Wire):
     slope: float
     overhead: float
-    source: Literal["transcript", "default", "none"]
+    source: CalibrationSource
     pairs: int
+    note: str | None = sometimes()  # why the transcript's own fit was rejected
 
 
-class CalibrationReport(_CalibrationKeys, total=False):
-    note: str  # why the transcript's own fit was rejected
+# What Claude Code re-injects after its compaction (core.restore.REINJECTED_KINDS). count.report.schema.json
+# lists file, plan and skill only: a compaction in plan mode prints "plan-mode", which it rejects.
+ReinjectedKind = Literal["file", "plan", "plan-mode", "skill"]
 
 
-class ReinjectedItem(TypedDict):
-    kind: Literal["file", "plan", "skill"]
+@dataclass(kw_only=True, slots=True)
+class ReinjectedItem(Wire):
+    kind: ReinjectedKind
     name: str
     tokens: int
 
 
-class ReinjectedReport(TypedDict):
+@dataclass(kw_only=True, slots=True)
+class ReinjectedReport(Wire):
     tokens: int
     items: list[ReinjectedItem]
     assumed: str
 
 
-class Adjustment(TypedDict):
+@dataclass(kw_only=True, slots=True)
+class Adjustment(Wire):
+    """A change the count made to a figure, and why (core.count: a stage's marker, content no message holds)."""
+
     kind: str
     tokens: int  # signed: a change, not a figure
     line: int | None
     note: str
 
 
-class BreakdownRow(TypedDict):
+@dataclass(kw_only=True, slots=True)
+class BreakdownRow(Wire):
     key: str
     tokens: int
     blocks: int
     share: float
 
 
-class TopLine(TypedDict):
+@dataclass(kw_only=True, slots=True)
+class TopLine(Wire):
     line: int | None
     role: Literal["user", "assistant"]
     block: str
@@ -304,18 +322,19 @@ class TopLine(TypedDict):
     tokens: int
 
 
-class _TimelineKeys(TypedDict):
+@dataclass(kw_only=True, slots=True)
+class TimelinePoint(Wire):
     line: int | None
     timestamp: str | None
     tokens: int
     output_tokens: int
+    compacted_after: bool | None = sometimes()  # True when a compaction follows this call
 
 
-class TimelinePoint(_TimelineKeys, total=False):
-    compacted_after: bool
+@dataclass(kw_only=True, slots=True)
+class CountReport(Wire):
+    """A row of `count --json`: one transcript."""
 
-
-class _CountKeys(TypedDict):
     file: str
     format: str  # a registered format (formats.NAMES)
     kind: Literal["main", "subagent", "compaction"] | None
@@ -328,53 +347,50 @@ class _CountKeys(TypedDict):
     estimated_messages: int
     percent_of_window: float | None
     tokenizer: str
+    baseline_tokens: int
+    baseline: BaselineReport | None
+    baseline_in_total: bool
+    reinjected_tokens: int
+    reinjected: ReinjectedReport | None
     calibration: CalibrationReport
     anchor_uuid: str | None
     window_source: str
     rules: str  # the Claude Code release whose rules set the window and thresholds (core.rules)
     adjustments: list[Adjustment]
     skipped_lines: int
-    baseline_tokens: int
-    baseline: BaselineReport | None
-    baseline_in_total: bool
-    reinjected_tokens: int
-    reinjected: ReinjectedReport | None
+    breakdown: list[BreakdownRow] | None = sometimes()  # --by
+    top: list[TopLine] | None = sometimes()  # --top
+    timeline: list[TimelinePoint] | None = sometimes()  # --timeline
+    cost: CostReport | None = sometimes()  # --cost
 
 
-class CountReport(_CountKeys, total=False):
-    """A row of `count --json`: one transcript."""
+@dataclass(kw_only=True, slots=True)
+class CountTotal(Wire):
+    """The last row of `count --json` over several inputs."""
 
-    breakdown: list[BreakdownRow]  # --by
-    top: list[TopLine]  # --top
-    timeline: list[TimelinePoint]  # --timeline
-    cost: CostReport  # --cost
-
-
-class _CountTotalKeys(TypedDict):
-    file: None
-    total: Literal[True]
+    file: None = None
+    total: Literal[True] = True
     files: int
     failed: int
     tokens: int
     exact_tokens: int
     estimated_tokens: int
     messages: int | None
+    usd: float | None | Absent = sometimes_null()  # --cost: every file's cost; None when one is unknown
 
 
-class CountTotal(_CountTotalKeys, total=False):
-    """The last row of `count --json` over several inputs."""
-
-    usd: float | None  # --cost: every file's cost; None when one is unknown
-
-
-class WarnThresholds(TypedDict):
+@dataclass(kw_only=True, slots=True)
+class WarnThresholds(Wire):
     warning: int
     error: int
     autocompact: int | None  # None when autocompact is off
     blocking: int
 
 
-class _WarnKeys(TypedDict):
+@dataclass(kw_only=True, slots=True)
+class WarnReport(Wire):
+    """`warn --json`."""
+
     file: str
     model: str | None
     level: Literal["normal", "warning", "autocompact", "blocking"]
@@ -386,28 +402,25 @@ class _WarnKeys(TypedDict):
     effective_window: int
     max_output_tokens: int
     thresholds: WarnThresholds
-    rules: str
     percent_left: int
     percent_used: float
     explanations: list[str]
     ignored: list[str]
+    rules: str
+    kind: Literal["compaction"] | None = sometimes()  # with note: a compaction side-call, which raises no alarm
+    note: str | None = sometimes()
 
 
-class WarnReport(_WarnKeys, total=False):
-    """`warn --json`."""
-
-    kind: Literal["compaction"]  # with note: a compaction side-call, which raises no alarm
-    note: str
-
-
-class FindingRow(TypedDict):
+@dataclass(kw_only=True, slots=True)
+class FindingRow(Wire):
     severity: Literal["error", "warning"]
     code: str
     line: int | None
     message: str
 
 
-class ValidateReport(TypedDict):
+@dataclass(kw_only=True, slots=True)
+class ValidateReport(Wire):
     """A row of `validate --json`: one transcript."""
 
     file: str
@@ -487,9 +500,14 @@ class TimelineEvent(TypedDict):
     label: str
 
 
-class ExcerptLine(TopLine):
-    """One of the largest lines of the active context, with a short excerpt of what it holds."""
+class ExcerptLine(TypedDict):
+    """One of the largest lines of the active context (a TopLine), with a short excerpt of what it holds."""
 
+    line: int | None
+    role: Literal["user", "assistant"]
+    block: str
+    tool: str | None
+    tokens: int
     excerpt: str
 
 

@@ -30,6 +30,7 @@ from .count import Reinjection
 from .fields import text
 from .jsonl import Entry, as_text
 from .model import Message
+from .reports import ReinjectedItem, ReinjectedKind
 from .stage import Outcome, Stage, StageContext, setting
 from .tokens import RoughCounter
 from .transcript_format import TranscriptFormat, WritableFormat, editor_of
@@ -546,7 +547,11 @@ def restore_objects(candidates: Sequence[Candidate], make: Callable[[str, str | 
 
 # What Claude Code re-injects after its own compaction, by what the compaction restores
 # (core.count.Compaction.restores). No todo list: 2.1.88 brings it back only through reminders.
-REINJECTED_KINDS = {"files, plan and skills": frozenset({"file", "plan", "plan-mode", "skill"}), "plan": frozenset({"plan"}), "nothing": frozenset()}
+REINJECTED_KINDS: dict[str, frozenset[ReinjectedKind]] = {
+    "files, plan and skills": frozenset({"file", "plan", "plan-mode", "skill"}),
+    "plan": frozenset({"plan"}),
+    "nothing": frozenset(),
+}
 
 
 def reinjection(history: Sequence[Message], history_entries: Sequence[Entry], restores: str, measure: Callable[[str], int]) -> Reinjection:
@@ -561,16 +566,17 @@ def reinjection(history: Sequence[Message], history_entries: Sequence[Entry], re
     end = max((p for m in history for p in m.entries), default=-1) + 1
     in_plan_mode = permission_mode(history_entries[:end]) == "plan"
     candidates = plan_restore(history, history_entries, [], RestoreSettings(source="transcript"), cwd, in_plan_mode)
-    items: list[dict[str, Any]] = []
-    for candidate in candidates:
-        if candidate.chosen and candidate.text is not None and candidate.kind in kinds:
-            items.append({"kind": candidate.kind, "name": candidate.name, "tokens": measure(candidate.text)})
+    items = [
+        ReinjectedItem(kind=candidate.kind, name=candidate.name, tokens=measure(candidate.text))
+        for candidate in candidates
+        if candidate.chosen and candidate.text is not None and candidate.kind in kinds
+    ]
     assumed = (
         f"Claude Code restored the {restores} its rules choose ({MAX_FILES} files of at most {MAX_TOKENS_PER_FILE:,} tokens, "
         f"{FILES_BUDGET:,} in all; skills {MAX_TOKENS_PER_SKILL:,} each, {SKILLS_BUDGET:,} in all), each file as the history "
         "last showed it"
     )
-    return Reinjection(sum(item["tokens"] for item in items), tuple(items), assumed)
+    return Reinjection(sum(item.tokens for item in items), tuple(items), assumed)
 
 
 def split_at_boundary(entries: Sequence[Entry], transcript_format: TranscriptFormat) -> tuple[list[Message], list[Message]] | None:

@@ -63,7 +63,7 @@ def kind_of(path: str | os.PathLike[str]) -> Kind:
     return "subagent" if name.startswith("agent-") else "main"
 
 
-def kind_read(buffer: Any, named: str | None) -> str | None:
+def kind_read(buffer: Any, named: Kind | None) -> Kind | None:
     """The kind once the file's bytes are at hand: a name that says nothing (a main-session name, a
     renamed file, stdin as None) gives way to the lines' own `agentId` when it is a compaction's."""
     if named in ("subagent", "compaction"):

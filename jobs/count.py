@@ -6,7 +6,6 @@ active context only; `full` parses every line (for breakdowns, the largest entri
 
 from __future__ import annotations
 
-import typing
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -41,10 +40,11 @@ from ..core.tokens import TextCounter
 from ..core.transcript_format import TranscriptFormat
 from ..files.inputs import detect_format, mapped, source_name
 
-if TYPE_CHECKING:  # types only (the status line imports this module: price tables and stages load when used)
+if TYPE_CHECKING:  # types only (the status line imports this module: price tables, stages and report types load when used)
     from ..core.catalog import Prices
     from ..core.cost import SessionCost
-    from ..core.reports import CountReport, WarnReport
+    from ..core.reports import BreakdownRow, CountReport, TimelinePoint, TopLine, WarnReport
+    from ..files.sessions import Kind
 
 DEFAULT_TOKENIZER = "calibrated"
 SMALL_FILE = 64 << 10  # bytes: read whole even when only the end is needed
@@ -98,7 +98,7 @@ class CountOptions:
 class FileCount:
     file: str
     format: str
-    kind: str | None
+    kind: Kind | None
     count: ContextCount
     window: int
     window_reason: str
@@ -106,77 +106,76 @@ class FileCount:
     tokenizer: str
     anchor_uuid: str | None
     skipped_lines: int = 0
-    breakdown: list[dict[str, Any]] | None = None
-    top: list[dict[str, Any]] | None = None
-    timeline: list[dict[str, Any]] | None = None
+    breakdown: list[BreakdownRow] | None = None
+    top: list[TopLine] | None = None
+    timeline: list[TimelinePoint] | None = None
     cost: SessionCost | None = None
     entries: list[Entry] | None = field(default=None, repr=False)  # every line, when the count read them all (reused by `report`)
     version: str | None = None  # the Claude Code version that wrote the session (its rules apply: core.rules)
 
-    def as_dict(self) -> CountReport:
+    def count_report(self) -> CountReport:
         """What `count --json` prints (schemas/count.report.schema.json; tests/test_report_schemas.py holds the two together)."""
+        from ..core.reports import CountReport
+
         count = self.count
-        data: dict[str, Any] = {
-            "file": self.file,
-            "format": self.format,
-            "kind": self.kind,
-            "model": count.model,
-            "context_window": self.window,
-            "tokens": count.tokens,
-            "exact_tokens": count.exact_tokens,
-            "estimated_tokens": count.estimated_tokens,
-            "messages": count.messages,
-            "estimated_messages": count.estimated_messages,
-            "percent_of_window": round(100 * count.tokens / self.window, 1) if self.window else None,
-            "tokenizer": self.tokenizer,
-            "baseline_tokens": count.baseline.tokens if count.baseline else 0,
-            "baseline": count.baseline.as_dict() if count.baseline else None,
-            "baseline_in_total": count.baseline_added > 0,
-            "reinjected_tokens": count.reinjected_tokens,
-            "reinjected": count.reinjection.as_dict() if count.reinjection else None,
-            "calibration": count.calibration.as_dict(),
-            "anchor_uuid": self.anchor_uuid,
-            "window_source": self.window_reason,
-            "rules": self.thresholds.rules,
-            "adjustments": [adjustment.as_dict() for adjustment in count.adjustments],
-            "skipped_lines": self.skipped_lines,
-        }
-        for key in ("breakdown", "top", "timeline"):
-            value = getattr(self, key)
-            if value is not None:
-                data[key] = value
-        if self.cost is not None:
-            data["cost"] = self.cost.report
-        return typing.cast("CountReport", data)  # built as a dict: its parts come from several as_dicts
+        return CountReport(
+            file=self.file,
+            format=self.format,
+            kind=self.kind,
+            model=count.model,
+            context_window=self.window,
+            tokens=count.tokens,
+            exact_tokens=count.exact_tokens,
+            estimated_tokens=count.estimated_tokens,
+            messages=count.messages,
+            estimated_messages=count.estimated_messages,
+            percent_of_window=round(100 * count.tokens / self.window, 1) if self.window else None,
+            tokenizer=self.tokenizer,
+            baseline_tokens=count.baseline.tokens if count.baseline else 0,
+            baseline=count.baseline.report() if count.baseline else None,
+            baseline_in_total=count.baseline_added > 0,
+            reinjected_tokens=count.reinjected_tokens,
+            reinjected=count.reinjection.report() if count.reinjection else None,
+            calibration=count.calibration.report(),
+            anchor_uuid=self.anchor_uuid,
+            window_source=self.window_reason,
+            rules=self.thresholds.rules,
+            adjustments=[adjustment.report() for adjustment in count.adjustments],
+            skipped_lines=self.skipped_lines,
+            breakdown=self.breakdown,
+            top=self.top,
+            timeline=self.timeline,
+            cost=self.cost.report if self.cost is not None else None,
+        )
 
     def warn_report(self) -> WarnReport:
         """What `warn --json` prints: the level and the thresholds it was judged against."""
+        from ..core.reports import WarnReport, WarnThresholds
         from ..files.sessions import COMPACTION_NOTE
 
         levels = self.thresholds
         tokens = self.count.tokens
-        report: WarnReport = {
-            "file": self.file,
-            "model": self.count.model,
-            "level": levels.level(tokens),
-            "tokens": tokens,
-            "exact_tokens": self.count.exact_tokens,
-            "estimated_tokens": self.count.estimated_tokens,
-            "context_window": levels.window,
-            "autocompact_window": levels.compact_window or levels.window,
-            "effective_window": levels.effective_window,
-            "max_output_tokens": levels.max_output_tokens,
-            "thresholds": {"warning": levels.warning, "error": levels.error, "autocompact": levels.autocompact, "blocking": levels.blocking},
-            "percent_left": levels.percent_left(tokens),
-            "percent_used": round(100 * tokens / levels.window, 1),
-            "explanations": list(levels.explanations),
-            "ignored": list(levels.ignored),
-            "rules": levels.rules,
-        }
-        if self.kind == "compaction":  # only a compaction side-call says what it is
-            report["kind"] = "compaction"
-            report["note"] = f"{COMPACTION_NOTE}: no alarm"
-        return report
+        side_call = self.kind == "compaction"  # only a compaction side-call says what it is
+        return WarnReport(
+            file=self.file,
+            model=self.count.model,
+            level=levels.level(tokens),
+            tokens=tokens,
+            exact_tokens=self.count.exact_tokens,
+            estimated_tokens=self.count.estimated_tokens,
+            context_window=levels.window,
+            autocompact_window=levels.compact_window or levels.window,
+            effective_window=levels.effective_window,
+            max_output_tokens=levels.max_output_tokens,
+            thresholds=WarnThresholds(warning=levels.warning, error=levels.error, autocompact=levels.autocompact, blocking=levels.blocking),
+            percent_left=levels.percent_left(tokens),
+            percent_used=round(100 * tokens / levels.window, 1),
+            explanations=list(levels.explanations),
+            ignored=list(levels.ignored),
+            rules=levels.rules,
+            kind="compaction" if side_call else None,
+            note=f"{COMPACTION_NOTE}: no alarm" if side_call else None,
+        )
 
 
 def _window(
@@ -197,7 +196,7 @@ def complete_file(options: CountOptions, buffer: Any) -> bool:
     return options.reads_whole_file or len(buffer) <= SMALL_FILE
 
 
-def count_buffer(buffer: Any, source: str, options: CountOptions, kind: str | None = None) -> FileCount:
+def count_buffer(buffer: Any, source: str, options: CountOptions, kind: Kind | None = None) -> FileCount:
     """Count one transcript held in `buffer` (bytes or an mmap): the one accounting every command uses.
     `kind` is what the file's name says (None for stdin); the lines may tell a compaction side-call."""
     from ..files.sessions import kind_read  # sessions finds folders' files (pathlib): the status line counts one file
@@ -407,7 +406,7 @@ def _tokenizer_label(options: CountOptions, calibration: Calibration) -> str:
     return f"{base} calibrated ({calibration.source})"
 
 
-def count_file(path: str | None, options: CountOptions = CountOptions(), kind: str | None = None, shown: str | None = None) -> FileCount:
+def count_file(path: str | None, options: CountOptions = CountOptions(), kind: Kind | None = None, shown: str | None = None) -> FileCount:
     source = shown or source_name(path)
     # An object in a store is read by ranges where only its ends are needed (tail first).
     with mapped(path, ranged=not options.reads_whole_file, on_error=options.on_error) as buffer:
@@ -436,8 +435,10 @@ def _block_tokens(messages: Sequence[Message], counter: TextCounter, calibration
     return priced_blocks([block for message in messages for block in message.content], counter, calibration)
 
 
-def breakdown(messages: Sequence[Message], estimates: Estimates, calibration: Calibration, by: str) -> list[dict[str, Any]]:
+def breakdown(messages: Sequence[Message], estimates: Estimates, calibration: Calibration, by: str) -> list[BreakdownRow]:
     """Estimated tokens of the active context grouped by role, block type or tool, largest first."""
+    from ..core.reports import BreakdownRow
+
     names = _tool_names(messages)
     totals: dict[str, int] = defaultdict(int)
     counts: dict[str, int] = defaultdict(int)
@@ -449,23 +450,19 @@ def breakdown(messages: Sequence[Message], estimates: Estimates, calibration: Ca
             counts[key] += 1
     grand = sum(totals.values()) or 1
     return [
-        {"key": key, "tokens": tokens, "blocks": counts[key], "share": round(100 * tokens / grand, 1)}
+        BreakdownRow(key=key, tokens=tokens, blocks=counts[key], share=round(100 * tokens / grand, 1))
         for key, tokens in sorted(totals.items(), key=lambda item: -item[1])
     ]
 
 
-def largest_entries(
-    messages: Sequence[Message],
-    entries: Sequence[Entry],
-    counter: TextCounter,
-    calibration: Calibration,
-    limit: int,
-    describe: Callable[[dict[str, Any]], str] | None = None,
-) -> list[dict[str, Any]]:
-    """The `limit` lines of the active context that cost the most, with what they hold (and, given
-    `describe`, an `excerpt` of each block)."""
+def largest_blocks(
+    messages: Sequence[Message], entries: Sequence[Entry], counter: TextCounter, calibration: Calibration, limit: int
+) -> list[tuple[TopLine, dict[str, Any]]]:
+    """The `limit` lines of the active context that cost the most, each with the block it holds."""
+    from ..core.reports import TopLine
+
     names = _tool_names(messages)
-    rows: list[dict[str, Any]] = []
+    rows: list[tuple[TopLine, dict[str, Any]]] = []
     tokens = iter(_block_tokens(messages, counter, calibration))
     for message in messages:
         per_line = len(message.entries) == len(message.content)
@@ -473,37 +470,33 @@ def largest_entries(
             position = message.entries[number] if per_line else message.entries[0]
             kind = str(kind_of(block))
             tool = name_of(block) if kind == "tool_use" else names.get(str(call_id(block))) if kind == "tool_result" else None
-            rows.append(
-                {
-                    "line": entries[position].line or None,
-                    "role": message.role,
-                    "block": kind,
-                    "tool": tool,
-                    "tokens": next(tokens),
-                }
-                | ({"excerpt": block} if describe is not None else {})
-            )
-    rows.sort(key=lambda row: -row["tokens"])
-    if describe is not None:
-        for row in rows[:limit]:
-            row["excerpt"] = describe(row["excerpt"])  # only the lines kept: a 200 MB file has millions
+            line = TopLine(line=entries[position].line or None, role=message.role, block=kind, tool=tool, tokens=next(tokens))
+            rows.append((line, block))
+    rows.sort(key=lambda row: -row[0].tokens)
     return rows[:limit]
 
 
-def timeline(messages: Sequence[Message], entries: Sequence[Entry]) -> list[dict[str, Any]]:
+def largest_entries(messages: Sequence[Message], entries: Sequence[Entry], counter: TextCounter, calibration: Calibration, limit: int) -> list[TopLine]:
+    """The `limit` lines of the active context that cost the most, with what they hold (`count --top`)."""
+    return [line for line, _ in largest_blocks(messages, entries, counter, calibration, limit)]
+
+
+def timeline(messages: Sequence[Message], entries: Sequence[Entry]) -> list[TimelinePoint]:
     """The prompt size of every recorded API call on the main chain, history included."""
-    points = []
+    from ..core.reports import TimelinePoint
+
+    points: list[TimelinePoint] = []
     for message in messages:
         if message.role == "assistant" and message.usage and message.model != "<synthetic>":
             last = entries[message.entries[-1]]
             points.append(
-                {
-                    "line": last.line or None,
-                    "timestamp": text(last.obj, "timestamp"),
-                    "tokens": usage_prompt(message.usage),
-                    "output_tokens": usage_tokens(message.usage, "output_tokens"),
-                }
+                TimelinePoint(
+                    line=last.line or None,
+                    timestamp=text(last.obj, "timestamp"),
+                    tokens=usage_prompt(message.usage),
+                    output_tokens=usage_tokens(message.usage, "output_tokens"),
+                )
             )
         elif message.compact_summary and points:
-            points[-1]["compacted_after"] = True
+            points[-1].compacted_after = True  # learnt once the summary that follows the call is read
     return points

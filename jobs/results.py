@@ -8,11 +8,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar, cast
 
+from ..core.reports import CountTotal
+from ..core.wire import ABSENT, Absent
+
 if TYPE_CHECKING:
     from ..core.api_edits import ApiEdits
     from ..core.errors import CtxpipeError
     from ..core.jsonl import ReadStats
-    from ..core.reports import CompactReport, CompactRow, CompactSkipRow, CountReport, CountTotal, ValidateReport
+    from ..core.reports import CompactReport, CompactRow, CompactSkipRow, CountReport, ValidateReport
     from .count import FileCount
 
 Result = TypeVar("Result")
@@ -53,11 +56,12 @@ def batch_of(kind: type[Any], names: Sequence[str], results: Sequence[tuple[bool
 
 @dataclass(frozen=True)
 class CountBatch(BatchResult["FileCount"]):
-    """count_many's answer: each file's count (`FileCount`: `.as_dict()` is its `count --json` row)."""
+    """count_many's answer: each file's count (`FileCount`: `.count_report()` is its `count --json` row)."""
 
     def rows(self) -> list[CountReport | CountTotal]:
-        """What `count --json` prints: a row per file counted, and the total over them after several inputs."""
-        counted = [result.as_dict() for result in self.done]
+        """What `count --json` prints (each row's `.to_wire()`): a row per file counted, and the total
+        over them after several inputs."""
+        counted = [result.count_report() for result in self.done]
         rows: list[CountReport | CountTotal] = list(counted)
         if len(self.files) > 1:
             rows.append(count_total(counted, len(self.failures)))
@@ -66,24 +70,24 @@ class CountBatch(BatchResult["FileCount"]):
 
 def count_total(rows: Sequence[CountReport], failed: int) -> CountTotal:
     """The last row of `count --json` over several inputs: the sums over the files counted."""
-    total: CountTotal = {
-        "file": None,
-        "total": True,
-        "files": len(rows),
-        "failed": failed,
-        "tokens": sum(row["tokens"] for row in rows),
-        "exact_tokens": sum(row["exact_tokens"] for row in rows),
-        "estimated_tokens": sum(row["estimated_tokens"] for row in rows),
-        "messages": sum(row["messages"] or 0 for row in rows) if all(row["messages"] is not None for row in rows) else None,
-    }
-    if rows and "cost" in rows[0]:
-        figures = [row["cost"]["usd"] for row in rows]
-        total["usd"] = None if None in figures else round(sum(figure for figure in figures if figure is not None), 6)
-    return total
+    usd: float | None | Absent = ABSENT
+    if rows and rows[0].cost is not None:  # --cost: every row has one
+        figures = [row.cost["usd"] if row.cost is not None else None for row in rows]
+        usd = None if None in figures else round(sum(figure for figure in figures if figure is not None), 6)
+    return CountTotal(
+        files=len(rows),
+        failed=failed,
+        tokens=sum(row.tokens for row in rows),
+        exact_tokens=sum(row.exact_tokens for row in rows),
+        estimated_tokens=sum(row.estimated_tokens for row in rows),
+        messages=sum(row.messages or 0 for row in rows) if all(row.messages is not None for row in rows) else None,
+        usd=usd,
+    )
 
 
 class ValidatedFile(NamedTuple):
-    """One file validated: the row `validate --json` prints, how its lines were read, and its name."""
+    """One file validated: its report (`.to_wire()` is the row `validate --json` prints), how its lines
+    were read, and its name."""
 
     report: ValidateReport
     stats: ReadStats

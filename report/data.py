@@ -23,11 +23,12 @@ from ..core.catalog import Prices
 from ..core.count import UNCALIBRATED, Estimates, calibrate, fitted_or_corpus
 from ..core.fields import text
 from ..core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries
-from ..core.reports import BreakdownRow, CacheDecisionReport, CallRow, ExcerptLine, SessionReport, StageDryRun, TimelineEvent
+from ..core.reports import CacheDecisionReport, CallRow, ExcerptLine, SessionReport, StageDryRun, TimelineEvent
 from ..core.tokens import block_texts
 from ..core.transcript_format import TranscriptFormat
 from ..files.inputs import detect_format
-from ..jobs.count import CountOptions, FileCount, breakdown, count_buffer, largest_entries
+from ..files.sessions import Kind
+from ..jobs.count import CountOptions, FileCount, breakdown, count_buffer, largest_blocks
 
 EXCERPT_CHARACTERS = 160  # a largest line's excerpt on the page: enough to recognise it, never a whole file
 LARGEST_LINES = 10
@@ -59,7 +60,7 @@ def excerpt(block: dict[str, Any]) -> str:
     return folded if len(folded) <= EXCERPT_CHARACTERS else folded[: EXCERPT_CHARACTERS - 1] + "…"
 
 
-def session_report(buffer: Any, source: str, options: ReportOptions, now: datetime, kind: str | None = None, path: str | None = None) -> SessionReport:
+def session_report(buffer: Any, source: str, options: ReportOptions, now: datetime, kind: Kind | None = None, path: str | None = None) -> SessionReport:
     """The report of one transcript held in `buffer` (bytes or an mmap); `path` is its file, when it
     is one (a stage's dry run finds what the stage finds beside it, as the stage's command does)."""
     counting = replace(options.count, cost=True, prices=options.prices, on_error=options.on_error)
@@ -72,8 +73,11 @@ def session_report(buffer: Any, source: str, options: ReportOptions, now: dateti
     calibration = counted.count.calibration
     if calibration is UNCALIBRATED and counting.calibrating:
         calibration = calibrate(estimates)  # the views price every block: they want the fit even when the count did not
-    views = {by: typing.cast("list[BreakdownRow]", breakdown(messages, estimates, calibration, by)) for by in ("tool", "role", "block")}
-    largest = typing.cast("list[ExcerptLine]", largest_entries(messages, entries, counter, calibration, LARGEST_LINES, describe=excerpt))
+    views = {by: breakdown(messages, estimates, calibration, by) for by in ("tool", "role", "block")}
+    largest: list[ExcerptLine] = [
+        {"line": top.line, "role": top.role, "block": top.block, "tool": top.tool, "tokens": top.tokens, "excerpt": excerpt(block)}
+        for top, block in largest_blocks(messages, entries, counter, calibration, LARGEST_LINES)
+    ]
     assert counted.cost is not None  # asked for above
     calls = counted.cost.calls
     main_calls = [call for call in calls if call["main"]]
@@ -81,11 +85,11 @@ def session_report(buffer: Any, source: str, options: ReportOptions, now: dateti
         _dry_run(name, buffer, source, path, options, now, transcript_format, messages, entries, estimates, calibration, counted) for name in DRY_RUN_STAGES
     ]
     times = [stamp for entry in entries if (stamp := text(entry.obj, "timestamp"))]
-    count = counted.as_dict()
+    count = counted.count_report()
     return {
         "file": counted.file,
         "format": counted.format,
-        "kind": count["kind"],
+        "kind": count.kind,
         "model": counted.count.model,
         "session_id": next((value for entry in entries if (value := text(entry.obj, "sessionId"))), None),
         "first_activity": min(times) if times else None,

@@ -262,8 +262,8 @@ def _call_tip(call: CallRow) -> str:
 def _timeline(report: SessionReport) -> str:
     main = [call for call in report["calls"] if call["main"]]
     events = report["events"]
-    thresholds = report["warn"]["thresholds"]
-    lines = [("warning", thresholds["warning"]), ("autocompact", thresholds["autocompact"]), ("blocking", thresholds["blocking"])]
+    thresholds = report["warn"].thresholds
+    lines = [("warning", thresholds.warning), ("autocompact", thresholds.autocompact), ("blocking", thresholds.blocking)]
     drawn = downsample(main, events)
     width, height, left, right, top, bottom = 1000, 380, 64, 130, 20, 36
     plot_w, plot_h = width - left - right, height - top - bottom
@@ -360,18 +360,18 @@ def _events_table(events: Sequence[TimelineEvent]) -> str:
 def _breakdown(report: SessionReport) -> str:
     parts = []
     for by in BREAKDOWN_KINDS:
-        rows: list[BreakdownRow] = sorted(report["breakdown"].get(by, []), key=lambda r: -r["tokens"])
+        rows: list[BreakdownRow] = sorted(report["breakdown"].get(by, []), key=lambda r: -r.tokens)
         shown, rest = rows[:BREAKDOWN_ROWS], rows[BREAKDOWN_ROWS:]
-        top = max([r["tokens"] for r in rows] + [1])
+        top = max([r.tokens for r in rows] + [1])
         body = "".join(
-            f'<div class="bar-row" data-key="{_text(r["key"])}" data-tokens="{r["tokens"]}" data-tip="{_text(r["key"])}: {r["tokens"]:,} tokens, '
-            f'{r["blocks"]:,} blocks">'
-            f'<span class="name">{_text(r["key"])}</span><span class="bar-track"><span class="bar" style="display:block;width:{100 * r["tokens"] / top:.2f}%">'
-            f'</span></span><span class="num">{r["tokens"]:,} · {r["share"]:g}%</span></div>'
+            f'<div class="bar-row" data-key="{_text(r.key)}" data-tokens="{r.tokens}" data-tip="{_text(r.key)}: {r.tokens:,} tokens, '
+            f'{r.blocks:,} blocks">'
+            f'<span class="name">{_text(r.key)}</span><span class="bar-track"><span class="bar" style="display:block;width:{100 * r.tokens / top:.2f}%">'
+            f'</span></span><span class="num">{r.tokens:,} · {r.share:g}%</span></div>'
             for r in shown
         )
         if rest:
-            body += f'<p class="note">and {len(rest):,} more, {sum(r["tokens"] for r in rest):,} tokens</p>'
+            body += f'<p class="note">and {len(rest):,} more, {sum(r.tokens for r in rest):,} tokens</p>'
         if not rows:
             body = '<p class="note">nothing</p>'
         parts.append(f'<div class="breakdown" data-by="{by}"><h3>by {by}</h3>{body}</div>')
@@ -603,7 +603,7 @@ def _level_badge(level: str | None, element_id: str | None = None) -> str:
 def session_page(report: SessionReport, *, title: str | None = None) -> str:
     """One session's page: header, timeline, what fills the window, cost and cache, the dry runs."""
     count, warn = report["count"], report["warn"]
-    percent = count["percent_of_window"]
+    percent = count.percent_of_window
     header = (
         f"<h1>{_text(title or report['file'])}</h1>"
         f'<p class="meta"><span class="k">file</span> <span id="file">{_text(report["file"])}</span> · <span class="k">model</span> '
@@ -612,10 +612,10 @@ def session_page(report: SessionReport, *, title: str | None = None) -> str:
         + (f' · <span class="k">session</span> {_text(report["session_id"])}' if report["session_id"] else "")
         + "</p>"
         f'<p class="meta">{_text(report["first_activity"] or "?")} → {_text(report["last_activity"] or "?")}</p>'
-        f'<p style="font-size:1.2em">{_level_badge(warn["level"], "level")} '
-        f"{_figure('total-tokens', count['tokens'], _int(count['tokens']))} / {_figure('context-window', count['context_window'], _int(count['context_window']))}"
+        f'<p style="font-size:1.2em">{_level_badge(warn.level, "level")} '
+        f"{_figure('total-tokens', count.tokens, _int(count.tokens))} / {_figure('context-window', count.context_window, _int(count.context_window))}"
         f" tokens · {_figure('percent', '' if percent is None else percent, '–' if percent is None else f'{percent}%')} of the window"
-        f" · {warn['percent_left']}% left before {'autocompact' if warn['thresholds']['autocompact'] is not None else 'blocking'}</p>"
+        f" · {warn.percent_left}% left before {'autocompact' if warn.thresholds.autocompact is not None else 'blocking'}</p>"
     )
     body = (
         f"{header}\n<h2>Timeline: prompt size at each API call</h2>\n{_timeline(report)}\n"

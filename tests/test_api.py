@@ -17,8 +17,10 @@ import pytest
 from ctxpipe import api
 from ctxpipe.core.errors import InputError, SettingsError
 from ctxpipe.core.microcompact import MicrocompactSettings
+from ctxpipe.core.reports import CountTotal
 from ctxpipe.core.restore import RestoreSettings
 from ctxpipe.core.summarize import SummarizeSettings
+from ctxpipe.core.wire import to_wire
 from ctxpipe.jobs import batch
 from helpers import FIXTURES, ok, run_cli
 
@@ -79,25 +81,25 @@ def test_count_many_is_count_json(folder: Path, jobs: int) -> None:
     printed = run_cli("count", "--json", "--jobs", str(jobs), folder)
     assert printed.returncode == 1  # the broken file
     counted = ctxpipe.count_many([str(folder)], jobs=jobs)
-    assert counted.rows() == json_lines(printed.stdout)
+    assert [row.to_wire() for row in counted.rows()] == json_lines(printed.stdout)
     assert [str(error) for error in counted.failures] == [line.removeprefix("ctxpipe: error: ") for line in printed.stderr.decode().splitlines()]
     assert len(counted.files) == len(SESSIONS) + 2 and [file.ok for file in counted.files].count(False) == 1
     total = counted.rows()[-1]
-    assert total["total"] and total["failed"] == 1 and total["files"] == len(SESSIONS) + 1
+    assert isinstance(total, CountTotal) and total.failed == 1 and total.files == len(SESSIONS) + 1
 
 
 def test_count_many_takes_count_options(folder: Path) -> None:
     printed = ok(run_cli("count", "--json", "--cost", "--tokenizer", "rough", "--no-subagents", folder / "app"))
     counted = ctxpipe.count_many([folder / "app"], ctxpipe.CountOptions(tokenizer="rough", cost=True), subagents=False)
-    assert counted.rows() == json_lines(printed.stdout)
-    assert "usd" in counted.rows()[-1]
+    assert [row.to_wire() for row in counted.rows()] == json_lines(printed.stdout)
+    assert "usd" in counted.rows()[-1].to_wire()
 
 
 def test_validate_many_is_validate_json(folder: Path, jobs: int) -> None:
     printed = run_cli("validate", "--json", "--on-error", "skip", "--jobs", str(jobs), folder)
     validated = ctxpipe.validate_many([folder], on_error="skip", jobs=jobs)
-    assert [file.report for file in validated.done] == json_lines(printed.stdout)
-    assert printed.returncode == (1 if any(not file.report["valid"] for file in validated.done) else 0)
+    assert [file.report.to_wire() for file in validated.done] == json_lines(printed.stdout)
+    assert printed.returncode == (1 if any(not file.report.valid for file in validated.done) else 0)
     broken = next(file for file in validated.done if file.source.endswith("broken.jsonl"))
     assert broken.stats.skipped == 1  # skipped, so counted rather than listed as a finding
 
@@ -136,7 +138,7 @@ def test_compact_many_checks_its_plan_before_writing(folder: Path, tmp_path: Pat
 def test_report_many_is_report_json(folder: Path, jobs: int) -> None:
     printed = run_cli("report", "--json", "--now", NOW, "--jobs", str(jobs), folder)
     reported = ctxpipe.report_many([folder], now=MOMENT, jobs=jobs)
-    assert [file.report for file in reported.done] == json_lines(printed.stdout)
+    assert [to_wire(file.report) for file in reported.done] == json_lines(printed.stdout)
     assert len(reported.failures) == 1 and reported.index is None
 
 
@@ -172,9 +174,9 @@ def test_warn_transcript_is_warn_json(name: str) -> None:
     path = FIXTURES / "claude-code" / name
     printed = run_cli("warn", "--json", "--window", "20000", path)  # a small window: a level above normal
     report = ctxpipe.warn_transcript(path, ctxpipe.CountOptions(window=20_000))
-    assert [report] == json_lines(printed.stdout)
-    assert printed.returncode == {"normal": 0, "warning": 3, "autocompact": 4, "blocking": 5}[report["level"]]
-    assert ctxpipe.warn_transcript(path.read_bytes(), ctxpipe.CountOptions(window=20_000))["tokens"] == report["tokens"]
+    assert [report.to_wire()] == json_lines(printed.stdout)
+    assert printed.returncode == {"normal": 0, "warning": 3, "autocompact": 4, "blocking": 5}[report.level]
+    assert ctxpipe.warn_transcript(path.read_bytes(), ctxpipe.CountOptions(window=20_000)).tokens == report.tokens
 
 
 def test_context_management_is_api_edits() -> None:

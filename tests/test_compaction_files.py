@@ -162,7 +162,7 @@ def test_count_table_shows_the_kind_and_says_what_a_compaction_is(tmp_path: Path
     monkeypatch.setenv("COLUMNS", "200")
     folder = project(tmp_path)
     results = [count_file(str(f.path), CountOptions(), f.kind, f.path.name) for f in find_sessions([str(folder)])]
-    _print(results, [result.as_dict() for result in results], False, None)
+    _print(results, [result.count_report() for result in results], False, None)
     lines = capsys.readouterr().out.splitlines()
     assert "kind" in lines[0]
     row = next(line for line in lines if NAME in line)
@@ -175,7 +175,7 @@ def test_count_table_of_sessions_alone_has_no_kind_column(tmp_path: Path, capsys
     from ctxpipe.cli.commands.count import _print
 
     result = count_file(str(main_session().write(tmp_path / f"{SESSION}.jsonl")), CountOptions(), "main")
-    _print([result], [result.as_dict()], False, None)
+    _print([result], [result.count_report()], False, None)
     text = capsys.readouterr().out
     assert "kind" not in text.splitlines()[0] and "compaction" not in text
 

@@ -17,6 +17,7 @@ import pytest
 from builders import SONNET, Session, simple, usage
 from ctxpipe.core.count import DEFAULT_FITS, Estimates, calibrate, calibration_pairs, count_context
 from ctxpipe.core.model import Message
+from ctxpipe.core.reports import CountReport
 from ctxpipe.core.tokens import RoughCounter
 from ctxpipe.jobs.count import CountOptions, count_buffer, count_file
 from ctxpipe.jobs.schemas import errors
@@ -38,20 +39,20 @@ def count_json(*args, stdin: bytes | None = b"", env: dict[str, str] | None = No
     return [json.loads(line) for line in result.stdout.splitlines()]
 
 
-def count_bytes(data: bytes, **options) -> dict:
-    return count_buffer(data, "-", CountOptions(**options)).as_dict()
+def count_bytes(data: bytes, **options) -> CountReport:
+    return count_buffer(data, "-", CountOptions(**options)).count_report()
 
 
-def assert_fast_equals_full(fast: dict, full: dict, messages_may_be_unknown: bool = False) -> None:
+def assert_fast_equals_full(fast: CountReport, full: CountReport, messages_may_be_unknown: bool = False) -> None:
     for key in SAME_KEYS:
-        assert fast[key] == full[key], (key, fast[key], full[key])
-    assert full["messages"] is not None
-    if messages_may_be_unknown and fast["messages"] is None:
+        assert getattr(fast, key) == getattr(full, key), (key, getattr(fast, key), getattr(full, key))
+    assert full.messages is not None
+    if messages_may_be_unknown and fast.messages is None:
         pass  # only the end of a long context was read; the full parse knows the number
     else:
-        assert fast["messages"] == full["messages"]
+        assert fast.messages == full.messages
     # The fast read does not number lines, so only the line of an adjustment may differ.
-    assert [(a["kind"], a["tokens"]) for a in fast["adjustments"]] == [(a["kind"], a["tokens"]) for a in full["adjustments"]]
+    assert [(a.kind, a.tokens) for a in fast.adjustments] == [(a.kind, a.tokens) for a in full.adjustments]
 
 
 # --- the fast path (end of the file only) equals the full parse ----------------------------------
@@ -59,11 +60,11 @@ def assert_fast_equals_full(fast: dict, full: dict, messages_may_be_unknown: boo
 
 @pytest.mark.parametrize("path", CLAUDE_FIXTURES + OTHER_FIXTURES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_fast_path_equals_full_path_on_fixtures(path: Path) -> None:
-    fast = count_file(str(path)).as_dict()
-    full = count_file(str(path), FULL).as_dict()
+    fast = count_file(str(path)).count_report()
+    full = count_file(str(path), FULL).count_report()
     assert_fast_equals_full(fast, full)
-    baseline = fast["baseline_tokens"] if fast["baseline_in_total"] else 0
-    assert fast["tokens"] == fast["exact_tokens"] + fast["estimated_tokens"] + baseline + fast["reinjected_tokens"] > 0
+    baseline = fast.baseline_tokens if fast.baseline_in_total else 0
+    assert fast.tokens == fast.exact_tokens + fast.estimated_tokens + baseline + fast.reinjected_tokens > 0
 
 
 @pytest.mark.parametrize(
@@ -73,8 +74,8 @@ def test_fast_path_equals_full_path_on_fixtures(path: Path) -> None:
 )
 @pytest.mark.parametrize("path", CLAUDE_FIXTURES, ids=lambda p: p.name)
 def test_fast_path_equals_full_path_with_other_estimators(path: Path, options: dict) -> None:
-    fast = count_file(str(path), CountOptions(**options)).as_dict()
-    full = count_file(str(path), CountOptions(top=1, **options)).as_dict()
+    fast = count_file(str(path), CountOptions(**options)).count_report()
+    full = count_file(str(path), CountOptions(top=1, **options)).count_report()
     # Without calibration only the last response is needed, so the read may stop before the start.
     assert_fast_equals_full(fast, full, messages_may_be_unknown=True)
 
@@ -82,8 +83,8 @@ def test_fast_path_equals_full_path_with_other_estimators(path: Path, options: d
 @needs_corpus
 @pytest.mark.parametrize("path", corpus_files() + corpus_files("codex"), ids=lambda p: p.name[-40:])
 def test_fast_path_equals_full_path_on_the_corpus(path: Path) -> None:
-    fast = count_file(str(path)).as_dict()
-    full = count_file(str(path), FULL).as_dict()
+    fast = count_file(str(path)).count_report()
+    full = count_file(str(path), FULL).count_report()
     assert_fast_equals_full(fast, full, messages_may_be_unknown=True)
 
 
@@ -128,14 +129,14 @@ def test_fast_path_on_a_long_context_agrees_with_the_full_parse() -> None:
     data = long_session(40).to_bytes()
     fast, full = count_bytes(data), count_bytes(data, top=1)
     assert_fast_equals_full(fast, full, messages_may_be_unknown=True)
-    assert full["messages"] == 1 + 40 * 2 + 1
-    assert fast["estimated_messages"] == 2  # the last tool result and the question
+    assert full.messages == 1 + 40 * 2 + 1
+    assert fast.estimated_messages == 2  # the last tool result and the question
     # Documented: the message count is null unless the read reached the start; --full reads it all.
-    assert fast["messages"] is None
-    assert count_bytes(data, every_line=True)["messages"] == full["messages"]
+    assert fast.messages is None
+    assert count_bytes(data, every_line=True).messages == full.messages
     [row] = count_json("--full", stdin=data)
-    assert row["messages"] == full["messages"] and row["tokens"] == fast["tokens"]
-    assert fast["calibration"]["source"] == "transcript"
+    assert row["messages"] == full.messages and row["tokens"] == fast.tokens
+    assert fast.calibration.source == "transcript"
 
 
 def test_a_bad_line_above_the_active_context_is_not_seen_by_count(tmp_path: Path) -> None:
@@ -164,17 +165,17 @@ def test_a_bad_line_above_the_active_context_is_not_seen_by_count(tmp_path: Path
 
 def test_exact_part_is_the_last_main_chain_usage_of_the_basic_fixture() -> None:
     # Line 16 of basic.jsonl, msg_01DDD: input 4 + cache_creation 230 + cache_read 17,850 + output 25.
-    row = count_file(str(FIXTURES / "claude-code" / "basic.jsonl")).as_dict()
-    assert row["exact_tokens"] == 4 + 230 + 17850 + 25 == 18109
-    assert row["anchor_uuid"] == "00000000-0000-4000-8000-000000000013"
-    assert row["messages"] == 8  # the summary and snapshot lines are not messages; msg_01AAA's 3 lines are one
-    assert row["tokens"] == row["exact_tokens"] + row["estimated_tokens"]
+    row = count_file(str(FIXTURES / "claude-code" / "basic.jsonl")).count_report()
+    assert row.exact_tokens == 4 + 230 + 17850 + 25 == 18109
+    assert row.anchor_uuid == "00000000-0000-4000-8000-000000000013"
+    assert row.messages == 8  # the summary and snapshot lines are not messages; msg_01AAA's 3 lines are one
+    assert row.tokens == row.exact_tokens + row.estimated_tokens
 
 
 def test_exact_part_of_the_compacted_fixture_ignores_the_history() -> None:
-    row = count_file(str(FIXTURES / "claude-code" / "compacted.jsonl")).as_dict()
-    assert row["exact_tokens"] == 3 + 180 + 11100 + 18
-    assert row["messages"] == 5
+    row = count_file(str(FIXTURES / "claude-code" / "compacted.jsonl")).count_report()
+    assert row.exact_tokens == 3 + 180 + 11100 + 18
+    assert row.messages == 5
 
 
 def test_usage_is_taken_from_the_last_line_of_the_response() -> None:
@@ -192,9 +193,9 @@ def test_usage_is_taken_from_the_last_line_of_the_response() -> None:
         outputs=[2, 9, 260],
     )
     row = count_bytes(s.to_bytes(), tokenizer="rough", calibrate=False)
-    assert row["exact_tokens"] == 20000  # the prompt plus the LAST line's output_tokens (260), not 2 or 9
-    assert row["anchor_uuid"] == uuids[-1]
-    assert row["messages"] == 2  # three lines, one response
+    assert row.exact_tokens == 20000  # the prompt plus the LAST line's output_tokens (260), not 2 or 9
+    assert row.anchor_uuid == uuids[-1]
+    assert row.messages == 2  # three lines, one response
 
 
 def test_sidechain_responses_never_anchor() -> None:
@@ -206,10 +207,10 @@ def test_sidechain_responses_never_anchor() -> None:
     s.text("Two TODOs.", usage(95000, output=20), sidechain=True, parent=side)  # later in the file, much bigger
     s.tool_result(task, [{"type": "text", "text": "Two TODOs."}], parent=main[-1])
     for options in (CountOptions(), FULL):
-        row = count_buffer(s.to_bytes(), "-", options).as_dict()
-        assert row["exact_tokens"] == 12000
-        assert row["anchor_uuid"] == main[-1]
-        assert row["messages"] == 3
+        row = count_buffer(s.to_bytes(), "-", options).count_report()
+        assert row.exact_tokens == 12000
+        assert row.anchor_uuid == main[-1]
+        assert row.messages == 3
 
 
 def test_a_synthetic_response_never_anchors() -> None:
@@ -219,12 +220,12 @@ def test_a_synthetic_response_never_anchors() -> None:
     s.user("And the tests?")
     s.text("Prompt is too long", {"input_tokens": 0, "output_tokens": 0, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}, model="<synthetic>")
     row = count_bytes(s.to_bytes(), tokenizer="rough", calibrate=False)
-    assert row["exact_tokens"] == 30000
-    assert row["anchor_uuid"] == real[-1]
-    assert row["model"] == SONNET  # the synthetic model is not reported either
-    assert row["estimated_messages"] == 2
+    assert row.exact_tokens == 30000
+    assert row.anchor_uuid == real[-1]
+    assert row.model == SONNET  # the synthetic model is not reported either
+    assert row.estimated_messages == 2
     # Claude Code's Math.round: halves round up (18 / 4 = 4.5 -> 5).
-    assert row["estimated_tokens"] == math.floor(len("And the tests?") / 4 + 0.5) + math.floor(len("Prompt is too long") / 4 + 0.5)
+    assert row.estimated_tokens == math.floor(len("And the tests?") / 4 + 0.5) + math.floor(len("Prompt is too long") / 4 + 0.5)
 
 
 def test_history_above_a_compact_boundary_does_not_count() -> None:
@@ -237,30 +238,30 @@ def test_history_above_a_compact_boundary_does_not_count() -> None:
     s.compact("The user wants 5 requests per minute.")
     s.user("Go ahead.")
     for options in (CountOptions(tokenizer="rough", calibrate=False), CountOptions(tokenizer="rough", calibrate=False, top=1)):
-        row = count_buffer(s.to_bytes(), "-", options).as_dict()
-        assert row["exact_tokens"] == 0  # no response since the boundary: the old usage does not anchor
-        assert row["anchor_uuid"] is None
-        assert row["messages"] == 2
+        row = count_buffer(s.to_bytes(), "-", options).count_report()
+        assert row.exact_tokens == 0  # no response since the boundary: the old usage does not anchor
+        assert row.anchor_uuid is None
+        assert row.messages == 2
         expected = round(
             len("This session is being continued from a previous conversation that ran out of context. The user wants 5 requests per minute.") / 4
         ) + round(len("Go ahead.") / 4)
-        assert row["estimated_tokens"] == expected
+        assert row.estimated_tokens == expected
         # With no usage since the boundary, the baseline (the first prompt less its one short message)
         # and what Claude Code re-injected come on top: here a reference to the file too big to restore.
-        assert row["baseline_in_total"] and 149_800 < row["baseline_tokens"] < 150_000 - 50
-        assert [item["name"] for item in row["reinjected"]["items"]] == ["/home/dev/api/app.py"]  # outside the cwd: named in full
-        assert row["tokens"] == expected + row["baseline_tokens"] + row["reinjected_tokens"]
+        assert row.baseline_in_total and 149_800 < row.baseline_tokens < 150_000 - 50
+        assert [item.name for item in row.reinjected.items] == ["/home/dev/api/app.py"]  # outside the cwd: named in full
+        assert row.tokens == expected + row.baseline_tokens + row.reinjected_tokens
 
 
 def test_a_microcompact_boundary_after_the_last_response_lowers_the_exact_part() -> None:
     path = FIXTURES / "claude-code" / "microcompacted.jsonl"
     for options in (CountOptions(), FULL):
-        row = count_file(str(path), options).as_dict()
-        assert row["exact_tokens"] == 3 + 9100 + 12000 + 30 - 8950
-        [adjustment] = row["adjustments"]
-        assert adjustment["kind"] == "microcompact_boundary"
-        assert adjustment["tokens"] == -8950
-    assert count_file(str(path), FULL).as_dict()["adjustments"][0]["line"] == 5
+        row = count_file(str(path), options).count_report()
+        assert row.exact_tokens == 3 + 9100 + 12000 + 30 - 8950
+        [adjustment] = row.adjustments
+        assert adjustment.kind == "microcompact_boundary"
+        assert adjustment.tokens == -8950
+    assert count_file(str(path), FULL).count_report().adjustments[0].line == 5
 
 
 def _with_marker(before_last_response: bool, saved: int) -> bytes:
@@ -279,17 +280,17 @@ def _with_marker(before_last_response: bool, saved: int) -> bytes:
 
 def test_a_marker_before_the_last_response_changes_nothing() -> None:
     row = count_bytes(_with_marker(True, 8000))
-    assert row["exact_tokens"] == 21000
-    assert row["adjustments"] == []
+    assert row.exact_tokens == 21000
+    assert row.adjustments == []
     after = count_bytes(_with_marker(False, 8000))
-    assert after["exact_tokens"] == 21000 - 8000
-    assert [a["tokens"] for a in after["adjustments"]] == [-8000]
+    assert after.exact_tokens == 21000 - 8000
+    assert [a.tokens for a in after.adjustments] == [-8000]
 
 
 def test_a_marker_never_makes_the_exact_part_negative() -> None:
     row = count_bytes(_with_marker(False, 50000))
-    assert row["exact_tokens"] == 0
-    assert [a["tokens"] for a in row["adjustments"]] == [-21000]
+    assert row.exact_tokens == 0
+    assert [a.tokens for a in row.adjustments] == [-21000]
 
 
 # --- the window ----------------------------------------------------------------------------------
@@ -305,8 +306,8 @@ def test_window_defaults_to_200k() -> None:
 
 def test_window_is_1m_for_a_recorded_1m_model() -> None:
     row = count_bytes(simple(30000, model="claude-sonnet-4-5[1m]").to_bytes())
-    assert row["context_window"] == 1_000_000
-    assert "[1m]" in row["window_source"]
+    assert row.context_window == 1_000_000
+    assert "[1m]" in row.window_source
 
 
 def test_window_flag_overrides_everything(tmp_path: Path) -> None:
@@ -323,10 +324,10 @@ def test_window_is_inferred_as_1m_when_a_recorded_prompt_does_not_fit_200k() -> 
     s.user("Thanks.")
     s.text("You are welcome.", usage(250100, output=20))
     row = count_bytes(s.to_bytes())
-    assert row["context_window"] == 1_000_000
-    assert "250,080" in row["window_source"] and "200,000" in row["window_source"]  # the largest prompt (input + cache)
+    assert row.context_window == 1_000_000
+    assert "250,080" in row.window_source and "200,000" in row.window_source  # the largest prompt (input + cache)
     # A prompt that fits leaves the default alone.
-    assert count_bytes(simple(199000).to_bytes())["context_window"] == 200000
+    assert count_bytes(simple(199000).to_bytes()).context_window == 200000
 
 
 def test_auto_compact_window_env_caps_the_window(tmp_path: Path) -> None:
@@ -398,8 +399,8 @@ def test_as_claude_code_reproduces_token_count_with_estimation() -> None:
     assert row["tokenizer"] == "rough (as Claude Code)"
     # Without --as-claude-code the later blocks of the anchoring response are not counted twice.
     plain = count_bytes(data, tokenizer="rough", calibrate=False)
-    assert plain["exact_tokens"] == 5000
-    assert plain["estimated_tokens"] == 10 + 2000 + 6 + 2000 + 7
+    assert plain.exact_tokens == 5000
+    assert plain.estimated_tokens == 10 + 2000 + 6 + 2000 + 7
 
 
 def test_as_claude_code_without_any_usage_estimates_everything() -> None:
@@ -407,20 +408,20 @@ def test_as_claude_code_without_any_usage_estimates_everything() -> None:
     s.user("a" * 40)
     s.text("b" * 20, None)
     row = count_bytes(s.to_bytes(), as_claude_code=True)
-    assert row["exact_tokens"] == 0 and row["anchor_uuid"] is None
-    assert row["tokens"] == 10 + 5
+    assert row.exact_tokens == 0 and row.anchor_uuid is None
+    assert row.tokens == 10 + 5
 
 
 def test_as_claude_code_rounds_halves_up_like_math_round() -> None:
     s = simple(5000)
     s.user("0123456789")  # 10 / 4 = 2.5: Math.round gives 3
-    assert count_bytes(s.to_bytes(), as_claude_code=True)["tokens"] == 5000 + 3
+    assert count_bytes(s.to_bytes(), as_claude_code=True).tokens == 5000 + 3
 
 
 def test_as_claude_code_measures_utf16_length() -> None:
     s = simple(5000)
     s.user("\U0001f600" * 4)  # JavaScript length 8: 8 / 4 = 2
-    assert count_bytes(s.to_bytes(), as_claude_code=True)["tokens"] == 5000 + 2
+    assert count_bytes(s.to_bytes(), as_claude_code=True).tokens == 5000 + 2
 
 
 # --- tokenizers ----------------------------------------------------------------------------------
@@ -576,10 +577,10 @@ def test_count_reports_the_transcript_calibration() -> None:
     s.text("okay", usage(total, output=10))
     s.user("And one more thing.")  # something after the last response, so the fit is needed
     row = count_bytes(s.to_bytes(), tokenizer="rough", calibrate=True)
-    assert row["calibration"]["source"] == "transcript"
-    assert row["calibration"]["pairs"] == 5
-    assert row["calibration"]["slope"] == pytest.approx(1.5, abs=0.01)
-    assert row["tokenizer"] == "rough calibrated (transcript)"
+    assert row.calibration.source == "transcript"
+    assert row.calibration.pairs == 5
+    assert row.calibration.slope == pytest.approx(1.5, abs=0.01)
+    assert row.tokenizer == "rough calibrated (transcript)"
 
 
 # --- several inputs, folders, jobs ---------------------------------------------------------------
@@ -654,7 +655,7 @@ def test_parallel_jobs_give_the_same_results_in_input_order(monkeypatch: pytest.
     parallel = batch.run_all(job, items, batch.Runner(2), 1 << 40)
     assert [ok for ok, _ in parallel] == [True] * len(items)
     assert [value.file for _, value in parallel] == [shown for _, _, shown in items]
-    assert [value.as_dict() for _, value in parallel] == [value.as_dict() for _, value in serial]
+    assert [value.count_report() for _, value in parallel] == [value.count_report() for _, value in serial]
 
 
 def test_parallel_jobs_report_a_bad_file_and_count_the_others(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -804,7 +805,7 @@ def test_terminal_table_output_renders(capsys: pytest.CaptureFixture[str]) -> No
     from ctxpipe.cli.commands.count import _print
 
     results = [count_file(str(path), CountOptions(by="tool", top=2, timeline=True)) for path in CLAUDE_FIXTURES[:2]]
-    _print(results, [result.as_dict() for result in results], True, "tool")
+    _print(results, [result.count_report() for result in results], True, "tool")
     text = capsys.readouterr().out
     assert "18,109" in text and "11,301" in text
     assert "largest lines" in text and "estimated tokens by tool" in text

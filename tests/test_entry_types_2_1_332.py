@@ -22,6 +22,7 @@ import pytest
 from builders import SONNET, Session, usage
 from ctxpipe.core.count import Estimates, count_context
 from ctxpipe.core.jsonl import ReadStats, iter_buffer_entries
+from ctxpipe.core.reports import CountReport
 from ctxpipe.core.tokens import RoughCounter
 from ctxpipe.formats import get
 from ctxpipe.jobs.count import CountOptions, count_buffer
@@ -422,9 +423,9 @@ def test_attachments_of_another_shape_count_as_nothing(sessions) -> None:
     """The session's message_pdf_reads and thinking_stripped are not of the shapes 2.1.332 writes
     (pages a list, no scope): they change nothing, as every other new line."""
     data, plain, _ = sessions
-    with_new = count_buffer(data, "-", CountOptions()).as_dict()
-    without = count_buffer(plain, "-", CountOptions()).as_dict()
-    assert with_new["tokens"] == without["tokens"] and not [a for a in with_new["adjustments"] if a["kind"] != "microcompact_boundary"]
+    with_new = count_buffer(data, "-", CountOptions()).count_report()
+    without = count_buffer(plain, "-", CountOptions()).count_report()
+    assert with_new.tokens == without.tokens and not [a for a in with_new.adjustments if a.kind != "microcompact_boundary"]
 
 
 def budget_session(*attachments: dict[str, Any], before_the_response: bool = False) -> bytes:
@@ -446,32 +447,32 @@ PDF = {"type": "message_pdf_reads", "reads": [{"path": "/home/dev/spec.pdf", "pa
 
 
 def test_pdf_pages_read_after_the_last_response_add_3000_tokens_each() -> None:
-    plain = count_buffer(budget_session(), "-", CountOptions()).as_dict()
+    plain = count_buffer(budget_session(), "-", CountOptions()).count_report()
     text = {"path": "/home/dev/notes.pdf", "pages": 9, "result": {"type": "text", "text": "x" * 400}}  # a text result: its length / 4
-    read = count_buffer(budget_session(PDF | {"reads": PDF["reads"] + [text]}), "-", CountOptions()).as_dict()
-    assert read["tokens"] == plain["tokens"] + 3 * 3000 + 100 and read["exact_tokens"] == plain["exact_tokens"]
-    assert [(a["kind"], a["tokens"]) for a in read["adjustments"]] == [("message_pdf_reads", 9100)]
-    earlier = count_buffer(budget_session(PDF, before_the_response=True), "-", CountOptions()).as_dict()
-    assert earlier["tokens"] == plain["tokens"]  # the usage of the response after it counted the pages already
+    read = count_buffer(budget_session(PDF | {"reads": PDF["reads"] + [text]}), "-", CountOptions()).count_report()
+    assert read.tokens == plain.tokens + 3 * 3000 + 100 and read.exact_tokens == plain.exact_tokens
+    assert [(a.kind, a.tokens) for a in read.adjustments] == [("message_pdf_reads", 9100)]
+    earlier = count_buffer(budget_session(PDF, before_the_response=True), "-", CountOptions()).count_report()
+    assert earlier.tokens == plain.tokens  # the usage of the response after it counted the pages already
 
 
 @pytest.mark.parametrize(("pages", "added"), [(0, 0), (-2, 0), ("3", 0), (None, 0), (True, 0), (10**18, 0), (10**14, 3000 * (10**15 // 3000))])
 def test_an_odd_page_count_adds_nothing_or_stays_a_number(pages: Any, added: int) -> None:
     odd = {"type": "message_pdf_reads", "reads": [{"path": "/x.pdf", "pages": pages, "result": {"type": "document"}}, "junk", {"result": 5}]}
-    report = count_buffer(budget_session(odd), "-", CountOptions()).as_dict()
-    plain = count_buffer(budget_session(), "-", CountOptions()).as_dict()
-    assert report["tokens"] - plain["tokens"] == added
+    report = count_buffer(budget_session(odd), "-", CountOptions()).count_report()
+    plain = count_buffer(budget_session(), "-", CountOptions()).count_report()
+    assert report.tokens - plain.tokens == added
 
 
 def test_thinking_stripped_after_the_last_response_takes_the_thinking_out_of_the_count() -> None:
-    plain = count_buffer(budget_session(), "-", CountOptions()).as_dict()
-    stripped = count_buffer(budget_session({"type": "thinking_stripped", "scope": "all"}), "-", CountOptions()).as_dict()
-    assert stripped["exact_tokens"] == plain["exact_tokens"] - 1000  # 4,000 characters of thinking, Claude Code's len / 4
-    assert [(a["kind"], a["tokens"]) for a in stripped["adjustments"]] == [("thinking_stripped", -1000)]
+    plain = count_buffer(budget_session(), "-", CountOptions()).count_report()
+    stripped = count_buffer(budget_session({"type": "thinking_stripped", "scope": "all"}), "-", CountOptions()).count_report()
+    assert stripped.exact_tokens == plain.exact_tokens - 1000  # 4,000 characters of thinking, Claude Code's len / 4
+    assert [(a.kind, a.tokens) for a in stripped.adjustments] == [("thinking_stripped", -1000)]
     partial = count_buffer(
         budget_session({"type": "thinking_stripped", "scope": "partial", "from": {"messageId": "m", "thinkingIndex": 0}}), "-", CountOptions()
     )
-    assert partial.as_dict()["tokens"] == plain["tokens"]  # where a partial strip starts is not followed
+    assert partial.count_report().tokens == plain.tokens  # where a partial strip starts is not followed
 
 
 # --- the anchor rules ---------------------------------------------------------------------------
@@ -481,12 +482,12 @@ def entries_of(data: bytes) -> list:
     return list(iter_buffer_entries(data, "-", "fail", ReadStats()))
 
 
-def context(data: bytes, **options: Any) -> dict:
+def context(data: bytes, **options: Any) -> CountReport:
     """count --json's figures for `data`: the fast tail read and the full parse agree."""
-    fast = count_buffer(data, "-", CountOptions(**options)).as_dict()
-    full = count_buffer(data, "-", CountOptions(top=1, **options)).as_dict()
+    fast = count_buffer(data, "-", CountOptions(**options)).count_report()
+    full = count_buffer(data, "-", CountOptions(top=1, **options)).count_report()
     for key in ("tokens", "exact_tokens", "estimated_tokens", "anchor_uuid"):
-        assert fast[key] == full[key], (key, fast[key], full[key])
+        assert getattr(fast, key) == getattr(full, key), (key, getattr(fast, key), getattr(full, key))
     return full
 
 
@@ -506,11 +507,11 @@ def two_responses(second: dict[str, Any], **line_fields: Any) -> tuple[Session, 
 def test_an_unmetered_response_never_anchors() -> None:
     s, first = two_responses(usage(50_000, output=30), isUnmetered=True)
     counted = context(s.to_bytes())
-    assert counted["anchor_uuid"] == first
-    assert counted["exact_tokens"] == 10_000
-    assert 10_000 < counted["tokens"] < 11_000  # the unmetered response's content is estimated, its usage is not
+    assert counted.anchor_uuid == first
+    assert counted.exact_tokens == 10_000
+    assert 10_000 < counted.tokens < 11_000  # the unmetered response's content is estimated, its usage is not
     claude = context(s.to_bytes(), as_claude_code=True)
-    assert claude["exact_tokens"] == 10_000
+    assert claude.exact_tokens == 10_000
 
 
 def test_an_unmetered_response_over_several_lines_never_anchors() -> None:
@@ -521,13 +522,13 @@ def test_an_unmetered_response_over_several_lines_never_anchors() -> None:
     s.response([{"type": "thinking", "thinking": "Run ruff.", "signature": "s"}, {"type": "text", "text": "Lint is clean."}], usage(60_000, output=20))
     s.lines[-2]["isUnmetered"] = True  # only its first line says so: the response is unmetered
     counted = context(s.to_bytes())
-    assert (counted["anchor_uuid"], counted["exact_tokens"]) == (first, 10_000)
+    assert (counted.anchor_uuid, counted.exact_tokens) == (first, 10_000)
 
 
 def test_unmetered_false_or_odd_still_anchors() -> None:
     for value in (False, "true", 1, None):
         s, _ = two_responses(usage(50_000, output=30), isUnmetered=value)
-        assert context(s.to_bytes())["exact_tokens"] == 50_000, value
+        assert context(s.to_bytes()).exact_tokens == 50_000, value
 
 
 def test_an_unmetered_call_still_costs() -> None:
@@ -547,8 +548,8 @@ def test_the_last_message_iteration_gives_the_figures() -> None:
     top["iterations"] = [iteration("compaction", 160_000, output=2_000), iteration("message", 30_000)]
     s, _ = two_responses(top)
     counted = context(s.to_bytes())
-    assert counted["exact_tokens"] == 30_000
-    assert context(s.to_bytes(), as_claude_code=True)["exact_tokens"] == 30_000
+    assert counted.exact_tokens == 30_000
+    assert context(s.to_bytes(), as_claude_code=True).exact_tokens == 30_000
 
 
 @pytest.mark.parametrize(
@@ -570,7 +571,7 @@ def test_the_last_message_iteration_gives_the_figures() -> None:
 def test_iterations(iterations: Any, expected: int) -> None:
     top: dict[str, Any] = {**usage(50_000, output=30), "iterations": iterations}
     s, _ = two_responses(top)
-    assert context(s.to_bytes())["exact_tokens"] == expected
+    assert context(s.to_bytes()).exact_tokens == expected
 
 
 def test_the_iteration_output_tokens_give_the_shortfall() -> None:
@@ -583,8 +584,8 @@ def test_the_iteration_output_tokens_give_the_shortfall() -> None:
     s.user("Lint?")
     s.text(long_text, top)
     counted = context(s.to_bytes())
-    assert counted["exact_tokens"] == 20_000
-    assert counted["estimated_tokens"] > 1_000  # 10 output tokens cover almost none of it
+    assert counted.exact_tokens == 20_000
+    assert counted.estimated_tokens > 1_000  # 10 output tokens cover almost none of it
 
 
 def test_a_zero_usage_does_not_anchor() -> None:
@@ -597,8 +598,8 @@ def test_a_zero_usage_does_not_anchor() -> None:
     ):
         s, first = two_responses(second)
         counted = context(s.to_bytes())
-        assert (counted["anchor_uuid"], counted["exact_tokens"]) == (first, 10_000), second
-        assert 10_000 < counted["tokens"] < 11_000
+        assert (counted.anchor_uuid, counted.exact_tokens) == (first, 10_000), second
+        assert 10_000 < counted.tokens < 11_000
 
 
 def test_a_zero_usage_is_no_end_of_a_calibration_gap() -> None:
@@ -638,6 +639,6 @@ def test_pdf_pages_count_in_a_context_no_response_has_measured_yet() -> None:
     for session in (with_pdf, plain):
         session.user("Read the spec.")
     with_pdf.line("attachment", attachment=PDF)
-    read, unread = (count_buffer(session.to_bytes(), "-", CountOptions()).as_dict() for session in (with_pdf, plain))
-    assert read["tokens"] - unread["tokens"] == 9000 == read["estimated_tokens"] - unread["estimated_tokens"]
-    assert read["exact_tokens"] == 0 and read["adjustments"][0]["kind"] == "message_pdf_reads"
+    read, unread = (count_buffer(session.to_bytes(), "-", CountOptions()).count_report() for session in (with_pdf, plain))
+    assert read.tokens - unread.tokens == 9000 == read.estimated_tokens - unread.estimated_tokens
+    assert read.exact_tokens == 0 and read.adjustments[0].kind == "message_pdf_reads"

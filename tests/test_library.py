@@ -23,8 +23,8 @@ REPEATS = FIXTURES / "claude-code" / "repeats.jsonl"
 @pytest.mark.parametrize("name", ["basic.jsonl", "repeats.jsonl", "compacted.jsonl"])
 def test_count_transcript_is_count_json(name: str) -> None:
     path = FIXTURES / "claude-code" / name
-    assert ctxpipe.count_transcript(path) == json.loads(ok(run_cli("count", "--json", path)).stdout)
-    assert ctxpipe.count_transcript(path.read_bytes())["tokens"] == ctxpipe.count_transcript(path)["tokens"]
+    assert ctxpipe.count_transcript(path).to_wire() == json.loads(ok(run_cli("count", "--json", path)).stdout)
+    assert ctxpipe.count_transcript(path.read_bytes()).tokens == ctxpipe.count_transcript(path).tokens
 
 
 @pytest.mark.parametrize(
@@ -42,7 +42,7 @@ def test_run_stage_is_the_stage_command(tmp_path: Path, name: str, settings: obj
     output, report = ctxpipe.run_stage(name, REPEATS, settings, now=MOMENT)
     assert output == printed.stdout
     assert report == {**json.loads(report_file.read_bytes()), "file": str(REPEATS)}
-    assert report["tokens_after"] == ctxpipe.count_transcript(output)["tokens"]  # what it says it freed is what count finds
+    assert report["tokens_after"] == ctxpipe.count_transcript(output).tokens  # what it says it freed is what count finds
 
 
 def test_run_stage_refuses_settings_that_do_not_go_together() -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from browser import chromium, open_html, skip_reason
-from ctxpipe.core.reports import CallRow, IndexRow, SessionReport, TimelineEvent
+from ctxpipe.core.reports import BreakdownRow, CalibrationReport, CallRow, CountReport, IndexRow, SessionReport, TimelineEvent, WarnReport, WarnThresholds
 from ctxpipe.report.page import CSP, MAX_POINTS, SCRIPT, downsample, index_page, session_page
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -111,62 +111,65 @@ def session(main_calls: int = 36, *, text: str = "", events: list[TimelineEvent]
         "session_id": "77777777-7777-4777-8777-777777777777",
         "first_activity": calls[0]["timestamp"],
         "last_activity": calls[-1]["timestamp"],
-        "count": {
-            "file": file,
-            "format": "claude-code",
-            "kind": "main",
-            "model": model,
-            "context_window": window,
-            "tokens": last,
-            "exact_tokens": last - 1_200,
-            "estimated_tokens": 1_200,
-            "messages": 4 * main_calls,
-            "estimated_messages": 1,
-            "percent_of_window": round(100 * last / window, 1),
-            "tokenizer": "o200k_base",
-            "calibration": {"slope": 1.0, "overhead": 0.0, "source": "transcript", "pairs": 12},
-            "anchor_uuid": None,
-            "window_source": "model",
-            "adjustments": [],
-            "skipped_lines": 0,
-            "baseline_tokens": 0,
-            "baseline": None,
-            "baseline_in_total": True,
-            "reinjected_tokens": 0,
-            "reinjected": None,
-        },
-        "warn": {
-            "file": file,
-            "model": model,
-            "level": "warning",
-            "tokens": last,
-            "exact_tokens": last - 1_200,
-            "estimated_tokens": 1_200,
-            "context_window": window,
-            "effective_window": 180_000,
-            "max_output_tokens": 20_000,
-            "thresholds": {"warning": 147_000, "error": 147_000, "autocompact": 167_000, "blocking": 177_000},
-            "percent_left": 13,
-            "percent_used": round(100 * last / window, 1),
-            "explanations": [],
-            "ignored": [],
-        },
+        "count": CountReport(
+            file=file,
+            format="claude-code",
+            kind="main",
+            model=model,
+            context_window=window,
+            tokens=last,
+            exact_tokens=last - 1_200,
+            estimated_tokens=1_200,
+            messages=4 * main_calls,
+            estimated_messages=1,
+            percent_of_window=round(100 * last / window, 1),
+            tokenizer="o200k_base",
+            calibration=CalibrationReport(slope=1.0, overhead=0.0, source="transcript", pairs=12),
+            anchor_uuid=None,
+            window_source="model",
+            rules="2.1.88",
+            adjustments=[],
+            skipped_lines=0,
+            baseline_tokens=0,
+            baseline=None,
+            baseline_in_total=True,
+            reinjected_tokens=0,
+            reinjected=None,
+        ),
+        "warn": WarnReport(
+            file=file,
+            model=model,
+            level="warning",
+            tokens=last,
+            exact_tokens=last - 1_200,
+            estimated_tokens=1_200,
+            context_window=window,
+            autocompact_window=window,
+            effective_window=180_000,
+            max_output_tokens=20_000,
+            thresholds=WarnThresholds(warning=147_000, error=147_000, autocompact=167_000, blocking=177_000),
+            percent_left=13,
+            percent_used=round(100 * last / window, 1),
+            explanations=[],
+            ignored=[],
+            rules="2.1.88",
+        ),
         "calls": calls,
         "events": events,
         "breakdown": {
             "tool": [
-                {"key": f"Read{text}", "tokens": 31_000, "blocks": 14, "share": 62.0},
-                {"key": "Bash", "tokens": 12_500, "blocks": 9, "share": 25.0},
-                {"key": "Edit", "tokens": 6_500, "blocks": 5, "share": 13.0},
+                BreakdownRow(key=f"Read{text}", tokens=31_000, blocks=14, share=62.0),
+                BreakdownRow(key="Bash", tokens=12_500, blocks=9, share=25.0),
+                BreakdownRow(key="Edit", tokens=6_500, blocks=5, share=13.0),
             ],
             "role": [
-                {"key": "user", "tokens": 41_000, "blocks": 30, "share": 55.0},
-                {"key": "assistant", "tokens": 33_700, "blocks": 41, "share": 45.0},
+                BreakdownRow(key="user", tokens=41_000, blocks=30, share=55.0),
+                BreakdownRow(key="assistant", tokens=33_700, blocks=41, share=45.0),
             ],
             "block": [
-                {"key": "tool_result", "tokens": 40_000, "blocks": 28, "share": 54.0},
-                {"key": "text", "tokens": 22_000, "blocks": 35, "share": 29.0},
-                {"key": "tool_use", "tokens": 12_700, "blocks": 28, "share": 17.0},
+                BreakdownRow(key="tool_result", tokens=40_000, blocks=28, share=54.0),
+                BreakdownRow(key="text", tokens=22_000, blocks=35, share=29.0),
+                BreakdownRow(key="tool_use", tokens=12_700, blocks=28, share=17.0),
             ],
         },
         "largest": [
@@ -221,7 +224,7 @@ def test_builder_figures() -> None:
     report = session()
     assert report["cost"]["api_calls"] == 36 + 4  # a sidechain call after main calls 9, 18, 27, 36
     assert report["cost"]["cache_rebuilds"] == 2 + 4  # the first call, the compaction, the 4 sidechain calls
-    assert report["count"]["tokens"] == 30_000 + 11 * 2_500
+    assert report["count"].tokens == 30_000 + 11 * 2_500
 
 
 # --- pure Python: no browser -------------------------------------------------------------------------
@@ -321,7 +324,7 @@ def test_a_huge_session_makes_a_small_page() -> None:
 
 def test_no_autocompact_line_when_autocompact_is_off() -> None:
     report = session()
-    report["warn"]["thresholds"]["autocompact"] = None
+    report["warn"].thresholds.autocompact = None
     page = session_page(report)
     assert re.findall(r'class="threshold" data-level="(\w+)"', page) == ["warning", "blocking"]
 
@@ -387,8 +390,8 @@ def test_page_in_chromium_shows_the_reports_figures(context: Any, tmp_path: Path
         before = page.eval_on_selector(f'#timeline circle.call[data-turn="{event["after_turn"]}"]', "e => +e.getAttribute('cx')")
         assert before < x and page.locator("#timeline circle.call").count() > 0
 
-    assert int(_value(page, "total-tokens")) == report["count"]["tokens"]
-    assert page.inner_text("#total-tokens") == f"{report['count']['tokens']:,}"
+    assert int(_value(page, "total-tokens")) == report["count"].tokens
+    assert page.inner_text("#total-tokens") == f"{report['count'].tokens:,}"
     assert int(_value(page, "context-window")) == 200_000
     assert float(_value(page, "cost-usd")) == report["cost"]["usd"]
     assert page.inner_text("#cost-usd") == f"${report['cost']['usd']:,.2f}"
@@ -589,7 +592,7 @@ def test_corpus_compacted_session_in_chromium(context: Any) -> None:
     main = [c["turn"] for c in report["calls"] if c["main"]]
     assert page.eval_on_selector_all("#timeline circle.call", "els => els.map(e => +e.dataset.turn)") == main
     assert page.locator("#timeline .event.compact").count() == sum(e["kind"] == "compact_boundary" for e in report["events"]) >= 1
-    assert int(_value(page, "total-tokens")) == report["count"]["tokens"]
+    assert int(_value(page, "total-tokens")) == report["count"].tokens
     if report["cost"]["usd"] is not None:
         assert float(_value(page, "cost-usd")) == report["cost"]["usd"]
     runs = page.eval_on_selector_all("#dry-runs tr.dry-run", "els => els.map(e => +e.dataset.freed)")

@@ -331,5 +331,5 @@ def test_count_prices_the_plan_mode_reminder_claude_code_re_sends() -> None:
     split = core.split_at_boundary(entries, CC)
     assert split is not None
     items = core.reinjection(split[0], entries, "files, plan and skills", core.tokens_of).items
-    assert [item["kind"] for item in items] == ["plan", "plan-mode"]
-    assert [item["kind"] for item in core.reinjection(split[0], entries, "plan", core.tokens_of).items] == ["plan"]
+    assert [item.kind for item in items] == ["plan", "plan-mode"]
+    assert [item.kind for item in core.reinjection(split[0], entries, "plan", core.tokens_of).items] == ["plan"]

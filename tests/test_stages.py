@@ -27,6 +27,7 @@ from ctxpipe.core.cache import CachePolicy, Prices, costs, decide, prices_from
 from ctxpipe.core.collapse import FILE_UNCHANGED_STUB, STUB_PREFIX
 from ctxpipe.core.jsonl import iter_entries
 from ctxpipe.core.microcompact import COMPACTABLE_TOOLS, PLACEHOLDER
+from ctxpipe.core.reports import CountReport
 from ctxpipe.core.stage import expand, read_ledger, split_lines
 from ctxpipe.jobs.count import CountOptions, count_buffer
 from helpers import FIXTURES, ROOT, corpus_files, error_line, needs_corpus, ok, run_cli, usage_error
@@ -82,8 +83,8 @@ def results_by_id(data: bytes) -> dict[str, dict]:
     return {tool_id: block for obj in objects(data) for tool_id, block in result_blocks(obj).items()}
 
 
-def count_of(data: bytes) -> dict:
-    return count_buffer(data, "-", CountOptions()).as_dict()
+def count_of(data: bytes) -> CountReport:
+    return count_buffer(data, "-", CountOptions()).count_report()
 
 
 def body(n: int, label: str = "line") -> str:
@@ -577,7 +578,7 @@ def test_microcompact_marker() -> None:
     assert set(metadata) >= {"trigger", "preTokens", "tokensSaved", "compactedToolIds"}
     assert metadata["trigger"] == "manual"
     assert metadata["compactedToolIds"] == ["toolu_01BASH", "toolu_01READ"]
-    assert metadata["tokensSaved"] > 0 and metadata["preTokens"] == count_of(data)["tokens"]
+    assert metadata["tokensSaved"] > 0 and metadata["preTokens"] == count_of(data).tokens
     # The same run gives the same marker (its uuid comes from its content).
     again = ok(run_cli("microcompact", "--force", "--keep-recent", "1", "--now", "2026-03-02T00:00:00Z", BASIC))
     assert again.stdout == result.stdout
@@ -596,11 +597,11 @@ def test_count_sees_the_microcompact_marker() -> None:
     out = apply(mc(keep_recent=2), data).after
     before, after = count_of(data), count_of(out)
     saved = orjson.loads(split_lines(out)[-1])["microcompactMetadata"]["tokensSaved"]
-    assert after["tokens"] == before["tokens"] - saved < before["tokens"]
-    assert [(a["kind"], a["tokens"]) for a in after["adjustments"]] == [("microcompact_boundary", -saved)]
+    assert after.tokens == before.tokens - saved < before.tokens
+    assert [(a.kind, a.tokens) for a in after.adjustments] == [("microcompact_boundary", -saved)]
     # And through the CLI.
     cli = json.loads(ok(run_cli("count", "--json", stdin=out)).stdout)
-    assert cli["tokens"] == after["tokens"] and cli["adjustments"][0]["kind"] == "microcompact_boundary"
+    assert cli["tokens"] == after.tokens and cli["adjustments"][0]["kind"] == "microcompact_boundary"
 
 
 LAST_BASIC_RESPONSE = datetime(2026, 3, 1, 10, 0, 12, tzinfo=timezone.utc)
@@ -672,8 +673,8 @@ def test_report_table_and_json(tmp_path: Path) -> None:
     marker = orjson.loads(split_lines(result.stdout)[-1])
     assert marker["microcompactMetadata"]["tokensSaved"] == report["tokens_saved"] == report["removed_estimate"]
     # The figures the stage prints are count's, on its input and its output.
-    assert report["tokens_before"] == count_of(REPEATS.read_bytes())["tokens"]
-    assert report["tokens_after"] == count_of(result.stdout)["tokens"]
+    assert report["tokens_before"] == count_of(REPEATS.read_bytes()).tokens
+    assert report["tokens_after"] == count_of(result.stdout).tokens
     assert report["tokens_freed"] == report["tokens_before"] - report["tokens_after"] == report["tokens_saved"]
     err = stderr(result)
     assert re.search(r"tool\s.*results\s.*tokens freed", err), err
@@ -866,8 +867,8 @@ def test_count_sees_the_collapse_marker() -> None:
     out = apply(co(), data).after
     saved = orjson.loads(split_lines(out)[-1])["ctxpipeMetadata"]["tokensSaved"]
     before, after = count_of(data), count_of(out)
-    assert after["tokens"] == before["tokens"] - saved < before["tokens"]
-    assert [(a["kind"], a["tokens"]) for a in after["adjustments"]] == [("ctxpipe_collapse", -saved)]
+    assert after.tokens == before.tokens - saved < before.tokens
+    assert [(a.kind, a.tokens) for a in after.adjustments] == [("ctxpipe_collapse", -saved)]
 
 
 def test_collapse_keeps_the_latest_of_three_copies() -> None:
@@ -1068,8 +1069,8 @@ def test_snip_marker_and_count(tmp_path: Path) -> None:
     assert metadata["tokensSaved"] == run.outcome.report["tokens_saved"] == run.outcome.report["removed_estimate"] > 0
     # The tokens snipped come off the stale usage.
     after = count_of(run.after)
-    assert [(a["kind"], a["tokens"]) for a in after["adjustments"]] == [("snip_boundary", -metadata["tokensSaved"])]
-    assert after["tokens"] < count_of(data)["tokens"]
+    assert [(a.kind, a.tokens) for a in after.adjustments] == [("snip_boundary", -metadata["tokensSaved"])]
+    assert after.tokens < count_of(data).tokens
     no_marker = apply(sn(keep_last=4, marker=False), data).after
     assert no_marker == b"".join(split_lines(run.after)[:-1])
 

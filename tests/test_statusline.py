@@ -489,6 +489,7 @@ HEAVY = (
     "ctxpipe.jobs.pipeline",
     "ctxpipe.core.microcompact",
     "ctxpipe.core.collapse",
+    "ctxpipe.core.reports",  # the report dataclasses: a count makes none until it is reported
 )
 
 

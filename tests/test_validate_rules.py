@@ -468,7 +468,7 @@ def test_validate_leaves_the_cycle_collector_as_it_found_it(tmp_path: Path) -> N
     path = session.write(tmp_path / "ok.jsonl")
     assert gc.isenabled()
     report, _, _ = validate_one((str(path), "ok.jsonl"), None, "fail")
-    assert report["valid"] and gc.isenabled()
+    assert report.valid and gc.isenabled()
     with pytest.raises(CtxpipeError):  # raised with the collector off
         validate_one((str(tmp_path / "missing.jsonl"), "missing.jsonl"), None, "fail")
     assert gc.isenabled()

@@ -318,11 +318,11 @@ def test_pass_through_is_byte_identical_for_odd_input() -> None:
 def test_warn_and_count_agree() -> None:
     for path in sorted((FIXTURES / "claude-code").glob("*.jsonl")):
         _, report = warn(path)
-        counted = count_buffer(path.read_bytes(), str(path), CountOptions()).as_dict()
-        assert report["tokens"] == counted["tokens"]
-        assert report["exact_tokens"] == counted["exact_tokens"]
-        assert report["context_window"] == counted["context_window"]
-        assert report["model"] == counted["model"]
+        counted = count_buffer(path.read_bytes(), str(path), CountOptions()).count_report()
+        assert report["tokens"] == counted.tokens
+        assert report["exact_tokens"] == counted.exact_tokens
+        assert report["context_window"] == counted.context_window
+        assert report["model"] == counted.model
 
 
 def test_a_long_session_is_warned_from_its_end(tmp_path: Path) -> None:

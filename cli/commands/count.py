@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from enum import Enum
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Optional, cast
 
 import typer
 
 from ...core.cache import Pricing
+from ...core.reports import CountReport, CountTotal
+from ...core.wire import ABSENT
 from .. import streams
 from ..budget_options import Budget
 from ..flags import with_options
@@ -131,7 +133,7 @@ def count(
         with streams.open_output(svg) as out:
             out.write(timeline_svg(counted[0]).encode())
     if json_output or not streams.stdout_is_terminal():
-        streams.write_json_lines(rows)
+        streams.write_json_lines([row.to_wire() for row in rows])
     else:
         _print(counted, rows, timeline, options.by, paths)
     if failures:
@@ -150,77 +152,81 @@ def _messages(value: int | None) -> str:
     return "—" if value is None else f"{value:,}"
 
 
-def _parts(data: dict[str, Any]) -> str:
-    if data["baseline_in_total"]:
-        return f"no recorded usage describes this context: the baseline plus the estimate of its {data['estimated_messages']} message(s)" + (
-            ", plus what Claude Code re-injected" if data["reinjected_tokens"] else ""
+def _parts(data: CountReport) -> str:
+    if data.baseline_in_total:
+        return f"no recorded usage describes this context: the baseline plus the estimate of its {data.estimated_messages} message(s)" + (
+            ", plus what Claude Code re-injected" if data.reinjected_tokens else ""
         )
-    return f"exact part from the last recorded usage (the baseline inside it), estimated part for the {data['estimated_messages']} message(s) after it"
+    return f"exact part from the last recorded usage (the baseline inside it), estimated part for the {data.estimated_messages} message(s) after it"
 
 
-def _print(counted: list[Any], rows: Sequence[Mapping[str, Any]], timeline: bool, by: str | None, given: Sequence[str] = ()) -> None:
+def _print(counted: Sequence[Any], rows: Sequence[CountReport | CountTotal], timeline: bool, by: str | None, given: Sequence[str] = ()) -> None:
+    """The table of `rows` (count_many's, in order: a row per file counted, then the total), and under
+    it what each of `counted` (the files' FileCounts) shows beside."""
     from ...api import COMPACTION_NOTE
     from ..tables import display_names, ellipsis_for, fitted_name, print_table
     from ..terminal import shown_text
 
     # Every cell and line is a Text of shown(...): file, model, tool and path names come from the transcript.
     console = streams.stdout_console()
-    names = display_names([row["file"] for row in rows if not row.get("total")], given)
-    reinjected = any(row.get("reinjected_tokens") for row in rows)
+    files = [row for row in rows if isinstance(row, CountReport)]
+    names = display_names([row.file for row in files], given)
+    reinjected = any(row.reinjected_tokens for row in files)
     # The kind only where files differ in it (a folder with subagents or compaction side-calls).
-    kinds = any(row.get("kind") not in (None, "main") for row in rows if not row.get("total"))
-    cost = any("cost" in row or "usd" in row for row in rows)
+    kinds = any(row.kind not in (None, "main") for row in files)
+    cost = any(row.cost is not None for row in files)
     shown_columns = [column for column in COLUMNS if (column.header != "kind" or kinds) and (column.header != "re-injected" or reinjected)]
     shown_columns = [column for column in shown_columns if cost or column.header not in ("cost", "cache hit")]
     cells: list[dict[str, Any]] = []
     for row in rows:
-        if row.get("total"):
+        if isinstance(row, CountTotal):
             cells.append(
                 {
                     "file": shown_text("total", "bold"),
-                    "tokens": shown_text(f"{row['tokens']:,}", "bold"),
-                    "exact": f"{row['exact_tokens']:,}",
-                    "estimated": f"{row['estimated_tokens']:,}",
-                    "messages": _messages(row["messages"]),
-                    "cost": _usd(row.get("usd")),
+                    "tokens": shown_text(f"{row.tokens:,}", "bold"),
+                    "exact": f"{row.exact_tokens:,}",
+                    "estimated": f"{row.estimated_tokens:,}",
+                    "messages": _messages(row.messages),
+                    "cost": _usd(None if row.usd is ABSENT else row.usd),
                 }
             )
             continue
         # The baseline is part of the exact figure when a recorded usage anchors the count: shown in brackets.
-        baseline = f"+{row['baseline_tokens']:,}" if row["baseline_in_total"] else f"({row['baseline_tokens']:,})"
+        baseline = f"+{row.baseline_tokens:,}" if row.baseline_in_total else f"({row.baseline_tokens:,})"
         cells.append(
             {
-                "file": shown_text(names[row["file"]]),
-                "kind": row["kind"] or "-",
-                "model": shown_text(row["model"] or "?"),
-                "window": f"{row['context_window']:,}",
-                "tokens": shown_text(f"{row['tokens']:,}", "bold"),
-                "exact": f"{row['exact_tokens']:,}",
-                "estimated": f"{row['estimated_tokens']:,}",
+                "file": shown_text(names[row.file]),
+                "kind": row.kind or "-",
+                "model": shown_text(row.model or "?"),
+                "window": f"{row.context_window:,}",
+                "tokens": shown_text(f"{row.tokens:,}", "bold"),
+                "exact": f"{row.exact_tokens:,}",
+                "estimated": f"{row.estimated_tokens:,}",
                 "baseline": baseline,
-                "re-injected": f"+{row['reinjected_tokens']:,}",
-                "used": f"{row['percent_of_window']}%",
-                "messages": _messages(row["messages"]),
-                **({"cost": _usd(row["cost"]["usd"]), "cache hit": _rate(row["cost"]["cache_hit_rate"])} if cost else {}),
+                "re-injected": f"+{row.reinjected_tokens:,}",
+                "used": f"{row.percent_of_window}%",
+                "messages": _messages(row.messages),
+                **({"cost": _usd(row.cost["usd"]), "cache hit": _rate(row.cost["cache_hit_rate"])} if row.cost is not None else {}),
             }
         )
     print_table(console, shown_columns, [[row.get(column.header, "") for column in shown_columns] for row in cells])
-    if any(row.get("kind") == "compaction" for row in rows):
+    if any(row.kind == "compaction" for row in files):
         console.print(shown_text(f"kind compaction: {COMPACTION_NOTE}", "dim"))
-    for result in counted:
-        data = result.as_dict()
-        name = names[data["file"]]
-        for adjustment in data["adjustments"]:
-            console.print(shown_text(f"  {name}: {adjustment['tokens']:+,} tokens ({adjustment['note']}, line {adjustment['line']})"))
+    for result, data in zip(counted, files):
+        name = names[data.file]
+        for adjustment in data.adjustments:
+            console.print(shown_text(f"  {name}: {adjustment.tokens:+,} tokens ({adjustment.note}, line {adjustment.line})"))
         if len(counted) == 1:
-            console.print(shown_text(f"estimator: {data['tokenizer']}; " + _parts(data), "dim"))
-            console.print(shown_text(f"baseline: {data['baseline']['note']} ({data['baseline']['source']})", "dim"))
-            if data["reinjected"] and data["reinjected_tokens"]:
-                items = ", ".join(f"{item['kind']} {item['name']} ({item['tokens']:,})" for item in data["reinjected"]["items"])
+            console.print(shown_text(f"estimator: {data.tokenizer}; " + _parts(data), "dim"))
+            if data.baseline is not None:
+                console.print(shown_text(f"baseline: {data.baseline.note} ({data.baseline.source})", "dim"))
+            if data.reinjected and data.reinjected_tokens:
+                items = ", ".join(f"{item.kind} {item.name} ({item.tokens:,})" for item in data.reinjected.items)
                 console.print(shown_text(f"re-injected after Claude Code's compaction, assumed: {items}", "dim"))
-        if "cost" in data and len(counted) == 1:
-            spent = data["cost"]
-            parts = ", ".join(f"{part.replace('_', ' ')} {_usd(usd)}" for part, usd in spent["usd_by_part"].items())
+        if data.cost is not None and len(counted) == 1:
+            spent = data.cost
+            by_part = cast("dict[str, float]", spent["usd_by_part"])  # DollarParts: every part a float
+            parts = ", ".join(f"{part.replace('_', ' ')} {_usd(usd)}" for part, usd in by_part.items())
             console.print(
                 shown_text(
                     f"cost: {_usd(spent['usd'])} over {spent['api_calls']:,} API calls ({parts}); cache rebuilt {spent['cache_rebuilds']} time(s)", "dim"
@@ -230,18 +236,17 @@ def _print(counted: list[Any], rows: Sequence[Mapping[str, Any]], timeline: bool
                 console.print(
                     shown_text(f"no price known for {', '.join(spent['unpriced_models'])} (not in the model catalog): give one with --prices FILE", "dim")
                 )
-        if "breakdown" in data:
+        if data.breakdown is not None:
             console.print(fitted_name(console, name, len(f": estimated tokens by {by}"), "bold") + f": estimated tokens by {by}")
-            groups = [[shown_text(item["key"]), f"{item['tokens']:,}", f"{item['share']}%", str(item["blocks"])] for item in data["breakdown"]]
+            groups = [[shown_text(item.key), f"{item.tokens:,}", f"{item.share}%", str(item.blocks)] for item in data.breakdown]
             print_table(console, BREAKDOWN_COLUMNS, groups)
-        if "top" in data:
+        if data.top is not None:
             console.print(fitted_name(console, name, len(": largest lines"), "bold") + ": largest lines")
             largest = [
-                [str(item["line"] or ""), shown_text(item["role"]), shown_text(item["block"]), shown_text(item["tool"] or ""), f"{item['tokens']:,}"]
-                for item in data["top"]
+                [str(item.line or ""), shown_text(item.role), shown_text(item.block), shown_text(item.tool or ""), f"{item.tokens:,}"] for item in data.top
             ]
             print_table(console, LARGEST_COLUMNS, largest)
-        if timeline and "timeline" in data:
+        if timeline and data.timeline is not None:
             from ..chart import timeline_text
 
             console.print(timeline_text(result, console.width, name, ellipsis_for(console)))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import streams
@@ -58,10 +58,10 @@ def validate(
             streams.report_skipped(stats, source)
         reports.append(report)
     if json_output or not streams.stdout_is_terminal():
-        streams.write_json_lines(reports)
+        streams.write_json_lines([report.to_wire() for report in reports])
     else:
         _print_tables(reports, batch.paths or [])
-    if unreadable or any(not report["valid"] for report in reports):
+    if unreadable or any(not report.valid for report in reports):
         raise typer.Exit(ExitStatus.ERROR)
 
 
@@ -69,20 +69,20 @@ def validate(
 FINDING_COLUMNS = [Column("line", "number", 0), Column("severity", "label", 2), Column("code", "label", 1), Column("message", "text", 0)]
 
 
-def _print_tables(reports: Sequence[Mapping[str, Any]], given: list[str]) -> None:
+def _print_tables(reports: Sequence[ValidateReport], given: list[str]) -> None:
     from ..tables import display_names, fitted_name, print_table
     from ..terminal import shown_text
 
     console = streams.stdout_console()
-    names = display_names([report["file"] for report in reports], given)
+    names = display_names([report.file for report in reports], given)
     for report in reports:
-        verdict = shown_text("valid", "green") if report["valid"] else shown_text("invalid", "red")
-        rest = shown_text(f" ({report['format']}, {report['entries']} entries): ") + verdict + f", {report['errors']} errors, {report['warnings']} warnings"
-        console.print(fitted_name(console, names[report["file"]], rest.cell_len, "bold") + rest)
-        if report["findings"]:
+        verdict = shown_text("valid", "green") if report.valid else shown_text("invalid", "red")
+        rest = shown_text(f" ({report.format}, {report.entries} entries): ") + verdict + f", {report.errors} errors, {report.warnings} warnings"
+        console.print(fitted_name(console, names[report.file], rest.cell_len, "bold") + rest)
+        if report.findings:
             # Messages quote the transcript's values (ids, types, schema errors): shown, never markup.
             rows = []
-            for finding in report["findings"]:
-                style = "red" if finding["severity"] == "error" else "yellow"
-                rows.append([str(finding["line"] or ""), shown_text(finding["severity"], style), shown_text(finding["code"]), shown_text(finding["message"])])
+            for finding in report.findings:
+                style = "red" if finding.severity == "error" else "yellow"
+                rows.append([str(finding.line or ""), shown_text(finding.severity, style), shown_text(finding.code), shown_text(finding.message)])
             print_table(console, FINDING_COLUMNS, rows)

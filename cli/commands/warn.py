@@ -56,12 +56,12 @@ def warn(
     if pass_through:
         _print_brief(report, to_stderr=True)
     elif json_output or not streams.stdout_is_terminal():
-        streams.write_json_lines([report])
+        streams.write_json_lines([report.to_wire()])
     else:
         _print_brief(report, to_stderr=False)
     if explain and (pass_through or not (json_output or not streams.stdout_is_terminal())):
         _print_explanation(result, to_stderr=pass_through)  # the JSON report carries it already
-    raise typer.Exit(0 if report.get("kind") == "compaction" else LEVEL_EXIT[report["level"]])
+    raise typer.Exit(0 if report.kind == "compaction" else LEVEL_EXIT[report.level])
 
 
 def _print_brief(report: WarnReport, to_stderr: bool) -> None:
@@ -69,17 +69,17 @@ def _print_brief(report: WarnReport, to_stderr: bool) -> None:
     from ..terminal import shown_text
 
     console = streams.stderr_console() if to_stderr else streams.stdout_console()
-    level = report["level"]
-    autocompact = report["thresholds"]["autocompact"]
+    level = report.level
+    autocompact = report.thresholds.autocompact
     target = f"autocompact at {autocompact:,}" if autocompact is not None else "autocompact off"
     # The file as given, shortened in the middle to leave its level and size on the line; the rest wraps.
     console.print(
-        fitted_name(console, report["file"], len(f": {level} — {report['tokens']:,} tokens "))
+        fitted_name(console, report.file, len(f": {level} — {report.tokens:,} tokens "))
         + ": "
         + shown_text(level, LEVEL_STYLE[level])
-        + f" — {report['tokens']:,} tokens "
-        f"({report['percent_used']}% of {report['context_window']:,}; {report['percent_left']}% left before {target})"
-        + (f" — {report['note']}" if "note" in report else "")
+        + f" — {report.tokens:,} tokens "
+        f"({report.percent_used}% of {report.context_window:,}; {report.percent_left}% left before {target})"
+        + (f" — {report.note}" if report.note is not None else "")
     )
 
 
