@@ -35,7 +35,7 @@ from ..core.count import (
 )
 from ..core.fields import count, text
 from ..core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries
-from ..core.model import Message
+from ..core.model import Message, Role
 from ..core.rules import session_version
 from ..core.tokens import TextCounter
 from ..core.transcript_format import TranscriptFormat
@@ -454,18 +454,21 @@ def breakdown(messages: Sequence[Message], estimates: Estimates, calibration: Ca
     ]
 
 
-def largest_entries(
-    messages: Sequence[Message],
-    entries: Sequence[Entry],
-    counter: TextCounter,
-    calibration: Calibration,
-    limit: int,
-    describe: Callable[[dict[str, Any]], str] | None = None,
-) -> list[dict[str, Any]]:
-    """The `limit` lines of the active context that cost the most, with what they hold (and, given
-    `describe`, an `excerpt` of each block)."""
+class LargeBlock(typing.NamedTuple):
+    """One block of the active context and what it costs: a row of the largest lines."""
+
+    line: int | None
+    role: Role
+    block: str
+    tool: str | None
+    tokens: int
+    content: dict[str, Any]  # the block itself
+
+
+def largest_blocks(messages: Sequence[Message], entries: Sequence[Entry], counter: TextCounter, calibration: Calibration, limit: int) -> list[LargeBlock]:
+    """The `limit` blocks of the active context that cost the most, largest first (in file order among equals)."""
     names = _tool_names(messages)
-    rows: list[dict[str, Any]] = []
+    rows: list[LargeBlock] = []
     tokens = iter(_block_tokens(messages, counter, calibration))
     for message in messages:
         per_line = len(message.entries) == len(message.content)
@@ -473,21 +476,17 @@ def largest_entries(
             position = message.entries[number] if per_line else message.entries[0]
             kind = str(kind_of(block))
             tool = name_of(block) if kind == "tool_use" else names.get(str(call_id(block))) if kind == "tool_result" else None
-            rows.append(
-                {
-                    "line": entries[position].line or None,
-                    "role": message.role,
-                    "block": kind,
-                    "tool": tool,
-                    "tokens": next(tokens),
-                }
-                | ({"excerpt": block} if describe is not None else {})
-            )
-    rows.sort(key=lambda row: -row["tokens"])
-    if describe is not None:
-        for row in rows[:limit]:
-            row["excerpt"] = describe(row["excerpt"])  # only the lines kept: a 200 MB file has millions
+            rows.append(LargeBlock(entries[position].line or None, message.role, kind, tool, next(tokens), block))
+    rows.sort(key=lambda row: -row.tokens)
     return rows[:limit]
+
+
+def largest_entries(messages: Sequence[Message], entries: Sequence[Entry], counter: TextCounter, calibration: Calibration, limit: int) -> list[dict[str, Any]]:
+    """`count --top`: the `limit` lines of the active context that cost the most."""
+    return [
+        {"line": row.line, "role": row.role, "block": row.block, "tool": row.tool, "tokens": row.tokens}
+        for row in largest_blocks(messages, entries, counter, calibration, limit)
+    ]
 
 
 def timeline(messages: Sequence[Message], entries: Sequence[Entry]) -> list[dict[str, Any]]:

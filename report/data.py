@@ -27,7 +27,7 @@ from ..core.reports import BreakdownRow, CacheDecisionReport, CallRow, ExcerptLi
 from ..core.tokens import block_texts
 from ..core.transcript_format import TranscriptFormat
 from ..files.inputs import detect_format
-from ..jobs.count import CountOptions, FileCount, breakdown, count_buffer, largest_entries
+from ..jobs.count import CountOptions, FileCount, breakdown, count_buffer, largest_blocks
 
 EXCERPT_CHARACTERS = 160  # a largest line's excerpt on the page: enough to recognise it, never a whole file
 LARGEST_LINES = 10
@@ -73,7 +73,10 @@ def session_report(buffer: Any, source: str, options: ReportOptions, now: dateti
     if calibration is UNCALIBRATED and counting.calibrating:
         calibration = calibrate(estimates)  # the views price every block: they want the fit even when the count did not
     views = {by: typing.cast("list[BreakdownRow]", breakdown(messages, estimates, calibration, by)) for by in ("tool", "role", "block")}
-    largest = typing.cast("list[ExcerptLine]", largest_entries(messages, entries, counter, calibration, LARGEST_LINES, describe=excerpt))
+    largest = [
+        ExcerptLine(line=row.line, role=row.role, block=row.block, tool=row.tool, tokens=row.tokens, excerpt=excerpt(row.content))
+        for row in largest_blocks(messages, entries, counter, calibration, LARGEST_LINES)
+    ]
     assert counted.cost is not None  # asked for above
     calls = counted.cost.calls
     main_calls = [call for call in calls if call["main"]]
