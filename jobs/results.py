@@ -77,7 +77,7 @@ def count_total(rows: Sequence[CountReport], failed: int) -> CountTotal:
         "messages": sum(row["messages"] or 0 for row in rows) if all(row["messages"] is not None for row in rows) else None,
     }
     if rows and "cost" in rows[0]:
-        figures = [row["cost"]["usd"] for row in rows]
+        figures = [row["cost"].usd for row in rows]
         total["usd"] = None if None in figures else round(sum(figure for figure in figures if figure is not None), 6)
     return total
 

@@ -19,6 +19,7 @@ from ctxpipe.core.errors import InputError, SettingsError
 from ctxpipe.core.microcompact import MicrocompactSettings
 from ctxpipe.core.restore import RestoreSettings
 from ctxpipe.core.summarize import SummarizeSettings
+from ctxpipe.core.wire import to_wire
 from ctxpipe.jobs import batch
 from helpers import FIXTURES, ok, run_cli
 
@@ -89,7 +90,7 @@ def test_count_many_is_count_json(folder: Path, jobs: int) -> None:
 def test_count_many_takes_count_options(folder: Path) -> None:
     printed = ok(run_cli("count", "--json", "--cost", "--tokenizer", "rough", "--no-subagents", folder / "app"))
     counted = ctxpipe.count_many([folder / "app"], ctxpipe.CountOptions(tokenizer="rough", cost=True), subagents=False)
-    assert counted.rows() == json_lines(printed.stdout)
+    assert to_wire(counted.rows()) == json_lines(printed.stdout)  # each row's cost is a CostReport
     assert "usd" in counted.rows()[-1]
 
 
@@ -136,7 +137,7 @@ def test_compact_many_checks_its_plan_before_writing(folder: Path, tmp_path: Pat
 def test_report_many_is_report_json(folder: Path, jobs: int) -> None:
     printed = run_cli("report", "--json", "--now", NOW, "--jobs", str(jobs), folder)
     reported = ctxpipe.report_many([folder], now=MOMENT, jobs=jobs)
-    assert [file.report for file in reported.done] == json_lines(printed.stdout)
+    assert [to_wire(file.report) for file in reported.done] == json_lines(printed.stdout)
     assert len(reported.failures) == 1 and reported.index is None
 
 

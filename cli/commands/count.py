@@ -10,6 +10,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from ...core.cache import Pricing
+from ...core.wire import to_wire
 from .. import streams
 from ..budget_options import Budget
 from ..flags import with_options
@@ -131,7 +132,7 @@ def count(
         with streams.open_output(svg) as out:
             out.write(timeline_svg(counted[0]).encode())
     if json_output or not streams.stdout_is_terminal():
-        streams.write_json_lines(rows)
+        streams.write_json_lines([to_wire(row) for row in rows])
     else:
         _print(counted, rows, timeline, options.by, paths)
     if failures:
@@ -201,7 +202,7 @@ def _print(counted: list[Any], rows: Sequence[Mapping[str, Any]], timeline: bool
                 "re-injected": f"+{row['reinjected_tokens']:,}",
                 "used": f"{row['percent_of_window']}%",
                 "messages": _messages(row["messages"]),
-                **({"cost": _usd(row["cost"]["usd"]), "cache hit": _rate(row["cost"]["cache_hit_rate"])} if cost else {}),
+                **({"cost": _usd(row["cost"].usd), "cache hit": _rate(row["cost"].cache_hit_rate)} if cost else {}),
             }
         )
     print_table(console, shown_columns, [[row.get(column.header, "") for column in shown_columns] for row in cells])
@@ -220,15 +221,13 @@ def _print(counted: list[Any], rows: Sequence[Mapping[str, Any]], timeline: bool
                 console.print(shown_text(f"re-injected after Claude Code's compaction, assumed: {items}", "dim"))
         if "cost" in data and len(counted) == 1:
             spent = data["cost"]
-            parts = ", ".join(f"{part.replace('_', ' ')} {_usd(usd)}" for part, usd in spent["usd_by_part"].items())
+            parts = ", ".join(f"{part.replace('_', ' ')} {_usd(usd)}" for part, usd in spent.usd_by_part.to_wire().items())
             console.print(
-                shown_text(
-                    f"cost: {_usd(spent['usd'])} over {spent['api_calls']:,} API calls ({parts}); cache rebuilt {spent['cache_rebuilds']} time(s)", "dim"
-                )
+                shown_text(f"cost: {_usd(spent.usd)} over {spent.api_calls:,} API calls ({parts}); cache rebuilt {spent.cache_rebuilds} time(s)", "dim")
             )
-            if spent["unpriced_models"]:
+            if spent.unpriced_models:
                 console.print(
-                    shown_text(f"no price known for {', '.join(spent['unpriced_models'])} (not in the model catalog): give one with --prices FILE", "dim")
+                    shown_text(f"no price known for {', '.join(spent.unpriced_models)} (not in the model catalog): give one with --prices FILE", "dim")
                 )
         if "breakdown" in data:
             console.print(fitted_name(console, name, len(f": estimated tokens by {by}"), "bold") + f": estimated tokens by {by}")
