@@ -20,14 +20,18 @@ from typing import Any
 from ..core.blocks import input_of, is_tool_use
 from ..core.cache import CachePolicy, decide
 from ..core.catalog import Prices
-from ..core.count import UNCALIBRATED, Estimates, calibrate, fitted_or_corpus
+from ..core.count import UNCALIBRATED, Calibration, Estimates, calibrate, fitted_or_corpus
 from ..core.fields import text
 from ..core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries
+from ..core.model import Message
 from ..core.reports import BreakdownRow, CacheDecisionReport, CallRow, ExcerptLine, SessionReport, StageDryRun, TimelineEvent
 from ..core.tokens import block_texts
 from ..core.transcript_format import TranscriptFormat
 from ..files.inputs import detect_format
 from ..jobs.count import CountOptions, FileCount, breakdown, count_buffer, largest_blocks
+
+if typing.TYPE_CHECKING:
+    from ..jobs.pipeline import StageRun
 
 EXCERPT_CHARACTERS = 160  # a largest line's excerpt on the page: enough to recognise it, never a whole file
 LARGEST_LINES = 10
@@ -154,10 +158,10 @@ def _dry_run(
     options: ReportOptions,
     now: datetime,
     transcript_format: TranscriptFormat,
-    messages: Sequence[Any],
+    messages: Sequence[Message],
     entries: Sequence[Entry],
     estimates: Estimates,
-    calibration: Any,
+    calibration: Calibration,
     counted: FileCount,
 ) -> StageDryRun:
     from ..core.errors import CtxpipeError
@@ -198,7 +202,13 @@ def _dry_run(
 
 
 def _kept_prefix(
-    run: Any, source: str, transcript_format: TranscriptFormat, messages: Sequence[Any], estimates: Estimates, calibration: Any, counted: FileCount
+    run: StageRun,
+    source: str,
+    transcript_format: TranscriptFormat,
+    messages: Sequence[Message],
+    estimates: Estimates,
+    calibration: Calibration,
+    counted: FileCount,
 ) -> int:
     """Tokens of the prompt before the first message the stage changed: the part whose cache survives
     (the fixed part, system prompt and tools, comes before every message). A summary changes the
