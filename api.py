@@ -854,7 +854,7 @@ def report_one(
     path, kind, shown, page = item
     with mapped(path) as buffer:
         data = report_of(buffer, shown, options, now, kind, path)
-    skipped = data["count"].skipped_lines
+    skipped = data.count.skipped_lines
     if page is None:
         return ReportedFile(index_row(shown, None, data, None), data, skipped)
     make_folder(os.path.dirname(page))
@@ -928,8 +928,9 @@ def report_many(
 
 
 def session_report(source: str | os.PathLike[str] | bytes, options: ReportOptions | None = None, now: datetime | None = None) -> SessionReport:
-    """What `report --json` prints for one transcript: everything its page shows
-    (`ctxpipe.report.data.ReportOptions` holds the count options, the prices and the horizon)."""
+    """Everything one transcript's page shows, as a SessionReport (`ctxpipe.core.reports`); its
+    `to_wire()` is what `report --json` prints (`ctxpipe.report.data.ReportOptions` holds the count
+    options, the prices and the horizon)."""
     from datetime import timezone
 
     from .files.sessions import kind_of

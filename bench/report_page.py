@@ -97,7 +97,7 @@ def main(argv: list[str]) -> int:
     subprocess.run([sys.executable, "-m", "ctxpipe", "count", "--full", "--json", str(path)], check=True, stdout=subprocess.DEVNULL)
     parsed = time.perf_counter() - started
     print(
-        f"report data (ctxpipe.session_report): {len(report['calls']):,} calls in {made:.1f} s = {made / parsed:.1f}x `count --full` ({parsed:.1f} s, every line parsed: the baseline)"
+        f"report data (ctxpipe.session_report): {len(report.calls):,} calls in {made:.1f} s = {made / parsed:.1f}x `count --full` ({parsed:.1f} s, every line parsed: the baseline)"
     )
 
     renders = []
@@ -130,7 +130,7 @@ def main(argv: list[str]) -> int:
             f"chromium, {name}: load event best {min(loads):.0f} ms, median {statistics.median(loads):.0f} ms; "
             f"first paint median {statistics.median(paints):.0f} ms"
         )
-    print(f"points drawn: {page_times[0][2]:,} of {sum(c['main'] for c in report['calls']):,} main calls")
+    print(f"points drawn: {page_times[0][2]:,} of {sum(c.main for c in report.calls):,} main calls")
     load = statistics.median(t[0] for t in page_times)
     print(f"load: median {load:.0f} ms = {load / statistics.median(t[0] for t in base):.1f}x the empty page (target < {LOAD_LIMIT_MS:,} ms)")
     missed = [what for what, bad in (("page size", size >= PAGE_LIMIT), ("load time", load >= LOAD_LIMIT_MS)) if bad]

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import cast
 
-from .cache import PRICE_PARTS, price_of
+from .cache import price_of
 from .catalog import Prices
 from .count import usage_prompt, usage_tokens
 from .fields import text
@@ -38,13 +37,13 @@ def token_parts(usage: dict[str, object]) -> TokenParts:
     written = usage_tokens(usage, "cache_creation_input_tokens")
     split = usage.get("cache_creation")
     hour = min(usage_tokens(split, "ephemeral_1h_input_tokens"), written) if isinstance(split, dict) else 0
-    return {
-        "input": usage_tokens(usage, "input_tokens"),
-        "cache_write_5m": written - hour,
-        "cache_write_1h": hour,
-        "cache_read": usage_tokens(usage, "cache_read_input_tokens"),
-        "output": usage_tokens(usage, "output_tokens"),
-    }
+    return TokenParts(
+        input=usage_tokens(usage, "input_tokens"),
+        cache_write_5m=written - hour,
+        cache_write_1h=hour,
+        cache_read=usage_tokens(usage, "cache_read_input_tokens"),
+        output=usage_tokens(usage, "output_tokens"),
+    )
 
 
 def billed_rate(usage: dict[str, object], prices: Prices) -> Prices:
@@ -57,13 +56,57 @@ def billed_rate(usage: dict[str, object], prices: Prices) -> Prices:
 
 def dollars(tokens: TokenParts, rate: Prices, scale: float = 1.0) -> DollarParts:
     """Each part's tokens at `rate` (already chosen for the call), times `scale` (US-only inference)."""
-    return {
-        "input": tokens["input"] * rate.input * scale / MILLION,
-        "cache_write_5m": tokens["cache_write_5m"] * rate.cache_write_5m * scale / MILLION,
-        "cache_write_1h": tokens["cache_write_1h"] * rate.cache_write_1h * scale / MILLION,
-        "cache_read": tokens["cache_read"] * rate.cache_read * scale / MILLION,
-        "output": tokens["output"] * rate.output * scale / MILLION,
-    }
+    return DollarParts(
+        input=tokens.input * rate.input * scale / MILLION,
+        cache_write_5m=tokens.cache_write_5m * rate.cache_write_5m * scale / MILLION,
+        cache_write_1h=tokens.cache_write_1h * rate.cache_write_1h * scale / MILLION,
+        cache_read=tokens.cache_read * rate.cache_read * scale / MILLION,
+        output=tokens.output * rate.output * scale / MILLION,
+    )
+
+
+def prices_report(prices: Prices) -> PricesReport:
+    """A model's list prices as a report shows them (a long prompt's and fast mode's rates apart)."""
+    return PricesReport(
+        input=prices.input, cache_write_5m=prices.cache_write_5m, cache_write_1h=prices.cache_write_1h, cache_read=prices.cache_read, output=prices.output
+    )
+
+
+def _usd(parts: DollarParts) -> float:
+    """The parts' sum, added in their order."""
+    return sum((parts.input, parts.cache_write_5m, parts.cache_write_1h, parts.cache_read, parts.output))
+
+
+def _total_tokens(parts: Sequence[TokenParts]) -> TokenParts:
+    return TokenParts(
+        input=sum(p.input for p in parts),
+        cache_write_5m=sum(p.cache_write_5m for p in parts),
+        cache_write_1h=sum(p.cache_write_1h for p in parts),
+        cache_read=sum(p.cache_read for p in parts),
+        output=sum(p.output for p in parts),
+    )
+
+
+def _total_dollars(parts: Sequence[DollarParts]) -> DollarParts:
+    """Each part's sum, added in the calls' order."""
+    return DollarParts(
+        input=sum((p.input for p in parts), 0.0),
+        cache_write_5m=sum((p.cache_write_5m for p in parts), 0.0),
+        cache_write_1h=sum((p.cache_write_1h for p in parts), 0.0),
+        cache_read=sum((p.cache_read for p in parts), 0.0),
+        output=sum((p.output for p in parts), 0.0),
+    )
+
+
+def _rounded(parts: DollarParts) -> DollarParts:
+    """Each part to a millionth of a dollar."""
+    return DollarParts(
+        input=round(parts.input, 6),
+        cache_write_5m=round(parts.cache_write_5m, 6),
+        cache_write_1h=round(parts.cache_write_1h, 6),
+        cache_read=round(parts.cache_read, 6),
+        output=round(parts.output, 6),
+    )
 
 
 def _hit_rate(read: int, prompt: int) -> float | None:
@@ -81,8 +124,7 @@ def session_cost(calls: Sequence[Message], entries: Sequence[Entry], main: Colle
     main chain (history included); a call whose last line is among them is drawn on the timeline.
     A call of a model no price is known for counts its tokens but makes the total unknown (None)."""
     rows: list[CallRow] = []
-    tokens = dict.fromkeys(PRICE_PARTS, 0)
-    usd = dict.fromkeys(PRICE_PARTS, 0.0)
+    spent: list[DollarParts] = []  # each priced call's dollars by part
     priced: dict[str, PricesReport] = {}
     unpriced: list[str] = []
     models: list[str] = []
@@ -95,8 +137,6 @@ def session_cost(calls: Sequence[Message], entries: Sequence[Entry], main: Colle
         model = call.model
         if model and model not in models:
             models.append(model)
-        for key in PRICE_PARTS:
-            tokens[key] += cast("dict[str, int]", parts)[key]
         prices = price_of(model, table)
         cost: float | None = None
         if prices is None:
@@ -105,45 +145,47 @@ def session_cost(calls: Sequence[Message], entries: Sequence[Entry], main: Colle
             rate = billed_rate(usage, prices)
             long_calls += rate is prices.long_context
             fast_calls += rate is prices.fast
-            priced.setdefault(model or "", cast(PricesReport, prices.as_dict()))  # the list prices (a long prompt's and fast mode's rates apart)
-            part_costs = cast("dict[str, float]", dollars(parts, rate, US_INFERENCE if usage.get("inference_geo") == "us" else 1.0))
-            for key in PRICE_PARTS:
-                usd[key] += part_costs[key]
-            cost = round(sum(part_costs.values()), 6)
+            if (model or "") not in priced:  # the list prices (a long prompt's and fast mode's rates apart)
+                priced[model or ""] = prices_report(prices)
+            part_costs = dollars(parts, rate, US_INFERENCE if usage.get("inference_geo") == "us" else 1.0)
+            spent.append(part_costs)
+            cost = round(_usd(part_costs), 6)
         last = entries[call.entries[-1]] if call.entries else None
         on_main = bool(call.entries) and call.entries[-1] in main
         # Only the main chain is one prompt growing call by call: each subagent (sidechain) starts a prompt of its own.
-        written = parts["cache_write_5m"] + parts["cache_write_1h"]
-        rebuilt = on_main and previous > 0 and parts["cache_read"] < REBUILT_SHARE * previous and written >= REBUILT_SHARE * previous
+        written = parts.cache_write_5m + parts.cache_write_1h
+        rebuilt = on_main and previous > 0 and parts.cache_read < REBUILT_SHARE * previous and written >= REBUILT_SHARE * previous
         rebuilds += rebuilt
         previous = prompt if on_main else previous
         rows.append(
-            {
-                "turn": turn,
-                "line": (last.line or None) if last else None,
-                "timestamp": text(last.obj, "timestamp") if last else None,
-                "model": model,
-                "main": on_main,
-                "prompt_tokens": prompt,
-                "output_tokens": parts["output"],
-                "tokens": parts,
-                "usd": cost,
-                "cache_hit_rate": _hit_rate(parts["cache_read"], prompt),
-                "cache_rebuilt": rebuilt,
-            }
+            CallRow(
+                turn=turn,
+                line=(last.line or None) if last else None,
+                timestamp=text(last.obj, "timestamp") if last else None,
+                model=model,
+                main=on_main,
+                prompt_tokens=prompt,
+                output_tokens=parts.output,
+                tokens=parts,
+                usd=cost,
+                cache_hit_rate=_hit_rate(parts.cache_read, prompt),
+                cache_rebuilt=rebuilt,
+            )
         )
-    prompt_total = sum(tokens[key] for key in PRICE_PARTS if key != "output")
-    report: CostReport = {
-        "usd": round(sum(usd.values()), 6) if not unpriced else None,
-        "usd_by_part": cast(DollarParts, {key: round(value, 6) for key, value in usd.items()}),
-        "tokens": cast(TokenParts, tokens),
-        "api_calls": len(rows),
-        "cache_hit_rate": _hit_rate(tokens["cache_read"], prompt_total),
-        "cache_rebuilds": rebuilds,
-        "models": models,
-        "prices_per_mtok": priced,
-        "long_context_calls": long_calls,
-        "fast_calls": fast_calls,
-        "unpriced_models": unpriced,
-    }
+    tokens = _total_tokens([row.tokens for row in rows])
+    prompt_total = tokens.input + tokens.cache_write_5m + tokens.cache_write_1h + tokens.cache_read
+    usd = _total_dollars(spent)
+    report = CostReport(
+        usd=round(_usd(usd), 6) if not unpriced else None,
+        usd_by_part=_rounded(usd),
+        tokens=tokens,
+        api_calls=len(rows),
+        cache_hit_rate=_hit_rate(tokens.cache_read, prompt_total),
+        cache_rebuilds=rebuilds,
+        models=models,
+        prices_per_mtok=priced,
+        long_context_calls=long_calls,
+        fast_calls=fast_calls,
+        unpriced_models=unpriced,
+    )
     return SessionCost(rows, report)

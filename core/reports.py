@@ -31,7 +31,8 @@ class ToolFigures(TypedDict):
     tokens: int
 
 
-class PricesReport(TypedDict):
+@dataclass(kw_only=True, slots=True)
+class PricesReport(Wire):
     """Dollars per million tokens."""
 
     input: float
@@ -435,7 +436,8 @@ class ValidateReport(Wire):
 # --- cost and the session report (`count --cost`, `report --json`) ----------------------------------
 
 
-class TokenParts(TypedDict):
+@dataclass(kw_only=True, slots=True)
+class TokenParts(Wire):
     """Tokens of the API calls by how they are billed."""
 
     input: int
@@ -445,7 +447,8 @@ class TokenParts(TypedDict):
     output: int
 
 
-class DollarParts(TypedDict):
+@dataclass(kw_only=True, slots=True)
+class DollarParts(Wire):
     """US dollars by the same parts as TokenParts."""
 
     input: float
@@ -455,7 +458,8 @@ class DollarParts(TypedDict):
     output: float
 
 
-class CostReport(TypedDict):
+@dataclass(kw_only=True, slots=True)
+class CostReport(Wire):
     """What the API calls recorded in one transcript cost (`count --cost`; `report --json`'s cost).
 
     Every billed call counts once: every branch and sidechain the file holds, a response split over
@@ -474,7 +478,8 @@ class CostReport(TypedDict):
     unpriced_models: list[str]
 
 
-class CallRow(TypedDict):
+@dataclass(kw_only=True, slots=True)
+class CallRow(Wire):
     """One API call: a point of the timeline (when `main`) and a row of the cost per turn."""
 
     turn: int  # 1-based, in file order, over every billed call
@@ -490,7 +495,8 @@ class CallRow(TypedDict):
     cache_rebuilt: bool
 
 
-class TimelineEvent(TypedDict):
+@dataclass(kw_only=True, slots=True)
+class TimelineEvent(Wire):
     """Something that changed the context between two calls: a compaction or a stage's marker."""
 
     kind: str  # "compact_boundary", "microcompact", "collapse", "snip", …
@@ -500,8 +506,9 @@ class TimelineEvent(TypedDict):
     label: str
 
 
-class ExcerptLine(TypedDict):
-    """One of the largest lines of the active context (a TopLine), with a short excerpt of what it holds."""
+@dataclass(kw_only=True, slots=True)
+class ExcerptLine(Wire):
+    """One of the largest lines of the active context, with a short excerpt of what it holds."""
 
     line: int | None
     role: Literal["user", "assistant"]
@@ -511,7 +518,8 @@ class ExcerptLine(TypedDict):
     excerpt: str
 
 
-class StageDryRun(TypedDict):
+@dataclass(kw_only=True, slots=True)
+class StageDryRun(Wire):
     """What one stage would do now (nothing written), and whether its cache break pays."""
 
     stage: str
@@ -524,7 +532,8 @@ class StageDryRun(TypedDict):
     note: str
 
 
-class SessionReport(TypedDict):
+@dataclass(kw_only=True, slots=True)
+class SessionReport(Wire):
     """`report --json`: everything one session's page shows."""
 
     file: str
@@ -546,7 +555,8 @@ class SessionReport(TypedDict):
     recommendation: str
 
 
-class IndexRow(TypedDict):
+@dataclass(kw_only=True, slots=True)
+class IndexRow(Wire):
     """One session of a folder's index page (`report DIR --out-dir OUT`)."""
 
     file: str  # as found under the folder

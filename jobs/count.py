@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..core.blocks import call_id, is_tool_use, kind_of, name_of
 from ..core.budget import ONE_MILLION, BudgetSettings, Thresholds, model_window, settings_rules, thresholds
@@ -34,7 +34,7 @@ from ..core.count import (
 )
 from ..core.fields import count, text
 from ..core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries
-from ..core.model import Message
+from ..core.model import Message, Role
 from ..core.rules import session_version
 from ..core.tokens import TextCounter
 from ..core.transcript_format import TranscriptFormat
@@ -455,14 +455,21 @@ def breakdown(messages: Sequence[Message], estimates: Estimates, calibration: Ca
     ]
 
 
-def largest_blocks(
-    messages: Sequence[Message], entries: Sequence[Entry], counter: TextCounter, calibration: Calibration, limit: int
-) -> list[tuple[TopLine, dict[str, Any]]]:
-    """The `limit` lines of the active context that cost the most, each with the block it holds."""
-    from ..core.reports import TopLine
+class LargeBlock(NamedTuple):
+    """One block of the active context and what it costs: a row of the largest lines."""
 
+    line: int | None
+    role: Role
+    block: str
+    tool: str | None
+    tokens: int
+    content: dict[str, Any]  # the block itself
+
+
+def largest_blocks(messages: Sequence[Message], entries: Sequence[Entry], counter: TextCounter, calibration: Calibration, limit: int) -> list[LargeBlock]:
+    """The `limit` blocks of the active context that cost the most, largest first (in file order among equals)."""
     names = _tool_names(messages)
-    rows: list[tuple[TopLine, dict[str, Any]]] = []
+    rows: list[LargeBlock] = []
     tokens = iter(_block_tokens(messages, counter, calibration))
     for message in messages:
         per_line = len(message.entries) == len(message.content)
@@ -470,15 +477,19 @@ def largest_blocks(
             position = message.entries[number] if per_line else message.entries[0]
             kind = str(kind_of(block))
             tool = name_of(block) if kind == "tool_use" else names.get(str(call_id(block))) if kind == "tool_result" else None
-            line = TopLine(line=entries[position].line or None, role=message.role, block=kind, tool=tool, tokens=next(tokens))
-            rows.append((line, block))
-    rows.sort(key=lambda row: -row[0].tokens)
+            rows.append(LargeBlock(entries[position].line or None, message.role, kind, tool, next(tokens), block))
+    rows.sort(key=lambda row: -row.tokens)
     return rows[:limit]
 
 
 def largest_entries(messages: Sequence[Message], entries: Sequence[Entry], counter: TextCounter, calibration: Calibration, limit: int) -> list[TopLine]:
-    """The `limit` lines of the active context that cost the most, with what they hold (`count --top`)."""
-    return [line for line, _ in largest_blocks(messages, entries, counter, calibration, limit)]
+    """`count --top`: the `limit` lines of the active context that cost the most."""
+    from ..core.reports import TopLine
+
+    return [
+        TopLine(line=row.line, role=row.role, block=row.block, tool=row.tool, tokens=row.tokens)
+        for row in largest_blocks(messages, entries, counter, calibration, limit)
+    ]
 
 
 def timeline(messages: Sequence[Message], entries: Sequence[Entry]) -> list[TimelinePoint]:

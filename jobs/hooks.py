@@ -166,7 +166,7 @@ def read_context(payload: Mapping[str, Any], measure: bool = False) -> Context:
         side = transcript_format.typed_elsewhere(entries)
         gathered = gather(messages, side)
         key = key_facts(messages, [], side, gathered)
-        tokens = int(count_buffer(buffer, path, CountOptions(on_error="skip")).as_dict()["tokens"]) if measure else None
+        tokens = int(count_buffer(buffer, path, CountOptions(on_error="skip")).count_report().tokens) if measure else None
     plan = gathered.plan[0] if gathered.plan and gathered.plan[1].strip() else None
     return Context(key, keep_list(key, gathered), plan, tokens)
 

@@ -72,7 +72,7 @@ def count_total(rows: Sequence[CountReport], failed: int) -> CountTotal:
     """The last row of `count --json` over several inputs: the sums over the files counted."""
     usd: float | None | Absent = ABSENT
     if rows and rows[0].cost is not None:  # --cost: every row has one
-        figures = [row.cost["usd"] if row.cost is not None else None for row in rows]
+        figures = [row.cost.usd if row.cost is not None else None for row in rows]
         usd = None if None in figures else round(sum(figure for figure in figures if figure is not None), 6)
     return CountTotal(
         files=len(rows),

@@ -43,15 +43,18 @@ class ReportBatch(BatchResult[ReportedFile]):
 
 def index_row(shown: str, page: str | None, data: SessionReport | None, error: str | None) -> IndexRow:
     """A session's row of the index page: its page's link, a few figures, or the error that stopped it."""
-    count = data["count"] if data else None
-    return {
-        "file": shown,
-        "page": page,
-        "model": data["model"] if data else None,
-        "tokens": count.tokens if count else None,
-        "percent_of_window": count.percent_of_window if count else None,
-        "level": data["warn"].level if data else None,
-        "usd": data["cost"]["usd"] if data else None,
-        "last_activity": data["last_activity"] if data else None,
-        "error": error,
-    }
+    from ..core.reports import IndexRow
+
+    if data is None:
+        return IndexRow(file=shown, page=page, model=None, tokens=None, percent_of_window=None, level=None, usd=None, last_activity=None, error=error)
+    return IndexRow(
+        file=shown,
+        page=page,
+        model=data.model,
+        tokens=data.count.tokens,
+        percent_of_window=data.count.percent_of_window,
+        level=data.warn.level,
+        usd=data.cost.usd,
+        last_activity=data.last_activity,
+        error=error,
+    )

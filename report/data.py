@@ -20,15 +20,19 @@ from typing import Any
 from ..core.blocks import input_of, is_tool_use
 from ..core.cache import CachePolicy, decide
 from ..core.catalog import Prices
-from ..core.count import UNCALIBRATED, Estimates, calibrate, fitted_or_corpus
+from ..core.count import UNCALIBRATED, Calibration, Estimates, calibrate, fitted_or_corpus
 from ..core.fields import text
 from ..core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries
+from ..core.model import Message
 from ..core.reports import CacheDecisionReport, CallRow, ExcerptLine, SessionReport, StageDryRun, TimelineEvent
 from ..core.tokens import block_texts
 from ..core.transcript_format import TranscriptFormat
 from ..files.inputs import detect_format
 from ..files.sessions import Kind
 from ..jobs.count import CountOptions, FileCount, breakdown, count_buffer, largest_blocks
+
+if typing.TYPE_CHECKING:
+    from ..jobs.pipeline import StageRun
 
 EXCERPT_CHARACTERS = 160  # a largest line's excerpt on the page: enough to recognise it, never a whole file
 LARGEST_LINES = 10
@@ -74,58 +78,58 @@ def session_report(buffer: Any, source: str, options: ReportOptions, now: dateti
     if calibration is UNCALIBRATED and counting.calibrating:
         calibration = calibrate(estimates)  # the views price every block: they want the fit even when the count did not
     views = {by: breakdown(messages, estimates, calibration, by) for by in ("tool", "role", "block")}
-    largest: list[ExcerptLine] = [
-        {"line": top.line, "role": top.role, "block": top.block, "tool": top.tool, "tokens": top.tokens, "excerpt": excerpt(block)}
-        for top, block in largest_blocks(messages, entries, counter, calibration, LARGEST_LINES)
+    largest = [
+        ExcerptLine(line=row.line, role=row.role, block=row.block, tool=row.tool, tokens=row.tokens, excerpt=excerpt(row.content))
+        for row in largest_blocks(messages, entries, counter, calibration, LARGEST_LINES)
     ]
     assert counted.cost is not None  # asked for above
     calls = counted.cost.calls
-    main_calls = [call for call in calls if call["main"]]
+    main_calls = [call for call in calls if call.main]
     dry_runs = [
         _dry_run(name, buffer, source, path, options, now, transcript_format, messages, entries, estimates, calibration, counted) for name in DRY_RUN_STAGES
     ]
     times = [stamp for entry in entries if (stamp := text(entry.obj, "timestamp"))]
     count = counted.count_report()
-    return {
-        "file": counted.file,
-        "format": counted.format,
-        "kind": count.kind,
-        "model": counted.count.model,
-        "session_id": next((value for entry in entries if (value := text(entry.obj, "sessionId"))), None),
-        "first_activity": min(times) if times else None,
-        "last_activity": max(times) if times else None,
-        "count": count,
-        "warn": counted.warn_report(),
-        "calls": calls,
-        "events": _events(entries, transcript_format, main_calls),
-        "breakdown": views,
-        "largest": largest,
-        "cost": counted.cost.report,
-        "horizon": options.horizon,
-        "dry_runs": dry_runs,
-        "recommendation": recommendation(counted, dry_runs),
-    }
+    return SessionReport(
+        file=counted.file,
+        format=counted.format,
+        kind=count.kind,
+        model=counted.count.model,
+        session_id=next((value for entry in entries if (value := text(entry.obj, "sessionId"))), None),
+        first_activity=min(times) if times else None,
+        last_activity=max(times) if times else None,
+        count=count,
+        warn=counted.warn_report(),
+        calls=calls,
+        events=_events(entries, transcript_format, main_calls),
+        breakdown=views,
+        largest=largest,
+        cost=counted.cost.report,
+        horizon=options.horizon,
+        dry_runs=dry_runs,
+        recommendation=recommendation(counted, dry_runs),
+    )
 
 
 def _events(entries: Sequence[Entry], transcript_format: TranscriptFormat, main_calls: Sequence[CallRow]) -> list[TimelineEvent]:
     """Compactions and stage markers, each placed after the last main call above it."""
-    lines = [call["line"] or 0 for call in main_calls]  # in file order, so ascending
+    lines = [call.line or 0 for call in main_calls]  # in file order, so ascending
 
     def after(line: int | None) -> int | None:
         above = bisect.bisect_left(lines, line) if line is not None else 0
-        return main_calls[above - 1]["turn"] if above else None
+        return main_calls[above - 1].turn if above else None
 
     events: list[TimelineEvent] = []
     for marker in transcript_format.markers(entries):
         label = MARKER_LABELS.get(marker.kind, marker.kind)
         events.append(
-            {
-                "kind": label,
-                "line": marker.line,
-                "after_turn": after(marker.line),
-                "tokens_saved": marker.tokens_saved,
-                "label": f"{label}: {marker.tokens_saved:,} tokens saved",
-            }
+            TimelineEvent(
+                kind=label,
+                line=marker.line,
+                after_turn=after(marker.line),
+                tokens_saved=marker.tokens_saved,
+                label=f"{label}: {marker.tokens_saved:,} tokens saved",
+            )
         )
     for entry in entries:
         metadata = transcript_format.boundary_metadata(entry.obj)
@@ -135,15 +139,15 @@ def _events(entries: Sequence[Entry], transcript_format: TranscriptFormat, main_
         before = metadata.get("preTokens")
         size = f" at {before:,} tokens" if isinstance(before, int) and not isinstance(before, bool) else ""
         events.append(
-            {
-                "kind": "compact_boundary",
-                "line": entry.line or None,
-                "after_turn": after(entry.line),
-                "tokens_saved": None,
-                "label": f"compacted{f' ({trigger})' if trigger else ''}{size}",
-            }
+            TimelineEvent(
+                kind="compact_boundary",
+                line=entry.line or None,
+                after_turn=after(entry.line),
+                tokens_saved=None,
+                label=f"compacted{f' ({trigger})' if trigger else ''}{size}",
+            )
         )
-    events.sort(key=lambda event: event["line"] or 0)
+    events.sort(key=lambda event: event.line or 0)
     return events
 
 
@@ -155,10 +159,10 @@ def _dry_run(
     options: ReportOptions,
     now: datetime,
     transcript_format: TranscriptFormat,
-    messages: Sequence[Any],
+    messages: Sequence[Message],
     entries: Sequence[Entry],
     estimates: Estimates,
-    calibration: Any,
+    calibration: Calibration,
     counted: FileCount,
 ) -> StageDryRun:
     from ..core.errors import CtxpipeError
@@ -176,16 +180,7 @@ def _dry_run(
         run = run_stage(stage, buffer, source, settings, context, counted.format, "skip")
     except CtxpipeError as exc:
         before = counted.count.tokens
-        return {
-            "stage": name,
-            "engine": engine,
-            "tokens_before": before,
-            "tokens_after": before,
-            "tokens_freed": 0,
-            "changed": False,
-            "cache": None,
-            "note": str(exc),
-        }
+        return StageDryRun(stage=name, engine=engine, tokens_before=before, tokens_after=before, tokens_freed=0, changed=False, cache=None, note=str(exc))
     report = run.report
     freed = int(report["tokens_freed"])
     changed = run.head < len(buffer) or bool(run.lines)
@@ -195,20 +190,26 @@ def _dry_run(
         decision = decide(messages, entries, freed, kept, CachePolicy(clear_at_least=0, horizon=options.horizon, prices=options.prices or ()), now)
         cache = typing.cast(CacheDecisionReport, decision.as_dict())
     note = str(report.get("reason") or report.get("note") or "") if not changed else ""
-    return {
-        "stage": name,
-        "engine": engine,
-        "tokens_before": int(report["tokens_before"]),
-        "tokens_after": int(report["tokens_after"]),
-        "tokens_freed": freed,
-        "changed": changed,
-        "cache": cache,
-        "note": note,
-    }
+    return StageDryRun(
+        stage=name,
+        engine=engine,
+        tokens_before=int(report["tokens_before"]),
+        tokens_after=int(report["tokens_after"]),
+        tokens_freed=freed,
+        changed=changed,
+        cache=cache,
+        note=note,
+    )
 
 
 def _kept_prefix(
-    run: Any, source: str, transcript_format: TranscriptFormat, messages: Sequence[Any], estimates: Estimates, calibration: Any, counted: FileCount
+    run: StageRun,
+    source: str,
+    transcript_format: TranscriptFormat,
+    messages: Sequence[Message],
+    estimates: Estimates,
+    calibration: Calibration,
+    counted: FileCount,
 ) -> int:
     """Tokens of the prompt before the first message the stage changed: the part whose cache survives
     (the fixed part, system prompt and tools, comes before every message). A summary changes the
@@ -231,26 +232,26 @@ def recommendation(counted: FileCount, dry_runs: Sequence[StageDryRun]) -> str:
     levels = counted.thresholds
     tokens = counted.count.tokens
     level = levels.level(tokens)
-    paying = [run for run in dry_runs if run["tokens_freed"] > 0 and run["cache"] is not None and run["cache"]["clear"]]
-    cheap = [run for run in paying if run["stage"] != "summarize" and (level != "normal" or run["tokens_freed"] >= WORTH_A_BREAK)]
+    paying = [run for run in dry_runs if run.tokens_freed > 0 and run.cache is not None and run.cache["clear"]]
+    cheap = [run for run in paying if run.stage != "summarize" and (level != "normal" or run.tokens_freed >= WORTH_A_BREAK)]
     if level == "normal" and not cheap:
         room = (levels.autocompact if levels.autocompact is not None else levels.blocking) - tokens
-        clearing = [run for run in dry_runs if run["stage"] != "summarize" and run["tokens_freed"] > 0]
-        best = max(clearing, key=lambda run: run["tokens_freed"], default=None)
+        clearing = [run for run in dry_runs if run.stage != "summarize" and run.tokens_freed > 0]
+        best = max(clearing, key=lambda run: run.tokens_freed, default=None)
         why = ""
-        if best is not None and best["tokens_freed"] < WORTH_A_BREAK:
-            why = f"; clearing frees at most {best['tokens_freed']:,} tokens, under the {WORTH_A_BREAK:,} worth a cache break"
-        elif best is not None and best["cache"] is not None:
-            why = f"; {best['stage']} would free {best['tokens_freed']:,} tokens, but its cache break does not pay for itself within {best['cache']['horizon']} turn{'s' if best['cache']['horizon'] != 1 else ''}"
+        if best is not None and best.tokens_freed < WORTH_A_BREAK:
+            why = f"; clearing frees at most {best.tokens_freed:,} tokens, under the {WORTH_A_BREAK:,} worth a cache break"
+        elif best is not None and best.cache is not None:
+            why = f"; {best.stage} would free {best.tokens_freed:,} tokens, but its cache break does not pay for itself within {best.cache['horizon']} turn{'s' if best.cache['horizon'] != 1 else ''}"
         return f"No need to compact now: {tokens:,} tokens, {room:,} before {'autocompact' if levels.autocompact is not None else 'the blocking limit'}{why}."
     if cheap:
-        best = max(cheap, key=lambda run: run["tokens_freed"])
-        cache = best["cache"]
-        advice = f"Run `ctxpipe {best['stage']}`: it frees {best['tokens_freed']:,} tokens, and the cache break pays for itself by turn {cache['break_even_turn'] if cache else '?'} of {cache['horizon'] if cache else '?'}."
-        if best["tokens_after"] < levels.warning or level == "normal":
+        best = max(cheap, key=lambda run: run.tokens_freed)
+        cache = best.cache
+        advice = f"Run `ctxpipe {best.stage}`: it frees {best.tokens_freed:,} tokens, and the cache break pays for itself by turn {cache['break_even_turn'] if cache else '?'} of {cache['horizon'] if cache else '?'}."
+        if best.tokens_after < levels.warning or level == "normal":
             return advice
-        return advice + f" That leaves {best['tokens_after']:,} tokens, still over the warning level: `ctxpipe compact` summarizes as well."
-    summary = next((run for run in dry_runs if run["stage"] == "summarize" and run["tokens_freed"] > 0), None)
+        return advice + f" That leaves {best.tokens_after:,} tokens, still over the warning level: `ctxpipe compact` summarizes as well."
+    summary = next((run for run in dry_runs if run.stage == "summarize" and run.tokens_freed > 0), None)
     if summary is not None:
-        return f"The context is at the {level} level and clearing results frees too little: `ctxpipe compact` (a summary) frees about {summary['tokens_freed']:,} tokens."
+        return f"The context is at the {level} level and clearing results frees too little: `ctxpipe compact` (a summary) frees about {summary.tokens_freed:,} tokens."
     return f"The context is at the {level} level, and no stage frees anything on this file."

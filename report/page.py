@@ -83,11 +83,11 @@ def _rate(value: float | None) -> str:
 def _parts(parts: TokenParts | DollarParts | PricesReport) -> dict[str, float]:
     """The five billed parts as a plain dict, to index by a part's name."""
     return {
-        "input": parts["input"],
-        "cache_write_5m": parts["cache_write_5m"],
-        "cache_write_1h": parts["cache_write_1h"],
-        "cache_read": parts["cache_read"],
-        "output": parts["output"],
+        "input": parts.input,
+        "cache_write_5m": parts.cache_write_5m,
+        "cache_write_1h": parts.cache_write_1h,
+        "cache_read": parts.cache_read,
+        "output": parts.output,
     }
 
 
@@ -235,9 +235,9 @@ def downsample(calls: Sequence[CallRow], events: Iterable[TimelineEvent], limit:
     if len(calls) <= limit:
         return list(calls)
     keep: set[int] = {0, len(calls) - 1}
-    position = {call["turn"]: i for i, call in enumerate(calls)}
+    position = {call.turn: i for i, call in enumerate(calls)}
     for event in events:
-        after = event["after_turn"]
+        after = event.after_turn
         i = position.get(after, -1) if after is not None else -1
         keep.update(j for j in (i, i + 1) if 0 <= j < len(calls))
     buckets = max(1, limit // 2)
@@ -245,30 +245,30 @@ def downsample(calls: Sequence[CallRow], events: Iterable[TimelineEvent], limit:
     for b in range(buckets):
         start, stop = int(b * size), min(len(calls), max(int(b * size) + 1, int((b + 1) * size)))
         span = range(start, stop)
-        keep.add(min(span, key=lambda i: calls[i]["prompt_tokens"]))
-        keep.add(max(span, key=lambda i: calls[i]["prompt_tokens"]))
+        keep.add(min(span, key=lambda i: calls[i].prompt_tokens))
+        keep.add(max(span, key=lambda i: calls[i].prompt_tokens))
     return [calls[i] for i in sorted(keep)]
 
 
 def _call_tip(call: CallRow) -> str:
-    parts = [f"turn {call['turn']:,}", f"{call['prompt_tokens']:,} tokens"]
-    if call["line"] is not None:
-        parts.append(f"line {call['line']:,}")
-    if call["timestamp"]:
-        parts.append(str(call["timestamp"]))
+    parts = [f"turn {call.turn:,}", f"{call.prompt_tokens:,} tokens"]
+    if call.line is not None:
+        parts.append(f"line {call.line:,}")
+    if call.timestamp:
+        parts.append(str(call.timestamp))
     return " · ".join(parts)
 
 
 def _timeline(report: SessionReport) -> str:
-    main = [call for call in report["calls"] if call["main"]]
-    events = report["events"]
-    thresholds = report["warn"].thresholds
+    main = [call for call in report.calls if call.main]
+    events = report.events
+    thresholds = report.warn.thresholds
     lines = [("warning", thresholds.warning), ("autocompact", thresholds.autocompact), ("blocking", thresholds.blocking)]
     drawn = downsample(main, events)
     width, height, left, right, top, bottom = 1000, 380, 64, 130, 20, 36
     plot_w, plot_h = width - left - right, height - top - bottom
-    ceiling = max([call["prompt_tokens"] for call in main] + [value for _, value in lines if value is not None] + [1]) * 1.05
-    index = {call["turn"]: i for i, call in enumerate(main)}
+    ceiling = max([call.prompt_tokens for call in main] + [value for _, value in lines if value is not None] + [1]) * 1.05
+    index = {call.turn: i for i, call in enumerate(main)}
     span = max(1, len(main) - 1)
 
     def x(i: float) -> float:
@@ -295,32 +295,32 @@ def _timeline(report: SessionReport) -> str:
             f'<text x="{left + plot_w + 6}" y="{y(value) + 4:.1f}" fill="{colour}">{name} {_short(value)}</text></g>'
         )
     for event in events:
-        after = event["after_turn"]
+        after = event.after_turn
         at = x(index[after] + 0.5) if after is not None and after in index else x(-1) if after is None else x(span)
-        compact = event["kind"] == "compact_boundary"
+        compact = event.kind == "compact_boundary"
         colour, stroke = ("#c62828", ' stroke-width="2"') if compact else ("#6d6d6d", ' stroke-dasharray="2 3"')
-        label = _text(event["label"] + (f" (−{event['tokens_saved']:,} tokens)" if event["tokens_saved"] else ""))
-        where = "" if event["line"] is None else event["line"]
+        label = _text(event.label + (f" (−{event.tokens_saved:,} tokens)" if event.tokens_saved else ""))
+        where = "" if event.line is None else event.line
         out.append(
-            f'<g class="event {"compact" if compact else "stage"}" data-kind="{_text(event["kind"])}" data-line="{where}"'
+            f'<g class="event {"compact" if compact else "stage"}" data-kind="{_text(event.kind)}" data-line="{where}"'
             f' data-after-turn="{"" if after is None else after}" data-tip="{label}"><title>{label}</title>'
             f'<line x1="{at:.1f}" x2="{at:.1f}" y1="{top}" y2="{top + plot_h}" stroke="{colour}"{stroke}/>'
             # A few markers are named on the chart too; many would write over each other.
-            + (f'<text x="{at + 3:.1f}" y="{top + 12}" fill="{colour}">{"compacted" if compact else _text(event["kind"])}</text>' if len(events) <= 12 else "")
+            + (f'<text x="{at + 3:.1f}" y="{top + 12}" fill="{colour}">{"compacted" if compact else _text(event.kind)}</text>' if len(events) <= 12 else "")
             + "</g>"
         )
     if drawn:
-        path = " ".join(f"{x(index[c['turn']]):.1f},{y(c['prompt_tokens']):.1f}" for c in drawn)
+        path = " ".join(f"{x(index[c.turn]):.1f},{y(c.prompt_tokens):.1f}" for c in drawn)
         out.append(f'<polyline points="{path}" fill="none" stroke="#1f77b4" stroke-width="1" opacity="0.6"/>')
         radius = 3 if len(drawn) <= 300 else 2 if len(drawn) <= 1000 else 1.3
         for c in drawn:
             tip = _text(_call_tip(c))
             out.append(
-                f'<circle class="call" cx="{x(index[c["turn"]]):.1f}" cy="{y(c["prompt_tokens"]):.1f}" r="{radius}" data-turn="{c["turn"]}"'
-                f' data-line="{"" if c["line"] is None else c["line"]}" data-tokens="{c["prompt_tokens"]}" data-time="{_text(c["timestamp"] or "")}"'
+                f'<circle class="call" cx="{x(index[c.turn]):.1f}" cy="{y(c.prompt_tokens):.1f}" r="{radius}" data-turn="{c.turn}"'
+                f' data-line="{"" if c.line is None else c.line}" data-tokens="{c.prompt_tokens}" data-time="{_text(c.timestamp or "")}"'
                 f' data-tip="{tip}"><title>{tip}</title></circle>'
             )
-    first, last = (main[0]["timestamp"], main[-1]["timestamp"]) if main else (None, None)
+    first, last = (main[0].timestamp, main[-1].timestamp) if main else (None, None)
     out.append(f'<text x="{left}" y="{height - 12}">{_text((first or "")[:19])}</text>')
     out.append(f'<text x="{left + plot_w}" y="{height - 12}" text-anchor="end">{_text((last or "")[:19])}</text>')
     out.append("</svg>")
@@ -346,8 +346,8 @@ def _events_table(events: Sequence[TimelineEvent]) -> str:
     if not events:
         return '<p class="note">No compaction or stage marker in this session.</p>'
     rows = [
-        f'<tr class="event-row"><td>{_text(e["kind"])}</td><td class="num">{_int(e["line"])}</td><td class="num">{_int(e["after_turn"])}</td>'
-        f'<td class="num">{_int(e["tokens_saved"])}</td><td>{_text(e["label"])}</td></tr>'
+        f'<tr class="event-row"><td>{_text(e.kind)}</td><td class="num">{_int(e.line)}</td><td class="num">{_int(e.after_turn)}</td>'
+        f'<td class="num">{_int(e.tokens_saved)}</td><td>{_text(e.label)}</td></tr>'
         for e in events
     ]
     header = '<th>event</th><th class="num">line</th><th class="num">after turn</th><th class="num">tokens saved</th><th>label</th>'
@@ -360,7 +360,7 @@ def _events_table(events: Sequence[TimelineEvent]) -> str:
 def _breakdown(report: SessionReport) -> str:
     parts = []
     for by in BREAKDOWN_KINDS:
-        rows: list[BreakdownRow] = sorted(report["breakdown"].get(by, []), key=lambda r: -r.tokens)
+        rows: list[BreakdownRow] = sorted(report.breakdown.get(by, []), key=lambda r: -r.tokens)
         shown, rest = rows[:BREAKDOWN_ROWS], rows[BREAKDOWN_ROWS:]
         top = max([r.tokens for r in rows] + [1])
         body = "".join(
@@ -384,13 +384,13 @@ def _breakdown(report: SessionReport) -> str:
 
 
 def _largest(report: SessionReport) -> str:
-    rows = report["largest"][:TABLE_ROWS]
+    rows = report.largest[:TABLE_ROWS]
     if not rows:
         return '<p class="note">No entries in the active context.</p>'
     body = "".join(
-        f'<tr class="largest" data-line="{"" if r["line"] is None else r["line"]}" data-tokens="{r["tokens"]}"><td class="num">{_int(r["line"])}</td>'
-        f'<td>{_text(r["role"])}</td><td>{_text(r["block"])}</td><td>{_text(r["tool"] or "")}</td><td class="num">{r["tokens"]:,}</td>'
-        f'<td class="excerpt">{_text(_cut(r["excerpt"]))}</td></tr>'
+        f'<tr class="largest" data-line="{"" if r.line is None else r.line}" data-tokens="{r.tokens}"><td class="num">{_int(r.line)}</td>'
+        f'<td>{_text(r.role)}</td><td>{_text(r.block)}</td><td>{_text(r.tool or "")}</td><td class="num">{r.tokens:,}</td>'
+        f'<td class="excerpt">{_text(_cut(r.excerpt))}</td></tr>'
         for r in rows
     )
     return (
@@ -407,8 +407,8 @@ def _cut(text: str) -> str:
 
 
 def _cost(report: SessionReport) -> str:
-    cost = report["cost"]
-    tokens, dollars = _parts(cost["tokens"]), _parts(cost["usd_by_part"])
+    cost = report.cost
+    tokens, dollars = _parts(cost.tokens), _parts(cost.usd_by_part)
     parts = "".join(
         f'<tr data-part="{p}"><td><i style="display:inline-block;width:.8em;height:.8em;background:{PART_COLOURS[p]}"></i> {PART_LABELS[p]}</td>'
         f'<td class="num" id="tokens-{p}" data-value="{tokens[p]}">{tokens[p]:,}</td>'
@@ -417,16 +417,16 @@ def _cost(report: SessionReport) -> str:
     )
     prices = "".join(
         f'<tr data-model="{_text(model)}"><td>{_text(model)}</td>' + "".join(f'<td class="num">${_parts(price)[p]:,.2f}</td>' for p in PART_NAMES) + "</tr>"
-        for model, price in cost["prices_per_mtok"].items()
+        for model, price in cost.prices_per_mtok.items()
     )
     totals = (
-        f"<p>Total {_figure('cost-usd', '' if cost['usd'] is None else repr(cost['usd']), 'unknown' if cost['usd'] is None else _usd(cost['usd']))} over {_figure('api-calls', cost['api_calls'], _int(cost['api_calls']))} "
-        f"API calls · cache hit rate {_figure('cache-hit-rate', '' if cost['cache_hit_rate'] is None else repr(cost['cache_hit_rate']), _rate(cost['cache_hit_rate']))}"
-        f" · cache rebuilt {_figure('cache-rebuilds', cost['cache_rebuilds'], _int(cost['cache_rebuilds']))} {'time' if cost['cache_rebuilds'] == 1 else 'times'}"
-        + (f" · {cost['long_context_calls']:,} calls priced at the long-context rate" if cost["long_context_calls"] else "")
+        f"<p>Total {_figure('cost-usd', '' if cost.usd is None else repr(cost.usd), 'unknown' if cost.usd is None else _usd(cost.usd))} over {_figure('api-calls', cost.api_calls, _int(cost.api_calls))} "
+        f"API calls · cache hit rate {_figure('cache-hit-rate', '' if cost.cache_hit_rate is None else repr(cost.cache_hit_rate), _rate(cost.cache_hit_rate))}"
+        f" · cache rebuilt {_figure('cache-rebuilds', cost.cache_rebuilds, _int(cost.cache_rebuilds))} {'time' if cost.cache_rebuilds == 1 else 'times'}"
+        + (f" · {cost.long_context_calls:,} calls priced at the long-context rate" if cost.long_context_calls else "")
         + (
-            f' · <span id="unpriced">no known price for {_text(", ".join(cost["unpriced_models"]))}</span> (the parts below are the priced calls)'
-            if cost["unpriced_models"]
+            f' · <span id="unpriced">no known price for {_text(", ".join(cost.unpriced_models))}</span> (the parts below are the priced calls)'
+            if cost.unpriced_models
             else ""
         )
         + "</p>"
@@ -437,9 +437,9 @@ def _cost(report: SessionReport) -> str:
         + '<table id="cost-parts"><thead><tr><th>part</th><th class="num">tokens</th><th class="num">USD</th></tr></thead>'
         + f"<tbody>{parts}</tbody></table>"
         + f'<h3>List prices, $ per million tokens</h3><table id="prices"><thead><tr><th>model</th>{head}</tr></thead><tbody>{prices}</tbody></table>'
-        + _cost_chart(report["calls"])
-        + _rate_chart(report["calls"])
-        + _rebuilt_table(report["calls"])
+        + _cost_chart(report.calls)
+        + _rate_chart(report.calls)
+        + _rebuilt_table(report.calls)
     )
 
 
@@ -469,16 +469,16 @@ def _cost_chart(calls: Sequence[CallRow]) -> str:
     for i, (group, parts) in enumerate(zip(groups, sums)):
         base = float(top + plot_h)
         first, last = group[0], group[-1]
-        total = sum((c["usd"] or 0.0 for c in group), 0.0)
-        unpriced = sum(1 for c in group if c["usd"] is None)
-        label = f"turn {first['turn']:,}" if len(group) == 1 else f"turns {first['turn']:,}–{last['turn']:,}"
+        total = sum((c.usd or 0.0 for c in group), 0.0)
+        unpriced = sum(1 for c in group if c.usd is None)
+        label = f"turn {first.turn:,}" if len(group) == 1 else f"turns {first.turn:,}–{last.turn:,}"
         tip = f"{label}: {_usd(total)}" + "".join(f"\n{PART_LABELS[p]} {_usd(parts[p])}" for p in PART_NAMES if parts[p])
-        rebuilt = sum(1 for c in group if c["cache_rebuilt"])
+        rebuilt = sum(1 for c in group if c.cache_rebuilt)
         if rebuilt:
             tip += f"\ncache rebuilt ({rebuilt:,})"
         if unpriced:
             tip += f"\n{unpriced:,} unpriced (model with no known price)"
-        out.append(f'<g class="cost-bar" data-turn="{first["turn"]}" data-usd="{total!r}" data-tip="{_text(tip)}"><title>{_text(tip)}</title>')
+        out.append(f'<g class="cost-bar" data-turn="{first.turn}" data-usd="{total!r}" data-tip="{_text(tip)}"><title>{_text(tip)}</title>')
         for p in PART_NAMES:
             h = plot_h * parts[p] / ceiling
             if h > 0:
@@ -500,17 +500,17 @@ def _cost_chart(calls: Sequence[CallRow]) -> str:
 def _split(call: CallRow) -> list[float]:
     """A call's dollars by part (PART_NAMES' order), in proportion to each part's priced tokens: no
     price table is needed, and the parts add up to the report's own figure for the call."""
-    t = call["tokens"]
+    t = call.tokens
     # The relative list prices of the parts (Anthropic's: cache writes 1.25x and 2x input, reads
     # 0.1x, output 5x): only to split a call's dollars in the chart; every total is the report's.
-    weights = [t["input"] * 1.0, t["cache_write_5m"] * 1.25, t["cache_write_1h"] * 2.0, t["cache_read"] * 0.1, t["output"] * 5.0]
+    weights = [t.input * 1.0, t.cache_write_5m * 1.25, t.cache_write_1h * 2.0, t.cache_read * 0.1, t.output * 5.0]
     total = sum(weights)
-    usd = call["usd"] or 0.0  # a call with no known price draws no bar; its tooltip says so
+    usd = call.usd or 0.0  # a call with no known price draws no bar; its tooltip says so
     return [usd * w / total for w in weights] if total else [0.0] * len(weights)
 
 
 def _rate_chart(calls: Sequence[CallRow]) -> str:
-    rated = [c for c in calls if c["cache_hit_rate"] is not None]
+    rated = [c for c in calls if c.cache_hit_rate is not None]
     if not rated:
         return ""
     groups = _groups(rated)
@@ -524,19 +524,19 @@ def _rate_chart(calls: Sequence[CallRow]) -> str:
     ]
     points = []
     for i, group in enumerate(groups):
-        prompt = sum(c["prompt_tokens"] for c in group)
-        rate = sum(c["tokens"]["cache_read"] for c in group) / prompt if prompt else 0.0
+        prompt = sum(c.prompt_tokens for c in group)
+        rate = sum(c.tokens.cache_read for c in group) / prompt if prompt else 0.0
         if len(group) == 1:
-            rate = group[0]["cache_hit_rate"] or 0.0
+            rate = group[0].cache_hit_rate or 0.0
         px = left + plot_w * (i + 0.5) / len(groups)
         py = top + plot_h * (1 - rate)
         points.append(f"{px:.1f},{py:.1f}")
-        rebuilt = any(c["cache_rebuilt"] for c in group)
-        label = f"turn {group[0]['turn']:,}" if len(group) == 1 else f"turns {group[0]['turn']:,}–{group[-1]['turn']:,}"
+        rebuilt = any(c.cache_rebuilt for c in group)
+        label = f"turn {group[0].turn:,}" if len(group) == 1 else f"turns {group[0].turn:,}–{group[-1].turn:,}"
         tip = _text(f"{label}: cache hit rate {_rate(rate)}" + (" · cache rebuilt" if rebuilt else ""))
         out.append(
             f'<circle class="rate{" rebuilt" if rebuilt else ""}" cx="{px:.1f}" cy="{py:.1f}" r="{3.5 if rebuilt else 1.6}"'
-            f' fill="{"#c62828" if rebuilt else "#2ca02c"}" data-turn="{group[0]["turn"]}" data-tip="{tip}"><title>{tip}</title></circle>'
+            f' fill="{"#c62828" if rebuilt else "#2ca02c"}" data-turn="{group[0].turn}" data-tip="{tip}"><title>{tip}</title></circle>'
         )
     out.insert(3, f'<polyline points="{" ".join(points)}" fill="none" stroke="#2ca02c" stroke-width="1"/>')
     out.append("</svg>")
@@ -544,13 +544,13 @@ def _rate_chart(calls: Sequence[CallRow]) -> str:
 
 
 def _rebuilt_table(calls: Sequence[CallRow]) -> str:
-    rebuilt = [c for c in calls if c["cache_rebuilt"]]
+    rebuilt = [c for c in calls if c.cache_rebuilt]
     if not rebuilt:
         return '<p class="note">The cache was never rebuilt.</p>'
     rows = [
-        f'<tr class="rebuilt-call" data-turn="{c["turn"]}"><td class="num">{c["turn"]:,}</td><td class="num">{_int(c["line"])}</td>'
-        f'<td>{_text(c["timestamp"] or "")}</td><td class="num">{c["prompt_tokens"]:,}</td>'
-        f'<td class="num">{c["tokens"]["cache_write_5m"] + c["tokens"]["cache_write_1h"]:,}</td><td class="num">{_usd(c["usd"])}</td></tr>'
+        f'<tr class="rebuilt-call" data-turn="{c.turn}"><td class="num">{c.turn:,}</td><td class="num">{_int(c.line)}</td>'
+        f'<td>{_text(c.timestamp or "")}</td><td class="num">{c.prompt_tokens:,}</td>'
+        f'<td class="num">{c.tokens.cache_write_5m + c.tokens.cache_write_1h:,}</td><td class="num">{_usd(c.usd)}</td></tr>'
         for c in rebuilt
     ]
     header = '<th class="num">turn</th><th class="num">line</th><th>time</th><th class="num">prompt</th><th class="num">written to cache</th><th class="num">USD</th>'
@@ -562,8 +562,8 @@ def _rebuilt_table(calls: Sequence[CallRow]) -> str:
 
 def _dry_runs(report: SessionReport) -> str:
     rows = []
-    for run in report["dry_runs"]:
-        cache = run["cache"]
+    for run in report.dry_runs:
+        cache = run.cache
         if cache is None:
             costs, verdict = '<td class="num">–</td><td class="num">–</td><td class="num">–</td>', "nothing to do"
         else:
@@ -574,16 +574,16 @@ def _dry_runs(report: SessionReport) -> str:
                 f'<td class="num" data-value="{saving!r}">{_usd(saving)} (even at turn {even})</td>'
             )
             verdict = ("pays: " if cache["clear"] else "does not pay: ") + cache["reason"]
-        engine = f" ({_text(run['engine'])})" if run["engine"] else ""
+        engine = f" ({_text(run.engine)})" if run.engine else ""
         rows.append(
-            f'<tr class="dry-run" data-stage="{_text(run["stage"])}" data-freed="{run["tokens_freed"]}" data-pays="{"" if cache is None else str(cache["clear"]).lower()}">'
-            f'<td>{_text(run["stage"])}{engine}</td><td class="num">{run["tokens_before"]:,}</td><td class="num">{run["tokens_after"]:,}</td>'
-            f'<td class="num freed">{run["tokens_freed"]:,}</td>{costs}<td>{_text(verdict)}</td><td class="note">{_text(run["note"])}</td></tr>'
+            f'<tr class="dry-run" data-stage="{_text(run.stage)}" data-freed="{run.tokens_freed}" data-pays="{"" if cache is None else str(cache["clear"]).lower()}">'
+            f'<td>{_text(run.stage)}{engine}</td><td class="num">{run.tokens_before:,}</td><td class="num">{run.tokens_after:,}</td>'
+            f'<td class="num freed">{run.tokens_freed:,}</td>{costs}<td>{_text(verdict)}</td><td class="note">{_text(run.note)}</td></tr>'
         )
     if not rows:
         return '<p class="note">No stage dry run in this report.</p>'
     return (
-        f'<p class="note">Nothing was written: each stage ran on a copy. Costs are over the next {_figure("horizon", report["horizon"], _int(report["horizon"]))}'
+        f'<p class="note">Nothing was written: each stage ran on a copy. Costs are over the next {_figure("horizon", report.horizon, _int(report.horizon))}'
         " turns: keeping the context as it is, against clearing it (one cache rebuild, then smaller prompts).</p>"
         '<table id="dry-runs"><thead><tr><th>stage</th><th class="num">tokens now</th><th class="num">after</th><th class="num">freed</th>'
         '<th class="num">cost if kept</th><th class="num">cost if cleared</th><th class="num">saving</th><th>verdict</th><th>note</th></tr></thead>'
@@ -602,16 +602,16 @@ def _level_badge(level: str | None, element_id: str | None = None) -> str:
 
 def session_page(report: SessionReport, *, title: str | None = None) -> str:
     """One session's page: header, timeline, what fills the window, cost and cache, the dry runs."""
-    count, warn = report["count"], report["warn"]
+    count, warn = report.count, report.warn
     percent = count.percent_of_window
     header = (
-        f"<h1>{_text(title or report['file'])}</h1>"
-        f'<p class="meta"><span class="k">file</span> <span id="file">{_text(report["file"])}</span> · <span class="k">model</span> '
-        f'<span id="model">{_text(report["model"] or "unknown")}</span> · <span class="k">format</span> {_text(report["format"])}'
-        + (f" · {_text(report['kind'])}" if report["kind"] else "")
-        + (f' · <span class="k">session</span> {_text(report["session_id"])}' if report["session_id"] else "")
+        f"<h1>{_text(title or report.file)}</h1>"
+        f'<p class="meta"><span class="k">file</span> <span id="file">{_text(report.file)}</span> · <span class="k">model</span> '
+        f'<span id="model">{_text(report.model or "unknown")}</span> · <span class="k">format</span> {_text(report.format)}'
+        + (f" · {_text(report.kind)}" if report.kind else "")
+        + (f' · <span class="k">session</span> {_text(report.session_id)}' if report.session_id else "")
         + "</p>"
-        f'<p class="meta">{_text(report["first_activity"] or "?")} → {_text(report["last_activity"] or "?")}</p>'
+        f'<p class="meta">{_text(report.first_activity or "?")} → {_text(report.last_activity or "?")}</p>'
         f'<p style="font-size:1.2em">{_level_badge(warn.level, "level")} '
         f"{_figure('total-tokens', count.tokens, _int(count.tokens))} / {_figure('context-window', count.context_window, _int(count.context_window))}"
         f" tokens · {_figure('percent', '' if percent is None else percent, '–' if percent is None else f'{percent}%')} of the window"
@@ -622,10 +622,10 @@ def session_page(report: SessionReport, *, title: str | None = None) -> str:
         f"<h2>What fills the window now</h2>\n{_breakdown(report)}\n<h3>Largest entries</h3>\n{_largest(report)}\n"
         f"<h2>Cost and cache</h2>\n{_cost(report)}\n"
         f"<h2>What each stage would do now</h2>\n{_dry_runs(report)}\n"
-        f'<p id="recommendation">{_text(report["recommendation"])}</p>\n'
+        f'<p id="recommendation">{_text(report.recommendation)}</p>\n'
         '<p class="note">Made by ctxpipe report. This page loads nothing from the network.</p>'
     )
-    return _document(f"ctxpipe report: {title or report['file']}", body)
+    return _document(f"ctxpipe report: {title or report.file}", body)
 
 
 def _page_href(page: str) -> str:
@@ -640,29 +640,29 @@ def _page_href(page: str) -> str:
 
 
 def _row_sort_key(row: IndexRow) -> tuple[bool, str]:
-    return (row["last_activity"] is None, row["last_activity"] or "")
+    return (row.last_activity is None, row.last_activity or "")
 
 
 def index_page(rows: Sequence[IndexRow], *, title: str) -> str:
     """A folder's sessions as one sortable table, newest activity first, each linking to its page."""
     # Newest first, sessions with no activity last: the same order the script's default gives.
-    ordered = sorted((r for r in rows if r["last_activity"] is not None), key=lambda r: r["last_activity"] or "", reverse=True)
-    ordered += [r for r in rows if r["last_activity"] is None]
+    ordered = sorted((r for r in rows if r.last_activity is not None), key=lambda r: r.last_activity or "", reverse=True)
+    ordered += [r for r in rows if r.last_activity is None]
     body_rows = []
     for row in ordered:
-        name = _text(row["file"])
-        link = f'<a href="{_text(_page_href(row["page"]))}">{name}</a>' if row["page"] else name
-        level = row["level"]
+        name = _text(row.file)
+        link = f'<a href="{_text(_page_href(row.page))}">{name}</a>' if row.page else name
+        level = row.level
         level_rank = LEVELS.index(level) if level in LEVELS else ""
-        pct = row["percent_of_window"]
+        pct = row.percent_of_window
         body_rows.append(
-            f'<tr class="session"><td data-col="file" data-value="{name}">{link}</td><td>{_text(row["model"] or "")}</td>'
-            f'<td class="num" data-col="tokens" data-value="{"" if row["tokens"] is None else row["tokens"]}">{_int(row["tokens"])}</td>'
+            f'<tr class="session"><td data-col="file" data-value="{name}">{link}</td><td>{_text(row.model or "")}</td>'
+            f'<td class="num" data-col="tokens" data-value="{"" if row.tokens is None else row.tokens}">{_int(row.tokens)}</td>'
             f'<td class="num" data-col="percent" data-value="{"" if pct is None else pct}">{"–" if pct is None else f"{pct}%"}</td>'
             f'<td data-col="level" data-value="{level_rank}">{_level_badge(level) if level else "–"}</td>'
-            f'<td class="num" data-col="usd" data-value="{"" if row["usd"] is None else repr(row["usd"])}">{_usd(row["usd"])}</td>'
-            f'<td data-col="last_activity" data-value="{_text(row["last_activity"] or "")}">{_text(row["last_activity"] or "–")}</td>'
-            f'<td class="error">{_text(row["error"] or "")}</td></tr>'
+            f'<td class="num" data-col="usd" data-value="{"" if row.usd is None else repr(row.usd)}">{_usd(row.usd)}</td>'
+            f'<td data-col="last_activity" data-value="{_text(row.last_activity or "")}">{_text(row.last_activity or "–")}</td>'
+            f'<td class="error">{_text(row.error or "")}</td></tr>'
         )
 
     def sortable(key: str, label: str, cls: str = "") -> str:
@@ -678,7 +678,7 @@ def index_page(rows: Sequence[IndexRow], *, title: str) -> str:
         + sortable("last_activity", "last activity")
         + "<th>error</th></tr>"
     )
-    failed = sum(1 for r in rows if r["error"])
+    failed = sum(1 for r in rows if r.error)
     body = (
         f"<h1>{_text(title)}</h1>"
         f'<p class="meta"><span id="session-count" data-value="{len(rows)}">{len(rows):,}</span> sessions'

@@ -18,11 +18,28 @@ from typing import Any
 
 import pytest
 from browser import chromium, open_html, skip_reason
-from ctxpipe.core.reports import BreakdownRow, CalibrationReport, CallRow, CountReport, IndexRow, SessionReport, TimelineEvent, WarnReport, WarnThresholds
+from ctxpipe.core.reports import (
+    BreakdownRow,
+    CacheDecisionReport,
+    CalibrationReport,
+    CallRow,
+    CostReport,
+    CountReport,
+    DollarParts,
+    ExcerptLine,
+    IndexRow,
+    PricesReport,
+    SessionReport,
+    StageDryRun,
+    TimelineEvent,
+    TokenParts,
+    WarnReport,
+    WarnThresholds,
+)
 from ctxpipe.report.page import CSP, MAX_POINTS, SCRIPT, downsample, index_page, session_page
 
 ROOT = Path(__file__).resolve().parents[1]
-PRICES = {"input": 3.0, "cache_write_5m": 3.75, "cache_write_1h": 6.0, "cache_read": 0.3, "output": 15.0}  # $/Mtok, Sonnet 4.5
+PRICES = PricesReport(input=3.0, cache_write_5m=3.75, cache_write_1h=6.0, cache_read=0.3, output=15.0)  # $/Mtok, Sonnet 4.5
 MODEL = "claude-sonnet-4-5-20250929"
 
 HOSTILE = [
@@ -41,21 +58,31 @@ PAYLOAD = " ".join(HOSTILE)
 def _call(turn: int, line: int, prompt: int, *, main: bool = True, write: int = 0, output: int = 400, minute: int = 0) -> CallRow:
     """One API call of `prompt` tokens: `write` written to the 5-minute cache, 3 uncached, the rest read."""
     read = prompt - write - 3
-    tokens = {"input": 3, "cache_write_5m": write, "cache_write_1h": 0, "cache_read": read, "output": output}
-    usd = sum(tokens[p] * PRICES[p] for p in PRICES) / 1e6
-    return {
-        "turn": turn,
-        "line": line,
-        "timestamp": f"2026-05-04T10:{minute // 60:02d}:{minute % 60:02d}.000Z",
-        "model": MODEL,
-        "main": main,
-        "prompt_tokens": prompt,
-        "output_tokens": output,
-        "tokens": tokens,  # type: ignore[typeddict-item]  # built as a plain dict for the sum above
-        "usd": usd,
-        "cache_hit_rate": read / prompt,
-        "cache_rebuilt": write > prompt / 2,
-    }
+    tokens = TokenParts(input=3, cache_write_5m=write, cache_write_1h=0, cache_read=read, output=output)
+    return CallRow(
+        turn=turn,
+        line=line,
+        timestamp=f"2026-05-04T10:{minute // 60:02d}:{minute % 60:02d}.000Z",
+        model=MODEL,
+        main=main,
+        prompt_tokens=prompt,
+        output_tokens=output,
+        tokens=tokens,
+        usd=sum(count * PRICES.to_wire()[part] for part, count in tokens.to_wire().items()) / 1e6,
+        cache_hit_rate=read / prompt,
+        cache_rebuilt=write > prompt / 2,
+    )
+
+
+def _dollars(tokens: TokenParts) -> DollarParts:
+    """The tokens at PRICES."""
+    return DollarParts(
+        input=tokens.input * PRICES.input / 1e6,
+        cache_write_5m=tokens.cache_write_5m * PRICES.cache_write_5m / 1e6,
+        cache_write_1h=tokens.cache_write_1h * PRICES.cache_write_1h / 1e6,
+        cache_read=tokens.cache_read * PRICES.cache_read / 1e6,
+        output=tokens.output * PRICES.output / 1e6,
+    )
 
 
 def session(main_calls: int = 36, *, text: str = "", events: list[TimelineEvent] | None = None) -> SessionReport:
@@ -79,17 +106,23 @@ def session(main_calls: int = 36, *, text: str = "", events: list[TimelineEvent]
         line += 7
     if events is None:
         events = [
-            {"kind": "microcompact", "line": 90, "after_turn": main_turns[min(12, main_calls - 1)], "tokens_saved": 4_200, "label": f"microcompact {text}"},
-            {"kind": "compact_boundary", "line": 170, "after_turn": main_turns[min(23, main_calls - 1)], "tokens_saved": None, "label": f"compacted {text}"},
+            TimelineEvent(kind="microcompact", line=90, after_turn=main_turns[min(12, main_calls - 1)], tokens_saved=4_200, label=f"microcompact {text}"),
+            TimelineEvent(kind="compact_boundary", line=170, after_turn=main_turns[min(23, main_calls - 1)], tokens_saved=None, label=f"compacted {text}"),
         ]
-    tokens = {p: sum(c["tokens"][p] for c in calls) for p in PRICES}  # type: ignore[literal-required]  # p is a part's name
-    usd_by_part = {p: tokens[p] * PRICES[p] / 1e6 for p in PRICES}
-    prompt_total = sum(c["prompt_tokens"] for c in calls)
-    last = [c for c in calls if c["main"]][-1]["prompt_tokens"]
+    tokens = TokenParts(
+        input=sum(c.tokens.input for c in calls),
+        cache_write_5m=sum(c.tokens.cache_write_5m for c in calls),
+        cache_write_1h=sum(c.tokens.cache_write_1h for c in calls),
+        cache_read=sum(c.tokens.cache_read for c in calls),
+        output=sum(c.tokens.output for c in calls),
+    )
+    usd_by_part = _dollars(tokens)
+    prompt_total = sum(c.prompt_tokens for c in calls)
+    last = [c for c in calls if c.main][-1].prompt_tokens
     window = 200_000
     file = f"session {text}.jsonl"
     model = f"{MODEL}{text}"
-    cache = {
+    cache: CacheDecisionReport = {
         "clear": True,
         "reason": f"clearing pays after 3 turns {text}",
         "tokens_freed": 21_000,
@@ -103,15 +136,15 @@ def session(main_calls: int = 36, *, text: str = "", events: list[TimelineEvent]
         "break_even_turn": 3,
         "prices_per_mtok": PRICES,
     }
-    return {  # type: ignore[typeddict-item]  # the nested dicts are built as plain dicts
-        "file": file,
-        "format": "claude-code",
-        "kind": "main",
-        "model": model,
-        "session_id": "77777777-7777-4777-8777-777777777777",
-        "first_activity": calls[0]["timestamp"],
-        "last_activity": calls[-1]["timestamp"],
-        "count": CountReport(
+    return SessionReport(
+        file=file,
+        format="claude-code",
+        kind="main",
+        model=model,
+        session_id="77777777-7777-4777-8777-777777777777",
+        first_activity=calls[0].timestamp,
+        last_activity=calls[-1].timestamp,
+        count=CountReport(
             file=file,
             format="claude-code",
             kind="main",
@@ -136,7 +169,7 @@ def session(main_calls: int = 36, *, text: str = "", events: list[TimelineEvent]
             reinjected_tokens=0,
             reinjected=None,
         ),
-        "warn": WarnReport(
+        warn=WarnReport(
             file=file,
             model=model,
             level="warning",
@@ -154,9 +187,9 @@ def session(main_calls: int = 36, *, text: str = "", events: list[TimelineEvent]
             ignored=[],
             rules="2.1.88",
         ),
-        "calls": calls,
-        "events": events,
-        "breakdown": {
+        calls=calls,
+        events=events,
+        breakdown={
             "tool": [
                 BreakdownRow(key=f"Read{text}", tokens=31_000, blocks=14, share=62.0),
                 BreakdownRow(key="Bash", tokens=12_500, blocks=9, share=25.0),
@@ -172,59 +205,60 @@ def session(main_calls: int = 36, *, text: str = "", events: list[TimelineEvent]
                 BreakdownRow(key="tool_use", tokens=12_700, blocks=28, share=17.0),
             ],
         },
-        "largest": [
-            {"line": 120, "role": "user", "block": "tool_result", "tool": f"Read{text}", "tokens": 8_900, "excerpt": f"def parse(): {text}"},
-            {"line": 64, "role": "assistant", "block": "text", "tool": None, "tokens": 2_100, "excerpt": f"Here is the plan {text}"},
+        largest=[
+            ExcerptLine(line=120, role="user", block="tool_result", tool=f"Read{text}", tokens=8_900, excerpt=f"def parse(): {text}"),
+            ExcerptLine(line=64, role="assistant", block="text", tool=None, tokens=2_100, excerpt=f"Here is the plan {text}"),
         ],
-        "cost": {
-            "usd": sum(usd_by_part.values()),
-            "usd_by_part": usd_by_part,
-            "tokens": tokens,
-            "api_calls": len(calls),
-            "cache_hit_rate": tokens["cache_read"] / prompt_total,
-            "cache_rebuilds": sum(c["cache_rebuilt"] for c in calls),
-            "models": [model],
-            "prices_per_mtok": {model: PRICES},
-            "long_context_calls": 0,
-            "unpriced_models": [],
-        },
-        "horizon": 10,
-        "dry_runs": [
-            {
-                "stage": "microcompact",
-                "engine": None,
-                "tokens_before": last,
-                "tokens_after": last - 21_000,
-                "tokens_freed": 21_000,
-                "changed": True,
-                "cache": cache,
-                "note": f"cleared 14 tool results {text}",
-            },
-            {
-                "stage": "collapse",
-                "engine": None,
-                "tokens_before": last,
-                "tokens_after": last,
-                "tokens_freed": 0,
-                "changed": False,
-                "cache": None,
-                "note": "no duplicate results",
-            },
+        cost=CostReport(
+            usd=sum(usd_by_part.to_wire().values()),
+            usd_by_part=usd_by_part,
+            tokens=tokens,
+            api_calls=len(calls),
+            cache_hit_rate=tokens.cache_read / prompt_total,
+            cache_rebuilds=sum(c.cache_rebuilt for c in calls),
+            models=[model],
+            prices_per_mtok={model: PRICES},
+            long_context_calls=0,
+            fast_calls=0,
+            unpriced_models=[],
+        ),
+        horizon=10,
+        dry_runs=[
+            StageDryRun(
+                stage="microcompact",
+                engine=None,
+                tokens_before=last,
+                tokens_after=last - 21_000,
+                tokens_freed=21_000,
+                changed=True,
+                cache=cache,
+                note=f"cleared 14 tool results {text}",
+            ),
+            StageDryRun(
+                stage="collapse",
+                engine=None,
+                tokens_before=last,
+                tokens_after=last,
+                tokens_freed=0,
+                changed=False,
+                cache=None,
+                note="no duplicate results",
+            ),
         ],
-        "recommendation": f"Run microcompact now: it frees 21,000 tokens and pays for its cache break after 3 turns. {text}".strip(),
-    }
+        recommendation=f"Run microcompact now: it frees 21,000 tokens and pays for its cache break after 3 turns. {text}".strip(),
+    )
 
 
 def test_builder_figures() -> None:
     """The builder's figures by hand: the first call writes 19,997 tokens to the cache, reads none."""
-    first = session()["calls"][0]
-    assert first["prompt_tokens"] == 20_000 and first["cache_rebuilt"]
+    first = session().calls[0]
+    assert first.prompt_tokens == 20_000 and first.cache_rebuilt
     # 3 × $3 + 19,997 × $3.75 + 400 × $15, per million tokens.
-    assert first["usd"] == pytest.approx((9 + 74_988.75 + 6_000) / 1e6)
+    assert first.usd == pytest.approx((9 + 74_988.75 + 6_000) / 1e6)
     report = session()
-    assert report["cost"]["api_calls"] == 36 + 4  # a sidechain call after main calls 9, 18, 27, 36
-    assert report["cost"]["cache_rebuilds"] == 2 + 4  # the first call, the compaction, the 4 sidechain calls
-    assert report["count"].tokens == 30_000 + 11 * 2_500
+    assert report.cost.api_calls == 36 + 4  # a sidechain call after main calls 9, 18, 27, 36
+    assert report.cost.cache_rebuilds == 2 + 4  # the first call, the compaction, the 4 sidechain calls
+    assert report.count.tokens == 30_000 + 11 * 2_500
 
 
 # --- pure Python: no browser -------------------------------------------------------------------------
@@ -293,11 +327,9 @@ def test_downsample_keeps_every_call_when_they_fit() -> None:
 
 def test_downsample_keeps_bucket_extremes_and_event_neighbours() -> None:
     calls = _main(50_000)
-    events: list[TimelineEvent] = [
-        {"kind": "compact_boundary", "line": None, "after_turn": t, "tokens_saved": None, "label": "c"} for t in (7_001, 23_456, 49_999)
-    ]
+    events = [TimelineEvent(kind="compact_boundary", line=None, after_turn=t, tokens_saved=None, label="c") for t in (7_001, 23_456, 49_999)]
     drawn = downsample(calls, events)
-    turns = [c["turn"] for c in drawn]
+    turns = [c.turn for c in drawn]
     assert turns == sorted(set(turns)), "in order, each once"
     assert len(drawn) <= MAX_POINTS + 2 + 2 * len(events)
     assert {1, 50_000, 7_001, 7_002, 23_456, 23_457, 49_999} <= set(turns)
@@ -305,16 +337,16 @@ def test_downsample_keeps_bucket_extremes_and_event_neighbours() -> None:
     size = len(calls) / (MAX_POINTS // 2)
     for b in range(MAX_POINTS // 2):
         bucket = calls[int(b * size) : int((b + 1) * size)]
-        assert min(bucket, key=lambda c: c["prompt_tokens"])["turn"] in kept
-        assert max(bucket, key=lambda c: c["prompt_tokens"])["turn"] in kept
-    assert max(c["prompt_tokens"] for c in drawn) == max(c["prompt_tokens"] for c in calls)
-    assert min(c["prompt_tokens"] for c in drawn) == min(c["prompt_tokens"] for c in calls)
+        assert min(bucket, key=lambda c: c.prompt_tokens).turn in kept
+        assert max(bucket, key=lambda c: c.prompt_tokens).turn in kept
+    assert max(c.prompt_tokens for c in drawn) == max(c.prompt_tokens for c in calls)
+    assert min(c.prompt_tokens for c in drawn) == min(c.prompt_tokens for c in calls)
 
 
 def test_a_huge_session_makes_a_small_page() -> None:
     report = session(3)
-    report["calls"] = _main(160_000)
-    report["events"] = [{"kind": "microcompact", "line": i, "after_turn": i * 400, "tokens_saved": 10, "label": "mc"} for i in range(1, 300)]
+    report.calls = _main(160_000)
+    report.events = [TimelineEvent(kind="microcompact", line=i, after_turn=i * 400, tokens_saved=10, label="mc") for i in range(1, 300)]
     page = session_page(report)
     assert len(page.encode()) < 5_000_000
     assert f'data-calls="{160_000}"' in page and "Downsampled:" in page
@@ -324,7 +356,7 @@ def test_a_huge_session_makes_a_small_page() -> None:
 
 def test_no_autocompact_line_when_autocompact_is_off() -> None:
     report = session()
-    report["warn"].thresholds.autocompact = None
+    report.warn.thresholds.autocompact = None
     page = session_page(report)
     assert re.findall(r'class="threshold" data-level="(\w+)"', page) == ["warning", "blocking"]
 
@@ -332,17 +364,17 @@ def test_no_autocompact_line_when_autocompact_is_off() -> None:
 def _row(
     file: str, last: str | None, *, page: str | None = "p.html", tokens: int | None = 1000, usd: float | None = 1.5, level: str | None = "normal"
 ) -> IndexRow:
-    return {
-        "file": file,
-        "page": page,
-        "model": MODEL,
-        "tokens": tokens,
-        "percent_of_window": None if tokens is None else round(100 * tokens / 200_000, 1),
-        "level": level,
-        "usd": usd,
-        "last_activity": last,
-        "error": None if page else "not a transcript",
-    }
+    return IndexRow(
+        file=file,
+        page=page,
+        model=MODEL,
+        tokens=tokens,
+        percent_of_window=None if tokens is None else round(100 * tokens / 200_000, 1),
+        level=level,
+        usd=usd,
+        last_activity=last,
+        error=None if page else "not a transcript",
+    )
 
 
 # --- in Chromium --------------------------------------------------------------------------------------
@@ -377,36 +409,36 @@ def test_page_in_chromium_shows_the_reports_figures(context: Any, tmp_path: Path
     page = opened.page
     assert opened.problems == []
 
-    main = [c for c in report["calls"] if c["main"]]
+    main = [c for c in report.calls if c.main]
     points = page.eval_on_selector_all("#timeline circle.call", "els => els.map(e => [+e.dataset.turn, +e.dataset.tokens, e.dataset.line])")
-    assert points == [[c["turn"], c["prompt_tokens"], str(c["line"])] for c in main]
+    assert points == [[c.turn, c.prompt_tokens, str(c.line)] for c in main]
     levels = page.eval_on_selector_all("#timeline .threshold", "els => els.map(e => [e.dataset.level, +e.dataset.tokens])")
     assert levels == [["warning", 147_000], ["autocompact", 167_000], ["blocking", 177_000]]
     markers = page.eval_on_selector_all("#timeline .event", "els => els.map(e => [e.dataset.kind, e.classList.contains('compact'), +e.dataset.afterTurn])")
-    assert markers == [[e["kind"], e["kind"] == "compact_boundary", e["after_turn"]] for e in report["events"]]
+    assert markers == [[e.kind, e.kind == "compact_boundary", e.after_turn] for e in report.events]
     # Each marker is drawn between the call it follows and the next one.
-    for event in report["events"]:
-        x = page.eval_on_selector(f'#timeline .event[data-after-turn="{event["after_turn"]}"] line', "e => +e.getAttribute('x1')")
-        before = page.eval_on_selector(f'#timeline circle.call[data-turn="{event["after_turn"]}"]', "e => +e.getAttribute('cx')")
+    for event in report.events:
+        x = page.eval_on_selector(f'#timeline .event[data-after-turn="{event.after_turn}"] line', "e => +e.getAttribute('x1')")
+        before = page.eval_on_selector(f'#timeline circle.call[data-turn="{event.after_turn}"]', "e => +e.getAttribute('cx')")
         assert before < x and page.locator("#timeline circle.call").count() > 0
 
-    assert int(_value(page, "total-tokens")) == report["count"].tokens
-    assert page.inner_text("#total-tokens") == f"{report['count'].tokens:,}"
+    assert int(_value(page, "total-tokens")) == report.count.tokens
+    assert page.inner_text("#total-tokens") == f"{report.count.tokens:,}"
     assert int(_value(page, "context-window")) == 200_000
-    assert float(_value(page, "cost-usd")) == report["cost"]["usd"]
-    assert page.inner_text("#cost-usd") == f"${report['cost']['usd']:,.2f}"
-    assert float(_value(page, "cache-hit-rate")) == report["cost"]["cache_hit_rate"]
-    assert int(_value(page, "cache-rebuilds")) == report["cost"]["cache_rebuilds"]
-    assert int(_value(page, "api-calls")) == len(report["calls"])
+    assert float(_value(page, "cost-usd")) == report.cost.usd
+    assert page.inner_text("#cost-usd") == f"${report.cost.usd:,.2f}"
+    assert float(_value(page, "cache-hit-rate")) == report.cost.cache_hit_rate
+    assert int(_value(page, "cache-rebuilds")) == report.cost.cache_rebuilds
+    assert int(_value(page, "api-calls")) == len(report.calls)
     assert _value(page, "level") == "warning"
     for part in ("input", "cache_write_5m", "cache_read", "output"):
-        assert int(_value(page, f"tokens-{part}")) == report["cost"]["tokens"][part]  # type: ignore[literal-required]  # a part's name
-        assert float(_value(page, f"usd-{part}")) == report["cost"]["usd_by_part"][part]  # type: ignore[literal-required]  # a part's name
+        assert int(_value(page, f"tokens-{part}")) == report.cost.tokens.to_wire()[part]
+        assert float(_value(page, f"usd-{part}")) == report.cost.usd_by_part.to_wire()[part]
     runs = page.eval_on_selector_all("#dry-runs tr.dry-run", "els => els.map(e => [e.dataset.stage, +e.dataset.freed, e.querySelector('.freed').innerText])")
-    assert runs == [[r["stage"], r["tokens_freed"], f"{r['tokens_freed']:,}"] for r in report["dry_runs"]]
-    assert page.inner_text("#recommendation") == report["recommendation"]
-    assert page.eval_on_selector_all("#cost-chart .cost-bar", "els => els.map(e => +e.dataset.usd)") == [c["usd"] for c in report["calls"]]
-    assert page.locator("#hit-rate-chart circle.rebuilt").count() == report["cost"]["cache_rebuilds"]
+    assert runs == [[r.stage, r.tokens_freed, f"{r.tokens_freed:,}"] for r in report.dry_runs]
+    assert page.inner_text("#recommendation") == report.recommendation
+    assert page.eval_on_selector_all("#cost-chart .cost-bar", "els => els.map(e => +e.dataset.usd)") == [c.usd for c in report.calls]
+    assert page.locator("#hit-rate-chart circle.rebuilt").count() == report.cost.cache_rebuilds
     assert page.locator("#largest tr.largest").count() == 2
 
     shot = tmp_path / "report.png"
@@ -446,11 +478,11 @@ def test_hover_shows_a_calls_details(context: Any) -> None:
     report = session()
     opened = open_html(context, session_page(report))
     page = opened.page
-    call = [c for c in report["calls"] if c["main"]][5]
-    page.hover(f'#timeline circle.call[data-turn="{call["turn"]}"]', force=True)
+    call = [c for c in report.calls if c.main][5]
+    page.hover(f'#timeline circle.call[data-turn="{call.turn}"]', force=True)
     assert page.is_visible("#tip")
     tip = page.inner_text("#tip")
-    assert f"turn {call['turn']:,}" in tip and f"{call['prompt_tokens']:,} tokens" in tip and f"line {call['line']:,}" in tip
+    assert f"turn {call.turn:,}" in tip and f"{call.prompt_tokens:,} tokens" in tip and f"line {call.line:,}" in tip
     assert opened.problems == []
 
 
@@ -533,8 +565,8 @@ def test_index_sorts(context: Any) -> None:
 @needs_browser
 def test_downsampled_page_in_chromium(context: Any) -> None:
     report = session(3)
-    report["calls"] = _main(30_000)
-    report["events"] = [{"kind": "compact_boundary", "line": 5, "after_turn": 12_345, "tokens_saved": None, "label": "compacted"}]
+    report.calls = _main(30_000)
+    report.events = [TimelineEvent(kind="compact_boundary", line=5, after_turn=12_345, tokens_saved=None, label="compacted")]
     opened = open_html(context, session_page(report))
     page = opened.page
     drawn = page.locator("#timeline circle.call").count()
@@ -569,7 +601,7 @@ COMPACTED = CORPUS / "marot__spotter" / "test__fixtures__transcripts__fa812bfe-b
 def _corpus_report() -> SessionReport | None:
     """The corpus's compacted session's report, when report_data and ../shared are both here."""
     try:
-        from ctxpipe.report import data as report_data  # type: ignore[attr-defined]  # built at the same time as this page; may be missing
+        from ctxpipe.report import data as report_data
     except ImportError:
         return None
     if not COMPACTED.is_file():
@@ -589,21 +621,21 @@ def test_corpus_compacted_session_in_chromium(context: Any) -> None:
     opened = open_html(context, session_page(report))
     page = opened.page
     assert opened.problems == []
-    main = [c["turn"] for c in report["calls"] if c["main"]]
+    main = [c.turn for c in report.calls if c.main]
     assert page.eval_on_selector_all("#timeline circle.call", "els => els.map(e => +e.dataset.turn)") == main
-    assert page.locator("#timeline .event.compact").count() == sum(e["kind"] == "compact_boundary" for e in report["events"]) >= 1
-    assert int(_value(page, "total-tokens")) == report["count"].tokens
-    if report["cost"]["usd"] is not None:
-        assert float(_value(page, "cost-usd")) == report["cost"]["usd"]
+    assert page.locator("#timeline .event.compact").count() == sum(e.kind == "compact_boundary" for e in report.events) >= 1
+    assert int(_value(page, "total-tokens")) == report.count.tokens
+    if report.cost.usd is not None:
+        assert float(_value(page, "cost-usd")) == report.cost.usd
     runs = page.eval_on_selector_all("#dry-runs tr.dry-run", "els => els.map(e => +e.dataset.freed)")
-    assert runs == [r["tokens_freed"] for r in report["dry_runs"]]
+    assert runs == [r.tokens_freed for r in report.dry_runs]
 
 
 def test_unpriced_cost_is_unknown_not_zero() -> None:
     report = session()
-    report["cost"]["usd"] = None
-    report["cost"]["unpriced_models"] = ["<b>mystery</b>"]
-    report["calls"][0]["usd"] = None
+    report.cost.usd = None
+    report.cost.unpriced_models = ["<b>mystery</b>"]
+    report.calls[0].usd = None
     page = session_page(report)
     assert '<span id="cost-usd" data-value="">unknown</span>' in page
     assert "no known price for &lt;b&gt;mystery&lt;/b&gt;" in page

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from enum import Enum
-from typing import Annotated, Any, Optional, cast
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -206,7 +206,7 @@ def _print(counted: Sequence[Any], rows: Sequence[CountReport | CountTotal], tim
                 "re-injected": f"+{row.reinjected_tokens:,}",
                 "used": f"{row.percent_of_window}%",
                 "messages": _messages(row.messages),
-                **({"cost": _usd(row.cost["usd"]), "cache hit": _rate(row.cost["cache_hit_rate"])} if row.cost is not None else {}),
+                **({"cost": _usd(row.cost.usd), "cache hit": _rate(row.cost.cache_hit_rate)} if row.cost is not None else {}),
             }
         )
     print_table(console, shown_columns, [[row.get(column.header, "") for column in shown_columns] for row in cells])
@@ -225,16 +225,13 @@ def _print(counted: Sequence[Any], rows: Sequence[CountReport | CountTotal], tim
                 console.print(shown_text(f"re-injected after Claude Code's compaction, assumed: {items}", "dim"))
         if data.cost is not None and len(counted) == 1:
             spent = data.cost
-            by_part = cast("dict[str, float]", spent["usd_by_part"])  # DollarParts: every part a float
-            parts = ", ".join(f"{part.replace('_', ' ')} {_usd(usd)}" for part, usd in by_part.items())
+            parts = ", ".join(f"{part.replace('_', ' ')} {_usd(usd)}" for part, usd in spent.usd_by_part.to_wire().items())
             console.print(
-                shown_text(
-                    f"cost: {_usd(spent['usd'])} over {spent['api_calls']:,} API calls ({parts}); cache rebuilt {spent['cache_rebuilds']} time(s)", "dim"
-                )
+                shown_text(f"cost: {_usd(spent.usd)} over {spent.api_calls:,} API calls ({parts}); cache rebuilt {spent.cache_rebuilds} time(s)", "dim")
             )
-            if spent["unpriced_models"]:
+            if spent.unpriced_models:
                 console.print(
-                    shown_text(f"no price known for {', '.join(spent['unpriced_models'])} (not in the model catalog): give one with --prices FILE", "dim")
+                    shown_text(f"no price known for {', '.join(spent.unpriced_models)} (not in the model catalog): give one with --prices FILE", "dim")
                 )
         if data.breakdown is not None:
             console.print(fitted_name(console, name, len(f": estimated tokens by {by}"), "bold") + f": estimated tokens by {by}")

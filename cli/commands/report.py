@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from ...core.cache import CacheModel
-from ...core.wire import to_wire
 from .. import streams
 from ..budget_options import Budget
 from ..flags import with_options
@@ -78,10 +77,10 @@ def _one(path: str | None, options: ReportOptions, moment: Any, output: str | No
     if output is not None and path not in (None, streams.STDIN) and _same(output, path):
         raise typer.BadParameter(f"{output} is the transcript read: the page would replace it", param_hint="--output")
     data = session_report(source, options, moment)
-    streams.skipped_lines(data["file"], data["count"].skipped_lines)
+    streams.skipped_lines(data.file, data.count.skipped_lines)
     with streams.open_output(output) as out:
         if json_output:
-            out.write(streams.json_bytes(to_wire(data)))
+            out.write(streams.json_bytes(data.to_wire()))
         else:
             out.write(report_html(data).encode("utf-8"))
     if output is not None and not json_output:
@@ -105,7 +104,7 @@ def _many(batch: Batch, options: ReportOptions, moment: Any, out_dir: str | None
             continue
         streams.skipped_lines(file.file, file.result.skipped_lines)
         if json_output:
-            streams.write_json_lines([to_wire(file.result.report or file.result.row)])
+            streams.write_json_lines([(file.result.report or file.result.row).to_wire()])
     if done.index and not json_output:
         with streams.open_output(done.index) as out:
             out.write(done.index_html().encode("utf-8"))
