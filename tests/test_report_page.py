@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from browser import chromium, open_html, skip_reason
-from ctxpipe.core.reports import CallRow, IndexRow, SessionReport, TimelineEvent
+from ctxpipe.core.reports import CacheDecisionReport, CallRow, IndexRow, PricesReport, SessionReport, TimelineEvent
 from ctxpipe.report.page import CSP, MAX_POINTS, SCRIPT, downsample, index_page, session_page
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,20 +89,20 @@ def session(main_calls: int = 36, *, text: str = "", events: list[TimelineEvent]
     window = 200_000
     file = f"session {text}.jsonl"
     model = f"{MODEL}{text}"
-    cache = {
-        "clear": True,
-        "reason": f"clearing pays after 3 turns {text}",
-        "tokens_freed": 21_000,
-        "prompt_tokens": last,
-        "kept_prefix_tokens": 12_000,
-        "cache_warm": True,
-        "ttl_minutes": 5,
-        "horizon": 10,
-        "cost_keep_usd": 0.4521,
-        "cost_clear_usd": 0.3376,
-        "break_even_turn": 3,
-        "prices_per_mtok": PRICES,
-    }
+    cache = CacheDecisionReport(
+        clear=True,
+        reason=f"clearing pays after 3 turns {text}",
+        tokens_freed=21_000,
+        prompt_tokens=last,
+        kept_prefix_tokens=12_000,
+        cache_warm=True,
+        ttl_minutes=5,
+        horizon=10,
+        cost_keep_usd=0.4521,
+        cost_clear_usd=0.3376,
+        break_even_turn=3,
+        prices_per_mtok=PricesReport(**PRICES),
+    )
     return {  # type: ignore[typeddict-item]  # the nested dicts are built as plain dicts
         "file": file,
         "format": "claude-code",
