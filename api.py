@@ -47,7 +47,8 @@ from .formats import NAMES, REGISTRY, WRITABLE, WriteOptions, editor_of, get
 
 if TYPE_CHECKING:
     from .core.api_edits import ApiEditsOptions
-    from .core.reports import CompactReport, CompactRow, CompactSkipRow, CountReport, SessionReport, StageExtras, StageReport, ValidateReport, WarnReport
+    from .core.reports import CompactReport, CompactRow, CompactSkipRow, CountReport, SessionReport, StageReport, ValidateReport, WarnReport
+    from .core.wire import Wire
     from .files.atomic import atomic_file, make_folder, unwind_on_termination, write_error, writer
     from .files.sessions import COMPACTION_NOTE, SessionFile, is_compaction, kind_of
     from .jobs.batch import Runner, default_jobs
@@ -371,7 +372,7 @@ def run_stage(
     now: datetime | None = None,
     format: str | None = None,
     on_error: OnError = "fail",
-) -> tuple[bytes, StageReport[StageExtras]]:
+) -> tuple[bytes, StageReport[Wire]]:
     """One stage (`ctxpipe.jobs.pipeline.STAGES`: snip, microcompact, collapse, summarize, restore) on one
     transcript: its output and its report (`ctxpipe.core.reports.StageReport`: `.to_wire()` is what
     `--report-json` writes; `.extras` the stage's own part, e.g. a `MicrocompactExtras`). `settings` is the stage's settings

@@ -19,7 +19,8 @@ from ..core.stage import Stage, StageContext
 
 if TYPE_CHECKING:
     from ..api import StageRun
-    from ..core.reports import StageExtras, StageReport
+    from ..core.reports import StageReport
+    from ..core.wire import Wire
 from . import streams
 from .flags import with_options
 from .options import StageIO, iso_time
@@ -158,7 +159,7 @@ def _take_back(path: str, start: int, end: int) -> None:
             os.close(descriptor)
 
 
-def print_report(name: str, report: StageReport[StageExtras]) -> None:
+def print_report(name: str, report: StageReport[Wire]) -> None:
     """What the stage did, on stderr: its per-tool figures as a small table, else its report as one JSON line."""
     from ..core.reports import CollapseExtras, MicrocompactExtras
 

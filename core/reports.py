@@ -179,9 +179,9 @@ class RestoreExtras(Wire):
     disk: str | None = sometimes()
 
 
-# The type Outcome.report can take: what any stage adds.
+# What the stages of the registry add (Outcome.report is any report: a stage declared elsewhere has its own).
 StageExtras = Union[MicrocompactExtras, CollapseExtras, SnipExtras, SummarizeExtras, RestoreExtras]
-Extras = TypeVar("Extras", bound=StageExtras)
+Extras = TypeVar("Extras", bound=Wire)
 
 
 @dataclass(kw_only=True, slots=True)

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from ..core import collapse, microcompact, restore, snip
 from ..core.budget import BudgetSettings
 from ..core.jsonl import OnError, ReadStats, iter_entries
-from ..core.reports import CompactReport, StageExtras, StageRecord, StageReport, SummarizeExtras
+from ..core.reports import CompactReport, StageRecord, StageReport, SummarizeExtras
 from ..core.stage import Outcome, Stage, StageContext, ledger_record, line_bytes
 from ..core.summarize import SummarizeSettings
-from ..core.wire import ABSENT
+from ..core.wire import ABSENT, Wire
 from ..files.inputs import detect_format, view
 from ..formats import stage_editor
 from .ports import DISK
@@ -101,7 +101,7 @@ class StageRun:
     head: int
     lines: list[bytes]
     outcome: Outcome
-    report: StageReport[StageExtras]  # core.reports.<Stage>Report: file, the stage's own keys, tokens_before/after/freed
+    report: StageReport[Wire]  # core.reports.<Stage>Report: file, the stage's own keys, tokens_before/after/freed
     ledger: dict[str, Any] | None  # the record `expand` undoes it with (when asked for and something changed)
     stats: ReadStats  # the bad lines left out (--on-error skip)
 
