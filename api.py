@@ -47,7 +47,8 @@ from .formats import NAMES, REGISTRY, WRITABLE, WriteOptions, editor_of, get
 
 if TYPE_CHECKING:
     from .core.api_edits import ApiEditsOptions
-    from .core.reports import CompactReport, CompactRow, CompactSkipRow, CountReport, SessionReport, WarnReport
+    from .core.reports import CompactReport, CompactRow, CompactSkipRow, CountReport, SessionReport, StageReport, WarnReport
+    from .core.wire import Wire
     from .files.atomic import atomic_file, make_folder, unwind_on_termination, write_error, writer
     from .files.sessions import COMPACTION_NOTE, Kind, SessionFile, is_compaction, kind_of
     from .jobs.audit import AuditBatch, AuditOptions, FileAudit
@@ -439,9 +440,10 @@ def run_stage(
     now: datetime | None = None,
     format: str | None = None,
     on_error: OnError = "fail",
-) -> tuple[bytes, dict[str, Any]]:
+) -> tuple[bytes, StageReport[Wire]]:
     """One stage (`ctxpipe.jobs.pipeline.STAGES`: snip, microcompact, collapse, summarize, restore) on one
-    transcript: its output and what `--report-json` writes. `settings` is the stage's settings
+    transcript: its output and its report (`ctxpipe.core.reports.StageReport`: `.to_wire()` is what
+    `--report-json` writes; `.extras` the stage's own part, e.g. a `MicrocompactExtras`). `settings` is the stage's settings
     (e.g. `MicrocompactSettings(force=True)`; default: the command's defaults). The summarize stage
     asks a model only with the `llm` engine and ANTHROPIC_API_KEY set."""
     from datetime import timezone
@@ -467,9 +469,10 @@ class NotASession(UnsupportedError):
 
 
 def compact(source: str | os.PathLike[str] | bytes, options: CompactOptions | None = None) -> tuple[bytes, CompactReport]:
-    """The whole pipeline on one transcript ("-": stdin), as `compact` runs it: the output and the
-    report `compact --report-json` writes (`ctxpipe.jobs.pipeline.CompactOptions` holds each stage's
-    settings). A compaction side-call raises NotASession."""
+    """The whole pipeline on one transcript ("-": stdin), as `compact` runs it: the output and its
+    report (`ctxpipe.core.reports.CompactReport`: `.to_wire()` is what `compact --report-json` writes;
+    `ctxpipe.jobs.pipeline.CompactOptions` holds each stage's settings). A compaction side-call
+    raises NotASession."""
     from .files.sessions import COMPACTION_NOTE, is_compaction
     from .jobs.breaker import breaker
     from .jobs.pipeline import PIPELINE, compact_buffer, ready
@@ -496,11 +499,15 @@ def compact_file(
     Dask or Spark job): `source` compacted into `target`, written whole (a temporary file renamed
     over it; in a store, one object stored at the end). Without `target`, in place: the original is
     kept first as SOURCE+`backup` when given (never over another file), and it is replaced only if
-    nothing wrote to it meanwhile. Either path may be a store URL (s3://…). Returns the row
-    `compact --json` prints (a compaction side-call is skipped: nothing is written); `name` is how
-    it names the file (default: the path); `before_write(target)` is called just before it is written."""
+    nothing wrote to it meanwhile. Either path may be a store URL (s3://…). Returns the file's
+    report (`.to_wire()`: the row `compact --json` prints; a compaction side-call is skipped, nothing
+    is written, and its CompactSkipRow says why); `name` is how it names the file (default: the
+    path); `before_write(target)` is called just before it is written."""
+
+    from dataclasses import replace
 
     from .core.errors import ChangedMeanwhile, InputError
+    from .core.reports import CompactSkipRow
     from .files.atomic import atomic_file, keep_backup, make_folder
     from .files.sessions import COMPACTION_NOTE, is_compaction
     from .files.storage import version
@@ -516,13 +523,12 @@ def compact_file(
     ready(PIPELINE)
     with mapped(path, on_error=options.on_error) as buffer:
         if is_compaction(buffer, path):
-            return {"file": shown, "kind": "compaction", "skipped": COMPACTION_NOTE, "changed": False, "output": None}
-        pieces, report = compact_buffer(buffer, shown, options, breaker(), path)
-        report["output"] = output
-        if in_place and not report["changed"]:
-            return report
-        if backup and report["changed"]:
-            report["backup"] = keep_backup(path, backup, buffer)  # the very bytes compacted
+            return CompactSkipRow(file=shown, skipped=COMPACTION_NOTE)
+        pieces, compacted = compact_buffer(buffer, shown, options, breaker(), path)
+        if in_place and not compacted.changed:
+            return replace(compacted, output=output)
+        kept = keep_backup(path, backup, buffer) if backup and compacted.changed else None  # the very bytes compacted
+        report = replace(compacted, output=output, backup=kept)
     make_folder(os.path.dirname(output))
     if before_write:
         before_write(output)
@@ -802,6 +808,7 @@ def compact_many(
     the plan is checked (SettingsError: two results for one path, a result over an input) and
     `out_dir` is made. `progress(number of files)`, if given, is a context around the run that
     yields the function told of each file done (`ok`), or None."""
+    from .core.reports import CompactReport
     from .files.atomic import make_folder
     from .jobs.batch import for_workers, run_all
     from .jobs.results import CompactBatch, batch_of
@@ -820,10 +827,10 @@ def compact_many(
     with progress(len(items)) if progress else contextlib.nullcontext(None) as advance:
         results = run_all(job, items, runner, sum(f.size for f in found), on_done=advance, shared_breaker=True)
     for (path, _, target), (worker_path, _, worker_target), (ok, row) in zip(planned, items, results):
-        if ok and row.get("output") == worker_target:
-            row["output"] = target
-            if str(row.get("backup", "")).startswith(worker_path):
-                row["backup"] = path + row["backup"][len(worker_path) :]
+        if ok and isinstance(row, CompactReport) and row.output == worker_target:
+            row.output = target
+            if row.backup and row.backup.startswith(worker_path):
+                row.backup = path + row.backup[len(worker_path) :]
     return cast(CompactBatch, batch_of(CompactBatch, [shown for _, shown, _ in planned], results))
 
 

@@ -170,7 +170,7 @@ def ctxpipe_outputs(files: list[Path], claude_code: bool) -> list[dict[str, obje
             continue
         data = path.read_bytes()
         pieces, report = compact_buffer(data, path.name, options, Breaker())
-        if not any(stage["stage"] == "summarize" and stage["changed"] for stage in report["stages"]):
+        if not any(stage.stage == "summarize" and stage.changed for stage in report.stages):
             continue
         output = b"".join(pieces)
         counted = count_buffer(output, path.name, CountOptions()).count
@@ -182,7 +182,7 @@ def ctxpipe_outputs(files: list[Path], claude_code: bool) -> list[dict[str, obje
         row: dict[str, object] = {
             "file": path.name,
             "count": counted.tokens,
-            "printed_after": report["tokens_after"],
+            "printed_after": report.tokens_after,
             "fresh": fresh,
             "agreement_pct": round(100 * abs(counted.tokens - fresh) / fresh, 2),
             "baseline": baseline,

@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import ctxpipe
+from ctxpipe.core.reports import SummarizeExtras
 from ctxpipe.core.stage import StageContext
 from ctxpipe.core.summarize import SummarizeSettings
 from ctxpipe.core.summarize_engines import Breaker
@@ -39,17 +40,18 @@ def main() -> int:
             if not outcome.changed:
                 continue
             report = outcome.report
+            assert isinstance(report, SummarizeExtras) and report.verification_before_repair and report.verification
             rows.append(
                 (
                     path.name[-44:],
                     name,
-                    report["history_messages"],
-                    report["tail_messages"],
-                    report["verification_before_repair"]["recall"],
-                    report["verification"]["recall"],
-                    report["pre_tokens"],
-                    report["post_tokens"],
-                    report["reduction"],
+                    report.history_messages,
+                    report.tail_messages,
+                    report.verification_before_repair.recall,
+                    report.verification.recall,
+                    report.pre_tokens,
+                    report.post_tokens,
+                    report.reduction,
                 )
             )
     print(f"{'file':44} {'split':12} {'hist':>5} {'tail':>5} {'recall':>7} {'+facts':>7} {'before':>8} {'after':>8} {'cut':>6}")

@@ -19,6 +19,8 @@ from ..core.stage import Stage, StageContext
 
 if TYPE_CHECKING:
     from ..api import StageRun
+    from ..core.reports import StageReport
+    from ..core.wire import Wire
 from . import streams
 from .flags import with_options
 from .options import StageIO, iso_time
@@ -68,10 +70,10 @@ def run_command(stage: Stage, given: StageIO, settings: Any, context: StageConte
         with ledger_kept(given.ledger, run.ledger), streams.open_output(given.output) as out:
             run.write(buffer, out, given.unbuffered)
     streams.report_skipped(run.stats, source)
-    streams.note(stage_note(stage.name, run.outcome.note, run.report["tokens_before"], run.report["tokens_after"], run.outcome.changed))
+    streams.note(stage_note(stage.name, run.outcome.note, run.report.tokens_before, run.report.tokens_after, run.outcome.changed))
     if given.report_json:
         with streams.open_output(given.report_json) as out:
-            out.write(streams.json_bytes(run.report, indent=True))  # inert on a terminal, valid with any text
+            out.write(streams.json_bytes(run.report.to_wire(), indent=True))  # inert on a terminal, valid with any text
     if given.report and run.outcome.report:  # a stage that did nothing has nothing to detail
         print_report(stage.name, run.report)
     for line in run.outcome.notes:
@@ -157,11 +159,13 @@ def _take_back(path: str, start: int, end: int) -> None:
             os.close(descriptor)
 
 
-def print_report(name: str, report: dict[str, Any]) -> None:
+def print_report(name: str, report: StageReport[Wire]) -> None:
     """What the stage did, on stderr: its per-tool figures as a small table, else its report as one JSON line."""
-    by_tool = report.get("by_tool") or {}
+    from ..core.reports import CollapseExtras, MicrocompactExtras
+
+    by_tool = report.extras.by_tool if isinstance(report.extras, (MicrocompactExtras, CollapseExtras)) else None
     if not by_tool:
-        streams.note(f"{name}: " + streams.json_bytes(report).decode().rstrip("\n"))  # inert on a terminal, whatever the transcript's text
+        streams.note(f"{name}: " + streams.json_bytes(report.to_wire()).decode().rstrip("\n"))  # inert on a terminal, whatever the transcript's text
         return
     from .tables import Column, print_table
     from .terminal import shown_text
@@ -169,6 +173,6 @@ def print_report(name: str, report: dict[str, Any]) -> None:
     # A narrow terminal leaves out the largest priority number first (0: always shown).
     columns = [Column("tool", "name", 0), Column("results", "number", 1), Column("tokens freed", "number", 0)]
     rows = [  # the transcript's tool names
-        [shown_text(tool), str(figures["results"]), f"{figures['tokens']:,}"] for tool, figures in sorted(by_tool.items(), key=lambda item: -item[1]["tokens"])
+        [shown_text(tool), str(figures.results), f"{figures.tokens:,}"] for tool, figures in sorted(by_tool.items(), key=lambda item: -item[1].tokens)
     ]
     print_table(streams.stderr_console(), columns, rows, whole="--report-json FILE")

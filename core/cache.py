@@ -19,6 +19,7 @@ from .count import usage_tokens, usage_total
 from .fields import moment
 from .jsonl import Entry
 from .model import Message
+from .reports import CacheDecisionReport, PricesReport
 from .stage import setting
 
 PRICE_PARTS = ("input", "cache_write_5m", "cache_write_1h", "cache_read", "output")
@@ -114,21 +115,28 @@ class CacheDecision:
     prices: Prices
     per_turn: list[dict[str, float]] = field(default_factory=list)
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "clear": self.clear,
-            "reason": self.reason,
-            "tokens_freed": self.tokens_freed,
-            "prompt_tokens": self.prompt_tokens,
-            "kept_prefix_tokens": self.kept_prefix_tokens,
-            "cache_warm": self.warm,
-            "ttl_minutes": self.ttl_minutes,
-            "horizon": self.horizon,
-            "cost_keep_usd": round(self.cost_keep, 6),
-            "cost_clear_usd": round(self.cost_clear, 6),
-            "break_even_turn": self.break_even_turn,
-            "prices_per_mtok": self.prices.as_dict(),
-        }
+    def report(self) -> CacheDecisionReport:
+        prices = self.prices
+        return CacheDecisionReport(
+            clear=self.clear,
+            reason=self.reason,
+            tokens_freed=self.tokens_freed,
+            prompt_tokens=self.prompt_tokens,
+            kept_prefix_tokens=self.kept_prefix_tokens,
+            cache_warm=self.warm,
+            ttl_minutes=self.ttl_minutes,
+            horizon=self.horizon,
+            cost_keep_usd=round(self.cost_keep, 6),
+            cost_clear_usd=round(self.cost_clear, 6),
+            break_even_turn=self.break_even_turn,
+            prices_per_mtok=PricesReport(
+                input=prices.input,
+                cache_write_5m=prices.cache_write_5m,
+                cache_write_1h=prices.cache_write_1h,
+                cache_read=prices.cache_read,
+                output=prices.output,
+            ),
+        )
 
 
 def costs(prompt: int, freed: int, kept_prefix: int, warm: bool, write: float, read: float, turns: int) -> tuple[list[float], list[float]]:

@@ -21,6 +21,7 @@ from .fields import text as field_text
 from .jsonl import Entry, as_text, dumps
 from .microcompact import ToolCall, counted_by_anchor, tool_calls
 from .placeholders import PLACEHOLDER, STUB_PREFIX
+from .reports import CollapseExtras, Fold, ToolFigures
 from .stage import Outcome, Stage, StageContext, no_marker
 from .tokens import PiecesCounter, block_texts
 from .transcript_format import WritableFormat
@@ -69,7 +70,7 @@ def collapse(entries: list[Entry], transcript_format: WritableFormat, settings: 
     calibration = calibrate(estimates)
     counter = PiecesCounter()
     by_entry: dict[int, dict[int, dict[str, Any]]] = {}
-    folded: list[dict[str, Any]] = []
+    folded: list[Fold] = []
     removed: list[dict[str, Any]] = []
     saved = 0
     holders = []
@@ -93,25 +94,25 @@ def collapse(entries: list[Entry], transcript_format: WritableFormat, settings: 
             tokens = max(0, round(calibration.slope * (sum(counter.count_many(texts)) - counter.count(text))) + flat)
             saved += tokens
             holders.append(message)
-            folded.append({"tool_use_id": call.id, "tool": name, "survivor": survivor.id, "tokens": tokens})
+            folded.append(Fold(tool_use_id=call.id, tool=name, survivor=survivor.id, tokens=tokens))
             removed.append({"uuid": field_text(entries[position].obj, "uuid"), "block": block_index, "tool_use_id": call.id, "tool": name})
     if not folded:
         return Outcome(entries, False, "nothing to fold: no tool result repeats a later one exactly")
     result = list(entries)
     for position, blocks in by_entry.items():
         result[position] = transcript_format.replace_blocks(entries[position], blocks)
-    counted = counted_by_anchor(messages, holders, [item["tokens"] for item in folded])
-    metadata = {"stage": "collapse", "tokensSaved": counted, "foldedToolIds": [item["tool_use_id"] for item in folded]}
+    counted = counted_by_anchor(messages, holders, [fold.tokens for fold in folded])
+    metadata = {"stage": "collapse", "tokensSaved": counted, "foldedToolIds": [fold.tool_use_id for fold in folded]}
     if not settings.no_marker:
         marker = transcript_format.marker(result, "ctxpipe_collapse", "Repeated tool results folded", "ctxpipeMetadata", metadata, iso(now))
         if marker is not None:
             result.append(marker)
-    per_tool: dict[str, dict[str, int]] = {}
-    for item in folded:
-        stats = per_tool.setdefault(item["tool"], {"results": 0, "tokens": 0})
-        stats["results"] += 1
-        stats["tokens"] += item["tokens"]
-    report = {"stage": "collapse", "folded": len(folded), "removed_estimate": saved, "tokens_saved": counted, "by_tool": per_tool, "folds": folded}
+    per_tool: dict[str, ToolFigures] = {}
+    for fold in folded:
+        figures = per_tool.setdefault(fold.tool, ToolFigures(results=0, tokens=0))
+        figures.results += 1
+        figures.tokens += fold.tokens
+    report = CollapseExtras(stage="collapse", folded=len(folded), removed_estimate=saved, tokens_saved=counted, by_tool=per_tool, folds=folded)
     return Outcome(result, True, f"folded {len(folded)} repeated result{'s' if len(folded) != 1 else ''}", report, removed)
 
 

@@ -24,6 +24,7 @@ from .fields import text as field_text
 from .jsonl import Entry
 from .model import Message
 from .placeholders import PLACEHOLDER
+from .reports import MicrocompactExtras, ToolFigures
 from .rules import Rules, session_rules
 from .stage import Outcome, Stage, StageContext, no_marker, setting
 from .tokens import PiecesCounter, block_texts
@@ -124,7 +125,7 @@ def microcompact(entries: list[Entry], transcript_format: WritableFormat, settin
     if cache is not None and not settings.force:
         decision = decide(messages, entries, chosen.tokens_freed, first_changed_block_tokens(messages, chosen, estimates), cache, now)
         if not decision.clear:
-            return Outcome(entries, False, f"not clearing: {decision.reason}", {"cache": decision.as_dict()})
+            return Outcome(entries, False, f"not clearing: {decision.reason}", MicrocompactExtras(cache=decision.report()))
         trigger = "cache-aware"
     elif not settings.force:
         rules = rules or session_rules(entries)[0]
@@ -151,7 +152,7 @@ def microcompact(entries: list[Entry], transcript_format: WritableFormat, settin
     counted = counted_by_anchor(messages, [call.result[0] for call in chosen.calls if call.result], chosen.tokens)
     by_entry: dict[int, dict[int, dict[str, Any]]] = {}
     removed = []
-    per_tool: dict[str, dict[str, int]] = {}
+    per_tool: dict[str, ToolFigures] = {}
     for call, tokens in zip(chosen.calls, chosen.tokens):
         if call.result is None:  # never: plan() chooses answered calls only
             continue
@@ -161,9 +162,9 @@ def microcompact(entries: list[Entry], transcript_format: WritableFormat, settin
         block["content"] = PLACEHOLDER
         by_entry.setdefault(position, {})[block_index] = block
         removed.append({"uuid": field_text(entries[position].obj, "uuid"), "block": block_index, "tool_use_id": call.id, "tool": call.name})
-        stats = per_tool.setdefault(call.name, {"results": 0, "tokens": 0})
-        stats["results"] += 1
-        stats["tokens"] += tokens
+        figures = per_tool.setdefault(call.name, ToolFigures(results=0, tokens=0))
+        figures.results += 1
+        figures.tokens += tokens
     result = list(entries)
     for position, blocks in by_entry.items():
         result[position] = transcript_format.replace_blocks(entries[position], blocks)
@@ -177,15 +178,14 @@ def microcompact(entries: list[Entry], transcript_format: WritableFormat, settin
         marker = transcript_format.marker(result, "microcompact_boundary", "Context microcompacted", "microcompactMetadata", metadata, iso(now))
         if marker is not None:
             result.append(marker)
-    report: dict[str, Any] = {
-        "stage": "microcompact",
-        "cleared": len(chosen.calls),
-        "removed_estimate": chosen.tokens_freed,
-        "tokens_saved": counted,
-        "by_tool": per_tool,
-    }
-    if decision is not None:
-        report["cache"] = decision.as_dict()
+    report = MicrocompactExtras(
+        stage="microcompact",
+        cleared=len(chosen.calls),
+        removed_estimate=chosen.tokens_freed,
+        tokens_saved=counted,
+        by_tool=per_tool,
+        cache=decision.report() if decision is not None else None,
+    )
     note = f"cleared {len(chosen.calls)} tool result{'s' if len(chosen.calls) != 1 else ''}"
     return Outcome(result, True, note, report, removed)
 
@@ -247,12 +247,12 @@ class MicrocompactSettings(CacheModel):
 def run(entries: list[Entry], transcript_format: WritableFormat, settings: MicrocompactSettings, context: StageContext) -> Outcome:
     rules = session_rules(entries, context.rules)[0] if context.rules is not None else None
     outcome = microcompact(entries, transcript_format, settings, context.now, rules)
-    cache = outcome.report.get("cache")
+    cache = outcome.report.cache if isinstance(outcome.report, MicrocompactExtras) else None
     if cache:  # what keeping and clearing cost: the figures behind the decision
         outcome.notes.append(
-            f"microcompact: cache {'warm' if cache['cache_warm'] else 'expired'} (TTL {cache['ttl_minutes']} min); "
-            f"over {cache['horizon']} turns keeping costs ${cache['cost_keep_usd']:.4f}, clearing ${cache['cost_clear_usd']:.4f}"
-            + (f"; break-even at turn {cache['break_even_turn']}" if cache["break_even_turn"] else "")
+            f"microcompact: cache {'warm' if cache.cache_warm else 'expired'} (TTL {cache.ttl_minutes} min); "
+            f"over {cache.horizon} turns keeping costs ${cache.cost_keep_usd:.4f}, clearing ${cache.cost_clear_usd:.4f}"
+            + (f"; break-even at turn {cache.break_even_turn}" if cache.break_even_turn else "")
         )
     return outcome
 

@@ -11,9 +11,9 @@ that every key the type promises is one the schema requires, so the two cannot d
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, TypedDict, Union
+from typing import Generic, Literal, TypeVar, Union
 
-from .wire import Absent, Wire, sometimes, sometimes_null
+from .wire import Absent, Wire, sometimes, sometimes_null, spread
 
 Engine = Literal["session-memory", "llm", "offline"]
 FactKind = Literal["instruction", "last-request", "file", "error", "fixed-error", "task", "current-work"]
@@ -24,8 +24,9 @@ StageName = str  # a stage of pipeline.PIPELINE (not listed here: adding a stage
 # --- parts shared by several reports (schemas/report-defs.schema.json) -----------------------------
 
 
-class ToolFigures(TypedDict):
-    """One tool's row of `by_tool`: results cleared or folded, and their estimated tokens."""
+@dataclass(kw_only=True, slots=True)
+class ToolFigures(Wire):
+    """One tool's row of `by_tool`: results cleared or folded, and their estimated tokens (a stage adds them up)."""
 
     results: int
     tokens: int
@@ -42,7 +43,8 @@ class PricesReport(Wire):
     output: float
 
 
-class CacheDecisionReport(TypedDict):
+@dataclass(kw_only=True, slots=True)
+class CacheDecisionReport(Wire):
     """microcompact --cache-aware: whether clearing pays for the cache break (core.cache.CacheDecision)."""
 
     clear: bool
@@ -59,18 +61,21 @@ class CacheDecisionReport(TypedDict):
     prices_per_mtok: PricesReport
 
 
-class KindRecall(TypedDict):
+@dataclass(kw_only=True, slots=True)
+class KindRecall(Wire):
     facts: int
     carried: int
     recall: float
 
 
-class MissingFact(TypedDict):
+@dataclass(kw_only=True, slots=True)
+class MissingFact(Wire):
     kind: FactKind
     text: str  # at most 300 characters
 
 
-class VerificationReport(TypedDict):
+@dataclass(kw_only=True, slots=True)
+class VerificationReport(Wire):
     """summarize's verifier (core.summarize.Verification)."""
 
     facts: int
@@ -80,7 +85,8 @@ class VerificationReport(TypedDict):
     missing: list[MissingFact]
 
 
-class PlanRow(TypedDict):
+@dataclass(kw_only=True, slots=True)
+class PlanRow(Wire):
     """A restore candidate (core.restore.Candidate): a row of `restore --plan`, an item of restore's report."""
 
     kind: CandidateKind
@@ -90,7 +96,8 @@ class PlanRow(TypedDict):
     reason: str
 
 
-class Fold(TypedDict):
+@dataclass(kw_only=True, slots=True)
+class Fold(Wire):
     """One result collapse folded into a pointer to a later identical one."""
 
     tool_use_id: str
@@ -99,156 +106,148 @@ class Fold(TypedDict):
     tokens: int
 
 
-class LlmUsage(TypedDict, total=False):
-    input_tokens: int
-    output_tokens: int
+@dataclass(kw_only=True, slots=True)
+class LlmUsage(Wire):
+    """The usage the API reported for the summary request (neither key when it reported none)."""
+
+    input_tokens: int | None = sometimes()
+    output_tokens: int | None = sometimes()
 
 
 # --- the stages' --report-json (schemas/<stage>.report.schema.json) ------------------------------
 #
-# What a stage's Outcome.report holds is its extras; run_stage adds the figures and `file`.
+# What a stage's Outcome.report holds is its extras (every key present only sometimes: a stage that
+# changed nothing has none, or only what it decided with); run_stage adds `file` and the figures.
 
 
-class StageFigures(TypedDict):
-    """`count` of the input and of the output, as run_stage measures them."""
+@dataclass(kw_only=True, slots=True)
+class MicrocompactExtras(Wire):
+    stage: Literal["microcompact"] | None = sometimes()
+    cleared: int | None = sometimes()
+    removed_estimate: int | None = sometimes()
+    tokens_saved: int | None = sometimes()
+    by_tool: dict[str, ToolFigures] | None = sometimes()
+    cache: CacheDecisionReport | None = sometimes()  # --cache-aware, also when it decided not to clear
 
+
+@dataclass(kw_only=True, slots=True)
+class CollapseExtras(Wire):
+    stage: Literal["collapse"] | None = sometimes()
+    folded: int | None = sometimes()
+    removed_estimate: int | None = sometimes()
+    tokens_saved: int | None = sometimes()
+    by_tool: dict[str, ToolFigures] | None = sometimes()
+    folds: list[Fold] | None = sometimes()
+
+
+@dataclass(kw_only=True, slots=True)
+class SnipExtras(Wire):
+    stage: Literal["snip"] | None = sometimes()
+    removed_messages: int | None = sometimes()
+    removed_lines: int | None = sometimes()
+    removed_estimate: int | None = sometimes()
+    tokens_saved: int | None = sometimes()
+
+
+@dataclass(kw_only=True, slots=True)
+class SummarizeExtras(Wire):
+    stage: Literal["summarize"] | None = sometimes()
+    engine: Engine | None = sometimes()
+    engine_reason: str | None = sometimes()
+    history_messages: int | None = sometimes()
+    tail_messages: int | None = sometimes()
+    fallback_reason: str | None = sometimes()  # before the model's keys: an engine that fell back to the model
+    llm_attempts: int | None = sometimes()
+    dropped_api_rounds: int | None = sometimes()
+    llm_usage: LlmUsage | None = sometimes()
+    verification_before_repair: VerificationReport | None = sometimes()
+    repaired: Literal[True] | None = sometimes()
+    repair_error: str | None = sometimes()
+    facts_to_keep: int | None = sometimes()
+    verification: VerificationReport | None = sometimes()
+    pre_tokens: int | None = sometimes()
+    post_tokens: int | None = sometimes()
+    reduction: float | None = sometimes()
+    over_threshold: Literal[True] | None = sometimes()
+
+
+@dataclass(kw_only=True, slots=True)
+class RestoreExtras(Wire):
+    stage: Literal["restore"] | None = sometimes()
+    restored: list[PlanRow] | None = sometimes()
+    tokens: int | None = sometimes()
+    skipped: list[PlanRow] | None = sometimes()
+    disk: str | None = sometimes()
+
+
+# What the stages of the registry add (Outcome.report is any report: a stage declared elsewhere has its own).
+StageExtras = Union[MicrocompactExtras, CollapseExtras, SnipExtras, SummarizeExtras, RestoreExtras]
+Extras = TypeVar("Extras", bound=Wire)
+
+
+@dataclass(kw_only=True, slots=True)
+class StageReport(Wire, Generic[Extras]):
+    """A stage's --report-json: the file, the stage's own keys (its Outcome.report, none when it has
+    none), and `count` of the input and of the output, as run_stage measures them."""
+
+    file: str
+    extras: Extras | None = spread()
     tokens_before: int
     tokens_after: int
     tokens_freed: int  # negative when the stage added more than it removed (restore)
 
 
-class StageReport(StageFigures):
-    """The keys every stage's --report-json has."""
-
-    file: str
-
-
-class MicrocompactExtras(TypedDict, total=False):
-    stage: Literal["microcompact"]
-    cleared: int
-    removed_estimate: int
-    tokens_saved: int
-    by_tool: dict[str, ToolFigures]
-    cache: CacheDecisionReport  # --cache-aware, also when it decided not to clear
-
-
-class CollapseExtras(TypedDict, total=False):
-    stage: Literal["collapse"]
-    folded: int
-    removed_estimate: int
-    tokens_saved: int
-    by_tool: dict[str, ToolFigures]
-    folds: list[Fold]
-
-
-class SnipExtras(TypedDict, total=False):
-    stage: Literal["snip"]
-    removed_messages: int
-    removed_lines: int
-    removed_estimate: int
-    tokens_saved: int
-
-
-class SummarizeExtras(TypedDict, total=False):
-    stage: Literal["summarize"]
-    engine: Engine
-    engine_reason: str
-    history_messages: int
-    tail_messages: int
-    llm_attempts: int
-    dropped_api_rounds: int
-    llm_usage: LlmUsage
-    fallback_reason: str
-    verification_before_repair: VerificationReport
-    repaired: Literal[True]
-    repair_error: str
-    facts_to_keep: int
-    verification: VerificationReport
-    pre_tokens: int
-    post_tokens: int
-    reduction: float
-    over_threshold: Literal[True]
-
-
-class RestoreExtras(TypedDict, total=False):
-    stage: Literal["restore"]
-    restored: list[PlanRow]
-    tokens: int
-    skipped: list[PlanRow]
-    disk: str
-
-
-# The type Outcome.report can take: what any stage adds.
-StageExtras = Union[MicrocompactExtras, CollapseExtras, SnipExtras, SummarizeExtras, RestoreExtras]
-
-
-class MicrocompactReport(StageReport, MicrocompactExtras):
-    pass
-
-
-class CollapseReport(StageReport, CollapseExtras):
-    pass
-
-
-class SnipReport(StageReport, SnipExtras):
-    pass
-
-
-class SummarizeReport(StageReport, SummarizeExtras):
-    pass
-
-
-class RestoreReport(StageReport, RestoreExtras):
-    pass
+MicrocompactReport = StageReport[MicrocompactExtras]
+CollapseReport = StageReport[CollapseExtras]
+SnipReport = StageReport[SnipExtras]
+SummarizeReport = StageReport[SummarizeExtras]
+RestoreReport = StageReport[RestoreExtras]
 
 
 # --- compact (schemas/compact.report.schema.json) --------------------------------------------------
 
 
-class _StageRecordKeys(TypedDict):
-    stage: StageName
-    changed: bool
-    note: str
-
-
-class StageRecord(_StageRecordKeys, total=False):
+@dataclass(kw_only=True, slots=True)
+class StageRecord(Wire):
     """One stage's line in compact's report. The figures are missing only from summarize's
     'not needed' record; why/engine/verification belong to summarize."""
 
-    why: str
-    engine: Engine | None
-    verification: VerificationReport | None
-    fallback_reason: str  # summarize: why the model's summary failed, when the offline engine stood in
-    tokens_before: int
-    tokens_after: int
-    tokens_freed: int
+    stage: StageName
+    changed: bool
+    note: str
+    why: str | None = sometimes()
+    engine: Engine | None | Absent = sometimes_null()
+    verification: VerificationReport | None | Absent = sometimes_null()
+    fallback_reason: str | None = sometimes()  # summarize: why the model's summary failed, when the offline engine stood in
+    tokens_before: int | None = sometimes()
+    tokens_after: int | None = sometimes()
+    tokens_freed: int | None = sometimes()
 
 
-class _CompactKeys(TypedDict):
+@dataclass(kw_only=True, slots=True)
+class CompactReport(Wire):
+    """A compacted file: what compact_buffer returns, and (with output, and backup) a row of `compact --json`."""
+
     file: str
     format: str  # a registered format (formats.NAMES; not listed here: adding a format changes no type)
     tokens_before: int
     tokens_after: int
     changed: bool
     skipped_lines: int
-    stages: list[StageRecord]
+    output: str | None = sometimes()  # set by the batch, which writes the file
+    backup: str | None = sometimes()  # --in-place --backup, for a file that changed
+    stages: list[StageRecord]  # last: the long part
 
 
-class CompactReport(_CompactKeys, total=False):
-    """A compacted file: what compact_buffer returns, and (with output, and backup) a row of `compact --json`."""
-
-    output: str  # set by the batch, which writes the file
-    backup: str  # --in-place --backup, for a file that changed
-
-
-class CompactSkipRow(TypedDict):
+@dataclass(kw_only=True, slots=True)
+class CompactSkipRow(Wire):
     """A row of `compact --json` for a compaction side-call: not a session, not compacted."""
 
     file: str
-    kind: Literal["compaction"]
+    kind: Literal["compaction"] = "compaction"
     skipped: str
-    changed: Literal[False]
-    output: None
+    changed: Literal[False] = False
+    output: None = None
 
 
 CompactRow = Union[CompactReport, CompactSkipRow]

@@ -30,7 +30,7 @@ from .count import Reinjection
 from .fields import text
 from .jsonl import Entry, as_text
 from .model import Message
-from .reports import ReinjectedItem, ReinjectedKind
+from .reports import CandidateKind, PlanRow, ReinjectedItem, ReinjectedKind, RestoreExtras
 from .stage import Outcome, Stage, StageContext, setting
 from .tokens import RoughCounter
 from .transcript_format import TranscriptFormat, WritableFormat, editor_of
@@ -92,7 +92,7 @@ class FileState:
 
 @dataclass
 class Candidate:
-    kind: str  # file | plan | plan-mode | skill | todos
+    kind: CandidateKind
     name: str
     text: str | None
     tokens: int
@@ -101,8 +101,9 @@ class Candidate:
     header: str = ""
     disk_skipped: bool = False  # disk was wanted, but no folder may be read (see disk_root)
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "name": self.name, "tokens": self.tokens, "chosen": self.chosen, "reason": self.reason}
+    def row(self) -> PlanRow:
+        """Its row of `restore --plan`, and its item of restore's report."""
+        return PlanRow(kind=self.kind, name=self.name, tokens=self.tokens, chosen=self.chosen, reason=self.reason)
 
 
 def tokens_of(text: str) -> int:
@@ -617,7 +618,6 @@ def restore(
         return Outcome(entries, False, "nothing to restore: no file, plan, plan-mode reminder, skill or todo list to bring back" + no_disk), candidates
     added = editor_of(transcript_format).meta_entries(entries, [restored_text(c) for c in chosen], when)
     tokens = sum(c.tokens for c in chosen)
-    report = {"stage": "restore", "restored": [c.as_dict() for c in chosen], "tokens": tokens, "skipped": [c.as_dict() for c in candidates if not c.chosen]}
     labels = {
         "file": ("file", "files"),
         "plan": ("plan", "plans"),
@@ -627,8 +627,13 @@ def restore(
     }
     counts = {kind: sum(1 for c in chosen if c.kind == kind) for kind in labels}
     kinds = ", ".join(f"{n} {labels[k][n != 1]}" for k, n in counts.items() if n)
-    if no_disk:
-        report["disk"] = no_disk.split(": ", 1)[1]
+    report = RestoreExtras(
+        stage="restore",
+        restored=[c.row() for c in chosen],
+        tokens=tokens,
+        skipped=[c.row() for c in candidates if not c.chosen],
+        disk=no_disk.split(": ", 1)[1] if no_disk else None,
+    )
     return Outcome(list(entries) + added, True, f"restored {kinds}{no_disk}", report), candidates
 
 

@@ -19,6 +19,7 @@ from .fields import iso
 from .fields import text as field_text
 from .jsonl import Entry
 from .model import Message
+from .reports import SnipExtras
 from .stage import Outcome, Stage, StageContext, no_marker, setting
 from .tokens import PiecesCounter
 from .transcript_format import WritableFormat
@@ -168,7 +169,7 @@ def snip(entries: list[Entry], transcript_format: WritableFormat, settings: Snip
         if marker is not None:
             result.append(marker)
     removed = [{"uuid": field_text(entries[p].obj, "uuid"), "line": entries[p].line or None} for p in sorted(doomed)]
-    report = {"stage": "snip", "removed_messages": len(removed_messages), "removed_lines": len(doomed), "removed_estimate": saved, "tokens_saved": counted}
+    report = SnipExtras(stage="snip", removed_messages=len(removed_messages), removed_lines=len(doomed), removed_estimate=saved, tokens_saved=counted)
     return Outcome(result, True, f"removed {len(removed_messages)} message{'s' if len(removed_messages) != 1 else ''} ({len(doomed)} lines)", report, removed)
 
 

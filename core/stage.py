@@ -19,6 +19,7 @@ from .errors import CtxpipeError
 from .fields import text
 from .jsonl import Entry
 from .transcript_format import WritableFormat
+from .wire import Wire
 
 LEDGER_VERSION = 1
 
@@ -30,9 +31,10 @@ class Outcome:
     entries: list[Entry]
     changed: bool
     note: str  # one line for stderr: what was done, or why nothing was
-    # What the stage did, beyond its one line: one of core.reports.StageExtras (a dict, written as JSON;
-    # tests/test_report_schemas.py holds each stage's to its schema and its TypedDict).
-    report: dict[str, Any] = field(default_factory=dict)
+    # What the stage did, beyond its one line: its own keys of --report-json (None: it has none to
+    # give), a report dataclass: one of core.reports.StageExtras for the stages of the registry
+    # (tests/test_report_schemas.py holds each to its schema).
+    report: Wire | None = None
     removed: list[dict[str, Any]] = field(default_factory=list)  # human-readable: uuid, block, tool_use_id
     notes: list[str] = field(default_factory=list)  # more lines for stderr, after the stage's one line
 

@@ -20,6 +20,7 @@ from .blocks import is_text, kind_of
 from .errors import CtxpipeError
 from .jsonl import as_text
 from .model import Message
+from .reports import FactKind, KindRecall, MissingFact, VerificationReport
 from .stage import setting
 from .tokens import RoughCounter, estimate_blocks
 
@@ -297,7 +298,7 @@ def summary_message_text(summary: str, transcript_path: str | None, kept_tail: b
 
 @dataclass(frozen=True)
 class Fact:
-    kind: str  # one of FACT_KINDS
+    kind: FactKind
     text: str
     also: tuple[str, ...] = ()  # other spellings that carry it as well (a file's path from its project)
 
@@ -311,7 +312,7 @@ def path_forms(path: str) -> tuple[str, ...]:
 
 
 # What the new context must still hold, by kind (the order facts are listed in).
-FACT_KINDS = ("instruction", "last-request", "file", "error", "fixed-error", "task", "current-work")
+FACT_KINDS: tuple[FactKind, ...] = ("instruction", "last-request", "file", "error", "fixed-error", "task", "current-work")
 FACT_LABELS = {
     "instruction": "User instruction",
     "last-request": "Last request",
@@ -420,7 +421,7 @@ class Verification:
     def recall(self) -> float:
         return 1.0 if not self.facts else 1 - len(self.missing) / len(self.facts)
 
-    def by_kind(self) -> dict[str, dict[str, Any]]:
+    def by_kind(self) -> dict[str, KindRecall]:
         """Facts, carried and recall for each kind present."""
         totals: dict[str, list[int]] = {}
         for fact in self.facts:
@@ -428,17 +429,17 @@ class Verification:
         for fact in self.missing:
             totals[fact.kind][1] += 1
         return {
-            kind: {"facts": n, "carried": n - lost, "recall": round(1 - lost / n, 4)} for kind in FACT_KINDS if kind in totals for n, lost in [totals[kind]]
+            kind: KindRecall(facts=n, carried=n - lost, recall=round(1 - lost / n, 4)) for kind in FACT_KINDS if kind in totals for n, lost in [totals[kind]]
         }
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "facts": len(self.facts),
-            "carried": len(self.facts) - len(self.missing),
-            "recall": round(self.recall, 4),
-            "kinds": self.by_kind(),
-            "missing": [{"kind": f.kind, "text": f.text[:300]} for f in self.missing],
-        }
+    def report(self) -> VerificationReport:
+        return VerificationReport(
+            facts=len(self.facts),
+            carried=len(self.facts) - len(self.missing),
+            recall=round(self.recall, 4),
+            kinds=self.by_kind(),
+            missing=[MissingFact(kind=f.kind, text=f.text[:300]) for f in self.missing],
+        )
 
 
 def _tokens(haystack: str) -> set[str]:

@@ -5,6 +5,9 @@ the fields' order. A key the schema requires is a field without a default. A key
 sometimes (a stage that changed nothing has no `stage`, `cleared`, …) is a field declared with
 `sometimes()`: absent from the wire form while it is None. The few keys that are present only
 sometimes *and* may be null when present use `sometimes_null()`: absent while they are `ABSENT`.
+A field declared `spread()` holds another report whose keys stand in this one's, in the field's
+place (a stage's own keys between `file` and the figures): a report generic in the report it spreads
+(`StageReport[MicrocompactExtras]`) has the keys of its type argument too.
 tests/test_report_schemas.py holds each report's fields to its schema's properties, `wire_keys` telling
 the two kinds apart.
 """
@@ -14,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, get_args, get_origin
 
 
 class _Absent(enum.Enum):
@@ -30,6 +33,8 @@ Absent = Literal[_Absent.ABSENT]
 # Field metadata: the value for which the key is left out of the wire form.
 _ABSENT_WHEN = "ctxpipe.wire.absent_when"
 _NO_OMISSION = object()
+# Field metadata: the field's value is a report whose keys go in the wire form in its place.
+_SPREAD = "ctxpipe.wire.spread"
 
 
 def sometimes() -> Any:
@@ -42,14 +47,19 @@ def sometimes_null() -> Any:
     return dataclasses.field(default=ABSENT, metadata={_ABSENT_WHEN: ABSENT})
 
 
-# Per class, once: (field name, the value that leaves it out, or _NO_OMISSION).
-_PLANS: dict[type, tuple[tuple[str, object], ...]] = {}
+def spread() -> Any:
+    """A report whose keys stand in the wire form in the field's place (none while it is None)."""
+    return dataclasses.field(default=None, metadata={_ABSENT_WHEN: None, _SPREAD: True})
 
 
-def _plan(cls: type) -> tuple[tuple[str, object], ...]:
+# Per class, once: (field name, the value that leaves it out, or _NO_OMISSION; whether it is spread).
+_PLANS: dict[type, tuple[tuple[str, object, bool], ...]] = {}
+
+
+def _plan(cls: type) -> tuple[tuple[str, object, bool], ...]:
     plan = _PLANS.get(cls)
     if plan is None:
-        plan = tuple((f.name, f.metadata.get(_ABSENT_WHEN, _NO_OMISSION)) for f in dataclasses.fields(cls))
+        plan = tuple((f.name, f.metadata.get(_ABSENT_WHEN, _NO_OMISSION), _SPREAD in f.metadata) for f in dataclasses.fields(cls))
         _PLANS[cls] = plan
     return plan
 
@@ -61,11 +71,14 @@ def to_wire(value: Any) -> Any:
         return value
     if cls in _PLANS or dataclasses.is_dataclass(value):
         out: dict[str, Any] = {}
-        for name, absent_when in _plan(cls):
+        for name, absent_when, spread_ in _plan(cls):
             item = getattr(value, name)
             if item is absent_when:  # never true for _NO_OMISSION, which no field holds
                 continue
-            out[name] = to_wire(item)
+            if spread_:
+                out.update(to_wire(item))
+            else:
+                out[name] = to_wire(item)
         return out
     if isinstance(value, Mapping):
         return {key: to_wire(item) for key, item in value.items()}
@@ -75,11 +88,16 @@ def to_wire(value: Any) -> Any:
 
 
 def wire_keys(cls: type) -> tuple[frozenset[str], frozenset[str]]:
-    """A report class's keys: (always present, present only sometimes)."""
+    """A report class's keys: (always present, present only sometimes); of a generic report
+    (`StageReport[MicrocompactExtras]`), with those of the report it spreads (present only
+    sometimes: a spread field may be None)."""
     always: set[str] = set()
     sometimes_: set[str] = set()
-    for name, absent_when in _plan(cls):
-        (always if absent_when is _NO_OMISSION else sometimes_).add(name)
+    for name, absent_when, spread_ in _plan(get_origin(cls) or cls):
+        if not spread_:
+            (always if absent_when is _NO_OMISSION else sometimes_).add(name)
+    for spread_cls in get_args(cls):
+        sometimes_.update(*wire_keys(spread_cls))
     return frozenset(always), frozenset(sometimes_)
 
 

@@ -99,9 +99,10 @@ class SessionState:
 
 def as_facts(pairs: list[Pair]) -> list[Any]:
     """core.summarize.Fact of each pair (a file again with the spellings that carry it)."""
-    from ..core.summarize import Fact, path_forms
+    from ..core.summarize import FACT_KINDS, Fact, path_forms
 
-    return [Fact(kind, text, path_forms(text) if kind in ("file", "current-work") else ()) for kind, text in pairs]
+    # A kind this version does not know (a state written by another) is left out, not guessed at.
+    return [Fact(kind, text, path_forms(text) if kind in ("file", "current-work") else ()) for kind, text in pairs if kind in FACT_KINDS]
 
 
 def _session_id(payload: Mapping[str, Any]) -> str:
@@ -275,7 +276,7 @@ def compacted_tokens(path: str) -> int:
     options = CompactOptions({"summarize": SummarizeSettings(engine="offline")}, now=datetime.now(timezone.utc))
     with mapped(path, on_error="skip") as buffer:
         _, report = compact_buffer(buffer, path, options, breaker())
-    return int(report["tokens_after"])
+    return report.tokens_after
 
 
 HOOKS = {"pre-compact": pre_compact, "session-start": session_start, "post-compact": post_compact, "prompt": prompt_submit}

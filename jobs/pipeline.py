@@ -21,15 +21,16 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from ..core import collapse, microcompact, restore, snip
 from ..core.budget import BudgetSettings
 from ..core.jsonl import OnError, ReadStats, iter_entries
+from ..core.reports import CompactReport, StageRecord, StageReport, SummarizeExtras
 from ..core.stage import Outcome, Stage, StageContext, ledger_record, line_bytes
 from ..core.summarize import SummarizeSettings
+from ..core.wire import ABSENT, Wire
 from ..files.inputs import detect_format, view
 from ..formats import stage_editor
 from .ports import DISK
 
 if TYPE_CHECKING:  # types only: the commands start without them
     from ..core.jsonl import Entry
-    from ..core.reports import CompactReport, StageRecord
     from ..core.transcript_format import WritableFormat
     from .count import Measure
 
@@ -100,7 +101,7 @@ class StageRun:
     head: int
     lines: list[bytes]
     outcome: Outcome
-    report: dict[str, Any]  # core.reports.<Stage>Report: file, the stage's own keys, tokens_before/after/freed
+    report: StageReport[Wire]  # core.reports.<Stage>Report: file, the stage's own keys, tokens_before/after/freed
     ledger: dict[str, Any] | None  # the record `expand` undoes it with (when asked for and something changed)
     stats: ReadStats  # the bad lines left out (--on-error skip)
 
@@ -154,7 +155,7 @@ def run_stage(
                 lines = line_bytes(outcome.entries)
             head = offset
             after = count_buffer(b"".join([prefix, *lines]), source, counting).count.tokens
-    report = {"file": source, **outcome.report, "tokens_before": before, "tokens_after": after, "tokens_freed": before - after}
+    report = StageReport(file=source, extras=outcome.report, tokens_before=before, tokens_after=after, tokens_freed=before - after)
     return StageRun(head, lines, outcome, report, record, stats)
 
 
@@ -231,15 +232,22 @@ def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: A
     def record(stage: str, outcome: Outcome, measured: Measure, why: str | None) -> None:
         nonlocal current
         after = measured(outcome.entries).count.tokens if outcome.changed else current
-        line: StageRecord = {"stage": stage, "changed": outcome.changed, "note": outcome.note}
-        if why is not None:  # a summary: why it ran, which engine wrote it, what its verifier found
-            line["why"] = why
-            line["engine"] = outcome.report.get("engine")
-            line["verification"] = outcome.report.get("verification")
-            if outcome.report.get("fallback_reason"):
-                line["fallback_reason"] = outcome.report["fallback_reason"]
-        line["tokens_before"], line["tokens_after"], line["tokens_freed"] = current, after, current - after
-        stages.append(line)
+        summary = outcome.report if isinstance(outcome.report, SummarizeExtras) else SummarizeExtras()
+        asked = why is not None  # a summary: why it ran, which engine wrote it, what its verifier found
+        stages.append(
+            StageRecord(
+                stage=stage,
+                changed=outcome.changed,
+                note=outcome.note,
+                why=why,
+                engine=summary.engine if asked else ABSENT,
+                verification=summary.verification if asked else ABSENT,
+                fallback_reason=summary.fallback_reason or None,
+                tokens_before=current,
+                tokens_after=after,
+                tokens_freed=current - after,
+            )
+        )
         current = after
 
     for stage in PIPELINE:
@@ -257,7 +265,7 @@ def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: A
                 reasons.append(f"{current:,} tokens > --target-tokens {options.target_tokens:,}")
             if not reasons:
                 not_needed = f"not needed: {current:,} tokens < the autocompact threshold {threshold:,} (--force or --target-tokens to summarize anyway)"
-                stages.append({"stage": stage.name, "changed": False, "note": not_needed})
+                stages.append(StageRecord(stage=stage.name, changed=False, note=not_needed))
                 continue
             # Claude Code would have compacted on its own: the threshold was reached, nobody forced it.
             auto = not options.force_summary and limits.autocompact is not None and current >= limits.autocompact
@@ -282,13 +290,13 @@ def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: A
         pieces = [head, *line_bytes(entries)]
     # Measured on the bytes written, the way `count` will measure them.
     written = count_buffer(b"".join(pieces), source, counting)
-    report: CompactReport = {
-        "file": source,
-        "format": transcript_format.name,
-        "tokens_before": before,
-        "tokens_after": written.count.tokens,
-        "changed": entries is not original,
-        "skipped_lines": stats.skipped,
-        "stages": stages,
-    }
+    report = CompactReport(
+        file=source,
+        format=transcript_format.name,
+        tokens_before=before,
+        tokens_after=written.count.tokens,
+        changed=entries is not original,
+        skipped_lines=stats.skipped,
+        stages=stages,
+    )
     return pieces, report

@@ -101,18 +101,20 @@ class CompactBatch(BatchResult["CompactRow"]):
     @property
     def reports(self) -> list[CompactReport]:
         """The files compacted (not those skipped)."""
-        return [row for row in self.done if "skipped" not in row]
+        from ..core.reports import CompactReport
+
+        return [row for row in self.done if isinstance(row, CompactReport)]
 
     @property
     def skipped(self) -> list[CompactSkipRow]:
         """The compaction side-calls left out: nothing was written for them (their rows say why)."""
-        return [cast("CompactSkipRow", row) for row in self.done if "skipped" in row]
+        from ..core.reports import CompactSkipRow
+
+        return [row for row in self.done if isinstance(row, CompactSkipRow)]
 
     def rows(self) -> list[CompactRow]:
-        """What `compact --json` prints: a row per file done, its stages last (the long part)."""
-        return [
-            row if "skipped" in row else cast("CompactRow", {k: v for k, v in row.items() if k != "stages"} | {"stages": row["stages"]}) for row in self.done
-        ]
+        """What `compact --json` prints: a row per file done (its stages last, the long part: CompactReport's field order)."""
+        return self.done
 
 
 class ContextManagement(NamedTuple):

@@ -420,7 +420,7 @@ def stage_savings(path: str) -> dict[str, int]:
         for name in STAGES:
             stage = BY_NAME[name]
             run = run_stage(stage, buffer, path, stage.settings(), stage_context(now, path), on_error="skip")
-            freed[name] = int(run.report["tokens_freed"])
+            freed[name] = run.report.tokens_freed
             del run  # its views of the map must go before the map closes
     return freed
 

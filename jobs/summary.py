@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ..core.blocks import is_text, is_tool_use
 from ..core.count import Compaction
@@ -17,6 +17,7 @@ from ..core.facts import Facts, gather
 from ..core.fields import MAX_COUNT, iso, moment
 from ..core.jsonl import Entry
 from ..core.model import Message
+from ..core.reports import Engine, LlmUsage, SummarizeExtras, VerificationReport
 from ..core.restore import RESTORED_PREFIX
 from ..core.rules import CURRENT, Rules, session_rules
 from ..core.stage import Outcome, StageContext
@@ -34,6 +35,7 @@ from ..core.summarize import (
 )
 from ..core.summarize_engines import (
     Breaker,
+    LlmResult,
     SummaryFailed,
     history_end,
     is_session_id,
@@ -65,7 +67,8 @@ __all__ = ["ENGINES", "run", "summarize_entries"]
 class Fallback:
     """Set when an engine's summary was not taken and another engine stands in."""
 
-    because: str  # why the engine was chosen (the engine is the settings')
+    engine: Engine  # the one that stands in (the settings' engine too)
+    because: str  # why it was chosen
     failed: str | None = None  # why the summary before was refused (the report's fallback_reason)
 
 
@@ -144,12 +147,12 @@ def choose_engine(
     history: Sequence[Message] = (),
     rules: Rules = CURRENT,
     fallback: Fallback | None = None,
-) -> tuple[str, str | None, str]:
+) -> tuple[Engine, str | None, str]:
     """(engine, notes path, why) — auto: the notes if found and they cover `history` (the part the
     summary replaces), else the model if a key is set, else offline. Notes asked for that do not
     cover it are an error: the end of the history would be lost without a word."""
     if fallback is not None:  # a fallback already chose the engine
-        return settings.engine, None, fallback.because
+        return fallback.engine, None, fallback.because
     notes = settings.session_memory
     transcript_path = context.transcript_path
     # Notes are looked for beside a local transcript only (Path() of a URL would name a local path).
@@ -165,8 +168,10 @@ def choose_engine(
         return "session-memory", notes, f"asked for; {how}"
     if settings.engine == "llm" and breaker.open:
         return "offline", None, f"{breaker.limit} {NOT_ASKED_AGAIN}"
-    if settings.engine in ("llm", "offline"):
-        return settings.engine, None, "asked for"
+    if settings.engine == "llm":
+        return "llm", None, "asked for"
+    if settings.engine == "offline":
+        return "offline", None, "asked for"
     if notes is not None and not rules.session_memory_compaction:
         engine, why = next_engine(context.api_key, breaker)
         return (
@@ -186,7 +191,7 @@ def choose_engine(
     return engine, None, why
 
 
-def next_engine(api_key: str | None, breaker: Breaker) -> tuple[str, str]:
+def next_engine(api_key: str | None, breaker: Breaker) -> tuple[Engine, str]:
     """The engine after the notes, and why: the model if a key is set, else offline."""
     if api_key:
         if breaker.open:
@@ -268,7 +273,6 @@ def summarize_entries(
         return Outcome(entries, False, "nothing to summarize: the whole active context fits in the tail")
     rules, _ = session_rules(entries, context.rules)
     engine, notes, why = choose_engine(settings, context, entries, breaker, history, rules, fallback)
-    report: dict[str, Any] = {"stage": "summarize", "engine": engine, "engine_reason": why, "history_messages": len(history), "tail_messages": len(tail)}
     history_read, tail_read = as_first_written(entries, transcript_format, context.original, history, tail)
     side_inputs = transcript_format.typed_elsewhere(entries)
 
@@ -278,8 +282,8 @@ def summarize_entries(
         return gather(history_read + tail_read, side_inputs)
 
     fell_back = fallback.failed if fallback is not None else None
-    if fell_back:
-        report["fallback_reason"] = fell_back
+    fallback_reason = fell_back or None  # why an engine's summary was not taken (the model's, when it fails here)
+    answered: LlmResult | None = None  # the model's summary, when it is the one written
     deadline = None  # the model's: one limit for the summary and its repair request
     # No --model: the transcript's. The endpoint: --base-url, else ANTHROPIC_BASE_URL.
     access = ModelAccess(settings.model or transcript_model(messages), context.api_key, settings.endpoint(context.base_url, context.api_key))
@@ -290,18 +294,16 @@ def summarize_entries(
         summary = notes_summary(raw_notes, notes)
     elif engine == "llm":
         try:
-            result = llm_summary(history_read, settings, access, progress)
-            deadline = result.deadline
+            answered = llm_summary(history_read, settings, access, progress)
+            deadline = answered.deadline
             breaker.record(True)
-            summary = result.text
-            report.update({"llm_attempts": result.attempts, "dropped_api_rounds": result.dropped_groups, "llm_usage": result.usage})
+            summary = answered.text
         except SummaryFailed as exc:
             breaker.record(False)
-            fell_back = str(exc)
+            fallback_reason = fell_back = str(exc)
             engine = "offline"
             summary = offline_summary(history_read, side_inputs, tail_read, whole())
             why = f"llm engine: {why}"  # why the model was asked; the note says why it is not its summary
-            report.update({"engine": "offline", "engine_reason": why, "fallback_reason": fell_back})
     else:
         summary = offline_summary(history_read, side_inputs, tail_read, whole())
     earlier_summaries = ["\n".join(str(b.get("text", "")) for b in m.content if is_text(b)) for m in history if m.compact_summary]
@@ -314,22 +316,27 @@ def summarize_entries(
         return summary
 
     summary = carry_earlier(summary)
+    before_repair: VerificationReport | None = None
+    verification: VerificationReport | None = None
+    repaired: Literal[True] | None = None
+    repair_error: str | None = None
+    kept_facts: int | None = None
     if settings.verify:
         facts = key_facts(history_read, tail_read, side_inputs, whole())
         checked = verify(facts, summary + "\n" + context_text(tail))
-        report["verification_before_repair"] = checked.as_dict()
+        before_repair = checked.report()
         if checked.missing and engine == "llm":
             try:
                 summary = carry_earlier(repair_summary(summary, [f.text for f in checked.missing], settings, access, deadline=deadline))
                 checked = verify(facts, summary + "\n" + context_text(tail))
-                report["repaired"] = True
+                repaired = True
             except SummaryFailed as exc:
-                report["repair_error"] = str(exc)
+                repair_error = str(exc)
         if checked.missing:
-            report["facts_to_keep"] = len(checked.missing)
+            kept_facts = len(checked.missing)
             summary = summary + "\n\n" + facts_to_keep(checked.missing)
             checked = verify(facts, summary + "\n" + context_text(tail))
-        report["verification"] = checked.as_dict()
+        verification = checked.report()
     # Named absolute: the summary is read from wherever the session is resumed, not where ctxpipe ran
     # (an object in a store by its URL: it is absolute already).
     named = None if context.transcript_path in (None, "-") else _absolute(context.transcript_path)
@@ -362,21 +369,21 @@ def summarize_entries(
     post = measure(write_back(metadata)).count.tokens
     totals = {"cumulativeDroppedTokens": dropped_before(entries, transcript_format) + pre - post} if rules.compact_metadata_totals else {}
     written = write_back({**metadata, "postTokens": post, **totals})
-    report.update({"pre_tokens": pre, "post_tokens": post, "reduction": round(1 - post / pre, 4) if pre else 0.0})
+    over_threshold: Literal[True] | None = None
     if engine == "session-memory" and context.threshold is not None and post >= context.threshold:
         over = f"the session notes leave {post:,} tokens, still ≥ the autocompact threshold {context.threshold:,}"
         if settings.engine == "auto":  # as Claude Code: a full summary instead
             then, because = next_engine(context.api_key, breaker)
             return summarize_entries(
-                entries, transcript_format, replace(settings, engine=then), context, breaker, progress, Fallback(f"{over}; {because}", fell_back)
+                entries, transcript_format, replace(settings, engine=then), context, breaker, progress, Fallback(then, f"{over}; {because}", fell_back)
             )
         why += f"; {over}"
-        report.update({"engine_reason": why, "over_threshold": True})
+        over_threshold = True
     refused = not_a_summary(engine, pre, post)
     if refused is not None and engine != "offline":  # the model's or the notes' summary failed: another engine stands in
         then = next_engine(context.api_key, breaker)[0] if engine == "session-memory" else "offline"
         return summarize_entries(
-            entries, transcript_format, replace(settings, engine=then), context, breaker, progress, Fallback(f"{engine} engine: {why}", refused)
+            entries, transcript_format, replace(settings, engine=then), context, breaker, progress, Fallback(then, f"{engine} engine: {why}", refused)
         )
     warnings = []
     if refused is not None:
@@ -386,15 +393,34 @@ def summarize_entries(
     note = f"summarized {len(history)} messages with the {engine} engine ({why}); kept {len(tail)}"
     if fell_back:
         note += f"; the model failed ({fell_back}), so the offline engine ran" if why.startswith("llm engine") else f"; {fell_back}, so the {engine} engine ran"
-    if settings.verify:
-        before_repair = report["verification_before_repair"]
-        note += f"; verifier: the summary carried {before_repair['carried']} of {before_repair['facts']} key facts ({before_repair['recall']:.0%})"
-        if before_repair["missing"]:
-            lost = ", ".join(f"{kind} {k['carried']}/{k['facts']}" for kind, k in before_repair["kinds"].items() if k["carried"] < k["facts"])
-            mended = ["repaired by the model"] * bool(report.get("repaired"))
-            if report.get("facts_to_keep"):
-                mended.append(f"{report['facts_to_keep']} added as Facts to keep")
-            note += f" (missing {lost}; {', '.join(mended)}); recall now {report['verification']['recall']:.0%}"
+    if before_repair is not None and verification is not None:  # settings.verify
+        note += f"; verifier: the summary carried {before_repair.carried} of {before_repair.facts} key facts ({before_repair.recall:.0%})"
+        if before_repair.missing:
+            lost = ", ".join(f"{kind} {k.carried}/{k.facts}" for kind, k in before_repair.kinds.items() if k.carried < k.facts)
+            mended = ["repaired by the model"] * bool(repaired)
+            if kept_facts:
+                mended.append(f"{kept_facts} added as Facts to keep")
+            note += f" (missing {lost}; {', '.join(mended)}); recall now {verification.recall:.0%}"
+    report = SummarizeExtras(
+        stage="summarize",
+        engine=engine,
+        engine_reason=why,
+        history_messages=len(history),
+        tail_messages=len(tail),
+        fallback_reason=fallback_reason,
+        llm_attempts=answered.attempts if answered else None,
+        dropped_api_rounds=answered.dropped_groups if answered else None,
+        llm_usage=LlmUsage(input_tokens=answered.usage.get("input_tokens"), output_tokens=answered.usage.get("output_tokens")) if answered else None,
+        verification_before_repair=before_repair,
+        repaired=repaired,
+        repair_error=repair_error,
+        facts_to_keep=kept_facts,
+        verification=verification,
+        pre_tokens=pre,
+        post_tokens=post,
+        reduction=round(1 - post / pre, 4) if pre else 0.0,
+        over_threshold=over_threshold,
+    )
     return Outcome(written, True, note, report, notes=warnings)
 
 

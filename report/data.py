@@ -182,23 +182,22 @@ def _dry_run(
         before = counted.count.tokens
         return StageDryRun(stage=name, engine=engine, tokens_before=before, tokens_after=before, tokens_freed=0, changed=False, cache=None, note=str(exc))
     report = run.report
-    freed = int(report["tokens_freed"])
+    freed = report.tokens_freed
     changed = run.head < len(buffer) or bool(run.lines)
     cache: CacheDecisionReport | None = None
     if changed and freed > 0:
         kept = _kept_prefix(run, source, transcript_format, messages, estimates, calibration, counted)
         decision = decide(messages, entries, freed, kept, CachePolicy(clear_at_least=0, horizon=options.horizon, prices=options.prices or ()), now)
-        cache = typing.cast(CacheDecisionReport, decision.as_dict())
-    note = str(report.get("reason") or report.get("note") or "") if not changed else ""
+        cache = decision.report()
     return StageDryRun(
         stage=name,
         engine=engine,
-        tokens_before=int(report["tokens_before"]),
-        tokens_after=int(report["tokens_after"]),
+        tokens_before=report.tokens_before,
+        tokens_after=report.tokens_after,
         tokens_freed=freed,
         changed=changed,
         cache=cache,
-        note=note,
+        note="",  # a run that did not fail says nothing here (its report has no reason or note key)
     )
 
 
@@ -232,7 +231,7 @@ def recommendation(counted: FileCount, dry_runs: Sequence[StageDryRun]) -> str:
     levels = counted.thresholds
     tokens = counted.count.tokens
     level = levels.level(tokens)
-    paying = [run for run in dry_runs if run.tokens_freed > 0 and run.cache is not None and run.cache["clear"]]
+    paying = [run for run in dry_runs if run.tokens_freed > 0 and run.cache is not None and run.cache.clear]
     cheap = [run for run in paying if run.stage != "summarize" and (level != "normal" or run.tokens_freed >= WORTH_A_BREAK)]
     if level == "normal" and not cheap:
         room = (levels.autocompact if levels.autocompact is not None else levels.blocking) - tokens
@@ -242,12 +241,12 @@ def recommendation(counted: FileCount, dry_runs: Sequence[StageDryRun]) -> str:
         if best is not None and best.tokens_freed < WORTH_A_BREAK:
             why = f"; clearing frees at most {best.tokens_freed:,} tokens, under the {WORTH_A_BREAK:,} worth a cache break"
         elif best is not None and best.cache is not None:
-            why = f"; {best.stage} would free {best.tokens_freed:,} tokens, but its cache break does not pay for itself within {best.cache['horizon']} turn{'s' if best.cache['horizon'] != 1 else ''}"
+            why = f"; {best.stage} would free {best.tokens_freed:,} tokens, but its cache break does not pay for itself within {best.cache.horizon} turn{'s' if best.cache.horizon != 1 else ''}"
         return f"No need to compact now: {tokens:,} tokens, {room:,} before {'autocompact' if levels.autocompact is not None else 'the blocking limit'}{why}."
     if cheap:
         best = max(cheap, key=lambda run: run.tokens_freed)
         cache = best.cache
-        advice = f"Run `ctxpipe {best.stage}`: it frees {best.tokens_freed:,} tokens, and the cache break pays for itself by turn {cache['break_even_turn'] if cache else '?'} of {cache['horizon'] if cache else '?'}."
+        advice = f"Run `ctxpipe {best.stage}`: it frees {best.tokens_freed:,} tokens, and the cache break pays for itself by turn {cache.break_even_turn if cache else '?'} of {cache.horizon if cache else '?'}."
         if best.tokens_after < levels.warning or level == "normal":
             return advice
         return advice + f" That leaves {best.tokens_after:,} tokens, still over the warning level: `ctxpipe compact` summarizes as well."

@@ -567,16 +567,16 @@ def _dry_runs(report: SessionReport) -> str:
         if cache is None:
             costs, verdict = '<td class="num">–</td><td class="num">–</td><td class="num">–</td>', "nothing to do"
         else:
-            saving = cache["cost_keep_usd"] - cache["cost_clear_usd"]
-            even = "–" if cache["break_even_turn"] is None else f"{cache['break_even_turn']:,}"
+            saving = cache.cost_keep_usd - cache.cost_clear_usd
+            even = "–" if cache.break_even_turn is None else f"{cache.break_even_turn:,}"
             costs = (
-                f'<td class="num">{_usd(cache["cost_keep_usd"])}</td><td class="num">{_usd(cache["cost_clear_usd"])}</td>'
+                f'<td class="num">{_usd(cache.cost_keep_usd)}</td><td class="num">{_usd(cache.cost_clear_usd)}</td>'
                 f'<td class="num" data-value="{saving!r}">{_usd(saving)} (even at turn {even})</td>'
             )
-            verdict = ("pays: " if cache["clear"] else "does not pay: ") + cache["reason"]
+            verdict = ("pays: " if cache.clear else "does not pay: ") + cache.reason
         engine = f" ({_text(run.engine)})" if run.engine else ""
         rows.append(
-            f'<tr class="dry-run" data-stage="{_text(run.stage)}" data-freed="{run.tokens_freed}" data-pays="{"" if cache is None else str(cache["clear"]).lower()}">'
+            f'<tr class="dry-run" data-stage="{_text(run.stage)}" data-freed="{run.tokens_freed}" data-pays="{"" if cache is None else str(cache.clear).lower()}">'
             f'<td>{_text(run.stage)}{engine}</td><td class="num">{run.tokens_before:,}</td><td class="num">{run.tokens_after:,}</td>'
             f'<td class="num freed">{run.tokens_freed:,}</td>{costs}<td>{_text(verdict)}</td><td class="note">{_text(run.note)}</td></tr>'
         )

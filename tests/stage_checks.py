@@ -259,7 +259,7 @@ def check_result_edits(run: Run) -> None:
     if metadata is not None:
         listed = metadata["compactedToolIds"] if stage.name == "microcompact" else metadata["foldedToolIds"]
         assert sorted(listed) == sorted(edited_ids)
-        assert metadata["tokensSaved"] == run.outcome.report["tokens_saved"] <= run.outcome.report["removed_estimate"]
+        assert metadata["tokensSaved"] == run.outcome.report.tokens_saved <= run.outcome.report.removed_estimate
     seen: list[str] = []
     changed_uuids = set()
     for old, new in zip(lines_in, kept):
@@ -296,7 +296,7 @@ def check_snip_edits(run: Run) -> None:
     removed_uuids = [item["uuid"] for item in run.outcome.removed]
     if metadata is not None:
         assert metadata["removedUuids"] == [u for u in removed_uuids if u is not None]
-        assert metadata["removedMessages"] == run.outcome.report["removed_messages"] >= 1
+        assert metadata["removedMessages"] == run.outcome.report.removed_messages >= 1
     gone = set(removed_uuids)
     j = 0
     dropped = []

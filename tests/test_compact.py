@@ -587,7 +587,7 @@ def test_the_breaker_is_shared_by_parallel_workers(tmp_path: Path, failing_serve
     assert all(ok for ok, _ in results), results
     calls = len(failing_server.message_requests())
     assert 3 <= calls <= 4, f"{calls} requests: the breaker opens after 3 failures (one more may already be in flight in the other worker)"
-    skipped = [r for _, r in results if "not asked again" in stage(r, "summarize")["note"]]
+    skipped = [r for _, r in results if "not asked again" in stage(r.to_wire(), "summarize")["note"]]
     assert len(skipped) == 10 - calls
     assert all(Path(target).exists() for _, _, target in items)
 

@@ -21,6 +21,7 @@ import pytest
 from builders import usage
 from ctxpipe.core.facts import failure_line
 from ctxpipe.core.jsonl import ReadStats
+from ctxpipe.core.reports import KindRecall
 from ctxpipe.core.summarize import Fact, key_facts, verify
 from helpers import run_cli
 from test_summarize import CC, NOW_ISO, Convo, in_process, lines_of, ok, section, summary_of
@@ -494,10 +495,10 @@ def test_a_summary_missing_an_error_line_is_caught_by_kind() -> None:
     checked = verify(facts, text.replace(line, "(an error)"))
     assert checked.missing == [Fact("error", line)]
     kinds = checked.by_kind()
-    assert kinds["error"] == {"facts": 1, "carried": 0, "recall": 0.0}
-    assert kinds["file"] == {"facts": 1, "carried": 1, "recall": 1.0}
-    assert kinds["instruction"] == {"facts": 1, "carried": 1, "recall": 1.0}
-    assert kinds["last-request"] == {"facts": 1, "carried": 1, "recall": 1.0}
+    assert kinds["error"] == KindRecall(facts=1, carried=0, recall=0.0)
+    assert kinds["file"] == KindRecall(facts=1, carried=1, recall=1.0)
+    assert kinds["instruction"] == KindRecall(facts=1, carried=1, recall=1.0)
+    assert kinds["last-request"] == KindRecall(facts=1, carried=1, recall=1.0)
     assert checked.recall == pytest.approx(1 - 1 / len(facts))
 
 
@@ -511,9 +512,9 @@ def test_by_kind_counts_each_kind() -> None:
     ]
     checked = verify(facts, "The user said: Add the CACHE.\nEdited /a/b.py. Open: Write the parser.")
     assert checked.by_kind() == {
-        "instruction": {"facts": 2, "carried": 1, "recall": 0.5},
-        "file": {"facts": 1, "carried": 1, "recall": 1.0},
-        "task": {"facts": 2, "carried": 1, "recall": 0.5},
+        "instruction": KindRecall(facts=2, carried=1, recall=0.5),
+        "file": KindRecall(facts=1, carried=1, recall=1.0),
+        "task": KindRecall(facts=2, carried=1, recall=0.5),
     }
     assert list(checked.by_kind()) == ["instruction", "file", "task"]  # FACT_KINDS order
 

@@ -126,11 +126,11 @@ def test_the_library_default_root_is_not_the_transcript_cwd(tmp_path: Path, monk
     outcome, candidates = core.restore(entries, CC, RestoreSettings(), "2026-05-01T00:00:00.000Z", workspace=DISK)
     written = b"".join(line_bytes(outcome.entries))
     assert b"TOP-SECRET" not in written and b"seen in the transcript" in written
-    assert outcome.report["disk"].startswith(f"the transcript's project {victim} is not the current directory")
+    assert outcome.report.disk.startswith(f"the transcript's project {victim} is not the current directory")
     assert [c.disk_skipped for c in candidates if c.kind == "file"] == [True]
     monkeypatch.chdir(victim)
     outcome, _ = core.restore(entries, CC, RestoreSettings(), "2026-05-01T00:00:00.000Z", workspace=DISK)
-    assert b"TOP-SECRET on disk" in b"".join(line_bytes(outcome.entries)) and "disk" not in outcome.report
+    assert b"TOP-SECRET on disk" in b"".join(line_bytes(outcome.entries)) and outcome.report.disk is None
 
 
 def test_a_transcript_without_a_cwd_reads_nothing_from_disk(tmp_path: Path) -> None:
@@ -384,7 +384,7 @@ def summarize_in_process(data: bytes, engine: str, url: str, breaker: Breaker | 
 def test_an_answer_that_is_not_a_messages_reply_is_a_failed_summary(server: MessagesServer, reply: Reply, why: str, engine: str) -> None:
     server.enqueue(reply)
     outcome = summarize_in_process(long_session("/w/app"), engine, server.url)
-    assert outcome.changed and outcome.report["engine"] == "offline" and why in outcome.report["fallback_reason"]
+    assert outcome.changed and outcome.report.engine == "offline" and why in outcome.report.fallback_reason
     assert "the model failed (" in outcome.note and "so the offline engine ran" in outcome.note
     assert "1. Primary Request and Intent:" in b"".join(line_bytes(outcome.entries)).decode()
     assert len(server.message_requests()) == 1
@@ -413,7 +413,7 @@ def test_answers_that_are_not_messages_replies_count_in_the_breaker(server: Mess
     server.default_reply = lambda body: Reply.raw("<html>502 Bad Gateway</html>", content_type="text/html")
     data = long_session("/w/app")
     breaker = Breaker()
-    engines = [summarize_in_process(data, "auto", server.url, breaker).report["engine"] for _ in range(5)]
+    engines = [summarize_in_process(data, "auto", server.url, breaker).report.engine for _ in range(5)]
     assert engines == ["offline"] * 5 and breaker.open
     assert len(server.message_requests()) == 3  # the 4th and 5th summaries did not ask
 

@@ -41,8 +41,8 @@ def test_run_stage_is_the_stage_command(tmp_path: Path, name: str, settings: obj
     printed = ok(run_cli(name, *flags, "--now", NOW, "--report-json", report_file, REPEATS))
     output, report = ctxpipe.run_stage(name, REPEATS, settings, now=MOMENT)
     assert output == printed.stdout
-    assert report == {**json.loads(report_file.read_bytes()), "file": str(REPEATS)}
-    assert report["tokens_after"] == ctxpipe.count_transcript(output).tokens  # what it says it freed is what count finds
+    assert report.to_wire() == {**json.loads(report_file.read_bytes()), "file": str(REPEATS)}
+    assert report.tokens_after == ctxpipe.count_transcript(output).tokens  # what it says it freed is what count finds
 
 
 def test_run_stage_refuses_settings_that_do_not_go_together() -> None:
@@ -63,8 +63,8 @@ def test_compact_is_the_compact_command(tmp_path: Path) -> None:
     }
     output, report = ctxpipe.compact(REPEATS, CompactOptions(settings, force_summary=True, now=MOMENT))
     assert output == printed.stdout
-    assert report == {**json.loads(report_file.read_bytes()), "file": str(REPEATS)}
-    assert [stage["stage"] for stage in report["stages"]] == ["microcompact", "collapse", "summarize", "restore"]
+    assert report.to_wire() == {**json.loads(report_file.read_bytes()), "file": str(REPEATS)}
+    assert [stage.stage for stage in report.stages] == ["microcompact", "collapse", "summarize", "restore"]
 
 
 def test_compact_hands_its_force_and_model_to_the_stages_as_the_command_does(tmp_path: Path) -> None:
@@ -74,7 +74,7 @@ def test_compact_hands_its_force_and_model_to_the_stages_as_the_command_does(tmp
     settings = {"summarize": SummarizeSettings("offline"), "restore": RestoreSettings(source="transcript")}
     output, report = ctxpipe.compact(REPEATS, CompactOptions(settings, force_summary=True, now=datetime(2026, 4, 2, 9, 5, tzinfo=timezone.utc)))
     assert output == printed.stdout
-    assert report["stages"][0]["stage"] == "microcompact" and report["stages"][0]["changed"]
+    assert report.stages[0].stage == "microcompact" and report.stages[0].changed
 
 
 def test_compact_refuses_a_compaction_side_call(tmp_path: Path) -> None:

@@ -122,20 +122,20 @@ def session(main_calls: int = 36, *, text: str = "", events: list[TimelineEvent]
     window = 200_000
     file = f"session {text}.jsonl"
     model = f"{MODEL}{text}"
-    cache: CacheDecisionReport = {
-        "clear": True,
-        "reason": f"clearing pays after 3 turns {text}",
-        "tokens_freed": 21_000,
-        "prompt_tokens": last,
-        "kept_prefix_tokens": 12_000,
-        "cache_warm": True,
-        "ttl_minutes": 5,
-        "horizon": 10,
-        "cost_keep_usd": 0.4521,
-        "cost_clear_usd": 0.3376,
-        "break_even_turn": 3,
-        "prices_per_mtok": PRICES,
-    }
+    cache = CacheDecisionReport(
+        clear=True,
+        reason=f"clearing pays after 3 turns {text}",
+        tokens_freed=21_000,
+        prompt_tokens=last,
+        kept_prefix_tokens=12_000,
+        cache_warm=True,
+        ttl_minutes=5,
+        horizon=10,
+        cost_keep_usd=0.4521,
+        cost_clear_usd=0.3376,
+        break_even_turn=3,
+        prices_per_mtok=PRICES,
+    )
     return SessionReport(
         file=file,
         format="claude-code",

@@ -19,6 +19,7 @@ import orjson
 import pytest
 from ctxpipe.core import restore as core
 from ctxpipe.core.jsonl import iter_entries
+from ctxpipe.core.reports import PlanRow
 from ctxpipe.core.restore import RestoreSettings, is_memory_file, is_plan_file
 from ctxpipe.core.stage import line_bytes
 from ctxpipe.formats import get
@@ -262,13 +263,9 @@ def test_the_plan_mode_reminder_comes_back_when_the_last_prompt_was_in_plan_mode
     assert len(reminders(added)) == 1 and PLAN in reminders(added)[0] and "ExitPlanMode" in reminders(added)[0]
     assert [c.kind for c in candidates if c.chosen] == ["plan", "plan-mode"]
     assert added[-1].startswith("[restored plan mode]") and "1 plan-mode reminder" in outcome.note
-    assert outcome.report["restored"][-1] == {
-        "kind": "plan-mode",
-        "name": "plan mode",
-        "tokens": candidates[-1].tokens,
-        "chosen": True,
-        "reason": "the session's last permission mode is plan",
-    }
+    assert outcome.report.restored[-1] == PlanRow(
+        kind="plan-mode", name="plan mode", tokens=candidates[-1].tokens, chosen=True, reason="the session's last permission mode is plan"
+    )
 
 
 def test_a_permission_mode_line_sets_plan_mode() -> None:

@@ -145,7 +145,7 @@ def test_microcompact_time_trigger(data: bytes, gap_minutes: int) -> None:
         # Triggered: the same results as --force, only the trigger differs.
         assert late.outcome.removed == forced.outcome.removed
         if late.outcome.changed:
-            assert late.outcome.report["cleared"] == forced.outcome.report["cleared"]
+            assert late.outcome.report.cleared == forced.outcome.report.cleared
             assert orjson.loads(late.after.splitlines()[-1])["microcompactMetadata"]["trigger"] == "auto"
 
 
@@ -164,10 +164,10 @@ def test_collapse_folds_only_into_a_later_identical_result_that_stays_whole(data
     order = [b["id"] for m in messages for b in m.content if b.get("type") == "tool_use"]
     results_in = {tool_id: block for obj in before.values() for tool_id, block in result_blocks(obj).items()}
     results_out = {tool_id: block for obj in objects(run.after) for tool_id, block in result_blocks(obj).items()}
-    for fold in run.outcome.report.get("folds", []):
-        folded, survivor = fold["tool_use_id"], fold["survivor"]
+    for fold in run.outcome.report.folds if run.outcome.report else []:
+        folded, survivor = fold.tool_use_id, fold.survivor
         assert order.index(folded) < order.index(survivor), "the later copy survives"
-        assert calls[folded]["name"] == calls[survivor]["name"] == fold["tool"]
+        assert calls[folded]["name"] == calls[survivor]["name"] == fold.tool
         assert calls[folded]["input"] == calls[survivor]["input"]
         original = results_in[folded]["content"]
         assert results_in[survivor]["content"] == original
@@ -175,7 +175,7 @@ def test_collapse_folds_only_into_a_later_identical_result_that_stays_whole(data
         text = original if isinstance(original, str) else orjson.dumps(original).decode()
         assert not text.startswith((FILE_UNCHANGED_STUB, STUB_PREFIX)) and text != PLACEHOLDER
         stub = results_out[folded]["content"]
-        assert stub.startswith(STUB_PREFIX) and survivor in stub and fold["tool"] in stub
+        assert stub.startswith(STUB_PREFIX) and survivor in stub and fold.tool in stub
     # Nothing repeated and worth folding is left behind.
     in_context = {b["tool_use_id"] for m in FMT.messages(list(iter_entries(io.BytesIO(run.after), "y"))) for b in m.content if b.get("type") == "tool_result"}
     seen: dict[tuple, list[str]] = {}

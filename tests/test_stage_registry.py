@@ -21,6 +21,7 @@ from ctxpipe.cli.flags import Merged, parameters, with_options
 from ctxpipe.cli.stages import stage_command
 from ctxpipe.core.jsonl import Entry
 from ctxpipe.core.stage import Outcome, Stage, StageContext, flag_of, no_marker, setting
+from ctxpipe.core.wire import Wire, sometimes
 from ctxpipe.jobs.pipeline import BY_NAME, GIVEN_BY_COMPACT, PIPELINE, STAGES
 from helpers import FIXTURES, ok, run_cli
 from typer.testing import CliRunner
@@ -86,6 +87,11 @@ class TrimSettings:
     no_marker: bool = no_marker()
 
 
+@dataclass(kw_only=True, slots=True)
+class TrimExtras(Wire):
+    trimmed: int | None = sometimes()
+
+
 def _run_trim(entries: list[Entry], transcript_format: Any, settings: TrimSettings, context: StageContext) -> Outcome:
     messages = transcript_format.messages(entries)
     changed: dict[int, dict[int, dict[str, Any]]] = {}
@@ -99,7 +105,7 @@ def _run_trim(entries: list[Entry], transcript_format: Any, settings: TrimSettin
     if not changed:
         return Outcome(entries, False, "nothing to trim")
     result = [transcript_format.replace_blocks(entry, changed[i]) if i in changed else entry for i, entry in enumerate(entries)]
-    return Outcome(result, True, f"trimmed {len(removed)} tool results", {"trimmed": len(removed)}, removed)
+    return Outcome(result, True, f"trimmed {len(removed)} tool results", TrimExtras(trimmed=len(removed)), removed)
 
 
 TRIM = Stage("trim", TrimSettings, _run_trim, "Cut long tool results (a stage declared by a test).")

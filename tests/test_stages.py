@@ -508,7 +508,7 @@ def test_images_inside_a_cleared_result_go_too() -> None:
     assert [item["tool_use_id"] for item in run.outcome.removed] == [ids[0]]
     assert results_by_id(run.after)[ids[0]]["content"] == PLACEHOLDER
     assert b"iVBORw0KGgo" not in run.after
-    assert run.outcome.report["removed_estimate"] > 1900  # the image's flat cost (2,000) is counted
+    assert run.outcome.report.removed_estimate > 1900  # the image's flat cost (2,000) is counted
     check_step(run)
 
 
@@ -879,8 +879,8 @@ def test_collapse_keeps_the_latest_of_three_copies() -> None:
             if isinstance(block, dict) and block.get("type") == "tool_use" and block["name"] == "Read":
                 block["input"] = {"file_path": "/src/same.py"}
     run = apply(co(), session.to_bytes())
-    folds = run.outcome.report["folds"]
-    assert [(f["tool_use_id"], f["survivor"]) for f in folds] == [(ids[0], ids[3]), (ids[1], ids[3])]  # the Bash call differs in tool
+    folds = run.outcome.report.folds
+    assert [(f.tool_use_id, f.survivor) for f in folds] == [(ids[0], ids[3]), (ids[1], ids[3])]  # the Bash call differs in tool
     check_step(run)
     check_idempotent(co(), session.to_bytes())
 
@@ -1066,7 +1066,7 @@ def test_snip_marker_and_count(tmp_path: Path) -> None:
     assert marker["type"] == "system" and marker["subtype"] == "snip_boundary"
     metadata = marker["snipMetadata"]
     assert metadata["removedUuids"] == [item["uuid"] for item in run.outcome.removed]
-    assert metadata["tokensSaved"] == run.outcome.report["tokens_saved"] == run.outcome.report["removed_estimate"] > 0
+    assert metadata["tokensSaved"] == run.outcome.report.tokens_saved == run.outcome.report.removed_estimate > 0
     # The tokens snipped come off the stale usage.
     after = count_of(run.after)
     assert [(a.kind, a.tokens) for a in after.adjustments] == [("snip_boundary", -metadata["tokensSaved"])]

@@ -38,6 +38,7 @@ from builders import _SAME, Session, usage
 from claude_code import needs_claude_code
 from ctxpipe.core.jsonl import ReadStats
 from ctxpipe.core.model import Message
+from ctxpipe.core.reports import MissingFact
 from ctxpipe.core.stage import StageContext, line_bytes
 from ctxpipe.core.summarize import SummarizeSettings, key_facts, padded_tokens, tail_start
 from ctxpipe.core.summarize_engines import TRUNCATION_MARKER, Breaker, SummaryFailed
@@ -1024,7 +1025,7 @@ def test_a_timeout_falls_back_to_the_offline_engine(server: MessagesServer) -> N
     started = time.monotonic()
     out, outcome = in_process(work_session().to_bytes(), engine="llm", **llm)
     assert time.monotonic() - started < 2.5
-    assert outcome.report["engine"] == "offline" and "timed out" in outcome.report["fallback_reason"]
+    assert outcome.report.engine == "offline" and "timed out" in outcome.report.fallback_reason
     assert f"the model failed (the summary request to {server.url} timed out: a summary may take 0.3 s in all" in outcome.note
     assert outcome.note.rstrip().endswith("key facts (100%)") and "so the offline engine ran" in outcome.note
     assert "1. Primary Request and Intent:" in summary_of(out)
@@ -1070,7 +1071,7 @@ def test_the_breaker_stops_asking_after_three_failed_summaries(server: MessagesS
     seen = []
     for _ in range(5):  # five files summarized in one run
         _, outcome = in_process(data, engine="auto", **llm, breaker=breaker)
-        seen.append((len(server.message_requests()), outcome.report["engine"], outcome.note))
+        seen.append((len(server.message_requests()), outcome.report.engine, outcome.note))
     assert [count for count, _, _ in seen] == [1, 2, 3, 3, 3]
     assert all(engine == "offline" for _, engine, _ in seen)
     assert all("the model failed" in note for _, _, note in seen[:3])
@@ -1082,7 +1083,7 @@ def test_a_success_resets_the_breaker(server: MessagesServer) -> None:
     breaker = Breaker()
     data = work_session().to_bytes()
     server.enqueue(Reply.server_error(), Reply.server_error(), summary_reply(nine_sections()), Reply.server_error(), Reply.server_error())
-    engines = [in_process(data, engine="auto", **llm, breaker=breaker)[1].report["engine"] for _ in range(5)]
+    engines = [in_process(data, engine="auto", **llm, breaker=breaker)[1].report.engine for _ in range(5)]
     assert engines == ["offline", "offline", "llm", "offline", "offline"]
     assert len(server.message_requests()) == 5 and not breaker.open
 
@@ -1119,8 +1120,8 @@ def test_a_summary_missing_an_instruction_is_repaired_by_the_model(server: Messa
     assert "It leaves out these facts" in text and f"- {ASK_ROTATION}" in text
     assert ASK_LOGGING not in text.split("It leaves out these facts")[1]  # only what was missing is listed
     report = outcome.report
-    assert report["verification_before_repair"]["missing"] == [{"kind": "instruction", "text": ASK_ROTATION}]
-    assert report["repaired"] is True and report["verification"]["recall"] == 1.0
+    assert report.verification_before_repair.missing == [MissingFact(kind="instruction", text=ASK_ROTATION)]
+    assert report.repaired is True and report.verification.recall == 1.0
     summary = summary_of(out)
     assert ASK_ROTATION in summary and "Facts to keep" not in summary
 
@@ -1187,7 +1188,7 @@ def test_a_reply_with_no_summary_in_it_is_a_failed_summary_and_offline_stands_in
     data = (FIXTURES / "claude-code" / "compacted.jsonl").read_bytes()
     server.enqueue(reply)
     out, outcome = in_process(data, engine="llm", model=MODEL, key="test-key", base_url=server.url, max_retries=0, keep_last=1, drop_history=True)
-    assert outcome.report["engine"] == "offline" and "holds no summary" in outcome.report["fallback_reason"]
+    assert outcome.report.engine == "offline" and "holds no summary" in outcome.report.fallback_reason
     assert "1. Primary Request and Intent" in summary_of(out)
 
 
@@ -1200,7 +1201,7 @@ def test_a_server_that_is_down_is_named_with_its_url_and_offline_stands_in() -> 
         url = f"http://127.0.0.1:{probe.getsockname()[1]}"
     data = (FIXTURES / "claude-code" / "compacted.jsonl").read_bytes()
     out, outcome = in_process(data, engine="llm", model=MODEL, key="test-key", base_url=url, max_retries=0, keep_last=1)
-    assert outcome.report["engine"] == "offline" and outcome.report["engine_reason"] == "llm engine: asked for"
+    assert outcome.report.engine == "offline" and outcome.report.engine_reason == "llm engine: asked for"
     assert f"the model failed (the API call to {url} failed: Connection error.), so the offline engine ran" in outcome.note
     assert "with the offline engine (llm engine: asked for)" in outcome.note
 
@@ -1230,7 +1231,7 @@ def test_the_llm_engine_never_drops_an_earlier_summary(server: MessagesServer) -
     server.enqueue("<summary>1. Primary Request and Intent: 5 requests per minute per IP.</summary>")  # shorter than the history it replaces
     llm = dict(model=MODEL, key="test-key", base_url=server.url, max_retries=0)
     out, outcome = in_process(data, engine="llm", **llm, keep_last=1)
-    assert outcome.report["engine"] == "llm", outcome.note
+    assert outcome.report.engine == "llm", outcome.note
     assert "add rate limiting to /login" in summary_of(out)
 
 
@@ -1324,11 +1325,11 @@ def test_a_model_reply_larger_than_the_history_is_no_summary_and_offline_stands_
     llm = dict(model=MODEL, key="test-key", base_url=server.url, max_retries=0)
     # Without the verifier: its repair would ask the model again, and the server's next answer is short.
     out, outcome = in_process(data, engine="llm", **llm, keep_last=1, verify=False)
-    assert outcome.report["engine"] == "offline" and outcome.report["engine_reason"] == "llm engine: asked for"
-    reason = outcome.report["fallback_reason"]
+    assert outcome.report.engine == "offline" and outcome.report.engine_reason == "llm engine: asked for"
+    reason = outcome.report.fallback_reason
     assert reason.startswith("the llm summary would leave ") and "a summary that does not shrink the context is not one" in reason
     assert f"the model failed ({reason}), so the offline engine ran" in outcome.note
-    assert outcome.report["post_tokens"] < outcome.report["pre_tokens"]
+    assert outcome.report.post_tokens < outcome.report.pre_tokens
     assert "the limiter the limiter" not in summary_of(out)
 
 

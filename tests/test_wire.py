@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import orjson
-from ctxpipe.core.wire import ABSENT, Absent, Wire, sometimes, sometimes_null, to_wire, wire_keys
+from ctxpipe.core.wire import ABSENT, Absent, Wire, sometimes, sometimes_null, spread, to_wire, wire_keys
 
 
 @dataclass(kw_only=True, slots=True)
@@ -46,3 +47,19 @@ def test_wire_keys_tell_the_always_present_from_the_sometimes() -> None:
 
 def test_plain_values_pass_through() -> None:
     assert to_wire({"a": (1, 2.5, True, None, "s")}) == {"a": [1, 2.5, True, None, "s"]}
+
+
+Spread = TypeVar("Spread", bound=Wire)
+
+
+@dataclass(kw_only=True, slots=True)
+class Framed(Wire, Generic[Spread]):
+    file: str
+    inner: Spread | None = spread()
+    tokens: int
+
+
+def test_a_spread_report_s_keys_stand_in_its_place() -> None:
+    assert orjson.dumps(Framed(file="f", inner=Row(name="a", note="n"), tokens=3).to_wire()) == b'{"file":"f","name":"a","note":"n","tokens":3}'
+    assert orjson.dumps(Framed[Row](file="f", tokens=3).to_wire()) == b'{"file":"f","tokens":3}'
+    assert wire_keys(Framed[Row]) == (frozenset({"file", "tokens"}), frozenset({"name", "note"}))

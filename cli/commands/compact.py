@@ -121,16 +121,16 @@ def _to_stdout(path: str | None, options: CompactOptions, report_json: str | Non
     _say(report)
     if report_json:
         with streams.open_output(report_json) as out:
-            out.write(streams.json_bytes(report, indent=True))
+            out.write(streams.json_bytes(report.to_wire(), indent=True))
 
 
 def _say(report: CompactReport) -> None:
     from ..stages import stage_note
 
-    for stage in report["stages"]:
-        streams.note(stage_note(stage["stage"], stage["note"], stage.get("tokens_before", 0), stage.get("tokens_after", 0), stage["changed"]))
-    streams.skipped_lines(report["file"], report.get("skipped_lines", 0))  # --on-error skip: said as every other reader does
-    streams.note(f"compact: {report['file']}: {report['tokens_before']:,} → {report['tokens_after']:,} tokens")
+    for stage in report.stages:
+        streams.note(stage_note(stage.stage, stage.note, stage.tokens_before or 0, stage.tokens_after or 0, stage.changed))
+    streams.skipped_lines(report.file, report.skipped_lines)  # --on-error skip: said as every other reader does
+    streams.note(f"compact: {report.file}: {report.tokens_before:,} → {report.tokens_after:,} tokens")
 
 
 def _batch(
@@ -163,7 +163,7 @@ def _batch(
     except SettingsError as exc:  # the plan: two results for one path, a result over an input
         raise typer.BadParameter(exc.what, param_hint=exc.flag) from None
     reports = done.reports
-    rows = done.rows()
+    rows = [row.to_wire() for row in done.rows()]
     if json_output or not streams.stdout_is_terminal():
         streams.write_json_lines(rows)
     else:
@@ -173,9 +173,9 @@ def _batch(
             for row in rows:
                 out.write(streams.json_bytes(row))
     for skipped in done.skipped:
-        streams.warn(f"{skipped['file']}: skipped: {skipped['skipped']}")
+        streams.warn(f"{skipped.file}: skipped: {skipped.skipped}")
     _say_fallbacks(reports)
-    numbered = [r["backup"] for r in reports if r.get("backup") and r["backup"] != f"{r['output']}{backup}"]
+    numbered = [r.backup for r in reports if r.backup and r.backup != f"{r.output}{backup}"]
     if numbered:
         streams.note(
             f"compact: {len(numbered)} {'backup names were' if len(numbered) > 1 else 'backup name was'} taken: "
@@ -196,11 +196,13 @@ def _say_fallbacks(reports: list[CompactReport]) -> None:
 
     unasked = 0
     for report in reports:
-        for stage in report["stages"]:
-            if stage.get("fallback_reason"):
-                failed = "the llm engine" if "the model failed (" in stage["note"] else "the session notes"
-                streams.warn(f"{report['file']}: {failed} failed ({stage['fallback_reason']}); the {stage.get('engine') or 'offline'} engine stood in")
-            elif stage.get("engine") == "offline" and NOT_ASKED_AGAIN in stage.get("note", ""):
+        for stage in report.stages:
+            if stage.fallback_reason:
+                failed = "the llm engine" if "the model failed (" in stage.note else "the session notes"
+                streams.warn(
+                    f"{report.file}: {failed} failed ({stage.fallback_reason}); the {stage.engine if isinstance(stage.engine, str) else 'offline'} engine stood in"
+                )
+            elif stage.engine == "offline" and NOT_ASKED_AGAIN in stage.note:
                 unasked += 1
     if unasked:
         streams.warn(f"compact: the model failed on too many files in a row, so the offline engine summarized {unasked} more without asking it")
@@ -212,20 +214,20 @@ def _table(reports: list[CompactReport], given: list[str]) -> None:
 
     # A narrow terminal leaves out the largest priority number first (0: always shown).
     columns = [Column("file", "name", 0), Column("before", "number", 0), Column("after", "number", 0), Column("summarized", "label", 1)]
-    names = display_names([report["file"] for report in reports], given)
+    names = display_names([report.file for report in reports], given)
     rows = []
     for report in reports:
-        summarized = next((s for s in report["stages"] if s["stage"] == "summarize"), None)
+        summarized = next((s for s in report.stages if s.stage == "summarize"), None)
         # File names come from the folders searched: shown, never markup.
         rows.append(
             [
-                shown_text(names[report["file"]]),
-                f"{report['tokens_before']:,}",
-                f"{report['tokens_after']:,}",
-                "yes" if summarized and summarized["changed"] else "no",
+                shown_text(names[report.file]),
+                f"{report.tokens_before:,}",
+                f"{report.tokens_after:,}",
+                "yes" if summarized and summarized.changed else "no",
             ]
         )
-    before = sum(r["tokens_before"] for r in reports)
-    after = sum(r["tokens_after"] for r in reports)
+    before = sum(r.tokens_before for r in reports)
+    after = sum(r.tokens_after for r in reports)
     rows.append([shown_text("total", "bold"), f"{before:,}", f"{after:,}", ""])
     print_table(streams.stdout_console(), columns, rows)

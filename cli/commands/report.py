@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from ...core.cache import CacheModel
+from ...core.wire import to_wire
 from .. import streams
 from ..budget_options import Budget
 from ..flags import with_options
@@ -80,7 +81,7 @@ def _one(path: str | None, options: ReportOptions, moment: Any, output: str | No
     streams.skipped_lines(data.file, data.count.skipped_lines)
     with streams.open_output(output) as out:
         if json_output:
-            out.write(streams.json_bytes(data.to_wire()))
+            out.write(streams.json_bytes(to_wire(data)))  # its dry runs' cache decisions are reports of their own
         else:
             out.write(report_html(data).encode("utf-8"))
     if output is not None and not json_output:
@@ -104,7 +105,7 @@ def _many(batch: Batch, options: ReportOptions, moment: Any, out_dir: str | None
             continue
         streams.skipped_lines(file.file, file.result.skipped_lines)
         if json_output:
-            streams.write_json_lines([(file.result.report or file.result.row).to_wire()])
+            streams.write_json_lines([to_wire(file.result.report or file.result.row)])
     if done.index and not json_output:
         with streams.open_output(done.index) as out:
             out.write(done.index_html().encode("utf-8"))

@@ -54,9 +54,9 @@ def _plan(given: StageIO, settings: RestoreSettings, context: Any, json_output: 
         transcript_format = detect_format(buffer, source_name, given.format)
         entries = list(iter_entries(io.BytesIO(buffer), source_name, given.errors, ReadStats()))
     _, candidates = plan_restore(entries, transcript_format, settings, iso(context.now), context.earlier, context.workspace)
-    rows = [c.as_dict() for c in candidates]
+    rows = [c.row() for c in candidates]
     if json_output or not streams.stdout_is_terminal():
-        streams.write_json_lines(rows)
+        streams.write_json_lines(row.to_wire() for row in rows)
         return
     from ..tables import Column, print_table
     from ..terminal import shown_text
@@ -64,7 +64,5 @@ def _plan(given: StageIO, settings: RestoreSettings, context: Any, json_output: 
     # A narrow terminal leaves out the largest priority number first (0: always shown).
     columns = [Column("kind", "label", 3), Column("name", "name", 0), Column("tokens", "number", 0), Column("chosen", "label", 1), Column("why", "text", 2)]
     # Names are the transcript's file paths, skills and plans: shown, never markup.
-    cells = [
-        [shown_text(row["kind"]), shown_text(row["name"]), f"{row['tokens']:,}", "yes" if row["chosen"] else "no", shown_text(row["reason"])] for row in rows
-    ]
+    cells = [[shown_text(row.kind), shown_text(row.name), f"{row.tokens:,}", "yes" if row.chosen else "no", shown_text(row.reason)] for row in rows]
     print_table(streams.stdout_console(), columns, cells)
