@@ -1,11 +1,12 @@
-"""The JSON reports ctxpipe prints, as types: one TypedDict per object of schemas/*.report.schema.json.
+"""The JSON reports ctxpipe prints, as types: one dataclass per object of schemas/*.report.schema.json.
 
-A report is a plain dict (it is written with orjson and read back by tools that know JSON only), so
-these are TypedDicts, not classes. Keys that are always present are declared in a total base; keys
-present only sometimes (a stage that changed nothing has no `stage`, `cleared`, …) in a
-`total=False` subclass — the spelling of NotRequired that works on Python 3.10 too.
-tests/test_report_schemas.py checks that each type's keys are exactly its schema's properties, and
-that every key the type promises is one the schema requires, so the two cannot drift apart.
+Each is a `Wire` (core/wire.py): the library returns it, and `to_wire()` gives the JSON object the
+command prints, keys in field order. A key the schema requires is a field without a default; a key
+present only sometimes (a stage that changed nothing has no `stage`, `cleared`, …) is declared
+with `sometimes()` (or `sometimes_null()` when it may be null when present), and a stage's own keys
+stand in its report's wire form through `spread()`. tests/test_report_schemas.py checks that each
+type's keys are exactly its schema's properties, and that every key the type promises is one the
+schema requires, so the two cannot drift apart.
 """
 
 from __future__ import annotations

@@ -45,12 +45,20 @@ needs_corpus = pytest.mark.skipif(
 )
 
 
-def registered_commands() -> list[str]:
+# Commands that read no transcript, so the transcript readers' contracts (bad input, hostile lines,
+# fuzzing) do not apply: `hooks` edits Claude Code's settings file (tests/test_hooks.py holds it to
+# its own: a settings file that is not JSON is refused and left alone).
+READS_NO_TRANSCRIPT = {"hooks"}
+
+
+def registered_commands(readers_only: bool = False) -> list[str]:
     """The names of the commands the CLI registers (`ctxpipe.cli.app.app`), sorted: per-command
-    contract lists are checked against it, so a new command cannot go uncovered."""
+    contract lists are checked against it, so a new command cannot go uncovered. `readers_only`:
+    those that read transcripts (all but READS_NO_TRANSCRIPT)."""
     from ctxpipe.cli.app import app
 
-    return sorted(command.name or command.callback.__name__.replace("_", "-") for command in app.registered_commands if command.callback)
+    names = sorted(command.name or command.callback.__name__.replace("_", "-") for command in app.registered_commands if command.callback)
+    return [name for name in names if not (readers_only and name in READS_NO_TRANSCRIPT)]
 
 
 def child_env(env: dict[str, str] | None = None) -> dict[str, str]:

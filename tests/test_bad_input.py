@@ -36,6 +36,7 @@ def takes(command: str, option: str) -> bool:
 # more than one way worth checking (convert's two targets).
 COMMAND_READERS: dict[str, list[tuple[str, list[str]]]] = {
     "api-edits": [("api-edits", ["api-edits"])],
+    "audit": [("audit", ["audit", "--json"])],
     "collapse": [("collapse", ["collapse", "--now", NOW])],
     "compact": [("compact", ["compact", "--engine", "offline", "--source", "transcript", "--now", NOW])],
     "convert": [("convert", ["convert", "--to", "claude-code"]), ("convert-anthropic", ["convert", "--to", "anthropic"])],
@@ -51,7 +52,7 @@ COMMAND_READERS: dict[str, list[tuple[str, list[str]]]] = {
     "validate": [("validate", ["validate"])],
     "warn": [("warn", ["warn"])],
 }
-READERS: list[tuple[str, list[str]]] = [case for command in registered_commands() for case in COMMAND_READERS.get(command, [])]
+READERS: list[tuple[str, list[str]]] = [case for command in registered_commands(readers_only=True) for case in COMMAND_READERS.get(command, [])]
 CONVERT = COMMAND_READERS["convert"][0][1]
 
 # Readers that report bad lines as findings on stdout (JSON) instead of failing with `ctxpipe: error:`.
@@ -63,7 +64,7 @@ READS_FROM_THE_END = {"count", "warn", "microcompact", "collapse", "snip", "summ
 # Readers that report the active context's tokens (JSON on stdout in a pipe).
 REPORTS_TOKENS = {"count", "warn"}
 # Readers that search a folder for session files instead of refusing it.
-SEARCHES_FOLDERS = {"count", "report", "validate"}
+SEARCHES_FOLDERS = {"count", "report", "validate", "audit"}
 # Readers that take a folder of sessions only with somewhere to write them (a usage error without).
 FOLDERS_NEED_OUT_DIR = {"compact", "report-html"}
 # statusline is given its transcript as Claude Code gives it, {"transcript_path": FILE} on stdin
@@ -98,7 +99,7 @@ READER_IDS = [name for name, _ in READERS]
 
 
 def test_every_registered_command_is_covered() -> None:
-    missing = [command for command in registered_commands() if not COMMAND_READERS.get(command)]
+    missing = [command for command in registered_commands(readers_only=True) if not COMMAND_READERS.get(command)]
     assert not missing, f"registered commands without a case in COMMAND_READERS: {missing}"
     assert {name for name, _ in READERS} == {name for cases in COMMAND_READERS.values() for name, _ in cases}, "a case for a command the app does not register"
 

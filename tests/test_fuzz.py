@@ -53,6 +53,7 @@ COMMANDS: dict[str, list[str]] = {
     "count": ["count"],
     "warn": ["warn"],
     "api-edits": ["api-edits"],
+    "audit": ["audit", "--json"],
     "microcompact": ["microcompact", "--force", "--keep-recent", "1", "--now", NOW],
     "collapse": ["collapse", "--now", NOW],
     "snip": ["snip", "--keep-last", "2", "--now", NOW],
@@ -64,7 +65,7 @@ COMMANDS: dict[str, list[str]] = {
     "report-html": ["report", "--now", NOW],
     "statusline": ["statusline", "--no-savings"],  # the saving is a detached background run: none here
 }
-REPORTS = {"validate", "count", "warn", "api-edits", "report"}
+REPORTS = {"validate", "count", "warn", "api-edits", "report", "audit"}
 # report without --json: an HTML page on stdout, the whole page or nothing (check_page).
 PAGES = {"report-html"}
 # statusline is given the transcript as Claude Code gives it, {"transcript_path": FILE} on stdin
@@ -77,7 +78,7 @@ EXIT_CODES = {"warn": {0, 1, 3, 4, 5}, "statusline": {0}}
 
 
 def test_every_registered_command_is_fuzzed() -> None:
-    assert set(registered_commands()) == {argv[0] for argv in COMMANDS.values()}
+    assert set(registered_commands(readers_only=True)) == {argv[0] for argv in COMMANDS.values()}
 
 
 # --- mutations -------------------------------------------------------------------------------------

@@ -73,6 +73,7 @@ COMMANDS: dict[str, dict[str, list[str]]] = {
     "count": {"count": ["count"]},
     "warn": {"warn": ["warn"]},
     "api-edits": {"api-edits": ["api-edits"]},
+    "audit": {"audit": ["audit", "--json"]},
     "microcompact": {"microcompact": ["microcompact", "--force", "--keep-recent", "1", "--now", NOW]},
     "collapse": {"collapse": ["collapse", "--now", NOW]},
     "snip": {"snip": ["snip", "--keep-last", "2", "--now", NOW]},
@@ -95,6 +96,7 @@ ON_A_TERMINAL: dict[str, list[list[str]]] = {
     "count": [["count"], ["count", "--by", "role"], ["count", "--by", "block"], ["count", "--by", "tool"], ["count", "--top", "3"], ["count", "--timeline"]],
     "warn": [["warn", "--explain"]],
     "api-edits": [["api-edits", "--explain"]],
+    "audit": [["audit"]],
     "microcompact": [["microcompact", "--force", "--keep-recent", "1", "--report", "-o", "{out}"]],
     "collapse": [["collapse", "--report", "-o", "{out}"]],
     "snip": [["snip", "--keep-last", "2", "--report", "-o", "{out}"]],
@@ -106,7 +108,7 @@ ON_A_TERMINAL: dict[str, list[list[str]]] = {
     "report": [["report", "--now", NOW, "-o", "{out}"], ["report", "--json", "--now", NOW]],
     "statusline": [["statusline", "--no-savings"]],
 }
-REPORTS = {"validate", "count", "warn", "api-edits", "report"}  # JSON reports on a pipe; the rest write transcripts
+REPORTS = {"validate", "count", "warn", "api-edits", "report", "audit"}  # JSON reports on a pipe; the rest write transcripts
 # Variants that write an HTML page on stdout (not a transcript, not JSON): the whole page or nothing.
 PAGES = {"report-html"}
 # statusline is given its transcript as Claude Code gives it: {"transcript_path": FILE} on stdin,
@@ -116,9 +118,10 @@ PAGES = {"report-html"}
 # unreadable" when it cannot read it, writes no transcript and no JSON, and nothing on stderr.
 # So a bad line is not an error for it (check_status_line asserts what it promises instead).
 STATUS_LINES = {"statusline"}
-# Readers that read every line front to back (report: the cost needs every line), so the bad line
+# Readers that read every line front to back (report: the cost needs every line; audit: every
+# compaction of the history), so the bad line
 # they name is the file's first.
-READS_FORWARD = {"report"}
+READS_FORWARD = {"report", "audit"}
 NOT_PARSING = {"expand"}  # undoes ledger records on bytes; an empty ledger leaves the input as it is
 # Stages that copy the lines before the active context (the last compact boundary) unparsed.
 PASS_HISTORY = {"microcompact", "collapse", "snip", "summarize", "restore", "compact"}
@@ -126,7 +129,7 @@ EXIT_CODES = {"warn": {0, 1, 3, 4, 5}, "statusline": {0}}  # warn exits with the
 
 
 def test_every_registered_command_is_in_the_contract() -> None:
-    commands = registered_commands()
+    commands = registered_commands(readers_only=True)
     assert "api-edits" in commands and len(commands) >= 12
     assert sorted(COMMANDS) == commands, "a registered command has no entry in COMMANDS (or an entry names no command)"
     assert sorted(ON_A_TERMINAL) == commands, "a registered command has no entry in ON_A_TERMINAL"

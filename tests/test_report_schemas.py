@@ -394,3 +394,11 @@ def test_validate_and_api_edits_reports_match_their_schemas() -> None:
     for case in ("defaults", "messages-api", "task-compact"):
         data, args = fixture("api-edits", case)
         assert_valid("api-edits.report.schema.json", json_lines(ctxpipe("api-edits", *args, "--json", stdin=data).stdout))
+
+
+def test_a_reinjected_item_s_kinds_are_the_schema_s() -> None:
+    """count names what Claude Code re-injected after its compaction, plan mode's reminder included."""
+    import typing
+
+    node = schema_object("count.report.schema.json", "/$defs/file/properties/reinjected/properties/items/items")
+    assert set(node["properties"]["kind"]["enum"]) == set(typing.get_args(reports.ReinjectedKind)) >= {"plan-mode"}
