@@ -16,7 +16,6 @@ that were read again after it.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -25,7 +24,9 @@ from .blocks import call_id, content_of, input_of, is_tool_result, is_tool_use, 
 from .cache import price_of
 from .catalog import Prices
 from .count import is_real_response, usage_prompt, usage_tokens
+from .fields import rounded_down
 from .model import Message
+from .reports import MissingFact
 from .summarize import Fact, context_text, key_facts, verify
 from .tokens import TextCounter, estimate_blocks
 from .transcript_format import CompactionSpan
@@ -36,18 +37,6 @@ from .wire import Wire
 REFILL_TURNS = 3
 THRASH_RUN = 3
 MILLION = 1_000_000
-
-
-def rounded_down(share: float, places: int = 4) -> float:
-    """`share` cut to `places` decimals: 0.99996 of the facts is not 1.0 of them."""
-    scale: int = 10**places
-    return math.floor(share * scale) / scale
-
-
-@dataclass(kw_only=True, slots=True)
-class LostFact(Wire):
-    kind: str  # one of core.summarize.FACT_KINDS
-    text: str  # at most 300 characters
 
 
 @dataclass(kw_only=True, slots=True)
@@ -65,7 +54,7 @@ class CompactionAudit(Wire):
     facts: int
     carried: int
     recall: float | None  # carried / facts, rounded down; None with no fact to check
-    lost: list[LostFact]
+    lost: list[MissingFact]  # the facts not carried
     cache_write_tokens: int | None  # what the first call after it wrote to the cache again
     rebuild_usd: float | None  # what that write cost (None: no call, or no price for its model)
     refill_turns: int  # API calls between the compaction before it (or the session's start) and it
@@ -184,7 +173,7 @@ def audit_compaction(
         facts=len(facts),
         carried=len(facts) - len(checked.missing),
         recall=rounded_down(checked.recall) if facts else None,
-        lost=[LostFact(kind=fact.kind, text=fact.text[:300]) for fact in checked.missing],
+        lost=[MissingFact(kind=fact.kind, text=fact.text[:300]) for fact in checked.missing],
         cache_write_tokens=written,
         rebuild_usd=usd,
         refill_turns=refill,

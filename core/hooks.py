@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .audit import rounded_down
 from .facts import Facts
+from .fields import rounded_percent
 from .summarize import FACT_LABELS, Fact
 
 PRE_COMPACT_CHARS = 10_000  # Claude Code 2.1.332 appends at most this much of a PreCompact hook's answer
@@ -109,7 +109,7 @@ def verdict(facts: int, lost: int) -> str:
     if not facts:
         return "ctxpipe: no fact to check in the history this summary replaced"
     carried = facts - lost
-    share = f"{rounded_down(carried / facts, 3) * 100:.1f}%"
+    share = rounded_percent(carried / facts)
     if not lost:
         return f"ctxpipe: the summary carried all {facts} facts ({share})"
     return f"ctxpipe: the summary carried {carried} of {facts} facts ({share}); the {lost} it lost go back in at the next turn"

@@ -504,6 +504,11 @@ class TimelineEvent(Wire):
     after_turn: int | None  # the last main call before it (None: before the first)
     tokens_saved: int | None
     label: str
+    # A compaction's audit (core/audit.py): the facts of the history before it, those it carried, the lost.
+    facts: int | None = sometimes()
+    carried: int | None = sometimes()
+    recall: float | None | Absent = sometimes_null()
+    lost: list[MissingFact] | None = sometimes()
 
 
 @dataclass(kw_only=True, slots=True)

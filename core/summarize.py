@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 from .blocks import is_text, kind_of
 from .errors import CtxpipeError
+from .fields import rounded_down
 from .jsonl import as_text
 from .model import Message
 from .reports import FactKind, KindRecall, MissingFact, VerificationReport
@@ -429,14 +430,17 @@ class Verification:
         for fact in self.missing:
             totals[fact.kind][1] += 1
         return {
-            kind: KindRecall(facts=n, carried=n - lost, recall=round(1 - lost / n, 4)) for kind in FACT_KINDS if kind in totals for n, lost in [totals[kind]]
+            kind: KindRecall(facts=n, carried=n - lost, recall=rounded_down(1 - lost / n))
+            for kind in FACT_KINDS
+            if kind in totals
+            for n, lost in [totals[kind]]
         }
 
     def report(self) -> VerificationReport:
         return VerificationReport(
             facts=len(self.facts),
             carried=len(self.facts) - len(self.missing),
-            recall=round(self.recall, 4),
+            recall=rounded_down(self.recall),
             kinds=self.by_kind(),
             missing=[MissingFact(kind=f.kind, text=f.text[:300]) for f in self.missing],
         )

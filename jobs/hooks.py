@@ -194,7 +194,7 @@ def pre_compact(payload: Mapping[str, Any], options: HookOptions = HookOptions()
 
 
 def post_compact(payload: Mapping[str, Any], options: HookOptions = HookOptions()) -> HookAnswer:
-    from ..core.audit import rounded_down
+    from ..core.fields import rounded_down
     from ..core.hooks import reinjection_text, verdict
     from ..core.summarize import verify
 

@@ -14,7 +14,7 @@ from ..core.blocks import is_text, is_tool_use
 from ..core.count import Compaction
 from ..core.errors import CtxpipeError, InputError
 from ..core.facts import Facts, gather
-from ..core.fields import MAX_COUNT, iso, moment
+from ..core.fields import MAX_COUNT, iso, moment, rounded_percent
 from ..core.jsonl import Entry
 from ..core.model import Message
 from ..core.reports import Engine, LlmUsage, SummarizeExtras, VerificationReport
@@ -394,13 +394,16 @@ def summarize_entries(
     if fell_back:
         note += f"; the model failed ({fell_back}), so the offline engine ran" if why.startswith("llm engine") else f"; {fell_back}, so the {engine} engine ran"
     if before_repair is not None and verification is not None:  # settings.verify
-        note += f"; verifier: the summary carried {before_repair.carried} of {before_repair.facts} key facts ({before_repair.recall:.0%})"
+        # What it counted, never more: the facts it checks, the share rounded down.
+        note += (
+            f"; verifier: the summary carried {before_repair.carried} of the {before_repair.facts} facts it checks ({rounded_percent(before_repair.recall)})"
+        )
         if before_repair.missing:
             lost = ", ".join(f"{kind} {k.carried}/{k.facts}" for kind, k in before_repair.kinds.items() if k.carried < k.facts)
             mended = ["repaired by the model"] * bool(repaired)
             if kept_facts:
                 mended.append(f"{kept_facts} added as Facts to keep")
-            note += f" (missing {lost}; {', '.join(mended)}); recall now {verification.recall:.0%}"
+            note += f" (missing {lost}; {', '.join(mended)}); recall now {rounded_percent(verification.recall)}"
     report = SummarizeExtras(
         stage="summarize",
         engine=engine,

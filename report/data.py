@@ -17,16 +17,18 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from ..core.audit import CompactionAudit, audit_session
 from ..core.blocks import input_of, is_tool_use
 from ..core.cache import CachePolicy, decide
 from ..core.catalog import Prices
 from ..core.count import UNCALIBRATED, Calibration, Estimates, calibrate, fitted_or_corpus
-from ..core.fields import text
+from ..core.fields import rounded_percent, text
 from ..core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries
 from ..core.model import Message
 from ..core.reports import CacheDecisionReport, CallRow, ExcerptLine, SessionReport, StageDryRun, TimelineEvent
 from ..core.tokens import block_texts
 from ..core.transcript_format import TranscriptFormat
+from ..core.wire import ABSENT
 from ..files.inputs import detect_format
 from ..files.sessions import Kind
 from ..jobs.count import CountOptions, FileCount, breakdown, count_buffer, largest_blocks
@@ -101,7 +103,7 @@ def session_report(buffer: Any, source: str, options: ReportOptions, now: dateti
         count=count,
         warn=counted.warn_report(),
         calls=calls,
-        events=_events(entries, transcript_format, main_calls),
+        events=_events(entries, transcript_format, main_calls, audit_session(transcript_format.compactions(entries), source, counter, options.prices or ())),
         breakdown=views,
         largest=largest,
         cost=counted.cost.report,
@@ -111,8 +113,12 @@ def session_report(buffer: Any, source: str, options: ReportOptions, now: dateti
     )
 
 
-def _events(entries: Sequence[Entry], transcript_format: TranscriptFormat, main_calls: Sequence[CallRow]) -> list[TimelineEvent]:
-    """Compactions and stage markers, each placed after the last main call above it."""
+def _events(
+    entries: Sequence[Entry], transcript_format: TranscriptFormat, main_calls: Sequence[CallRow], audits: Sequence[CompactionAudit] = ()
+) -> list[TimelineEvent]:
+    """Compactions and stage markers, each placed after the last main call above it; a compaction
+    with its audit (what it carried and lost)."""
+    audited = {row.line: row for row in audits}
     lines = [call.line or 0 for call in main_calls]  # in file order, so ascending
 
     def after(line: int | None) -> int | None:
@@ -138,13 +144,21 @@ def _events(entries: Sequence[Entry], transcript_format: TranscriptFormat, main_
         trigger = text(metadata, "trigger")
         before = metadata.get("preTokens")
         size = f" at {before:,} tokens" if isinstance(before, int) and not isinstance(before, bool) else ""
+        audit = audited.get(entry.line or None)
+        carried = (
+            f"; carried {audit.carried} of {audit.facts} facts" + (f" ({rounded_percent(audit.recall)})" if audit.recall is not None else "") if audit else ""
+        )
         events.append(
             TimelineEvent(
                 kind="compact_boundary",
                 line=entry.line or None,
                 after_turn=after(entry.line),
                 tokens_saved=None,
-                label=f"compacted{f' ({trigger})' if trigger else ''}{size}",
+                label=f"compacted{f' ({trigger})' if trigger else ''}{size}{carried}",
+                facts=audit.facts if audit else None,
+                carried=audit.carried if audit else None,
+                recall=audit.recall if audit else ABSENT,
+                lost=audit.lost if audit else None,
             )
         )
     events.sort(key=lambda event: event.line or 0)

@@ -21,6 +21,7 @@ import re
 from collections.abc import Iterable, Sequence
 from urllib.parse import quote
 
+from ..core.fields import rounded_percent
 from ..core.reports import BreakdownRow, CallRow, DollarParts, IndexRow, PricesReport, SessionReport, TimelineEvent, TokenParts
 
 # Above this many main calls the timeline is drawn from a sample: each bucket's min and max, and
@@ -345,13 +346,39 @@ def _capped_table(table_id: str, header: str, rows: Sequence[str], more: str) ->
 def _events_table(events: Sequence[TimelineEvent]) -> str:
     if not events:
         return '<p class="note">No compaction or stage marker in this session.</p>'
+
+    def kept(e: TimelineEvent) -> str:
+        if e.facts is None:
+            return '<td class="num"></td>'
+        share = "" if not isinstance(e.recall, float) else f" ({rounded_percent(e.recall)})"
+        return f'<td class="num kept" data-facts="{e.facts}" data-carried="{e.carried}">{e.carried}/{e.facts}{share}</td>'
+
     rows = [
         f'<tr class="event-row"><td>{_text(e.kind)}</td><td class="num">{_int(e.line)}</td><td class="num">{_int(e.after_turn)}</td>'
-        f'<td class="num">{_int(e.tokens_saved)}</td><td>{_text(e.label)}</td></tr>'
+        f'<td class="num">{_int(e.tokens_saved)}</td>{kept(e)}<td>{_text(e.label)}</td></tr>'
         for e in events
     ]
-    header = '<th>event</th><th class="num">line</th><th class="num">after turn</th><th class="num">tokens saved</th><th>label</th>'
-    return _capped_table("events", header, rows, "more events")
+    header = (
+        '<th>event</th><th class="num">line</th><th class="num">after turn</th><th class="num">tokens saved</th><th class="num">facts kept</th><th>label</th>'
+    )
+    return _capped_table("events", header, rows, "more events") + _losses(events)
+
+
+LOST_LISTED = 40  # lost facts listed under a compaction (audit --json has them all)
+
+
+def _losses(events: Sequence[TimelineEvent]) -> str:
+    """What each compaction lost, as `ctxpipe audit` finds it: one list per compaction that lost any."""
+    parts = []
+    for e in events:
+        if not e.lost:
+            continue
+        items = "".join(f'<li class="lost" data-kind="{_text(f.kind)}">{_text(f.kind)}: {_text(f.text)}</li>' for f in e.lost[:LOST_LISTED])
+        more = f'<li class="note">and {len(e.lost) - LOST_LISTED:,} more (ctxpipe audit --json)</li>' if len(e.lost) > LOST_LISTED else ""
+        parts.append(
+            f'<details class="losses" data-line="{_int(e.line)}"><summary>Lost by the compaction at line {_int(e.line)}: {len(e.lost)} fact(s)</summary><ul>{items}{more}</ul></details>'
+        )
+    return "".join(parts)
 
 
 # --- what fills the window -------------------------------------------------------------------------

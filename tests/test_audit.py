@@ -240,3 +240,33 @@ def test_a_codex_compacted_line_is_audited() -> None:
         ("last-request", "Then add a --dry-run flag to the CLI"),
     }
     assert first["facts"] == 3 and first["carried"] == 1 and total["compactions"] == 1
+
+
+def test_the_report_page_shows_each_compaction_with_what_it_lost() -> None:
+    s = session(thrash=False)
+    s.user("<script>alert('lost')</script> keep this")  # a typed message the next compaction loses, shown as text
+    s.text("Noted.", usage(32_000))
+    s.compact("Summary: nothing much.")
+    s.text("Continuing.", usage(20_000))
+    data = s.to_bytes()
+    report = api.session_report(data)
+    first, second, _ = audit_rows(data)
+    compactions = [event for event in report.events if event.kind == "compact_boundary"]
+    assert [(event.facts, event.carried, event.recall) for event in compactions] == [(row["facts"], row["carried"], row["recall"]) for row in (first, second)]
+    page = api.report_html(report)
+    assert f'data-facts="{first["facts"]}" data-carried="{first["carried"]}">3/7 (42.8%)</td>' in page
+    assert "Lost by the compaction at line" in page and f"instruction: {QUEUED}" in page
+    assert "<script>alert('lost')</script>" not in page and "&lt;script&gt;alert(" in page
+    assert schemas.reference_errors("report.report.schema.json", report.to_wire()) == []
+
+
+def test_the_verifier_never_rounds_a_loss_away() -> None:
+    """One fact lost of 20,001 is not 100 %: every share is rounded down, in the report and the note."""
+    from ctxpipe.core.fields import rounded_percent
+    from ctxpipe.core.summarize import Fact, Verification
+
+    facts = [Fact("file", f"/p/f{n}.py") for n in range(20_001)]
+    checked = Verification(facts, facts[:1])
+    assert checked.recall > 0.99995 and checked.report().recall == 0.9999
+    assert checked.report().kinds["file"].recall == 0.9999
+    assert rounded_percent(checked.recall) == "99.9%" and rounded_percent(1.0) == "100%"

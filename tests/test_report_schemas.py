@@ -180,7 +180,6 @@ TYPES: list[tuple[Any, str, str, set[str]]] = [
     (reports.ValidateReport, "validate.report.schema.json", "", set()),
     (reports.FindingRow, "validate.report.schema.json", "/properties/findings/items", set()),
     (audit.CompactionAudit, "audit.report.schema.json", "/$defs/compaction", set()),
-    (audit.LostFact, "audit.report.schema.json", "/$defs/compaction/properties/lost/items", set()),
     (audit.SessionAudit, "audit.report.schema.json", "/$defs/total", set()),
 ]
 

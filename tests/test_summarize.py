@@ -552,7 +552,7 @@ def test_claude_code_output_shape(tmp_path: Path) -> None:
     # The record below the kept tail: the usage above it was measured on the old prompt, so none of it anchors a count.
     assert parts.marker is not None and parts.marker["parentUuid"] == tail_uuids[-1]
     assert parts.marker["ctxpipeMetadata"] == {"stage": "summarize", "keptMessages": 4}
-    assert f"kept 4; verifier: the summary carried 13 of 13 key facts (100%); 15,400 → {report['post_tokens']:,} tokens" in result.stderr.decode()
+    assert f"kept 4; verifier: the summary carried 13 of the 13 facts it checks (100%); 15,400 → {report['post_tokens']:,} tokens" in result.stderr.decode()
     assert report["post_tokens"] == count_json_bytes(out)["tokens"]
 
 
@@ -1027,7 +1027,7 @@ def test_a_timeout_falls_back_to_the_offline_engine(server: MessagesServer) -> N
     assert time.monotonic() - started < 2.5
     assert outcome.report.engine == "offline" and "timed out" in outcome.report.fallback_reason
     assert f"the model failed (the summary request to {server.url} timed out: a summary may take 0.3 s in all" in outcome.note
-    assert outcome.note.rstrip().endswith("key facts (100%)") and "so the offline engine ran" in outcome.note
+    assert outcome.note.rstrip().endswith("facts it checks (100%)") and "so the offline engine ran" in outcome.note
     assert "1. Primary Request and Intent:" in summary_of(out)
 
 

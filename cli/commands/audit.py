@@ -79,8 +79,9 @@ def _tokens(value: int | None) -> str:
 
 
 def _recall(value: float | None) -> str:
-    # Rounded down as the JSON is: a figure never says more was carried than was counted.
-    return "—" if value is None else f"{int(value * 1000) / 10:g}%"
+    from ...core.fields import rounded_percent  # rounded down: never more carried than was counted
+
+    return "—" if value is None else rounded_percent(value)
 
 
 def _usd(value: float | None) -> str:
