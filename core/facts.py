@@ -489,6 +489,14 @@ def findings_of(text: str) -> list[str]:
     return kept
 
 
+_PLAN_STEP = pattern(r"^\s*(?:[-*+]|\d+[.)])\s*\[ \]\s+(?P<step>\S.*?)\s*$", re.M)
+
+
+def plan_steps(plan_text: str) -> list[str]:
+    """The steps a plan file still has open: its unchecked checklist items (`- [ ] step`)."""
+    return list(dict.fromkeys(one_line(match.group("step"), 300) for match in _PLAN_STEP.finditer(plan_text)))
+
+
 def _plan_after(plan: tuple[str, str] | None, path: str, name: str, tool_input: dict[str, Any]) -> tuple[str, str] | None:
     """The plan file's text after a Write or an Edit of it (an Edit applies to the text the session wrote)."""
     if name == "Write" and isinstance(tool_input.get("content"), str):

@@ -176,7 +176,7 @@ def offline_summary(history: Sequence[Message], side_inputs: Sequence[tuple[int,
     The open work, the current work and the next step are as of the end of the kept `tail` (its
     tool results may be cleared); the rest is the history's. `side_inputs` and `whole`: see key_facts.
     """
-    from .facts import chosen_findings, gather, one_line  # on first use: the commands start without the summary's readers
+    from .facts import chosen_findings, gather, one_line, plan_steps  # on first use: the commands start without the summary's readers
 
     facts = gather(history, _before(side_inputs, tail))
     now = whole or (gather(list(history) + list(tail), side_inputs) if tail else facts)
@@ -226,6 +226,7 @@ def offline_summary(history: Sequence[Message], side_inputs: Sequence[tuple[int,
         pending.append(f"   - Closed in this session: {', '.join(closed)}")
     if now.plan is not None and now.plan[1].strip():
         pending += _plan_lines(now.plan)
+        pending += [f"   - Plan step not done: {step}" for step in plan_steps(now.plan[1])]
     for request in now.pending_requests[-3:]:
         pending.append(f'   - Request not yet shown done: "{_trim(one_line(request.typed.text, 400))}"')
     section(7, pending)
@@ -335,7 +336,7 @@ def key_facts(history: Sequence[Message], tail: Sequence[Message], side_inputs: 
     `side_inputs` is typed input kept outside the messages (queued prompts), with positions;
     `whole` is gather() of history, tail and side_inputs when the caller has it already.
     """
-    from .facts import gather  # on first use: the commands start without the summary's readers
+    from .facts import gather, plan_steps  # on first use: the commands start without the summary's readers
 
     facts = whole or gather(list(history) + list(tail), side_inputs)
     found: list[Fact] = [Fact("instruction", typed.text) for typed in facts.typed]
@@ -345,6 +346,8 @@ def key_facts(history: Sequence[Message], tail: Sequence[Message], side_inputs: 
     unresolved, fixed, _ = listed_failures(facts)
     found += [Fact("fixed-error" if failure.resolved else "error", _failure_fact(failure)) for failure in unresolved + fixed]
     found += [Fact("task", task.text) for task in facts.open_tasks if task.text]
+    if facts.plan is not None:  # the plan file's unchecked steps are open work too
+        found += [Fact("task", step) for step in plan_steps(facts.plan[1])]
     if facts.current:
         found.append(Fact("current-work", facts.current, path_forms(facts.current) if facts.current == facts.last_edit else ()))
     unique: dict[tuple[str, str], Fact] = {}

@@ -800,3 +800,16 @@ def test_a_bare_slash_command_queued_as_a_prompt_is_no_message() -> None:
     s = started("Fix the date parser.")
     queued(s, "/compact")
     assert [fact.text for fact in facts_of(s) if fact.kind == "last-request"] == ["Fix the date parser."]
+
+
+def test_a_plan_file_s_unchecked_steps_are_open_tasks_even_past_the_plan_s_excerpt() -> None:
+    """The summary quotes a plan's first 1,500 characters; its open steps are facts of their own."""
+    s = started()
+    plan = "/home/u/.claude/plans/big.md"
+    body = "# Plan\n\n" + "Background. " * 200 + "\n\n- [x] Parse day-first dates\n- [ ] Cache results in an LRU\n1. [ ] Document the cache\n"
+    s.call("Write", {"file_path": plan, "content": body}, f"File created successfully at: {plan}", 9000)
+    closed(s)
+    tasks = [fact.text for fact in facts_of(s) if fact.kind == "task"]
+    assert tasks == ["Cache results in an LRU", "Document the cache"]  # the checked step is done
+    pending = section(summary(s), 7)
+    assert "   - Plan step not done: Cache results in an LRU\n" in pending and "   - Plan step not done: Document the cache\n" in pending
