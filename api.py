@@ -661,18 +661,34 @@ def audit_many(
     """`audit` over files and folders (paths ["-"]: stdin, read here), on workers as count_many runs
     them. A file that cannot be read is an error in its row; the others are audited."""
     from .jobs.audit import AuditBatch, AuditOptions
+
+    job = functools.partial(audit_one, options=options or AuditOptions())
+    return cast(AuditBatch, _path_batch(AuditBatch, job, paths, files, subagents, jobs, executor, scheduler))
+
+
+def _path_batch(
+    kind: type[Any],
+    job: Callable[[tuple[str, str]], Any],
+    paths: Sequence[str | os.PathLike[str]],
+    files: Sequence[SessionFile] | None,
+    subagents: bool,
+    jobs: int,
+    executor: Executor,
+    scheduler: str | None,
+) -> Any:
+    """A batch whose job takes (path or "-", shown): stdin is read here (a worker has none), the
+    files found where the batch runs; the answer is `kind`'s (a BatchResult), in the order found."""
     from .jobs.batch import Runner, for_workers, run_all
     from .jobs.results import batch_of
 
     if files is None and [os.fspath(path) for path in paths] == [STDIN]:
-        items, runner = [(STDIN, STDIN)], Runner()  # stdin is read here: a worker has none
+        items, runner = [(STDIN, STDIN)], Runner()
     else:
         runner = _runner(jobs, executor, scheduler)
         items = [(for_workers(str(file.path), runner), file.shown) for file in _found(paths, files, subagents)]
-    job = functools.partial(audit_one, options=options or AuditOptions())
     sizes = sum(os.path.getsize(path) for path, _ in items if not is_remote(path) and os.path.isfile(path))
     results = run_all(job, items, runner, sizes) if items else []
-    return cast(AuditBatch, batch_of(AuditBatch, [shown for _, shown in items], results))
+    return batch_of(kind, [shown for _, shown in items], results)
 
 
 def validate_one(item: tuple[str, str], format_name: str | None, errors: OnError) -> ValidatedFile:
@@ -739,18 +755,10 @@ def validate_many(
 ) -> BatchResult[ValidatedFile]:
     """`validate` over files and folders (paths ["-"]: stdin, read here), on workers as count_many
     runs them. With on_error "skip" bad lines are only counted (in each file's stats), not findings."""
-    from .jobs.batch import Runner, for_workers, run_all
-    from .jobs.results import BatchResult, batch_of
+    from .jobs.results import BatchResult
 
-    if files is None and [os.fspath(path) for path in paths] == [STDIN]:
-        items, runner = [(STDIN, STDIN)], Runner()  # stdin is read here: a worker has none
-    else:
-        runner = _runner(jobs, executor, scheduler)
-        items = [(for_workers(str(file.path), runner), file.shown) for file in _found(paths, files, subagents)]
     job = functools.partial(validate_one, format_name=format, errors=on_error)
-    sizes = sum(os.path.getsize(path) for path, _ in items if not is_remote(path) and os.path.isfile(path))
-    results = run_all(job, items, runner, sizes) if items else []
-    return cast("BatchResult[ValidatedFile]", batch_of(BatchResult, [shown for _, shown in items], results))
+    return cast("BatchResult[ValidatedFile]", _path_batch(BatchResult, job, paths, files, subagents, jobs, executor, scheduler))
 
 
 def _compact_plan(files: list[SessionFile], given: Sequence[str], out_dir: str | None, in_place: bool) -> list[tuple[str, str, str]]:
