@@ -215,7 +215,8 @@ def _compact_report(cut: Path, now: str, cli_bytes: bytes) -> tuple[dict[str, An
         return None, f"in-process compact failed ({type(error).__name__}: {error})"
     if b"".join(pieces) != cli_bytes:
         return None, "the in-process compact wrote other bytes than the CLI: its verifier figure is left out"
-    stage: dict[str, Any] = next((s for s in report.get("stages", []) if s.get("stage") == "summarize"), {})
+    wire = report.to_wire()  # the report as compact --report-json writes it
+    stage: dict[str, Any] = next((s for s in wire.get("stages", []) if s.get("stage") == "summarize"), {})
     return stage.get("verification"), None
 
 

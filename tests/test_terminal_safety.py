@@ -78,6 +78,7 @@ PATH = "/home/dev/app/" + hostile("PATH", surrogate=False)
 CWD = "/home/dev/" + hostile("CWD", surrogate=False)
 TOOL_ID = "toolu_" + hostile("ID")
 FILE_NAME = hostile_name("FILE") + ".jsonl"
+ASK = hostile("ASK", surrogate=False)
 
 # Anything a terminal would act on, left raw: C0 controls but newline, DEL, C1, bidi controls,
 # line/paragraph separators, and (from undecodable bytes) surrogates.
@@ -94,7 +95,7 @@ def session_bytes(timestamp: str | None = None) -> bytes:
     `timestamp` replaces the first response's (count --timeline prints it).
     """
     session = Session(model=MODEL)
-    session.user("Please read the file.")
+    session.user("Please read the file " + ASK)  # the compaction loses it: audit lists it
     read = session.tool_id()
     session.response([{"type": "tool_use", "id": read, "name": "Read", "input": {"file_path": PATH}}], usage(3_000))
     session.tool_result(read, "print('hello')\n" * 40)
@@ -338,6 +339,9 @@ CASES = [
     ),
     Case("expand", lambda f, out: ["expand", "--ledger", f.ledger, f.session], exit=1, shows=lambda f: [*_file(f), "ledger-" + escaped_name("FILE")]),
     Case("report-json", lambda f, out: ["report", "--json", f.session], json=_count_json_of_report),
+    Case("audit", lambda f, out: ["audit", f.session], shows=lambda f: [*_file(f), escaped("ASK", False)], json=_has(ASK, FILE_NAME)),
+    Case("audit-folders", lambda f, out: ["audit", f.projects], exit=1, shows=lambda f: [*_file(f), "bad-" + escaped_name("FILE")], json=_has(FILE_NAME)),
+    Case("hooks-dry-run", lambda f, out: ["hooks", "install", "--dry-run", "--settings", out / FILE_NAME], shows=_file),
     Case("report-page", lambda f, out: ["report", "-o", out / "page.html", f.session], shows=_file),  # the note names the page's source
     Case("report-page-on-a-terminal", lambda f, out: ["report", f.session], exit=2, shows=lambda f: ["-o FILE"]),  # HTML is no text for a terminal
     Case(
