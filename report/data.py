@@ -211,7 +211,7 @@ def _dry_run(
         tokens_freed=freed,
         changed=changed,
         cache=cache,
-        note="",  # a run that did not fail says nothing here (its report has no reason or note key)
+        note="" if changed else run.outcome.note,  # why it would change nothing ("nothing to fold", …)
     )
 
 
