@@ -23,7 +23,8 @@ from typing import Any, Literal
 from .blocks import call_id, content_of, input_of, is_tool_result, is_tool_use, name_of
 from .cache import price_of
 from .catalog import Prices
-from .count import is_real_response, usage_prompt, usage_tokens
+from .cost import billed_rate, dollars, inference_scale, token_parts
+from .count import is_real_response, usage_prompt
 from .fields import rounded_down
 from .model import Message
 from .reports import MissingFact
@@ -36,7 +37,6 @@ from .wire import Wire
 # the previous compact, 3 times in a row."
 REFILL_TURNS = 3
 THRASH_RUN = 3
-MILLION = 1_000_000
 
 
 @dataclass(kw_only=True, slots=True)
@@ -86,16 +86,16 @@ def _first_call(messages: Sequence[Message]) -> Message | None:
 
 
 def _rebuild(call: Message | None, prices_table: Sequence[tuple[str, Prices]]) -> tuple[int | None, float | None]:
+    """(tokens, dollars) the call wrote to the cache again, priced as `count --cost` prices it."""
     if call is None or call.usage is None:
         return None, None
-    written = usage_tokens(call.usage, "cache_creation_input_tokens")
-    split = call.usage.get("cache_creation")
-    hour = min(usage_tokens(split, "ephemeral_1h_input_tokens"), written) if isinstance(split, dict) else 0
+    parts = token_parts(call.usage)
+    written = parts.cache_write_5m + parts.cache_write_1h
     prices = price_of(call.model, prices_table)
     if prices is None:
         return written, None
-    rate = prices.for_prompt(usage_prompt(call.usage))
-    return written, round(((written - hour) * rate.cache_write_5m + hour * rate.cache_write_1h) / MILLION, 6)
+    billed = dollars(parts, billed_rate(call.usage, prices), inference_scale(call.usage))
+    return written, round(billed.cache_write_5m + billed.cache_write_1h, 6)
 
 
 def _read_paths(messages: Sequence[Message]) -> set[str]:

@@ -46,6 +46,11 @@ def token_parts(usage: dict[str, object]) -> TokenParts:
     )
 
 
+def inference_scale(usage: dict[str, object]) -> float:
+    """What the call's list prices are multiplied by: US_INFERENCE for US-only inference, else 1."""
+    return US_INFERENCE if usage.get("inference_geo") == "us" else 1.0
+
+
 def billed_rate(usage: dict[str, object], prices: Prices) -> Prices:
     """The rate a call was billed at: fast mode's when usage.speed says so (and the model has one),
     else the long-prompt rate when its whole prompt is over the model's threshold."""
@@ -147,7 +152,7 @@ def session_cost(calls: Sequence[Message], entries: Sequence[Entry], main: Colle
             fast_calls += rate is prices.fast
             if (model or "") not in priced:  # the list prices (a long prompt's and fast mode's rates apart)
                 priced[model or ""] = prices_report(prices)
-            part_costs = dollars(parts, rate, US_INFERENCE if usage.get("inference_geo") == "us" else 1.0)
+            part_costs = dollars(parts, rate, inference_scale(usage))
             spent.append(part_costs)
             cost = round(_usd(part_costs), 6)
         last = entries[call.entries[-1]] if call.entries else None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,7 +55,3 @@ class AuditBatch(BatchResult[FileAudit]):
     def rows(self) -> list[CompactionAudit | SessionAudit]:
         """What `audit --json` prints: each session's compactions, then its total."""
         return [row for audit in self.done for row in audit.rows()]
-
-
-def wire_rows(rows: Sequence[CompactionAudit | SessionAudit]) -> list[dict[str, Any]]:
-    return [row.to_wire() for row in rows]
