@@ -1,6 +1,6 @@
 """The `ctxpipe` console entry: `statusline` and `hook` start on a light path (Claude Code runs them
-after every message and around every compaction, so they must not load typer or rich); every other
-command goes to cli/app.main."""
+after every message and around every compaction, so they must not load typer or rich), and so does
+help (cli/help.py); every other command goes to cli/app.main."""
 
 from __future__ import annotations
 
@@ -24,6 +24,9 @@ def main() -> None:
 
         hook(sys.argv[2:])
     try:
+        from .help import answer
+
+        answer(sys.argv[1:])  # help alone: answered from the stored pages, without typer (returns otherwise)
         from .app import main as app
     except KeyboardInterrupt:
         raise SystemExit(130) from None
