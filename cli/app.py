@@ -31,6 +31,7 @@ try:
     import typer
 
     from ..api import STAGES
+    from .coercion import Command, Group
     from .commands.api_edits import api_edits
     from .commands.audit import audit
     from .commands.compact import compact
@@ -64,6 +65,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
     rich_markup_mode=None,
+    cls=Group,
 )
 
 
@@ -103,7 +105,7 @@ COMMANDS: dict[str, Callable[..., None]] = {
 # statusline's own parser takes its arguments (it runs on a light path without typer: cli/entry.py).
 SETTINGS: dict[str, dict[str, object]] = {"statusline": STATUSLINE_SETTINGS}
 for name, command in COMMANDS.items():
-    app.command(name, **SETTINGS.get(name, {}))(pipe_safe(command))  # type: ignore[arg-type]  # typer's keywords, given as a dict
+    app.command(name, cls=Command, **SETTINGS.get(name, {}))(pipe_safe(command))  # type: ignore[arg-type]  # typer's keywords, given as a dict
 if _HANDLER_BEFORE is not None:
     signal.signal(signal.SIGINT, _HANDLER_BEFORE)
 

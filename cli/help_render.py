@@ -13,7 +13,6 @@ print the same bytes at every width.
 from __future__ import annotations
 
 import pprint
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -154,4 +153,4 @@ def write_pages() -> bool:
 
 
 if __name__ == "__main__":
-    print(f"{PAGES}: {'written' if write_pages() else 'up to date'}", file=sys.stderr)
+    print(f"{PAGES}: {'written' if write_pages() else 'up to date'}")

@@ -284,8 +284,17 @@ STREAM_OWNERS = {
         "ctxpipe.cli.encoding",
         "ctxpipe.cli.hook",
         "ctxpipe.cli.entry",
+        "ctxpipe.cli.help",  # help answered at start-up, as cli/app would
     },
-    "stderr": {"ctxpipe.cli.streams", "ctxpipe.cli.app", "ctxpipe.files.atomic", "ctxpipe.cli.statusline", "ctxpipe.cli.encoding", "ctxpipe.cli.hook"},
+    "stderr": {
+        "ctxpipe.cli.streams",
+        "ctxpipe.cli.app",
+        "ctxpipe.files.atomic",
+        "ctxpipe.cli.statusline",
+        "ctxpipe.cli.encoding",
+        "ctxpipe.cli.hook",
+        "ctxpipe.cli.help",
+    },
 }
 
 
