@@ -5,18 +5,21 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
-import multiprocessing
 import os
 import signal
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..core.errors import CtxpipeError, InternalError
 from .breaker import share, shared
+
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
+
+# multiprocessing and concurrent.futures are imported where a batch needs them: a command on one
+# small file (most runs) never starts a worker, and the two cost about as much as its whole start-up.
 
 Item = TypeVar("Item")
 # Below this much input, starting workers costs more than it saves.
@@ -121,7 +124,7 @@ def run_all(
 
         return run_on_dask(functools.partial(_guarded, job), items, runner.scheduler, runner.workers, on_done, shared_breaker)
     jobs = runner.workers
-    failures = multiprocessing.Value("i", 0) if shared_breaker else None
+    failures = _shared_count() if shared_breaker else None
     if jobs <= 1 or len(items) < 2 or total_bytes < PARALLEL_MIN_BYTES:
         results = []
         with shared(failures):
@@ -130,6 +133,9 @@ def run_all(
                 if on_done:
                     on_done(results[-1][0])
         return results
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else None)
     # Forked workers share the parent's heap (typer, pydantic, …); without freezing it, every
@@ -148,10 +154,20 @@ def run_all(
         return [done[index] for index in range(len(items))]
 
 
+def _shared_count() -> Any:
+    """The breaker's failure count, shared with the workers a batch may fork."""
+    import multiprocessing
+
+    return multiprocessing.Value("i", 0)
+
+
 @contextlib.contextmanager
 def _stopped_cleanly(pool: Executor) -> Iterator[None]:
     """Shut a pool down: on Ctrl-C without starting what is still queued; a worker that died (killed,
     out of memory, a file truncated under it) is one error, not a traceback."""
+    import multiprocessing
+    from concurrent.futures.process import BrokenProcessPool
+
     try:
         yield
     except BrokenProcessPool:
