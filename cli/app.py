@@ -1,13 +1,15 @@
-"""The `ctxpipe` command: registers each command and turns known errors into exit codes."""
+"""The `ctxpipe` command: declares each command (loaded when it runs) and turns known errors into exit codes."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import importlib
 import io
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NoReturn
 
 from .status import ExitStatus
@@ -20,7 +22,8 @@ def _quit_while_loading(_signum: int, _frame: object) -> None:
 # Ctrl-C while the commands load ends the process at once with 130, quietly: nothing is open or
 # written yet, and a KeyboardInterrupt raised in the middle of an import (a C extension's, or the
 # interpreter's own machinery) can escape any handler and end the process by the signal instead.
-# The handler the process had comes back once the commands are registered (the end of this module).
+# The handler the process had comes back once typer and the api are loaded (the end of this module); a
+# command's own modules load later, under the same handler again (_loading).
 _HANDLER_BEFORE: Any = None  # signal.signal's answer: a handler, SIG_DFL or SIG_IGN (None: not set from Python)
 try:
     _HANDLER_BEFORE = signal.signal(signal.SIGINT, _quit_while_loading)
@@ -29,23 +32,11 @@ except ValueError:  # imported outside the main thread: signals are not ours to 
 
 try:
     import typer
+    from typer.main import get_command_from_info
+    from typer.models import CommandInfo
 
-    from ..api import STAGES
+    from .. import api  # noqa: F401  # every command's face and main's, loaded while Ctrl-C is handled as above
     from .coercion import Command, Group
-    from .commands.api_edits import api_edits
-    from .commands.audit import audit
-    from .commands.compact import compact
-    from .commands.convert import convert
-    from .commands.count import count
-    from .commands.expand import expand
-    from .commands.hooks import hooks
-    from .commands.report import report
-    from .commands.restore import restore
-    from .commands.statusline import SETTINGS as STATUSLINE_SETTINGS
-    from .commands.statusline import statusline
-    from .commands.validate import validate
-    from .commands.warn import warn
-    from .stages import stage_command
 except KeyboardInterrupt:  # Ctrl-C while starting up: as quiet as at any other moment
     raise SystemExit(ExitStatus.INTERRUPTED) from None
 
@@ -56,17 +47,6 @@ JSON otherwise; diagnostics go to stderr.
 
 Example:  ctxpipe convert --to anthropic session.jsonl | head
 """
-
-app = typer.Typer(
-    name="ctxpipe",
-    help=HELP,
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-    rich_markup_mode=None,
-    cls=Group,
-)
 
 
 class PipeClosed(Exception):
@@ -86,26 +66,115 @@ def pipe_safe(command: Callable[..., None]) -> Callable[..., None]:
     return run
 
 
-# The stage commands come from the stage registry (restore adds --from and --plan to its own).
-STAGE_COMMANDS = {stage.name: stage_command(stage) for stage in STAGES} | {"restore": restore}
-COMMANDS: dict[str, Callable[..., None]] = {
-    "convert": convert,
-    "validate": validate,
-    "count": count,
-    "warn": warn,
-    **STAGE_COMMANDS,
-    "compact": compact,
-    "report": report,
-    "audit": audit,
-    "expand": expand,
-    "api-edits": api_edits,
-    "statusline": statusline,
-    "hooks": hooks,
+# The commands, each (module under cli/commands, function), in `ctxpipe --help`'s order; the stage
+# registry's commands go after warn (cli/stages.py makes them; restore's is its own, for --from and --plan).
+# A command's module is imported when that command runs, or when every command is listed.
+OWN_COMMANDS: dict[str, tuple[str, str]] = {
+    "convert": ("convert", "convert"),
+    "validate": ("validate", "validate"),
+    "count": ("count", "count"),
+    "warn": ("warn", "warn"),
+    "restore": ("restore", "restore"),
+    "compact": ("compact", "compact"),
+    "report": ("report", "report"),
+    "audit": ("audit", "audit"),
+    "expand": ("expand", "expand"),
+    "api-edits": ("api_edits", "api_edits"),
+    "statusline": ("statusline", "statusline"),  # its module's SETTINGS: its own parser takes its arguments (cli/statusline.py)
+    "hooks": ("hooks", "hooks"),
 }
-# statusline's own parser takes its arguments (it runs on a light path without typer: cli/entry.py).
-SETTINGS: dict[str, dict[str, object]] = {"statusline": STATUSLINE_SETTINGS}
-for name, command in COMMANDS.items():
-    app.command(name, cls=Command, **SETTINGS.get(name, {}))(pipe_safe(command))  # type: ignore[arg-type]  # typer's keywords, given as a dict
+STAGES_AFTER = "warn"
+
+
+def command_names() -> list[str]:
+    """Every command's name, in `ctxpipe --help`'s order."""
+    from ..api import STAGES
+
+    own = list(OWN_COMMANDS)
+    at = own.index(STAGES_AFTER) + 1
+    stages = [stage.name for stage in STAGES]
+    return own[:at] + stages + [name for name in own[at:] if name not in stages]
+
+
+def command_function(name: str) -> tuple[Callable[..., None], dict[str, Any]]:
+    """The function of command `name` and typer's keywords for it (KeyError: no such command)."""
+    if name in OWN_COMMANDS:
+        module_name, function = OWN_COMMANDS[name]
+        module = importlib.import_module(f"{__package__}.commands.{module_name}")
+        return getattr(module, function), getattr(module, "SETTINGS", {})
+    from ..api import STAGES
+    from .stages import stage_command
+
+    stage = next((stage for stage in STAGES if stage.name == name), None)
+    if stage is None:
+        raise KeyError(name)
+    return stage_command(stage), {}
+
+
+class _Commands(Mapping[str, Any]):
+    """The group's commands by name, each made (its module imported) when first asked for."""
+
+    def __init__(self) -> None:
+        self._made: dict[str, Any] = {}
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._made:
+            with _loading():
+                function, settings = command_function(name)
+                info = CommandInfo(name=name, cls=Command, callback=pipe_safe(function), **settings)
+                self._made[name] = get_command_from_info(info, pretty_exceptions_short=app.pretty_exceptions_short, rich_markup_mode=None)
+        return self._made[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(command_names())
+
+    def __len__(self) -> int:
+        return len(command_names())
+
+
+class _LazyGroup(Group):
+    """ctxpipe: a command's module is imported when it runs (click's lazy loading, as its docs show)."""
+
+    def __init__(self, **settings: Any) -> None:
+        super().__init__(**settings)
+        self.commands = _Commands()  # type: ignore[assignment]  # read-only: commands are declared above, not added
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(self.commands)
+
+
+app = typer.Typer(
+    name="ctxpipe",
+    help=HELP,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    rich_markup_mode=None,
+    cls=_LazyGroup,
+)
+
+
+# No command is registered with typer (_LazyGroup makes them): a callback is what makes typer build a group.
+@app.callback()
+def _group() -> None:
+    pass
+
+
+@contextlib.contextmanager
+def _loading() -> Iterator[None]:
+    """Ctrl-C while a command's modules load ends the process at once, as while this module loads."""
+    try:
+        before = signal.signal(signal.SIGINT, _quit_while_loading)
+    except ValueError:  # not the main thread (a library's caller): signals are not ours to set there
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before if before is not None else signal.default_int_handler)
+
+
 if _HANDLER_BEFORE is not None:
     signal.signal(signal.SIGINT, _HANDLER_BEFORE)
 

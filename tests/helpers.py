@@ -52,12 +52,12 @@ READS_NO_TRANSCRIPT = {"hooks"}
 
 
 def registered_commands(readers_only: bool = False) -> list[str]:
-    """The names of the commands the CLI registers (`ctxpipe.cli.app.app`), sorted: per-command
+    """The names of the commands the CLI declares (`ctxpipe.cli.app.command_names`), sorted: per-command
     contract lists are checked against it, so a new command cannot go uncovered. `readers_only`:
     those that read transcripts (all but READS_NO_TRANSCRIPT)."""
-    from ctxpipe.cli.app import app
+    from ctxpipe.cli.app import command_names
 
-    names = sorted(command.name or command.callback.__name__.replace("_", "-") for command in app.registered_commands if command.callback)
+    names = sorted(command_names())
     return [name for name in names if not (readers_only and name in READS_NO_TRANSCRIPT)]
 
 

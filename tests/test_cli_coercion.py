@@ -66,16 +66,21 @@ try:
     main()
 except SystemExit:
     pass
-sys.stderr.write("pydantic loaded" if "pydantic" in sys.modules else "pydantic not loaded")
+commands = sorted(name for name in sys.modules if name.startswith("ctxpipe.cli.commands."))
+sys.stderr.write(repr(("pydantic" in sys.modules, commands, "ctxpipe.jobs.pipeline" in sys.modules)))
 """
 
 
 @pytest.mark.parametrize(
-    "argv",
-    [["count", "--top", "2", "--by", "tool"], ["warn", "--window", "200000", "--autocompact-pct", "80"], ["microcompact", "--force", "--keep-recent", "2"]],
+    "argv, modules, stages",
+    [
+        (["count", "--top", "2", "--by", "tool"], ["ctxpipe.cli.commands.count"], False),
+        (["warn", "--window", "200000", "--autocompact-pct", "80"], ["ctxpipe.cli.commands.warn"], False),
+        (["microcompact", "--force", "--keep-recent", "2"], [], True),
+    ],
 )
-def test_a_command_runs_without_pydantic(argv: list[str]) -> None:
-    run = subprocess.run(
-        [sys.executable, "-c", LOADED, *argv, str(FIXTURES / "claude-code" / "repeats.jsonl")], capture_output=True, env=child_env(), timeout=60
-    )
-    assert run.stderr.endswith(b"pydantic not loaded"), run.stderr[-2000:]
+def test_a_command_loads_its_own_modules_and_not_pydantic(argv: list[str], modules: list[str], stages: bool) -> None:
+    # cli/app loads a command's module when it runs; a stage's command comes from the stage registry.
+    transcript = str(FIXTURES / "claude-code" / "repeats.jsonl")
+    run = subprocess.run([sys.executable, "-c", LOADED, *argv, transcript], capture_output=True, env=child_env(), timeout=60)
+    assert run.stderr.endswith(repr((False, modules, stages)).encode()), run.stderr[-2000:]

@@ -227,9 +227,9 @@ def test_output_file_from_stdin_in_a_pipe(tmp_path):
 
 
 def _registered_commands() -> list[str]:
-    from ctxpipe.cli.app import app
+    from ctxpipe.cli.app import command_names
 
-    return sorted(command.name or command.callback.__name__ for command in app.registered_commands)
+    return sorted(command_names())
 
 
 def test_known_commands_are_registered():
