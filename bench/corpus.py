@@ -10,6 +10,8 @@ Shapes, all under the data dir (default bench/.data/, env CTXPIPE_BENCH_DATA):
 - tree/       a ~/.claude/projects layout: <encoded-cwd>/<session-id>.jsonl, >= 500 sessions
               and >= 200 MiB, each a byte copy of one corpus main session (plus its
               <session-id>/subagents/agent-<id>.jsonl files), named with fresh uuid5s.
+- short/      the same layout with 800 short main sessions: each the first 20 to 60 lines of a
+              corpus main session (a session that ended there), byte for byte.
 
 Everything is a byte copy: nothing inside a line is rewritten, so identity conversion must
 reproduce the inputs exactly. Outputs are deterministic, so a cached file or tree is reused
@@ -33,6 +35,8 @@ MiB = 1024 * 1024
 BIG_MIN_BYTES = 200 * MiB
 TREE_MIN_BYTES = 200 * MiB
 TREE_MIN_SESSIONS = 500
+SHORT_SESSIONS = 800
+SHORT_LINES = range(20, 61)  # lines per short session, in turn
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
@@ -194,10 +198,50 @@ def ensure_tree(corpus: Corpus | None = None) -> Path:
     return tree
 
 
+# ---------------------------------------------------------------------------------------
+# short/
+
+
+def _short_plan(corpus: Corpus) -> Iterator[tuple[Path, Path, int]]:
+    """Yield (relative destination, source, lines): main sessions round-robin, each time cut a
+    line longer (SHORT_LINES in turn, fewer where the session itself is shorter)."""
+    sessions = corpus.sessions
+    for i in range(SHORT_SESSIONS):
+        s = sessions[i % len(sessions)]
+        lines = SHORT_LINES[(i // len(sessions)) % len(SHORT_LINES)]
+        sid = str(uuid.uuid5(TREE_NAMESPACE, f"short-{i}"))
+        yield Path(s.encoded_cwd) / f"{sid}.jsonl", s.path, lines
+
+
+def _head(path: Path, lines: int) -> bytes:
+    with path.open("rb") as f:
+        return b"".join(line for _, line in zip(range(lines), f))
+
+
+def ensure_short_tree(corpus: Corpus | None = None) -> Path:
+    """Return the short/ folder (800 short sessions in a ~/.claude/projects layout), building it if needed."""
+    corpus = corpus or load_corpus()
+    plan = list(_short_plan(corpus))
+    heads = {(src, n): _head(src, n) for _, src, n in plan}
+    tree = data_dir() / "short"
+    if all((tree / rel).is_file() and (tree / rel).stat().st_size == len(heads[src, n]) for rel, src, n in plan):
+        return tree
+    print(f"bench: writing {tree} ({len(plan)} files)", file=sys.stderr)
+    tmp = tree.with_name("short.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    for rel, src, n in plan:
+        (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp / rel).write_bytes(heads[src, n])
+    shutil.rmtree(tree, ignore_errors=True)
+    tmp.rename(tree)
+    return tree
+
+
 def main() -> None:
     corpus = load_corpus()
     big, half = ensure_big(corpus)
     tree = ensure_tree(corpus)
+    short = ensure_short_tree(corpus)
     files = [p for p in tree.rglob("*.jsonl")]
     mains = [p for p in files if p.parent.name != "subagents"]
     print(f"{'corpus':<11}{corpus_dir()}  ({len(corpus.claude_files)} Claude Code files, {len(corpus.sessions)} main sessions)")
@@ -208,6 +252,8 @@ def main() -> None:
         f"{len({p.parent for p in mains})} projects, "
         f"{sum(p.stat().st_size for p in files) / MiB:.1f} MiB"
     )
+    shorts = list(short.rglob("*.jsonl"))
+    print(f"{'short/':<11}{short}  {len(shorts)} sessions, {sum(p.stat().st_size for p in shorts) / MiB:.1f} MiB")
 
 
 if __name__ == "__main__":

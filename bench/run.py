@@ -88,6 +88,10 @@ class Inputs:
         return str(Path(__file__).resolve().parent.parent / "fixtures" / "claude-code" / "repeats.jsonl")
 
     @functools.cached_property
+    def short(self) -> str:
+        return str(corpus.ensure_short_tree())
+
+    @functools.cached_property
     def ctxpipe(self) -> str:
         # Prefer the script of the interpreter running us (the dev venv) over another
         # ctxpipe that happens to be on PATH.
@@ -100,12 +104,12 @@ class Inputs:
     @functools.cached_property
     def ccusage_config(self) -> str:
         """A CLAUDE_CONFIG_DIR whose projects/ is the tree, for ccusage to read."""
-        config = Path(self.tree).parent / "ccusage-config"
-        config.mkdir(exist_ok=True)
-        link = config / "projects"
-        if not link.exists():
-            link.symlink_to(Path(self.tree).resolve(), target_is_directory=True)
-        return str(config)
+        return _claude_config(Path(self.tree), "ccusage-config")
+
+    @functools.cached_property
+    def ccusage_short_config(self) -> str:
+        """The same for the tree of short sessions."""
+        return _claude_config(Path(self.short), "ccusage-short-config")
 
     @functools.cached_property
     def ccusage(self) -> str:
@@ -135,6 +139,16 @@ class Inputs:
         if not found:
             raise Unavailable("jq not found on PATH")
         return found
+
+
+def _claude_config(tree: Path, name: str) -> str:
+    """A CLAUDE_CONFIG_DIR beside `tree` whose projects/ is `tree`."""
+    config = tree.parent / name
+    config.mkdir(exist_ok=True)
+    link = config / "projects"
+    if not link.exists():
+        link.symlink_to(tree.resolve(), target_is_directory=True)
+    return str(config)
 
 
 @dataclass
@@ -276,7 +290,7 @@ BENCHES: list[Bench] = [
     Bench(
         "count-tree",
         lambda i: [i.ctxpipe, "count", "--json", i.tree],
-        targets=(faster_than("ccusage-tree"),),
+        targets=(time_ratio_at_most(0.5, "ccusage-tree"),),
         ratio=False,
     ),
     Bench(
@@ -336,6 +350,29 @@ BENCHES: list[Bench] = [
     Bench(
         "compact-tree-1-job",
         lambda i: [i.ctxpipe, "compact", "--force", "--engine", "offline", "--jobs", "1", "--json", "--out-dir", i.scratch("compact-1"), i.tree],
+        ratio=False,
+    ),
+    # 800 short sessions (bench/corpus.py short/): per-file costs and the parent's work weigh most here.
+    Bench(
+        "ccusage-short",
+        lambda i: ["env", f"CLAUDE_CONFIG_DIR={i.ccusage_short_config}", i.ccusage, "claude", "session", "--json", "--offline"],
+        ratio=False,
+    ),
+    Bench(
+        "count-short",
+        lambda i: [i.ctxpipe, "count", "--json", i.short],
+        targets=(time_ratio_at_most(0.5, "ccusage-short"),),
+        ratio=False,
+    ),
+    Bench(
+        "compact-short-2-jobs",
+        lambda i: [i.ctxpipe, "compact", "--force", "--engine", "offline", "--jobs", "2", "--json", "--out-dir", i.scratch("short-2"), i.short],
+        targets=(faster_by("compact-short-1-job", 1.7),),
+        ratio=False,
+    ),
+    Bench(
+        "compact-short-1-job",
+        lambda i: [i.ctxpipe, "compact", "--force", "--engine", "offline", "--jobs", "1", "--json", "--out-dir", i.scratch("short-1"), i.short],
         ratio=False,
     ),
     # validate against convert of the same lines (bench/schema_lines.py): real corpus lines as they

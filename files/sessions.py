@@ -114,8 +114,8 @@ def find_sessions(
     found: list[SessionFile] = []
     seen: dict[str, str] = {}  # real path -> the path it was first found as
 
-    def take(file: Path, shown: str) -> None:
-        real = os.path.realpath(file)
+    def take(file: Path, shown: str, real: str | None = None) -> None:
+        real = real or os.path.realpath(file)
         if real in seen:
             if seen[real] != shown:
                 skip(shown, f"the same file as {seen[real]}")
@@ -134,7 +134,10 @@ def find_sessions(
     return found
 
 
-def _find_one(given: str, subagents: bool, take: Callable[[Path, str], None], skip: Callable[[str, str], None], taken: set[Path | str]) -> list[SessionFile]:
+Take = Callable[["Path", str, "str | None"], None]
+
+
+def _find_one(given: str, subagents: bool, take: Take, skip: Callable[[str, str], None], taken: set[Path | str]) -> list[SessionFile]:
     """The store's objects for `given` (returned); a local file or folder's files go to `take` (which
     knows each file's real path, so a file reached twice is taken once)."""
     from pathlib import Path
@@ -143,24 +146,53 @@ def _find_one(given: str, subagents: bool, take: Callable[[Path, str], None], sk
         return _find_in_store(given, subagents, taken)
     path = Path(storage.local_path(given)).expanduser()
     if path.is_dir():
-        for root, folders, files in os.walk(path, onerror=lambda exc: skip(str(exc.filename), exc.strerror or str(exc))):
-            folders.sort()
-            for name in folders:
-                if os.path.islink(os.path.join(root, name)):
-                    skip(os.path.join(root, name), "a symbolic link to a folder (not followed)")
-            for name in sorted(files):
-                if name.endswith(".jsonl"):
-                    file = Path(root) / name
-                    why = _not_regular(file)
-                    if why:
-                        skip(str(file), why)
-                    elif subagents or kind_of(file) == "main":
-                        take(file, str(file))
+        _walk(str(path), os.path.realpath(path), subagents, take, skip)
     elif path.exists():
-        take(path, given)
+        take(path, given, None)
     else:
         raise InputError(given, None, "no such file or folder")
     return []
+
+
+def _walk(folder: str, real: str, subagents: bool, take: Take, skip: Callable[[str, str], None]) -> None:
+    """The session files below `folder` (whose real path is `real`) to `take`, in os.walk's order
+    (a folder's files by name, then its folders by name, each whole), never into a symbolic link.
+
+    What the folder listing tells is not asked again: a name that is no link has its real path
+    beside its folder's, and a regular file that is no link is one without a stat.
+    """
+    from pathlib import Path
+
+    try:
+        with os.scandir(folder) as listing:
+            entries = sorted(listing, key=lambda entry: entry.name)
+    except OSError as exc:
+        skip(str(exc.filename), exc.strerror or str(exc))
+        return
+    folders = []
+    for entry in entries:
+        try:
+            is_folder = entry.is_dir()
+        except OSError:
+            is_folder = False
+        if is_folder:
+            if entry.is_symlink():
+                skip(entry.path, "a symbolic link to a folder (not followed)")
+            else:
+                folders.append(entry)
+        elif entry.name.endswith(".jsonl"):
+            file = Path(entry.path)
+            if entry.is_file(follow_symlinks=False):
+                why = None
+                real_file: str | None = os.path.join(real, entry.name)
+            else:
+                why, real_file = _not_regular(file), None
+            if why:
+                skip(entry.path, why)
+            elif subagents or kind_of(entry.name) == "main":
+                take(file, entry.path, real_file)
+    for entry in folders:
+        _walk(entry.path, os.path.join(real, entry.name), subagents, take, skip)
 
 
 def _find_in_store(given: str, subagents: bool, taken: set[Path | str]) -> list[SessionFile]:

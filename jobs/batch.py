@@ -22,8 +22,13 @@ if TYPE_CHECKING:
 # small file (most runs) never starts a worker, and the two cost about as much as its whole start-up.
 
 Item = TypeVar("Item")
-# Below this much input, starting workers costs more than it saves.
+# Below this much work, starting workers costs more than it saves: the input's bytes, each file
+# counted as at least FILE_COST_BYTES (opening, detecting, counting a short session is that much work).
 PARALLEL_MIN_BYTES = 16 << 20
+FILE_COST_BYTES = 64 << 10
+# Files per message to a worker, at most: a message costs a round trip through the parent; fewer
+# files per message towards the end (see _chunks) keep the workers finishing together.
+MAX_CHUNK = 16
 INTERRUPTED = 128 + signal.SIGINT  # a worker stopped by Ctrl-C exits as the shell reports it (130, cli.status.ExitStatus)
 
 
@@ -43,14 +48,36 @@ def _guarded(job: Callable[[Any], Any], item: Any) -> tuple[bool, Any]:
 
 
 _BUSY = False  # a worker is running a job
+_JOB: Callable[[Any], Any] | None = None  # the batch's job, given to each worker once, when it starts
 
 
-def _start_worker(failures: Any) -> None:
+def _start_worker(failures: Any, job: Callable[[Any], Any]) -> None:
+    global _JOB
+    _JOB = job
     signal.signal(signal.SIGINT, _worker_interrupted)
     from ..files.atomic import unwind_on_termination
 
     unwind_on_termination()  # a worker writing a file unwinds on SIGTERM or SIGHUP too: no temporary left
     share(failures)
+
+
+def _run_chunk(items: Sequence[Any]) -> list[tuple[bool, Any]]:
+    """In a worker: the batch's job on each of `items`, in order."""
+    job = _JOB
+    assert job is not None, "a worker runs chunks only after _start_worker"
+    return [_in_worker(job, item) for item in items]
+
+
+def _chunks(count: int, workers: int) -> list[range]:
+    """The positions 0..count-1 in consecutive runs, each a share of what is left (guided): large
+    while much is left (few round trips), single files at the end (the workers finish together)."""
+    runs: list[range] = []
+    start = 0
+    while start < count:
+        size = max(1, min(MAX_CHUNK, (count - start) // (4 * workers)))
+        runs.append(range(start, start + size))
+        start += size
+    return runs
 
 
 def _worker_interrupted(signum: int, frame: Any) -> None:
@@ -125,14 +152,14 @@ def run_all(
         return run_on_dask(functools.partial(_guarded, job), items, runner.scheduler, runner.workers, on_done, shared_breaker)
     jobs = runner.workers
     failures = _shared_count() if shared_breaker else None
-    if jobs <= 1 or len(items) < 2 or total_bytes < PARALLEL_MIN_BYTES:
-        results = []
+    if jobs <= 1 or len(items) < 2 or total_bytes + len(items) * FILE_COST_BYTES < PARALLEL_MIN_BYTES:
+        in_order: list[tuple[bool, Any]] = []
         with shared(failures):
             for item in items:
-                results.append(_guarded(job, item))
+                in_order.append(_guarded(job, item))
                 if on_done:
-                    on_done(results[-1][0])
-        return results
+                    on_done(in_order[-1][0])
+        return in_order
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
@@ -141,17 +168,19 @@ def run_all(
     # Forked workers share the parent's heap (typer, pydantic, …); without freezing it, every
     # collection in a worker walks those objects and copies their pages.
     gc.freeze()
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_start_worker, initargs=(failures,))
+    # The job goes to each worker once, as it starts (forked: not even pickled); the workers stay
+    # for the whole batch and take the files in chunks, so a file costs the parent one item sent
+    # and one result received.
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(items)), mp_context=context, initializer=_start_worker, initargs=(failures, job))
+    results: list[tuple[bool, Any]] = [(False, None)] * len(items)  # each put in place as its chunk comes back
     with _stopped_cleanly(pool):
-        if on_done is None:
-            chunk = max(1, len(items) // (jobs * 32))  # small chunks: sessions differ a lot in size
-            return list(pool.map(_in_worker, [job] * len(items), items, chunksize=chunk))
-        done: dict[int, tuple[bool, Any]] = {}
-        futures = {pool.submit(_in_worker, job, item): index for index, item in enumerate(items)}
-        for future in as_completed(futures):
-            done[futures[future]] = result = future.result()
-            on_done(result[0])
-        return [done[index] for index in range(len(items))]
+        chunks = {pool.submit(_run_chunk, items[run.start : run.stop]): run for run in _chunks(len(items), jobs)}
+        for future in as_completed(chunks):
+            for index, result in zip(chunks[future], future.result()):
+                results[index] = result
+                if on_done:
+                    on_done(result[0])
+    return results
 
 
 def _shared_count() -> Any:

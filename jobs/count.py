@@ -220,9 +220,11 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: Kind | N
     estimates = Estimates(messages, counter)
     calibration = UNCALIBRATED
     reinjection: Reinjection | None = None
-    if anchor_index(messages) is not None:
-        counted = count_context(estimates, UNCALIBRATED, transcript_format.markers(entries), as_claude_code=options.as_claude_code)
-        if options.calibrating and counted.estimated_messages > 0:
+    anchor = anchor_index(messages)
+    if anchor is not None:
+        # The messages after the last response are the ones estimated (count_context's tail): with
+        # none there is nothing to fit, and the file is read no further.
+        if options.calibrating and anchor < len(messages) - 1:
             if not complete:
                 # The calibration window, and the response before it for its first gap.
                 stats.skipped, stats.problems = 0, []
