@@ -378,9 +378,14 @@ def child(req):
     if req["log"]:
         install_audit(req["log"])
     sys.argv = ["ctxpipe", *req["argv"]]
+    module = req.get("module") or "ctxpipe"
+    # What `python -m` runs is not imported before it runs (runpy warns when it is): a module the
+    # zygote imported is dropped first (a package's __main__ never was).
+    if not hasattr(sys.modules.get(module), "__path__"):
+        sys.modules.pop(module, None)
     code = 0
     try:
-        runpy.run_module("ctxpipe", run_name="__main__", alter_sys=True)
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
     except SystemExit as exc:
         if exc.code is None:
             code = 0
@@ -503,7 +508,9 @@ class Zygote:
         timeout: float = TIMEOUT,
         audit: bool = True,
         modules: Path | None = None,
+        module: str = "ctxpipe",
     ) -> Run:
+        """`python -m MODULE ARGV` (ctxpipe's own __main__ by default) in a child forked from the zygote."""
         n = next(self.counter)
         out, err, log = (self.workdir / f"{n}.{kind}" for kind in ("out", "err", "log"))
         status = self.ask(
@@ -518,6 +525,7 @@ class Zygote:
                 "timeout": timeout,
                 "log": str(log) if audit else None,
                 "modules": str(modules) if modules else None,
+                "module": module,
             }
         )
         stdout = b"" if terminal else out.read_bytes()
@@ -1390,25 +1398,25 @@ def test_no_raw_control_character_reaches_a_terminal(name: str, term: str, runne
 # --- statusline's saving: its background refresh, run in the foreground ----------------------------------
 
 SAVINGS_CASES = [name for name in CASE_NAMES if not name.startswith("generated-huge")]
+REFRESH = "ctxpipe.jobs.statusline"  # the module statusline starts detached, with refresh_argv
+
+
+def refresh_argv(path: Path, cache: Path) -> list[str]:
+    return ["--refresh", os.path.abspath(path), str(cache)]
 
 
 @pytest.mark.parametrize("name", SAVINGS_CASES)
 def test_statusline_savings_on_every_hostile_file(name: str, runner: Runner, generated_dir: Path, tmp_path: Path) -> None:
     # What `statusline` starts detached (`python -m ctxpipe.jobs.statusline --refresh PATH DIR`), run
-    # here as a real process and waited for; then statusline with its saving on reads the cache it left.
+    # here as a real process (forked by the zygote: test_the_zygote_runs_are_python_dash_m holds it to
+    # a real start-up) and waited for; then statusline with its saving on reads the cache it left.
     case = case_by_name(name, generated_dir)
     path, cwd, env, _ = prepare(case, tmp_path)
     env = {**env, "XDG_CACHE_HOME": str(tmp_path / "cache")}
     cache = tmp_path / "cache" / "ctxpipe" / "statusline"
     cache.mkdir(parents=True)
-    refresh = subprocess.run(
-        [sys.executable, "-m", "ctxpipe.jobs.statusline", "--refresh", os.path.abspath(path), str(cache)],
-        capture_output=True,
-        cwd=cwd,
-        env=env,
-        timeout=300,
-        stdin=subprocess.DEVNULL,
-    )
+    refresh = runner.run(refresh_argv(path, cache), module=REFRESH, cwd=cwd, env=env, timeout=300, audit=False)
+    assert not refresh.timed_out, "the refresh gave no result within 300 s"
     assert (refresh.returncode, refresh.stdout, refresh.stderr) == (0, b"", b""), refresh.stderr[-1500:]
     [entry_file] = cache.glob("*.json")  # the lock is gone, the entry is there
     entry = json.loads(entry_file.read_text())
@@ -1454,3 +1462,20 @@ def test_the_zygote_runs_are_python_dash_m(name: str, runner: Runner, tmp_path: 
         results = list(pool.map(both, list(VARIANTS)))
     for variant, forked, real in results:
         assert (forked.returncode, forked.stdout, forked.stderr) == (real.returncode, real.stdout, real.stderr), variant
+    # statusline's background refresh (test_statusline_savings_on_every_hostile_file forks it too):
+    # the same result, and the same cache entry, as `python -m ctxpipe.jobs.statusline`.
+    entries = []
+    for how in ("forked", "real"):
+        cache = tmp_path / f"cache-{how}"
+        cache.mkdir()
+        if how == "forked":
+            run = runner.run(refresh_argv(path, cache), module=REFRESH, cwd=cwd, env=env, timeout=300, audit=False)
+            result = (run.returncode, run.stdout, run.stderr)
+        else:
+            real = subprocess.run(
+                [sys.executable, "-m", REFRESH, *refresh_argv(path, cache)], capture_output=True, cwd=cwd, env=env, timeout=300, stdin=subprocess.DEVNULL
+            )
+            result = (real.returncode, real.stdout, real.stderr)
+        assert result == (0, b"", b""), (how, result)
+        entries.append(sorted((p.name, p.read_bytes()) for p in cache.iterdir()))
+    assert entries[0] == entries[1] != [], "the forked refresh left another cache entry than python -m"
