@@ -208,6 +208,8 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: Kind | N
     def read(responses: int | None) -> tuple[Sequence[Entry], bool]:
         if complete_file(options, buffer) or responses is None:
             stats.skipped, stats.problems = 0, []
+            if len(buffer) <= SMALL_FILE:  # held whole: parsed once (the status line's usual file)
+                return list(iter_buffer_entries(buffer, source, options.on_error, stats)), True
             # Every line, parsed again wherever it is read: memory is the index, however long the file.
             return LineIndex(buffer, source, options.on_error, stats), True
         return transcript_format.read_context(buffer, source, options.on_error, stats, responses)
