@@ -49,6 +49,8 @@ with open(sys.argv[1], "rb") as f:
 
 
 CCUSAGE = "ccusage@20.0.24"
+HUGE_COPIES = 5  # huge.jsonl: big.jsonl this many times (about 1 GiB)
+INPUT_ALLOWANCE_MIB = 100  # what a whole-file reading may hold beyond the input itself (its map may be resident)
 
 
 class Unavailable(Exception):
@@ -69,6 +71,20 @@ class Inputs:
     @property
     def half(self) -> str:
         return str(self._big_half[1])
+
+    @functools.cached_property
+    def huge(self) -> str:
+        """big.jsonl five times over (about 1 GiB), built beside it on first use and kept while its size is right."""
+        big = Path(self.big)
+        path = big.with_name("huge.jsonl")
+        if not path.exists() or path.stat().st_size != HUGE_COPIES * big.stat().st_size:
+            partial = path.with_suffix(".partial")
+            with partial.open("wb") as out:
+                for _ in range(HUGE_COPIES):
+                    with big.open("rb") as copy:
+                        shutil.copyfileobj(copy, out, 16 * MiB)
+            partial.replace(path)
+        return str(path)
 
     @functools.cached_property
     def schema_valid(self) -> str:
@@ -229,6 +245,16 @@ def rss_at_most(name: str, factor: float) -> Target:
     return Target(f"RSS <= {factor:g}x {name}", check)
 
 
+def rss_within_input(allowance_mib: float = INPUT_ALLOWANCE_MIB) -> Target:
+    """Peak RSS at most the input's size (the command's last argument) plus `allowance_mib`: the
+    mapped file may be resident, its parsed lines may not."""
+
+    def check(me: Result, _: Results) -> bool | None:
+        return me.peak_rss_mib <= os.path.getsize(me.argv[-1]) / MiB + allowance_mib
+
+    return Target(f"RSS <= input + {allowance_mib:g} MiB", check)
+
+
 def faster_by(name: str, factor: float) -> Target:
     def check(result: Result, results: Results) -> bool | None:
         other = _other(results, name)
@@ -281,6 +307,14 @@ BENCHES: list[Bench] = [
         # Every line parsed (what --by/--top/--timeline cost): shows what reading only the end saves.
         "count-big-full",
         lambda i: [i.ctxpipe, "count", "--json", "--full", i.big],
+        targets=(rss_within_input(),),
+    ),
+    Bench(
+        # The same on about 1 GiB: memory must not follow the input's length.
+        "count-huge-full",
+        lambda i: [i.ctxpipe, "count", "--json", "--full", i.huge],
+        targets=(rss_within_input(),),
+        ratio=False,
     ),
     Bench(
         "ccusage-tree",
@@ -561,6 +595,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     built = inputs.__dict__  # only the inputs a selected bench used (orjson-loop always reads big)
     shapes: list[tuple[str, str, Callable[[], str]]] = [("big", "_big_half", lambda: inputs.big), ("half", "_big_half", lambda: inputs.half)]
+    shapes += [("huge", "huge", lambda: inputs.huge)]
     shapes += [("schema-valid", "schema_valid", lambda: inputs.schema_valid), ("schema-failing", "schema_failing", lambda: inputs.schema_failing)]
     paths = {name: get() for name, key, get in shapes if key in built}
     sizes = {name: {"path": path, "bytes": os.path.getsize(path)} for name, path in paths.items()}

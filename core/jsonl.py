@@ -11,7 +11,8 @@ import contextlib
 import json
 import math
 import re
-from collections.abc import Iterable, Iterator
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Literal
 
@@ -393,6 +394,13 @@ def iter_buffer_entries(buffer: Any, source: str, on_error: OnError = "fail", st
 
     For reports that read everything but write nothing: entries keep no raw bytes.
     """
+    for _, _, entry in iter_buffer_spans(buffer, source, on_error, stats):
+        yield entry
+
+
+def iter_buffer_spans(buffer: Any, source: str, on_error: OnError = "fail", stats: ReadStats | None = None) -> Iterator[tuple[int, int, Entry]]:
+    """(start, content end, entry) of every line of a whole bytes-like buffer, as iter_buffer_entries
+    reads them: where each entry's bytes are, so a reader can parse it again (reparse) instead of keeping it."""
     loads = orjson.loads
     size = len(buffer)
     searched_end = zero_tail(buffer)
@@ -409,7 +417,7 @@ def iter_buffer_entries(buffer: Any, source: str, on_error: OnError = "fail", st
                 _bad_line(source, number, too_long, on_error, stats)
                 continue
             raw = view[start:content_end]
-            start = end + 1
+            line_start, start = start, end + 1
             try:
                 obj = loads(raw)
             except orjson.JSONDecodeError as exc:
@@ -418,6 +426,74 @@ def iter_buffer_entries(buffer: Any, source: str, on_error: OnError = "fail", st
             if obj is _BLANK:
                 continue
             if type(obj) is dict:
-                yield Entry(obj, None, number, eol)
+                yield line_start, content_end, Entry(obj, None, number, eol)
             else:
                 _bad_line(source, number, obj, on_error, stats)
+
+
+def reparse(buffer: Any, start: int, end: int) -> dict[str, Any]:
+    """The object of a line iter_buffer_spans read at [start, end) (it parsed then, so it parses now)."""
+    raw = bytes(buffer[start:end])
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        obj = _parse_slowly(raw, False, exc)
+    if type(obj) is not dict:
+        raise ValueError(f"the line at byte {start} no longer holds a JSON object")
+    return obj
+
+
+_EOLS = (b"\n", b"\r\n", b"")
+
+
+class LineIndex(Sequence[Entry]):
+    """Every entry of a whole buffer (an mmap), parsed again from the buffer each time one is read:
+    a whole-file reading whose memory is where each line lies (24 bytes a line), not its objects.
+
+    Built with one pass of iter_buffer_spans (which reports bad lines as it does); a slice is a view.
+    """
+
+    def __init__(self, buffer: Any, source: str, on_error: OnError = "fail", stats: ReadStats | None = None) -> None:
+        self._buffer = buffer
+        self._starts, self._ends, self._lines = array("q"), array("q"), array("q")
+        self._eols = bytearray()
+        for start, end, entry in iter_buffer_spans(buffer, source, on_error, stats):
+            self._starts.append(start)
+            self._ends.append(end)
+            self._lines.append(entry.line)
+            self._eols.append(_EOLS.index(entry.eol))
+        self._positions = range(len(self._starts))
+        self.memo: dict[str, Any] = {}  # whole-file scans several readers repeat, kept by the first (see memoized)
+
+    def __len__(self) -> int:
+        return len(self._positions)
+
+    def _entry(self, position: int) -> Entry:
+        return Entry(reparse(self._buffer, self._starts[position], self._ends[position]), None, self._lines[position], _EOLS[self._eols[position]])
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            view = object.__new__(LineIndex)
+            view.__dict__.update(self.__dict__)
+            view._positions = self._positions[index]
+            view.memo = {}
+            return view
+        return self._entry(self._positions[index])
+
+    def __iter__(self) -> Iterator[Entry]:
+        for position in self._positions:
+            yield self._entry(position)
+
+    def __reversed__(self) -> Iterator[Entry]:
+        for position in reversed(self._positions):
+            yield self._entry(position)
+
+
+def memoized(entries: Iterable[Entry], key: str, scan: Callable[[], Any]) -> Any:
+    """scan(), kept on `entries` when they are a LineIndex (each of its reads parses again, so a
+    whole-file scan that several readers make is made once); a list is scanned every time."""
+    if not isinstance(entries, LineIndex):
+        return scan()
+    if key not in entries.memo:
+        entries.memo[key] = scan()
+    return entries.memo[key]

@@ -562,7 +562,7 @@ def reinjection(history: Sequence[Message], history_entries: Sequence[Entry], re
     kinds = REINJECTED_KINDS.get(restores, frozenset())
     if not kinds:
         return Reinjection(0, (), f"the compaction restores {restores}")
-    cwd = next((e.obj["cwd"] for e in reversed(list(history_entries)) if isinstance(e.obj.get("cwd"), str)), None)
+    cwd = next((e.obj["cwd"] for e in reversed(history_entries) if isinstance(e.obj.get("cwd"), str)), None)
     # The mode when the compaction ran: what the lines up to the history's last one recorded.
     end = max((p for m in history for p in m.entries), default=-1) + 1
     in_plan_mode = permission_mode(history_entries[:end]) == "plan"

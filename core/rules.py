@@ -115,7 +115,10 @@ def rules_for(version: str | None, asked: str | None = None, asked_by: str | Non
 
 def session_version(entries: Iterable[Any]) -> str | None:
     """The Claude Code version that wrote a session's entries (core.jsonl.Entry): the highest its lines record."""
-    return newest_version(entry.obj.get("version") for entry in entries if isinstance(entry.obj, dict))
+    from .jsonl import memoized
+
+    found: str | None = memoized(entries, "version", lambda: newest_version(entry.obj.get("version") for entry in entries if isinstance(entry.obj, dict)))
+    return found
 
 
 def session_rules(entries: Iterable[Any], asked: str | None = None) -> tuple[Rules, str]:

@@ -23,7 +23,7 @@ from ..core.blocks import call_id, is_text, is_thinking, is_tool_result, is_tool
 from ..core.convert import EARLY, UNASKED, unasked_results
 from ..core.count import Compaction, Marker, is_real_response, measures_context
 from ..core.fields import MAX_COUNT, blocks_with_index, count, iso, moment, text
-from ..core.jsonl import Entry, OnError, ReadStats, as_text, iter_entries_reversed
+from ..core.jsonl import Entry, OnError, ReadStats, as_text, iter_entries_reversed, memoized
 from ..core.model import Finding, Message
 from ..core.rules import rules_for
 from ..core.tokens import RoughCounter
@@ -74,13 +74,19 @@ def is_summary_marker(obj: dict[str, Any]) -> bool:
 
 
 def uuid_index(entries: Sequence[Entry]) -> dict[str, int]:
-    """uuid -> position; when a uuid repeats, the later line wins (as Claude Code loads it)."""
-    index: dict[str, int] = {}
-    for position, entry in enumerate(entries):
-        value = entry.obj.get("uuid")
-        if isinstance(value, str):
-            index[value] = position
-    return index
+    """uuid -> position; when a uuid repeats, the later line wins (as Claude Code loads it). Not to be
+    changed by the caller: a LineIndex keeps it for the next one."""
+
+    def scan() -> dict[str, int]:
+        index: dict[str, int] = {}
+        for position, entry in enumerate(entries):
+            value = entry.obj.get("uuid")
+            if isinstance(value, str):
+                index[value] = position
+        return index
+
+    found: dict[str, int] = memoized(entries, "uuid_index", scan)
+    return found
 
 
 def find_leaf(entries: Sequence[Entry]) -> int | None:
@@ -460,7 +466,7 @@ class ClaudeCodeFormat:
         # its usage was measured on the old, longer prompt and must not anchor a count. Told by the
         # uuids above the boundary when they were read, and by ctxpipe's summary record below the
         # tail (which a reader of the file's end meets first).
-        above = {text(e.obj, "uuid") for e in entries[: positions[0]]}
+        above = memoized(entries, f"uuids above {positions[0]}", lambda: {text(e.obj, "uuid") for e in entries[: positions[0]]})
         kept_until = max((p for p in range(positions[0], len(entries)) if is_summary_marker(entries[p].obj)), default=-1)
         for message in messages:
             if message.role == "assistant" and (message.entries[-1] < kept_until or text(entries[message.entries[-1]].obj, "uuid") in above):
@@ -785,6 +791,10 @@ class ClaudeCodeFormat:
         """Records of stages that removed content from the context (microcompact, collapse, …), and
         Claude Code 2.1.332's attachments that change the next request: thinking_stripped (the
         thinking before it is no longer sent) and message_pdf_reads (PDF pages it adds)."""
+        found: list[Marker] = memoized(entries, "markers", lambda: self._markers(entries))
+        return found
+
+    def _markers(self, entries: Sequence[Entry]) -> list[Marker]:
         found = []
         thinking = 0  # rough tokens of the thinking blocks so far (what a strip of scope "all" drops)
         for position, entry in enumerate(entries):

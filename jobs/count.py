@@ -33,7 +33,7 @@ from ..core.count import (
     usage_tokens,
 )
 from ..core.fields import count, text
-from ..core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries
+from ..core.jsonl import Entry, LineIndex, OnError, ReadStats, iter_buffer_entries
 from ..core.model import Message, Role
 from ..core.rules import session_version
 from ..core.tokens import TextCounter
@@ -110,7 +110,6 @@ class FileCount:
     top: list[TopLine] | None = None
     timeline: list[TimelinePoint] | None = None
     cost: SessionCost | None = None
-    entries: list[Entry] | None = field(default=None, repr=False)  # every line, when the count read them all (reused by `report`)
     version: str | None = None  # the Claude Code version that wrote the session (its rules apply: core.rules)
 
     def count_report(self) -> CountReport:
@@ -206,10 +205,13 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: Kind | N
     format_name = transcript_format.name
     stats = ReadStats()
 
-    def read(responses: int | None) -> tuple[list[Entry], bool]:
+    def read(responses: int | None) -> tuple[Sequence[Entry], bool]:
         if complete_file(options, buffer) or responses is None:
             stats.skipped, stats.problems = 0, []
-            return list(iter_buffer_entries(buffer, source, options.on_error, stats)), True
+            if len(buffer) <= SMALL_FILE:  # held whole: parsed once (the status line's usual file)
+                return list(iter_buffer_entries(buffer, source, options.on_error, stats)), True
+            # Every line, parsed again wherever it is read: memory is the index, however long the file.
+            return LineIndex(buffer, source, options.on_error, stats), True
         return transcript_format.read_context(buffer, source, options.on_error, stats, responses)
 
     # First only the last response: when nothing follows it there is nothing to estimate, and the
@@ -271,8 +273,6 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: Kind | N
     result = FileCount(
         source, format_name, kind, counted, levels.window, reason, levels, _tokenizer_label(options, calibration), anchor_uuid, stats.skipped, version=version
     )
-    if complete and options.reads_whole_file:
-        result.entries = entries
     if options.by or options.top:
         # The views price every block, so they want the fit even when the count did not need it.
         views = calibrate(estimates) if options.calibrating and calibration is UNCALIBRATED else calibration
@@ -315,7 +315,7 @@ def region_measure(prefix: Any, source: str, options: CountOptions) -> Measure:
 
 
 def _reinjection(
-    entries: list[Entry], transcript_format: TranscriptFormat, restores: str, counter: TextCounter, calibration: Calibration
+    entries: Sequence[Entry], transcript_format: TranscriptFormat, restores: str, counter: TextCounter, calibration: Calibration
 ) -> Reinjection | None:
     from ..core.restore import reinjection, split_at_boundary
 

@@ -72,7 +72,8 @@ def session_report(buffer: Any, source: str, options: ReportOptions, now: dateti
     counting = replace(options.count, cost=True, prices=options.prices, on_error=options.on_error)
     counted = count_buffer(buffer, source, counting, kind)
     transcript_format = detect_format(buffer, source, counting.format)
-    entries = counted.entries if counted.entries is not None else list(iter_buffer_entries(buffer, source, options.on_error, ReadStats()))
+    # The report reads every line many ways (compactions, events, dry runs): it keeps them all.
+    entries = list(iter_buffer_entries(buffer, source, options.on_error, ReadStats()))
     messages = transcript_format.messages(entries)
     counter = counting.counter()
     estimates = Estimates(messages, counter)

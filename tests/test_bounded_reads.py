@@ -285,3 +285,44 @@ def test_a_long_run_of_progress_lines_costs_a_count_no_memory(tmp_path: Path) ->
     line, peak = peak_rss_of(tmp_path, "statusline", stdin=with_status(path))
     assert line.returncode == 0 and f"{plain['tokens'] / 1000:.1f}K".encode() in line.stdout
     assert peak < size + (100 << 20), f"{peak >> 20} MiB for a {size >> 20} MiB file"
+
+
+@pytest.mark.skipif(not HAS_PROC_STATUS, reason="reads a run's peak memory from /proc/self/status (Linux)")
+def test_a_full_count_holds_no_parsed_line_it_is_not_reading(tmp_path: Path) -> None:
+    """`count --full` (and the views over every line) read a LineIndex: the 300,000 progress lines are
+    parsed as they are read, then dropped, so the peak stays the file's map plus a bound."""
+    lines = FIXTURE.read_bytes().splitlines()
+    objects = [orjson.loads(line) for line in lines]
+    last = max(i for i, obj in enumerate(objects) if obj.get("type") == "assistant")
+    root = next(obj["uuid"] for obj in objects if "uuid" in obj)
+    progress = [orjson.dumps({"type": "progress", "uuid": f"p{n}", "parentUuid": root, "data": {"output": "x" * 400}}) for n in range(300_000)]
+    path = tmp_path / "busy.jsonl"
+    path.write_bytes(b"\n".join(lines[:last] + progress + lines[last:]) + b"\n")
+    size = path.stat().st_size
+    small = tmp_path / "small.jsonl"
+    small.write_bytes(b"\n".join(lines) + b"\n")
+    args = ("count", "--json", "--full", "--by", "tool", "--top", "5", "--timeline", "--cost")
+    expected = orjson.loads(ok(run_cli(*args, small)).stdout)
+    counted, peak = peak_rss_of(tmp_path, *args, path)
+    found = orjson.loads(ok(counted).stdout)
+    for key in ("tokens", "messages", "breakdown", "timeline", "cost"):
+        if key == "timeline":  # the same calls, 300,000 lines further down
+            assert [point["tokens"] for point in found[key]] == [point["tokens"] for point in expected[key]]
+        else:
+            assert found[key] == expected[key], key
+    assert peak < size + (100 << 20), f"{peak >> 20} MiB for a {size >> 20} MiB file"
+
+
+def test_a_line_index_reads_what_the_whole_read_reads(tmp_path: Path) -> None:
+    """BOM, CRLF, blank and bad lines, an unterminated last line: the same entries, numbered alike, and
+    a slice is the same run of them."""
+    from ctxpipe.core.jsonl import LineIndex, iter_buffer_entries
+
+    data = b'\xef\xbb\xbf{"a": 1}\r\n\n  \n{"b": 2}\nnot json\n{"c": "\\ud83d"}\n{"d": 4}'
+    stats, expected_stats = ReadStats(), ReadStats()
+    index = LineIndex(data, "t.jsonl", "skip", stats)
+    expected = list(iter_buffer_entries(data, "t.jsonl", "skip", expected_stats))
+    assert [(e.obj, e.line, e.eol) for e in index] == [(e.obj, e.line, e.eol) for e in expected]
+    assert len(index) == 4 and index[-1].obj == {"d": 4} and stats.skipped == expected_stats.skipped == 1
+    assert [e.line for e in index[1:3]] == [e.line for e in expected[1:3]] == [4, 6]
+    assert [e.obj for e in reversed(index)] == [e.obj for e in reversed(expected)]
