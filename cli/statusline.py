@@ -7,7 +7,8 @@ words and colours, exit codes. What the line says comes from `ctxpipe.api.status
 library's status line, jobs/statusline.py). It starts on a light path (cli/entry.py sends it here
 before typer, rich or any stage module loads, and api.py loads none of them at its top): the library
 counts only the transcript's end, and the savings come from a cache that a detached background run
-brings up to date.
+brings up to date. Lighter still when the transcript has not changed since the last run: the line's
+figures come from a memo (core/statusline.py keys it), and neither the library nor orjson loads.
 
 The stdin JSON is untrusted: any field may be missing, null or of another type. What cannot be
 known is left out, never a traceback; the line always ends the run with exit 0, but for bad flags
@@ -56,7 +57,10 @@ HELP = """Usage: ctxpipe statusline [OPTIONS]
   The saving needs the whole file: it is computed by a detached background run
   and cached under $XDG_CACHE_HOME/ctxpipe/statusline (default
   ~/.cache/ctxpipe/statusline); until then the last known saving is shown.
-  Nothing is written beside the transcript.
+  The line's figures are kept there too, one memo per transcript: a run on a
+  transcript whose size, times and inode have not changed since, with the same
+  JSON fields, flags and environment, reads them back instead of counting
+  again. Nothing is written beside the transcript.
 
   Colour (ANSI) is on by default, even on a pipe, as Claude Code renders it;
   NO_COLOR (set to any value) or --no-color turns it off, --color forces it.
@@ -74,7 +78,7 @@ Options:
   --no-auto-compact           As DISABLE_AUTO_COMPACT: no autocompact level.
   --rules VERSION             Apply the rules of this Claude Code release (2.1.88, 2.1.332 or latest) instead of those of the version that wrote the session.
   --color / --no-color        Colour the line with ANSI codes (default: on, unless NO_COLOR is set).
-  --no-savings                Leave out the saving (no cache read, no background run).
+  --no-savings                Leave out the saving (no background run).
   -h, --help                  Show this message and exit.
 """
 

@@ -13,7 +13,9 @@ model's window, not the autocompact one), current_usage (the last response's usa
 seconds, or null)…}` (absent before the first request).
 
 The JSON is untrusted: any field may be missing, null or of another type. What cannot be known is
-left out (None, or a note saying why), never an exception.
+left out (None, or a note saying why), never an exception. Only the fields core.statusline's
+StatusInputs names are read: they key the command line's memo of the figures, which a run on an
+unchanged transcript reads instead of calling this module.
 """
 
 from __future__ import annotations

@@ -16,7 +16,10 @@ from typing import Any
 import pytest
 from builders import SONNET, Session, simple, usage
 from ctxpipe.cli.statusline import HELP, NO_STATUS, human
+from ctxpipe.core.statusline import Saving, StatusFigures, StatusInputs, memo_bytes, memo_figures, memo_key
 from helpers import CLEAN_ENV, child_env, run_cli, run_process
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 LINE = re.compile(r"^⛁ (?P<tokens>\S+)/(?P<window>\S+) (?P<percent>\d+)% (?P<level>normal|warning|autocompact|blocking)(?P<rest>.*)$")
 ESC = "\x1b"
@@ -538,6 +541,43 @@ def test_a_rewrite_of_the_same_size_is_counted_again(tmp_path: Path) -> None:
     assert LINE.match(status(None, "--no-savings", transcript_path=str(path))[0])["tokens"] == "150K"  # type: ignore[index]
 
 
+_counts = st.none() | st.integers(-(10**15), 10**15)
+_words = st.none() | st.text(max_size=20)  # lone surrogates too: a model name may hold one
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.builds(
+        StatusFigures,
+        _words,
+        _counts,
+        _counts,
+        st.none() | st.sampled_from(["normal", "warning", "autocompact", "blocking"]),
+        _counts,
+        st.booleans(),
+        st.none() | st.builds(Saving, st.sampled_from(["microcompact", "collapse"]), st.integers(0, 10**15)),
+        st.none(),
+        _words,
+    ),
+    st.none() | st.lists(st.integers(0, 10**18), min_size=4, max_size=4),  # times up to 2001 in ns
+)
+def test_a_memo_gives_back_the_figures_it_keeps(found: StatusFigures, state: list[int] | None) -> None:
+    data = memo_bytes("key", state, found, now=2e9)  # 2033: every time above is older than RACY
+    assert data is not None
+    assert memo_figures(data, "key", state, None, 0) == found
+    assert memo_figures(data, "another key", state, None, 0) is None
+    assert memo_figures(data, "key", [1, 2, 3, 4] if state != [1, 2, 3, 4] else None, None, 0) is None
+    assert memo_bytes("key", state, found._replace(saving_stale=True), now=2e9) is None
+
+
+def test_the_memo_key_tells_json_types_apart() -> None:
+    def key(window: Any) -> str:
+        return memo_key("0", "/s.jsonl", StatusInputs.of({"context_window": {"context_window_size": window}}), [], [])
+
+    assert len({key(value) for value in (1, 1.0, True, "1", None, [1])}) == 6
+    assert key({"a": 1, "b": 2}) == key({"b": 2, "a": 1})  # key order says nothing
+
+
 def test_a_transcript_written_just_now_is_not_memoised(tmp_path: Path) -> None:
     """Its times could stay the same through another write in the same tick of the file system's
     clock. (Dated an hour ahead here, so that no run is quick enough or slow enough to matter.)"""
@@ -691,14 +731,21 @@ def test_the_light_path_imports_nothing_heavy(tmp_path: Path) -> None:
 NOT_FOR_A_MEMO = ("ctxpipe.api", "ctxpipe.jobs", "ctxpipe.files", "ctxpipe.formats", "ctxpipe.core.budget", "ctxpipe.core.catalog", "orjson", "dataclasses")
 
 
+# The console script, and the modules loaded by its end on stderr (-X importtime misses those that
+# importlib.import_module loads, as api's names loaded on use).
+WITH_MODULES = (
+    "import atexit, os, sys; atexit.register(lambda: os.write(2, '\\n'.join(sorted(sys.modules)).encode()));"
+    " from ctxpipe.cli.entry import main; sys.argv[1:] = ['statusline', '--no-savings']; main()"
+)
+
+
 def test_a_run_the_memo_answers_loads_nothing_heavy(tmp_path: Path) -> None:
     path = _aged(simple(100_000).write(tmp_path / "session.jsonl"))
     payload = json.dumps({"transcript_path": str(path), "model": {"id": SONNET}}).encode()
     env = child_env({**CLEAN_ENV, "XDG_CACHE_HOME": str(CACHE[0])})
-    command = [sys.executable, "-X", "importtime", "-m", "ctxpipe", "statusline", "--no-savings"]
-    runs = [subprocess.run(command, input=payload, capture_output=True, env=env, timeout=60) for _ in range(2)]
+    runs = [subprocess.run([sys.executable, "-c", WITH_MODULES], input=payload, capture_output=True, env=env, timeout=60) for _ in range(2)]
     assert runs[0].returncode == runs[1].returncode == 0 and runs[0].stdout == runs[1].stdout and LINE.match(runs[0].stdout.decode().rstrip("\n"))
-    first, second = ({line.split("|")[-1].strip() for line in run.stderr.decode().splitlines() if line.startswith("import time:")} for run in runs)
+    first, second = (set(run.stderr.decode().split("\n")) for run in runs)
     assert "ctxpipe.jobs.count" in first and "ctxpipe.core.statusline" in second  # counted, then answered by the memo
     assert sorted(name for name in second if any(name == heavy or name.startswith(heavy + ".") for heavy in NOT_FOR_A_MEMO)) == []
 
