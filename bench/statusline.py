@@ -15,8 +15,8 @@ stdin, `--runs` times for each case:
 - no-savings (memo hit) and no-savings (memo miss): `--no-savings`.
 Baselines in the same run: `python -c pass` (the interpreter's start-up) and `ctxpipe count --json`
 on the same file; and the library's `ctxpipe.api.status_line` in this process (the line's work without
-the start-up, for this process's ctxpipe). Prints the median, best and p90 of each in ms, and the
-median's ratio to `python -c pass`'s.
+the start-up, for this process's ctxpipe). Prints the median, best and p90 of each in ms, the
+median's ratio to `python -c pass`'s, and the same for the CPU time (user + system) each run took.
 
 `--variant NAME=PYTHONPATH` (repeatable) runs every case under each PYTHONPATH, interleaved round by
 round (an empty one is the installed ctxpipe), e.g. the code before and after a change:
@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -62,15 +63,22 @@ def transcript(path: Path, megabytes: int) -> Path:
     return path
 
 
-def timed_once(argv: list[str], stdin: bytes, env: dict[str, str], before: Callable[[], None] | None = None) -> tuple[float, bytes]:
+def _cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def timed_once(argv: list[str], stdin: bytes, env: dict[str, str], before: Callable[[], None] | None = None) -> tuple[float, float, bytes]:
+    """Wall-clock ms, CPU ms (user + system: what a shared machine's load changes least) and stdout of one run."""
     if before is not None:
         before()
+    cpu = _cpu()
     start = time.perf_counter()
     done = subprocess.run(argv, input=stdin, capture_output=True, env=env)
     elapsed = (time.perf_counter() - start) * 1000
     if done.returncode != 0:
         raise SystemExit(f"{argv} failed: {done.stderr.decode()}")
-    return elapsed, done.stdout
+    return elapsed, (_cpu() - cpu) * 1000, done.stdout
 
 
 def in_process(status: dict[str, object], environ: dict[str, str], runs: int) -> list[float]:
@@ -86,12 +94,13 @@ def in_process(status: dict[str, object], environ: dict[str, str], runs: int) ->
     return times
 
 
-def summary(name: str, times: list[float], base: float | None) -> str:
+def summary(name: str, times: list[float], base: float | None, cpu: list[float] | None = None, cpu_base: float | None = None) -> str:
     ordered = sorted(times)
     p90 = ordered[min(len(ordered) - 1, int(round(0.9 * (len(ordered) - 1))))]
     median = statistics.median(times)
-    ratio = f"   {median / base:4.2f}x python -c pass" if base else ""
-    return f"{name:<46} median {median:7.1f} ms   best {ordered[0]:7.1f} ms   p90 {p90:7.1f} ms{ratio}   (n={len(times)})"
+    ratio = f"  {median / base:5.2f}x" if base else ""
+    used = f"   cpu median {statistics.median(cpu):7.1f} ms  {statistics.median(cpu) / cpu_base:5.2f}x" if cpu and cpu_base else ""
+    return f"{name:<46} median {median:7.1f} ms   best {ordered[0]:7.1f} ms   p90 {p90:7.1f} ms{ratio}{used}   (n={len(times)})"
 
 
 def main() -> int:
@@ -173,20 +182,24 @@ def main() -> int:
         }
         runs = [(case, name) for case, (_, _, _, each) in cases.items() for name in (envs if each else [next(iter(envs))])]
         times: dict[tuple[str, str], list[float]] = {run: [] for run in runs}
+        cpu: dict[tuple[str, str], list[float]] = {run: [] for run in runs}
         lines: dict[tuple[str, str], set[bytes]] = {run: set() for run in runs}
         for round_number in range(args.runs + 1):  # round 0 warms up (bytecode caches, the memo)
             for case, name in runs:
                 argv, stdin, before, _ = cases[case]
-                elapsed, out = timed_once(argv, stdin, envs[name], before)
+                elapsed, used, out = timed_once(argv, stdin, envs[name], before)
                 if round_number:
                     times[(case, name)].append(elapsed)
+                    cpu[(case, name)].append(used)
                     lines[(case, name)].add(out)
         warm()
         base = statistics.median(times[("python -c pass", next(iter(envs)))])
+        cpu_base = statistics.median(cpu[("python -c pass", next(iter(envs)))])
         results = [summary("api.status_line in-process (warm)", in_process(orjson.loads(payload), {"XDG_CACHE_HOME": str(cache)}, args.runs), None)]
         for case, name in runs:
             label = case if len(envs) == 1 or not cases[case][3] else f"{case} [{name}]"
-            results.append(summary(label, times[(case, name)], base))
+            results.append(summary(label, times[(case, name)], base, cpu[(case, name)], cpu_base))
+        print("ratios: a median over python -c pass's median (wall clock, then CPU time)")
         print("\n".join(results))
         for name in envs:
             ratio = statistics.median(times[("statusline (unchanged: memo hit)", name)]) / base

@@ -264,7 +264,9 @@ def recall(memo: Memo, state: list[int] | None, prompt_cache: Any, now: float) -
 
 def remember(memo: Memo, state: list[int] | None, found: StatusFigures, now: float) -> None:
     """Keep `found` for the next run, written atomically (concurrent runs each write a whole memo, the
-    last one stays); a memo that cannot be written is not one: the next run computes again."""
+    last one stays) but not synced (a memo lost in a crash is computed again, and the fsync would be
+    a few ms more after every message); a memo that cannot be written is not one: the next run
+    computes again."""
     data = memo_bytes(memo.key, state, found, now)
     if data is None:
         return
@@ -273,7 +275,7 @@ def remember(memo: Memo, state: list[int] | None, found: StatusFigures, now: flo
 
     try:
         os.makedirs(os.path.dirname(memo.file), mode=0o700, exist_ok=True)
-        with atomic_file(memo.file) as out:
+        with atomic_file(memo.file, durable=False) as out:
             out.write(data)
     except (OSError, CtxpipeError):
         pass

@@ -190,7 +190,7 @@ def cache_folder(xdg_cache_home: str | None, home: str) -> str:
 def cache_name(absolute_path: str) -> str:
     """The cache files' name (without suffix) for a transcript's absolute path; an entry names its
     path too, so a collision only misses. zlib: built in, where hashlib costs a few ms of start-up."""
-    name = absolute_path.encode("utf-8", "surrogateescape")  # os.fsencode's bytes, without os
+    name = absolute_path.encode("utf-8", "surrogatepass")  # any str: a lone surrogate from the JSON too
     return f"{zlib.crc32(name):08x}{zlib.adler32(name):08x}"
 
 

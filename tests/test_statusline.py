@@ -632,6 +632,12 @@ def test_a_relative_transcript_path_is_keyed_on_the_working_folder(tmp_path: Pat
     assert len(_memos()) == 2
 
 
+@pytest.mark.parametrize("named", ["\ud800", "a\x00b", "/no/such/\udcff.jsonl", "/no/such/file.jsonl"])
+def test_a_transcript_path_no_file_can_have_is_unreadable(named: str) -> None:
+    for _ in range(2):  # the second run may find a memo (a missing file is a state too)
+        assert status(None, "--no-savings", transcript_path=named)[0] == "⛁ transcript unreadable"
+
+
 def test_the_prompt_cache_countdown_is_never_memoised(tmp_path: Path) -> None:
     path = _aged(simple(100_000).write(tmp_path / "session.jsonl"))
     for left, said in ((600, "cache 9m left"), (200, "cache 3m left"), (-5, "cache cold")):
