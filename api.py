@@ -48,6 +48,7 @@ from .formats import NAMES, REGISTRY, WRITABLE, WriteOptions, editor_of, get
 if TYPE_CHECKING:
     from .core.api_edits import ApiEditsOptions
     from .core.reports import CompactReport, CompactRow, CompactSkipRow, CountReport, SessionReport, StageReport, WarnReport
+    from .core.statusline import Saving, StatusFigures
     from .core.wire import Wire
     from .files.atomic import atomic_file, make_folder, unwind_on_termination, write_error, writer
     from .files.sessions import COMPACTION_NOTE, Kind, SessionFile, is_compaction, kind_of
@@ -59,7 +60,7 @@ if TYPE_CHECKING:
     from .jobs.pipeline import GIVEN_BY_COMPACT, PIPELINE, STAGES, CompactOptions, StageRun, compact_buffer, model_access, ready, stage_context
     from .jobs.pipeline import run_stage as run_stage_on_buffer
     from .jobs.results import BatchResult, CompactBatch, ContextManagement, CountBatch, FileResult, ValidatedFile, count_total
-    from .jobs.statusline import Saving, StatusFigures, StatusOptions
+    from .jobs.statusline import StatusOptions
     from .jobs.summary import NOT_ASKED_AGAIN
     from .report.batch import INDEX, ReportBatch, ReportedFile, index_row
     from .report.data import ReportOptions
@@ -85,8 +86,8 @@ _LOADED_ON_USE: dict[str, tuple[str, str]] = {
     "ReportBatch": ("report.batch", "ReportBatch"),
     "ReportedFile": ("report.batch", "ReportedFile"),
     "index_row": ("report.batch", "index_row"),
-    "Saving": ("jobs.statusline", "Saving"),
-    "StatusFigures": ("jobs.statusline", "StatusFigures"),
+    "Saving": ("core.statusline", "Saving"),
+    "StatusFigures": ("core.statusline", "StatusFigures"),
     "StatusOptions": ("jobs.statusline", "StatusOptions"),
     "COMPACTION_NOTE": ("files.sessions", "COMPACTION_NOTE"),
     "SessionFile": ("files.sessions", "SessionFile"),

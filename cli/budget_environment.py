@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from ..core.budget import BudgetSettings, Setting
+if TYPE_CHECKING:  # loaded by budget_settings: the status line's memo reads ENVIRONMENT without the model catalog
+    from ..core.budget import BudgetSettings
 
 ENVIRONMENT = {
     "auto_compact_window": "CLAUDE_CODE_AUTO_COMPACT_WINDOW",
@@ -31,6 +33,8 @@ def budget_settings(
     no_auto_compact: bool = False,
     rules: str | None = None,
 ) -> BudgetSettings:
+    from ..core.budget import BudgetSettings, Setting
+
     environ = os.environ if environ is None else environ
     values: dict[str, Setting | None] = {field: Setting(environ[name], name) if environ.get(name, "") != "" else None for field, name in ENVIRONMENT.items()}
     flags = {

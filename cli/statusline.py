@@ -7,7 +7,8 @@ words and colours, exit codes. What the line says comes from `ctxpipe.api.status
 library's status line, jobs/statusline.py). It starts on a light path (cli/entry.py sends it here
 before typer, rich or any stage module loads, and api.py loads none of them at its top): the library
 counts only the transcript's end, and the savings come from a cache that a detached background run
-brings up to date.
+brings up to date. Lighter still when the transcript has not changed since the last run: the line's
+figures come from a memo (core/statusline.py keys it), and neither the library nor orjson loads.
 
 The stdin JSON is untrusted: any field may be missing, null or of another type. What cannot be
 known is left out, never a traceback; the line always ends the run with exit 0, but for bad flags
@@ -20,14 +21,10 @@ import os
 import signal
 import sys
 from collections.abc import Mapping, Sequence
-from typing import IO, TYPE_CHECKING, Any, NamedTuple, NoReturn
+from typing import IO, Any, NamedTuple, NoReturn
 
-from ..core.fields import MAX_COUNT
-from .budget_environment import budget_settings
+from ..core.statusline import MAX_MEMO, MEMO_SUFFIX, StatusFigures, StatusInputs, cache_folder, cache_name, memo_bytes, memo_figures, memo_key, text
 from .status import ExitStatus
-
-if TYPE_CHECKING:  # types only
-    from ..api import StatusFigures
 
 PROG = "ctxpipe statusline"
 MAX_STDIN = 1 << 20  # Claude Code's JSON is a few hundred bytes; more is not it
@@ -60,7 +57,10 @@ HELP = """Usage: ctxpipe statusline [OPTIONS]
   The saving needs the whole file: it is computed by a detached background run
   and cached under $XDG_CACHE_HOME/ctxpipe/statusline (default
   ~/.cache/ctxpipe/statusline); until then the last known saving is shown.
-  Nothing is written beside the transcript.
+  The line's figures are kept there too, one memo per transcript: a run on a
+  transcript whose size, times and inode have not changed since, with the same
+  JSON fields, flags and environment, reads them back instead of counting
+  again. Nothing is written beside the transcript.
 
   Colour (ANSI) is on by default, even on a pipe, as Claude Code renders it;
   NO_COLOR (set to any value) or --no-color turns it off, --color forces it.
@@ -78,7 +78,7 @@ Options:
   --no-auto-compact           As DISABLE_AUTO_COMPACT: no autocompact level.
   --rules VERSION             Apply the rules of this Claude Code release (2.1.88, 2.1.332 or latest) instead of those of the version that wrote the session.
   --color / --no-color        Colour the line with ANSI codes (default: on, unless NO_COLOR is set).
-  --no-savings                Leave out the saving (no cache read, no background run).
+  --no-savings                Leave out the saving (no background run).
   -h, --help                  Show this message and exit.
 """
 
@@ -102,35 +102,37 @@ class Options(NamedTuple):  # a NamedTuple, not a dataclass: a dataclass costs ~
 # help and error messages keep the other commands' shape.
 
 
-def _positive_int(flag: str, text: str) -> int:
+def _positive_int(flag: str, given: str) -> int:
+    from ..core.fields import MAX_COUNT
+
     try:
-        value = int(text)
+        value = int(given)
     except ValueError:
-        raise UsageError(f"Invalid value for '{flag}': {text!r} is not a valid integer.") from None
+        raise UsageError(f"Invalid value for '{flag}': {given!r} is not a valid integer.") from None
     if not 1 <= value < MAX_COUNT:
         raise UsageError(f"Invalid value for '{flag}': {value} is not in the range 1<=x<={MAX_COUNT - 1}.")
     return value
 
 
-def _percentage(flag: str, text: str) -> float:
+def _percentage(flag: str, given: str) -> float:
     try:
-        value = float(text)
+        value = float(given)
     except ValueError:
-        raise UsageError(f"Invalid value for '{flag}': {text!r} is not a valid float.") from None
+        raise UsageError(f"Invalid value for '{flag}': {given!r} is not a valid float.") from None
     if not 0 < value <= 100:  # NaN fails this too
         raise UsageError(f"Invalid value for '{flag}': {value:g} is not a percentage above 0 and at most 100")
     return value
 
 
-def _release(flag: str, text: str) -> str:
+def _release(flag: str, given: str) -> str:
     """--rules: a Claude Code release whose rules ctxpipe knows, or latest (as cli/options.claude_code_rules)."""
     from ..core.rules import known_rules
 
     try:
-        known_rules(text)
+        known_rules(given)
     except ValueError as exc:
         raise UsageError(f"Invalid value for '{flag}': {exc}") from None
-    return text
+    return given
 
 
 VALUED = {"--window": _positive_int, "--max-output-tokens": _positive_int, "--autocompact-pct": _percentage, "--rules": _release}
@@ -165,26 +167,24 @@ def parse_flags(argv: Sequence[str]) -> Options | None:
 # --- the stdin JSON --------------------------------------------------------------------------------
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")  # NaN, Infinity: Python's json reads them, JSON has none
+
+
 def read_status(stream: IO[bytes]) -> dict[str, Any] | None:
-    """Claude Code's JSON object from stdin, or None when stdin holds no JSON object."""
+    """Claude Code's JSON object from stdin, or None when stdin holds no JSON object. Python's own
+    json, not orjson: importing orjson costs the light path a third of its start-up (it loads
+    dataclasses, uuid, platform); the object is a few hundred bytes. A lone surrogate escape
+    ("\\ud83d": JavaScript writes one for a string cut inside an emoji) is legal JSON and reads as one."""
     data = stream.read(MAX_STDIN + 1)
     if len(data) > MAX_STDIN:
         return None
-    import orjson
+    import json
 
     try:
-        status = orjson.loads(data)
-    except ValueError as error:  # orjson.JSONDecodeError: not UTF-8, not JSON, or nothing at all
-        if "surrogate" not in str(error):
-            return None
-        # A lone surrogate escape ("\ud83d": JavaScript writes one for a string cut inside an emoji) is
-        # legal JSON, which orjson refuses; read as core/jsonl.py reads such a line (imported only then).
-        from ..core.jsonl import loads_with_lone_surrogates
-
-        try:
-            status = loads_with_lone_surrogates(data)
-        except (ValueError, RecursionError):
-            return None
+        status = json.loads(data.decode("utf-8"), parse_constant=_no_constant)
+    except (ValueError, RecursionError):  # not UTF-8 (or a BOM), not JSON, nested too deep, or nothing at all
+        return None
     return status if isinstance(status, dict) else None
 
 
@@ -195,10 +195,112 @@ def figures(status: Mapping[str, Any], options: Options, environ: Mapping[str, s
     """What the line says for Claude Code's `status` under the command's flags and environment (the
     budget settings warn reads there, flags over them); `now` (epoch seconds, default the clock)
     dates the prompt cache's expiry."""
-    from ..api import StatusOptions, status_line
+    from ..api import StatusOptions, guard_truncation, status_line
+    from .budget_environment import budget_settings
 
+    if _OWN_PROCESS:  # armed here, not at the start: a run the memo answers loads no api
+        from .terminal import shown
+
+        guard_truncation(lambda name: f"ctxpipe: error: {shown(name)}: changed while being read", ExitStatus.ERROR)
     budget = budget_settings(environ, options.autocompact_pct, options.max_output_tokens, None, options.no_auto_compact, options.rules)
     return status_line(status, StatusOptions(options.window, budget, options.savings), environ, now)
+
+
+# --- the memo --------------------------------------------------------------------------------------
+# Claude Code runs the line after every message, and again on other events with the transcript as it
+# was: the figures are kept per transcript (core/statusline.py says what keys them), so such a run
+# costs one stat of the transcript and one small read, and loads nothing heavy.
+
+
+class Memo(NamedTuple):
+    transcript: str  # as given (relative to the working folder, as the library reads it)
+    file: str  # the memo, in the savings cache's folder
+    key: str  # core.statusline.memo_key
+
+
+def memo_for(given: StatusInputs, options: Options, environ: Mapping[str, str]) -> Memo | None:
+    """Where the figures for the status JSON's fields under `options` and `environ` are kept; None
+    without a transcript."""
+    from .. import __version__
+    from .budget_environment import ENVIRONMENT
+
+    path = text(given.transcript_path)
+    if path is None:
+        return None
+    absolute = os.path.abspath(path)
+    flags = list(options._replace(color=None))  # the colour is the line's, not its figures'
+    key = memo_key(__version__, absolute, given, flags, [environ.get(name, "") for name in ENVIRONMENT.values()])
+    folder = cache_folder(environ.get("XDG_CACHE_HOME"), os.path.expanduser("~"))
+    return Memo(path, os.path.join(folder, cache_name(absolute) + MEMO_SUFFIX), key)
+
+
+def stamp(path: str) -> tuple[bool, list[int] | None]:
+    """Whether the transcript's state can key a memo, and that state: its size, modification time,
+    inode and change time (None: there is no such file). A folder, a FIFO or a path that cannot be
+    looked at is not memoised."""
+    import stat
+
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return True, None
+    except (OSError, ValueError):
+        return False, None
+    if not stat.S_ISREG(info.st_mode):
+        return False, None
+    return True, [info.st_size, info.st_mtime_ns, info.st_ino, info.st_ctime_ns]
+
+
+def recall(memo: Memo, state: list[int] | None, prompt_cache: Any, now: float) -> StatusFigures | None:
+    """The memo's figures when it was made for this key and this state of the transcript, else None
+    (none yet, another state, or a file that is not a memo of ours)."""
+    try:
+        with open(memo.file, "rb") as handle:
+            data = handle.read(MAX_MEMO + 1)
+    except OSError:
+        return None
+    return memo_figures(data, memo.key, state, prompt_cache, now) if len(data) <= MAX_MEMO else None
+
+
+def remember(memo: Memo, state: list[int] | None, found: StatusFigures, now: float) -> None:
+    """Keep `found` for the next run, written atomically (concurrent runs each write a whole memo, the
+    last one stays) but not synced (a memo lost in a crash is computed again, and the fsync would be
+    a few ms more after every message); a memo that cannot be written is not one: the next run
+    computes again."""
+    data = memo_bytes(memo.key, state, found, now)
+    if data is None:
+        return
+    from ..api import atomic_file
+    from ..core.errors import CtxpipeError
+
+    try:
+        os.makedirs(os.path.dirname(memo.file), mode=0o700, exist_ok=True)
+        with atomic_file(memo.file, durable=False) as out:
+            out.write(data)
+    except (OSError, CtxpipeError):
+        pass
+
+
+def memoised_figures(status: Mapping[str, Any], options: Options, environ: Mapping[str, str]) -> StatusFigures:
+    """`figures`, from the memo when the transcript and everything else they depend on is as it was
+    when they were worked out; else worked out and kept, when the transcript did not change while
+    they were (the same state before and after)."""
+    import time
+
+    given = StatusInputs.of(status)
+    memo = memo_for(given, options, environ)
+    now = time.time()  # before the stamp: the transcript was as it says at least this late
+    if memo is None:
+        return figures(status, options, environ, now)
+    keyed, before = stamp(memo.transcript)
+    if keyed:
+        found = recall(memo, before, given.prompt_cache, now)
+        if found is not None:
+            return found
+    found = figures(status, options, environ, now)
+    if keyed and stamp(memo.transcript) == (True, before):
+        remember(memo, before, found, now)
+    return found
 
 
 # --- the line --------------------------------------------------------------------------------------
@@ -217,8 +319,8 @@ def human(tokens: int) -> str:
 def line(found: StatusFigures, color: bool) -> str:
     from .terminal import shown
 
-    def paint(text: str, code: str) -> str:
-        return f"\x1b[{code}m{text}{RESET}" if color else text
+    def paint(words: str, code: str) -> str:
+        return f"\x1b[{code}m{words}{RESET}" if color else words
 
     parts: list[str] = []
     if found.percent is not None and found.tokens is not None and found.window is not None:  # the first says the others; mypy needs them said
@@ -266,7 +368,7 @@ def run(argv: Sequence[str], stdin: IO[bytes] | None, stdout: IO[str], stderr: I
     if status is None:
         print(NO_STATUS, file=stdout)
         return ExitStatus.OK
-    print(line(figures(status, options, environ), wants_color(options, environ)), file=stdout)
+    print(line(memoised_figures(status, options, environ), wants_color(options, environ)), file=stdout)
     return ExitStatus.OK
 
 
@@ -294,8 +396,11 @@ def with_standard_streams(argv: Sequence[str], stderr: IO[str] | None = None) ->
     return run(argv, sys.stdin.buffer if sys.stdin is not None else None, sys.stdout, tolerant(stderr) if stderr else sys.stderr, os.environ)
 
 
+_OWN_PROCESS = False  # the light entry point's process (not the typer app's): `figures` guards its maps
+
+
 def _process(argv: Sequence[str]) -> int:
-    from ..api import guard_truncation
+    global _OWN_PROCESS
     from .terminal import shown
 
     for number in (0, 1, 2):  # started with `>&-`: no file opened later may take a standard number
@@ -306,7 +411,7 @@ def _process(argv: Sequence[str]) -> int:
     stderr = sys.stderr if sys.stderr is not None else open(os.devnull, "w")
     if sys.stdout is None:
         return ExitStatus.OK  # nobody to show a line to
-    guard_truncation(lambda name: f"ctxpipe: error: {shown(name)}: changed while being read", ExitStatus.ERROR)
+    _OWN_PROCESS = True  # a file truncated under its map ends the process with one line and exit 1
     try:
         status = with_standard_streams(argv, stderr)
         sys.stdout.flush()

@@ -103,11 +103,13 @@ def _direct_descriptor(path: str | os.PathLike[str]) -> int | None:
 
 
 @contextlib.contextmanager
-def atomic_file(path: str | os.PathLike[str], if_version: tuple[object, ...] | None = None) -> Iterator[BinaryIO]:
+def atomic_file(path: str | os.PathLike[str], if_version: tuple[object, ...] | None = None, durable: bool = True) -> Iterator[BinaryIO]:
     """An output for `path`, there only when the block ends without error (see the module doc). An
     object in a store is stored whole at the end (storage.replaced). With `if_version` (what
     storage.version said when the file was read), the file is replaced only if it is still that
-    version, else ChangedMeanwhile and the file is left as it is."""
+    version, else ChangedMeanwhile and the file is left as it is. `durable=False` skips the fsync, for
+    a cache whose reader checks what it reads: while the system runs the file is still old or new,
+    never partial; after a crash it may be empty."""
     shown = str(path)
     if storage.is_remote(shown):
         with storage.replaced(shown, if_version) as remote:
@@ -131,7 +133,8 @@ def atomic_file(path: str | os.PathLike[str], if_version: tuple[object, ...] | N
     try:
         yield out
         out.flush()
-        _sync(handle, shown)
+        if durable:
+            _sync(handle, shown)
         _copy_owner_and_mode(target, temp_name)
         out.close()
         if if_version is not None and storage.version(shown) != if_version:  # e.g. a session still being written

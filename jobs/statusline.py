@@ -13,7 +13,9 @@ model's window, not the autocompact one), current_usage (the last response's usa
 seconds, or null)…}` (absent before the first request).
 
 The JSON is untrusted: any field may be missing, null or of another type. What cannot be known is
-left out (None, or a note saying why), never an exception.
+left out (None, or a note saying why), never an exception. Only the fields core.statusline's
+StatusInputs names are read: they key the command line's memo of the figures, which a run on an
+unchanged transcript reads instead of calling this module.
 """
 
 from __future__ import annotations
@@ -24,11 +26,12 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..core.fields import MAX_COUNT
+from ..core.statusline import Saving, StatusFigures, StatusInputs, cache_folder, cache_name, cache_state, number, text, tokens
 
 if TYPE_CHECKING:  # types only: core.budget loads the model catalog, which `import ctxpipe.api` need not
-    from ..core.budget import BudgetSettings, Level
+    from ..core.budget import BudgetSettings
     from .count import FileCount
+
 
 STAGES = ("microcompact", "collapse")  # the stages whose dry run the line offers as the saving
 MIN_SAVING = 1_000  # smaller savings are not worth a glance
@@ -37,8 +40,6 @@ LOCK_STALE = 600.0  # seconds: a refresh lock older than this was left by a run 
 # in memory): past this size it records why instead, and the line goes without a saving.
 REFRESH_LIMIT = 512 << 20
 USAGE_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
-EPOCH_MS_FROM = 1e11  # an expires_at above this is in milliseconds (1e11 seconds is the year 5138)
-MAX_CACHE_LEFT = 86_400.0  # seconds: prompt caches live 5 minutes or an hour; a day off is a wrong clock or a wrong field
 
 
 # NamedTuples, not dataclasses: a dataclass costs ~1 ms of start-up to make, and the line starts often.
@@ -52,76 +53,21 @@ class StatusOptions(NamedTuple):
     savings: bool = True  # look up the saving (and start a background refresh when it is out of date)
 
 
-class Saving(NamedTuple):
-    stage: str  # one of STAGES
-    tokens: int  # what its dry run frees, at least MIN_SAVING
-
-
-class StatusFigures(NamedTuple):
-    """What the line says; None where it cannot be known."""
-
-    model: str | None  # Claude Code's display name, else the catalog's name for its id or the transcript's model, else the id
-    tokens: int | None = None  # the active context: count's figure for the transcript, else Claude Code's usage or percentage
-    window: int | None = None
-    level: Level | None = None
-    to_autocompact: int | None = None  # tokens left before autocompact (negative: past it); None when off or nothing counted
-    autocompact_off: bool = False
-    saving: Saving | None = None  # the biggest last known saving of STAGES
-    cache: str | None = None  # the prompt cache, e.g. "cache 3m left" (cache_state)
-    note: str | None = None  # what stopped the figures, e.g. "no transcript"
-
-    @property
-    def percent(self) -> int | None:
-        """The share of the window in use, in whole percent as the line shows it; None without both figures."""
-        return round(100 * self.tokens / self.window) if self.tokens is not None and self.window else None
-
-
 # --- the status JSON -------------------------------------------------------------------------------
 
 
-def _field(data: Any, *keys: str) -> Any:
-    """data[k1][k2]…, or None where a level is missing or not an object."""
-    for key in keys:
-        if not isinstance(data, dict):
-            return None
-        data = data.get(key)
-    return data
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def _tokens(value: Any) -> int | None:
-    """A token figure: a non-negative whole number (not a bool, not a float) below MAX_COUNT, else None."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < MAX_COUNT else None
-
-
-def _number(value: Any) -> float | None:
-    """A finite number (an int or a float, not a bool), else None."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    import math
-
-    try:
-        number = float(value)  # an int too large for a float is no figure of ours
-    except OverflowError:
-        return None
-    return number if math.isfinite(number) else None
-
-
-def _version(status: Mapping[str, Any]) -> str | None:
+def _version(given: Any) -> str | None:
     """The running Claude Code's version ("2.1.332"), when it is one (core.rules reads it)."""
     from ..core.rules import version_key
 
-    version = _text(status.get("version"))
+    version = text(given)
     return version if version is not None and version_key(version) is not None else None
 
 
 def _usage(value: Any) -> int | None:
     """count's figure for context_window.current_usage (the last response's usage: the prompt it was
     sent and what it wrote); None unless it is an object with at least one token figure."""
-    if not isinstance(value, dict) or all(_tokens(value.get(key)) is None for key in USAGE_KEYS):
+    if not isinstance(value, dict) or all(tokens(value.get(key)) is None for key in USAGE_KEYS):
         return None
     from ..core.count import usage_total
 
@@ -130,8 +76,8 @@ def _usage(value: Any) -> int | None:
 
 def _used_percentage(value: Any) -> float | None:
     """context_window.used_percentage: a number from 0 to 100, else None."""
-    number = _number(value)
-    return number if number is not None and 0 <= number <= 100 else None
+    found = number(value)
+    return found if found is not None and 0 <= found <= 100 else None
 
 
 def model_name(model: str | None) -> str | None:
@@ -145,79 +91,31 @@ def model_name(model: str | None) -> str | None:
     return found.display_name + (" (1M context)" if asks_for_1m(model) and found.supports_1m_suffix else "")
 
 
-def _moment(value: Any) -> float | None:
-    """prompt_cache.expires_at as epoch seconds. Claude Code 2.1.332 writes whole epoch seconds
-    (Math.ceil(ms / 1000)); epoch milliseconds and ISO 8601 with a zone are read too. None for
-    anything else (null, a bool, a string without a zone…)."""
-    number = _number(value)
-    if number is not None:
-        if number <= 0:
-            return None
-        return number / 1000 if number > EPOCH_MS_FROM else number
-    text = (_text(value) or "").strip()
-    if not text or len(text) > 64:
-        return None
-    from datetime import datetime
-
-    if text[-1:] in ("Z", "z"):  # JavaScript's toISOString; Python reads "Z" only from 3.11
-        text = text[:-1] + "+00:00"
-    try:
-        moment = datetime.fromisoformat(text)
-        return moment.timestamp() if moment.tzinfo is not None else None  # no zone: no moment
-    except (ValueError, OverflowError, OSError):
-        return None
-
-
-def _duration(seconds: float) -> str:
-    """45 → 45s, 200 → 3m, 3600 → 1h, 4500 → 1h15m: what is left, rounded down."""
-    whole = int(seconds)
-    if whole < 60:
-        return f"{whole}s"
-    if whole < 3600:
-        return f"{whole // 60}m"
-    hours, minutes = divmod(whole // 60, 60)
-    return f"{hours}h{minutes}m" if minutes else f"{hours}h"
-
-
-def cache_state(prompt_cache: Any, now: float) -> str | None:
-    """What prompt_cache says of the prompt cache at `now` (epoch seconds): "cache 3m left" while it
-    is warm, "cache cold" once it has expired or when it holds nothing (the next request writes the
-    whole prompt again), "cache warm" when it is warm with no expiry given; None when it says nothing."""
-    if not isinstance(prompt_cache, dict):
-        return None
-    warm = prompt_cache.get("warm")
-    if warm is False:
-        return "cache cold"
-    expires = _moment(prompt_cache.get("expires_at"))
-    if expires is not None and expires - now <= MAX_CACHE_LEFT:  # further off is no prompt cache's expiry
-        left = expires - now
-        return f"cache {_duration(left)} left" if left >= 1 else "cache cold"
-    return "cache warm" if warm is True else None
-
-
 # --- the figures -----------------------------------------------------------------------------------
 
 
 def figures(status: Mapping[str, Any], options: StatusOptions, environ: Mapping[str, str], now: float | None = None) -> StatusFigures:
     """What the line says for Claude Code's `status`; `environ` gives the savings cache's folder
-    ($XDG_CACHE_HOME), `now` (epoch seconds, default the clock) dates the prompt cache's expiry."""
+    ($XDG_CACHE_HOME), `now` (epoch seconds, default the clock) dates the prompt cache's expiry.
+    Only StatusInputs' fields are read (they key the command line's memo)."""
     from ..core.budget import BudgetSettings, thresholds
 
+    given = StatusInputs.of(status)
     settings = options.budget or BudgetSettings()
-    version = _version(status)
+    version = _version(given.version)
     settings = _running_rules(settings, version)
-    given_window = _tokens(_field(status, "context_window", "context_window_size")) or None
-    model_id = _text(_field(status, "model", "id"))
-    path = _text(status.get("transcript_path"))
-    model = _text(_field(status, "model", "display_name")) or model_name(model_id) or model_id
+    given_window = tokens(given.window) or None
+    model_id = text(given.model_id)
+    path = text(given.transcript_path)
+    model = text(given.display_name) or model_name(model_id) or model_id
     if now is None:
         import time
 
         now = time.time()
-    cache = cache_state(status.get("prompt_cache"), now)
+    cache = cache_state(given.prompt_cache, now)
     counted, unreadable = _count(path, options.window, settings, model_id) if path else (None, "transcript unreadable")
     if counted is not None:
-        tokens, levels = counted.count.tokens, counted.thresholds
+        used, levels = counted.count.tokens, counted.thresholds
         model = model or model_name(counted.count.model) or counted.count.model
         if options.window is None and given_window is not None:
             # Claude Code's own window for this session (the environment's cap still applies).
@@ -225,24 +123,25 @@ def figures(status: Mapping[str, Any], options: StatusOptions, environ: Mapping[
     else:
         window, reason = (options.window, "--window") if options.window else (given_window, "context_window_size") if given_window else (None, None)
         levels = thresholds(model_id, settings, window, reason, window_flag=bool(options.window), version=version)  # no window: the catalog's
-        used = _usage(_field(status, "context_window", "current_usage"))
-        if used is None:
-            percent = _used_percentage(_field(status, "context_window", "used_percentage"))
+        found = _usage(given.current_usage)
+        if found is None:
+            percent = _used_percentage(given.used_percentage)
             if percent is None:
                 return StatusFigures(model, cache=cache, note=unreadable if path else "no transcript")
             # Claude Code's percentage of the model's window (context_window_size; never a capped one).
-            used = round(percent * (given_window or options.window or _model_window(model_id, settings, version)) / 100)
-        tokens = used
-    saving = _saving(path, environ) if options.savings and counted is not None and path is not None else None
+            found = round(percent * (given_window or options.window or _model_window(model_id, settings, version)) / 100)
+        used = found
+    saving, stale = _saving(path, environ) if options.savings and counted is not None and path is not None else (None, False)
     return StatusFigures(
         model,
-        tokens,
+        used,
         levels.window,
-        levels.level(tokens),
-        None if levels.autocompact is None else levels.autocompact - tokens,
+        levels.level(used),
+        None if levels.autocompact is None else levels.autocompact - used,
         levels.autocompact is None,
         saving,
         cache,
+        saving_stale=stale,
     )
 
 
@@ -295,18 +194,12 @@ def _count(path: str, window: int | None, settings: BudgetSettings, model_id: st
 
 def cache_dir(environ: Mapping[str, str]) -> str:
     """$XDG_CACHE_HOME/ctxpipe/statusline (an absolute XDG_CACHE_HOME only, as the spec says), else ~/.cache/…"""
-    base = environ.get("XDG_CACHE_HOME", "")
-    if not os.path.isabs(base):
-        base = os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "ctxpipe", "statusline")
+    return cache_folder(environ.get("XDG_CACHE_HOME"), os.path.expanduser("~"))
 
 
 def _key(path: str) -> str:
     """The cache file's name for `path` (the entry names its path too, so a collision only misses)."""
-    import zlib  # built in: hashlib would cost a few ms of start-up
-
-    name = os.fsencode(os.path.abspath(path))
-    return f"{zlib.crc32(name):08x}{zlib.adler32(name):08x}"
+    return cache_name(os.path.abspath(path))
 
 
 def _stamp(path: str) -> tuple[int, int] | None:
@@ -333,22 +226,23 @@ def _best(entry: Mapping[str, Any]) -> Saving | None:
     savings = entry.get("savings")
     if not isinstance(savings, dict):
         return None
-    found = [Saving(name, freed) for name in STAGES if (freed := _tokens(savings.get(name))) is not None]
+    found = [Saving(name, freed) for name in STAGES if (freed := tokens(savings.get(name))) is not None]
     if not found:
         return None
     best = max(found, key=lambda saving: saving.tokens)
     return best if best.tokens >= MIN_SAVING else None
 
 
-def _saving(path: str, environ: Mapping[str, str]) -> Saving | None:
-    """The last known saving for `path`; a background refresh starts when it is out of date."""
+def _saving(path: str, environ: Mapping[str, str]) -> tuple[Saving | None, bool]:
+    """The last known saving for `path`, and whether it is out of date (a background refresh then
+    starts, unless one is at work)."""
     directory = cache_dir(environ)
     entry = read_cache(directory, path)
     stamp = _stamp(path)
     fresh = entry is not None and stamp is not None and [entry.get("size"), entry.get("mtime_ns")] == list(stamp)
     if not fresh and stamp is not None:
         _start_refresh(directory, path)
-    return _best(entry) if entry is not None else None
+    return (_best(entry) if entry is not None else None), not fresh
 
 
 def _start_refresh(directory: str, path: str) -> None:

@@ -9,25 +9,44 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from builders import SONNET, Session, simple, usage
 from ctxpipe.cli.statusline import HELP, NO_STATUS, human
+from ctxpipe.core.statusline import Saving, StatusFigures, StatusInputs, memo_bytes, memo_figures, memo_key
 from helpers import CLEAN_ENV, child_env, run_cli, run_process
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 LINE = re.compile(r"^⛁ (?P<tokens>\S+)/(?P<window>\S+) (?P<percent>\d+)% (?P<level>normal|warning|autocompact|blocking)(?P<rest>.*)$")
 ESC = "\x1b"
 
 
+CACHE: list[Path] = []  # the test's own cache folder (XDG_CACHE_HOME), made fresh for each test
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    CACHE[:] = [tmp_path_factory.mktemp("xdg-cache")]
+    yield
+
+
 def status(env: dict[str, str] | None = None, *flags: str, **payload: Any) -> tuple[str, Any]:
-    """Run statusline in-process on `payload` as JSON; the line (checked to be one line) and the run."""
-    result = run_cli("statusline", *flags, stdin=json.dumps(payload).encode(), env={**CLEAN_ENV, "XDG_CACHE_HOME": "/nonexistent-cache", **(env or {})})
+    """Run statusline in-process on `payload` as JSON; the line (checked to be one line) and the run.
+    Where nothing runs in the background (--no-savings, or no transcript) it runs twice: the second
+    run, which the memo may answer, must print the same line."""
+    full_env = {**CLEAN_ENV, "XDG_CACHE_HOME": str(CACHE[0]), **(env or {})}
+    result = run_cli("statusline", *flags, stdin=json.dumps(payload).encode(), env=full_env)
     assert result.returncode == 0, result.stderr
     assert b"Traceback" not in result.stderr and result.stderr == b"", result.stderr
     text = result.stdout.decode()
     assert text.endswith("\n") and text.count("\n") == 1, text
+    if "--no-savings" in flags or "transcript_path" not in payload:
+        again = run_cli("statusline", *flags, stdin=json.dumps(payload).encode(), env=full_env)
+        assert (again.returncode, again.stdout, again.stderr) == (0, result.stdout, b""), (result, again)
     return text.rstrip("\n"), result
 
 
@@ -465,14 +484,223 @@ def test_the_saving_is_cached_and_refreshed_when_the_file_changes(tmp_path: Path
     # Nothing was written anywhere but the cache: the transcript's folder holds the transcript only.
     assert sorted(p.name for p in folder.iterdir()) == ["session.jsonl"]
     assert {p.name for p in tmp_path.iterdir()} == {"project", "cache", "microcompact.report.json", "collapse.report.json"}
-    assert sorted(p.suffix for p in entries.iterdir()) == [".json"]
+    assert sorted(p.suffix for p in entries.iterdir()) == [".json", ".line"]  # the saving, and the line's memo
 
 
-def test_no_savings_reads_and_starts_nothing(tmp_path: Path) -> None:
+def test_no_savings_starts_no_refresh(tmp_path: Path) -> None:
     path = _repeating_session(3).write(tmp_path / "session.jsonl")
     status({"XDG_CACHE_HOME": str(tmp_path / "cache")}, "--no-savings", transcript_path=str(path))
     time.sleep(0.5)
-    assert not (tmp_path / "cache").exists()
+    assert [p.suffix for p in (tmp_path / "cache" / "ctxpipe" / "statusline").iterdir()] == [".line"]  # the memo only: no refresh, no lock
+
+
+# --- the memo: a run on an unchanged transcript -----------------------------------------------------
+
+
+def _aged(path: Path, seconds: int = 60) -> Path:
+    """The file as if last written `seconds` ago (a file written just now is not memoised: RACY)."""
+    info = path.stat()
+    os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns - seconds * 10**9))
+    return path
+
+
+def _memos() -> list[Path]:
+    return sorted((CACHE[0] / "ctxpipe" / "statusline").glob("*.line"))
+
+
+def test_an_unchanged_transcript_is_answered_by_the_memo(tmp_path: Path) -> None:
+    """The memo holds the figures for the transcript's state; a run that finds it unchanged prints
+    them without counting (shown by a memo whose figure was changed behind its back). Any change of
+    the state, its times alone, is a new count."""
+    path = _aged(simple(100_000).write(tmp_path / "session.jsonl"))
+    text, _ = status(None, "--no-savings", transcript_path=str(path))
+    [memo] = _memos()
+    entry = json.loads(memo.read_bytes())
+    info = path.stat()
+    assert entry["figures"][1] == 100_000 and entry["stamp"] == [info.st_size, info.st_mtime_ns, info.st_ino, info.st_ctime_ns]
+    entry["figures"][1] = 123_456
+    memo.write_text(json.dumps(entry))
+    assert LINE.match(status(None, "--no-savings", transcript_path=str(path))[0])["tokens"] == "123.5K"  # type: ignore[index]
+    _aged(path, 30)  # the same bytes, other times
+    assert status(None, "--no-savings", transcript_path=str(path))[0] == text
+    assert json.loads(memo.read_bytes())["figures"][1] == 100_000  # counted again, and kept
+
+
+def test_a_rewrite_of_the_same_size_is_counted_again(tmp_path: Path) -> None:
+    """In place, same size, same inode, even its modification time put back: the change time differs."""
+    path = _aged(simple(110_000).write(tmp_path / "session.jsonl"))
+    other = simple(150_000).write(tmp_path / "other.jsonl").read_bytes()
+    assert len(other) == path.stat().st_size
+    assert LINE.match(status(None, "--no-savings", transcript_path=str(path))[0])["tokens"] == "110K"  # type: ignore[index]
+    assert len(_memos()) == 1
+    before = path.stat()
+    with open(path, "r+b") as handle:
+        handle.write(other)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # as `touch -r` or `rsync -t` would
+    assert (path.stat().st_size, path.stat().st_mtime_ns, path.stat().st_ino) == (before.st_size, before.st_mtime_ns, before.st_ino)
+    assert LINE.match(status(None, "--no-savings", transcript_path=str(path))[0])["tokens"] == "150K"  # type: ignore[index]
+
+
+_counts = st.none() | st.integers(-(10**15), 10**15)
+_words = st.none() | st.text(max_size=20)  # lone surrogates too: a model name may hold one
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.builds(
+        StatusFigures,
+        _words,
+        _counts,
+        _counts,
+        st.none() | st.sampled_from(["normal", "warning", "autocompact", "blocking"]),
+        _counts,
+        st.booleans(),
+        st.none() | st.builds(Saving, st.sampled_from(["microcompact", "collapse"]), st.integers(0, 10**15)),
+        st.none(),
+        _words,
+    ),
+    st.none() | st.lists(st.integers(0, 10**18), min_size=4, max_size=4),  # times up to 2001 in ns
+)
+def test_a_memo_gives_back_the_figures_it_keeps(found: StatusFigures, state: list[int] | None) -> None:
+    data = memo_bytes("key", state, found, now=2e9)  # 2033: every time above is older than RACY
+    assert data is not None
+    assert memo_figures(data, "key", state, None, 0) == found
+    assert memo_figures(data, "another key", state, None, 0) is None
+    assert memo_figures(data, "key", [1, 2, 3, 4] if state != [1, 2, 3, 4] else None, None, 0) is None
+    assert memo_bytes("key", state, found._replace(saving_stale=True), now=2e9) is None
+
+
+def test_the_memo_key_tells_json_types_apart() -> None:
+    def key(window: Any) -> str:
+        return memo_key("0", "/s.jsonl", StatusInputs.of({"context_window": {"context_window_size": window}}), [], [])
+
+    assert len({key(value) for value in (1, 1.0, True, "1", None, [1])}) == 6
+    assert key({"a": 1, "b": 2}) == key({"b": 2, "a": 1})  # key order says nothing
+
+
+def test_a_transcript_written_just_now_is_not_memoised(tmp_path: Path) -> None:
+    """Its times could stay the same through another write in the same tick of the file system's
+    clock. (Dated an hour ahead here, so that no run is quick enough or slow enough to matter.)"""
+    path = _aged(simple(100_000).write(tmp_path / "session.jsonl"), -3600)
+    status(None, "--no-savings", transcript_path=str(path))
+    assert _memos() == []
+    _aged(path, 3600 + 60)
+    status(None, "--no-savings", transcript_path=str(path))
+    assert len(_memos()) == 1
+
+
+@pytest.mark.parametrize(
+    ("flags", "env", "changed"),
+    [
+        ([], {}, {"model": {"display_name": "Another"}}),
+        ([], {}, {"version": "2.1.332"}),  # the running Claude Code's rules
+        ([], {}, {"context_window": {"context_window_size": 1_000_000}}),
+        ([], {}, {"context_window": {"context_window_size": 200_000.0}}),  # a float is no window: not the same as 200000
+        ([], {}, {"context_window": {"context_window_size": True}}),
+        (["--window", "500000"], {}, {}),
+        (["--rules", "2.1.88"], {}, {}),
+        (["--autocompact-pct", "50"], {}, {}),
+        ([], {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "50"}, {}),
+        ([], {"DISABLE_AUTO_COMPACT": "1"}, {}),
+    ],
+)
+def test_the_memo_is_for_its_inputs_only(tmp_path: Path, flags: list[str], env: dict[str, str], changed: dict[str, Any]) -> None:
+    """A run with other status fields, flags or environment is not answered by another run's memo
+    (one doctored to show it): it prints what a run with no memo at all prints."""
+    path = _aged(_versioned(120_000, UNKNOWN, "2.1.88").write(tmp_path / "session.jsonl"))
+    payload: dict[str, Any] = {"transcript_path": str(path), "model": {"display_name": "Mine"}, "context_window": {"context_window_size": 200_000}}
+    status(None, "--no-savings", **payload)
+    [memo] = _memos()
+    entry = json.loads(memo.read_bytes())
+    entry["figures"][1] = 123_456
+    memo.write_text(json.dumps(entry))
+    assert "123.5K" in status(None, "--no-savings", **payload)[0]  # the same inputs: the memo answers
+    variant, _ = status(env, "--no-savings", *flags, **{**payload, **changed})
+    fresh, _ = status({**env, "XDG_CACHE_HOME": str(tmp_path / "fresh")}, "--no-savings", *flags, **{**payload, **changed})
+    assert variant == fresh and "123.5K" not in variant
+
+
+def test_a_relative_transcript_path_is_keyed_on_the_working_folder(tmp_path: Path) -> None:
+    for name, tokens in (("a", 100_000), ("b", 150_000)):
+        _aged(simple(tokens).write(tmp_path / name / "session.jsonl"))
+    payload = json.dumps({"transcript_path": "session.jsonl"}).encode()
+    env = {**CLEAN_ENV, "XDG_CACHE_HOME": str(CACHE[0])}
+    for _ in range(2):
+        for name, shown in (("a", "100K"), ("b", "150K")):
+            result = run_cli("statusline", "--no-savings", "--no-color", stdin=payload, env=env, cwd=tmp_path / name)
+            assert result.stdout.decode().startswith(f"⛁ {shown}/200K "), (name, result)
+    assert len(_memos()) == 2
+
+
+@pytest.mark.parametrize("named", ["\ud800", "a\x00b", "/no/such/\udcff.jsonl", "/no/such/file.jsonl"])
+def test_a_transcript_path_no_file_can_have_is_unreadable(named: str) -> None:
+    for _ in range(2):  # the second run may find a memo (a missing file is a state too)
+        assert status(None, "--no-savings", transcript_path=named)[0] == "⛁ transcript unreadable"
+
+
+def test_the_prompt_cache_countdown_is_never_memoised(tmp_path: Path) -> None:
+    path = _aged(simple(100_000).write(tmp_path / "session.jsonl"))
+    for left, said in ((600, "cache 9m left"), (200, "cache 3m left"), (-5, "cache cold")):
+        text, _ = status(None, "--no-savings", transcript_path=str(path), prompt_cache={"warm": True, "expires_at": time.time() + left})
+        assert text.split(" · ")[2] == said, text
+    assert len(_memos()) == 1
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda data: b"",
+        lambda data: data[: len(data) // 2],
+        lambda data: b"\xff\xfe" + data,
+        lambda data: b"[" * 100_000,
+        lambda data: data.replace(b'"figures": [', b'"figures": [1, '),  # the right key, the wrong shape
+        lambda data: data.replace(b'"normal"', b'"calm"'),
+        lambda data: data.replace(b"100000", b"true"),
+        lambda data: data + b" " * (1 << 17),  # too big to be one of ours
+    ],
+)
+def test_a_damaged_memo_is_not_used(tmp_path: Path, damage: Any) -> None:
+    path = _aged(simple(100_000).write(tmp_path / "session.jsonl"))
+    text, _ = status(None, "--no-savings", "--no-color", transcript_path=str(path))
+    assert text.startswith("⛁ 100K/200K 50% normal · ")
+    [memo] = _memos()
+    memo.write_bytes(damage(memo.read_bytes()))
+    assert status(None, "--no-savings", "--no-color", transcript_path=str(path))[0] == text  # worked out again, and kept
+    assert json.loads(memo.read_bytes())["figures"][1] == 100_000
+
+
+def test_an_unwritable_cache_leaves_the_line_as_it_is(tmp_path: Path) -> None:
+    path = _aged(simple(100_000).write(tmp_path / "session.jsonl"))
+    (tmp_path / "file").write_text("not a folder")
+    text, _ = status({"XDG_CACHE_HOME": str(tmp_path / "file")}, "--no-savings", "--no-color", transcript_path=str(path))
+    assert text.startswith("⛁ 100K/200K 50% normal · ")
+
+
+def test_a_saving_out_of_date_is_not_memoised(tmp_path: Path) -> None:
+    path = _aged(_repeating_session(3).write(tmp_path / "session.jsonl"))
+    entries = CACHE[0] / "ctxpipe" / "statusline"
+    first, _ = status(None, transcript_path=str(path))
+    assert "−" not in first and _memos() == []  # the refresh that started will change the saving
+    _wait_for(lambda: list(entries.glob("*.json")) and not list(entries.glob("*.lock")))
+    second, _ = status(None, transcript_path=str(path))
+    assert "−" in second and len(_memos()) == 1
+    assert status(None, transcript_path=str(path))[0] == second
+
+
+def test_concurrent_runs_all_print_the_line(tmp_path: Path) -> None:
+    """Runs at once on one transcript each print the whole line; the memo left is a whole one."""
+    path = _aged(simple(100_000).write(tmp_path / "session.jsonl"))
+    env = child_env({**CLEAN_ENV, "XDG_CACHE_HOME": str(CACHE[0])})
+    payload = json.dumps({"transcript_path": str(path)}).encode()
+    expected = status(None, "--no-savings", "--no-color", transcript_path=str(path))[0] + "\n"
+    for memo in _memos():
+        memo.unlink()
+    command = [sys.executable, "-m", "ctxpipe", "statusline", "--no-savings", "--no-color"]
+    runs = [subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) for _ in range(6)]
+    outputs = [run.communicate(payload, timeout=120) for run in runs]
+    assert all((run.returncode, out, err) == (0, expected.encode(), b"") for run, (out, err) in zip(runs, outputs)), outputs
+    [memo] = _memos()
+    assert json.loads(memo.read_bytes())["figures"][1] == 100_000
 
 
 # --- the light start-up ----------------------------------------------------------------------------
@@ -504,6 +732,30 @@ def test_the_light_path_imports_nothing_heavy(tmp_path: Path) -> None:
     assert not {name for name in imported if name.split(".")[0] in HEAVY or name in HEAVY}, sorted(imported)
 
 
+# What a run the memo answers must not load: the library, the formats, orjson (it loads dataclasses,
+# uuid and platform), the model catalog.
+NOT_FOR_A_MEMO = ("ctxpipe.api", "ctxpipe.jobs", "ctxpipe.files", "ctxpipe.formats", "ctxpipe.core.budget", "ctxpipe.core.catalog", "orjson", "dataclasses")
+
+
+# The console script, and the modules loaded by its end on stderr (-X importtime misses those that
+# importlib.import_module loads, as api's names loaded on use).
+WITH_MODULES = (
+    "import atexit, os, sys; atexit.register(lambda: os.write(2, '\\n'.join(sorted(sys.modules)).encode()));"
+    " from ctxpipe.cli.entry import main; sys.argv[1:] = ['statusline', '--no-savings']; main()"
+)
+
+
+def test_a_run_the_memo_answers_loads_nothing_heavy(tmp_path: Path) -> None:
+    path = _aged(simple(100_000).write(tmp_path / "session.jsonl"))
+    payload = json.dumps({"transcript_path": str(path), "model": {"id": SONNET}}).encode()
+    env = child_env({**CLEAN_ENV, "XDG_CACHE_HOME": str(CACHE[0])})
+    runs = [subprocess.run([sys.executable, "-c", WITH_MODULES], input=payload, capture_output=True, env=env, timeout=60) for _ in range(2)]
+    assert runs[0].returncode == runs[1].returncode == 0 and runs[0].stdout == runs[1].stdout and LINE.match(runs[0].stdout.decode().rstrip("\n"))
+    first, second = (set(run.stderr.decode().split("\n")) for run in runs)
+    assert "ctxpipe.jobs.count" in first and "ctxpipe.core.statusline" in second  # counted, then answered by the memo
+    assert sorted(name for name in second if any(name == heavy or name.startswith(heavy + ".") for heavy in NOT_FOR_A_MEMO)) == []
+
+
 def test_a_closed_stdout_is_quiet(tmp_path: Path) -> None:
     path = simple(100_000).write(tmp_path / "session.jsonl")
     payload = json.dumps({"transcript_path": str(path)}).encode()
@@ -531,7 +783,7 @@ def test_figures_no_window_can_have_are_left_out_or_refused(tmp_path: Path) -> N
     assert LINE.match(text) and LINE.match(text)["window"] == "200K"
     # Legal JSON that orjson refuses (a lone surrogate escape) takes the standard library's reader, which reads any integer.
     payload = f'{{"transcript_path": {json.dumps(str(path))}, "model": {{"display_name": "\\ud800"}}, "context_window": {{"context_window_size": {huge}}}}}'
-    result = run_cli("statusline", "--no-savings", stdin=payload.encode(), env={**CLEAN_ENV, "XDG_CACHE_HOME": "/nonexistent-cache"})
+    result = run_cli("statusline", "--no-savings", stdin=payload.encode(), env={**CLEAN_ENV, "XDG_CACHE_HOME": str(CACHE[0])})
     assert result.returncode == 0 and result.stderr == b"" and b"/200K " in result.stdout
     refused = run_cli("statusline", "--window", str(huge), stdin=b"{}", env=CLEAN_ENV)
     assert refused.returncode == 2 and b"is not in the range" in refused.stderr
@@ -578,7 +830,7 @@ def test_the_library_gives_the_figures_the_command_prints(tmp_path: Path) -> Non
         f"⛁ {human(found.tokens)}/{human(found.window)} {found.percent}% {found.level} · {human(found.to_autocompact)} to autocompact"
         f" · {found.saving.stage} −{human(found.saving.tokens)} · {found.cache} · {found.model}"
     )
-    assert sorted(p.suffix for p in (cache / "ctxpipe" / "statusline").iterdir()) == [".json"]  # the entry was fresh: no refresh started
+    assert sorted(p.suffix for p in (cache / "ctxpipe" / "statusline").iterdir()) == [".json", ".line"]  # the entry was fresh: no refresh (no lock)
 
     # The flags' library spelling, and what cannot be known.
     assert status_line(payload, StatusOptions(window=1_000_000, savings=False), env).window == 1_000_000
@@ -594,6 +846,6 @@ def test_the_command_line_reaches_the_status_line_through_the_library_only() -> 
         target
         for module in ("ctxpipe.cli.statusline", "ctxpipe.cli.commands.statusline")
         for target in GRAPH[module]
-        if target != "ctxpipe.api" and not target.startswith(("ctxpipe.core.", "ctxpipe.cli."))
+        if target not in ("ctxpipe.api", "ctxpipe") and not target.startswith(("ctxpipe.core.", "ctxpipe.cli."))  # ctxpipe: its __version__ keys the memo
     )
     assert outside == []
