@@ -113,7 +113,7 @@ def errors(name: str, instance: Any, raw: bytes | None = None) -> list[str]:
                     return []
             elif fast_validator(name).is_valid(instance):
                 return []
-            if (raw is None or raw.count(b"{") + raw.count(b"[") > LOCATED_DEPTH) and _deeper_than(instance, None, LOCATED_DEPTH):
+            if (raw is None or len(raw.translate(None, _NOT_OPENING)) > LOCATED_DEPTH) and _deeper_than(instance, None, LOCATED_DEPTH):
                 located = None
             else:
                 located = (_known_errors(name, known, instance, failed) if known is not None and failed else None) or _located_errors(
@@ -229,7 +229,7 @@ def _by_path_then_order(item: tuple[list[Any], tuple[int, ...], list[str]]) -> t
 
 def _deeper_than(instance: Any, raw: bytes | None, limit: int) -> bool:
     """Whether `instance` nests more than `limit` levels of objects and arrays."""
-    if raw is not None and raw.count(b"{") + raw.count(b"[") <= limit:
+    if raw is not None and len(raw.translate(None, _NOT_OPENING)) <= limit:
         return False  # each level opens with one of these
     level = [instance] if type(instance) in _CONTAINERS else []
     for _ in range(limit):
@@ -240,6 +240,9 @@ def _deeper_than(instance: Any, raw: bytes | None, limit: int) -> bool:
 
 
 _CONTAINERS = (dict, list, tuple)
+# Every byte but `{` and `[`: what is left of a line without them is its openings, counted in one
+# pass (two bytes.count calls take two, a failing line's depth is bounded so on every line).
+_NOT_OPENING = bytes(byte for byte in range(256) if byte not in b"{[")
 
 
 class _Keyword(NamedTuple):
