@@ -697,50 +697,32 @@ def validate_one(item: tuple[str, str], format_name: str | None, errors: OnError
     raises. Runs where the batch runs (a worker process, a cluster)."""
     from .core.reports import ValidateReport
     from .jobs.results import ValidatedFile
-    from .jobs.validate import checked_entries, sort_findings
+    from .jobs.validate import SchemaProblem, checked_entries, finding_rows, no_cycle_collection
 
     path, source = item
-    with _no_cycle_collection(), opened(None if path == STDIN else path, buffering=INPUT_BUFFER) as stream:
+    with no_cycle_collection(), opened(None if path == STDIN else path, buffering=INPUT_BUFFER) as stream:
         read = stream_entries(stream, source, format_name, "skip")
-        schema: list[Finding] = []
+        schema: list[SchemaProblem] = []
         entries = []
         for entry in checked_entries(read.entries, read.format.schema, schema):  # each line checked as it is read
             entry.raw = None  # the structural check needs the objects only: the bytes' memory holds the next lines
             entries.append(entry)
-        findings: list[Finding] = []
-        if errors == "fail":
-            findings += [Finding("error", "bad-line", what, line) for line, what in read.stats.problems]
-        findings += schema
-        findings += read.format.check(entries)
-        findings = sort_findings(findings)
-        count = sum(1 for finding in findings if finding.severity == "error")
+        bad_lines = [Finding("error", "bad-line", what, line) for line, what in read.stats.problems] if errors == "fail" else []
+        rows = finding_rows(bad_lines, schema, read.format.check(entries))  # listed with the collector still off
+        count = sum(1 for row in rows if row.severity == "error")
         report = ValidateReport(
             file=source,
             format=read.format.name,
             entries=len(entries),
             valid=count == 0,
             errors=count,
-            warnings=len(findings) - count,
-            findings=[finding.row() for finding in findings],  # listed with the collector still off
+            warnings=len(rows) - count,
+            findings=rows,
         )
+        # Freed while the collector is still off: it would otherwise walk every object of every line
+        # once first (all still in its youngest generation), only to find them about to go.
+        del entries, schema
     return ValidatedFile(report, read.stats, source)
-
-
-@contextlib.contextmanager
-def _no_cycle_collection() -> Iterator[None]:
-    """The cycle collector off while a file is read whole and checked (its entries are gone by the
-    end). Parsed lines hold no reference cycles, so there is nothing for it to free; but as the
-    entries pile up it walks all of them again and again (about a third of validate's time on
-    200,000 lines, and as much again while the findings of as many failing lines are listed)."""
-    import gc
-
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def validate_many(

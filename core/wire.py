@@ -64,10 +64,13 @@ def _plan(cls: type) -> tuple[tuple[str, object, bool], ...]:
     return plan
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
 def to_wire(value: Any) -> Any:
     """The JSON-ready form of a report or of any value inside one (dataclasses, lists, dicts, scalars)."""
     cls = type(value)
-    if cls in (str, int, float, bool) or value is None:
+    if cls in _SCALARS:
         return value
     if cls in _PLANS or dataclasses.is_dataclass(value):
         out: dict[str, Any] = {}
@@ -77,8 +80,8 @@ def to_wire(value: Any) -> Any:
                 continue
             if spread_:
                 out.update(to_wire(item))
-            else:
-                out[name] = to_wire(item)
+            else:  # a scalar as it is, without a call: a report may hold 100,000 rows of them
+                out[name] = item if type(item) in _SCALARS else to_wire(item)
         return out
     if isinstance(value, Mapping):
         return {key: to_wire(item) for key, item in value.items()}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -102,23 +102,23 @@ def errors(name: str, instance: Any, raw: bytes | None = None) -> list[str]:
     line whose errors cannot be explained that way is validated by jsonschema whole.
     """
     try:
-        fast = fast_validator(name)
+        known = _KNOWN.get(name)
         try:
-            known = _KNOWN.get(name)
             failed: list[int] | None = None  # the known places where it fails, when it fails at known places only
             if known is not None:  # the variant passes a valid line as the compiled check would
-                failed = []
-                _FAILED.places = failed
+                failed = _FAILED.places = []
                 if not known.relaxed.is_valid(instance):
                     failed = None  # it fails elsewhere too
                 elif not failed:
                     return []
-            elif fast.is_valid(instance):
+            elif fast_validator(name).is_valid(instance):
                 return []
-            if (raw is None or raw.count(b"{") + raw.count(b"[") > LOCATED_DEPTH) and _deeper_than(instance, None, LOCATED_DEPTH):
+            if (raw is None or len(raw.translate(None, _NOT_OPENING)) > LOCATED_DEPTH) and _deeper_than(instance, None, LOCATED_DEPTH):
                 located = None
             else:
-                located = (_known_errors(name, known, instance, failed) if known is not None and failed else None) or _located_errors(name, fast, instance)
+                located = (_known_errors(name, known, instance, failed) if known is not None and failed else None) or _located_errors(
+                    name, fast_validator(name), instance
+                )
         except ValueError:  # a value JSON cannot hold (e.g. a non-string key): jsonschema decides
             located = None
         return reference_errors(name, instance) if located is None else located
@@ -188,21 +188,35 @@ def _located_errors(name: str, fast: Any, instance: Any) -> list[str] | None:
     return [f"{'.'.join(map(str, path)) or '(line)'}: {message}" for path, _, messages in explained for message in messages]
 
 
-# What jsonschema said of a scalar at a keyword location: the same scalar there (the same type and
-# value) gets the same messages, and a file where every line fails often fails on the same values.
-_JUDGED: dict[tuple[str, type, Any], list[str]] = {}
+# What jsonschema said at a keyword location, by what its messages there depend on: a scalar (the
+# same type and value); for `required` on an object, which of the names it has (jsonschema names
+# each missing one). A file where every line fails often fails on the same values.
+_JUDGED: dict[tuple[Any, ...], list[str]] = {}
 _JUDGED_MAX = 4096
 _SCALARS = (str, int, bool, type(None))  # not float: -0.0 == 0.0, and jsonschema writes each as it is
+# `type` at a keyword location: its message after the value's repr, by the value's Python type.
+# jsonschema judges a str, int, bool or None by its type alone, so a value of a type that failed
+# there fails again, written the same way (a timestamp written as a number fails each line anew).
+_TAILS: dict[tuple[str, type], str] = {}
 
 
-def _judged(reference: Any, location: str, keyword: tuple[Any, Any, dict[str, Any]], target: Any) -> list[str]:
+def _judged(reference: Any, location: str, keyword: _Keyword, target: Any) -> list[str]:
     """The messages of jsonschema's keyword at `location` on `target` (the errors it reports there)."""
-    key = (location, type(target), target) if type(target) in _SCALARS else None
+    kind = type(target)
+    if kind in _SCALARS:
+        if (tail := _TAILS.get((location, kind))) is not None:
+            return [f"{target!r}{tail}"]
+        key: tuple[Any, ...] | None = (location, kind, target)
+    elif kind is dict and keyword.name == "required" and type(keyword.value) is list:
+        key = (location, *[name in target for name in keyword.value])
+    else:
+        key = None
     if key is not None and (known := _JUDGED.get(key)) is not None:
         return known
-    judge, value, schema = keyword
-    messages = [error.message for error in judge(reference, value, target, schema) or () if not error.path]
-    if key is not None:
+    messages = [error.message for error in keyword.judge(reference, keyword.value, target, keyword.schema) or () if not error.path]
+    if kind in _SCALARS and keyword.name == "type" and len(messages) == 1 and messages[0].startswith(shown := repr(target)):
+        _TAILS[location, kind] = messages[0][len(shown) :]  # at most a few types per location
+    elif key is not None:
         if len(_JUDGED) >= _JUDGED_MAX:
             _JUDGED.clear()
         _JUDGED[key] = messages
@@ -215,7 +229,7 @@ def _by_path_then_order(item: tuple[list[Any], tuple[int, ...], list[str]]) -> t
 
 def _deeper_than(instance: Any, raw: bytes | None, limit: int) -> bool:
     """Whether `instance` nests more than `limit` levels of objects and arrays."""
-    if raw is not None and raw.count(b"{") + raw.count(b"[") <= limit:
+    if raw is not None and len(raw.translate(None, _NOT_OPENING)) <= limit:
         return False  # each level opens with one of these
     level = [instance] if type(instance) in _CONTAINERS else []
     for _ in range(limit):
@@ -226,12 +240,22 @@ def _deeper_than(instance: Any, raw: bytes | None, limit: int) -> bool:
 
 
 _CONTAINERS = (dict, list, tuple)
+# Every byte but `{` and `[`: what is left of a line without them is its openings, counted in one
+# pass (two bytes.count calls take two, a failing line's depth is bounded so on every line).
+_NOT_OPENING = bytes(byte for byte in range(256) if byte not in b"{[")
+
+
+class _Keyword(NamedTuple):
+    name: str
+    judge: Any  # jsonschema's function for it
+    value: Any
+    schema: dict[str, Any]  # the schema holding it
 
 
 @cache
-def _keyword_at(location: str | None) -> tuple[Any, Any, dict[str, Any]] | None:
-    """(jsonschema's function for the keyword, its value, the schema holding it) at an absolute
-    keyword location ('https://…/x.schema.json#/$defs/a/type'); None unless a LEAF_KEYWORDS one."""
+def _keyword_at(location: str | None) -> _Keyword | None:
+    """The keyword at an absolute keyword location ('https://…/x.schema.json#/$defs/a/type');
+    None unless a LEAF_KEYWORDS one."""
     from urllib.parse import unquote
 
     from jsonschema import Draft202012Validator
@@ -248,7 +272,7 @@ def _keyword_at(location: str | None) -> tuple[Any, Any, dict[str, Any]] | None:
         return None
     if keyword not in LEAF_KEYWORDS or not isinstance(node, dict) or keyword not in node:
         return None
-    return Draft202012Validator.VALIDATORS[keyword], node[keyword], node
+    return _Keyword(keyword, Draft202012Validator.VALIDATORS[keyword], node[keyword], node)
 
 
 def _place(instance: Any, steps: tuple[Any, ...]) -> tuple[list[Any], Any] | None:
@@ -324,8 +348,8 @@ class _Known:
     __slots__ = ("places", "chains", "relaxed")
 
     def __init__(self) -> None:
-        # (instance path, how errors.py writes it, keyword location, its keyword, walk order) of each
-        self.places: list[tuple[tuple[Any, ...], str, str, tuple[Any, Any, dict[str, Any]], tuple[int, ...]]] = []
+        # (instance path, how errors() writes it, keyword location, its keyword, walk order) of each
+        self.places: list[tuple[tuple[Any, ...], str, str, _Keyword, tuple[int, ...]]] = []
         self.chains: list[list[tuple[Any, ...]]] = []
         self.relaxed: Any = None  # the variant
 

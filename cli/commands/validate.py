@@ -33,6 +33,16 @@ def validate(
     """
     import typer
 
+    from ...jobs.validate import no_cycle_collection
+
+    with no_cycle_collection():  # a row for each finding, held until written (what it holds is freed before)
+        failed = _validated(reading, batch, json_output)
+    if failed:
+        raise typer.Exit(ExitStatus.ERROR)
+
+
+def _validated(reading: Reading, batch: Batch, json_output: bool) -> bool:
+    """Validate and print what was found; whether anything was wrong (an error, an unreadable file)."""
     from ... import api
     from ..batch import find_inputs
 
@@ -61,8 +71,7 @@ def validate(
         streams.write_json_lines([report.to_wire() for report in reports])
     else:
         _print_tables(reports, batch.paths or [])
-    if unreadable or any(not report.valid for report in reports):
-        raise typer.Exit(ExitStatus.ERROR)
+    return bool(unreadable) or any(not report.valid for report in reports)
 
 
 # A finding's columns; a narrow terminal leaves out the largest priority number first (0: always shown).
