@@ -488,7 +488,7 @@ def test_the_saving_is_cached_and_refreshed_when_the_file_changes(tmp_path: Path
 
 
 def test_no_savings_starts_no_refresh(tmp_path: Path) -> None:
-    path = _repeating_session(3).write(tmp_path / "session.jsonl")
+    path = _aged(_repeating_session(3).write(tmp_path / "session.jsonl"))
     status({"XDG_CACHE_HOME": str(tmp_path / "cache")}, "--no-savings", transcript_path=str(path))
     time.sleep(0.5)
     assert [p.suffix for p in (tmp_path / "cache" / "ctxpipe" / "statusline").iterdir()] == [".line"]  # the memo only: no refresh, no lock
@@ -810,7 +810,7 @@ def test_the_background_refresh_leaves_a_file_over_its_limit_alone(tmp_path: Pat
 def test_the_library_gives_the_figures_the_command_prints(tmp_path: Path) -> None:
     from ctxpipe.api import Saving, StatusFigures, StatusOptions, refresh_status_savings, status_line
 
-    path = _repeating_session(3).write(tmp_path / "session.jsonl")
+    path = _aged(_repeating_session(3).write(tmp_path / "session.jsonl"))  # old enough to be memoised
     cache = tmp_path / "cache"
     env = {**CLEAN_ENV, "XDG_CACHE_HOME": str(cache)}
     refresh_status_savings(path, cache / "ctxpipe" / "statusline")  # the background run, in the foreground: the saving is known
