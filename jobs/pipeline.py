@@ -25,7 +25,7 @@ from ..core.reports import CompactReport, StageRecord, StageReport, SummarizeExt
 from ..core.stage import Outcome, Stage, StageContext, ledger_record, line_bytes
 from ..core.summarize import SummarizeSettings
 from ..core.wire import ABSENT, Wire
-from ..files.inputs import detect_format, view
+from ..files.inputs import Spliced, detect_format, view
 from ..formats import stage_editor
 from .ports import DISK
 
@@ -143,18 +143,18 @@ def run_stage(
     before = count_buffer(buffer, source, counting).count.tokens
     record = None
     lines: list[bytes] = []
-    with view(buffer, 0, offset) as prefix:  # released however the stage ends, so the mmap can close
-        outcome = stage.run(entries, transcript_format, settings, replace(context, measure=region_measure(prefix, source, counting)))
-        if not outcome.changed and not stats.skipped:
-            head, after = len(buffer), before
+    outcome = stage.run(entries, transcript_format, settings, replace(context, measure=region_measure(buffer, offset, source, counting)))
+    if not outcome.changed and not stats.skipped:
+        head, after = len(buffer), before
+    else:
+        if ledger and outcome.changed:
+            with view(buffer, 0, offset) as prefix, view(buffer, offset) as region:  # released however it ends, so the mmap can close
+                record, lines = ledger_record(stage.name, prefix, entries, outcome.entries, outcome.removed, region)
         else:
-            if ledger and outcome.changed:
-                with view(buffer, offset) as region:
-                    record, lines = ledger_record(stage.name, prefix, entries, outcome.entries, outcome.removed, region)
-            else:
-                lines = line_bytes(outcome.entries)
-            head = offset
-            after = count_buffer(b"".join([prefix, *lines]), source, counting).count.tokens
+            lines = line_bytes(outcome.entries)
+        head = offset
+        # The output as it will be written: the input's head read in place, then the new lines.
+        after = count_buffer(Spliced(buffer, head, b"".join(lines)), source, counting).count.tokens
     report = StageReport(file=source, extras=outcome.report, tokens_before=before, tokens_after=after, tokens_freed=before - after)
     return StageRun(head, lines, outcome, report, record, stats)
 
@@ -196,8 +196,35 @@ class CompactOptions:
 GIVEN_BY_COMPACT = frozenset(CompactOptions().given())
 
 
+@dataclass
+class CompactRun:
+    """compact on one transcript: its output as the input's first `head` bytes and then `lines`
+    (an untouched input is all head), and the report."""
+
+    head: int
+    lines: list[bytes]
+    report: CompactReport
+
+    def write(self, buffer: Any, out: BinaryIO) -> None:
+        """The output's bytes to `out`, the head straight from the input's buffer (no copy)."""
+        with view(buffer, 0, self.head) as head:
+            out.write(head)
+        for line in self.lines:
+            out.write(line)
+
+    def pieces(self, buffer: Any) -> list[bytes]:
+        return [bytes(buffer[: self.head]), *self.lines]
+
+
 def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: Any, transcript_path: str | None = None) -> tuple[list[bytes], CompactReport]:
-    """The compacted transcript's bytes (as pieces) and the report: every stage of the pipeline in order."""
+    """The compacted transcript's bytes (as pieces) and the report (compact_run, copied out of the buffer)."""
+    run = compact_run(buffer, source, options, breaker, transcript_path)
+    return run.pieces(buffer), run.report
+
+
+def compact_run(buffer: Any, source: str, options: CompactOptions, breaker: Any, transcript_path: str | None = None) -> CompactRun:
+    """Every stage of the pipeline in order on one transcript; the output is only as big as what
+    changed (the head stays in the buffer), and the history restore reads is parsed as it is read."""
     from .count import CountOptions, count_buffer, region_measure
 
     transcript_format = stage_editor(detect_format(buffer, source, options.format), source, "compact")
@@ -210,7 +237,7 @@ def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: A
     )
     initial = count_buffer(buffer, source, counting)
     before = initial.count.tokens
-    measure = region_measure(buffer[:offset], source, counting)
+    measure = region_measure(buffer, offset, source, counting)
     stages: list[StageRecord] = []
     current = before
     context = StageContext(
@@ -271,7 +298,7 @@ def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: A
             auto = not options.force_summary and limits.autocompact is not None and current >= limits.autocompact
             dropped_prefix = bool(getattr(settings, "drop_history", False))
             if dropped_prefix:  # the lines above the context are not written: measured without them
-                measure = region_measure(b"", source, counting)
+                measure = region_measure(b"", 0, source, counting)
             context = replace(context, measure=measure, threshold=threshold, trigger="auto" if auto else "manual")
             why = "; ".join(reasons)
         if stage.runs == "after a summary":
@@ -284,12 +311,11 @@ def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: A
         if outcome.changed:
             entries = outcome.entries
     if entries is original and not stats.skipped:
-        pieces = [bytes(buffer)]
+        head, lines = len(buffer), []
     else:
-        head = b"" if summarized and dropped_prefix else bytes(buffer[:offset])
-        pieces = [head, *line_bytes(entries)]
+        head, lines = 0 if summarized and dropped_prefix else offset, line_bytes(entries)
     # Measured on the bytes written, the way `count` will measure them.
-    written = count_buffer(b"".join(pieces), source, counting)
+    written = count_buffer(Spliced(buffer, head, b"".join(lines)), source, counting)
     report = CompactReport(
         file=source,
         format=transcript_format.name,
@@ -299,4 +325,4 @@ def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: A
         skipped_lines=stats.skipped,
         stages=stages,
     )
-    return pieces, report
+    return CompactRun(head, lines, report)
