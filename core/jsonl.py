@@ -11,9 +11,11 @@ import contextlib
 import json
 import math
 import re
-from collections.abc import Iterable, Iterator
+from array import array
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Literal
+from typing import Any, BinaryIO, Literal, overload
 
 import orjson
 
@@ -393,10 +395,16 @@ def iter_buffer_entries(buffer: Any, source: str, on_error: OnError = "fail", st
 
     For reports that read everything but write nothing: entries keep no raw bytes.
     """
+    for *_, entry in _buffer_lines(buffer, source, on_error, stats):
+        yield entry
+
+
+def _buffer_lines(buffer: Any, source: str, on_error: OnError, stats: ReadStats | None, stop: int | None = None) -> Iterator[tuple[int, int, int, Entry]]:
+    """(start, content end, line number, entry without raw bytes) of each line of buffer[:stop]."""
     loads = orjson.loads
-    size = len(buffer)
-    searched_end = zero_tail(buffer)
-    start = 3 if buffer[:3] == BOM else 0
+    size = len(buffer) if stop is None else stop
+    searched_end = min(size, zero_tail(buffer))
+    start = 3 if buffer[:3] == BOM and size >= 3 else 0
     number = 0
     with _sliced(buffer) as view:
         while start < size:
@@ -409,7 +417,7 @@ def iter_buffer_entries(buffer: Any, source: str, on_error: OnError = "fail", st
                 _bad_line(source, number, too_long, on_error, stats)
                 continue
             raw = view[start:content_end]
-            start = end + 1
+            line_start, start = start, end + 1
             try:
                 obj = loads(raw)
             except orjson.JSONDecodeError as exc:
@@ -418,6 +426,115 @@ def iter_buffer_entries(buffer: Any, source: str, on_error: OnError = "fail", st
             if obj is _BLANK:
                 continue
             if type(obj) is dict:
-                yield Entry(obj, None, number, eol)
+                yield line_start, content_end, number, Entry(obj, None, number, eol)
             else:
                 _bad_line(source, number, obj, on_error, stats)
+
+
+# --- entries read in place ---------------------------------------------------------------------
+#
+# The history above a transcript's active context may be most of a gigabyte, and parsed whole it
+# takes several times that. restore reads all of it (a uuid's latest line, the session's last
+# permission mode, its latest time) but keeps only the chain it restores from: these sequences give
+# it every line by position, parsed when asked for, holding no more than a line's place in the file.
+
+
+_EOLS = (b"\n", b"\r\n", b"")
+
+
+class BufferEntries(Sequence[Entry]):
+    """The entries of buffer[:stop] (an mmap) as iter_entries reads them (numbered, with their bytes,
+    blank lines left out, bad lines reported through `on_error` and `stats` once, when it is built),
+    each parsed again when asked for; the last CACHED are kept."""
+
+    CACHED = 4096
+
+    def __init__(self, buffer: Any, stop: int, source: str, on_error: OnError = "fail", stats: ReadStats | None = None) -> None:
+        self.buffer = buffer
+        self._starts, self._ends, self._numbers, self._eols = array("q"), array("q"), array("q"), array("b")
+        self._cache: OrderedDict[int, Entry] = OrderedDict()
+        for start, content_end, number, entry in _buffer_lines(buffer, source, on_error, stats, stop):
+            self._starts.append(start)
+            self._ends.append(content_end)
+            self._numbers.append(number)
+            self._eols.append(_EOLS.index(entry.eol))
+
+    def __len__(self) -> int:
+        return len(self._starts)
+
+    @overload
+    def __getitem__(self, index: int) -> Entry: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Entry]: ...
+    def __getitem__(self, index: int | slice) -> Entry | Sequence[Entry]:
+        if isinstance(index, slice):
+            return Window(self, *index.indices(len(self))[:2])
+        position = range(len(self))[index]
+        found = self._cache.get(position)
+        if found is None:
+            found = self._cache[position] = self._entry(position)
+            if len(self._cache) > self.CACHED:
+                self._cache.popitem(last=False)
+        else:
+            self._cache.move_to_end(position)
+        return found
+
+    def __iter__(self) -> Iterator[Entry]:
+        for position in range(len(self)):
+            yield self._cache.get(position) or self._entry(position)
+
+    def _entry(self, position: int) -> Entry:
+        raw, eol = bytes(self.buffer[self._starts[position] : self._ends[position]]), _EOLS[self._eols[position]]
+        try:
+            obj = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            obj = _parse_slowly(raw, eol == b"", exc)  # read once already: a dict, or it would not be here
+        return Entry(obj, raw, self._numbers[position], eol)
+
+
+class Window(Sequence[Entry]):
+    """entries[start:stop] of a sequence read in place, without reading it."""
+
+    def __init__(self, entries: Sequence[Entry], start: int, stop: int) -> None:
+        self.entries, self.start, self.stop = entries, start, max(start, stop)
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+    @overload
+    def __getitem__(self, index: int) -> Entry: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Entry]: ...
+    def __getitem__(self, index: int | slice) -> Entry | Sequence[Entry]:
+        if isinstance(index, slice):
+            start, stop = index.indices(len(self))[:2]
+            return Window(self.entries, self.start + start, self.start + stop)
+        return self.entries[self.start + range(len(self))[index]]
+
+    def __iter__(self) -> Iterator[Entry]:
+        return (self.entries[position] for position in range(self.start, self.stop))
+
+
+class Joined(Sequence[Entry]):
+    """`above` (read in place) then `below` (a list), as one sequence: what restore reads."""
+
+    def __init__(self, above: Sequence[Entry], below: Sequence[Entry]) -> None:
+        self.above, self.below = above, below
+
+    def __len__(self) -> int:
+        return len(self.above) + len(self.below)
+
+    @overload
+    def __getitem__(self, index: int) -> Entry: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Entry]: ...
+    def __getitem__(self, index: int | slice) -> Entry | Sequence[Entry]:
+        if isinstance(index, slice):
+            return Window(self, *index.indices(len(self))[:2])
+        position = range(len(self))[index]
+        split = len(self.above)
+        return self.above[position] if position < split else self.below[position - split]
+
+    def __iter__(self) -> Iterator[Entry]:
+        yield from self.above
+        yield from self.below

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ..core import collapse, microcompact, restore, snip
 from ..core.budget import BudgetSettings
-from ..core.jsonl import OnError, ReadStats, iter_entries
+from ..core.jsonl import BufferEntries, OnError, ReadStats, iter_entries
 from ..core.reports import CompactReport, StageRecord, StageReport, SummarizeExtras
 from ..core.stage import Outcome, Stage, StageContext, ledger_record, line_bytes
 from ..core.summarize import SummarizeSettings
@@ -302,8 +302,8 @@ def compact_run(buffer: Any, source: str, options: CompactOptions, breaker: Any,
             context = replace(context, measure=measure, threshold=threshold, trigger="auto" if auto else "manual")
             why = "; ".join(reasons)
         if stage.runs == "after a summary":
-            # restore looks at the history above the boundary: the untouched head, parsed.
-            context = replace(context, history=list(iter_entries(io.BytesIO(bytes(buffer[:offset])), source, options.on_error, stats)))
+            # restore looks at the history above the boundary: the untouched head, read in place.
+            context = replace(context, history=BufferEntries(buffer, offset, source, options.on_error, stats))
         outcome = stage.run(entries, transcript_format, settings, context)
         if stage.runs == "over threshold":
             summarized = outcome.changed
