@@ -458,6 +458,8 @@ class BufferEntries(Sequence[Entry]):
             self._ends.append(content_end)
             self._numbers.append(number)
             self._eols.append(_EOLS.index(entry.eol))
+        # Whether the entries, written back, are buffer[:stop] itself: no BOM, blank or bad line.
+        self.verbatim = buffer[:3] != BOM and (stop == 0 or buffer[stop - 1 : stop] == b"\n") and line_number(buffer, stop) - 1 == len(self)
 
     def __len__(self) -> int:
         return len(self._starts)

@@ -696,7 +696,8 @@ STAGE = Stage(
 
     Example:  ctxpipe summarize session.jsonl | ctxpipe restore --root ~/src/app > resumed.jsonl
     """,
-    # It reads the history above the boundary: every line.
+    # It reads the history above the boundary: every line (in place, when they are written back as read).
     every_line=lambda _settings: True,
+    history_in_place=True,
     runs="after a summary",
 )

@@ -288,6 +288,9 @@ class Stage:
     runs: str = "always"
     # Whether it reads every line, numbered, rather than the active context only.
     every_line: Callable[[Any], bool] = lambda _settings: False
+    # Whether the lines above the active context that it reads (context.history) may be read in
+    # place and passed through unparsed, when they would be written back exactly as they were read.
+    history_in_place: bool = False
     # What a spinner says while it runs on a terminal (None: it is quick, no spinner), e.g. "summarizing".
     progress: str | None = None
     # Settings that do not go together raise core.errors.SettingsError here, before any input is read.

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ..core import collapse, microcompact, restore, snip
 from ..core.budget import BudgetSettings
+from ..core.errors import InputError
 from ..core.jsonl import BufferEntries, OnError, ReadStats, iter_entries
 from ..core.reports import CompactReport, StageRecord, StageReport, SummarizeExtras
 from ..core.stage import Outcome, Stage, StageContext, ledger_record, line_bytes
@@ -135,15 +136,13 @@ def run_stage(
 
     transcript_format = stage_editor(detect_format(buffer, source, format), source, stage.name)
     stats = ReadStats()
-    if stage.every_line(settings):  # the stage needs every line, numbered (e.g. ranges given by line number)
-        offset, entries = 0, list(iter_entries(io.BytesIO(buffer), source, on_error, stats))
-    else:
-        offset, entries = transcript_format.read_region(buffer, source, on_error, stats)
+    offset, entries, history = _read(stage, settings, buffer, source, transcript_format, on_error, stats)
     counting = CountOptions(format=transcript_format.name, on_error="skip")
     before = count_buffer(buffer, source, counting).count.tokens
     record = None
     lines: list[bytes] = []
-    outcome = stage.run(entries, transcript_format, settings, replace(context, measure=region_measure(buffer, offset, source, counting)))
+    context = replace(context, measure=region_measure(buffer, offset, source, counting), history=history)
+    outcome = stage.run(entries, transcript_format, settings, context)
     if not outcome.changed and not stats.skipped:
         head, after = len(buffer), before
     else:
@@ -157,6 +156,28 @@ def run_stage(
         after = count_buffer(Spliced(buffer, head, b"".join(lines)), source, counting).count.tokens
     report = StageReport(file=source, extras=outcome.report, tokens_before=before, tokens_after=after, tokens_freed=before - after)
     return StageRun(head, lines, outcome, report, record, stats)
+
+
+def _read(
+    stage: Stage, settings: Any, buffer: Any, source: str, transcript_format: WritableFormat, on_error: OnError, stats: ReadStats
+) -> tuple[int, list[Entry], Sequence[Entry]]:
+    """Where the region the stage edits starts, its entries, and the lines above it read in place."""
+    if stage.every_line(settings) and stage.history_in_place:
+        # The lines above the active context are read in place and passed through, when that writes
+        # what reading every line would: no blank, bad or BOM-led line among them (else the first
+        # bad line in the file is the one to report, and every line is read as below).
+        try:
+            offset, entries = transcript_format.read_region(buffer, source, on_error, stats)
+            history = BufferEntries(buffer, offset, source, on_error, stats)
+            if history.verbatim and not stats.skipped:
+                return offset, entries, history
+        except InputError:
+            pass
+        stats.skipped, stats.problems = 0, []
+    if stage.every_line(settings):  # the stage needs every line, numbered (e.g. ranges given by line number)
+        return 0, list(iter_entries(io.BytesIO(buffer), source, on_error, stats)), ()
+    offset, entries = transcript_format.read_region(buffer, source, on_error, stats)
+    return offset, entries, ()
 
 
 # --- the pipeline: compact -------------------------------------------------------------------------
