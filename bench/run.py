@@ -48,6 +48,9 @@ with open(sys.argv[1], "rb") as f:
 
 
 CCUSAGE = "ccusage@20.0.24"
+# What a stage may hold beyond its mapped input (issue 26): its own start-up and the active context's lines.
+STAGE_RSS_MIB = 100
+GIGABYTE_BASELINE = "orjson-loop-gigabyte"
 
 
 class Unavailable(Exception):
@@ -68,6 +71,10 @@ class Inputs:
     @property
     def half(self) -> str:
         return str(self._big_half[1])
+
+    @functools.cached_property
+    def gigabyte(self) -> str:
+        return str(corpus.ensure_gigabyte())
 
     @functools.cached_property
     def schema_valid(self) -> str:
@@ -209,6 +216,17 @@ def rss_at_most(name: str, factor: float) -> Target:
     return Target(f"RSS <= {factor:g}x {name}", check)
 
 
+def rss_within_input(extra_mib: float) -> Target:
+    """Peak RSS at most the size of the transcript the bench reads plus `extra_mib`: a stage may have
+    its mapped input resident, and no more than a bounded amount besides."""
+
+    def check(me: Result, results: Results) -> bool | None:
+        inputs = [arg for arg in me.argv if arg.endswith(".jsonl") and os.path.isfile(arg)]
+        return me.peak_rss_mib <= os.path.getsize(inputs[-1]) / MiB + extra_mib if inputs else None
+
+    return Target(f"RSS <= input + {extra_mib:g} MiB", check)
+
+
 def faster_by(name: str, factor: float) -> Target:
     def check(result: Result, results: Results) -> bool | None:
         other = _other(results, name)
@@ -270,17 +288,17 @@ BENCHES: list[Bench] = [
     Bench(
         "microcompact",
         lambda i: [i.ctxpipe, "microcompact", "--force", i.big],
-        targets=(time_ratio_at_most(2.0),),
+        targets=(time_ratio_at_most(2.0), rss_within_input(STAGE_RSS_MIB)),
     ),
     Bench(
         "collapse",
         lambda i: [i.ctxpipe, "collapse", i.big],
-        targets=(time_ratio_at_most(2.0),),
+        targets=(time_ratio_at_most(2.0), rss_within_input(STAGE_RSS_MIB)),
     ),
     Bench(
         "snip",
         lambda i: [i.ctxpipe, "snip", "--keep-last", "40", i.big],
-        targets=(time_ratio_at_most(2.0),),
+        targets=(time_ratio_at_most(2.0), rss_within_input(STAGE_RSS_MIB)),
     ),
     Bench(
         # Through pipes on both sides, as a stage inside a pipe runs: the bytes are really copied
@@ -308,7 +326,23 @@ BENCHES: list[Bench] = [
         # The main job over one 213 MB transcript (its active context is the last session in it).
         "compact-big",
         lambda i: [i.ctxpipe, "compact", "--force", "--engine", "offline", i.big],
-        targets=(time_ratio_at_most(2.0),),
+        targets=(time_ratio_at_most(2.0), rss_within_input(STAGE_RSS_MIB)),
+    ),
+    Bench("summarize-big", lambda i: [i.ctxpipe, "summarize", "--engine", "offline", i.big], targets=(rss_within_input(STAGE_RSS_MIB),)),
+    Bench("restore-big", lambda i: [i.ctxpipe, "restore", i.big], targets=(rss_within_input(STAGE_RSS_MIB),)),
+    # The same stages on about 1 GiB (big.jsonl five times; its active context is the same last
+    # session): memory must not grow with the history above the active context.
+    Bench(GIGABYTE_BASELINE, lambda i: [sys.executable, "-c", ORJSON_LOOP, i.gigabyte], ratio=False),
+    *(
+        Bench(f"{name}-gigabyte", lambda i, argv=argv: [i.ctxpipe, *argv, i.gigabyte], targets=(rss_within_input(STAGE_RSS_MIB),), baseline=GIGABYTE_BASELINE)
+        for name, argv in (
+            ("microcompact", ["microcompact", "--force"]),
+            ("snip", ["snip", "--keep-last", "40"]),
+            ("collapse", ["collapse"]),
+            ("summarize", ["summarize", "--engine", "offline"]),
+            ("restore", ["restore"]),
+            ("compact", ["compact", "--force", "--engine", "offline"]),
+        )
     ),
     Bench(
         "compact-tree-2-jobs",
@@ -508,6 +542,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     built = inputs.__dict__  # only the inputs a selected bench used (orjson-loop always reads big)
     shapes: list[tuple[str, str, Callable[[], str]]] = [("big", "_big_half", lambda: inputs.big), ("half", "_big_half", lambda: inputs.half)]
     shapes += [("schema-valid", "schema_valid", lambda: inputs.schema_valid), ("schema-failing", "schema_failing", lambda: inputs.schema_failing)]
+    shapes += [("gigabyte", "gigabyte", lambda: inputs.gigabyte)]
     paths = {name: get() for name, key, get in shapes if key in built}
     sizes = {name: {"path": path, "bytes": os.path.getsize(path)} for name, path in paths.items()}
     meta = {
