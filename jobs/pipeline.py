@@ -94,6 +94,16 @@ def stage_context(now: datetime, transcript_path: str | None) -> StageContext:
     return StageContext(now, transcript_path=transcript_path, api_key=api_key, base_url=base_url, workspace=DISK)
 
 
+def write_output(buffer: Any, head: int, lines: list[bytes], out: BinaryIO, flush: bool = False) -> None:
+    """An output held as the input's first `head` bytes and then `lines`, written without joining them."""
+    with view(buffer, 0, head) as part:
+        out.write(part)
+    for line in lines:
+        out.write(line)
+        if flush:
+            out.flush()
+
+
 @dataclass
 class StageRun:
     """One stage run on one transcript: its output as the input's first `head` bytes and then `lines`
@@ -108,12 +118,7 @@ class StageRun:
 
     def write(self, buffer: Any, out: BinaryIO, flush: bool = False) -> None:
         """The output's bytes to `out`, the head straight from the input's buffer (no copy)."""
-        with view(buffer, 0, self.head) as head:
-            out.write(head)
-        for line in self.lines:
-            out.write(line)
-            if flush:
-                out.flush()
+        write_output(buffer, self.head, self.lines, out, flush)
 
     def output(self, buffer: Any) -> bytes:
         return bytes(buffer[: self.head]) + b"".join(self.lines)
@@ -228,10 +233,7 @@ class CompactRun:
 
     def write(self, buffer: Any, out: BinaryIO) -> None:
         """The output's bytes to `out`, the head straight from the input's buffer (no copy)."""
-        with view(buffer, 0, self.head) as head:
-            out.write(head)
-        for line in self.lines:
-            out.write(line)
+        write_output(buffer, self.head, self.lines, out)
 
     def pieces(self, buffer: Any) -> list[bytes]:
         return [bytes(buffer[: self.head]), *self.lines]
