@@ -23,7 +23,7 @@ import io
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, Literal, cast
 
 from .core.convert import ConvertReport, to_api_messages
 from .core.errors import CtxpipeError, SettingsError, UnsupportedError
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from .jobs.breaker import breaker
     from .jobs.count import CountOptions, FileCount, count_buffer, count_file
     from .jobs.hooks import HookAnswer, HookOptions, SettingsChange, settings_path
-    from .jobs.pipeline import GIVEN_BY_COMPACT, PIPELINE, STAGES, CompactOptions, StageRun, compact_buffer, model_access, ready, stage_context
+    from .jobs.pipeline import GIVEN_BY_COMPACT, PIPELINE, STAGES, CompactOptions, CompactRun, StageRun, compact_buffer, model_access, ready, stage_context
     from .jobs.pipeline import run_stage as run_stage_on_buffer
     from .jobs.results import BatchResult, CompactBatch, ContextManagement, CountBatch, FileResult, ValidatedFile, count_total
     from .jobs.statusline import StatusOptions
@@ -112,6 +112,7 @@ _LOADED_ON_USE: dict[str, tuple[str, str]] = {
     "STAGES": ("jobs.pipeline", "STAGES"),
     "CompactOptions": ("jobs.pipeline", "CompactOptions"),
     "StageRun": ("jobs.pipeline", "StageRun"),
+    "CompactRun": ("jobs.pipeline", "CompactRun"),
     "compact_buffer": ("jobs.pipeline", "compact_buffer"),
     "model_access": ("jobs.pipeline", "model_access"),
     "ready": ("jobs.pipeline", "ready"),
@@ -140,6 +141,7 @@ __all__ = [
     "api_messages",
     "audit_transcript",
     "compact",
+    "compact_to",
     "compact_file",
     "NotASession",
     "ContextManagement",
@@ -236,6 +238,7 @@ __all__ = [
     "STAGES",
     "CompactOptions",
     "StageRun",
+    "CompactRun",
     "compact_buffer",
     "model_access",
     "ready",
@@ -474,9 +477,27 @@ def compact(source: str | os.PathLike[str] | bytes, options: CompactOptions | No
     report (`ctxpipe.core.reports.CompactReport`: `.to_wire()` is what `compact --report-json` writes;
     `ctxpipe.jobs.pipeline.CompactOptions` holds each stage's settings). A compaction side-call
     raises NotASession."""
+    with _compacted(source, options) as (buffer, run):
+        return b"".join(run.pieces(buffer)), run.report
+
+
+def compact_to(
+    source: str | os.PathLike[str] | bytes, output: Callable[[], contextlib.AbstractContextManager[BinaryIO]], options: CompactOptions | None = None
+) -> CompactReport:
+    """compact() that writes its output to the stream `output()` opens, once the pipeline is done
+    (nothing is opened when it fails), the untouched head straight from the input: what the output
+    holds beyond the input is only what changed."""
+    with _compacted(source, options) as (buffer, run), output() as out:
+        run.write(buffer, out)
+    return run.report
+
+
+@contextlib.contextmanager
+def _compacted(source: str | os.PathLike[str] | bytes, options: CompactOptions | None) -> Iterator[tuple[Any, CompactRun]]:
+    """The input's buffer and compact's run on it, while the buffer is open."""
     from .files.sessions import COMPACTION_NOTE, is_compaction
     from .jobs.breaker import breaker
-    from .jobs.pipeline import PIPELINE, compact_buffer, ready
+    from .jobs.pipeline import PIPELINE, compact_run, ready
 
     options = _as_the_command(options)
     path = None if isinstance(source, bytes) or os.fspath(source) == STDIN else os.fspath(source)
@@ -484,8 +505,7 @@ def compact(source: str | os.PathLike[str] | bytes, options: CompactOptions | No
     with _bytes_of(source, on_error=options.on_error) as (buffer, shown):
         if is_compaction(buffer, path):
             raise NotASession(f"{shown}: {COMPACTION_NOTE}; nothing to compact (compact its session instead)")
-        pieces, report = compact_buffer(buffer, shown, options, breaker(), path)
-        return b"".join(pieces), report
+        yield buffer, compact_run(buffer, shown, options, breaker(), path)
 
 
 def compact_file(
@@ -513,7 +533,7 @@ def compact_file(
     from .files.sessions import COMPACTION_NOTE, is_compaction
     from .files.storage import version
     from .jobs.breaker import breaker
-    from .jobs.pipeline import PIPELINE, compact_buffer, ready
+    from .jobs.pipeline import PIPELINE, compact_run, ready
 
     options = _as_the_command(options)
     path = os.fspath(source)
@@ -525,20 +545,22 @@ def compact_file(
     with mapped(path, on_error=options.on_error) as buffer:
         if is_compaction(buffer, path):
             return CompactSkipRow(file=shown, skipped=COMPACTION_NOTE)
-        pieces, compacted = compact_buffer(buffer, shown, options, breaker(), path)
+        run = compact_run(buffer, shown, options, breaker(), path)
+        compacted = run.report
         if in_place and not compacted.changed:
             return replace(compacted, output=output)
         kept = keep_backup(path, backup, buffer) if backup and compacted.changed else None  # the very bytes compacted
         report = replace(compacted, output=output, backup=kept)
-    make_folder(os.path.dirname(output))
-    if before_write:
-        before_write(output)
-    try:
-        with atomic_file(output, read) as out:
-            for piece in pieces:
-                out.write(piece)
-    except ChangedMeanwhile:  # e.g. a session still being written: its new lines would be lost
-        raise InputError(shown, None, "changed while being compacted (is a program still writing it?); left as it was") from None
+        make_folder(os.path.dirname(output))
+        if before_write:
+            before_write(output)
+        try:
+            # Written while the input is still mapped: its untouched head goes out without a copy
+            # (a file replaced in place keeps its mapped bytes until the map closes).
+            with atomic_file(output, read) as out:
+                run.write(buffer, out)
+        except ChangedMeanwhile:  # e.g. a session still being written: its new lines would be lost
+            raise InputError(shown, None, "changed while being compacted (is a program still writing it?); left as it was") from None
     return report
 
 

@@ -7,6 +7,8 @@ Shapes, all under the data dir (default bench/.data/, env CTXPIPE_BENCH_DATA):
 - big.jsonl   one Claude Code file >= 200 MiB: the Claude Code corpus files concatenated,
               repeated an even number of times;
 - half.jsonl  the first half of big.jsonl (half the copies), for the memory-growth check;
+- huge.jsonl  big.jsonl repeated 5 times (about 1 GiB), for the stages' memory targets;
+              built only when a bench asks for it;
 - tree/       a ~/.claude/projects layout: <encoded-cwd>/<session-id>.jsonl, >= 500 sessions
               and >= 200 MiB, each a byte copy of one corpus main session (plus its
               <session-id>/subagents/agent-<id>.jsonl files), named with fresh uuid5s.
@@ -152,6 +154,25 @@ def ensure_big(corpus: Corpus | None = None) -> tuple[Path, Path]:
             print(f"bench: writing {dest} ({n} copies, {unit * n / MiB:.0f} MiB)", file=sys.stderr)
             _write_concat(dest, corpus.claude_files, n)
     return big, half
+
+
+HUGE_COPIES = 5  # of big.jsonl: about 1 GiB
+
+
+def ensure_huge(corpus: Corpus | None = None) -> Path:
+    """Return huge.jsonl (big.jsonl repeated HUGE_COPIES times), building it if missing or the wrong size."""
+    big, _ = ensure_big(corpus)
+    dest = big.with_name("huge.jsonl")
+    size = big.stat().st_size * HUGE_COPIES
+    if not (dest.is_file() and dest.stat().st_size == size):
+        print(f"bench: writing {dest} ({HUGE_COPIES} copies of {big.name}, {size / MiB:.0f} MiB)", file=sys.stderr)
+        tmp = dest.with_suffix(".tmp")
+        with tmp.open("wb") as out:
+            for _ in range(HUGE_COPIES):
+                with big.open("rb") as piece:
+                    shutil.copyfileobj(piece, out, 16 * MiB)
+        os.replace(tmp, dest)  # never leave a half-written file that looks cached
+    return dest
 
 
 # ---------------------------------------------------------------------------------------

@@ -12,9 +12,10 @@ import json
 import math
 import re
 from array import array
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Literal
+from typing import Any, BinaryIO, Literal, overload
 
 import orjson
 
@@ -394,17 +395,20 @@ def iter_buffer_entries(buffer: Any, source: str, on_error: OnError = "fail", st
 
     For reports that read everything but write nothing: entries keep no raw bytes.
     """
-    for _, _, entry in iter_buffer_spans(buffer, source, on_error, stats):
+    for *_, entry in iter_buffer_spans(buffer, source, on_error, stats):
         yield entry
 
 
-def iter_buffer_spans(buffer: Any, source: str, on_error: OnError = "fail", stats: ReadStats | None = None) -> Iterator[tuple[int, int, Entry]]:
-    """(start, content end, entry) of every line of a whole bytes-like buffer, as iter_buffer_entries
-    reads them: where each entry's bytes are, so a reader can parse it again (reparse) instead of keeping it."""
+def iter_buffer_spans(
+    buffer: Any, source: str, on_error: OnError = "fail", stats: ReadStats | None = None, stop: int | None = None
+) -> Iterator[tuple[int, int, int, Entry]]:
+    """(start, content end, line number, entry without raw bytes) of each line of buffer[:stop], as
+    iter_buffer_entries reads them: where each entry's bytes are, so a reader can parse it again
+    (LineIndex) instead of keeping it."""
     loads = orjson.loads
-    size = len(buffer)
-    searched_end = zero_tail(buffer)
-    start = 3 if buffer[:3] == BOM else 0
+    size = len(buffer) if stop is None else stop
+    searched_end = min(size, zero_tail(buffer))
+    start = 3 if buffer[:3] == BOM and size >= 3 else 0
     number = 0
     with _sliced(buffer) as view:
         while start < size:
@@ -426,67 +430,91 @@ def iter_buffer_spans(buffer: Any, source: str, on_error: OnError = "fail", stat
             if obj is _BLANK:
                 continue
             if type(obj) is dict:
-                yield line_start, content_end, Entry(obj, None, number, eol)
+                yield line_start, content_end, number, Entry(obj, None, number, eol)
             else:
                 _bad_line(source, number, obj, on_error, stats)
 
 
-def reparse(buffer: Any, start: int, end: int) -> dict[str, Any]:
-    """The object of a line iter_buffer_spans read at [start, end) (it parsed then, so it parses now)."""
-    raw = bytes(buffer[start:end])
-    try:
-        obj = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        obj = _parse_slowly(raw, False, exc)
-    if type(obj) is not dict:
-        raise ValueError(f"the line at byte {start} no longer holds a JSON object")
-    return obj
+# --- entries read in place ---------------------------------------------------------------------
+#
+# A transcript may be most of a gigabyte, and parsed whole it takes several times that. `count
+# --full` reads every line, and restore reads all of the history above the active context (a uuid's
+# latest line, the last permission mode, the latest time) but keeps only the chain it restores from:
+# a LineIndex gives them every line by position, parsed when asked for, holding no more than each
+# line's place in the file.
 
 
 _EOLS = (b"\n", b"\r\n", b"")
 
 
 class LineIndex(Sequence[Entry]):
-    """Every entry of a whole buffer (an mmap), parsed again from the buffer each time one is read:
-    a whole-file reading whose memory is where each line lies (24 bytes a line), not its objects.
+    """The entries of buffer[:stop] (an mmap; the whole buffer by default) as iter_buffer_entries
+    reads them (numbered, blank lines left out, bad lines reported through `on_error` and `stats`
+    once, when it is built), each parsed again from the buffer when it is read: the memory is where
+    each line lies (about 25 bytes a line), not its objects. The last CACHED read by position are
+    kept; a slice is a view; `memo` keeps whole-file scans several readers repeat (see memoized).
+    With `raw`, each entry carries its bytes, as iter_entries gives them."""
 
-    Built with one pass of iter_buffer_spans (which reports bad lines as it does); a slice is a view.
-    """
+    CACHED = 4096
 
-    def __init__(self, buffer: Any, source: str, on_error: OnError = "fail", stats: ReadStats | None = None) -> None:
-        self._buffer = buffer
+    def __init__(
+        self, buffer: Any, source: str, on_error: OnError = "fail", stats: ReadStats | None = None, stop: int | None = None, raw: bool = False
+    ) -> None:
+        self.buffer, self.stop, self.raw = buffer, len(buffer) if stop is None else stop, raw
         self._starts, self._ends, self._lines = array("q"), array("q"), array("q")
         self._eols = bytearray()
-        for start, end, entry in iter_buffer_spans(buffer, source, on_error, stats):
+        for start, content_end, number, entry in iter_buffer_spans(buffer, source, on_error, stats, stop):
             self._starts.append(start)
-            self._ends.append(end)
-            self._lines.append(entry.line)
+            self._ends.append(content_end)
+            self._lines.append(number)
             self._eols.append(_EOLS.index(entry.eol))
         self._positions = range(len(self._starts))
-        self.memo: dict[str, Any] = {}  # whole-file scans several readers repeat, kept by the first (see memoized)
+        self._cache: OrderedDict[int, Entry] = OrderedDict()
+        self.memo: dict[str, Any] = {}
+
+    def verbatim(self) -> bool:
+        """Whether the entries, written back, are buffer[:stop] itself: no BOM, blank or bad line."""
+        stop = self.stop
+        return self.buffer[:3] != BOM and (stop == 0 or self.buffer[stop - 1 : stop] == b"\n") and line_number(self.buffer, stop) - 1 == len(self._starts)
 
     def __len__(self) -> int:
         return len(self._positions)
 
     def _entry(self, position: int) -> Entry:
-        return Entry(reparse(self._buffer, self._starts[position], self._ends[position]), None, self._lines[position], _EOLS[self._eols[position]])
+        raw, eol = bytes(self.buffer[self._starts[position] : self._ends[position]]), _EOLS[self._eols[position]]
+        try:
+            obj = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            obj = _parse_slowly(raw, eol == b"", exc)  # read once already: a dict, or it would not be here
+        return Entry(obj, raw if self.raw else None, self._lines[position], eol)
 
-    def __getitem__(self, index: Any) -> Any:
+    @overload
+    def __getitem__(self, index: int) -> Entry: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Entry]: ...
+    def __getitem__(self, index: int | slice) -> Entry | Sequence[Entry]:
         if isinstance(index, slice):
             view = object.__new__(LineIndex)
             view.__dict__.update(self.__dict__)
-            view._positions = self._positions[index]
-            view.memo = {}
+            view._positions, view._cache, view.memo = self._positions[index], OrderedDict(), {}
             return view
-        return self._entry(self._positions[index])
+        position = self._positions[index]
+        found = self._cache.get(position)
+        if found is None:
+            found = self._cache[position] = self._entry(position)
+            if len(self._cache) > self.CACHED:
+                self._cache.popitem(last=False)
+        else:
+            self._cache.move_to_end(position)
+        return found
 
     def __iter__(self) -> Iterator[Entry]:
         for position in self._positions:
-            yield self._entry(position)
+            yield self._cache.get(position) or self._entry(position)
 
     def __reversed__(self) -> Iterator[Entry]:
         for position in reversed(self._positions):
-            yield self._entry(position)
+            yield self._cache.get(position) or self._entry(position)
 
 
 def memoized(entries: Iterable[Entry], key: str, scan: Callable[[], Any]) -> Any:
@@ -497,3 +525,51 @@ def memoized(entries: Iterable[Entry], key: str, scan: Callable[[], Any]) -> Any
     if key not in entries.memo:
         entries.memo[key] = scan()
     return entries.memo[key]
+
+
+class Window(Sequence[Entry]):
+    """entries[start:stop] of a sequence read in place, without reading it."""
+
+    def __init__(self, entries: Sequence[Entry], start: int, stop: int) -> None:
+        self.entries, self.start, self.stop = entries, start, max(start, stop)
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+    @overload
+    def __getitem__(self, index: int) -> Entry: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Entry]: ...
+    def __getitem__(self, index: int | slice) -> Entry | Sequence[Entry]:
+        if isinstance(index, slice):
+            start, stop = index.indices(len(self))[:2]
+            return Window(self.entries, self.start + start, self.start + stop)
+        return self.entries[self.start + range(len(self))[index]]
+
+    def __iter__(self) -> Iterator[Entry]:
+        return (self.entries[position] for position in range(self.start, self.stop))
+
+
+class Joined(Sequence[Entry]):
+    """`above` (read in place) then `below` (a list), as one sequence: what restore reads."""
+
+    def __init__(self, above: Sequence[Entry], below: Sequence[Entry]) -> None:
+        self.above, self.below = above, below
+
+    def __len__(self) -> int:
+        return len(self.above) + len(self.below)
+
+    @overload
+    def __getitem__(self, index: int) -> Entry: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Entry]: ...
+    def __getitem__(self, index: int | slice) -> Entry | Sequence[Entry]:
+        if isinstance(index, slice):
+            return Window(self, *index.indices(len(self))[:2])
+        position = range(len(self))[index]
+        split = len(self.above)
+        return self.above[position] if position < split else self.below[position - split]
+
+    def __iter__(self) -> Iterator[Entry]:
+        yield from self.above
+        yield from self.below

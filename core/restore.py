@@ -28,7 +28,7 @@ from typing import Any, Protocol
 from .blocks import is_text, is_tool_result, is_tool_use, kind_of
 from .count import Reinjection
 from .fields import text
-from .jsonl import Entry, as_text
+from .jsonl import Entry, Joined, as_text
 from .model import Message
 from .reports import CandidateKind, PlanRow, ReinjectedItem, ReinjectedKind, RestoreExtras
 from .stage import Outcome, Stage, StageContext, setting
@@ -592,31 +592,34 @@ def restore(
     when: str,
     original: tuple[list[Message], Sequence[Entry]] | None = None,
     workspace: Workspace | None = None,
+    above: Sequence[Entry] = (),
 ) -> tuple[Outcome, list[Candidate]]:
     """The restore stage: (Outcome, candidates). `original` supplies the history from --from;
-    `workspace` the disk (None: nothing is read from it). Any format is planned for (restore --plan
-    reads it); only writing what was chosen needs its editor."""
-    tail = transcript_format.messages(entries)
+    `workspace` the disk (None: nothing is read from it); `above` the lines before `entries`, read
+    as part of the transcript but not written (the outcome holds `entries` and what was added). Any
+    format is planned for (restore --plan reads it); only writing what was chosen needs its editor."""
+    everything: Sequence[Entry] = Joined(above, entries) if above else entries
+    tail = transcript_format.messages(everything)
     if original is not None:
         history, history_entries = original
     else:
-        split = split_at_boundary(entries, transcript_format)
+        split = split_at_boundary(everything, transcript_format)
         if split is None:
             return Outcome(entries, False, "nothing to restore: no compact boundary (summarize first, or give --from ORIGINAL)"), []
-        history, history_entries = split[0], entries
-    cwd = next((e.obj["cwd"] for e in reversed(list(history_entries)) if isinstance(e.obj.get("cwd"), str)), None)
+        history, history_entries = split[0], everything
+    cwd = next((e.obj["cwd"] for e in reversed(history_entries) if isinstance(e.obj.get("cwd"), str)), None)
     # The mode the session ended in: the input's last record, else the original's (--from).
-    mode = permission_mode(entries) or (permission_mode(history_entries) if original is not None else None)
+    mode = permission_mode(everything) or (permission_mode(history_entries) if original is not None else None)
     candidates = plan_restore(history, history_entries, tail, settings, cwd, mode == "plan", workspace)
     chosen = [c for c in candidates if c.chosen and c.text is not None]
-    active_entries = [entries[p] for m in tail for p in m.entries]
+    active_entries = [everything[p] for m in tail for p in m.entries]
     if already_restored(active_entries):
         return Outcome(entries, False, "nothing to restore: this context was restored already"), candidates
     # Files that would have been read from disk: the note says so, once, and why.
     no_disk = f"; not reading files from disk: {disk_root(settings, cwd, workspace)[1]}" if any(c.disk_skipped for c in candidates) else ""
     if not chosen:
         return Outcome(entries, False, "nothing to restore: no file, plan, plan-mode reminder, skill or todo list to bring back" + no_disk), candidates
-    added = editor_of(transcript_format).meta_entries(entries, [restored_text(c) for c in chosen], when)
+    added = editor_of(transcript_format).meta_entries(everything, [restored_text(c) for c in chosen], when)
     tokens = sum(c.tokens for c in chosen)
     labels = {
         "file": ("file", "files"),
@@ -669,10 +672,7 @@ def run(entries: list[Entry], transcript_format: WritableFormat, settings: Resto
     """The history above the active context (context.history) is read, and left out of the result."""
     from .fields import iso
 
-    history = list(context.history)
-    outcome, _ = restore(history + entries, transcript_format, settings, iso(context.now), context.earlier, context.workspace)
-    if history and outcome.changed:
-        outcome.entries = outcome.entries[len(history) :]
+    outcome, _ = restore(entries, transcript_format, settings, iso(context.now), context.earlier, context.workspace, context.history)
     return outcome
 
 
@@ -696,7 +696,8 @@ STAGE = Stage(
 
     Example:  ctxpipe summarize session.jsonl | ctxpipe restore --root ~/src/app > resumed.jsonl
     """,
-    # It reads the history above the boundary: every line.
+    # It reads the history above the boundary: every line (in place, when they are written back as read).
     every_line=lambda _settings: True,
+    history_in_place=True,
     runs="after a summary",
 )

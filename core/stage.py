@@ -58,6 +58,16 @@ def _text(raw: bytes) -> dict[str, str]:
         return {"b64": base64.b64encode(raw).decode("ascii")}
 
 
+def _holds_exactly(region: bytes | memoryview, pieces: list[bytes]) -> bool:
+    """Whether `region` is `pieces` one after another (compared in place: no copy of the region)."""
+    at = 0
+    for piece in pieces:
+        if region[at : at + len(piece)] != piece:
+            return False
+        at += len(piece)
+    return at == len(region)
+
+
 def ledger_record(
     stage: str,
     prefix: bytes | memoryview,
@@ -76,7 +86,7 @@ def ledger_record(
     output = line_bytes(after)
     position = {id(entry): index for index, entry in enumerate(after)}
     recipe: list[Any] = []
-    exact = region is None or bytes(region) == b"".join(line_bytes(before))
+    exact = region is None or _holds_exactly(region, line_bytes(before))
     for entry in before if exact else ():
         index = position.get(id(entry))
         # An unterminated last line may have gained a newline in the output: keep its own bytes.
@@ -278,6 +288,9 @@ class Stage:
     runs: str = "always"
     # Whether it reads every line, numbered, rather than the active context only.
     every_line: Callable[[Any], bool] = lambda _settings: False
+    # Whether the lines above the active context that it reads (context.history) may be read in
+    # place and passed through unparsed, when they would be written back exactly as they were read.
+    history_in_place: bool = False
     # What a spinner says while it runs on a terminal (None: it is quick, no spinner), e.g. "summarizing".
     progress: str | None = None
     # Settings that do not go together raise core.errors.SettingsError here, before any input is read.

@@ -296,6 +296,71 @@ def trailing_hole(descriptor: int, size: int) -> int:
         os.lseek(descriptor, 0, os.SEEK_SET)
 
 
+class Spliced:
+    """The bytes a stage writes — the input's first `head` bytes, then `tail` — read in place, never
+    joined: what count_buffer's readers use of a buffer (len, slices, find and rfind, the way they read
+    a storage.RangedObject), so the output is counted as `count` will count it, without a copy of the
+    head (which may be most of a gigabyte)."""
+
+    def __init__(self, base: Any, head: int, tail: bytes) -> None:
+        self.base, self.head, self.tail = base, head, tail
+
+    def __len__(self) -> int:
+        return self.head + len(self.tail)
+
+    def __getitem__(self, index: Any) -> Any:
+        if not isinstance(index, slice):
+            position = range(len(self))[index]  # IndexError past either end, as bytes raises it
+            return self.base[position] if position < self.head else self.tail[position - self.head]
+        start, stop, step = index.indices(len(self))
+        if step != 1:
+            raise ValueError("Spliced slices are contiguous")
+        stop = max(start, stop)
+        left = bytes(self.base[start : min(stop, self.head)]) if start < self.head else b""
+        right = self.tail[max(start - self.head, 0) : stop - self.head] if stop > self.head else b""
+        return left + right if left and right else left or right
+
+    def _bounds(self, start: int | None, end: int | None) -> tuple[int, int]:
+        return slice(start, end).indices(len(self))[:2]
+
+    def find(self, sub: bytes, start: int | None = None, end: int | None = None) -> int:
+        start, end = self._bounds(start, end)
+        if start < self.head:
+            found = int(self.base.find(sub, start, min(end, self.head)))
+            if found >= 0:
+                return found
+        across = self._across(sub, start, end, last=False)
+        if across >= 0:
+            return across
+        if end <= self.head:
+            return -1
+        found = self.tail.find(sub, max(start - self.head, 0), end - self.head)
+        return found + self.head if found >= 0 else -1
+
+    def rfind(self, sub: bytes, start: int | None = None, end: int | None = None) -> int:
+        start, end = self._bounds(start, end)
+        if end > self.head:
+            found = self.tail.rfind(sub, max(start - self.head, 0), end - self.head)
+            if found >= 0:
+                return found + self.head
+        across = self._across(sub, start, end, last=True)
+        if across >= 0:
+            return across
+        if start >= self.head:
+            return -1
+        return int(self.base.rfind(sub, start, min(end, self.head)))
+
+    def _across(self, sub: bytes, start: int, end: int, last: bool) -> int:
+        """The first (`last`: the last) place in [start, end) where `sub` spans the join. The window
+        searched is the len(sub) - 1 bytes on either side: no match fits in one side of it alone."""
+        if len(sub) < 2 or not start < self.head < end:
+            return -1
+        low = max(start, self.head - len(sub) + 1)
+        window = self[low : min(end, self.head + len(sub) - 1)]
+        found = window.rfind(sub) if last else window.find(sub)
+        return low + found if found >= 0 else -1
+
+
 @contextlib.contextmanager
 def view(buffer: Any, start: int = 0, stop: int | None = None) -> Iterator[memoryview]:
     """buffer[start:stop] without a copy, released when the block ends so the map can close (quietly

@@ -113,8 +113,7 @@ def main_chain(entries: Sequence[Entry], history: bool = False, latest: dict[str
     leaf = find_leaf(entries)
     if leaf is None:
         return []
-    latest = uuid_index(entries) if latest is None else latest
-    places: dict[str, list[int]] | None = None  # every position of a uuid, built only past a boundary
+    line_of = _LatestBelow(entries, latest) if latest is not None or isinstance(entries, list) else _ScanBack(entries)
     chain: list[int] = []
     seen: set[int] = set()
     limit = len(entries)
@@ -134,22 +133,58 @@ def main_chain(entries: Sequence[Entry], history: bool = False, latest: dict[str
         if not isinstance(parent, str):
             position = _last_above(entries, limit) if crossing else None
             continue
-        position = latest.get(parent)
-        if position is not None and position >= limit:
-            if places is None:
-                places = {}
-                for index, entry in enumerate(entries):
-                    value = entry.obj.get("uuid")
-                    if isinstance(value, str):
-                        places.setdefault(value, []).append(index)
-            # The latest line of that uuid above the boundary (places are in file order).
-            candidates = places.get(parent, [])
-            below = bisect.bisect_left(candidates, limit)
-            position = candidates[below - 1] if below else None
+        position = line_of(parent, limit)
         if position is None and crossing:
             position = _last_above(entries, limit)
     chain.reverse()
     return chain
+
+
+class _LatestBelow:
+    """The latest line of a uuid before a position, from the index of every uuid's latest line."""
+
+    def __init__(self, entries: Sequence[Entry], latest: dict[str, int] | None) -> None:
+        self.entries = entries
+        self.latest = uuid_index(entries) if latest is None else latest
+        self.places: dict[str, list[int]] | None = None  # every position of a uuid, built only past a boundary
+
+    def __call__(self, uuid: str, limit: int) -> int | None:
+        position = self.latest.get(uuid)
+        if position is None or position < limit:
+            return position
+        if self.places is None:
+            self.places = {}
+            for index, entry in enumerate(self.entries):
+                value = entry.obj.get("uuid")
+                if isinstance(value, str):
+                    self.places.setdefault(value, []).append(index)
+        # The latest line of that uuid above the boundary (places are in file order).
+        candidates = self.places.get(uuid, [])
+        below = bisect.bisect_left(candidates, limit)
+        return candidates[below - 1] if below else None
+
+
+class _ScanBack:
+    """_LatestBelow for entries read in place (core.jsonl.LineIndex): the lines are read from the
+    end back only as far as the walk asks, and only the uuids of those are held."""
+
+    def __init__(self, entries: Sequence[Entry]) -> None:
+        self.entries = entries
+        self.low = len(entries)  # every line from here on has been read
+        self.seen: dict[str, list[int]] = {}  # uuid -> its positions from `low` on, latest first
+
+    def __call__(self, uuid: str, limit: int) -> int | None:
+        for position in self.seen.get(uuid, ()):
+            if position < limit:
+                return position
+        while self.low > 0:
+            self.low -= 1
+            value = self.entries[self.low].obj.get("uuid")
+            if isinstance(value, str):
+                self.seen.setdefault(value, []).append(self.low)
+                if value == uuid and self.low < limit:
+                    return self.low
+        return None
 
 
 def _last_above(entries: Sequence[Entry], boundary: int) -> int | None:
@@ -362,10 +397,18 @@ def _anchor(entries: Sequence[Entry]) -> tuple[dict[str, Any] | None, dict[str, 
     parent's), and that chain's isSidechain and agentId: in a subagent's file, Claude Code reads only
     the lines of that agent's side chain.
     """
-    with_uuid = [e.obj for e in reversed(entries) if isinstance(e.obj.get("uuid"), str)]
-    conversation = [obj for obj in with_uuid if entry_type(obj) in CONVERSATION_TYPES]
-    main = (obj for obj in conversation if obj.get("isSidechain") is not True)
-    last = next(main, None) or next(iter(conversation), None) or next(iter(with_uuid), None)
+    last = first_conversation = first_with_uuid = None
+    for entry in reversed(entries):  # from the end, as far as the first main-chain conversation line
+        obj = entry.obj
+        if not isinstance(obj.get("uuid"), str):
+            continue
+        first_with_uuid = first_with_uuid or obj
+        if entry_type(obj) in CONVERSATION_TYPES:
+            first_conversation = first_conversation or obj
+            if obj.get("isSidechain") is not True:
+                last = obj
+                break
+    last = last or first_conversation or first_with_uuid
     parent = last or {}
     side = parent.get("isSidechain") is True
     source = next((e.obj for e in reversed(entries) if entry_type(e.obj) in MESSAGE_TYPES and (e.obj.get("isSidechain") is True) == side), parent)
@@ -466,10 +509,17 @@ class ClaudeCodeFormat:
         # its usage was measured on the old, longer prompt and must not anchor a count. Told by the
         # uuids above the boundary when they were read, and by ctxpipe's summary record below the
         # tail (which a reader of the file's end meets first).
-        above = memoized(entries, f"uuids above {positions[0]}", lambda: {text(e.obj, "uuid") for e in entries[: positions[0]]})
         kept_until = max((p for p in range(positions[0], len(entries)) if is_summary_marker(entries[p].obj)), default=-1)
-        for message in messages:
-            if message.role == "assistant" and (message.entries[-1] < kept_until or text(entries[message.entries[-1]].obj, "uuid") in above):
+        responses = [message for message in messages if message.role == "assistant"]
+        wanted = {text(entries[message.entries[-1]].obj, "uuid") for message in responses}
+        above: set[str | None] = set()
+        for entry in reversed(entries[: positions[0]]):  # the nearest lines first: a kept tail is just above
+            if text(entry.obj, "uuid") in wanted:
+                above.add(text(entry.obj, "uuid"))
+                if len(above) == len(wanted):
+                    break
+        for message in responses:
+            if message.entries[-1] < kept_until or text(entries[message.entries[-1]].obj, "uuid") in above:
                 message.usage_stale = True
         return messages
 

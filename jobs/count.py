@@ -38,7 +38,7 @@ from ..core.model import Message, Role
 from ..core.rules import session_version
 from ..core.tokens import TextCounter
 from ..core.transcript_format import TranscriptFormat
-from ..files.inputs import detect_format, mapped, source_name
+from ..files.inputs import Spliced, detect_format, mapped, source_name
 
 if TYPE_CHECKING:  # types only (the status line imports this module: price tables, stages and report types load when used)
     from ..core.catalog import Prices
@@ -293,9 +293,10 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: Kind | N
 Measure = Callable[[Sequence[Entry]], FileCount]
 
 
-def region_measure(prefix: Any, source: str, options: CountOptions) -> Measure:
-    """The count of the transcript that `prefix` (the bytes before the region a stage edits) and the
-    given region entries make, exactly as `count` finds it once written.
+def region_measure(buffer: Any, head: int, source: str, options: CountOptions) -> Measure:
+    """The count of the transcript that the first `head` bytes of `buffer` (the bytes before the
+    region a stage edits) and the given region entries make, exactly as `count` finds it once
+    written. The head is read in place (files.inputs.Spliced), never copied.
 
     The last result is kept: in a pipeline the next stage measures the very entries the previous
     one was measured on (the same objects, so the same bytes), and gets it without a second count.
@@ -307,7 +308,7 @@ def region_measure(prefix: Any, source: str, options: CountOptions) -> Measure:
     def measure(entries: Sequence[Entry]) -> FileCount:
         key = tuple(map(id, entries))
         if key != last[1]:
-            last[:] = [list(entries), key, count_buffer(b"".join([prefix, *line_bytes(entries)]), source, options)]
+            last[:] = [list(entries), key, count_buffer(Spliced(buffer, head, b"".join(line_bytes(entries))), source, options)]
         found: FileCount = last[2]
         return found
 

@@ -13,19 +13,20 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ..core import collapse, microcompact, restore, snip
 from ..core.budget import BudgetSettings
-from ..core.jsonl import OnError, ReadStats, iter_entries
+from ..core.errors import InputError
+from ..core.jsonl import LineIndex, OnError, ReadStats, iter_entries
 from ..core.reports import CompactReport, StageRecord, StageReport, SummarizeExtras
 from ..core.stage import Outcome, Stage, StageContext, ledger_record, line_bytes
 from ..core.summarize import SummarizeSettings
 from ..core.wire import ABSENT, Wire
-from ..files.inputs import detect_format, view
+from ..files.inputs import Spliced, detect_format, view
 from ..formats import stage_editor
 from .ports import DISK
 
@@ -93,6 +94,16 @@ def stage_context(now: datetime, transcript_path: str | None) -> StageContext:
     return StageContext(now, transcript_path=transcript_path, api_key=api_key, base_url=base_url, workspace=DISK)
 
 
+def write_output(buffer: Any, head: int, lines: list[bytes], out: BinaryIO, flush: bool = False) -> None:
+    """An output held as the input's first `head` bytes and then `lines`, written without joining them."""
+    with view(buffer, 0, head) as part:
+        out.write(part)
+    for line in lines:
+        out.write(line)
+        if flush:
+            out.flush()
+
+
 @dataclass
 class StageRun:
     """One stage run on one transcript: its output as the input's first `head` bytes and then `lines`
@@ -107,12 +118,7 @@ class StageRun:
 
     def write(self, buffer: Any, out: BinaryIO, flush: bool = False) -> None:
         """The output's bytes to `out`, the head straight from the input's buffer (no copy)."""
-        with view(buffer, 0, self.head) as head:
-            out.write(head)
-        for line in self.lines:
-            out.write(line)
-            if flush:
-                out.flush()
+        write_output(buffer, self.head, self.lines, out, flush)
 
     def output(self, buffer: Any) -> bytes:
         return bytes(buffer[: self.head]) + b"".join(self.lines)
@@ -135,28 +141,48 @@ def run_stage(
 
     transcript_format = stage_editor(detect_format(buffer, source, format), source, stage.name)
     stats = ReadStats()
-    if stage.every_line(settings):  # the stage needs every line, numbered (e.g. ranges given by line number)
-        offset, entries = 0, list(iter_entries(io.BytesIO(buffer), source, on_error, stats))
-    else:
-        offset, entries = transcript_format.read_region(buffer, source, on_error, stats)
+    offset, entries, history = _read(stage, settings, buffer, source, transcript_format, on_error, stats)
     counting = CountOptions(format=transcript_format.name, on_error="skip")
     before = count_buffer(buffer, source, counting).count.tokens
     record = None
     lines: list[bytes] = []
-    with view(buffer, 0, offset) as prefix:  # released however the stage ends, so the mmap can close
-        outcome = stage.run(entries, transcript_format, settings, replace(context, measure=region_measure(prefix, source, counting)))
-        if not outcome.changed and not stats.skipped:
-            head, after = len(buffer), before
+    context = replace(context, measure=region_measure(buffer, offset, source, counting), history=history)
+    outcome = stage.run(entries, transcript_format, settings, context)
+    if not outcome.changed and not stats.skipped:
+        head, after = len(buffer), before
+    else:
+        if ledger and outcome.changed:
+            with view(buffer, 0, offset) as prefix, view(buffer, offset) as region:  # released however it ends, so the mmap can close
+                record, lines = ledger_record(stage.name, prefix, entries, outcome.entries, outcome.removed, region)
         else:
-            if ledger and outcome.changed:
-                with view(buffer, offset) as region:
-                    record, lines = ledger_record(stage.name, prefix, entries, outcome.entries, outcome.removed, region)
-            else:
-                lines = line_bytes(outcome.entries)
-            head = offset
-            after = count_buffer(b"".join([prefix, *lines]), source, counting).count.tokens
+            lines = line_bytes(outcome.entries)
+        head = offset
+        # The output as it will be written: the input's head read in place, then the new lines.
+        after = count_buffer(Spliced(buffer, head, b"".join(lines)), source, counting).count.tokens
     report = StageReport(file=source, extras=outcome.report, tokens_before=before, tokens_after=after, tokens_freed=before - after)
     return StageRun(head, lines, outcome, report, record, stats)
+
+
+def _read(
+    stage: Stage, settings: Any, buffer: Any, source: str, transcript_format: WritableFormat, on_error: OnError, stats: ReadStats
+) -> tuple[int, list[Entry], Sequence[Entry]]:
+    """Where the region the stage edits starts, its entries, and the lines above it read in place."""
+    if stage.every_line(settings) and stage.history_in_place:
+        # The lines above the active context are read in place and passed through, when that writes
+        # what reading every line would: no blank, bad or BOM-led line among them (else the first
+        # bad line in the file is the one to report, and every line is read as below).
+        try:
+            offset, entries = transcript_format.read_region(buffer, source, on_error, stats)
+            history = LineIndex(buffer, source, on_error, stats, stop=offset, raw=True)
+            if history.verbatim() and not stats.skipped:
+                return offset, entries, history
+        except InputError:
+            pass
+        stats.skipped, stats.problems = 0, []
+    if stage.every_line(settings):  # the stage needs every line, numbered (e.g. ranges given by line number)
+        return 0, list(iter_entries(io.BytesIO(buffer), source, on_error, stats)), ()
+    offset, entries = transcript_format.read_region(buffer, source, on_error, stats)
+    return offset, entries, ()
 
 
 # --- the pipeline: compact -------------------------------------------------------------------------
@@ -196,8 +222,32 @@ class CompactOptions:
 GIVEN_BY_COMPACT = frozenset(CompactOptions().given())
 
 
+@dataclass
+class CompactRun:
+    """compact on one transcript: its output as the input's first `head` bytes and then `lines`
+    (an untouched input is all head), and the report."""
+
+    head: int
+    lines: list[bytes]
+    report: CompactReport
+
+    def write(self, buffer: Any, out: BinaryIO) -> None:
+        """The output's bytes to `out`, the head straight from the input's buffer (no copy)."""
+        write_output(buffer, self.head, self.lines, out)
+
+    def pieces(self, buffer: Any) -> list[bytes]:
+        return [bytes(buffer[: self.head]), *self.lines]
+
+
 def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: Any, transcript_path: str | None = None) -> tuple[list[bytes], CompactReport]:
-    """The compacted transcript's bytes (as pieces) and the report: every stage of the pipeline in order."""
+    """The compacted transcript's bytes (as pieces) and the report (compact_run, copied out of the buffer)."""
+    run = compact_run(buffer, source, options, breaker, transcript_path)
+    return run.pieces(buffer), run.report
+
+
+def compact_run(buffer: Any, source: str, options: CompactOptions, breaker: Any, transcript_path: str | None = None) -> CompactRun:
+    """Every stage of the pipeline in order on one transcript; the output is only as big as what
+    changed (the head stays in the buffer), and the history restore reads is parsed as it is read."""
     from .count import CountOptions, count_buffer, region_measure
 
     transcript_format = stage_editor(detect_format(buffer, source, options.format), source, "compact")
@@ -210,7 +260,7 @@ def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: A
     )
     initial = count_buffer(buffer, source, counting)
     before = initial.count.tokens
-    measure = region_measure(buffer[:offset], source, counting)
+    measure = region_measure(buffer, offset, source, counting)
     stages: list[StageRecord] = []
     current = before
     context = StageContext(
@@ -271,12 +321,12 @@ def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: A
             auto = not options.force_summary and limits.autocompact is not None and current >= limits.autocompact
             dropped_prefix = bool(getattr(settings, "drop_history", False))
             if dropped_prefix:  # the lines above the context are not written: measured without them
-                measure = region_measure(b"", source, counting)
+                measure = region_measure(b"", 0, source, counting)
             context = replace(context, measure=measure, threshold=threshold, trigger="auto" if auto else "manual")
             why = "; ".join(reasons)
         if stage.runs == "after a summary":
-            # restore looks at the history above the boundary: the untouched head, parsed.
-            context = replace(context, history=list(iter_entries(io.BytesIO(bytes(buffer[:offset])), source, options.on_error, stats)))
+            # restore looks at the history above the boundary: the untouched head, read in place.
+            context = replace(context, history=LineIndex(buffer, source, options.on_error, stats, stop=offset, raw=True))
         outcome = stage.run(entries, transcript_format, settings, context)
         if stage.runs == "over threshold":
             summarized = outcome.changed
@@ -284,12 +334,11 @@ def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: A
         if outcome.changed:
             entries = outcome.entries
     if entries is original and not stats.skipped:
-        pieces = [bytes(buffer)]
+        head, lines = len(buffer), []
     else:
-        head = b"" if summarized and dropped_prefix else bytes(buffer[:offset])
-        pieces = [head, *line_bytes(entries)]
+        head, lines = 0 if summarized and dropped_prefix else offset, line_bytes(entries)
     # Measured on the bytes written, the way `count` will measure them.
-    written = count_buffer(b"".join(pieces), source, counting)
+    written = count_buffer(Spliced(buffer, head, b"".join(lines)), source, counting)
     report = CompactReport(
         file=source,
         format=transcript_format.name,
@@ -299,4 +348,4 @@ def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: A
         skipped_lines=stats.skipped,
         stages=stages,
     )
-    return pieces, report
+    return CompactRun(head, lines, report)

@@ -342,7 +342,7 @@ def summarize_entries(
     named = None if context.transcript_path in (None, "-") else _absolute(context.transcript_path)
     tools_used = tools_used_in(history) if rules.summary_lists_tools else ()
     text = summary_message_text(summary, named, bool(tail), automatic=context.trigger == "auto", tools_used=tools_used)
-    measure = context.measure or region_measure(b"", "-", CountOptions(format=transcript_format.name))
+    measure = context.measure or region_measure(b"", 0, "-", CountOptions(format=transcript_format.name))
     before = measure(entries).count
     pre = before.tokens
     first_tail_entry = first_position(tail)

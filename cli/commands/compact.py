@@ -109,15 +109,13 @@ def compact(
 
 
 def _to_stdout(path: str | None, options: CompactOptions, report_json: str | None) -> None:
-    from ...api import NotASession, compact
+    from ...api import NotASession, compact_to
 
     try:
-        output, report = compact(streams.source_name(path), options)
+        report = compact_to(streams.source_name(path), lambda: streams.open_output(None), options)
     except NotASession as exc:  # given alone: there is no session to compact, and nothing is written
         streams.error(str(exc))
         raise typer.Exit(ExitStatus.NOT_A_SESSION) from None
-    with streams.open_output(None) as out:
-        out.write(output)
     _say(report)
     if report_json:
         with streams.open_output(report_json) as out:
