@@ -451,16 +451,25 @@ class LineIndex(Sequence[Entry]):
     """The entries of buffer[:stop] (an mmap; the whole buffer by default) as iter_buffer_entries
     reads them (numbered, blank lines left out, bad lines reported through `on_error` and `stats`
     once, when it is built), each parsed again from the buffer when it is read: the memory is where
-    each line lies (about 25 bytes a line), not its objects. The last CACHED read by position are
-    kept; a slice is a view; `memo` keeps whole-file scans several readers repeat (see memoized).
-    With `raw`, each entry carries its bytes, as iter_entries gives them."""
+    each line lies (about 25 bytes a line), not its objects. The last `cached` lines read by
+    position are kept (restore's walk back and forth over a chain reads the same lines again: it
+    keeps CACHED; `count --full` reads each line where it needs it and keeps none). A slice is a
+    view; `memo` keeps whole-file scans several readers repeat (see memoized). With `raw`, each
+    entry carries its bytes, as iter_entries gives them."""
 
     CACHED = 4096
 
     def __init__(
-        self, buffer: Any, source: str, on_error: OnError = "fail", stats: ReadStats | None = None, stop: int | None = None, raw: bool = False
+        self,
+        buffer: Any,
+        source: str,
+        on_error: OnError = "fail",
+        stats: ReadStats | None = None,
+        stop: int | None = None,
+        raw: bool = False,
+        cached: int = 0,
     ) -> None:
-        self.buffer, self.stop, self.raw = buffer, len(buffer) if stop is None else stop, raw
+        self.buffer, self.stop, self.raw, self.cached = buffer, len(buffer) if stop is None else stop, raw, cached
         self._starts, self._ends, self._lines = array("q"), array("q"), array("q")
         self._eols = bytearray()
         for start, content_end, number, entry in iter_buffer_spans(buffer, source, on_error, stats, stop):
@@ -501,8 +510,11 @@ class LineIndex(Sequence[Entry]):
         position = self._positions[index]
         found = self._cache.get(position)
         if found is None:
-            found = self._cache[position] = self._entry(position)
-            if len(self._cache) > self.CACHED:
+            found = self._entry(position)
+            if not self.cached:
+                return found
+            self._cache[position] = found
+            if len(self._cache) > self.cached:
                 self._cache.popitem(last=False)
         else:
             self._cache.move_to_end(position)

@@ -173,7 +173,7 @@ def _read(
         # bad line in the file is the one to report, and every line is read as below).
         try:
             offset, entries = transcript_format.read_region(buffer, source, on_error, stats)
-            history = LineIndex(buffer, source, on_error, stats, stop=offset, raw=True)
+            history = LineIndex(buffer, source, on_error, stats, stop=offset, raw=True, cached=LineIndex.CACHED)
             if history.verbatim() and not stats.skipped:
                 return offset, entries, history
         except InputError:
@@ -326,7 +326,7 @@ def compact_run(buffer: Any, source: str, options: CompactOptions, breaker: Any,
             why = "; ".join(reasons)
         if stage.runs == "after a summary":
             # restore looks at the history above the boundary: the untouched head, read in place.
-            context = replace(context, history=LineIndex(buffer, source, options.on_error, stats, stop=offset, raw=True))
+            context = replace(context, history=LineIndex(buffer, source, options.on_error, stats, stop=offset, raw=True, cached=LineIndex.CACHED))
         outcome = stage.run(entries, transcript_format, settings, context)
         if stage.runs == "over threshold":
             summarized = outcome.changed

@@ -56,7 +56,7 @@ def test_buffer_entries_are_the_entries_iter_entries_reads(path: Path) -> None:
     expected = list(iter_entries(io.BytesIO(data), path.name, "skip", expected_stats))
     with path.open("rb") as handle:
         buffer = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if data else data
-        read = LineIndex(buffer, path.name, "skip", stats, stop=len(data), raw=True)
+        read = LineIndex(buffer, path.name, "skip", stats, stop=len(data), raw=True, cached=LineIndex.CACHED)
         assert len(read) == len(expected)
         assert all(_same(left, right) for left, right in zip(read, expected))  # streamed
         assert all(_same(read[position], expected[position]) for position in reversed(range(len(read))))  # by position
@@ -71,7 +71,7 @@ def _split(data: bytes, at: int) -> tuple[LineIndex, list[Entry]]:
     """The lines before line `at` read in place, and the rest as a list (compact's head and region)."""
     cut = sum(len(line) for line in data.splitlines(keepends=True)[:at])
     below = list(iter_entries(io.BytesIO(data[cut:]), "t"))
-    return LineIndex(data, "t", stop=cut, raw=True), below
+    return LineIndex(data, "t", stop=cut, raw=True, cached=LineIndex.CACHED), below
 
 
 @settings(max_examples=60, deadline=None)
