@@ -451,13 +451,13 @@ class LineIndex(Sequence[Entry]):
     """The entries of buffer[:stop] (an mmap; the whole buffer by default) as iter_buffer_entries
     reads them (numbered, blank lines left out, bad lines reported through `on_error` and `stats`
     once, when it is built), each parsed again from the buffer when it is read: the memory is where
-    each line lies (about 25 bytes a line), not its objects. The last `cached` lines read by
-    position are kept (restore's walk back and forth over a chain reads the same lines again: it
-    keeps CACHED; `count --full` reads each line where it needs it and keeps none). A slice is a
+    each line lies (about 25 bytes a line), not its objects. The last lines read by position are
+    kept, up to `cached` bytes of them (restore's walk back and forth over a chain reads the same
+    lines again: it keeps CACHED; `count --full` reads each line where it needs it and keeps none). A slice is a
     view; `memo` keeps whole-file scans several readers repeat (see memoized). With `raw`, each
     entry carries its bytes, as iter_entries gives them."""
 
-    CACHED = 4096
+    CACHED = 8 << 20
 
     def __init__(
         self,
@@ -479,6 +479,7 @@ class LineIndex(Sequence[Entry]):
             self._eols.append(_EOLS.index(entry.eol))
         self._positions = range(len(self._starts))
         self._cache: OrderedDict[int, Entry] = OrderedDict()
+        self._cached_bytes = 0  # of the lines in the cache
         self.memo: dict[str, Any] = {}
 
     def verbatim(self) -> bool:
@@ -505,7 +506,7 @@ class LineIndex(Sequence[Entry]):
         if isinstance(index, slice):
             view = object.__new__(LineIndex)
             view.__dict__.update(self.__dict__)
-            view._positions, view._cache, view.memo = self._positions[index], OrderedDict(), {}
+            view._positions, view._cache, view._cached_bytes, view.memo = self._positions[index], OrderedDict(), 0, {}
             return view
         position = self._positions[index]
         found = self._cache.get(position)
@@ -514,8 +515,10 @@ class LineIndex(Sequence[Entry]):
             if not self.cached:
                 return found
             self._cache[position] = found
-            if len(self._cache) > self.cached:
-                self._cache.popitem(last=False)
+            self._cached_bytes += self._ends[position] - self._starts[position]
+            while self._cached_bytes > self.cached and len(self._cache) > 1:
+                gone = self._cache.popitem(last=False)[0]
+                self._cached_bytes -= self._ends[gone] - self._starts[gone]
         else:
             self._cache.move_to_end(position)
         return found

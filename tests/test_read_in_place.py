@@ -128,3 +128,14 @@ def test_restore_of_real_sessions_reads_their_history_in_place_alike() -> None:
         lines = len(list(iter_entries(io.BytesIO(summarized), "t")))
         notes.append(_restores_alike(summarized, lines - len(region), "2020-01-01T00:00:00.000Z"))
     assert sum(note.startswith("restored") for note in notes) >= len(notes) // 2, notes
+
+
+@given(claude_sessions(), st.lists(st.integers(0, 10_000), max_size=60))
+def test_lines_parsed_again_once_out_of_the_cache_are_the_same_lines(session: bytes, order: list[int]) -> None:
+    """A cache of a few lines (4 KiB): most are parsed again when asked for, and are the same lines."""
+    expected = list(iter_entries(io.BytesIO(session), "t"))
+    read = LineIndex(session, "t", stop=len(session), raw=True, cached=4 << 10)
+    for index in order:
+        position = index % len(expected)
+        assert _same(read[position], expected[position])
+    assert read._cached_bytes <= 4 << 10 or len(read._cache) == 1
