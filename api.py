@@ -717,9 +717,10 @@ def _path_batch(
 def validate_one(item: tuple[str, str], format_name: str | None, errors: OnError) -> ValidatedFile:
     """A batch's job for one file, (path or "-", shown): its report; a file that cannot be read
     raises. Runs where the batch runs (a worker process, a cluster)."""
+    from .core.jsonl import no_cycle_collection
     from .core.reports import ValidateReport
     from .jobs.results import ValidatedFile
-    from .jobs.validate import SchemaProblem, checked_entries, finding_rows, no_cycle_collection
+    from .jobs.validate import SchemaProblem, checked_entries, finding_rows
 
     path, source = item
     with no_cycle_collection(), opened(None if path == STDIN else path, buffering=INPUT_BUFFER) as stream:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import gc
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, TypeVar
 
@@ -53,19 +51,3 @@ _Sorted = TypeVar("_Sorted", Finding, "FindingRow")
 
 def sort_findings(findings: list[_Sorted]) -> list[_Sorted]:
     return sorted(findings, key=lambda f: (f.line if f.line is not None else 0, f.severity != "error", f.code))
-
-
-@contextlib.contextmanager
-def no_cycle_collection() -> Iterator[None]:
-    """The cycle collector off while a file is read whole and checked, and its findings listed.
-    Parsed lines and findings hold no reference cycles, so there is nothing for it to free; but as
-    they pile up it walks all of them again and again (about a third of validate's time on 200,000
-    lines, and as much again while the rows of as many failing lines are made and written). What
-    is dropped before the end is freed without it; what is still held then is walked once more."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()

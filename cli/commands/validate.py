@@ -33,7 +33,7 @@ def validate(
     """
     import typer
 
-    from ...jobs.validate import no_cycle_collection
+    from ...core.jsonl import no_cycle_collection
 
     with no_cycle_collection():  # a row for each finding, held until written (what it holds is freed before)
         failed = _validated(reading, batch, json_output)
