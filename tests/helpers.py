@@ -333,3 +333,16 @@ def drain_pty(leader: int) -> bytes:
         pass
     os.close(leader)
     return out
+
+
+# A child's script that runs the console entry on its own argv and then says what it loaded (the
+# start-up tests append what to report, on stderr).
+RUN_THE_ENTRY = """\
+import sys
+from ctxpipe.cli.entry import main
+sys.argv = ["ctxpipe", *sys.argv[1:]]
+try:
+    main()
+except SystemExit:
+    pass
+"""

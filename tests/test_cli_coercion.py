@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from ctxpipe.cli.app import app
 from ctxpipe.cli.coercion import _Plain
-from helpers import FIXTURES, child_env
+from helpers import FIXTURES, RUN_THE_ENTRY, child_env
 from typer._click import Context
 from typer._click.exceptions import BadParameter
 from typer._coercion import build_runtime_param
@@ -58,17 +58,13 @@ def test_the_plain_converter_gives_typers_value_or_error(where: str, command: An
         assert _outcome(param._runtime_param, value, param, context) == _outcome(typers, value, param, context), (where, value)
 
 
-LOADED = """\
-import sys
-from ctxpipe.cli.entry import main
-sys.argv = ["ctxpipe", *sys.argv[1:]]
-try:
-    main()
-except SystemExit:
-    pass
+LOADED = (
+    RUN_THE_ENTRY
+    + """\
 commands = sorted(name for name in sys.modules if name.startswith("ctxpipe.cli.commands."))
 sys.stderr.write(repr(("pydantic" in sys.modules, commands, "ctxpipe.jobs.pipeline" in sys.modules)))
 """
+)
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ import sys
 import pytest
 from ctxpipe.cli.help import page
 from ctxpipe.cli.help_render import PAGES, WIDTHS, command_names, render_help, source
-from helpers import child_env, run_cli, run_process
+from helpers import RUN_THE_ENTRY, child_env, run_cli, run_process
 
 
 def test_the_stored_pages_are_the_declarations() -> None:
@@ -51,17 +51,13 @@ def test_a_terminal_that_cannot_show_every_character_gets_what_typer_writes(enco
         assert (fast.returncode, fast.stdout, fast.stderr) == (app.returncode, app.stdout, app.stderr), argv
 
 
-LOADED = """\
-import sys
-from ctxpipe.cli.entry import main
-sys.argv = ["ctxpipe", *sys.argv[1:]]
-try:
-    main()
-except SystemExit:
-    pass
+LOADED = (
+    RUN_THE_ENTRY
+    + """\
 heavy = ("typer", "click", "rich", "pydantic", "orjson", "ctxpipe.core", "ctxpipe.api", "ctxpipe.cli.app", "ctxpipe.cli.commands")
 sys.stderr.write(repr(sorted(name for name in sys.modules if name.startswith(heavy))))
 """
+)
 
 
 @pytest.mark.parametrize("argv", FORMS[:-1], ids=lambda argv: " ".join(argv) or "no-arguments")
