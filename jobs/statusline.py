@@ -36,8 +36,9 @@ if TYPE_CHECKING:  # types only: core.budget loads the model catalog, which `imp
 STAGES = ("microcompact", "collapse")  # the stages whose dry run the line offers as the saving
 MIN_SAVING = 1_000  # smaller savings are not worth a glance
 LOCK_STALE = 600.0  # seconds: a refresh lock older than this was left by a run that died
-# The background refresh runs two stages on the whole file (a stage holds a few times the file's size
-# in memory): past this size it records why instead, and the line goes without a saving.
+# The background refresh runs two stages on the whole file (a stage holds its active context parsed,
+# which in a session never compacted is the whole file): past this size it records why instead, and
+# the line goes without a saving.
 REFRESH_LIMIT = 512 << 20
 USAGE_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
 
