@@ -8,6 +8,10 @@ copy of that formatter. tests/test_help.py checks that the stored pages are curr
 print the same bytes at every width.
 
     python -m ctxpipe.cli.help_render      # regenerate cli/help_pages.py after changing a command
+    cog -r docs/commands/*.md              # and the help blocks of the docs (cogapp, in the test extra)
+
+`help_markdown` is what those blocks hold: the page at an 80-column terminal, fenced, so the docs show
+exactly what `--help` prints (tests/test_docs.py fails when they differ).
 """
 
 from __future__ import annotations
@@ -55,6 +59,11 @@ def render_help(path: Sequence[str], width: int) -> str:
     columns − 2), without the final newline."""
     command, context = _context(path, width)
     return command.get_help(context)
+
+
+def help_markdown(name: str = "") -> str:
+    """The fenced help page of command `name` ("" for ctxpipe's own), as docs/commands/ hold it."""
+    return "```text\n" + render_help([name] if name else [], MAX_WIDTH) + "\n```\n"
 
 
 def command_names() -> list[str]:

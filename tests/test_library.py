@@ -103,13 +103,13 @@ def test_a_lazy_pattern_copies_and_pickles_as_a_pattern() -> None:
     assert pickle.loads(pickle.dumps(lazy)).pattern == "a+b" and copy.deepcopy(lazy).search("ab") is not None
 
 
-# --- the README's Library section runs as written ------------------------------------------------------
+# --- docs/library.md's example runs as written ------------------------------------------------------
 
 
-def _library_block() -> str:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("\n## Library\n") :]
-    return section[section.index("```python\n") + len("```python\n") : section.index("\n```\n")]
+def _python_block(page: str) -> str:
+    """The first python block of a page of the repository (README.md, docs/library.md)."""
+    text = (Path(__file__).resolve().parent.parent / page).read_text(encoding="utf-8")
+    return text[text.index("```python\n") + len("```python\n") : text.index("\n```\n", text.index("```python\n"))]
 
 
 def _claimed(source_line: str) -> tuple[bool, object]:
@@ -128,7 +128,8 @@ def _claimed(source_line: str) -> tuple[bool, object]:
     return False, None
 
 
-def test_the_readme_library_example_runs_and_says_true(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("page", "least_claims"), [("docs/library.md", 7), ("README.md", 2)])
+def test_the_library_examples_run_and_say_true(page: str, least_claims: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import ast
     import shutil
 
@@ -140,20 +141,22 @@ def test_the_readme_library_example_runs_and_says_true(tmp_path: Path, monkeypat
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    block = _library_block()
+    block = _python_block(page)
     lines = block.splitlines()
     namespace: dict[str, object] = {}
     checked = 0
     for statement in ast.parse(block).body:
-        code = compile(ast.Module([statement], []), "README.md (Library)", "exec")
+        code = compile(ast.Module([statement], []), page, "exec")
         if isinstance(statement, ast.Expr) and statement.lineno == statement.end_lineno:
             claims, value = _claimed(lines[statement.lineno - 1])
             if claims:
-                found = eval(compile(ast.Expression(statement.value), "README.md (Library)", "eval"), namespace)
-                assert found == value, f"README line {lines[statement.lineno - 1]!r} gives {found!r}"
+                found = eval(compile(ast.Expression(statement.value), page, "eval"), namespace)
+                assert found == value, f"{page} line {lines[statement.lineno - 1]!r} gives {found!r}"
                 checked += 1
                 continue
         exec(code, namespace)
-    assert checked >= 7  # the claims the block makes are checked, not only run
-    assert (tmp_path / "messages.jsonl").is_file() and (tmp_path / "out" / "session.jsonl").is_file()
-    assert sorted(path.name for path in (tmp_path / "compacted").rglob("*.jsonl")) == ["basic.jsonl", "parallel.jsonl", "repeats.jsonl"]
+    assert checked >= least_claims  # the claims the block makes are checked, not only run
+    assert (tmp_path / "out" / "session.jsonl").is_file()
+    if page == "docs/library.md":
+        assert (tmp_path / "messages.jsonl").is_file()
+        assert sorted(path.name for path in (tmp_path / "compacted").rglob("*.jsonl")) == ["basic.jsonl", "parallel.jsonl", "repeats.jsonl"]
