@@ -64,7 +64,7 @@ READS_FROM_THE_END = {"count", "warn", "microcompact", "collapse", "snip", "summ
 # Readers that report the active context's tokens (JSON on stdout in a pipe).
 REPORTS_TOKENS = {"count", "warn"}
 # Readers that search a folder for session files instead of refusing it.
-SEARCHES_FOLDERS = {"count", "report", "validate", "audit"}
+SEARCHES_FOLDERS = {"count", "report", "validate", "audit", "warn"}
 # Readers that take a folder of sessions only with somewhere to write them (a usage error without).
 FOLDERS_NEED_OUT_DIR = {"compact", "report-html"}
 # statusline is given its transcript as Claude Code gives it, {"transcript_path": FILE} on stdin

@@ -272,3 +272,29 @@ def test_the_corpus_side_call_is_labelled_not_alarmed_and_skipped(tmp_path: Path
     assert result.returncode == 0, result.stderr.decode()
     assert f"{copy}: skipped: {COMPACTION_NOTE}" in result.stderr.decode()
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_warn_over_a_folder_reports_every_file_and_exits_with_the_highest_session_level(tmp_path: Path) -> None:
+    folder = project(tmp_path / "projects")  # main 190,000 (blocking), a subagent 20,000, a side-call 190,000
+    result = cli("warn", "--json", folder)
+    rows = json_rows(result.stdout)
+    assert errors("warn.report.schema.json", rows[0]) == []
+    levels = {Path(row["file"]).name: (row["level"], row.get("kind")) for row in rows}
+    assert levels == {f"{SESSION}.jsonl": ("blocking", None), "agent-a1b2c3d.jsonl": ("normal", None), NAME: ("blocking", "compaction")}
+    assert result.returncode == 5  # the main session's level
+    # Without the session, the side-call's level alarms no one: the subagent's normal is the highest.
+    (folder / f"{SESSION}.jsonl").unlink()
+    assert cli("warn", "--json", folder).returncode == 0
+    # A file that cannot be read is named on stderr and makes the exit 1; the others are reported.
+    (folder / "broken.jsonl").write_bytes(b'{"type": "user"\n')
+    broken = cli("warn", "--json", folder)
+    assert broken.returncode == ExitStatus.ERROR
+    assert "broken.jsonl:1:" in broken.stderr.decode()
+    assert len(json_rows(broken.stdout)) == 2  # the subagent and the side-call
+
+
+def test_warn_pass_through_takes_one_transcript_only(tmp_path: Path) -> None:
+    folder = project(tmp_path / "projects")
+    result = cli("warn", "--pass-through", folder)
+    assert result.returncode == ExitStatus.USAGE and result.stdout == b""
+    assert "--pass-through" in result.stderr.decode()

@@ -5,6 +5,9 @@ flags, --explain and --pass-through. Golden cases live in fixtures/warn (run by 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,7 +16,7 @@ from ctxpipe.cli.budget_options import ENVIRONMENT, budget_settings
 from ctxpipe.core.budget import BudgetSettings, Setting, thresholds
 from ctxpipe.jobs.count import CountOptions, count_buffer
 from ctxpipe.jobs.schemas import errors
-from helpers import FIXTURES, run_cli
+from helpers import FIXTURES, child_env, drain_pty, run_cli
 
 CLEAN_ENV = {name: "" for name in ENVIRONMENT.values()}  # run_cli passes os.environ on; keep these out
 EXIT = {"normal": 0, "warning": 3, "autocompact": 4, "blocking": 5}
@@ -336,3 +339,25 @@ def test_a_long_session_is_warned_from_its_end(tmp_path: Path) -> None:
     result, report = warn(path)
     assert report["exact_tokens"] == 172_000
     assert report["level"] == "autocompact" and result.returncode == 4
+
+
+@pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pseudo-terminal")
+def test_explain_on_a_terminal_goes_to_stderr_as_its_help_says(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(at(150_000))
+    leader, follower = os.openpty()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "ctxpipe", "warn", "--explain", str(path)],
+            stdin=subprocess.DEVNULL,
+            stdout=follower,
+            stderr=subprocess.PIPE,
+            env=child_env({**CLEAN_ENV, "COLUMNS": "200"}),
+            timeout=120,
+        )
+    finally:
+        os.close(follower)
+    shown = drain_pty(leader).decode()
+    assert done.returncode == 3
+    assert "warning — 150,000 tokens" in shown and "effective window" not in shown  # the terminal: the level only
+    assert "effective window 180,000 = window 200,000 − reserve 20,000" in done.stderr.decode()

@@ -9,7 +9,8 @@ import typer
 from .. import streams
 from ..budget_options import Budget
 from ..flags import with_options
-from ..options import Explain, InputPath, Json, Reading
+from ..options import Batch, Explain, Json, Reading
+from ..status import ExitStatus
 
 if TYPE_CHECKING:  # types only
     from ...core.reports import WarnReport
@@ -18,11 +19,11 @@ LEVEL_EXIT = {"normal": 0, "warning": 3, "autocompact": 4, "blocking": 5}
 LEVEL_STYLE = {"normal": "green", "warning": "yellow", "autocompact": "magenta", "blocking": "bold red"}
 
 
-@with_options(reading=Reading, budget=Budget)
+@with_options(batch=Batch, reading=Reading, budget=Budget)
 def warn(
+    batch: Batch,
     reading: Reading,
     budget: Budget,
-    path: InputPath = None,
     json_output: Json = False,
     explain: Explain = False,
     pass_through: Annotated[
@@ -39,29 +40,58 @@ def warn(
 
     A file written by Claude Code's compaction side-call (agent-acompact-*.jsonl, or lines whose
     agentId starts with acompact-) is not a session: its level is reported, marked as such, and the
-    exit code is 0 whatever the level.
+    exit code is 0 whatever the level. Over several files or folders, each file's level is reported
+    and the exit code is the highest level's (1 when a file could not be read).
 
     Example:  ctxpipe warn session.jsonl || ctxpipe compact --in-place session.jsonl
     """
-    from ...api import warn_count
+    from ... import api
+
+    options = budget.count_options(reading)
+    as_json = json_output or not streams.stdout_is_terminal()
+    if not batch.one_transcript:
+        if pass_through:
+            raise typer.BadParameter("copies one transcript: give one file, or stdin", param_hint="--pass-through")
+        _warn_many(api.count_many(batch.paths or [], options, **batch.run_on), as_json, explain)
 
     def copy_on(buffer: Any) -> None:
         with streams.open_output(None) as out:
             out.write(buffer)
 
-    source = streams.source_name(path)
-    result = warn_count(path, budget.count_options(reading), copy_on if pass_through else None)
-    streams.skipped_lines(source, result.skipped_lines)
+    path = None if batch.from_stdin or not batch.paths else batch.paths[0]
+    result = api.warn_count(path, options, copy_on if pass_through else None)
+    streams.skipped_lines(streams.source_name(path), result.skipped_lines)
     report = result.warn_report()
     if pass_through:
         _print_brief(report, to_stderr=True)
-    elif json_output or not streams.stdout_is_terminal():
+    elif as_json:
         streams.write_json_lines([report.to_wire()])
     else:
         _print_brief(report, to_stderr=False)
-    if explain and (pass_through or not (json_output or not streams.stdout_is_terminal())):
-        _print_explanation(result, to_stderr=pass_through)  # the JSON report carries it already
-    raise typer.Exit(0 if report.kind == "compaction" else LEVEL_EXIT[report.level])
+    if explain and (pass_through or not as_json):
+        _print_explanation(result)  # the JSON report carries it already
+    raise typer.Exit(_exit_code(report))
+
+
+def _exit_code(report: WarnReport) -> int:
+    return 0 if report.kind == "compaction" else LEVEL_EXIT[report.level]
+
+
+def _warn_many(results: Any, as_json: bool, explain: bool) -> None:
+    """Each file's level, in the order found; exit with the highest (1 when a file failed)."""
+    for failure in results.failures:
+        streams.error(str(failure))
+    reports = []
+    for result in results.done:
+        streams.skipped_lines(result.file, result.skipped_lines)
+        reports.append(result.warn_report())
+        if not as_json:
+            _print_brief(reports[-1], to_stderr=False)
+            if explain:
+                _print_explanation(result)
+    if as_json:
+        streams.write_json_lines([report.to_wire() for report in reports])
+    raise typer.Exit(ExitStatus.ERROR if results.failures else max((_exit_code(report) for report in reports), default=0))
 
 
 def _print_brief(report: WarnReport, to_stderr: bool) -> None:
@@ -83,11 +113,12 @@ def _print_brief(report: WarnReport, to_stderr: bool) -> None:
     )
 
 
-def _print_explanation(result: Any, to_stderr: bool) -> None:
+def _print_explanation(result: Any) -> None:
     from ..terminal import shown_text
 
-    # The lines quote the model name and the environment's values as given.
-    console = streams.stderr_console() if to_stderr else streams.stdout_console()
+    # On stderr, as --explain's help says: stdout keeps only the level. The lines quote the model
+    # name and the environment's values as given.
+    console = streams.stderr_console()
     for line in result.thresholds.explanations:
         console.print(shown_text(f"  {line}"))
     for line in result.thresholds.ignored:
