@@ -482,18 +482,23 @@ def compact(source: str | os.PathLike[str] | bytes, options: CompactOptions | No
 
 
 def compact_to(
-    source: str | os.PathLike[str] | bytes, output: Callable[[], contextlib.AbstractContextManager[BinaryIO]], options: CompactOptions | None = None
+    source: str | os.PathLike[str] | bytes,
+    output: Callable[[], contextlib.AbstractContextManager[BinaryIO]],
+    options: CompactOptions | None = None,
+    ledger: Callable[[dict[str, Any] | None], contextlib.AbstractContextManager[None]] | None = None,
 ) -> CompactReport:
     """compact() that writes its output to the stream `output()` opens, once the pipeline is done
     (nothing is opened when it fails), the untouched head straight from the input: what the output
-    holds beyond the input is only what changed."""
-    with _compacted(source, options) as (buffer, run), output() as out:
-        run.write(buffer, out)
+    holds beyond the input is only what changed. With `ledger`, the run's ledger record (None when
+    nothing changed) is handed to it around the writing, as a stage's --ledger keeps it."""
+    with _compacted(source, options, ledger is not None) as (buffer, run):
+        with ledger(run.ledger) if ledger is not None else contextlib.nullcontext(), output() as out:
+            run.write(buffer, out)
     return run.report
 
 
 @contextlib.contextmanager
-def _compacted(source: str | os.PathLike[str] | bytes, options: CompactOptions | None) -> Iterator[tuple[Any, CompactRun]]:
+def _compacted(source: str | os.PathLike[str] | bytes, options: CompactOptions | None, ledger: bool = False) -> Iterator[tuple[Any, CompactRun]]:
     """The input's buffer and compact's run on it, while the buffer is open."""
     from .files.sessions import COMPACTION_NOTE, is_compaction
     from .jobs.breaker import breaker
@@ -505,7 +510,7 @@ def _compacted(source: str | os.PathLike[str] | bytes, options: CompactOptions |
     with _bytes_of(source, on_error=options.on_error) as (buffer, shown):
         if is_compaction(buffer, path):
             raise NotASession(f"{shown}: {COMPACTION_NOTE}; nothing to compact (compact its session instead)")
-        yield buffer, compact_run(buffer, shown, options, breaker(), path)
+        yield buffer, compact_run(buffer, shown, options, breaker(), path, ledger)
 
 
 def compact_file(

@@ -124,7 +124,7 @@ def format_name(choice: Optional[Enum]) -> Optional[str]:
 
 
 Ledger = Annotated[
-    Optional[str], typer.Option("--ledger", help="Append what this stage removed to FILE, so `ctxpipe expand` can put it back.", show_default=False)
+    Optional[str], typer.Option("--ledger", help="Append what the run removed or changed to FILE, so `ctxpipe expand` can put it back.", show_default=False)
 ]
 # expand reads the ledger the stages appended to (required there: it is what expand undoes).
 LedgerToRead = Annotated[str, typer.Option("--ledger", help="The ledger file the stages appended to.", show_default=False)]

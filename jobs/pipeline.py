@@ -236,6 +236,7 @@ class CompactRun:
     head: int
     lines: list[bytes]
     report: CompactReport
+    ledger: dict[str, Any] | None = None  # the record `expand` undoes the whole run with (when asked for and something changed)
 
     def write(self, buffer: Any, out: BinaryIO) -> None:
         """The output's bytes to `out`, the head straight from the input's buffer (no copy)."""
@@ -251,9 +252,10 @@ def compact_buffer(buffer: Any, source: str, options: CompactOptions, breaker: A
     return run.pieces(buffer), run.report
 
 
-def compact_run(buffer: Any, source: str, options: CompactOptions, breaker: Any, transcript_path: str | None = None) -> CompactRun:
+def compact_run(buffer: Any, source: str, options: CompactOptions, breaker: Any, transcript_path: str | None = None, ledger: bool = False) -> CompactRun:
     """Every stage of the pipeline in order on one transcript; the output is only as big as what
-    changed (the head stays in the buffer), and the history restore reads is parsed as it is read."""
+    changed (the head stays in the buffer), and the history restore reads is parsed as it is read.
+    With `ledger`, the run's one ledger record (the pipeline undone at once by `expand`)."""
     from .count import CountOptions, count_buffer, region_measure
 
     transcript_format = stage_editor(detect_format(buffer, source, options.format), source, "compact")
@@ -284,6 +286,7 @@ def compact_run(buffer: Any, source: str, options: CompactOptions, breaker: Any,
     threshold = limits.autocompact if limits.autocompact is not None else limits.effective_window
     summarized = False
     dropped_prefix = False
+    removed: list[dict[str, Any]] = []  # what every stage took out, for the ledger's reader
 
     def record(stage: str, outcome: Outcome, measured: Measure, why: str | None) -> None:
         nonlocal current
@@ -339,8 +342,16 @@ def compact_run(buffer: Any, source: str, options: CompactOptions, breaker: Any,
         record(stage.name, outcome, measure, why)
         if outcome.changed:
             entries = outcome.entries
+            removed.extend(outcome.removed)
+    kept = None
+    lines: list[bytes] = []
     if entries is original and not stats.skipped:
-        head, lines = len(buffer), []
+        head = len(buffer)
+    elif ledger and entries is not original:
+        head = 0 if summarized and dropped_prefix else offset
+        # A dropped history is not in the output: the record keeps it, as the region's own bytes.
+        with view(buffer, 0, head) as prefix, view(buffer, head) as region:
+            kept, lines = ledger_record("compact", prefix, original if head else (), entries, removed, region)
     else:
         head, lines = 0 if summarized and dropped_prefix else offset, line_bytes(entries)
     # Measured on the bytes written, the way `count` will measure them.
@@ -354,4 +365,4 @@ def compact_run(buffer: Any, source: str, options: CompactOptions, breaker: Any,
         skipped_lines=stats.skipped,
         stages=stages,
     )
-    return CompactRun(head, lines, report)
+    return CompactRun(head, lines, report, kept)

@@ -219,3 +219,46 @@ def test_flags_without_a_visible_effect_here_are_accepted(flag: str, tmp_path: P
     the root (tests/test_summarize.py, tests/test_restore.py cover them); compact takes both."""
     report, _ = compacted(tmp_path, "basic.jsonl", "--force", "--engine", "offline", "--keep-last", "2", flag)
     assert stage(report, "summarize")["changed"]
+
+
+# --- -o and --ledger: compact writes one transcript as every stage does -----------------------------
+
+
+@pytest.mark.parametrize("drop_history", [False, True], ids=["history-kept", "history-dropped"])
+@pytest.mark.parametrize("name", sorted(path.name for path in (FIXTURES / "claude-code").glob("*.jsonl")))
+def test_compact_ledger_and_expand_give_back_the_input_byte_for_byte(name: str, drop_history: bool, tmp_path: Path) -> None:
+    source = FIXTURES / "claude-code" / name
+    ledger, output = tmp_path / "undo.jsonl", tmp_path / "out.jsonl"
+    args = ["compact", "--force", "--engine", "offline", "--keep-last", "2", *DETERMINISTIC, *(["--drop-history"] if drop_history else [])]
+    to_stdout = run_cli(*args, source)
+    written = run_cli(*args, "--ledger", ledger, "-o", output, source)
+    assert written.returncode == to_stdout.returncode == 0, written.stderr.decode()
+    assert written.stdout == b"" and output.read_bytes() == to_stdout.stdout  # -o: the same bytes, in a file
+    changed = output.read_bytes() != source.read_bytes()
+    assert len(ledger.read_bytes().splitlines()) == (1 if changed else 0)  # one record for the whole run, none for no change
+    expanded = run_cli("expand", "--ledger", ledger, output)
+    assert expanded.returncode == 0, expanded.stderr.decode()
+    assert expanded.stdout == source.read_bytes()
+
+
+def test_a_ledger_shared_by_a_stage_and_compact_in_a_pipe_undoes_both(tmp_path: Path) -> None:
+    source = FIXTURES / "claude-code" / "repeats.jsonl"
+    ledger = tmp_path / "undo.jsonl"
+    first = run_cli("microcompact", "--force", "--keep-recent", "1", "--ledger", ledger, *DETERMINISTIC[2:], source)
+    second = run_cli("compact", "--force", "--engine", "offline", "--keep-last", "2", "--ledger", ledger, *DETERMINISTIC, "-", stdin=first.stdout)
+    assert first.returncode == second.returncode == 0, second.stderr.decode()
+    expanded = run_cli("expand", "--ledger", ledger, "-", stdin=second.stdout)
+    assert expanded.stdout == source.read_bytes()
+    assert b"undid 2 stage runs" in expanded.stderr
+
+
+@pytest.mark.parametrize("flag", [["-o", "out.jsonl"], ["--ledger", "undo.jsonl"]], ids=["output", "ledger"])
+def test_o_and_ledger_take_one_transcript_and_not_with_out_dir(flag: list[str], tmp_path: Path) -> None:
+    folder = tmp_path / "projects"
+    folder.mkdir()
+    shutil.copy(FIXTURES / "claude-code" / "basic.jsonl", folder / "a.jsonl")
+    for extra in ([], ["--out-dir", str(tmp_path / "out")]):
+        result = run_cli("compact", *flag, *extra, folder, cwd=tmp_path)
+        assert result.returncode == 2 and result.stdout == b"", result.stderr
+        assert flag[0].lstrip("-") in result.stderr.decode() or "--output" in result.stderr.decode()
+    assert not (tmp_path / flag[1]).exists()

@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # types only
 from .. import streams
 from ..budget_options import Baseline, Threshold
 from ..flags import Merged, with_options
-from ..options import Batch, Json, Now, OutDir, Reading, ReportJson
+from ..options import Batch, Json, Ledger, Now, OutDir, Output, Reading, ReportJson
 from ..stages import checked, parse_now
 from ..status import ExitStatus
 
@@ -27,6 +27,8 @@ def compact(
     threshold: Threshold,
     stages: dict[type, Any],
     out_dir: OutDir = None,
+    output: Output = None,
+    ledger: Ledger = None,
     in_place: Annotated[bool, typer.Option("--in-place", help="Replace each file atomically (temp file in the same folder, fsync, rename).")] = False,
     backup: Annotated[
         Optional[str],
@@ -67,6 +69,8 @@ def compact(
 
     if in_place and out_dir:
         raise typer.BadParameter("give --in-place or --out-dir, not both", param_hint="--in-place")
+    if output is not None and (in_place or out_dir):
+        raise typer.BadParameter("writes one transcript: give -o, --out-dir or --in-place", param_hint="--output")
     if backup is not None and not in_place:
         raise typer.BadParameter("--backup goes with --in-place", param_hint="--backup")
     if backup is not None and (not backup or "/" in backup or os.sep in backup):
@@ -97,8 +101,12 @@ def compact(
             raise typer.BadParameter(
                 "one transcript written to stdout has its report in --report-json FILE (--json lists a batch's reports)", param_hint="--json"
             )
-        _to_stdout(paths[0] if paths else None, options, report_json)
+        _to_stdout(paths[0] if paths else None, options, report_json, output, ledger)
         return
+    if output is not None or ledger is not None:
+        raise typer.BadParameter(
+            "one transcript only (several files or a folder are written with --out-dir or --in-place)", param_hint="--output" if output else "--ledger"
+        )
     if batch.from_stdin:
         raise typer.BadParameter("--out-dir and --in-place need files or folders, not stdin", param_hint="PATHS")
     if stages[SummarizeSettings].session_memory is not None and not single:
@@ -108,11 +116,13 @@ def compact(
     _batch(batch, options, out_dir, in_place, backup, json_output, report_json)
 
 
-def _to_stdout(path: str | None, options: CompactOptions, report_json: str | None) -> None:
+def _to_stdout(path: str | None, options: CompactOptions, report_json: str | None, output: str | None, ledger: str | None) -> None:
     from ...api import NotASession, compact_to
+    from ..stages import ledger_kept
 
+    keep = None if ledger is None else lambda record: ledger_kept(ledger, record)
     try:
-        report = compact_to(streams.source_name(path), lambda: streams.open_output(None), options)
+        report = compact_to(streams.source_name(path), lambda: streams.open_output(output), options, keep)
     except NotASession as exc:  # given alone: there is no session to compact, and nothing is written
         streams.error(str(exc))
         raise typer.Exit(ExitStatus.NOT_A_SESSION) from None
