@@ -37,6 +37,7 @@ try:
 
     from .. import api  # noqa: F401  # every command's face and main's, loaded while Ctrl-C is handled as above
     from .coercion import Command, Group
+    from .metavars import readable
 except KeyboardInterrupt:  # Ctrl-C while starting up: as quiet as at any other moment
     raise SystemExit(ExitStatus.INTERRUPTED) from None
 
@@ -122,7 +123,8 @@ class _Commands(Mapping[str, Any]):
             with _loading():
                 function, settings = command_function(name)
                 info = CommandInfo(name=name, cls=Command, callback=pipe_safe(function), **settings)
-                self._made[name] = get_command_from_info(info, pretty_exceptions_short=app.pretty_exceptions_short, rich_markup_mode=None)
+                made = get_command_from_info(info, pretty_exceptions_short=app.pretty_exceptions_short, rich_markup_mode=None)
+                self._made[name] = readable(made)
         return self._made[name]
 
     def __iter__(self) -> Iterator[str]:

@@ -101,7 +101,7 @@ InputPath = Annotated[
 ]
 InputPaths = Annotated[
     Optional[list[str]],
-    typer.Argument(help="Transcript files; '-' or nothing reads stdin.", show_default=False),
+    typer.Argument(help="Transcript files, folders searched for sessions, or store URLs; '-' or nothing reads stdin.", show_default=False),
 ]
 Format = Annotated[
     Optional[FormatChoice],

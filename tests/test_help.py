@@ -4,6 +4,7 @@ pages must be the declarations' current ones (regenerate: python -m ctxpipe.cli.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -71,3 +72,15 @@ def test_other_arguments_go_to_typer() -> None:
     for argv in (["count", "--json", "--help"], ["no-such-command", "--help"], ["--help", "count"]):
         fast, app = run_process(*argv), run_cli(*argv)
         assert (fast.returncode, fast.stdout, fast.stderr) == (app.returncode, app.stdout, app.stderr), argv
+
+
+def test_every_value_has_a_metavar_a_person_reads() -> None:
+    """FILE, N, ISO-TIME, PATH or the choices, never typer's type names (`<str>`, `<int range>`, `<list[str]>`)."""
+    from ctxpipe.cli.help_render import command_names, render_help
+
+    type_names = re.compile(r"<(?:str|int|float|bool|path|list\[[^\]]*\])(?: range)?>")
+    for name in ["", *command_names()]:
+        page = render_help([name] if name else [], 78)
+        assert not type_names.search(page), f"ctxpipe {name} --help: {type_names.search(page)}"
+    assert "-o, --output FILE" in render_help(["compact"], 78) and "--now ISO-TIME" in render_help(["compact"], 78)
+    assert "Usage: ctxpipe count [OPTIONS] [PATH]..." in render_help(["count"], 78)
