@@ -799,11 +799,12 @@ PAGES = {'': (('write_usage', 'ctxpipe', '[OPTIONS] COMMAND [ARGS]...', None),
             ('write_text',
              'Rebuild the transcript a chain of stages started from, byte for byte.\n'
              '\n'
-             'Each stage run with --ledger FILE appended what it removed; expand undoes those runs newest\n'
-             'first, checking each against the exact bytes it produced (records for other files are skipped).\n'
+             "Each stage run with --ledger FILE (and compact's) appended what it removed; expand undoes\n"
+             'those runs newest first, checking each against the exact bytes it produced (records for other\n'
+             'files are skipped). After `ctxpipe microcompact --force --ledger undo.jsonl s.jsonl >\n'
+             'small.jsonl`, the example gives s.jsonl back.\n'
              '\n'
-             'Example:  ctxpipe microcompact --force --ledger undo.jsonl s.jsonl | ctxpipe collapse --ledger undo.jsonl > small.jsonl\n'
-             '          ctxpipe expand --ledger undo.jsonl small.jsonl > s-again.jsonl'),
+             'Example:  ctxpipe expand --ledger undo.jsonl small.jsonl > s-again.jsonl'),
             ('dedent',),
             ('write_paragraph',),
             ('write_heading', 'Arguments'),

@@ -62,7 +62,12 @@ def render_help(path: Sequence[str], width: int) -> str:
 
 
 def help_markdown(name: str = "") -> str:
-    """The fenced help page of command `name` ("" for ctxpipe's own), as docs/commands/ hold it."""
+    """The fenced help page of command `name` ("" for ctxpipe's own), as docs/commands/ hold it:
+    what `ctxpipe name --help` prints (statusline answers it on its own light path, cli/entry.py)."""
+    if name == "statusline":
+        from .statusline import HELP
+
+        return "```text\n" + HELP.rstrip("\n") + "\n```\n"
     return "```text\n" + render_help([name] if name else [], MAX_WIDTH) + "\n```\n"
 
 

@@ -71,9 +71,9 @@ HELP = """Usage: ctxpipe statusline [OPTIONS]
   Example:  echo '{"transcript_path": "session.jsonl"}' | ctxpipe statusline
 
 Options:
-  --window <int range>        Context window in tokens (default: the model catalog's; 1M for [1m] names).  [1<=x<=999999999999999]
-  --autocompact-pct <float>   Autocompact at this percentage (above 0, at most 100) of the effective window (can only lower the threshold).
-  --max-output-tokens <int range>
+  --window N                  Context window in tokens (default: the model catalog's; 1M for [1m] names).  [1<=x<=999999999999999]
+  --autocompact-pct PERCENT   Autocompact at this percentage (above 0, at most 100) of the effective window (can only lower the threshold).
+  --max-output-tokens N
                               The model's max output tokens (sets the reserve: min(this, 20,000)).  [1<=x<=999999999999999]
   --no-auto-compact           As DISABLE_AUTO_COMPACT: no autocompact level.
   --rules VERSION             Apply the rules of this Claude Code release (2.1.88, 2.1.332 or latest) instead of those of the version that wrote the session.

@@ -77,10 +77,24 @@ def test_other_arguments_go_to_typer() -> None:
 def test_every_value_has_a_metavar_a_person_reads() -> None:
     """FILE, N, ISO-TIME, PATH or the choices, never typer's type names (`<str>`, `<int range>`, `<list[str]>`)."""
     from ctxpipe.cli.help_render import command_names, render_help
+    from ctxpipe.cli.statusline import HELP
 
     type_names = re.compile(r"<(?:str|int|float|bool|path|list\[[^\]]*\])(?: range)?>")
     for name in ["", *command_names()]:
-        page = render_help([name] if name else [], 78)
+        page = HELP if name == "statusline" else render_help([name] if name else [], 78)
         assert not type_names.search(page), f"ctxpipe {name} --help: {type_names.search(page)}"
     assert "-o, --output FILE" in render_help(["compact"], 78) and "--now ISO-TIME" in render_help(["compact"], 78)
     assert "Usage: ctxpipe count [OPTIONS] [PATH]..." in render_help(["count"], 78)
+
+
+def test_every_page_ends_with_one_example_on_its_own_line() -> None:
+    from ctxpipe.cli.help_render import command_names, help_markdown
+
+    for name in command_names():
+        page = help_markdown(name)
+        examples = [line for line in page.splitlines() if line.strip().startswith("Example:")]
+        assert len(examples) == 1, f"ctxpipe {name} --help: {examples}"
+        # One command: the paragraph holds only the example (click would run a second one into it).
+        paragraph = page[page.index(examples[0]) :].split("\n\n")[0]
+        started = len(re.findall(r"(?<![|\w~/-]) *\bctxpipe ", paragraph)) - len(re.findall(r"\| *ctxpipe ", paragraph))  # not piped from another
+        assert f"ctxpipe {name}" in paragraph and started <= 1, f"ctxpipe {name} --help: {paragraph!r}"

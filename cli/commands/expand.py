@@ -13,11 +13,12 @@ def expand(
 ) -> None:
     """Rebuild the transcript a chain of stages started from, byte for byte.
 
-    Each stage run with --ledger FILE appended what it removed; expand undoes those runs newest
-    first, checking each against the exact bytes it produced (records for other files are skipped).
+    Each stage run with --ledger FILE (and compact's) appended what it removed; expand undoes
+    those runs newest first, checking each against the exact bytes it produced (records for other
+    files are skipped). After `ctxpipe microcompact --force --ledger undo.jsonl s.jsonl >
+    small.jsonl`, the example gives s.jsonl back.
 
-    Example:  ctxpipe microcompact --force --ledger undo.jsonl s.jsonl | ctxpipe collapse --ledger undo.jsonl > small.jsonl
-              ctxpipe expand --ledger undo.jsonl small.jsonl > s-again.jsonl
+    Example:  ctxpipe expand --ledger undo.jsonl small.jsonl > s-again.jsonl
     """
     from ...api import expand as undo
 
