@@ -70,7 +70,7 @@ def run_command(stage: Stage, given: StageIO, settings: Any, context: StageConte
         with ledger_kept(given.ledger, run.ledger), streams.open_output(given.output) as out:
             run.write(buffer, out, given.unbuffered)
     streams.report_skipped(run.stats, source)
-    streams.note(stage_note(stage.name, run.outcome.note, run.report.tokens_before, run.report.tokens_after, run.outcome.changed))
+    streams.note(stage_note(stage.name, source, run.outcome.note, run.report.tokens_before, run.report.tokens_after, run.outcome.changed))
     if given.report_json:
         with streams.open_output(given.report_json) as out:
             out.write(streams.json_bytes(run.report.to_wire(), indent=True))  # inert on a terminal, valid with any text
@@ -88,9 +88,13 @@ def parse_now(value: str | None) -> datetime:
     return moment(iso_time(value)) or datetime.now(timezone.utc)
 
 
-def stage_note(name: str, note: str, before: int, after: int, changed: bool) -> str:
-    """The one line a stage prints: what it did and, when it changed anything, `count` before → after."""
-    return f"{name}: {note}" + (f"; {before:,} → {after:,} tokens" if changed else "")
+def stage_note(name: str, source: str, note: str, before: int, after: int, changed: bool) -> str:
+    """The one line a stage prints: the file it read (a pipe's stdin has one input: not named), what
+    it did and, when it changed anything, `count` before → after."""
+    from ..api import STDIN
+
+    named = "" if source == STDIN else f"{source}: "
+    return f"{name}: {named}{note}" + (f"; {before:,} → {after:,} tokens" if changed else "")
 
 
 @contextlib.contextmanager

@@ -525,7 +525,7 @@ def test_compact_after_new_turns_summarizes_again(tmp_path):
     result = run_cli("compact", "--engine", "offline", "--source", "transcript", "--now", NOW, "--force", "--keep-last", "2", grown)
     assert_clean(result)
     assert result.stdout.count(b'"subtype":"compact_boundary"') == 2
-    assert "summarize: summarized" in result.stderr.decode()
+    assert f"summarize: {grown}: summarized" in result.stderr.decode()
 
 
 def test_summarize_twice_is_summarize_once(tmp_path):

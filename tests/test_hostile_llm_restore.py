@@ -91,7 +91,7 @@ def test_a_transcript_cwd_elsewhere_reads_nothing_from_disk_and_says_why_once(tm
     assert b"TOP-SECRET" not in result.stdout and b"seen in the transcript" in result.stdout
     (note,) = restore_notes(result.stderr)
     assert note.startswith(
-        f"ctxpipe: restore: restored 1 file; not reading files from disk: the transcript's project {victim} is not the current "
+        f"ctxpipe: restore: {tmp_path / 's.jsonl'}: restored 1 file; not reading files from disk: the transcript's project {victim} is not the current "
         "directory; --root DIR reads them; "
     ), note
     # --source disk: nothing to restore, and the same reason.

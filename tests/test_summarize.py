@@ -1345,7 +1345,7 @@ def test_an_automatic_compaction_that_would_grow_the_context_is_not_taken(tmp_pa
     args = ("--window", "40000", "--keep-last", "1", "--engine", "offline", "--now", "2026-05-05T00:00:00Z")
     result = ok(run_cli("compact", *args, path))
     err = result.stderr.decode()
-    assert "summarize: not summarized: the offline summary would leave " in err and "no fewer than the " in err, err
+    assert f"summarize: {path}: not summarized: the offline summary would leave " in err and "no fewer than the " in err, err
     assert result.stdout == path.read_bytes()  # and nothing else had anything to do
 
 

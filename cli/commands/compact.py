@@ -136,7 +136,7 @@ def _say(report: CompactReport) -> None:
     from ..stages import stage_note
 
     for stage in report.stages:
-        streams.note(stage_note(stage.stage, stage.note, stage.tokens_before or 0, stage.tokens_after or 0, stage.changed))
+        streams.note(stage_note(stage.stage, report.file, stage.note, stage.tokens_before or 0, stage.tokens_after or 0, stage.changed))
     streams.skipped_lines(report.file, report.skipped_lines)  # --on-error skip: said as every other reader does
     streams.note(f"compact: {report.file}: {report.tokens_before:,} → {report.tokens_after:,} tokens")
 
