@@ -700,28 +700,29 @@ class ClaudeCodeFormat:
         offset = 0
         for start, entry in iter_entries_reversed(buffer, source, on_error, stats, keep_raw):
             obj = entry.obj
-            if leaf_seen and responses is not None and obj.get("uuid") == wanted:
-                response = _response_id(obj)
-                if response is not None and response not in seen_responses and len(seen_responses) >= responses:
-                    complete = False  # every line of the responses counted so far is in hand
-                    break
-            if not keep_raw and entry_type(obj) == "progress":
+            kind = entry_type(obj)
+            on_chain = leaf_seen and obj.get("uuid") == wanted
+            response = _response_id(obj) if on_chain else None
+            if response is not None and responses is not None and response not in seen_responses and len(seen_responses) >= responses:
+                complete = False  # every line of the responses counted so far is in hand
+                break
+            if not keep_raw and kind == "progress":
                 # To a count a progress line is at most a link of the chain (most are off it): a run of
                 # thousands (a long Bash, a busy hook) costs no memory.
-                if not leaf_seen or obj.get("uuid") != wanted:
+                if not on_chain:
                     continue
                 entry.obj = obj = {key: obj[key] for key in _PROGRESS_KEPT if key in obj}
             collected.append(entry)
             offset = start
-            if is_summary_marker(obj) and not seen_responses:
+            if kind == "system" and is_summary_marker(obj) and not seen_responses:
                 responses = None  # the responses above it are stale: the count needs the whole context
             if not leaf_seen:
-                if entry_type(obj) not in MESSAGE_TYPES or obj.get("isSidechain"):
+                if kind not in MESSAGE_TYPES or obj.get("isSidechain"):
                     continue
                 leaf_seen = True
-            elif obj.get("uuid") != wanted:
+                response = _response_id(obj)
+            elif not on_chain:
                 continue
-            response = _response_id(obj)
             if response is not None:
                 seen_responses.add(response)
             parent = obj.get("parentUuid")

@@ -24,6 +24,7 @@ from ctxpipe.jobs.schemas import errors
 from ctxpipe.jobs.tokenizers import TIKTOKEN_SHA256, counter_named
 from helpers import CLEAN_ENV, FIXTURES, corpus_files, needs_corpus, run_cli
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from strategies import claude_sessions
 
 CLAUDE_FIXTURES = sorted((FIXTURES / "claude-code").glob("*.jsonl"))
@@ -425,6 +426,29 @@ def test_as_claude_code_measures_utf16_length() -> None:
 
 
 # --- tokenizers ----------------------------------------------------------------------------------
+
+# Every class of character the pieces pattern tells apart, ASCII blanks that are not spaces, blanks
+# and digits outside ASCII, a lone surrogate and an emoji (UTF-8 of two to four bytes).
+PIECE_CHARACTERS = "aZq09 \t\n\r\x0b\x0c\x1c\x1f.,_-\x00\x7f\xe9\xa0\u3000\u2028\u0663\ud83d\U0001f600"
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet=PIECE_CHARACTERS, max_size=300) | st.text(max_size=300))
+def test_counting_pieces_by_class_gives_the_patterns_figure(text: str) -> None:
+    from ctxpipe.core import tokens
+
+    assert tokens.count_pieces(text) == len(tokens.PIECE.findall(text))
+    assert tokens.count_pieces(text * 4) == len(tokens.PIECE.findall(text * 4))  # past the length where the classes take over
+
+
+def test_pieces_of_a_long_text_are_counted_on_samples_by_class() -> None:
+    from ctxpipe.core import tokens
+
+    text = 'fn main() {\n    let x = 12345;  \t println!("{x} \u00e9t\u00e9");\n}\n' * 200
+    sample = tokens.PiecesCounter.SAMPLE
+    middle = (len(text) - sample) // 2
+    by_regex = sum(len(tokens.PIECE.findall(part)) for part in (text[:sample], text[middle : middle + sample], text[-sample:]))
+    assert tokens.PiecesCounter().count(text) == round(by_regex * len(text) / (3 * sample))
 
 
 def test_tiktoken_sha256_matches_the_published_hashes() -> None:
