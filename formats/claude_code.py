@@ -21,7 +21,7 @@ import orjson
 
 from ..core.blocks import call_id, is_text, is_thinking, is_tool_result, is_tool_use, text_of, thinking_text, tool_event
 from ..core.convert import EARLY, UNASKED, unasked_results
-from ..core.count import Compaction, Marker, is_real_response, measures_context
+from ..core.count import SYNTHETIC_MODEL, Compaction, Marker, is_real_response, measures_context
 from ..core.fields import MAX_COUNT, blocks_with_index, count, iso, moment, text
 from ..core.jsonl import Entry, OnError, ReadStats, as_text, iter_entries_reversed, memoized
 from ..core.model import Finding, Message
@@ -322,8 +322,9 @@ def _blocks(content: Any) -> list[dict[str, Any]]:
 
 
 def _tool_use_ids(message: dict[str, Any]) -> list[str]:
-    """The ids of a message's tool_use blocks."""
-    return [tool_id for block in _blocks(message.get("content")) if is_tool_use(block) and (tool_id := call_id(block)) is not None]
+    """The ids of a message's tool_use blocks (read in place: a block whose id is not a string has none)."""
+    content = message.get("content")
+    return [block["id"] for block in content if is_tool_use(block) and isinstance(block.get("id"), str)] if isinstance(content, list) else []
 
 
 def build_messages(entries: Sequence[Entry], positions: Sequence[int], content: bool = True, unmetered: bool = False) -> list[Message]:
@@ -866,6 +867,15 @@ class ClaudeCodeFormat:
 
     def recorded_window(self, entries: Sequence[Entry]) -> int | None:
         return None  # the lines name the model, not its window
+
+    def is_lone_response(self, entry: Entry) -> bool:
+        """A line is a whole response on its own here (one content block a line, the usage on each):
+        what messages([entry]) makes of it, read from the line's fields."""
+        obj = entry.obj
+        payload = obj.get("message")
+        if entry_type(obj) != "assistant" or not isinstance(payload, dict) or not isinstance(payload.get("usage"), dict):
+            return False
+        return not is_unmetered(obj) and payload.get("model") != SYNTHETIC_MODEL
 
     def continues_earlier(self, head: Sequence[Entry]) -> bool:
         """The first conversation line names a parent no line above it has (a parent comes before

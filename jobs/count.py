@@ -369,8 +369,7 @@ def _measured_baseline(buffer: Any, source: str, transcript_format: TranscriptFo
             break
         # A line that is a whole response on its own (Claude Code's) ends the search early; other
         # formats attach usage from later lines, so their head is read up to HEAD_LINES.
-        found = transcript_format.messages([entry])
-        if (found and is_real_response(found[-1])) or len(head) >= HEAD_LINES:
+        if transcript_format.is_lone_response(entry) or len(head) >= HEAD_LINES:
             break
     messages = transcript_format.messages(head)
     response = next((index for index, message in enumerate(messages) if is_real_response(message)), None)
