@@ -682,6 +682,29 @@ def test_parallel_jobs_give_the_same_results_in_input_order(monkeypatch: pytest.
     assert [value.count_report() for _, value in parallel] == [value.count_report() for _, value in serial]
 
 
+@pytest.mark.parametrize("options", [CountOptions(), CountOptions(cost=True), CountOptions(as_claude_code=True)], ids=["default", "cost", "as-claude-code"])
+def test_a_folder_counted_on_workers_gives_each_files_count_alone(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, options: CountOptions) -> None:
+    """Whatever a folder's count shares between files (workers, their chunks, anything kept from one
+    file to the next), every row is the count of that file read alone, in the folder's order."""
+    from ctxpipe import api
+    from ctxpipe.jobs import batch
+
+    project = tmp_path / "-home-dev-app"
+    sources = CLAUDE_FIXTURES + corpus_files()
+    for number, source in enumerate(sources):
+        # Every other one as a subagent of the one before it (the 2.1.x layout), the rest as main sessions.
+        place = project / f"{number:03d}" / "subagents" / f"agent-a{number:03d}.jsonl" if number % 2 else project / f"{number:03d}.jsonl"
+        place.parent.mkdir(parents=True, exist_ok=True)
+        place.write_bytes(source.read_bytes())
+    monkeypatch.setattr(batch, "PARALLEL_MIN_BYTES", 0)  # on workers, however small the folder
+    folder = api.count_many([project], options, jobs=2)
+    files = api.session_files([project])
+    assert len(folder.files) == len(files) == len(sources)
+    alone = [count_file(str(found.path), options, found.kind, found.shown).count_report() for found in files]
+    assert folder.failures == []
+    assert [row.count_report() for row in folder.done] == alone
+
+
 def test_parallel_jobs_report_a_bad_file_and_count_the_others(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from ctxpipe.api import count_one as _count_one
     from ctxpipe.jobs import batch
