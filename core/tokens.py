@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
@@ -101,23 +102,28 @@ def estimate_each(blocks: list[dict[str, Any]], counter: TextCounter) -> list[in
 
 
 PIECE = re.compile(r" ?[A-Za-z]+| ?[0-9]{1,3}| ?[^\sA-Za-z0-9]+|\s+(?!\S)|\s")  # what the pieces estimator counts
-_WIDE_BLANK = re.compile(r"[^\S\x00-\x7f]")  # a blank outside ASCII (a no-break space, U+3000, …)
+# The UTF-8 of a blank outside ASCII (a no-break space, U+3000, …): found in the bytes, quicker than in the text.
+_WIDE_BLANK = re.compile(b"|".join(re.escape(char.encode()) for char in map(chr, range(128, sys.maxunicode + 1)) if char.isspace()))
 _BY_CLASS_FROM = 96  # characters: below about this many the regex is quicker
 
 
-def _ascii_class(test: Callable[[str], bool]) -> bytes:
-    """A bytes.translate table: 1 for the ASCII bytes whose character passes `test`, else 0 (a byte
-    of a wider character's UTF-8 is neither letter, digit nor blank: 0 for all three)."""
-    return bytes(int(byte < 128 and test(chr(byte))) for byte in range(256))
+def _byte_codes(code: Callable[[str], int]) -> bytes:
+    """A bytes.translate table giving each ASCII byte its character's code; a byte of a wider
+    character's UTF-8 is neither letter, digit nor blank (code of "\x80": other)."""
+    return bytes(code(chr(byte) if byte < 128 else "\x80") for byte in range(256))
 
 
-# `\s` of a str pattern is str.isspace, which in ASCII also takes \x1c-\x1f.
-_LETTERS = _ascii_class(str.isalpha)
-_BLANKS = _ascii_class(str.isspace)
-_SOLID = bytes(1 - blank for blank in _BLANKS)
-_NOT_SPACE_BLANKS = _ascii_class(lambda char: char.isspace() and char != " ")
-_OTHERS = bytes(int(not (letter or blank or digit)) for letter, blank, digit in zip(_LETTERS, _BLANKS, _ascii_class(str.isdigit)))
-_DIGITS_APART = bytes(byte if 48 <= byte <= 57 else 32 for byte in range(256))  # digits kept, all else a space
+def _word_code(char: str) -> int:
+    return 0 if char.isspace() or (char.isascii() and char.isdigit()) else 1 if char.isascii() and char.isalpha() else 2
+
+
+# `\s` of a str pattern is str.isspace, which in ASCII also takes \x1c-\x1f. Per byte: a letter 1, an
+# other character 2 (a change between them starts a piece); a space 1, another blank 3 (bit 1: not a
+# space); a solid (not blank) character 1; digits kept, every other byte a space.
+_WORDS = _byte_codes(_word_code)
+_BLANKS = _byte_codes(lambda char: (3 if char != " " else 1) if char.isspace() else 0)
+_SOLID = _byte_codes(lambda char: 0 if char.isspace() else 1)
+_DIGITS_APART = bytes(byte if 48 <= byte <= 57 else 32 for byte in range(256))
 
 
 def count_pieces(text: str) -> int:
@@ -130,18 +136,20 @@ def count_pieces(text: str) -> int:
     it is a space (which joins the next piece); blanks that end the text are one piece. A blank
     outside ASCII would span several bytes: such a text, and a short one, goes to the regex.
     """
-    if len(text) < _BY_CLASS_FROM or (not text.isascii() and _WIDE_BLANK.search(text)):
+    if len(text) < _BY_CLASS_FROM:
         return PIECE.subn("", text)[1]
     data = text.encode("utf-8", "surrogatepass")  # one byte per ASCII character; wider ones are "other"
+    if not text.isascii() and _WIDE_BLANK.search(data):
+        return PIECE.subn("", text)[1]
 
-    def marks(table: bytes) -> int:
-        return int.from_bytes(data.translate(table), "big")  # one bit per byte; the next character is 8 bits lower
+    def codes(table: bytes) -> int:
+        return int.from_bytes(data.translate(table), "big")  # a byte per character; the next one is 8 bits lower
 
-    letters, others, blanks, solid = marks(_LETTERS), marks(_OTHERS), marks(_BLANKS), marks(_SOLID)
-    pieces = (letters & ~(letters >> 8)).bit_count() + (others & ~(others >> 8)).bit_count()
-    last_before_solid = blanks & (solid << 8)
-    pieces += (last_before_solid & (blanks >> 8)).bit_count() + (marks(_NOT_SPACE_BLANKS) & (solid << 8)).bit_count()
-    pieces += blanks & 1
+    words, blanks, solid_ahead = codes(_WORDS), codes(_BLANKS), codes(_SOLID) << 8  # bit 0: the next character is solid
+    pieces = (words & ~(words >> 8)).bit_count()  # where a run of letters or of others starts
+    pieces += (blanks & solid_ahead & (blanks >> 8)).bit_count()  # blanks (two or more) before a solid character
+    pieces += (blanks & (solid_ahead << 1)).bit_count()  # a blank not a space just before one
+    pieces += blanks & 1  # blanks that end the text
     return pieces + sum((len(run) + 2) // 3 for run in data.translate(_DIGITS_APART).split())
 
 
