@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -439,6 +440,12 @@ def test_counting_pieces_by_class_gives_the_patterns_figure(text: str) -> None:
 
     assert tokens.count_pieces(text) == len(tokens.PIECE.findall(text))
     assert tokens.count_pieces(text * 4) == len(tokens.PIECE.findall(text * 4))  # past the length where the classes take over
+
+
+def test_the_wide_blanks_are_every_blank_outside_ascii() -> None:
+    from ctxpipe.core import tokens
+
+    assert tokens.WIDE_BLANKS == "".join(char for char in map(chr, range(128, sys.maxunicode + 1)) if char.isspace())
 
 
 def test_pieces_of_a_long_text_are_counted_on_samples_by_class() -> None:
