@@ -189,11 +189,11 @@ def usage_tokens(usage: dict[str, Any], key: str) -> int:
 
 def usage_prompt(usage: dict[str, Any]) -> int:
     """The size of the prompt a response was sent with."""
-    return sum(usage_tokens(usage, key) for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+    return count(usage, "input_tokens") + count(usage, "cache_creation_input_tokens") + count(usage, "cache_read_input_tokens")
 
 
 def usage_total(usage: dict[str, Any]) -> int:
-    return usage_prompt(usage) + usage_tokens(usage, "output_tokens")
+    return usage_prompt(usage) + count(usage, "output_tokens")
 
 
 def context_usage(usage: dict[str, Any]) -> dict[str, Any]:

@@ -21,6 +21,7 @@ MAX_COUNT = 10**15
 # Known block fields the core reads as text, and those it reads as an object.
 BLOCK_TEXT_FIELDS = ("type", "id", "tool_use_id", "name", "text", "thinking", "signature", "data")
 BLOCK_OBJECT_FIELDS = ("input",)
+_TEXT_FIELDS, _OBJECT_FIELDS = frozenset(BLOCK_TEXT_FIELDS), frozenset(BLOCK_OBJECT_FIELDS)
 # orjson parses at most this many levels; a value from a parsed line is never deeper.
 MAX_DEPTH = 1024
 
@@ -34,6 +35,8 @@ def text(mapping: Mapping[str, Any], key: str) -> str | None:
 def count(mapping: Mapping[str, Any], key: str) -> int:
     """A recorded count (tokens): a non-negative number below MAX_COUNT, else 0."""
     value = mapping.get(key)
+    if type(value) is int:  # what nearly every line holds, told at once
+        return value if 0 <= value < MAX_COUNT else 0
     if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < MAX_COUNT:
         return int(value)  # NaN fails the comparison above
     return 0
@@ -63,8 +66,10 @@ def read_block(value: Any) -> dict[str, Any] | None:
     and hash as strings and a tool input is an object."""
     if not isinstance(value, dict):
         return None
-    wrong = [key for key in BLOCK_TEXT_FIELDS if key in value and not isinstance(value[key], str)]
-    wrong += [key for key in BLOCK_OBJECT_FIELDS if key in value and not isinstance(value[key], dict)]
+    # The block's own few fields are walked (not every known name looked up): this runs on every block read.
+    wrong = [
+        key for key, item in value.items() if (key in _TEXT_FIELDS and not isinstance(item, str)) or (key in _OBJECT_FIELDS and not isinstance(item, dict))
+    ]
     if not wrong:
         return value
     return {key: item for key, item in value.items() if key not in wrong}

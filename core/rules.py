@@ -129,8 +129,12 @@ def session_rules(entries: Iterable[Any], asked: str | None = None) -> tuple[Rul
 def newest_version(versions: Iterable[object]) -> str | None:
     """The highest dotted version among `versions` (the lines' `version` fields); None if there is none."""
     best: tuple[tuple[int, ...], str] | None = None
+    previous = None
     for version in versions:
-        key = version_key(version) if isinstance(version, str) else None
+        if not isinstance(version, str) or version == previous:
+            continue  # most lines repeat the version of the line above: its key changes nothing
+        previous = version
+        key = version_key(version)
         if key is not None and (best is None or key > best[0]):
             best = (key, str(version))
     return best[1] if best else None

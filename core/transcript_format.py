@@ -138,6 +138,11 @@ class TranscriptFormat(Protocol):
         """The context window the file itself records for its model (a Codex rollout's
         model_context_window, the newest one), or None: the model catalog decides then."""
 
+    def is_lone_response(self, entry: Entry) -> bool:
+        """Whether the line on its own is a whole real API response (its messages read alone end in
+        one): where the search for a session's first response may stop. formats.base.lone_response
+        tells it for any format; a format whose lines are whole responses tells it without the read."""
+
     def continues_earlier(self, head: Sequence[Entry]) -> bool:
         """Whether a file's first lines (`head`, from line 1) continue a session whose start the file
         does not hold, so its first response was sent history that is not here."""

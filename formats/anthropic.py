@@ -18,7 +18,7 @@ from ..core.count import Compaction, Marker
 from ..core.fields import blocks_with_index
 from ..core.jsonl import Entry
 from ..core.model import Finding, Message
-from .base import CompactionSpan, WholeFileContext, WriteOptions
+from .base import CompactionSpan, WholeFileContext, WriteOptions, lone_response
 
 ROLES = ("user", "assistant")
 # The first words of the summary message `summarize` writes (core.summarize.PREAMBLE).
@@ -115,6 +115,9 @@ class AnthropicFormat(WholeFileContext):
         if messages and messages[0].compact_summary:
             return Compaction(messages[0].entries[0], entries[messages[0].entries[0]].line or None, "nothing")
         return None
+
+    def is_lone_response(self, entry: Entry) -> bool:
+        return lone_response(self, entry)
 
     def continues_earlier(self, head: Sequence[Entry]) -> bool:
         return False  # its lines name no earlier line

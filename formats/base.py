@@ -11,8 +11,15 @@ from __future__ import annotations
 import io
 from typing import Any
 
+from ..core.count import is_real_response
 from ..core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries, iter_entries
 from ..core.transcript_format import CAPABILITIES, SUMMARY_MARKER, CompactionSpan, TranscriptEditor, TranscriptFormat, WritableFormat, WriteOptions, editor_of
+
+
+def lone_response(transcript_format: TranscriptFormat, entry: Entry) -> bool:
+    """TranscriptFormat.is_lone_response for any format: the messages of the line read alone."""
+    found = transcript_format.messages([entry])
+    return bool(found) and is_real_response(found[-1])
 
 
 class WholeFileContext:
@@ -36,4 +43,5 @@ __all__ = [
     "WritableFormat",
     "WriteOptions",
     "editor_of",
+    "lone_response",
 ]

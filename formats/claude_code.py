@@ -21,7 +21,7 @@ import orjson
 
 from ..core.blocks import call_id, is_text, is_thinking, is_tool_result, is_tool_use, text_of, thinking_text, tool_event
 from ..core.convert import EARLY, UNASKED, unasked_results
-from ..core.count import Compaction, Marker, is_real_response, measures_context
+from ..core.count import SYNTHETIC_MODEL, Compaction, Marker, is_real_response, measures_context
 from ..core.fields import MAX_COUNT, blocks_with_index, count, iso, moment, text
 from ..core.jsonl import Entry, OnError, ReadStats, as_text, iter_entries_reversed, memoized
 from ..core.model import Finding, Message
@@ -322,8 +322,9 @@ def _blocks(content: Any) -> list[dict[str, Any]]:
 
 
 def _tool_use_ids(message: dict[str, Any]) -> list[str]:
-    """The ids of a message's tool_use blocks."""
-    return [tool_id for block in _blocks(message.get("content")) if is_tool_use(block) and (tool_id := call_id(block)) is not None]
+    """The ids of a message's tool_use blocks (read in place: a block whose id is not a string has none)."""
+    content = message.get("content")
+    return [block["id"] for block in content if is_tool_use(block) and isinstance(block.get("id"), str)] if isinstance(content, list) else []
 
 
 def build_messages(entries: Sequence[Entry], positions: Sequence[int], content: bool = True, unmetered: bool = False) -> list[Message]:
@@ -700,28 +701,29 @@ class ClaudeCodeFormat:
         offset = 0
         for start, entry in iter_entries_reversed(buffer, source, on_error, stats, keep_raw):
             obj = entry.obj
-            if leaf_seen and responses is not None and obj.get("uuid") == wanted:
-                response = _response_id(obj)
-                if response is not None and response not in seen_responses and len(seen_responses) >= responses:
-                    complete = False  # every line of the responses counted so far is in hand
-                    break
-            if not keep_raw and entry_type(obj) == "progress":
+            kind = entry_type(obj)
+            on_chain = leaf_seen and obj.get("uuid") == wanted
+            response = _response_id(obj) if on_chain else None
+            if response is not None and responses is not None and response not in seen_responses and len(seen_responses) >= responses:
+                complete = False  # every line of the responses counted so far is in hand
+                break
+            if not keep_raw and kind == "progress":
                 # To a count a progress line is at most a link of the chain (most are off it): a run of
                 # thousands (a long Bash, a busy hook) costs no memory.
-                if not leaf_seen or obj.get("uuid") != wanted:
+                if not on_chain:
                     continue
                 entry.obj = obj = {key: obj[key] for key in _PROGRESS_KEPT if key in obj}
             collected.append(entry)
             offset = start
-            if is_summary_marker(obj) and not seen_responses:
+            if kind == "system" and is_summary_marker(obj) and not seen_responses:
                 responses = None  # the responses above it are stale: the count needs the whole context
             if not leaf_seen:
-                if entry_type(obj) not in MESSAGE_TYPES or obj.get("isSidechain"):
+                if kind not in MESSAGE_TYPES or obj.get("isSidechain"):
                     continue
                 leaf_seen = True
-            elif obj.get("uuid") != wanted:
+                response = _response_id(obj)
+            elif not on_chain:
                 continue
-            response = _response_id(obj)
             if response is not None:
                 seen_responses.add(response)
             parent = obj.get("parentUuid")
@@ -865,6 +867,15 @@ class ClaudeCodeFormat:
 
     def recorded_window(self, entries: Sequence[Entry]) -> int | None:
         return None  # the lines name the model, not its window
+
+    def is_lone_response(self, entry: Entry) -> bool:
+        """A line is a whole response on its own here (one content block a line, the usage on each):
+        what messages([entry]) makes of it, read from the line's fields."""
+        obj = entry.obj
+        payload = obj.get("message")
+        if entry_type(obj) != "assistant" or not isinstance(payload, dict) or not isinstance(payload.get("usage"), dict):
+            return False
+        return not is_unmetered(obj) and payload.get("model") != SYNTHETIC_MODEL
 
     def continues_earlier(self, head: Sequence[Entry]) -> bool:
         """The first conversation line names a parent no line above it has (a parent comes before

@@ -22,7 +22,7 @@ from ..core.fields import count
 from ..core.fields import text as field_text
 from ..core.jsonl import Entry, dumps
 from ..core.model import Finding, Message
-from .base import CompactionSpan, WholeFileContext
+from .base import CompactionSpan, WholeFileContext, lone_response
 
 # Tuples, not sets: a line's `type` may be a list or an object, which a set lookup cannot hash.
 LINE_TYPES = ("session_meta", "response_item", "event_msg", "turn_context", "compacted")
@@ -211,6 +211,9 @@ class CodexFormat(WholeFileContext):
 
     def opening(self, entries: Sequence[Entry]) -> Compaction | None:
         return None  # Codex records its own compaction's usage in the next turn; nothing is re-injected unrecorded
+
+    def is_lone_response(self, entry: Entry) -> bool:
+        return lone_response(self, entry)
 
     def continues_earlier(self, head: Sequence[Entry]) -> bool:
         return False  # its lines name no earlier line

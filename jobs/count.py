@@ -6,6 +6,7 @@ active context only; `full` parses every line (for breakdowns, the largest entri
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -54,6 +55,8 @@ HEAD_LINES = 2_000  # how far the baseline looks for the session's first respons
 # shared/corpus of the first response's prompt less the estimate of the messages before it
 # (bench/accuracy.py prints each; Claude Code 1.0.24 to 2.1.39).
 DEFAULT_BASELINE = 16_200
+# The same few models and versions recur across a folder's files: their thresholds (frozen) are worked out once.
+_thresholds = functools.lru_cache(maxsize=256)(thresholds)
 
 
 @dataclass(frozen=True)
@@ -234,7 +237,7 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: Kind | N
                 messages = transcript_format.messages(entries)
                 estimates = Estimates(messages, counter)
             calibration = calibrate(estimates)
-        baseline = session_baseline(buffer, source, transcript_format, counter, calibration, options, _smallest_prompt(messages))
+        baseline = session_baseline(buffer, source, transcript_format, counter, calibration, options, _smallest_prompt(messages), _whole(buffer, entries))
         counted = count_context(estimates, calibration, transcript_format.markers(entries), options.as_claude_code, baseline)
     else:
         # No usage describes this context: it is estimated whole, on top of the session baseline.
@@ -254,7 +257,7 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: Kind | N
             calibration = calibrate(Estimates(history, counter) if history is not messages else estimates)
         if opening is not None and opening.restores != "nothing" and not options.as_claude_code:
             reinjection = _reinjection(entries, transcript_format, opening.restores, counter, calibration)
-        baseline = session_baseline(buffer, source, transcript_format, counter, calibration, options, _smallest_prompt(history))
+        baseline = session_baseline(buffer, source, transcript_format, counter, calibration, options, _smallest_prompt(history), _whole(buffer, entries))
         # Markers remove nothing here (the estimate sees the content as it now is); they may add (PDF reads).
         counted = count_context(estimates, calibration, transcript_format.markers(entries), options.as_claude_code, baseline, reinjection)
         # A context just compacted has no response of its own: the model is the newest one before it.
@@ -264,7 +267,7 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: Kind | N
     largest = max((usage_prompt(m.usage) for m in messages if m.usage), default=0)
     version = session_version(entries)  # of the lines read
     window, reason = _window(options, model, largest, options.budget, version, transcript_format.recorded_window(entries))
-    levels = thresholds(model, options.budget, window, reason, window_flag=bool(options.window), version=version)
+    levels = _thresholds(model, options.budget, window, reason, bool(options.window), version)
     anchor_uuid = None
     if counted.anchor is not None and messages[counted.anchor].entries:
         anchor_uuid = text(entries[messages[counted.anchor].entries[-1]].obj, "uuid")
@@ -327,6 +330,12 @@ def _reinjection(
     return reinjection(split[0], entries, restores, lambda text: fit.apply(counter.count(text)))
 
 
+def _whole(buffer: Any, entries: Sequence[Entry]) -> Sequence[Entry] | None:
+    """`entries` when they are every line of the buffer (a small file is read whole), for the
+    baseline to read its head from instead of parsing it again; else None."""
+    return entries if len(buffer) <= SMALL_FILE else None
+
+
 def _smallest_prompt(messages: Sequence[Message]) -> int | None:
     return min((usage_prompt(context_usage(m.usage)) for m in messages if is_measured_response(m) and m.usage), default=None)
 
@@ -339,24 +348,29 @@ def session_baseline(
     calibration: Calibration,
     options: CountOptions,
     ceiling: int | None = None,
+    lines: Sequence[Entry] | None = None,
 ) -> Baseline:
     """The fixed part of every request: --baseline, else measured on the session's first response
     (its recorded prompt less the estimate of the messages before it, and never less than the
     prefix that call read from the cache: system prompt and tools), else the corpus default.
 
     Every request carries it, so no recorded prompt (`ceiling`: the smallest one read) is smaller.
+    `lines`: every line of the buffer, when the count has them parsed already.
     """
     if options.baseline is not None:
         return Baseline(options.baseline, "--baseline", "given on the command line")
-    measured = _measured_baseline(buffer, source, transcript_format, counter, calibration)
+    measured = _measured_baseline(buffer, source, transcript_format, counter, calibration, lines)
     if ceiling is not None and measured.tokens > ceiling:
         return Baseline(ceiling, measured.source, f"{measured.note}; lowered to {ceiling:,}, the smallest prompt recorded since")
     return measured
 
 
-def _measured_baseline(buffer: Any, source: str, transcript_format: TranscriptFormat, counter: TextCounter, calibration: Calibration) -> Baseline:
+def _measured_baseline(
+    buffer: Any, source: str, transcript_format: TranscriptFormat, counter: TextCounter, calibration: Calibration, lines: Sequence[Entry] | None = None
+) -> Baseline:
     head: list[Entry] = []
-    for entry in iter_buffer_entries(buffer, source, "skip"):
+    # Lines read whole with on_error "fail" held no bad line, so they are the lines "skip" gives.
+    for entry in iter_buffer_entries(buffer, source, "skip") if lines is None else lines:
         head.append(entry)
         metadata = transcript_format.boundary_metadata(entry.obj)
         if metadata is not None:
@@ -369,8 +383,7 @@ def _measured_baseline(buffer: Any, source: str, transcript_format: TranscriptFo
             break
         # A line that is a whole response on its own (Claude Code's) ends the search early; other
         # formats attach usage from later lines, so their head is read up to HEAD_LINES.
-        found = transcript_format.messages([entry])
-        if (found and is_real_response(found[-1])) or len(head) >= HEAD_LINES:
+        if transcript_format.is_lone_response(entry) or len(head) >= HEAD_LINES:
             break
     messages = transcript_format.messages(head)
     response = next((index for index, message in enumerate(messages) if is_real_response(message)), None)

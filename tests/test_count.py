@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from ctxpipe.jobs.schemas import errors
 from ctxpipe.jobs.tokenizers import TIKTOKEN_SHA256, counter_named
 from helpers import CLEAN_ENV, FIXTURES, corpus_files, needs_corpus, run_cli
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from strategies import claude_sessions
 
 CLAUDE_FIXTURES = sorted((FIXTURES / "claude-code").glob("*.jsonl"))
@@ -426,6 +428,35 @@ def test_as_claude_code_measures_utf16_length() -> None:
 
 # --- tokenizers ----------------------------------------------------------------------------------
 
+# Every class of character the pieces pattern tells apart, ASCII blanks that are not spaces, blanks
+# and digits outside ASCII, a lone surrogate and an emoji (UTF-8 of two to four bytes).
+PIECE_CHARACTERS = "aZq09 \t\n\r\x0b\x0c\x1c\x1f.,_-\x00\x7f\xe9\xa0\u3000\u2028\u0663\ud83d\U0001f600"
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet=PIECE_CHARACTERS, max_size=300) | st.text(max_size=300))
+def test_counting_pieces_by_class_gives_the_patterns_figure(text: str) -> None:
+    from ctxpipe.core import tokens
+
+    assert tokens.count_pieces(text) == len(tokens.PIECE.findall(text))
+    assert tokens.count_pieces(text * 4) == len(tokens.PIECE.findall(text * 4))  # past the length where the classes take over
+
+
+def test_the_wide_blanks_are_every_blank_outside_ascii() -> None:
+    from ctxpipe.core import tokens
+
+    assert tokens.WIDE_BLANKS == "".join(char for char in map(chr, range(128, sys.maxunicode + 1)) if char.isspace())
+
+
+def test_pieces_of_a_long_text_are_counted_on_samples_by_class() -> None:
+    from ctxpipe.core import tokens
+
+    text = 'fn main() {\n    let x = 12345;  \t println!("{x} \u00e9t\u00e9");\n}\n' * 200
+    sample = tokens.PiecesCounter.SAMPLE
+    middle = (len(text) - sample) // 2
+    by_regex = sum(len(tokens.PIECE.findall(part)) for part in (text[:sample], text[middle : middle + sample], text[-sample:]))
+    assert tokens.PiecesCounter().count(text) == round(by_regex * len(text) / (3 * sample))
+
 
 def test_tiktoken_sha256_matches_the_published_hashes() -> None:
     cl100k, o200k = TIKTOKEN_SHA256["cl100k_base"], TIKTOKEN_SHA256["o200k_base"]
@@ -656,6 +687,29 @@ def test_parallel_jobs_give_the_same_results_in_input_order(monkeypatch: pytest.
     assert [ok for ok, _ in parallel] == [True] * len(items)
     assert [value.file for _, value in parallel] == [shown for _, _, shown in items]
     assert [value.count_report() for _, value in parallel] == [value.count_report() for _, value in serial]
+
+
+@pytest.mark.parametrize("options", [CountOptions(), CountOptions(cost=True), CountOptions(as_claude_code=True)], ids=["default", "cost", "as-claude-code"])
+def test_a_folder_counted_on_workers_gives_each_files_count_alone(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, options: CountOptions) -> None:
+    """Whatever a folder's count shares between files (workers, their chunks, anything kept from one
+    file to the next), every row is the count of that file read alone, in the folder's order."""
+    from ctxpipe import api
+    from ctxpipe.jobs import batch
+
+    project = tmp_path / "-home-dev-app"
+    sources = CLAUDE_FIXTURES + corpus_files()
+    for number, source in enumerate(sources):
+        # Every other one as a subagent of the one before it (the 2.1.x layout), the rest as main sessions.
+        place = project / f"{number:03d}" / "subagents" / f"agent-a{number:03d}.jsonl" if number % 2 else project / f"{number:03d}.jsonl"
+        place.parent.mkdir(parents=True, exist_ok=True)
+        place.write_bytes(source.read_bytes())
+    monkeypatch.setattr(batch, "PARALLEL_MIN_BYTES", 0)  # on workers, however small the folder
+    folder = api.count_many([project], options, jobs=2)
+    files = api.session_files([project])
+    assert len(folder.files) == len(files) == len(sources)
+    alone = [count_file(str(found.path), options, found.kind, found.shown).count_report() for found in files]
+    assert folder.failures == []
+    assert [row.count_report() for row in folder.done] == alone
 
 
 def test_parallel_jobs_report_a_bad_file_and_count_the_others(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
