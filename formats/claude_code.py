@@ -921,6 +921,30 @@ class ClaudeCodeFormat:
         findings.extend(_check_tool_pairs(entries, context_positions(entries, latest=latest), events))
         return findings
 
+    def checked_part(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """check() reads a line's links, its type and subtype, requestId, isSidechain, its message's
+        id and the type and ids of its tool blocks (through context_positions too): a copy of these
+        alone, a tenth of a line or less, with every value as it is (so a hostile one reads the same)."""
+        part = {key: obj[key] for key in _CHECKED_FIELDS if key in obj}
+        message = obj.get("message")
+        if isinstance(message, dict):
+            kept: dict[str, Any] = {"id": message["id"]} if "id" in message else {}
+            content = message.get("content")
+            if isinstance(content, list):  # a plain string holds no tool block
+                kept["content"] = [
+                    {key: block[key] for key in _CHECKED_BLOCK_FIELDS if key in block}
+                    for block in content
+                    if isinstance(block, dict) and block.get("type") in _TOOL_BLOCKS
+                ]
+            part["message"] = kept
+        return part
+
+
+# What ClaudeCodeFormat.checked_part keeps of a line, and of each tool block (only those are read).
+_CHECKED_FIELDS = ("type", "subtype", "uuid", "parentUuid", "isSidechain", "requestId")
+_TOOL_BLOCKS = ("tool_use", "tool_result")
+_CHECKED_BLOCK_FIELDS = ("type", "id", "tool_use_id")
+
 
 def parent_cycles(entries: Sequence[Entry]) -> list[list[int]]:
     """Every loop of parentUuid links, as positions in link order from the loop's first line in the file.
