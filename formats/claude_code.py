@@ -922,28 +922,39 @@ class ClaudeCodeFormat:
         return findings
 
     def checked_part(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """check() reads a line's links, its type and subtype, requestId, isSidechain, its message's
-        id and the type and ids of its tool blocks (through context_positions too): a copy of these
-        alone, a tenth of a line or less, with every value as it is (so a hostile one reads the same)."""
-        part = {key: obj[key] for key in _CHECKED_FIELDS if key in obj}
-        message = obj.get("message")
+        """check() reads a line's uuid links, type and subtype, requestId, isSidechain, its message's
+        id and the type and ids of its tool blocks (through context_positions too), each with get():
+        a copy of these alone (None where one is missing, which get() reads the same), a tenth of a
+        line or less, every value as it is (so a hostile one reads the same)."""
+        get = obj.get
+        message = get("message")
         if isinstance(message, dict):
-            kept: dict[str, Any] = {"id": message["id"]} if "id" in message else {}
             content = message.get("content")
-            if isinstance(content, list):  # a plain string holds no tool block
-                kept["content"] = [
-                    {key: block[key] for key in _CHECKED_BLOCK_FIELDS if key in block}
+            tools = (
+                [
+                    {"type": block.get("type"), "id": block.get("id"), "tool_use_id": block.get("tool_use_id")}
                     for block in content
                     if isinstance(block, dict) and block.get("type") in _TOOL_BLOCKS
                 ]
-            part["message"] = kept
-        return part
+                if isinstance(content, list)
+                else None  # a plain string holds no tool block
+            )
+            message = {"id": message.get("id"), "content": tools}
+        else:
+            message = None
+        return {
+            "type": get("type"),
+            "subtype": get("subtype"),
+            "uuid": get("uuid"),
+            "parentUuid": get("parentUuid"),
+            "isSidechain": get("isSidechain"),
+            "requestId": get("requestId"),
+            "message": message,
+        }
 
 
-# What ClaudeCodeFormat.checked_part keeps of a line, and of each tool block (only those are read).
-_CHECKED_FIELDS = ("type", "subtype", "uuid", "parentUuid", "isSidechain", "requestId")
+# The content blocks ClaudeCodeFormat.checked_part keeps (check() reads no other).
 _TOOL_BLOCKS = ("tool_use", "tool_result")
-_CHECKED_BLOCK_FIELDS = ("type", "id", "tool_use_id")
 
 
 def parent_cycles(entries: Sequence[Entry]) -> list[list[int]]:

@@ -71,11 +71,12 @@ def test_the_claude_code_part_is_a_small_copy_that_leaves_the_line_as_it_was() -
     assert line == before
     assert part == {
         "type": "assistant",
+        "subtype": None,
         "uuid": "u2",
         "parentUuid": "u1",
         "isSidechain": False,
         "requestId": "req_1",
-        "message": {"id": "msg_1", "content": [{"type": "tool_use", "id": "toolu_1"}]},
+        "message": {"id": "msg_1", "content": [{"type": "tool_use", "id": "toolu_1", "tool_use_id": None}]},
     }
     assert len(orjson.dumps(part)) * 5 < len(orjson.dumps(line))
 
