@@ -732,8 +732,11 @@ def validate_one(item: tuple[str, str], format_name: str | None, errors: OnError
         read = stream_entries(stream, source, format_name, "skip")
         schema: list[SchemaProblem] = []
         entries = []
+        checked_part = read.format.checked_part
         for entry in checked_entries(read.entries, read.format.schema, schema):  # each line checked as it is read
-            entry.raw = None  # the structural check needs the objects only: the bytes' memory holds the next lines
+            # The structural check needs only what it reads of each line: the rest of the line (and
+            # its bytes) is freed now, and its memory holds the next lines.
+            entry.raw, entry.obj = None, checked_part(entry.obj)
             entries.append(entry)
         bad_lines = [Finding("error", "bad-line", what, line) for line, what in read.stats.problems] if errors == "fail" else []
         rows = finding_rows(bad_lines, schema, read.format.check(entries))  # listed with the collector still off

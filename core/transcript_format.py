@@ -150,6 +150,10 @@ class TranscriptFormat(Protocol):
     def check(self, entries: Sequence[Entry]) -> list[Finding]:
         """Structural problems beyond what the line schema sees."""
 
+    def checked_part(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """What check() reads of a line: the line itself, or a smaller copy that check() judges
+        the same. validate holds this of every line until the file is read, not the whole line."""
+
 
 class TranscriptEditor(Protocol):
     """The editor: how the formats ctxpipe writes (writable = True) build new lines. Only the stages

@@ -32,6 +32,9 @@ class WholeFileContext:
     def read_context(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats, responses: int | None = None) -> tuple[list[Entry], bool]:
         return list(iter_buffer_entries(buffer, source, on_error, stats)), True
 
+    def checked_part(self, obj: dict[str, Any]) -> dict[str, Any]:
+        return obj  # check() reads whole messages
+
 
 __all__ = [
     "CAPABILITIES",

@@ -932,6 +932,41 @@ class ClaudeCodeFormat:
         findings.extend(_check_tool_pairs(entries, context_positions(entries, latest=latest), events))
         return findings
 
+    def checked_part(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """check() reads a line's uuid links, type and subtype, requestId, isSidechain, its message's
+        id and the type and ids of its tool blocks (through context_positions too), each with get():
+        a copy of these alone (None where one is missing, which get() reads the same), a tenth of a
+        line or less, every value as it is (so a hostile one reads the same)."""
+        get = obj.get
+        message = get("message")
+        if isinstance(message, dict):
+            content = message.get("content")
+            tools = (
+                [
+                    {"type": block.get("type"), "id": block.get("id"), "tool_use_id": block.get("tool_use_id")}
+                    for block in content
+                    if isinstance(block, dict) and block.get("type") in _TOOL_BLOCKS
+                ]
+                if isinstance(content, list)
+                else None  # a plain string holds no tool block
+            )
+            message = {"id": message.get("id"), "content": tools}
+        else:
+            message = None
+        return {
+            "type": get("type"),
+            "subtype": get("subtype"),
+            "uuid": get("uuid"),
+            "parentUuid": get("parentUuid"),
+            "isSidechain": get("isSidechain"),
+            "requestId": get("requestId"),
+            "message": message,
+        }
+
+
+# The content blocks ClaudeCodeFormat.checked_part keeps (check() reads no other).
+_TOOL_BLOCKS = ("tool_use", "tool_result")
+
 
 def parent_cycles(entries: Sequence[Entry]) -> list[list[int]]:
     """Every loop of parentUuid links, as positions in link order from the loop's first line in the file.

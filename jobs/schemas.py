@@ -373,12 +373,17 @@ class _Failed:
 
 def _known_errors(name: str, known: _Known, instance: Any, failed: list[int]) -> list[str] | None:
     """errors() of a line that fails at these known places only (None: not understood there)."""
-    reference = validator(name)
     if len(failed) == 1:  # most lines that fail, fail once
         steps, shown, location, keyword, _ = known.places[failed[0]]
         place = _place(instance, steps)
-        messages = _judged(reference, location, keyword, place[1]) if place is not None else None
+        if place is None:
+            return None
+        target = place[1]
+        if (tail := _TAILS.get((location, type(target)))) is not None:  # _judged's first answer, without the calls
+            return [f"{shown}: {target!r}{tail}"]
+        messages = _judged(validator(name), location, keyword, target)
         return [f"{shown}: {message}" for message in messages] if messages else None
+    reference = validator(name)
     explained = []
     for number in sorted(set(failed)):
         steps, shown, location, keyword, order = known.places[number]
