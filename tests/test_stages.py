@@ -777,7 +777,10 @@ def test_cache_aware_cli_prints_the_comparison(tmp_path: Path) -> None:
     report = tmp_path / "r.json"
     warm = ok(run_cli("microcompact", "--cache-aware", "--clear-at-least", "10", "--now", "2026-04-02T09:00:40Z", "--report-json", report, CACHE_INPUT))
     assert warm.stdout == data
-    assert re.search(r"microcompact: \S+cache-aware-warm\.in\.jsonl: not clearing: the cache break would not pay for itself within 5 turns \(\$[\d.]+ vs \$[\d.]+\)", stderr(warm))
+    assert re.search(
+        r"microcompact: \S+cache-aware-warm\.in\.jsonl: not clearing: the cache break would not pay for itself within 5 turns \(\$[\d.]+ vs \$[\d.]+\)",
+        stderr(warm),
+    )
     assert re.search(r"microcompact: cache warm \(TTL 5 min\); over 5 turns keeping costs \$[\d.]+, clearing \$[\d.]+", stderr(warm))
     cache = json.loads(report.read_text())["cache"]
     assert cache["clear"] is False and cache["cache_warm"] is True
