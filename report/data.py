@@ -47,7 +47,7 @@ DRY_RUN_STAGES = ("microcompact", "collapse", "summarize")
 # run calls no model). _dry_run's settings are these flags' meaning.
 STAGE_FLAGS: dict[str, tuple[str, ...]] = {"microcompact": ("--force",), "collapse": (), "summarize": ("--engine", "offline")}
 # What a tool acted on, by the input field that names it (first found wins): the file, the command, the search.
-SUBJECT_FIELDS = ("file_path", "notebook_path", "path", "command", "pattern", "url", "query", "description")
+SUBJECT_FIELDS = ("file_path", "notebook_path", "command", "pattern", "path", "url", "query", "description")
 SUBJECT_CHARACTERS = 120
 WORTH_A_BREAK = CachePolicy().clear_at_least  # tokens: below the warning level, smaller savings are not worth a cache break
 MARKER_LABELS = {"microcompact_boundary": "microcompact", "ctxpipe_collapse": "collapse", "snip_boundary": "snip"}
@@ -336,8 +336,9 @@ def advise(counted: FileCount, dry_runs: Sequence[StageDryRun], path: str | None
         cache = best.cache
         assert cache is not None  # paying
         turns = f"{cache.horizon} turn{'s' if cache.horizon != 1 else ''}"
+        what = " (a summary of the history, the last messages kept verbatim)" if best.stage == "summarize" else ""
         why = (
-            f"{best.stage} saves the most for the cache it breaks: it frees {best.tokens_freed:,} tokens{compared(best)},"
+            f"{best.stage}{what} saves the most for the cache it breaks: it frees {best.tokens_freed:,} tokens{compared(best)},"
             f" and over the next {turns} the smaller prompts cost ${_saving(best):,.2f} less than keeping the context,"
             f" the cache rebuild included (it pays for itself by turn {cache.break_even_turn})."
         )
