@@ -199,7 +199,8 @@ h2 { font-size: 1.15em; margin-top: 1.8em; border-bottom: 1px solid #ddd; paddin
 table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.93em; }
 th, td { padding: 0.2em 0.6em; border-bottom: 1px solid #eee; text-align: left; vertical-align: top; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
-.level { display: inline-block; padding: 0.05em 0.6em; border-radius: 0.8em; color: #fff; font-weight: 600; }
+.level { display: inline-block; padding: 0.05em 0.6em; border-radius: 0.8em; color: #fff; font-weight: 600; white-space: nowrap; }
+td.when { white-space: nowrap; }
 .level-normal { background: #2e7d32; } .level-warning { background: #b58900; }
 .level-autocompact { background: #a03cae; } .level-blocking { background: #c62828; } .level-unknown { background: #777; }
 .meta { color: #555; } .meta span.k { color: #888; }
@@ -763,7 +764,7 @@ def _total(rows: Sequence[IndexRow]) -> tuple[float, int]:
     return sum(r.usd for r in rows if r.usd is not None), sum(1 for r in rows if r.usd is None)
 
 
-def _index_row(row: IndexRow) -> str:
+def _index_row(row: IndexRow, errors: bool) -> str:
     name = _text(row.name)
     shown = _text(row.title or row.name)
     link = f'<a href="{_text(_page_href(row.page))}">{shown}</a>' if row.page else shown
@@ -777,9 +778,17 @@ def _index_row(row: IndexRow) -> str:
         f'<td class="num" data-col="percent" data-value="{"" if pct is None else pct}">{"–" if pct is None else f"{pct}%"}</td>'
         f'<td data-col="level" data-value="{level_rank}">{_level_badge(row.level, kind=row.kind) if row.level else "–"}</td>'
         f'<td class="num" data-col="usd" data-value="{"" if row.usd is None else repr(row.usd)}">{_usd(row.usd)}</td>'
-        f'<td data-col="last_activity" data-value="{_text(row.last_activity or "")}">{_text(row.last_activity or "–")}</td>'
-        f'<td class="error">{_text(row.error or "")}</td></tr>'
+        f'<td class="when" data-col="last_activity" data-value="{_text(row.last_activity or "")}" title="{_text(row.last_activity or "")}">{_text(_minute(row.last_activity))}</td>'
+        + (f'<td class="error">{_text(row.error or "")}</td>' if errors else "")
+        + "</tr>"
     )
+
+
+def _minute(stamp: str | None) -> str:
+    """An ISO time as far as the minute, for a column (the whole one is its title and sort value)."""
+    if not stamp:
+        return "–"
+    return stamp[:16].replace("T", " ") if re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d", stamp) else stamp
 
 
 def _cost_of(rows: Sequence[IndexRow]) -> str:
@@ -790,18 +799,19 @@ def _cost_of(rows: Sequence[IndexRow]) -> str:
 def index_page(rows: Sequence[IndexRow], *, title: str) -> str:
     """A folder's sessions as one sortable table, grouped by project (the project with the newest
     activity first), newest activity first in each, each linking to its page, with the total cost."""
+    failed = sum(1 for r in rows if r.error)  # the error column only when a file has one: a narrow window keeps the figures
     projects: dict[str, list[IndexRow]] = {}
     for row in _newest_first(rows):
         projects.setdefault(row.project, []).append(row)
     groups = []
     for project, members in projects.items():
         heading = (
-            f'<tr class="project" data-project="{_text(project)}"><th colspan="8">{_text(project or "files given by name")} · '
+            f'<tr class="project" data-project="{_text(project)}"><th colspan="{8 if failed else 7}">{_text(project or "files given by name")} · '
             f"{len(members):,} session{'s' if len(members) != 1 else ''} · {_cost_of(members)}</th></tr>"
             if len(projects) > 1 or project
             else ""
         )
-        groups.append(f"<tbody>{heading}{''.join(_index_row(row) for row in members)}</tbody>")
+        groups.append(f"<tbody>{heading}{''.join(_index_row(row, bool(failed)) for row in members)}</tbody>")
 
     def sortable(key: str, label: str, cls: str = "") -> str:
         aria = "descending" if key == "last_activity" else "none"
@@ -814,9 +824,9 @@ def index_page(rows: Sequence[IndexRow], *, title: str) -> str:
         + sortable("level", "level")
         + sortable("usd", "cost", ' class="num"')
         + sortable("last_activity", "last activity")
-        + "<th>error</th></tr>"
+        + ("<th>error</th>" if failed else "")
+        + "</tr>"
     )
-    failed = sum(1 for r in rows if r.error)
     usd, unpriced = _total(rows)
     body = (
         f"<h1>{_text(title)}</h1>"
