@@ -418,6 +418,10 @@ def test_the_index_groups_by_project_with_titles_and_totals() -> None:
     assert "-home-dev-app · 2 sessions · $2.00 (1 without a price)" in page
     assert '<span id="total-usd" data-value="3.25">$3.25</span> (1 session without a price)' in page
     assert '>Fix &lt;b&gt;login&lt;/b&gt;</a><div class="path">a.jsonl</div>' in page
+    # The error column only when a file failed: a narrow window keeps the figures.
+    assert "<th>error</th>" not in page and 'class="error"' not in page
+    failed = index_page([*rows, _row("d.jsonl", None, page=None, project="-home-dev-api")], title="sessions")
+    assert failed.count("<th>error</th>") == 1 and '<td class="error">not a transcript</td>' in failed
 
 
 def _main(n: int, seed: int = 7) -> list[CallRow]:
