@@ -134,7 +134,9 @@ def session_report(buffer: Any, source: str, options: ReportOptions, now: dateti
     ]
     times = [stamp for entry in entries if (stamp := text(entry.obj, "timestamp"))]
     count = counted.count_report()
-    advice = advise(counted, dry_runs, source if path is not None else None)
+    # A file read past its bad lines is one the stage must read so too.
+    reading = ("--on-error", "skip") if options.on_error == "skip" else ()
+    advice = advise(counted, dry_runs, source if path is not None else None, reading)
     return SessionReport(
         file=counted.file,
         format=counted.format,
@@ -299,10 +301,11 @@ def _kept_prefix(
     return baseline + fit.apply(estimates.between(0, same))
 
 
-def stage_command(stage: str, path: str | None) -> str:
+def stage_command(stage: str, path: str | None, reading: Sequence[str] = ()) -> str:
     """The command that runs `stage` as its dry run did, on the file at `path` as the user gave it,
-    writing it back (a stage writes atomically); with no path (stdin) the stage as a filter."""
-    words = ["ctxpipe", stage, *STAGE_FLAGS.get(stage, ())]
+    writing it back (a stage writes atomically); with no path (stdin) the stage as a filter.
+    `reading`: the flags the file was read with (--on-error skip)."""
+    words = ["ctxpipe", stage, *STAGE_FLAGS.get(stage, ()), *reading]
     if path is not None:
         words += ["-o", path, path]
     return shlex.join(words)
@@ -313,7 +316,7 @@ def _saving(run: StageDryRun) -> float:
     return run.cache.cost_keep_usd - run.cache.cost_clear_usd if run.cache is not None else 0.0
 
 
-def advise(counted: FileCount, dry_runs: Sequence[StageDryRun], path: str | None) -> Advice:
+def advise(counted: FileCount, dry_runs: Sequence[StageDryRun], path: str | None, reading: Sequence[str] = ()) -> Advice:
     """Should the session be compacted now, with which stage, and why. Among the stages whose cache
     break pays for itself within the horizon, the one that saves the most dollars; below the warning
     level a cache break is worth it only for WORTH_A_BREAK tokens or more (microcompact
@@ -344,7 +347,7 @@ def advise(counted: FileCount, dry_runs: Sequence[StageDryRun], path: str | None
         )
         if level != "normal" and best.tokens_after >= levels.warning:
             why = why[:-1] + f"; it leaves {best.tokens_after:,} tokens, still over the warning level."
-        return Advice(stage=best.stage, command=stage_command(best.stage, path), why=why)
+        return Advice(stage=best.stage, command=stage_command(best.stage, path, reading), why=why)
     if level == "normal":
         room = (levels.autocompact if levels.autocompact is not None else levels.blocking) - tokens
         most = max(freeing, key=lambda run: run.tokens_freed, default=None)
@@ -362,5 +365,5 @@ def advise(counted: FileCount, dry_runs: Sequence[StageDryRun], path: str | None
             f"The context is at the {level} level: {best.stage} frees the most, {best.tokens_freed:,} tokens{compared(best)}; its cache break"
             " does not pay for itself within the horizon, but the context must shrink soon and Claude Code's own compaction breaks the cache too."
         )
-        return Advice(stage=best.stage, command=stage_command(best.stage, path), why=why)
+        return Advice(stage=best.stage, command=stage_command(best.stage, path, reading), why=why)
     return Advice(stage=None, command=None, why=f"The context is at the {level} level, and no stage frees anything on this file.")

@@ -273,9 +273,18 @@ def test_the_advised_command_does_what_the_dry_run_measured(tmp_path: Path) -> N
     # Run as printed, in the folder the report was made from: the file then counts what the dry run said.
     ok(run_cli(*words[1:], cwd=tmp_path))
     assert json_of("count", "--json", tmp_path / given)["tokens"] == runs[stage]["tokens_after"]
+    # A file read past a bad line (--on-error skip) is one the command must read so too.
+    damaged = tmp_path / "damaged.jsonl"
+    lines = busy_session().to_bytes().splitlines(keepends=True)
+    damaged.write_bytes(b"".join([*lines[:3], b'{"type": "user", oops\n', *lines[3:]]))
+    [skipping] = report_json("--on-error", "skip", damaged.name, cwd=tmp_path)
+    words = shlex.split(skipping["advice"]["command"])
+    assert words[2:-3][-2:] == ["--on-error", "skip"]
+    ok(run_cli(*words[1:], cwd=tmp_path))
+    assert json_of("count", "--json", damaged)["tokens"] == next(run["tokens_after"] for run in skipping["dry_runs"] if run["stage"] == words[1])
     # From stdin there is no file to name: the stage as a filter, with the same flags.
     piped = json.loads(ok(run_cli("report", "--json", "--now", NOW, stdin=busy_session().to_bytes())).stdout)
-    assert piped["advice"]["command"] == " ".join(words[:-3])
+    assert piped["advice"]["command"] == " ".join(shlex.split(advice["command"])[:-3])
 
 
 def test_a_compaction_side_call_is_labelled_not_a_session_everywhere(tmp_path: Path) -> None:
