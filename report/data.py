@@ -4,7 +4,8 @@ The figures come from the code the commands use: `count` (the one accounting), `
 `count --cost`'s prices, and each stage's own run on the file's bytes (a dry run: nothing is written)
 measured before → after by `count`, so "microcompact would free 12K" is what `ctxpipe microcompact`
 prints on the same file. Whether a stage's cache break pays is `microcompact --cache-aware`'s model
-(core.cache.decide).
+(core.cache.decide); the advice is the stage that saves the most by it, with its command. The
+window's parts are count's figures (its baseline inside its total), as `/context` lays them out.
 """
 
 from __future__ import annotations
