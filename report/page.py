@@ -721,7 +721,7 @@ def session_page(report: SessionReport, *, title: str | None = None) -> str:
         f'<h1 id="title">{_text(heading)}</h1>'
         f'<p class="meta"><span class="k">file</span> <span id="file">{_text(report.file)}</span> · <span class="k">model</span> '
         f'<span id="model">{_text(report.model or "unknown")}</span> · <span class="k">format</span> {_text(report.format)}'
-        + (f" · {_text(report.kind)}" if report.kind else "")
+        + (f" · {'compaction side-call' if side_call else _text(report.kind)}" if report.kind else "")
         + (f' · <span class="k">session</span> {_text(report.session_id)}' if report.session_id else "")
         + "</p>"
         f'<p class="meta">{_text(report.first_activity or "?")} → {_text(report.last_activity or "?")}</p>'
