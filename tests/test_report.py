@@ -381,3 +381,17 @@ def test_a_folder_s_progress_shows_on_a_terminal_only(tmp_path: Path) -> None:
     assert done.returncode == 0 and "reporting" in shown and "3/3" in shown
     piped = ok(run_cli("report", "--now", NOW, "--out-dir", tmp_path / "b", tree))
     assert b"reporting" not in piped.stderr and piped.stderr.count(b"\n") == 1  # only the line naming the index
+
+
+def test_a_session_s_place_in_the_index(tmp_path: Path) -> None:
+    from ctxpipe.report.batch import place
+
+    projects = tmp_path / "projects"
+    (projects / "-home-dev-app" / "s1" / "subagents").mkdir(parents=True)
+    app = str(projects / "-home-dev-app")
+    # Below ~/.claude/projects: the project folder, a subagent under its session's project.
+    assert place(f"{app}/s1.jsonl", [str(projects)]) == ("-home-dev-app", "s1.jsonl")
+    assert place(f"{app}/s1/subagents/agent-a.jsonl", [str(projects)]) == ("-home-dev-app", "s1/subagents/agent-a.jsonl")
+    # A project folder given itself: its own name; a file given by name: as given, in no project.
+    assert place(f"{app}/s1/subagents/agent-a.jsonl", [app + "/"]) == ("-home-dev-app", "s1/subagents/agent-a.jsonl")
+    assert place("elsewhere/s2.jsonl", [str(projects), "elsewhere/s2.jsonl"]) == ("", "elsewhere/s2.jsonl")
