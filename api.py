@@ -870,28 +870,33 @@ def _as_the_command(options: CompactOptions | None) -> CompactOptions:
 
 
 def report_one(
-    item: tuple[str, Kind, str, str | None], options: ReportOptions, now: datetime, out_dir: str | None, before_write: Callable[[str], None] | None = None
+    item: tuple[str, Kind, str, str | None, tuple[str, str]],
+    options: ReportOptions,
+    now: datetime,
+    out_dir: str | None,
+    before_write: Callable[[str], None] | None = None,
 ) -> ReportedFile:
-    """A batch's job for one file, (path, kind, shown, page or None): its report, or (given a page
-    path) its page written there, where the batch runs, and only the index's row sent back."""
+    """A batch's job for one file, (path, kind, shown, page or None, its place in the index): its
+    report, or (given a page path) its page written there, where the batch runs, and only the
+    index's row sent back."""
     from .files.atomic import atomic_file, make_folder
     from .files.storage import relative_link
     from .report.batch import ReportedFile, index_row
     from .report.data import session_report as report_of
     from .report.page import session_page
 
-    path, kind, shown, page = item
+    path, kind, shown, page, placed = item
     with mapped(path) as buffer:
         data = report_of(buffer, shown, options, now, kind, path)
     skipped = data.count.skipped_lines
     if page is None:
-        return ReportedFile(index_row(shown, None, data, None), data, skipped)
+        return ReportedFile(index_row(shown, None, data, None, placed), data, skipped)
     make_folder(os.path.dirname(page))
     if before_write:
         before_write(page)
     with atomic_file(page) as out:
         out.write(session_page(data).encode("utf-8"))
-    return ReportedFile(index_row(shown, relative_link(page, out_dir or "."), data, None), None, skipped)  # the index links to the page from out_dir
+    return ReportedFile(index_row(shown, relative_link(page, out_dir or "."), data, None, placed), None, skipped)  # the index links to the page from out_dir
 
 
 def report_many(
@@ -907,20 +912,21 @@ def report_many(
     executor: Executor = "local",
     scheduler: str | None = None,
     before_write: Callable[[str], None] | None = None,
+    progress: Callable[[int], contextlib.AbstractContextManager[Callable[[bool], None] | None]] | None = None,
 ) -> ReportBatch:
     """`report` over files and folders. With `out_dir`: each session's page written below it (the
     folders' tree mirrored, NAME.html), checked first (SettingsError: a page over an input, two at
     one path) and the folder made; the batch's `index_html()` is the index page for `index`. With
     `pages` False (`report --json`), or without `out_dir`, each session's report comes back
     instead and no page is written. On workers as count_many runs them; `before_write(page)` is
-    called just before each page is written."""
+    called just before each page is written; `progress` is compact_many's."""
     from datetime import timezone
 
     from .files.atomic import make_folder
     from .files.storage import join, with_suffix
     from .jobs.batch import for_workers, run_all, target_path
     from .jobs.results import batch_of
-    from .report.batch import INDEX, ReportBatch
+    from .report.batch import INDEX, ReportBatch, place
     from .report.data import ReportOptions
 
     out_dir = os.fspath(out_dir) if out_dir is not None else None
@@ -941,7 +947,7 @@ def report_many(
                 raise SettingsError("--out-dir", f"{targets[key]} and {file.shown} would both be written to {page}; run them separately")
             targets[key] = file.shown
         written = None if page is None or not pages else for_workers(page, runner)
-        items.append((for_workers(str(file.path), runner), file.kind, file.shown, written))
+        items.append((for_workers(str(file.path), runner), file.kind, file.shown, written, place(file.shown, given)))
     if out_dir:
         make_folder(out_dir)  # once, before the workers: a file or an impossible path is one error
     job = functools.partial(
@@ -951,9 +957,10 @@ def report_many(
         out_dir=out_dir and for_workers(out_dir, runner),
         before_write=before_write,
     )
-    results = run_all(job, items, runner, sum(file.size for file in found))
+    with progress(len(items)) if progress else contextlib.nullcontext(None) as advance:
+        results = run_all(job, items, runner, sum(file.size for file in found), on_done=advance)
     batch = cast(ReportBatch, batch_of(ReportBatch, [file.shown for file in found], results))
-    return ReportBatch(batch.files, join(out_dir, INDEX) if out_dir else None)
+    return ReportBatch(batch.files, join(out_dir, INDEX) if out_dir else None, tuple(given))
 
 
 def session_report(source: str | os.PathLike[str] | bytes, options: ReportOptions | None = None, now: datetime | None = None) -> SessionReport:

@@ -699,7 +699,8 @@ PAGES = {'': (('write_usage', 'ctxpipe', '[OPTIONS] COMMAND [ARGS]...', None),
              '\n'
              'One transcript: the page goes to -o FILE, or to stdout when that is not a terminal. Several\n'
              "files or a folder: --out-dir DIR gets one page per session (the folder's tree mirrored, NAME.html)\n"
-             'and an index.html listing them, sortable by size, cost, level and last activity. --json prints\n'
+             "and an index.html listing them by project, with each session's title, sortable by size, cost,\n"
+             'level and last activity; on a terminal a progress bar on stderr counts the files. --json prints\n'
              'the same facts as JSON Lines instead (schema: schemas/report.report.schema.json). Pages load\n'
              'nothing from the network and open nothing by themselves.\n'
              '\n'

@@ -145,9 +145,9 @@ def progress(label: str) -> Iterator[Any]:
 
 
 @contextlib.contextmanager
-def batch_progress(total: int) -> Iterator[Any]:
-    """A progress bar on stderr (files done, errors), on a terminal only; yields advance(ok), or
-    None when there is no terminal (the batch then hands out files in chunks, which is faster)."""
+def batch_progress(total: int, label: str = "compacting") -> Iterator[Any]:
+    """A progress bar on stderr (`label`, files done, errors), on a terminal only; yields advance(ok),
+    or None when there is no terminal (the batch then hands out files in chunks, which is faster)."""
     if not sys.stderr.isatty():
         yield None
         return
@@ -155,7 +155,7 @@ def batch_progress(total: int) -> Iterator[Any]:
 
     errors = 0
     with Progress(
-        TextColumn("compacting"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[errors]} errors"), TimeElapsedColumn(), console=stderr_console()
+        TextColumn(label), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[errors]} errors"), TimeElapsedColumn(), console=stderr_console()
     ) as progress:
         task = progress.add_task("files", total=total, errors=0)
 

@@ -519,8 +519,9 @@ class ExcerptLine(Wire):
     role: Literal["user", "assistant"]
     block: str
     tool: str | None
+    subject: str | None  # what the tool acted on: a Read's file_path, a Bash command, a Grep pattern, …
     tokens: int
-    excerpt: str
+    excerpt: str  # a tool call's input as JSON
 
 
 @dataclass(kw_only=True, slots=True)
@@ -537,14 +538,39 @@ class StageDryRun(Wire):
     note: str
 
 
+WindowPartName = Literal["baseline", "messages", "free", "autocompact_buffer"]
+
+
+@dataclass(kw_only=True, slots=True)
+class WindowPart(Wire):
+    """One part of the context window, as Claude Code's `/context` splits it: the baseline (system
+    prompt and tools), the messages, the free space and the autocompact buffer; they add up to the
+    window (to the count, when the count is over it)."""
+
+    part: WindowPartName
+    tokens: int
+    percent: float  # of the window
+
+
+@dataclass(kw_only=True, slots=True)
+class Advice(Wire):
+    """What to do now: the stage that saves the most for the cache it breaks, and its command for
+    this file; no stage when nothing is worth doing (or the file is not a session)."""
+
+    stage: str | None
+    command: str | None  # for a POSIX shell, the path as given
+    why: str  # one sentence
+
+
 @dataclass(kw_only=True, slots=True)
 class SessionReport(Wire):
     """`report --json`: everything one session's page shows."""
 
     file: str
     format: str
-    kind: Literal["main", "subagent", "compaction"] | None
+    kind: Literal["main", "subagent", "compaction"] | None  # "compaction": a compaction side-call, not a session
     model: str | None
+    title: str | None  # as Claude Code's /resume picker shows it (core.titles)
     session_id: str | None
     first_activity: str | None
     last_activity: str | None
@@ -552,12 +578,14 @@ class SessionReport(Wire):
     warn: WarnReport
     calls: list[CallRow]
     events: list[TimelineEvent]
+    window: list[WindowPart]
     breakdown: dict[str, list[BreakdownRow]]  # by "tool", "role" and "block"
     largest: list[ExcerptLine]
     cost: CostReport
     horizon: int
     dry_runs: list[StageDryRun]
-    recommendation: str
+    advice: Advice
+    recommendation: str  # the advice as one line of text
 
 
 @dataclass(kw_only=True, slots=True)
@@ -566,6 +594,10 @@ class IndexRow(Wire):
 
     file: str  # as found under the folder
     page: str | None  # the session page's file name, relative to the index; None when it failed
+    project: str  # the folder holding the session, relative to the folder given ("" for a file given by name)
+    name: str  # the file's path below its project
+    title: str | None
+    kind: str | None  # "compaction": a compaction side-call, not a session
     model: str | None
     tokens: int | None
     percent_of_window: float | None

@@ -4,13 +4,16 @@ The figures come from the code the commands use: `count` (the one accounting), `
 `count --cost`'s prices, and each stage's own run on the file's bytes (a dry run: nothing is written)
 measured before → after by `count`, so "microcompact would free 12K" is what `ctxpipe microcompact`
 prints on the same file. Whether a stage's cache break pays is `microcompact --cache-aware`'s model
-(core.cache.decide).
+(core.cache.decide); the advice is the stage that saves the most by it, with its command. The
+window's parts are count's figures (its baseline inside its total), as `/context` lays them out.
 """
 
 from __future__ import annotations
 
 import bisect
+import json
 import re
+import shlex
 import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -25,12 +28,13 @@ from ..core.count import UNCALIBRATED, Calibration, Estimates, calibrate, fitted
 from ..core.fields import rounded_percent, text
 from ..core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries
 from ..core.model import Message
-from ..core.reports import CacheDecisionReport, CallRow, ExcerptLine, SessionReport, StageDryRun, TimelineEvent
+from ..core.reports import Advice, CacheDecisionReport, CallRow, ExcerptLine, SessionReport, StageDryRun, TimelineEvent, WindowPart, WindowPartName
+from ..core.titles import session_title
 from ..core.tokens import block_texts
 from ..core.transcript_format import TranscriptFormat
 from ..core.wire import ABSENT
 from ..files.inputs import detect_format
-from ..files.sessions import Kind
+from ..files.sessions import COMPACTION_NOTE, Kind
 from ..jobs.count import CountOptions, FileCount, breakdown, count_buffer, largest_blocks
 
 if typing.TYPE_CHECKING:
@@ -39,6 +43,13 @@ if typing.TYPE_CHECKING:
 EXCERPT_CHARACTERS = 160  # a largest line's excerpt on the page: enough to recognise it, never a whole file
 LARGEST_LINES = 10
 DRY_RUN_STAGES = ("microcompact", "collapse", "summarize")
+# The flags that make a stage's command do what its dry run measured: microcompact clears whatever
+# the idle time (the cache model says whether that pays), summarize uses the offline engine (a dry
+# run calls no model). _dry_run's settings are these flags' meaning.
+STAGE_FLAGS: dict[str, tuple[str, ...]] = {"microcompact": ("--force",), "collapse": (), "summarize": ("--engine", "offline")}
+# What a tool acted on, by the input field that names it (first found wins): the file, the command, the search.
+SUBJECT_FIELDS = ("file_path", "notebook_path", "command", "pattern", "path", "url", "query", "description")
+SUBJECT_CHARACTERS = 120
 WORTH_A_BREAK = CachePolicy().clear_at_least  # tokens: below the warning level, smaller savings are not worth a cache break
 MARKER_LABELS = {"microcompact_boundary": "microcompact", "ctxpipe_collapse": "collapse", "snip_boundary": "snip"}
 
@@ -57,13 +68,35 @@ def excerpt(block: dict[str, Any]) -> str:
     """The start of what a block holds, on one line (whitespace folded), at most EXCERPT_CHARACTERS."""
     if is_tool_use(block):
         try:
-            texts = [str(input_of(block))]
-        except RecursionError:  # nested deeper than repr goes (legal JSON): say so, as no excerpt could show it
+            texts = [json.dumps(input_of(block), ensure_ascii=False)]
+        except (RecursionError, ValueError):  # nested deeper than json goes (legal JSON): say so, as no excerpt could show it
             texts = ["(nested too deep to show)"]
     else:
         texts = block_texts(block)[0]
-    folded = re.sub(r"\s+", " ", " ".join(texts)).strip()
-    return folded if len(folded) <= EXCERPT_CHARACTERS else folded[: EXCERPT_CHARACTERS - 1] + "…"
+    return _folded(" ".join(texts), EXCERPT_CHARACTERS)
+
+
+def _folded(text: str, limit: int) -> str:
+    """`text` on one line (whitespace folded), at most `limit` characters."""
+    folded = re.sub(r"\s+", " ", text).strip()
+    return folded if len(folded) <= limit else folded[: limit - 1] + "…"
+
+
+def tool_subjects(messages: Sequence[Message]) -> dict[str, str]:
+    """Each tool call's id → what it acted on (SUBJECT_FIELDS), for the calls that name something."""
+    subjects: dict[str, str] = {}
+    for message in messages:
+        for block in message.content:
+            if not is_tool_use(block):
+                continue
+            arguments = input_of(block)
+            if not isinstance(arguments, dict):
+                continue
+            named = next((value for key in SUBJECT_FIELDS if isinstance(value := arguments.get(key), str) and value.strip()), None)
+            call = block.get("id")
+            if named is not None and isinstance(call, str):
+                subjects[call] = _folded(named, SUBJECT_CHARACTERS)
+    return subjects
 
 
 def session_report(buffer: Any, source: str, options: ReportOptions, now: datetime, kind: Kind | None = None, path: str | None = None) -> SessionReport:
@@ -81,8 +114,17 @@ def session_report(buffer: Any, source: str, options: ReportOptions, now: dateti
     if calibration is UNCALIBRATED and counting.calibrating:
         calibration = calibrate(estimates)  # the views price every block: they want the fit even when the count did not
     views = {by: breakdown(messages, estimates, calibration, by) for by in ("tool", "role", "block")}
+    subjects = tool_subjects(messages)
     largest = [
-        ExcerptLine(line=row.line, role=row.role, block=row.block, tool=row.tool, tokens=row.tokens, excerpt=excerpt(row.content))
+        ExcerptLine(
+            line=row.line,
+            role=row.role,
+            block=row.block,
+            tool=row.tool,
+            subject=subjects.get(str(row.content.get("id" if row.block == "tool_use" else "tool_use_id"))),
+            tokens=row.tokens,
+            excerpt=excerpt(row.content),
+        )
         for row in largest_blocks(messages, entries, counter, calibration, LARGEST_LINES)
     ]
     assert counted.cost is not None  # asked for above
@@ -93,11 +135,15 @@ def session_report(buffer: Any, source: str, options: ReportOptions, now: dateti
     ]
     times = [stamp for entry in entries if (stamp := text(entry.obj, "timestamp"))]
     count = counted.count_report()
+    # A file read past its bad lines is one the stage must read so too.
+    reading = ("--on-error", "skip") if options.on_error == "skip" else ()
+    advice = advise(counted, dry_runs, source if path is not None else None, reading)
     return SessionReport(
         file=counted.file,
         format=counted.format,
         kind=count.kind,
         model=counted.count.model,
+        title=session_title(entry.obj for entry in entries if isinstance(entry.obj, dict)),
         session_id=next((value for entry in entries if (value := text(entry.obj, "sessionId"))), None),
         first_activity=min(times) if times else None,
         last_activity=max(times) if times else None,
@@ -105,13 +151,29 @@ def session_report(buffer: Any, source: str, options: ReportOptions, now: dateti
         warn=counted.warn_report(),
         calls=calls,
         events=_events(entries, transcript_format, main_calls, audit_session(transcript_format.compactions(entries), source, counter, options.prices or ())),
+        window=window_parts(counted),
         breakdown=views,
         largest=largest,
         cost=counted.cost.report,
         horizon=options.horizon,
         dry_runs=dry_runs,
-        recommendation=recommendation(counted, dry_runs),
+        advice=advice,
+        recommendation=advice.why + (f" Run: {advice.command}" if advice.command else ""),
     )
+
+
+def window_parts(counted: FileCount) -> list[WindowPart]:
+    """The window as `/context` splits it: the baseline (system prompt and tools, inside the count),
+    the messages (the rest of the count), the free space up to the autocompact threshold and the
+    buffer above it. They add up to the window, or to the count when it is over the window."""
+    levels = counted.thresholds
+    tokens, window = counted.count.tokens, levels.window
+    baseline = min(counted.count.baseline.tokens if counted.count.baseline else 0, tokens)
+    threshold = levels.autocompact if levels.autocompact is not None else window
+    free = max(0, threshold - tokens)
+    buffer = max(0, window - max(tokens, threshold))
+    parts: tuple[tuple[WindowPartName, int], ...] = (("baseline", baseline), ("messages", tokens - baseline), ("free", free), ("autocompact_buffer", buffer))
+    return [WindowPart(part=name, tokens=size, percent=round(100 * size / window, 1) if window else 0.0) for name, size in parts]
 
 
 def _events(
@@ -240,32 +302,69 @@ def _kept_prefix(
     return baseline + fit.apply(estimates.between(0, same))
 
 
-def recommendation(counted: FileCount, dry_runs: Sequence[StageDryRun]) -> str:
-    """One sentence: should the session be compacted now, and how. Below the warning level a cache
-    break is worth it only for WORTH_A_BREAK tokens or more (microcompact --cache-aware's default)."""
+def stage_command(stage: str, path: str | None, reading: Sequence[str] = ()) -> str:
+    """The command that runs `stage` as its dry run did, on the file at `path` as the user gave it,
+    writing it back (a stage writes atomically); with no path (stdin) the stage as a filter.
+    `reading`: the flags the file was read with (--on-error skip)."""
+    words = ["ctxpipe", stage, *STAGE_FLAGS.get(stage, ()), *reading]
+    if path is not None:
+        words += ["-o", path, path]
+    return shlex.join(words)
+
+
+def _saving(run: StageDryRun) -> float:
+    """Dollars a stage saves over the horizon against keeping the context, its cache break paid."""
+    return run.cache.cost_keep_usd - run.cache.cost_clear_usd if run.cache is not None else 0.0
+
+
+def advise(counted: FileCount, dry_runs: Sequence[StageDryRun], path: str | None, reading: Sequence[str] = ()) -> Advice:
+    """Should the session be compacted now, with which stage, and why. Among the stages whose cache
+    break pays for itself within the horizon, the one that saves the most dollars; below the warning
+    level a cache break is worth it only for WORTH_A_BREAK tokens or more (microcompact
+    --cache-aware's default). Over it, the stage that frees the most even when its break does not
+    pay: the context must shrink soon, and Claude Code's own compaction breaks the cache too."""
+    if counted.kind == "compaction":
+        return Advice(stage=None, command=None, why=f"This file is {COMPACTION_NOTE}: there is nothing to compact.")
     levels = counted.thresholds
     tokens = counted.count.tokens
     level = levels.level(tokens)
-    paying = [run for run in dry_runs if run.tokens_freed > 0 and run.cache is not None and run.cache.clear]
-    cheap = [run for run in paying if run.stage != "summarize" and (level != "normal" or run.tokens_freed >= WORTH_A_BREAK)]
-    if level == "normal" and not cheap:
-        room = (levels.autocompact if levels.autocompact is not None else levels.blocking) - tokens
-        clearing = [run for run in dry_runs if run.stage != "summarize" and run.tokens_freed > 0]
-        best = max(clearing, key=lambda run: run.tokens_freed, default=None)
-        why = ""
-        if best is not None and best.tokens_freed < WORTH_A_BREAK:
-            why = f"; clearing frees at most {best.tokens_freed:,} tokens, under the {WORTH_A_BREAK:,} worth a cache break"
-        elif best is not None and best.cache is not None:
-            why = f"; {best.stage} would free {best.tokens_freed:,} tokens, but its cache break does not pay for itself within {best.cache.horizon} turn{'s' if best.cache.horizon != 1 else ''}"
-        return f"No need to compact now: {tokens:,} tokens, {room:,} before {'autocompact' if levels.autocompact is not None else 'the blocking limit'}{why}."
-    if cheap:
-        best = max(cheap, key=lambda run: run.tokens_freed)
+    freeing = [run for run in dry_runs if run.tokens_freed > 0]
+    paying = [run for run in freeing if run.cache is not None and run.cache.clear and (level != "normal" or run.tokens_freed >= WORTH_A_BREAK)]
+
+    def compared(best: StageDryRun) -> str:
+        rest = [f"{run.stage} {run.tokens_freed:,}" for run in freeing if run is not best]
+        return f" ({'; '.join(rest)})" if rest else ""
+
+    if paying:
+        best = max(paying, key=lambda run: (_saving(run), run.tokens_freed))
         cache = best.cache
-        advice = f"Run `ctxpipe {best.stage}`: it frees {best.tokens_freed:,} tokens, and the cache break pays for itself by turn {cache.break_even_turn if cache else '?'} of {cache.horizon if cache else '?'}."
-        if best.tokens_after < levels.warning or level == "normal":
-            return advice
-        return advice + f" That leaves {best.tokens_after:,} tokens, still over the warning level: `ctxpipe compact` summarizes as well."
-    summary = next((run for run in dry_runs if run.stage == "summarize" and run.tokens_freed > 0), None)
-    if summary is not None:
-        return f"The context is at the {level} level and clearing results frees too little: `ctxpipe compact` (a summary) frees about {summary.tokens_freed:,} tokens."
-    return f"The context is at the {level} level, and no stage frees anything on this file."
+        assert cache is not None  # paying
+        turns = f"{cache.horizon} turn{'s' if cache.horizon != 1 else ''}"
+        what = " (a summary of the history, the last messages kept verbatim)" if best.stage == "summarize" else ""
+        why = (
+            f"{best.stage}{what} saves the most for the cache it breaks: it frees {best.tokens_freed:,} tokens{compared(best)},"
+            f" and over the next {turns} the smaller prompts cost ${_saving(best):,.2f} less than keeping the context,"
+            f" the cache rebuild included (it pays for itself by turn {cache.break_even_turn})."
+        )
+        if level != "normal" and best.tokens_after >= levels.warning:
+            why = why[:-1] + f"; it leaves {best.tokens_after:,} tokens, still over the warning level."
+        return Advice(stage=best.stage, command=stage_command(best.stage, path, reading), why=why)
+    if level == "normal":
+        room = (levels.autocompact if levels.autocompact is not None else levels.blocking) - tokens
+        most = max(freeing, key=lambda run: run.tokens_freed, default=None)
+        why = ""
+        if most is not None and most.tokens_freed < WORTH_A_BREAK:
+            why = f"; the stages free at most {most.tokens_freed:,} tokens, under the {WORTH_A_BREAK:,} worth a cache break"
+        elif most is not None and most.cache is not None:
+            horizon = most.cache.horizon
+            why = f"; {most.stage} would free {most.tokens_freed:,} tokens, but its cache break does not pay for itself within {horizon} turn{'s' if horizon != 1 else ''}"
+        limit = "autocompact" if levels.autocompact is not None else "the blocking limit"
+        return Advice(stage=None, command=None, why=f"No need to compact now: {tokens:,} tokens, {room:,} before {limit}{why}.")
+    if freeing:
+        best = max(freeing, key=lambda run: run.tokens_freed)
+        why = (
+            f"The context is at the {level} level: {best.stage} frees the most, {best.tokens_freed:,} tokens{compared(best)}; its cache break"
+            " does not pay for itself within the horizon, but the context must shrink soon and Claude Code's own compaction breaks the cache too."
+        )
+        return Advice(stage=best.stage, command=stage_command(best.stage, path, reading), why=why)
+    return Advice(stage=None, command=None, why=f"The context is at the {level} level, and no stage frees anything on this file.")

@@ -23,6 +23,7 @@ from urllib.parse import quote
 
 from ..core.fields import rounded_percent
 from ..core.reports import BreakdownRow, CallRow, DollarParts, IndexRow, PricesReport, SessionReport, TimelineEvent, TokenParts
+from ..files.sessions import COMPACTION_NOTE
 
 # Above this many main calls the timeline is drawn from a sample: each bucket's min and max, and
 # the calls on either side of every event (a 200 MB session has ~10^5 calls; its page stays small).
@@ -44,7 +45,12 @@ PART_LABELS = {
     "cache_read": "cache read",
     "output": "output",
 }
-PART_COLOURS = {"input": "#1f77b4", "cache_write_5m": "#ff7f0e", "cache_write_1h": "#d62728", "cache_read": "#2ca02c", "output": "#9467bd"}
+PART_COLOURS = {"input": "#1f77b4", "cache_write_5m": "#ff7f0e", "cache_write_1h": "#8c564b", "cache_read": "#2ca02c", "output": "#9467bd"}
+REBUILT_COLOUR = "#000"  # a call that rebuilt the cache: a mark of its own, no part's colour
+COMPACTION_COLOUR = "#333"  # a compaction on the timeline: no level's colour
+WINDOW_LABELS = {"baseline": "system prompt and tools", "messages": "messages", "free": "free space", "autocompact_buffer": "autocompact buffer"}
+WINDOW_COLOURS = {"baseline": "#8c6bb1", "messages": "#1f77b4", "free": "#f1f1f1", "autocompact_buffer": "#c9c9c9"}
+SIDE_CALL = "not a session"  # the level shown for a compaction side-call (warn says the same)
 BREAKDOWN_KINDS = ("tool", "role", "block")
 
 # Shown as a symbol or an escape, never acted on: C0 controls but tab and newline (their pictures),
@@ -140,9 +146,16 @@ SCRIPT = """
 
   var table = document.getElementById("sessions");
   if (table) {
-    var body = table.tBodies[0];
     var sortBy = function (key, descending) {
-      var rows = Array.prototype.slice.call(body.rows);
+      Array.prototype.forEach.call(table.tBodies, function (body) { sortBody(body, key, descending); });
+      table.setAttribute("data-sorted-by", key);
+      table.setAttribute("data-sorted-desc", String(descending));
+      table.querySelectorAll("th[data-sort]").forEach(function (th) {
+        th.setAttribute("aria-sort", th.getAttribute("data-sort") === key ? (descending ? "descending" : "ascending") : "none");
+      });
+    };
+    var sortBody = function (body, key, descending) {
+      var rows = Array.prototype.slice.call(body.querySelectorAll("tr.session"));
       var value = function (row) {
         var cell = row.querySelector('td[data-col="' + key + '"]');
         var raw = cell ? cell.getAttribute("data-value") : "";
@@ -157,11 +170,6 @@ SCRIPT = """
         return descending ? -order : order;
       });
       rows.forEach(function (row) { body.appendChild(row); });
-      table.setAttribute("data-sorted-by", key);
-      table.setAttribute("data-sorted-desc", String(descending));
-      table.querySelectorAll("th[data-sort]").forEach(function (th) {
-        th.setAttribute("aria-sort", th.getAttribute("data-sort") === key ? (descending ? "descending" : "ascending") : "none");
-      });
     };
     table.querySelectorAll("th[data-sort] button").forEach(function (button) {
       button.addEventListener("click", function () {
@@ -186,12 +194,13 @@ CSP = (
 
 STYLE = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 auto; max-width: 1100px; padding: 1em 1.5em 3em; color: #222; background: #fff; }
-h1 { font-size: 1.35em; margin: 0.2em 0; word-break: break-all; }
+h1 { font-size: 1.35em; margin: 0.2em 0; overflow-wrap: anywhere; }
 h2 { font-size: 1.15em; margin-top: 1.8em; border-bottom: 1px solid #ddd; padding-bottom: 0.2em; }
 table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.93em; }
 th, td { padding: 0.2em 0.6em; border-bottom: 1px solid #eee; text-align: left; vertical-align: top; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
-.level { display: inline-block; padding: 0.05em 0.6em; border-radius: 0.8em; color: #fff; font-weight: 600; }
+.level { display: inline-block; padding: 0.05em 0.6em; border-radius: 0.8em; color: #fff; font-weight: 600; white-space: nowrap; }
+td.when { white-space: nowrap; }
 .level-normal { background: #2e7d32; } .level-warning { background: #b58900; }
 .level-autocompact { background: #a03cae; } .level-blocking { background: #c62828; } .level-unknown { background: #777; }
 .meta { color: #555; } .meta span.k { color: #888; }
@@ -210,6 +219,14 @@ svg text { fill: #444; }
 #recommendation { font-size: 1.05em; background: #f4f8fc; border-left: 4px solid #1f77b4; padding: 0.5em 0.8em; }
 .legend span { display: inline-block; margin-right: 1em; }
 .legend i { display: inline-block; width: 0.8em; height: 0.8em; margin-right: 0.3em; vertical-align: -0.05em; }
+code { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 0.92em; background: #eef2f6; padding: 0.1em 0.35em; border-radius: 3px; word-break: break-all; }
+#recommendation code { display: block; margin-top: 0.4em; padding: 0.4em 0.6em; }
+.window-bar { display: flex; height: 1.6em; border: 1px solid #bbb; margin: 0.5em 0; }
+.window-bar span { display: block; height: 100%; }
+.subject { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 0.85em; word-break: break-all; }
+tr.project th { background: #f4f6f8; text-align: left; padding-top: 0.6em; }
+.path { color: #666; font-size: 0.85em; word-break: break-all; }
+.table-wrap { overflow-x: auto; }
 th button { font: inherit; font-weight: 600; border: 0; background: none; cursor: pointer; padding: 0; text-decoration: underline dotted; }
 """
 
@@ -266,7 +283,7 @@ def _timeline(report: SessionReport) -> str:
     thresholds = report.warn.thresholds
     lines = [("warning", thresholds.warning), ("autocompact", thresholds.autocompact), ("blocking", thresholds.blocking)]
     drawn = downsample(main, events)
-    width, height, left, right, top, bottom = 1000, 380, 64, 130, 20, 36
+    width, height, left, right, top, bottom = 1000, 390, 76, 130, 20, 46
     plot_w, plot_h = width - left - right, height - top - bottom
     ceiling = max([call.prompt_tokens for call in main] + [value for _, value in lines if value is not None] + [1]) * 1.05
     index = {call.turn: i for i, call in enumerate(main)}
@@ -299,7 +316,7 @@ def _timeline(report: SessionReport) -> str:
         after = event.after_turn
         at = x(index[after] + 0.5) if after is not None and after in index else x(-1) if after is None else x(span)
         compact = event.kind == "compact_boundary"
-        colour, stroke = ("#c62828", ' stroke-width="2"') if compact else ("#6d6d6d", ' stroke-dasharray="2 3"')
+        colour, stroke = (COMPACTION_COLOUR, ' stroke-width="2"') if compact else ("#6d6d6d", ' stroke-dasharray="2 3"')
         label = _text(event.label + (f" (−{event.tokens_saved:,} tokens)" if event.tokens_saved else ""))
         where = "" if event.line is None else event.line
         out.append(
@@ -322,8 +339,9 @@ def _timeline(report: SessionReport) -> str:
                 f' data-tip="{tip}"><title>{tip}</title></circle>'
             )
     first, last = (main[0].timestamp, main[-1].timestamp) if main else (None, None)
-    out.append(f'<text x="{left}" y="{height - 12}">{_text((first or "")[:19])}</text>')
-    out.append(f'<text x="{left + plot_w}" y="{height - 12}" text-anchor="end">{_text((last or "")[:19])}</text>')
+    out.append(f'<text x="{left}" y="{top + plot_h + 14}">{_text((first or "")[:19])}</text>')
+    out.append(f'<text x="{left + plot_w}" y="{top + plot_h + 14}" text-anchor="end">{_text((last or "")[:19])}</text>')
+    out.append(_axis_titles(left, top, plot_w, plot_h, height, "API calls on the main chain, in order", "prompt tokens"))
     out.append("</svg>")
     if not main:
         caption = '<p class="note">No API call on the main chain: nothing to draw.</p>'
@@ -335,6 +353,15 @@ def _timeline(report: SessionReport) -> str:
     else:
         caption = f'<p class="note">{len(main):,} API calls on the main chain; hover a point for its turn, tokens, line and time.</p>'
     return "\n".join(out) + "\n" + caption + _events_table(events)
+
+
+def _axis_titles(left: float, top: float, plot_w: float, plot_h: float, height: float, x_title: str, y_title: str) -> str:
+    """A chart's axis titles: the x one centred under the plot, the y one turned along its left."""
+    middle = top + plot_h / 2
+    return (
+        f'<text class="axis-title x" x="{left + plot_w / 2:.1f}" y="{height - 4}" text-anchor="middle">{_text(x_title)}</text>'
+        f'<text class="axis-title y" x="14" y="{middle:.1f}" text-anchor="middle" transform="rotate(-90 14 {middle:.1f})">{_text(y_title)}</text>'
+    )
 
 
 def _capped_table(table_id: str, header: str, rows: Sequence[str], more: str) -> str:
@@ -384,6 +411,30 @@ def _losses(events: Sequence[TimelineEvent]) -> str:
 # --- what fills the window -------------------------------------------------------------------------
 
 
+def _window(report: SessionReport) -> str:
+    """The window as `/context` shows it: one bar of its parts, and their figures."""
+    parts = report.window
+    whole = sum(part.tokens for part in parts) or 1
+    bar = "".join(
+        f'<span class="window-part" data-part="{part.part}" data-tokens="{part.tokens}" style="width:{100 * part.tokens / whole:.3f}%;background:{WINDOW_COLOURS[part.part]}"'
+        f' data-tip="{WINDOW_LABELS[part.part]}: {part.tokens:,} tokens ({part.percent:g}%)"></span>'
+        for part in parts
+        if part.tokens
+    )
+    rows = "".join(
+        f'<tr data-part="{part.part}"><td><i style="display:inline-block;width:.8em;height:.8em;border:1px solid #bbb;background:{WINDOW_COLOURS[part.part]}"></i> '
+        f'{WINDOW_LABELS[part.part]}</td><td class="num">{part.tokens:,}</td><td class="num">{part.percent:g}%</td></tr>'
+        for part in parts
+    )
+    baseline = report.count.baseline
+    where = f'<p class="note">System prompt and tools: the session baseline, {_text(baseline.note)}.</p>' if baseline else ""
+    return (
+        f'<div class="window-bar" id="window" role="img" aria-label="the context window by part">{bar}</div>'
+        f'<table id="window-parts"><thead><tr><th>part</th><th class="num">tokens</th><th class="num">of the window</th></tr></thead><tbody>{rows}</tbody></table>'
+        + where
+    )
+
+
 def _breakdown(report: SessionReport) -> str:
     parts = []
     for by in BREAKDOWN_KINDS:
@@ -416,13 +467,13 @@ def _largest(report: SessionReport) -> str:
         return '<p class="note">No entries in the active context.</p>'
     body = "".join(
         f'<tr class="largest" data-line="{"" if r.line is None else r.line}" data-tokens="{r.tokens}"><td class="num">{_int(r.line)}</td>'
-        f'<td>{_text(r.role)}</td><td>{_text(r.block)}</td><td>{_text(r.tool or "")}</td><td class="num">{r.tokens:,}</td>'
-        f'<td class="excerpt">{_text(_cut(r.excerpt))}</td></tr>'
+        f'<td>{_text(r.role)}</td><td>{_text(r.block)}</td><td>{_text(r.tool or "")}</td><td class="subject">{_text(r.subject or "")}</td>'
+        f'<td class="num">{r.tokens:,}</td><td class="excerpt">{_text(_cut(r.excerpt))}</td></tr>'
         for r in rows
     )
     return (
-        '<table id="largest"><thead><tr><th class="num">line</th><th>role</th><th>block</th><th>tool</th><th class="num">tokens</th>'
-        f"<th>excerpt</th></tr></thead><tbody>{body}</tbody></table>"
+        '<div class="table-wrap"><table id="largest"><thead><tr><th class="num">line</th><th>role</th><th>block</th><th>tool</th><th>on</th>'
+        f'<th class="num">tokens</th><th>excerpt</th></tr></thead><tbody>{body}</tbody></table></div>'
     )
 
 
@@ -482,7 +533,7 @@ def _cost_chart(calls: Sequence[CallRow]) -> str:
     if not calls:
         return '<p class="note">No billed API call.</p>'
     groups = _groups(calls)
-    width, height, left, top, bottom = 1000, 220, 64, 14, 26
+    width, height, left, top, bottom = 1000, 240, 76, 14, 46
     plot_w, plot_h = width - left - 16, height - top - bottom
     sums = [dict(zip(PART_NAMES, (sum(column) for column in zip(*map(_split, g))))) for g in groups]
     ceiling = max(sum(s.values()) for s in sums) * 1.05 or 1.0
@@ -512,16 +563,32 @@ def _cost_chart(calls: Sequence[CallRow]) -> str:
                 base -= h
                 out.append(f'<rect x="{left + i * bar_w:.2f}" y="{base:.2f}" width="{max(bar_w - 0.3, 0.5):.2f}" height="{h:.2f}" fill="{PART_COLOURS[p]}"/>')
         if rebuilt:
-            out.append(f'<path class="rebuilt" d="M{left + (i + 0.5) * bar_w:.1f},{base - 2:.1f} l-4,-7 h8 z" fill="#c62828"/>')
+            out.append(f'<path class="rebuilt" d="M{left + (i + 0.5) * bar_w:.1f},{base - 2:.1f} l-4,-7 h8 z" fill="{REBUILT_COLOUR}"/>')
         out.append("</g>")
+    out.append(_turn_axis(groups, left, top + plot_h, plot_w))
+    out.append(_axis_titles(left, top, plot_w, plot_h, height, "API call (turn, in file order)", "USD per bar"))
     out.append("</svg>")
     legend = "".join(f'<span><i style="background:{PART_COLOURS[p]}"></i>{PART_LABELS[p]}</span>' for p in PART_NAMES)
     per = "one bar per API call" if len(groups) == len(calls) else f"each bar sums {len(groups[0]):,} consecutive API calls ({len(calls):,} in all)"
     return (
-        f'<h3>Cost per turn</h3><p class="legend">{legend}<span><i style="background:#c62828"></i>cache rebuilt</span></p>'
+        f'<h3>Cost per turn</h3><p class="legend">{legend}<span>▼ cache rebuilt</span></p>'
         + "\n".join(out)
         + f'<p class="note">{per}; every billed call, sidechains included.</p>'
     )
+
+
+def _turn_axis(groups: Sequence[Sequence[CallRow]], left: float, base: float, plot_w: float) -> str:
+    """An x axis of turns under bars or points drawn one per group: the line, and about six ticks
+    labelled with the first turn of their group."""
+    marks = sorted({round(k * (len(groups) - 1) / 5) for k in range(6)}) if len(groups) > 1 else [0]
+    out = [f'<line class="x-axis" x1="{left}" x2="{left + plot_w}" y1="{base:.1f}" y2="{base:.1f}" stroke="#888"/>']
+    for i in marks:
+        x = left + plot_w * (i + 0.5) / len(groups)
+        out.append(
+            f'<g class="tick" data-turn="{groups[i][0].turn}"><line x1="{x:.1f}" x2="{x:.1f}" y1="{base:.1f}" y2="{base + 4:.1f}" stroke="#888"/>'
+            f'<text x="{x:.1f}" y="{base + 15:.1f}" text-anchor="middle">{groups[i][0].turn:,}</text></g>'
+        )
+    return "".join(out)
 
 
 def _split(call: CallRow) -> list[float]:
@@ -541,13 +608,14 @@ def _rate_chart(calls: Sequence[CallRow]) -> str:
     if not rated:
         return ""
     groups = _groups(rated)
-    width, height, left, top, bottom = 1000, 160, 64, 10, 20
+    width, height, left, top, bottom = 1000, 180, 76, 10, 46
     plot_w, plot_h = width - left - 16, height - top - bottom
     out = [
         f'<svg id="hit-rate-chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" aria-label="cache hit rate per call"'
         f' data-points="{len(groups)}">',
         f'<text x="{left - 6}" y="{top + 8}" text-anchor="end">100%</text><text x="{left - 6}" y="{top + plot_h}" text-anchor="end">0%</text>',
-        f'<line x1="{left}" x2="{left + plot_w}" y1="{top + plot_h}" y2="{top + plot_h}" stroke="#ddd"/>',
+        _turn_axis(groups, left, top + plot_h, plot_w),
+        _axis_titles(left, top, plot_w, plot_h, height, "API call (turn, in file order)", "cache hit rate"),
     ]
     points = []
     for i, group in enumerate(groups):
@@ -563,11 +631,11 @@ def _rate_chart(calls: Sequence[CallRow]) -> str:
         tip = _text(f"{label}: cache hit rate {_rate(rate)}" + (" · cache rebuilt" if rebuilt else ""))
         out.append(
             f'<circle class="rate{" rebuilt" if rebuilt else ""}" cx="{px:.1f}" cy="{py:.1f}" r="{3.5 if rebuilt else 1.6}"'
-            f' fill="{"#c62828" if rebuilt else "#2ca02c"}" data-turn="{group[0].turn}" data-tip="{tip}"><title>{tip}</title></circle>'
+            f' fill="{REBUILT_COLOUR if rebuilt else "#2ca02c"}" data-turn="{group[0].turn}" data-tip="{tip}"><title>{tip}</title></circle>'
         )
-    out.insert(3, f'<polyline points="{" ".join(points)}" fill="none" stroke="#2ca02c" stroke-width="1"/>')
+    out.insert(4, f'<polyline points="{" ".join(points)}" fill="none" stroke="#2ca02c" stroke-width="1"/>')
     out.append("</svg>")
-    return '<h3>Cache hit rate per call</h3><p class="note">Red points: calls that wrote most of their prompt to the cache again.</p>' + "\n".join(out)
+    return '<h3>Cache hit rate per call</h3><p class="note">Black points: calls that wrote most of their prompt to the cache again.</p>' + "\n".join(out)
 
 
 def _rebuilt_table(calls: Sequence[CallRow]) -> str:
@@ -621,35 +689,53 @@ def _dry_runs(report: SessionReport) -> str:
 # --- the pages -------------------------------------------------------------------------------------
 
 
-def _level_badge(level: str | None, element_id: str | None = None) -> str:
-    known = level if level in LEVELS else "unknown"
+def _level_badge(level: str | None, element_id: str | None = None, kind: str | None = None) -> str:
+    """warn's level as a badge; a compaction side-call's is "not a session", never a level."""
     ident = f' id="{element_id}"' if element_id else ""
+    if kind == "compaction":
+        return f'<span{ident} class="level level-unknown side-call" data-value="{SIDE_CALL}">{SIDE_CALL}</span>'
+    known = level if level in LEVELS else "unknown"
     return f'<span{ident} class="level level-{known}" data-value="{_text(level or "")}">{_text(level or "–")}</span>'
+
+
+def _advice(report: SessionReport) -> str:
+    """The advice: why, then the command to copy (as code, on its own line)."""
+    advice = report.advice
+    command = f'<code id="command">{_text(advice.command)}</code>' if advice.command else ""
+    stage = f' data-stage="{_text(advice.stage)}"' if advice.stage else ' data-stage=""'
+    return f'<div id="recommendation"{stage}><span id="why">{_text(advice.why)}</span>{command}</div>'
 
 
 def session_page(report: SessionReport, *, title: str | None = None) -> str:
     """One session's page: header, timeline, what fills the window, cost and cache, the dry runs."""
     count, warn = report.count, report.warn
     percent = count.percent_of_window
+    side_call = report.kind == "compaction"
+    left = (
+        f" · {warn.percent_left}% left before {'autocompact' if warn.thresholds.autocompact is not None else 'blocking'}"
+        if not side_call
+        else f' · <span id="side-call">{_text(COMPACTION_NOTE)}</span>'
+    )
+    heading = title or report.title or report.file
     header = (
-        f"<h1>{_text(title or report.file)}</h1>"
+        f'<h1 id="title">{_text(heading)}</h1>'
         f'<p class="meta"><span class="k">file</span> <span id="file">{_text(report.file)}</span> · <span class="k">model</span> '
         f'<span id="model">{_text(report.model or "unknown")}</span> · <span class="k">format</span> {_text(report.format)}'
-        + (f" · {_text(report.kind)}" if report.kind else "")
+        + (f" · {'compaction side-call' if side_call else _text(report.kind)}" if report.kind else "")
         + (f' · <span class="k">session</span> {_text(report.session_id)}' if report.session_id else "")
         + "</p>"
         f'<p class="meta">{_text(report.first_activity or "?")} → {_text(report.last_activity or "?")}</p>'
-        f'<p style="font-size:1.2em">{_level_badge(warn.level, "level")} '
+        f'<p style="font-size:1.2em">{_level_badge(warn.level, "level", report.kind)} '
         f"{_figure('total-tokens', count.tokens, _int(count.tokens))} / {_figure('context-window', count.context_window, _int(count.context_window))}"
-        f" tokens · {_figure('percent', '' if percent is None else percent, '–' if percent is None else f'{percent}%')} of the window"
-        f" · {warn.percent_left}% left before {'autocompact' if warn.thresholds.autocompact is not None else 'blocking'}</p>"
+        f" tokens · {_figure('percent', '' if percent is None else percent, '–' if percent is None else f'{percent}%')} of the window{left}</p>"
     )
     body = (
-        f"{header}\n<h2>Timeline: prompt size at each API call</h2>\n{_timeline(report)}\n"
-        f"<h2>What fills the window now</h2>\n{_breakdown(report)}\n<h3>Largest entries</h3>\n{_largest(report)}\n"
+        f"{header}\n<h2>What to do now</h2>\n{_advice(report)}\n"
+        f"<h2>Timeline: prompt size at each API call</h2>\n{_timeline(report)}\n"
+        f"<h2>What fills the window now</h2>\n{_window(report)}\n<h3>The messages by tool, role or block (each block's estimate)</h3>\n{_breakdown(report)}\n"
+        f"<h3>Largest entries</h3>\n{_largest(report)}\n"
         f"<h2>Cost and cache</h2>\n{_cost(report)}\n"
         f"<h2>What each stage would do now</h2>\n{_dry_runs(report)}\n"
-        f'<p id="recommendation">{_text(report.recommendation)}</p>\n'
         '<p class="note">Made by ctxpipe report. This page loads nothing from the network.</p>'
     )
     return _document(f"ctxpipe report: {title or report.file}", body)
@@ -666,51 +752,90 @@ def _page_href(page: str) -> str:
     return "./" + quote(raw, safe="/")
 
 
-def _row_sort_key(row: IndexRow) -> tuple[bool, str]:
-    return (row.last_activity is None, row.last_activity or "")
+def _newest_first(rows: Iterable[IndexRow]) -> list[IndexRow]:
+    """Newest activity first, rows with none last: the order the script's default gives."""
+    rows = list(rows)
+    ordered = sorted((r for r in rows if r.last_activity is not None), key=lambda r: r.last_activity or "", reverse=True)
+    return ordered + [r for r in rows if r.last_activity is None]
+
+
+def _total(rows: Sequence[IndexRow]) -> tuple[float, int]:
+    """(dollars of the rows with a price, how many rows have none)."""
+    return sum(r.usd for r in rows if r.usd is not None), sum(1 for r in rows if r.usd is None)
+
+
+def _index_row(row: IndexRow, errors: bool) -> str:
+    name = _text(row.name)
+    shown = _text(row.title or row.name)
+    link = f'<a href="{_text(_page_href(row.page))}">{shown}</a>' if row.page else shown
+    under = f'<div class="path">{name}</div>' if row.title else ""
+    side_call = row.kind == "compaction"
+    level_rank = LEVELS.index(row.level) if row.level in LEVELS and not side_call else ""
+    pct = row.percent_of_window
+    return (
+        f'<tr class="session{" side-call" if side_call else ""}"><td data-col="file" data-value="{name}">{link}{under}</td><td>{_text(row.model or "")}</td>'
+        f'<td class="num" data-col="tokens" data-value="{"" if row.tokens is None else row.tokens}">{_int(row.tokens)}</td>'
+        f'<td class="num" data-col="percent" data-value="{"" if pct is None else pct}">{"–" if pct is None else f"{pct}%"}</td>'
+        f'<td data-col="level" data-value="{level_rank}">{_level_badge(row.level, kind=row.kind) if row.level else "–"}</td>'
+        f'<td class="num" data-col="usd" data-value="{"" if row.usd is None else repr(row.usd)}">{_usd(row.usd)}</td>'
+        f'<td class="when" data-col="last_activity" data-value="{_text(row.last_activity or "")}" title="{_text(row.last_activity or "")}">{_text(_minute(row.last_activity))}</td>'
+        + (f'<td class="error">{_text(row.error or "")}</td>' if errors else "")
+        + "</tr>"
+    )
+
+
+def _minute(stamp: str | None) -> str:
+    """An ISO time as far as the minute, for a column (the whole one is its title and sort value)."""
+    if not stamp:
+        return "–"
+    return stamp[:16].replace("T", " ") if re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d", stamp) else stamp
+
+
+def _cost_of(rows: Sequence[IndexRow]) -> str:
+    usd, unpriced = _total(rows)
+    return _usd(usd) + (f" ({unpriced:,} without a price)" if unpriced else "")
 
 
 def index_page(rows: Sequence[IndexRow], *, title: str) -> str:
-    """A folder's sessions as one sortable table, newest activity first, each linking to its page."""
-    # Newest first, sessions with no activity last: the same order the script's default gives.
-    ordered = sorted((r for r in rows if r.last_activity is not None), key=lambda r: r.last_activity or "", reverse=True)
-    ordered += [r for r in rows if r.last_activity is None]
-    body_rows = []
-    for row in ordered:
-        name = _text(row.file)
-        link = f'<a href="{_text(_page_href(row.page))}">{name}</a>' if row.page else name
-        level = row.level
-        level_rank = LEVELS.index(level) if level in LEVELS else ""
-        pct = row.percent_of_window
-        body_rows.append(
-            f'<tr class="session"><td data-col="file" data-value="{name}">{link}</td><td>{_text(row.model or "")}</td>'
-            f'<td class="num" data-col="tokens" data-value="{"" if row.tokens is None else row.tokens}">{_int(row.tokens)}</td>'
-            f'<td class="num" data-col="percent" data-value="{"" if pct is None else pct}">{"–" if pct is None else f"{pct}%"}</td>'
-            f'<td data-col="level" data-value="{level_rank}">{_level_badge(level) if level else "–"}</td>'
-            f'<td class="num" data-col="usd" data-value="{"" if row.usd is None else repr(row.usd)}">{_usd(row.usd)}</td>'
-            f'<td data-col="last_activity" data-value="{_text(row.last_activity or "")}">{_text(row.last_activity or "–")}</td>'
-            f'<td class="error">{_text(row.error or "")}</td></tr>'
+    """A folder's sessions as one sortable table, grouped by project (the project with the newest
+    activity first), newest activity first in each, each linking to its page, with the total cost."""
+    failed = sum(1 for r in rows if r.error)  # the error column only when a file has one: a narrow window keeps the figures
+    projects: dict[str, list[IndexRow]] = {}
+    for row in _newest_first(rows):
+        projects.setdefault(row.project, []).append(row)
+    groups = []
+    for project, members in projects.items():
+        heading = (
+            f'<tr class="project" data-project="{_text(project)}"><th colspan="{8 if failed else 7}">{_text(project or "files given by name")} · '
+            f"{len(members):,} session{'s' if len(members) != 1 else ''} · {_cost_of(members)}</th></tr>"
+            if len(projects) > 1 or project
+            else ""
         )
+        groups.append(f"<tbody>{heading}{''.join(_index_row(row, bool(failed)) for row in members)}</tbody>")
 
     def sortable(key: str, label: str, cls: str = "") -> str:
         aria = "descending" if key == "last_activity" else "none"
         return f'<th{cls} data-sort="{key}" aria-sort="{aria}"><button type="button">{label}</button></th>'
 
     head = (
-        "<tr><th>file</th><th>model</th>"
+        "<tr><th>session</th><th>model</th>"
         + sortable("tokens", "tokens", ' class="num"')
         + sortable("percent", "% of window", ' class="num"')
         + sortable("level", "level")
         + sortable("usd", "cost", ' class="num"')
         + sortable("last_activity", "last activity")
-        + "<th>error</th></tr>"
+        + ("<th>error</th>" if failed else "")
+        + "</tr>"
     )
-    failed = sum(1 for r in rows if r.error)
+    usd, unpriced = _total(rows)
     body = (
         f"<h1>{_text(title)}</h1>"
         f'<p class="meta"><span id="session-count" data-value="{len(rows)}">{len(rows):,}</span> sessions'
+        f' in <span id="project-count" data-value="{len(projects)}">{len(projects):,}</span> project{"s" if len(projects) != 1 else ""}'
         + (f", {failed:,} without a page" if failed else "")
-        + ". Click a header to sort.</p>"
-        f'<table id="sessions" data-sorted-by="last_activity" data-sorted-desc="true"><thead>{head}</thead><tbody>{"".join(body_rows)}</tbody></table>'
+        + f" · total cost {_figure('total-usd', repr(usd), _usd(usd))}"
+        + (f" ({unpriced:,} session{'s' if unpriced != 1 else ''} without a price)" if unpriced else "")
+        + ". Click a header to sort (within each project).</p>"
+        f'<div class="table-wrap"><table id="sessions" data-sorted-by="last_activity" data-sorted-desc="true"><thead>{head}</thead>{"".join(groups)}</table></div>'
     )
     return _document(title, body)

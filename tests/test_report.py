@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ import pytest
 from builders import Session
 from ctxpipe.core.wire import to_wire
 from ctxpipe.jobs.schemas import errors
-from helpers import FIXTURES, corpus_files, needs_corpus, ok, run_cli
+from helpers import FIXTURES, child_env, corpus_files, drain_pty, needs_corpus, ok, run_cli
 
 NOW = "2026-05-04T12:00:00Z"
 OPUS = "claude-opus-4-6"
@@ -47,8 +48,8 @@ def busy_session(prompt: int | None = None, reads: int = 12) -> Session:
     return session
 
 
-def report_json(*args: Any) -> list[dict[str, Any]]:
-    result = ok(run_cli("report", "--json", "--now", NOW, *args))
+def report_json(*args: Any, cwd: Path | None = None) -> list[dict[str, Any]]:
+    result = ok(run_cli("report", "--json", "--now", NOW, *args, cwd=cwd))
     rows = [json.loads(line) for line in result.stdout.splitlines()]
     for row in rows:
         assert errors("report.report.schema.json", row) == [], row
@@ -120,7 +121,11 @@ def test_the_horizon_and_the_clock_decide_whether_a_break_pays(busy: Path) -> No
     first, later = one["dry_runs"][0]["cache"], many["dry_runs"][0]["cache"]
     assert first["cache_warm"] and later["cache_warm"]
     assert first["clear"] is False and later["clear"] is True
-    assert "does not pay for itself within 1 turn." in one["recommendation"] and "ctxpipe microcompact" in many["recommendation"]
+    assert "does not pay for itself within 1 turn." in one["recommendation"] and one["advice"]["stage"] is None
+    # Over 20 turns every break pays: the advice is the stage that saves the most dollars, with its command.
+    saving = {run["stage"]: run["cache"]["cost_keep_usd"] - run["cache"]["cost_clear_usd"] for run in many["dry_runs"] if run["cache"]}
+    assert len(saving) == 2 and many["advice"]["stage"] == max(saving, key=saving.__getitem__)
+    assert many["advice"]["command"].startswith(f"ctxpipe {many['advice']['stage']} ") and many["advice"]["command"] in many["recommendation"]
 
 
 def test_events_place_compactions_and_stage_markers_after_their_call(tmp_path: Path) -> None:
@@ -151,10 +156,18 @@ def test_a_quiet_session_needs_nothing(tmp_path: Path) -> None:
     [report] = report_json(FIXTURES / "report" / "compacted.in.jsonl")
     assert report["recommendation"] == "No need to compact now: 16,597 tokens, 150,403 before autocompact."
     # Below the warning level a saving under 10,000 tokens is not worth a cache break, however cheap.
-    [small] = report_json(busy_session(reads=6).write(tmp_path / "small.jsonl"))
-    [microcompact] = [run for run in small["dry_runs"] if run["stage"] == "microcompact"]
-    assert 0 < microcompact["tokens_freed"] < 10_000 and microcompact["cache"]["clear"]
+    [small] = report_json(busy_session(reads=2).write(tmp_path / "small.jsonl"))
+    [summarize] = [run for run in small["dry_runs"] if run["stage"] == "summarize"]
+    assert 0 < summarize["tokens_freed"] < 10_000 and summarize["cache"]["clear"]
+    assert all(run["tokens_freed"] <= summarize["tokens_freed"] for run in small["dry_runs"])
     assert small["recommendation"].startswith("No need to compact now") and "under the 10,000 worth a cache break" in small["recommendation"]
+    assert small["advice"] == {"stage": None, "command": None, "why": small["recommendation"]}
+    # Microcompact's break pays here too, but it frees under 10,000: the stage advised is one that frees more.
+    [more] = report_json(busy_session(reads=6).write(tmp_path / "more.jsonl"))
+    [microcompact] = [run for run in more["dry_runs"] if run["stage"] == "microcompact"]
+    assert 0 < microcompact["tokens_freed"] < 10_000 and microcompact["cache"]["clear"]
+    advised = next(run for run in more["dry_runs"] if run["stage"] == more["advice"]["stage"])
+    assert advised["tokens_freed"] >= 10_000 and advised["cache"]["clear"]
 
 
 def test_a_folder_gets_a_page_each_mirrored_and_an_index(tmp_path: Path) -> None:
@@ -232,22 +245,153 @@ def test_every_corpus_session_reports_the_figures_of_count(path: Path) -> None:
     count = json_of("count", "--cost", "--json", path)
     assert report["count"]["tokens"] == count["tokens"] and report["cost"] == count["cost"]
     assert sum(call["main"] for call in report["calls"]) == len(json_of("count", "--timeline", "--json", path)["timeline"])
+    parts = {part["part"]: part["tokens"] for part in report["window"]}
+    assert sum(parts.values()) == max(count["context_window"], count["tokens"])
+    assert parts["baseline"] + parts["messages"] == count["tokens"]
+    warned = json_of("warn", "--json", path)
+    if warned.get("kind") == "compaction":  # a side-call is labelled as warn labels it, and nothing is advised
+        assert report["kind"] == "compaction" and report["advice"]["stage"] is None and "not a session" in report["recommendation"]
 
 
-def test_a_file_name_that_is_not_utf_8_gets_its_page_and_its_row_in_the_index(tmp_path: Path) -> None:
-    """Issue 22, case 10: the index was not written (an internal error encoding the name)."""
-    folder = tmp_path / "in"
-    folder.mkdir()
-    data = (FIXTURES / "claude-code" / "basic.jsonl").read_bytes()
-    try:
-        with open(os.path.join(os.fsencode(folder), b"bad\xff.jsonl"), "wb") as handle:
-            handle.write(data)
-    except OSError as exc:  # a file system that takes only UTF-8 names
-        pytest.skip(f"this file system refuses a name that is not UTF-8: {exc}")
-    (folder / "good.jsonl").write_bytes(data)
-    out = tmp_path / "out"
-    result = run_cli("report", "--now", NOW, "--out-dir", out, folder)
-    assert result.returncode == 0, result.stderr.decode()
-    assert sorted(os.listdir(os.fsencode(out))) == [b"bad\xff.html", b"good.html", b"index.html"]
-    index = (out / "index.html").read_text(encoding="utf-8")  # the page itself is valid UTF-8
-    assert 'href="./bad%FF.html"' in index and 'href="./good.html"' in index
+# --- the advice, the window, the largest results, the index ----------------------------------------
+
+
+def test_the_advised_command_does_what_the_dry_run_measured(tmp_path: Path) -> None:
+    import shlex
+
+    given = "my project/busy session.jsonl"  # a path as a person types it, relative, with spaces
+    busy_session().write(tmp_path / given)
+    [report] = report_json(given, cwd=tmp_path)
+    advice = report["advice"]
+    runs = {run["stage"]: run for run in report["dry_runs"]}
+    stage = advice["stage"]
+    assert stage in runs and runs[stage]["cache"]["clear"]
+    words = shlex.split(advice["command"])
+    assert words[:2] == ["ctxpipe", stage] and words[-3:] == ["-o", given, given]
+    assert advice["command"] in report["recommendation"] and "`" not in report["recommendation"]
+    assert str(tmp_path) not in advice["command"]
+    # Run as printed, in the folder the report was made from: the file then counts what the dry run said.
+    ok(run_cli(*words[1:], cwd=tmp_path))
+    assert json_of("count", "--json", tmp_path / given)["tokens"] == runs[stage]["tokens_after"]
+    # A file read past a bad line (--on-error skip) is one the command must read so too.
+    damaged = tmp_path / "damaged.jsonl"
+    lines = busy_session().to_bytes().splitlines(keepends=True)
+    damaged.write_bytes(b"".join([*lines[:3], b'{"type": "user", oops\n', *lines[3:]]))
+    [skipping] = report_json("--on-error", "skip", damaged.name, cwd=tmp_path)
+    words = shlex.split(skipping["advice"]["command"])
+    assert words[2:-3][-2:] == ["--on-error", "skip"]
+    ok(run_cli(*words[1:], cwd=tmp_path))
+    assert json_of("count", "--json", damaged)["tokens"] == next(run["tokens_after"] for run in skipping["dry_runs"] if run["stage"] == words[1])
+    # From stdin there is no file to name: the stage as a filter, with the same flags.
+    piped = json.loads(ok(run_cli("report", "--json", "--now", NOW, stdin=busy_session().to_bytes())).stdout)
+    assert piped["advice"]["command"] == " ".join(shlex.split(advice["command"])[:-3])
+
+
+def test_a_compaction_side_call_is_labelled_not_a_session_everywhere(tmp_path: Path) -> None:
+    from test_compaction_files import NAME, project, side_call
+
+    path = side_call().write(tmp_path / NAME)
+    [report] = report_json(path)
+    warned = json.loads(run_cli("warn", "--json", path).stdout)
+    assert warned["kind"] == report["kind"] == report["warn"]["kind"] == "compaction" and warned["level"] == "blocking"
+    assert report["advice"] == {"stage": None, "command": None, "why": report["recommendation"]}
+    assert "not a session" in report["recommendation"] and "blocking" not in report["recommendation"]
+    page = ok(run_cli("report", "--now", NOW, path)).stdout.decode()
+    assert 'id="level" class="level level-unknown side-call" data-value="not a session">not a session<' in page
+    assert 'class="level level-blocking"' not in page and 'id="side-call"' in page
+    out = tmp_path / "pages"
+    ok(run_cli("report", "--now", NOW, "--out-dir", out, project(tmp_path / "projects")))
+    index = (out / "index.html").read_text()
+    [row] = [row for row in re.findall(r'<tr class="session[^"]*">.*?</tr>', index) if "acompact" in row]
+    assert 'class="session side-call"' in row and ">not a session<" in row and "level-blocking" not in row and "blocking<" not in row
+
+
+def test_what_fills_the_window_adds_up_to_the_window(busy: Path) -> None:
+    [report] = report_json(busy)
+    count, thresholds = report["count"], report["warn"]["thresholds"]
+    parts = {part["part"]: part["tokens"] for part in report["window"]}
+    assert list(parts) == ["baseline", "messages", "free", "autocompact_buffer"]
+    assert parts["baseline"] == count["baseline_tokens"] > 0 and parts["messages"] == count["tokens"] - count["baseline_tokens"]
+    assert parts["free"] == thresholds["autocompact"] - count["tokens"] and parts["autocompact_buffer"] == count["context_window"] - thresholds["autocompact"]
+    assert sum(parts.values()) == count["context_window"]
+    assert [part["percent"] for part in report["window"]] == [round(100 * tokens / count["context_window"], 1) for tokens in parts.values()]
+    # A count over the window: no free space, and the parts add up to the count.
+    [over] = report_json("--window", "60000", busy)
+    parts = {part["part"]: part["tokens"] for part in over["window"]}
+    assert over["count"]["tokens"] > 60_000 and parts["free"] == parts["autocompact_buffer"] == 0
+    assert sum(parts.values()) == over["count"]["tokens"]
+
+
+def test_the_largest_results_name_their_file_and_inputs_are_json(busy: Path) -> None:
+    from ctxpipe.report.data import excerpt
+
+    [report] = report_json(busy)
+    reads = [row for row in report["largest"] if row["tool"] == "Read"]
+    assert len(reads) >= 5
+    for row in reads:  # module_N.py's result holds handler_N_…: the file named is the one read
+        number = re.fullmatch(r"/home/dev/app/module_(\d+)\.py", row["subject"])
+        assert number and row["excerpt"].startswith(f"def handler_{number[1]}_")
+    call = {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls  -la\n/tmp", "flag": True, "none": None}}
+    assert excerpt(call) == '{"command": "ls -la\\n/tmp", "flag": true, "none": null}'  # JSON, not a Python repr
+
+
+def test_the_index_groups_sessions_by_project_with_titles_and_the_total_cost(tmp_path: Path) -> None:
+    tree = tmp_path / "projects"
+    titled = busy_session(reads=3)
+    titled.lines.append({"type": "custom-title", "customTitle": "Tighten <the> limits", "sessionId": "s"})
+    titled.write(tree / "-home-dev-app" / "one.jsonl")
+    busy_session(reads=2).write(tree / "-home-dev-app" / "one" / "subagents" / "agent-a1.jsonl")
+    busy_session(reads=4).write(tree / "-home-dev-api" / "two.jsonl")
+    out = tmp_path / "pages"
+    ok(run_cli("report", "--now", NOW, "--out-dir", out, "projects", cwd=tmp_path))
+    index = (out / "index.html").read_text()
+    rows = report_json(tree)
+    assert str(tmp_path) not in index  # every path relative to the folder given
+    groups = re.findall(r'<tr class="project" data-project="([^"]*)"><th colspan="\d">[^<]*· (\d+) sessions? · \$([\d.,]+)</th></tr>', index)
+    assert sorted((name, int(count)) for name, count, _ in groups) == [("-home-dev-api", 1), ("-home-dev-app", 2)]
+    names = re.findall(r'data-col="file" data-value="([^"]*)"', index)
+    assert sorted(names) == ["one.jsonl", "one/subagents/agent-a1.jsonl", "two.jsonl"]
+    assert "Tighten &lt;the&gt; limits" in index and [row["title"] for row in rows if row["file"].endswith("one.jsonl")] == ["Tighten <the> limits"]
+    total = float(re.search(r'id="total-usd" data-value="([^"]+)"', index)[1])  # type: ignore[index]
+    assert total == pytest.approx(sum(row["cost"]["usd"] for row in rows)) and total > 0
+    assert re.search(r'id="project-count" data-value="2"', index)
+
+
+def test_a_folder_s_progress_shows_on_a_terminal_only(tmp_path: Path) -> None:
+    import pty
+    import subprocess
+    import sys
+
+    tree = tmp_path / "projects"
+    for number in range(3):
+        busy_session(reads=2).write(tree / "-home-dev-app" / f"s{number}.jsonl")
+    leader, follower = pty.openpty()
+    try:  # stderr on a terminal: the batch's progress bar (compact's), counting the files
+        done = subprocess.run(
+            [sys.executable, "-m", "ctxpipe", "report", "--now", NOW, "--out-dir", str(tmp_path / "a"), str(tree)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=follower,
+            env=child_env({"COLUMNS": "100"}),
+            timeout=120,
+        )
+    finally:
+        os.close(follower)
+    shown = drain_pty(leader).decode()
+    assert done.returncode == 0 and "reporting" in shown and "3/3" in shown
+    piped = ok(run_cli("report", "--now", NOW, "--out-dir", tmp_path / "b", tree))
+    assert b"reporting" not in piped.stderr and piped.stderr.count(b"\n") == 1  # only the line naming the index
+
+
+def test_a_session_s_place_in_the_index(tmp_path: Path) -> None:
+    from ctxpipe.report.batch import place
+
+    projects = tmp_path / "projects"
+    (projects / "-home-dev-app" / "s1" / "subagents").mkdir(parents=True)
+    app = str(projects / "-home-dev-app")
+    # Below ~/.claude/projects: the project folder, a subagent under its session's project.
+    assert place(f"{app}/s1.jsonl", [str(projects)]) == ("-home-dev-app", "s1.jsonl")
+    assert place(f"{app}/s1/subagents/agent-a.jsonl", [str(projects)]) == ("-home-dev-app", "s1/subagents/agent-a.jsonl")
+    # A project folder given itself: its own name; a file given by name: as given, in no project.
+    assert place(f"{app}/s1/subagents/agent-a.jsonl", [app + "/"]) == ("-home-dev-app", "s1/subagents/agent-a.jsonl")
+    assert place("elsewhere/s2.jsonl", [str(projects), "elsewhere/s2.jsonl"]) == ("", "elsewhere/s2.jsonl")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import html
 import os
 import re
 import struct
@@ -19,6 +20,7 @@ from typing import Any
 import pytest
 from browser import chromium, open_html, skip_reason
 from ctxpipe.core.reports import (
+    Advice,
     BreakdownRow,
     CacheDecisionReport,
     CalibrationReport,
@@ -35,8 +37,21 @@ from ctxpipe.core.reports import (
     TokenParts,
     WarnReport,
     WarnThresholds,
+    WindowPart,
 )
-from ctxpipe.report.page import CSP, MAX_POINTS, SCRIPT, downsample, index_page, session_page
+from ctxpipe.report.page import (
+    COMPACTION_COLOUR,
+    CSP,
+    LEVEL_COLOURS,
+    MAX_POINTS,
+    PART_COLOURS,
+    REBUILT_COLOUR,
+    SCRIPT,
+    downsample,
+    index_page,
+    session_page,
+)
+from helpers import CORPUS
 
 ROOT = Path(__file__).resolve().parents[1]
 PRICES = PricesReport(input=3.0, cache_write_5m=3.75, cache_write_1h=6.0, cache_read=0.3, output=15.0)  # $/Mtok, Sonnet 4.5
@@ -141,6 +156,7 @@ def session(main_calls: int = 36, *, text: str = "", events: list[TimelineEvent]
         format="claude-code",
         kind="main",
         model=model,
+        title=f"Tighten the limits {text}",
         session_id="77777777-7777-4777-8777-777777777777",
         first_activity=calls[0].timestamp,
         last_activity=calls[-1].timestamp,
@@ -189,6 +205,12 @@ def session(main_calls: int = 36, *, text: str = "", events: list[TimelineEvent]
         ),
         calls=calls,
         events=events,
+        window=[
+            WindowPart(part="baseline", tokens=14_000, percent=7.0),
+            WindowPart(part="messages", tokens=last - 14_000, percent=round(100 * (last - 14_000) / window, 1)),
+            WindowPart(part="free", tokens=max(0, 167_000 - last), percent=round(100 * max(0, 167_000 - last) / window, 1)),
+            WindowPart(part="autocompact_buffer", tokens=window - max(last, 167_000), percent=round(100 * (window - max(last, 167_000)) / window, 1)),
+        ],
         breakdown={
             "tool": [
                 BreakdownRow(key=f"Read{text}", tokens=31_000, blocks=14, share=62.0),
@@ -206,8 +228,10 @@ def session(main_calls: int = 36, *, text: str = "", events: list[TimelineEvent]
             ],
         },
         largest=[
-            ExcerptLine(line=120, role="user", block="tool_result", tool=f"Read{text}", tokens=8_900, excerpt=f"def parse(): {text}"),
-            ExcerptLine(line=64, role="assistant", block="text", tool=None, tokens=2_100, excerpt=f"Here is the plan {text}"),
+            ExcerptLine(
+                line=120, role="user", block="tool_result", tool=f"Read{text}", subject=f"/src/parse.py{text}", tokens=8_900, excerpt=f"def parse(): {text}"
+            ),
+            ExcerptLine(line=64, role="assistant", block="text", tool=None, subject=None, tokens=2_100, excerpt=f"Here is the plan {text}"),
         ],
         cost=CostReport(
             usd=sum(usd_by_part.to_wire().values()),
@@ -245,7 +269,12 @@ def session(main_calls: int = 36, *, text: str = "", events: list[TimelineEvent]
                 note="no duplicate results",
             ),
         ],
-        recommendation=f"Run microcompact now: it frees 21,000 tokens and pays for its cache break after 3 turns. {text}".strip(),
+        advice=Advice(
+            stage="microcompact",
+            command=f"ctxpipe microcompact --force -o 'session {text}.jsonl' 'session {text}.jsonl'",
+            why=f"microcompact saves the most for the cache it breaks: it frees 21,000 tokens. {text}".strip(),
+        ),
+        recommendation=f"microcompact saves the most for the cache it breaks: it frees 21,000 tokens. {text}".strip(),
     )
 
 
@@ -315,6 +344,86 @@ def test_index_is_sorted_newest_first_without_script() -> None:
     assert order == ["new", "mid", "old", "none"]
 
 
+def test_the_advice_shows_why_and_the_command_as_code() -> None:
+    report = session(text=PAYLOAD)
+    page = session_page(report)
+    advice = re.search(r'<div id="recommendation" data-stage="microcompact"><span id="why">(.*?)</span><code id="command">(.*?)</code></div>', page)
+    assert advice is not None
+    assert html.unescape(advice[1]) == report.advice.why and html.unescape(advice[2]) == report.advice.command
+    assert "`" not in advice[0]
+    report.advice = Advice(stage=None, command=None, why="No need to compact now.")
+    assert '<div id="recommendation" data-stage=""><span id="why">No need to compact now.</span></div>' in session_page(report)
+
+
+def test_a_compaction_side_call_shows_not_a_session_never_its_level() -> None:
+    report = session()
+    report.kind = "compaction"
+    report.warn.level = "blocking"
+    page = session_page(report)
+    assert '<span id="level" class="level level-unknown side-call" data-value="not a session">not a session</span>' in page
+    assert 'class="level level-blocking"' not in page and "left before" not in page and "not a session" in page.split('id="side-call">')[1][:120]
+    rows = [_row("agent-acompact-1.jsonl", "2026-05-04T10:00:00Z", level="blocking", kind="compaction"), _row("main.jsonl", "2026-05-04T09:00:00Z")]
+    index = index_page(rows, title="sessions")
+    assert index.count(">not a session<") == 1 and 'class="level level-blocking"' not in index
+    assert '<td data-col="level" data-value="">' in index  # a side-call has no level to sort by
+
+
+def test_what_fills_the_window_is_one_bar_of_parts_that_add_up() -> None:
+    report = session()
+    page = session_page(report)
+    bar = re.search(r'<div class="window-bar" id="window"[^>]*>(.*?)</div>', page)
+    assert bar is not None
+    parts = re.findall(r'data-part="(\w+)" data-tokens="(\d+)" style="width:([\d.]+)%', bar[1])
+    assert [name for name, _, _ in parts] == ["baseline", "messages", "free", "autocompact_buffer"]
+    assert sum(int(tokens) for _, tokens, _ in parts) == report.count.context_window
+    assert abs(sum(float(width) for _, _, width in parts) - 100) < 0.01
+    table = re.findall(r'<tr data-part="(\w+)"><td>.*?</i> ([^<]+)</td><td class="num">([\d,]+)</td>', page)
+    assert [(name, label) for name, label, _ in table][:2] == [("baseline", "system prompt and tools"), ("messages", "messages")]
+    assert [int(tokens.replace(",", "")) for _, _, tokens in table] == [part.tokens for part in report.window]
+
+
+def test_the_charts_have_labelled_axes_and_one_colour_per_thing() -> None:
+    report = session()
+    page = session_page(report)
+    for chart in ("timeline", "cost-chart", "hit-rate-chart"):
+        svg = re.search(rf'<svg id="{chart}".*?</svg>', page, flags=re.S)
+        assert svg is not None and 'class="axis-title x"' in svg[0] and 'class="axis-title y"' in svg[0], chart
+    cost = re.search(r'<svg id="cost-chart".*?</svg>', page, flags=re.S)
+    assert cost is not None and 'class="x-axis"' in cost[0]
+    ticks = [int(turn) for turn in re.findall(r'<g class="tick" data-turn="(\d+)">', cost[0])]
+    assert ticks[0] == report.calls[0].turn and ticks[-1] == report.calls[-1].turn and len(ticks) == 6
+    # Each part of a bar, the rebuilt mark and a compaction have a colour of their own.
+    assert len({*PART_COLOURS.values(), REBUILT_COLOUR}) == len(PART_COLOURS) + 1
+    assert COMPACTION_COLOUR not in LEVEL_COLOURS.values()
+    assert set(re.findall(r'class="rebuilt" d="[^"]*" fill="([^"]+)"', page)) == {REBUILT_COLOUR}
+
+
+def test_the_largest_results_show_what_they_acted_on() -> None:
+    page = session_page(session(text=PAYLOAD))
+    [subject] = re.findall(r'<td class="subject">([^<]*)</td>', page)[:1]
+    assert html.unescape(subject) == f"/src/parse.py{PAYLOAD}"
+
+
+def test_the_index_groups_by_project_with_titles_and_totals() -> None:
+    rows = [
+        _row("a.jsonl", "2026-05-01T00:00:00Z", project="-home-dev-app", title="Fix <b>login</b>", usd=2.0),
+        _row("b.jsonl", "2026-05-03T00:00:00Z", project="-home-dev-api", usd=1.25),
+        _row("c.jsonl", "2026-04-01T00:00:00Z", project="-home-dev-app", usd=None),
+    ]
+    page = index_page(rows, title="sessions")
+    # The project with the newest activity first, and each session under its own.
+    assert re.findall(r'data-project="([^"]*)"', page) == ["-home-dev-api", "-home-dev-app"]
+    groups = re.findall(r"<tbody>(.*?)</tbody>", page)
+    assert [re.findall(r'data-col="file" data-value="([^"]*)"', group) for group in groups] == [["b.jsonl"], ["a.jsonl", "c.jsonl"]]
+    assert "-home-dev-app · 2 sessions · $2.00 (1 without a price)" in page
+    assert '<span id="total-usd" data-value="3.25">$3.25</span> (1 session without a price)' in page
+    assert '>Fix &lt;b&gt;login&lt;/b&gt;</a><div class="path">a.jsonl</div>' in page
+    # The error column only when a file failed: a narrow window keeps the figures.
+    assert "<th>error</th>" not in page and 'class="error"' not in page
+    failed = index_page([*rows, _row("d.jsonl", None, page=None, project="-home-dev-api")], title="sessions")
+    assert failed.count("<th>error</th>") == 1 and '<td class="error">not a transcript</td>' in failed
+
+
 def _main(n: int, seed: int = 7) -> list[CallRow]:
     """n main calls with a deterministic zig-zag of sizes (so min and max are not at the ends)."""
     return [_call(i + 1, i + 1, 20_000 + (i * seed * 7919) % 50_000) for i in range(n)]
@@ -362,11 +471,24 @@ def test_no_autocompact_line_when_autocompact_is_off() -> None:
 
 
 def _row(
-    file: str, last: str | None, *, page: str | None = "p.html", tokens: int | None = 1000, usd: float | None = 1.5, level: str | None = "normal"
+    file: str,
+    last: str | None,
+    *,
+    page: str | None = "p.html",
+    tokens: int | None = 1000,
+    usd: float | None = 1.5,
+    level: str | None = "normal",
+    project: str = "",
+    title: str | None = None,
+    kind: str | None = None,
 ) -> IndexRow:
     return IndexRow(
         file=file,
         page=page,
+        project=project,
+        name=file,
+        title=title,
+        kind=kind,
         model=MODEL,
         tokens=tokens,
         percent_of_window=None if tokens is None else round(100 * tokens / 200_000, 1),
@@ -436,7 +558,8 @@ def test_page_in_chromium_shows_the_reports_figures(context: Any, tmp_path: Path
         assert float(_value(page, f"usd-{part}")) == report.cost.usd_by_part.to_wire()[part]
     runs = page.eval_on_selector_all("#dry-runs tr.dry-run", "els => els.map(e => [e.dataset.stage, +e.dataset.freed, e.querySelector('.freed').innerText])")
     assert runs == [[r.stage, r.tokens_freed, f"{r.tokens_freed:,}"] for r in report.dry_runs]
-    assert page.inner_text("#recommendation") == report.recommendation
+    assert page.inner_text("#why") == report.advice.why and page.inner_text("#command") == report.advice.command
+    assert "`" not in page.inner_text("#recommendation")  # the command is code on the page, not backticks
     assert page.eval_on_selector_all("#cost-chart .cost-bar", "els => els.map(e => +e.dataset.usd)") == [c.usd for c in report.calls]
     assert page.locator("#hit-rate-chart circle.rebuilt").count() == report.cost.cache_rebuilds
     assert page.locator("#largest tr.largest").count() == 2
@@ -447,11 +570,11 @@ def test_page_in_chromium_shows_the_reports_figures(context: Any, tmp_path: Path
     assert opened.problems == []
 
 
-def _check_png(path: Path) -> None:
+def _check_png(path: Path, wide: int = 1000) -> None:
     data = path.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", data[16:24])
-    assert width >= 1000 and height >= 1500, (width, height)  # the whole page, not a blank viewport
+    assert width >= wide and height >= 1500, (width, height)  # the whole page, not a blank viewport
     assert len(data) > 50_000
 
 
@@ -543,7 +666,7 @@ def test_index_sorts(context: Any) -> None:
     ]
     opened = open_html(context, index_page(rows, title="sessions"))
     page = opened.page
-    order = "() => [...document.querySelectorAll('#sessions tbody tr')].map(r => r.querySelector('td[data-col=file]').dataset.value).join('')"
+    order = "() => [...document.querySelectorAll('#sessions tr.session')].map(r => r.querySelector('td[data-col=file]').dataset.value).join('')"
     assert page.evaluate(order) == "beadc"
     page.click('th[data-sort="tokens"] button')
     assert page.evaluate(order) == "deabc"  # largest first; no figure last
@@ -559,6 +682,23 @@ def test_index_sorts(context: Any) -> None:
     assert page.evaluate(order) == "daebc"
     assert page.get_attribute('th[data-sort="last_activity"]', "aria-sort") == "ascending"
     assert page.get_attribute("#sessions a", "href") == "./p.html"
+    assert opened.problems == []
+
+
+@needs_browser
+def test_index_sorts_within_each_project(context: Any) -> None:
+    rows = [
+        _row("a", "2026-03-01T00:00:00Z", tokens=50_000, project="one"),
+        _row("b", "2026-05-01T00:00:00Z", tokens=10_000, project="two"),
+        _row("c", "2026-01-01T00:00:00Z", tokens=90_000, project="one"),
+        _row("d", "2026-02-01T00:00:00Z", tokens=70_000, project="two"),
+    ]
+    opened = open_html(context, index_page(rows, title="sessions"))
+    page = opened.page
+    order = "() => [...document.querySelectorAll('#sessions tbody')].map(b => b.rows[0].dataset.project + ':' + [...b.querySelectorAll('tr.session')].map(r => r.querySelector('td[data-col=file]').dataset.value).join('')).join(' ')"
+    assert page.evaluate(order) == "two:bd one:ac"
+    page.click('th[data-sort="tokens"] button')
+    assert page.evaluate(order) == "two:db one:ca"
     assert opened.problems == []
 
 
@@ -579,27 +719,38 @@ def test_downsampled_page_in_chromium(context: Any) -> None:
     assert opened.problems == []
 
 
+SCREENSHOT_WIDTHS = (800, 1400)  # a narrow window and a wide one: docs/report-800.png, docs/report-1400.png
+
+
 @needs_browser
-def test_screenshot_for_the_readme(context: Any) -> None:
-    """With CTXPIPE_WRITE_SCREENSHOT=1: docs/report.png, of the corpus's compacted session when the
-    report's data can be built (report_data and ../shared present), else of this module's session."""
+def test_screenshot_for_the_readme(browser: Any) -> None:
+    """With CTXPIPE_WRITE_SCREENSHOT=1: docs/report-800.png and docs/report-1400.png, of the corpus's
+    compacted session when the report's data can be built (report_data and the corpus present), else
+    of this module's session."""
     if os.environ.get("CTXPIPE_WRITE_SCREENSHOT") != "1":
-        pytest.skip("set CTXPIPE_WRITE_SCREENSHOT=1 to write docs/report.png")
+        pytest.skip("set CTXPIPE_WRITE_SCREENSHOT=1 to write docs/report-800.png and docs/report-1400.png")
     report = _corpus_report() or session()
-    opened = open_html(context, session_page(report))
-    assert opened.problems == []
-    target = ROOT / "docs" / "report.png"
-    target.parent.mkdir(exist_ok=True)
-    opened.page.screenshot(path=str(target), full_page=True)
-    _check_png(target)
+    for width in SCREENSHOT_WIDTHS:
+        context = browser.new_context(viewport={"width": width, "height": 900})
+        try:
+            opened = open_html(context, session_page(report))
+            assert opened.problems == []
+            # Nothing is wider than the window: no sideways scrolling at either width.
+            assert opened.page.evaluate("() => document.documentElement.scrollWidth") <= width
+            target = ROOT / "docs" / f"report-{width}.png"
+            target.parent.mkdir(exist_ok=True)
+            opened.page.screenshot(path=str(target), full_page=True)
+            _check_png(target, width)
+        finally:
+            context.close()
 
 
-CORPUS = ROOT.parent / "shared" / "corpus"
 COMPACTED = CORPUS / "marot__spotter" / "test__fixtures__transcripts__fa812bfe-b295-4cca-9c2f-fdf01028cb46.jsonl"
 
 
 def _corpus_report() -> SessionReport | None:
-    """The corpus's compacted session's report, when report_data and ../shared are both here."""
+    """The corpus's compacted session's report, when report_data and the corpus are both here (named
+    as if given from the corpus folder, as a person would)."""
     try:
         from ctxpipe.report import data as report_data
     except ImportError:
@@ -608,7 +759,9 @@ def _corpus_report() -> SessionReport | None:
         return None
     from datetime import datetime, timezone
 
-    report: SessionReport = report_data.session_report(COMPACTED.read_bytes(), str(COMPACTED), report_data.ReportOptions(), datetime.now(timezone.utc))
+    shown = str(COMPACTED.relative_to(CORPUS))
+    now = datetime.now(timezone.utc)
+    report: SessionReport = report_data.session_report(COMPACTED.read_bytes(), shown, report_data.ReportOptions(), now, None, str(COMPACTED))
     return report
 
 

@@ -159,6 +159,8 @@ TYPES: list[tuple[Any, str, str, set[str]]] = [
     (reports.TimelineEvent, "report.report.schema.json", "/properties/events/items", set()),
     (reports.ExcerptLine, "report.report.schema.json", "/properties/largest/items", set()),
     (reports.StageDryRun, "report.report.schema.json", "/properties/dry_runs/items", set()),
+    (reports.WindowPart, "report.report.schema.json", "/properties/window/items", set()),
+    (reports.Advice, "report.report.schema.json", "/properties/advice", set()),
     (reports.TokenParts, "report-defs.schema.json", "/$defs/token_parts", set()),
     (reports.DollarParts, "report-defs.schema.json", "/$defs/dollar_parts", set()),
     (reports.CacheDecisionReport, "report-defs.schema.json", "/$defs/cache_decision", set()),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +40,8 @@ def report(
 
     One transcript: the page goes to -o FILE, or to stdout when that is not a terminal. Several
     files or a folder: --out-dir DIR gets one page per session (the folder's tree mirrored, NAME.html)
-    and an index.html listing them, sortable by size, cost, level and last activity. --json prints
+    and an index.html listing them by project, with each session's title, sortable by size, cost,
+    level and last activity; on a terminal a progress bar on stderr counts the files. --json prints
     the same facts as JSON Lines instead (schema: schemas/report.report.schema.json). Pages load
     nothing from the network and open nothing by themselves.
 
@@ -96,7 +98,17 @@ def _many(batch: Batch, options: ReportOptions, moment: Any, out_dir: str | None
     paths = batch.paths or []
     files = find_inputs(paths, batch.subagents)
     try:
-        done = report_many(paths, out_dir, options, moment, pages=not json_output, files=files, before_write=streams.warn_hard_links, **batch.run_on)
+        done = report_many(
+            paths,
+            out_dir,
+            options,
+            moment,
+            pages=not json_output,
+            files=files,
+            before_write=streams.warn_hard_links,
+            progress=functools.partial(streams.batch_progress, label="reporting"),
+            **batch.run_on,
+        )
     except SettingsError as exc:  # checked before anything is written: no page over an input, no two pages at one path
         raise typer.BadParameter(exc.what, param_hint=exc.flag) from None
     for file in done.files:
