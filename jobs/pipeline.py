@@ -345,15 +345,16 @@ def compact_run(buffer: Any, source: str, options: CompactOptions, breaker: Any,
             removed.extend(outcome.removed)
     kept = None
     lines: list[bytes] = []
-    if entries is original and not stats.skipped:
-        head = len(buffer)
+    untouched = entries is original and not stats.skipped
+    head = len(buffer) if untouched else 0 if summarized and dropped_prefix else offset
+    if untouched:
+        pass  # the output is the input
     elif ledger and entries is not original:
-        head = 0 if summarized and dropped_prefix else offset
         # A dropped history is not in the output: the record keeps it, as the region's own bytes.
         with view(buffer, 0, head) as prefix, view(buffer, head) as region:
             kept, lines = ledger_record("compact", prefix, original if head else (), entries, removed, region)
     else:
-        head, lines = 0 if summarized and dropped_prefix else offset, line_bytes(entries)
+        lines = line_bytes(entries)
     # Measured on the bytes written, the way `count` will measure them.
     written = count_buffer(Spliced(buffer, head, b"".join(lines)), source, counting)
     report = CompactReport(
