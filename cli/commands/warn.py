@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Any
 
-import typer
-
-from .. import streams
+from .. import declare, streams
 from ..budget_options import Budget
 from ..flags import with_options
 from ..options import Explain, InputPath, Json, Reading
@@ -26,7 +24,7 @@ def warn(
     json_output: Json = False,
     explain: Explain = False,
     pass_through: Annotated[
-        bool, typer.Option("--pass-through", help="Copy the input to stdout unchanged and report on stderr, to sit inside a pipe.")
+        bool, declare.Option("--pass-through", help="Copy the input to stdout unchanged and report on stderr, to sit inside a pipe.")
     ] = False,
 ) -> None:
     """Report the context's level and exit with it: 0 normal, 3 warning, 4 autocompact, 5 blocking.
@@ -61,7 +59,7 @@ def warn(
         _print_brief(report, to_stderr=False)
     if explain and (pass_through or not (json_output or not streams.stdout_is_terminal())):
         _print_explanation(result, to_stderr=pass_through)  # the JSON report carries it already
-    raise typer.Exit(0 if report.kind == "compaction" else LEVEL_EXIT[report.level])
+    raise declare.Exit(0 if report.kind == "compaction" else LEVEL_EXIT[report.level])
 
 
 def _print_brief(report: WarnReport, to_stderr: bool) -> None:
