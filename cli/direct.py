@@ -30,7 +30,7 @@ COMPLETION = "_CTXPIPE_COMPLETE"  # click's shell completion for prog "ctxpipe":
 class Slot:
     """One parameter of a command as this parser reads it."""
 
-    __slots__ = ("name", "option", "names", "negations", "kind", "many", "flag", "default", "required", "low", "high", "checked")
+    __slots__ = ("name", "option", "names", "negations", "kind", "many", "flag", "default", "required", "low", "high", "check")
 
     def __init__(self, name: str, parameter: declare.Parameter, base: Any, default: Any) -> None:
         self.name = name
@@ -45,7 +45,7 @@ class Slot:
         self.default = None if self.required else default
         self.low = parameter.settings.get("min")
         self.high = parameter.settings.get("max")
-        self.checked = parameter.settings.get("callback") is not None
+        self.check = parameter.settings.get("callback")  # typer runs it on the value, given or not
 
 
 def _without_none(annotation: Any) -> Any:
@@ -68,10 +68,15 @@ def slots(declared: inspect.Signature) -> list[Slot] | None:
         slot = Slot(parameter.name, declarations[0], _without_none(base), parameter.default)
         if not _modelled(slot, declarations[0]):
             return None
-        if slot.default is not None:  # typer converts a default as it converts a value
+        if slot.default is not None:  # typer converts a default as it converts a value, and checks it
             slot.default = plain_value(slot.kind, None, None, slot.default)
             if slot.default is NOT_PLAIN:
                 return None
+            if slot.check is not None:
+                try:
+                    slot.default = slot.check(slot.default)
+                except Exception:  # a check that refuses its own default: typer says how
+                    return None
         found.append(slot)
     if sum(1 for slot in found if not slot.option) > 1:
         return None
@@ -80,8 +85,6 @@ def slots(declared: inspect.Signature) -> list[Slot] | None:
 
 def _modelled(slot: Slot, parameter: declare.Parameter) -> bool:
     if slot.many and (slot.kind is not str or slot.default is not None):  # typer's list of str, None when not given
-        return False
-    if slot.checked and slot.default is not None:  # a check that would run on the default
         return False
     if slot.option:
         spelled_ok = bool(slot.names) and all(name.startswith("--") or (len(name) == 2 and name[0] == "-") for name in slot.names + slot.negations)
@@ -121,7 +124,7 @@ def parse(found: Sequence[Slot], argv: Sequence[str]) -> dict[str, Any] | None:
                     return None
                 text = argv[at]
                 at += 1
-            if slot.checked:
+            if slot.check is not None:  # its check may refuse the value: typer says how
                 return None
             value = plain_value(slot.kind, slot.low, slot.high, text)
             if value is NOT_PLAIN:
