@@ -5,6 +5,8 @@ typer or click; whatever it leaves to typer is typer's answer, as before."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import subprocess
 import sys
 from enum import Enum
@@ -38,7 +40,8 @@ def typer_values(function: Any, argv: list[str]) -> dict[str, Any] | None:
     record.__signature__ = function.__signature__  # type: ignore[attr-defined]  # typer's signature of the command
     command = get_command_from_info(CommandInfo(name="command", cls=Command, callback=record), pretty_exceptions_short=True, rich_markup_mode=None)
     try:
-        command.main(args=list(argv), prog_name="ctxpipe command", standalone_mode=False)
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):  # --help's page: not ours to show
+            command.main(args=list(argv), prog_name="ctxpipe command", standalone_mode=False)
     except Exception:  # a usage error, or an option's check refusing its value: typer does not run the command
         return None
     return seen[0] if seen else None
@@ -62,16 +65,18 @@ def _text(slot: direct.Slot) -> st.SearchStrategy[str]:
     """A value's text for a slot: its plain spellings, around its limits, and what only typer can judge."""
     odd = st.sampled_from(["", "-", "-1", "--x", "1e3", "0x10", " 5", "5 ", "١٢", "nan", "inf", "True", "RULE", "a=b"])
     if isinstance(slot.kind, type) and issubclass(slot.kind, Enum):
-        return st.one_of(st.sampled_from([member.value for member in slot.kind]), st.sampled_from([member.value.upper() for member in slot.kind]), odd)
+        choice = st.sampled_from([member.value for member in slot.kind])
+        return st.one_of(choice, choice, st.sampled_from([member.value.upper() for member in slot.kind]), odd)
     if slot.kind is int or slot.kind is float:
         low = slot.low if slot.low is not None else -10
         high = slot.high if slot.high is not None else 10**6
         whole = st.integers(min_value=low - 2, max_value=min(high, low + 10**6) + 2).map(str)
         if slot.kind is int:
-            return st.one_of(whole, odd)
+            return st.one_of(whole, whole, odd)
         decimal = st.floats(min_value=low - 2, max_value=min(high, low + 10**6) + 2, allow_nan=False).map(repr)
         return st.one_of(whole, decimal, st.sampled_from(["1.", ".5", "2.5e1", "100.0", "0.0"]), odd)
-    return st.one_of(st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"), max_size=8), odd)
+    text = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"), max_size=8)
+    return st.one_of(text, text, odd)
 
 
 def _pieces(slot: direct.Slot) -> st.SearchStrategy[list[str]]:
