@@ -13,11 +13,10 @@ from enum import Enum
 from typing import Any
 
 import pytest
+from ctxpipe.cli import direct
 from helpers import FIXTURES, child_env, registered_commands, run_cli, run_process
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from ctxpipe.cli import direct
 
 BASIC = FIXTURES / "claude-code" / "basic.jsonl"
 # Commands typer must parse: statusline takes its arguments untouched (its own parser, cli/statusline.py).
@@ -27,10 +26,9 @@ TYPERS_OWN = {"statusline"}
 def typer_values(function: Any, argv: list[str]) -> dict[str, Any] | None:
     """What typer hands the command for `argv` (None: typer does not run it), parsed by typer's own
     click command built from the same declaration, run up to the call."""
+    from ctxpipe.cli.coercion import Command
     from typer.main import get_command_from_info
     from typer.models import CommandInfo
-
-    from ctxpipe.cli.coercion import Command
 
     seen: list[dict[str, Any]] = []
 
