@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import functools
 import signal
-import sys
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from .commands import OWN_COMMANDS, STAGES_AFTER, command_function, command_names  # noqa: F401  # re-exported: the registry's old place
-from .run import PipeClosed, loading, quit_while_loading, run_command_line
+from .run import PipeClosed, flush_stdout, loading, quit_while_loading, run_command_line
 from .status import ExitStatus
 
 # Ctrl-C while the commands load ends the process at once with 130, quietly: nothing is open or
@@ -47,8 +46,7 @@ def pipe_safe(command: Callable[..., None]) -> Callable[..., None]:
     def run(*args: object, **kwargs: object) -> None:
         try:
             command(*args, **kwargs)
-            if sys.stdout is not None:
-                sys.stdout.flush()
+            flush_stdout()
         except BrokenPipeError:
             raise PipeClosed() from None
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import inspect
 import os
-import sys
 import types
 import typing
 from collections.abc import Sequence
@@ -19,7 +18,7 @@ from typing import Annotated, Any
 
 from . import declare
 from .plain import NOT_PLAIN, plain_value
-from .run import loading, run_command_line, usage_error
+from .run import flush_stdout, loading, run_command_line, say_usage_error
 from .status import ExitStatus
 
 # What a declaration may say and still be parsed here: the rest (envvar=, parser=, count=, …) is typer's.
@@ -179,12 +178,11 @@ def main(argv: Sequence[str]) -> None:
             function.run(values)
         except declare.BadParameter as exc:
             what = f"Invalid value for {exc.param_hint}: {exc.message}" if exc.param_hint is not None else f"Invalid value: {exc.message}"
-            print(usage_error(what, f"ctxpipe {name}"), file=sys.stderr)
+            say_usage_error(what, f"ctxpipe {name}")
             return ExitStatus.USAGE
         except declare.Exit as exc:
             return exc.exit_code
-        if sys.stdout is not None:
-            sys.stdout.flush()
+        flush_stdout()
         return ExitStatus.OK
 
     run_command_line(invoke, in_process=False)

@@ -45,6 +45,16 @@ def usage_error(message: str, command_path: str) -> str:
     return f"ctxpipe: error: {shown(' '.join(message.split()))} (see '{shown(command_path)} --help')"
 
 
+def say_usage_error(message: str, command_path: str) -> None:
+    print(usage_error(message, command_path), file=sys.stderr)
+
+
+def flush_stdout() -> None:
+    """A command's output out before its status is decided (a closed pipe is reported as such)."""
+    if sys.stdout is not None:
+        sys.stdout.flush()
+
+
 def run_command_line(invoke: Callable[[], int | None], in_process: bool) -> NoReturn:
     """Run `invoke` (the command) and exit with its status, or with the one its failure means.
     `in_process`: called by a test with its own argv, not as the process's entry point."""
@@ -90,7 +100,7 @@ def _outcome(invoke: Callable[[], int | None]) -> int:
             show = getattr(exc, "show", None)
             context = getattr(exc, "ctx", None)
             if context is not None and type(exc).__name__ != "NoArgsIsHelpError":
-                print(usage_error(exc.format_message(), context.command_path), file=sys.stderr)  # type: ignore[attr-defined]
+                say_usage_error(exc.format_message(), context.command_path)  # type: ignore[attr-defined]
             elif show is not None:
                 # The usage text quotes arguments (a path found by a shell glob can hold escapes).
                 shown_lines = io.StringIO()
