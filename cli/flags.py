@@ -211,6 +211,7 @@ class DeclaredCommand:
             return self.run(values)
 
     def run(self, values: Mapping[str, Any]) -> Any:
+        """The command on parsed values (cli/direct.py calls it so: declared errors and exits stay as they are)."""
         bundles = self._bundles
         given = {key: bundle.build(values) if isinstance(bundle, Merged) else build(bundle, values) for key, bundle in bundles.items()}
         taken = set().union(
