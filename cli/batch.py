@@ -16,10 +16,8 @@ def find_inputs(paths: Sequence[str], subagents: bool, on_missing: Callable[[Ctx
     """The session files below `paths`, with one warning per file left out; none at all is a usage
     error. A path that names nothing raises, or with `on_missing` is handed to it (validate: one
     error line, the other files still checked)."""
-    import typer
-
     from ..api import session_files
-    from . import streams
+    from . import declare, streams
 
     missing: list[CtxpipeError] = []
 
@@ -34,5 +32,5 @@ def find_inputs(paths: Sequence[str], subagents: bool, on_missing: Callable[[Ctx
     if not files and not missing:
         # The error printer escapes what a terminal would act on (cli/app.py): the paths go in as given.
         where = ", ".join(str(path) for path in paths[:3]) + (f" (and {len(paths) - 3} more)" if len(paths) > 3 else "")
-        raise typer.BadParameter(f"no session files (*.jsonl) found in {where}", param_hint="PATHS")
+        raise declare.BadParameter(f"no session files (*.jsonl) found in {where}", param_hint="PATHS")
     return files

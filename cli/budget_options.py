@@ -5,10 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
-import typer
-
 from ..core.budget import BudgetSettings
 from ..core.fields import MAX_COUNT
+from . import declare
 from .budget_environment import ENVIRONMENT, budget_settings  # noqa: F401  # re-exported: declared beside the settings statusline reads without typer
 from .options import Reading, claude_code_rules, percentage
 
@@ -17,11 +16,13 @@ if TYPE_CHECKING:
 
 Window = Annotated[
     Optional[int],
-    typer.Option("--window", help="Context window in tokens (default: the model catalog's; 1M for [1m] names).", min=1, max=MAX_COUNT - 1, show_default=False),
+    declare.Option(
+        "--window", help="Context window in tokens (default: the model catalog's; 1M for [1m] names).", min=1, max=MAX_COUNT - 1, show_default=False
+    ),
 ]
 AutocompactPct = Annotated[
     Optional[float],
-    typer.Option(
+    declare.Option(
         "--autocompact-pct",
         help="Autocompact at this percentage (above 0, at most 100) of the effective window (can only lower the threshold).",
         show_default=False,
@@ -30,15 +31,15 @@ AutocompactPct = Annotated[
 ]
 MaxOutput = Annotated[
     Optional[int],
-    typer.Option(
+    declare.Option(
         "--max-output-tokens", help="The model's max output tokens (sets the reserve: min(this, 20,000)).", min=1, max=MAX_COUNT - 1, show_default=False
     ),
 ]
-BlockingLimit = Annotated[Optional[int], typer.Option("--blocking-limit", help="Replace the blocking limit.", min=1, max=MAX_COUNT - 1, show_default=False)]
-NoAutoCompact = Annotated[bool, typer.Option("--no-auto-compact", help="As DISABLE_AUTO_COMPACT: no autocompact level.")]
+BlockingLimit = Annotated[Optional[int], declare.Option("--blocking-limit", help="Replace the blocking limit.", min=1, max=MAX_COUNT - 1, show_default=False)]
+NoAutoCompact = Annotated[bool, declare.Option("--no-auto-compact", help="As DISABLE_AUTO_COMPACT: no autocompact level.")]
 Baseline = Annotated[
     Optional[int],
-    typer.Option(
+    declare.Option(
         "--baseline",
         help="The fixed part of every request (system prompt, tools, first-turn context) in tokens, instead of measuring it on the first response; for files that record no usage.",
         min=0,
@@ -47,7 +48,7 @@ Baseline = Annotated[
 ]
 ClaudeCodeRules = Annotated[
     Optional[str],
-    typer.Option(
+    declare.Option(
         "--rules",
         help="Apply the rules of this Claude Code release (2.1.88, 2.1.332 or latest) instead of those of the version that wrote the session.",
         metavar="VERSION",
@@ -55,9 +56,9 @@ ClaudeCodeRules = Annotated[
         callback=claude_code_rules,
     ),
 ]
-Model = Annotated[Optional[str], typer.Option("--model", "-m", help="Model name (default: the one recorded in the transcript).", show_default=False)]
+Model = Annotated[Optional[str], declare.Option("--model", "-m", help="Model name (default: the one recorded in the transcript).", show_default=False)]
 # convert's --model is another thing, declared beside it: the model written on the lines it makes.
-RecordedModel = Annotated[Optional[str], typer.Option("--model", help="Model recorded on assistant lines written as claude-code.", show_default=False)]
+RecordedModel = Annotated[Optional[str], declare.Option("--model", help="Model recorded on assistant lines written as claude-code.", show_default=False)]
 
 
 @dataclass(frozen=True)

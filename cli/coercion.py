@@ -11,61 +11,16 @@ tests/test_cli_coercion.py runs both on the same values.
 
 from __future__ import annotations
 
-import re
-from enum import Enum
 from typing import Any
 
 from typer.core import TyperCommand, TyperGroup
+
+from .plain import NOT_PLAIN, handled, plain_value
 
 try:  # typer's converter interface (typer 0.29); without it typer converts as it always does
     from typer._coercion import RuntimeParam, build_runtime_param
 except ImportError:  # pragma: no cover  # another typer: everything goes through pydantic
     RuntimeParam = None  # type: ignore[assignment,misc]
-
-_WHOLE = re.compile(r"-?[0-9]+")
-_DECIMAL = re.compile(r"-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
-_PLAIN = object()  # not a plain spelling: typer's converter decides
-
-
-def _number(kind: type, value: Any) -> Any:
-    if isinstance(value, bool):
-        return _PLAIN
-    if kind is int:
-        if isinstance(value, int):
-            return value
-        return int(value) if isinstance(value, str) and _WHOLE.fullmatch(value) else _PLAIN
-    if isinstance(value, (int, float)):
-        return float(value)
-    return float(value) if isinstance(value, str) and _DECIMAL.fullmatch(value) else _PLAIN
-
-
-def _plain(annotation: Any, low: Any, high: Any, value: Any) -> Any:
-    """`value` as typer's converter would give it, or _PLAIN where only that converter can say."""
-    if annotation is str:
-        return value if isinstance(value, str) else _PLAIN
-    if annotation is bool:
-        return value if isinstance(value, bool) else _PLAIN
-    if annotation in (int, float):
-        number = _number(annotation, value)
-        if number is _PLAIN or (low is not None and number < low) or (high is not None and number > high):
-            return _PLAIN
-        return number
-    if isinstance(annotation, type) and issubclass(annotation, Enum):
-        if isinstance(value, annotation):
-            return value
-        return next((member for member in annotation if isinstance(value, str) and member.value == value), _PLAIN)
-    if getattr(annotation, "__origin__", None) is list and getattr(annotation, "__args__", None) == (str,):
-        return list(value) if isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value) else _PLAIN
-    return _PLAIN
-
-
-def _handled(annotation: Any) -> bool:
-    if annotation in (str, bool, int, float):
-        return True
-    if isinstance(annotation, type) and issubclass(annotation, Enum):
-        return True
-    return getattr(annotation, "__origin__", None) is list and getattr(annotation, "__args__", None) == (str,)
-
 
 if RuntimeParam is not None:
 
@@ -76,8 +31,8 @@ if RuntimeParam is not None:
             info = self.parameter_info
             case_sensitive = getattr(info, "case_sensitive", True)
             if case_sensitive and ctx.token_normalize_func is None:
-                found = _plain(self.annotation, info.min, info.max, value)
-                if found is not _PLAIN:
+                found = plain_value(self.annotation, info.min, info.max, value)
+                if found is not NOT_PLAIN:
                     return found
             return build_runtime_param(param.type_descriptor)._coerce_value(value, param=param, ctx=ctx)
 
@@ -88,7 +43,7 @@ def _plainly(param: Any) -> None:
     if RuntimeParam is None or descriptor is None or descriptor.file_annotation is not None:
         return
     info = descriptor.parameter_info
-    if info.parser is None and not getattr(info, "clamp", False) and _handled(descriptor.annotation):
+    if info.parser is None and not getattr(info, "clamp", False) and handled(descriptor.annotation):
         param._runtime_param = _Plain(parameter_info=info, annotation=descriptor.annotation)
 
 

@@ -1,6 +1,6 @@
 """The `ctxpipe` console entry: `statusline` and `hook` start on a light path (Claude Code runs them
 after every message and around every compaction, so they must not load typer or rich), and so does
-help (cli/help.py); every other command goes to cli/app.main."""
+help (cli/help.py), and so does a plain command line (cli/direct.py); anything else goes to typer, cli/app.main."""
 
 from __future__ import annotations
 
@@ -27,6 +27,11 @@ def main() -> None:
         from .help import answer
 
         answer(sys.argv[1:])  # help alone: answered from the stored pages, without typer (returns otherwise)
+        from .direct import main as direct
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+    direct(sys.argv[1:])  # a plain command line: run without typer (returns otherwise)
+    try:
         from .app import main as app
     except KeyboardInterrupt:
         raise SystemExit(130) from None

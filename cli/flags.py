@@ -1,13 +1,14 @@
 """Command-line options from declarations: a flag is declared once and expanded where it is used.
 
-Two kinds of declaration become typer parameters here:
+Two kinds of declaration become command parameters here (cli/declare.py's, which typer and the
+direct path both read):
 - a settings dataclass of the core's (core.stage.Flag on each field, neutral: the core does not import typer):
   a stage's settings, api-edits' ApiEditsOptions;
-- a bundle of the CLI's own options (a dataclass whose fields are `Annotated[..., typer.Option(...)]`,
+- a bundle of the CLI's own options (a dataclass whose fields are `Annotated[..., declare.Option(...)]`,
   e.g. the input/output options every stage shares).
 
-`with_options(name=Bundle, ...)` expands each dataclass into keyword parameters of a command (by
-setting its `__signature__`, which typer reads) and hands the command one instance per name, as
+`with_options(name=Bundle, ...)` expands each dataclass into keyword parameters of a command (a
+DeclaredCommand, whose `__signature__` typer reads) and hands the command one instance per name, as
 sqlite-utils' @output_options does for click.
 """
 
@@ -22,9 +23,8 @@ from collections.abc import Callable, Iterable, Mapping
 from enum import Enum
 from typing import Annotated, Any, Optional, TypeVar
 
-import typer
-
 from ..core.stage import Flag, flag_of
+from . import declare
 from .options import choice_enum, iso_time, percentage, price_table, readable_file
 
 Command = TypeVar("Command", bound=Callable[..., Any])
@@ -51,12 +51,12 @@ def _span(value: str | None) -> tuple[str, str] | None:
     if value is None:
         return None
     if ".." not in value:
-        raise typer.BadParameter("expected A..B")
+        raise declare.BadParameter("expected A..B")
     start, end = value.split("..", 1)
     return (start.strip(), end.strip())
 
 
-def _turns(value: str | None, param: typer.CallbackParam) -> int | str | None:
+def _turns(value: str | None) -> int | str | None:
     """--thinking-keep: 'all' or a whole number of turns, as core.api_edits reads it."""
     if value is None:
         return None
@@ -66,7 +66,7 @@ def _turns(value: str | None, param: typer.CallbackParam) -> int | str | None:
         return parse_thinking_keep(value)
     except ValueError as exc:
         # Named by a hint, not by the parameter: the message api-edits has always printed (no quotes).
-        raise typer.BadParameter(str(exc), param_hint=param.opts[0]) from None
+        raise declare.BadParameter(str(exc), param_hint=declare.THIS_OPTION) from None
 
 
 PARSERS: dict[str, Callable[..., Any]] = {
@@ -111,7 +111,7 @@ def _setting_parameter(item: dataclasses.Field[Any], annotation: Any, flag: Flag
         base = TYPED_AS.get(flag.parse or "") or (next(a for a in typing.get_args(annotation) if a is not type(None)) if optional else annotation)
         default = item.default
     names = [f"{flag.name}/{flag.off}" if flag.off else flag.name] + ([flag.short] if flag.short else [])
-    option = typer.Option(
+    option = declare.Option(
         *names,
         help=flag.help,
         metavar=flag.metavar,
@@ -184,6 +184,42 @@ class Merged:
         return {declaration: build(declaration, values) for declaration in self.declarations}
 
 
+class DeclaredCommand:
+    """A command with its bundles expanded: called with every parameter's value by keyword (typer
+    calls it so), it hands the command one instance per bundle. Its signature is the declared one
+    (`declared`, cli/declare.py's parameters) and, for typer, typer's (`__signature__`, made when
+    typer first asks, so a command run without typer never imports it)."""
+
+    def __init__(self, command: Callable[..., Any], declared: inspect.Signature, bundles: Mapping[str, type | Merged]) -> None:
+        functools.update_wrapper(self, command)
+        self._command = command
+        self.declared = declared
+        self._bundles = dict(bundles)
+        self.__annotations__ = {}  # the signature carries them, resolved
+
+    @functools.cached_property
+    def __signature__(self) -> inspect.Signature:
+        from .typed import typer_signature
+
+        return typer_signature(self.declared)
+
+    def __call__(self, **values: Any) -> Any:
+        """The command as typer runs it: the declared usage errors and exits as typer's own."""
+        from .typed import as_typer_errors
+
+        with as_typer_errors():
+            return self.run(values)
+
+    def run(self, values: Mapping[str, Any]) -> Any:
+        """The command on parsed values (cli/direct.py calls it so: declared errors and exits stay as they are)."""
+        bundles = self._bundles
+        given = {key: bundle.build(values) if isinstance(bundle, Merged) else build(bundle, values) for key, bundle in bundles.items()}
+        taken = set().union(
+            *(bundle.names() if isinstance(bundle, Merged) else {item.name for item in dataclasses.fields(bundle)} for bundle in bundles.values())
+        )
+        return self._command(**{name: value for name, value in values.items() if name not in taken}, **given)
+
+
 def with_options(**bundles: type | Merged) -> Callable[[Command], Command]:
     """Expand each bundle (a dataclass) into the command's keyword parameters; the command receives
     one instance per keyword. Two bundles declaring the same name is an error when the CLI is built."""
@@ -202,17 +238,7 @@ def with_options(**bundles: type | Merged) -> Callable[[Command], Command]:
         names = [parameter.name for parameter in every]
         if len(set(names)) != len(names):
             raise TypeError(f"{command.__name__}: options declared twice: {sorted({n for n in names if names.count(n) > 1})}")
-
-        @functools.wraps(command)
-        def run(**values: Any) -> Any:
-            given = {key: bundle.build(values) if isinstance(bundle, Merged) else build(bundle, values) for key, bundle in bundles.items()}
-            taken = set().union(
-                *(bundle.names() if isinstance(bundle, Merged) else {item.name for item in dataclasses.fields(bundle)} for bundle in bundles.values())
-            )
-            return command(**{name: value for name, value in values.items() if name not in taken}, **given)
-
-        run.__signature__ = inspect.Signature([parameter.replace(kind=inspect.Parameter.KEYWORD_ONLY) for parameter in every])  # type: ignore[attr-defined]  # typer reads the signature
-        run.__annotations__ = {}  # the signature carries them, resolved
-        return typing.cast(Command, run)
+        declared = inspect.Signature([parameter.replace(kind=inspect.Parameter.KEYWORD_ONLY) for parameter in every])
+        return typing.cast(Command, DeclaredCommand(command, declared, bundles))
 
     return wrap

@@ -7,10 +7,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Annotated, Any, Optional, TypedDict, cast
 
-import typer
-
 from ..api import NAMES, STDIN
 from ..core.jsonl import OnError as ReadErrors
+from . import declare
 
 if TYPE_CHECKING:
     from ..api import Executor as Place
@@ -34,7 +33,7 @@ def iso_time(value: Optional[str]) -> Optional[str]:
     from ..core.fields import moment
 
     if value is not None and moment(value) is None:
-        raise typer.BadParameter(f"{value!r} is not an ISO 8601 time, such as 2026-05-04T10:00:00Z")
+        raise declare.BadParameter(f"{value!r} is not an ISO 8601 time, such as 2026-05-04T10:00:00Z")
     return value
 
 
@@ -51,7 +50,7 @@ def readable_file(value: Optional[str]) -> Optional[str]:
 def percentage(value: Optional[float]) -> Optional[float]:
     """Checks a percentage option: above 0, at most 100."""
     if value is not None and not 0 < value <= 100:
-        raise typer.BadParameter(f"{value:g} is not a percentage above 0 and at most 100")
+        raise declare.BadParameter(f"{value:g} is not a percentage above 0 and at most 100")
     return value
 
 
@@ -63,7 +62,7 @@ def claude_code_rules(value: Optional[str]) -> Optional[str]:
         try:
             known_rules(value)
         except ValueError as exc:
-            raise typer.BadParameter(str(exc)) from None
+            raise declare.BadParameter(str(exc)) from None
     return value
 
 
@@ -97,26 +96,26 @@ FormatChoice = Enum("FormatChoice", {name.replace("-", "_"): name for name in NA
 
 InputPath = Annotated[
     Optional[str],
-    typer.Argument(help="Transcript file; '-' or nothing reads stdin.", show_default=False),
+    declare.Argument(help="Transcript file; '-' or nothing reads stdin.", show_default=False),
 ]
 InputPaths = Annotated[
     Optional[list[str]],
-    typer.Argument(help="Transcript files, folders searched for sessions, or store URLs; '-' or nothing reads stdin.", show_default=False),
+    declare.Argument(help="Transcript files, folders searched for sessions, or store URLs; '-' or nothing reads stdin.", show_default=False),
 ]
 Format = Annotated[
     Optional[FormatChoice],
-    typer.Option("--format", "-f", help="Input format; detected from the content when left out.", show_default=False),
+    declare.Option("--format", "-f", help="Input format; detected from the content when left out.", show_default=False),
 ]
 OnError = Annotated[
     OnErrorChoice,
-    typer.Option("--on-error", help="fail: stop at the first bad line. skip: leave bad lines out and count them on stderr."),
+    declare.Option("--on-error", help="fail: stop at the first bad line. skip: leave bad lines out and count them on stderr."),
 ]
 Output = Annotated[
     Optional[str],
-    typer.Option("--output", "-o", help="Write to this file (atomically) instead of stdout.", show_default=False),
+    declare.Option("--output", "-o", help="Write to this file (atomically) instead of stdout.", show_default=False),
 ]
-Unbuffered = Annotated[bool, typer.Option("--unbuffered", "-u", help="Flush every output line at once (for tail -f pipes).")]
-Json = Annotated[bool, typer.Option("--json", help="JSON Lines output (also the default when stdout is not a terminal).")]
+Unbuffered = Annotated[bool, declare.Option("--unbuffered", "-u", help="Flush every output line at once (for tail -f pipes).")]
+Json = Annotated[bool, declare.Option("--json", help="JSON Lines output (also the default when stdout is not a terminal).")]
 
 
 def format_name(choice: Optional[Enum]) -> Optional[str]:
@@ -124,16 +123,16 @@ def format_name(choice: Optional[Enum]) -> Optional[str]:
 
 
 Ledger = Annotated[
-    Optional[str], typer.Option("--ledger", help="Append what the run removed or changed to FILE, so `ctxpipe expand` can put it back.", show_default=False)
+    Optional[str], declare.Option("--ledger", help="Append what the run removed or changed to FILE, so `ctxpipe expand` can put it back.", show_default=False)
 ]
 # expand reads the ledger the stages appended to (required there: it is what expand undoes).
-LedgerToRead = Annotated[str, typer.Option("--ledger", help="The ledger file the stages appended to.", show_default=False)]
-ReportJson = Annotated[Optional[str], typer.Option("--report-json", help="Write what the stage did to FILE as JSON.", show_default=False)]
-Report = Annotated[bool, typer.Option("--report", help="Print what the stage did on stderr, in detail.")]
+LedgerToRead = Annotated[str, declare.Option("--ledger", help="The ledger file the stages appended to.", show_default=False)]
+ReportJson = Annotated[Optional[str], declare.Option("--report-json", help="Write what the stage did to FILE as JSON.", show_default=False)]
+Report = Annotated[bool, declare.Option("--report", help="Print what the stage did on stderr, in detail.")]
 Now = Annotated[
-    Optional[str], typer.Option("--now", help="The current time (ISO 8601) for time-based decisions and markers.", show_default=False, callback=iso_time)
+    Optional[str], declare.Option("--now", help="The current time (ISO 8601) for time-based decisions and markers.", show_default=False, callback=iso_time)
 ]
-Jobs = Annotated[int, typer.Option("--jobs", "-j", help="Worker processes for many files (0: one per core).", min=0)]
+Jobs = Annotated[int, declare.Option("--jobs", "-j", help="Worker processes for many files (0: one per core).", min=0)]
 
 
 class ExecutorChoice(str, Enum):
@@ -145,31 +144,31 @@ class ExecutorChoice(str, Enum):
 
 Executor = Annotated[
     ExecutorChoice,
-    typer.Option(
+    declare.Option(
         "--executor",
         help="local: --jobs worker processes on this machine. dask: one task per file on a Dask cluster (--scheduler; needs ctxpipe[dask]).",
     ),
 ]
 Scheduler = Annotated[
     Optional[str],
-    typer.Option(
+    declare.Option(
         "--scheduler",
         help="The Dask scheduler for --executor dask (tcp://HOST:PORT; default: $DASK_SCHEDULER_ADDRESS, else a local cluster of --jobs workers).",
         show_default=False,
     ),
 ]
-Subagents = Annotated[bool, typer.Option("--subagents/--no-subagents", help="Include subagent files found in folders.")]
+Subagents = Annotated[bool, declare.Option("--subagents/--no-subagents", help="Include subagent files found in folders.")]
 OutDir = Annotated[
     Optional[str],
-    typer.Option(
+    declare.Option(
         "--out-dir",
         help="Write each result here: a file given by name as DIR/NAME, the files of a folder given at the same place below DIR. "
         "Two results for one path, or one over an input, is a usage error before anything is written.",
         show_default=False,
     ),
 ]
-Cost = Annotated[bool, typer.Option("--cost", help="Add what the session's API calls cost so far, by part, and its cache hit rate (reads every line).")]
-Explain = Annotated[bool, typer.Option("--explain", help="Say on stderr where each figure came from, and any override that was ignored and why.")]
+Cost = Annotated[bool, declare.Option("--cost", help="Add what the session's API calls cost so far, by part, and its cache hit rate (reads every line).")]
+Explain = Annotated[bool, declare.Option("--explain", help="Say on stderr where each figure came from, and any override that was ignored and why.")]
 
 
 # --- bundles: options that go together, expanded into a command's parameters by flags.with_options ----
@@ -227,7 +226,7 @@ class Batch:
     def __post_init__(self) -> None:
         # Checked as the command line is read, whatever the command then does with it (stdin, one file).
         if self.scheduler and self.executor is not ExecutorChoice.dask:
-            raise typer.BadParameter("--scheduler goes with --executor dask", param_hint="--scheduler")
+            raise declare.BadParameter("--scheduler goes with --executor dask", param_hint="--scheduler")
 
     @property
     def run_on(self) -> RunOn:

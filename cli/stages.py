@@ -11,11 +11,11 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 import orjson
-import typer
 
 from ..api import write_error
 from ..core.errors import SettingsError
 from ..core.stage import Stage, StageContext
+from . import declare
 
 if TYPE_CHECKING:
     from ..api import StageRun
@@ -50,7 +50,7 @@ def checked(stage: Stage, settings: Any) -> None:
     try:
         stage.check(settings)
     except SettingsError as exc:
-        raise typer.BadParameter(exc.what, param_hint=exc.flag) from None
+        raise declare.BadParameter(exc.what, param_hint=exc.flag) from None
 
 
 def run_command(stage: Stage, given: StageIO, settings: Any, context: StageContext | None = None) -> StageRun:

@@ -90,7 +90,7 @@ def test_the_exceptions_name_real_options() -> None:
 def test_no_long_flag_is_declared_inline_in_two_cli_modules() -> None:
     """A flag shared by commands is declared once (an alias or bundle in cli/options.py or cli/budget_options.py,
     or a stage's settings field): no command module spells out a flag another CLI module spells too."""
-    spelled = re.compile(r'typer\.(?:Option|Argument)\(\s*"(--[a-z0-9-]+)')
+    spelled = re.compile(r'(?:typer|declare)\.(?:Option|Argument)\(\s*"(--[a-z0-9-]+)')
     where: dict[str, set[str]] = {}
     for module in sorted((ROOT / "cli").rglob("*.py")):
         for flag in set(spelled.findall(module.read_text())):
@@ -112,7 +112,7 @@ def test_the_stage_options_are_declared_in_the_core_only() -> None:
     for module in sorted((ROOT / "cli").rglob("*.py")):
         source = module.read_text()
         for flag in flags - COMPACT_MEANING:
-            assert not re.search(rf'typer\.Option\(\s*"{flag}"', source), f"{module.name} declares {flag} again"
+            assert not re.search(rf'(?:typer|declare)\.Option\(\s*"{flag}"', source), f"{module.name} declares {flag} again"
 
 
 # --- compact hands each option to its stage ---------------------------------------------------------

@@ -123,7 +123,7 @@ def _wrong_way() -> list[tuple[str, str]]:
 def test_the_root_holds_the_face_alone() -> None:
     modules = {path.name for path in ROOT.glob("*.py")}
     assert modules <= FACE, f"modules at the root beside the face: {sorted(modules - FACE)}"
-    assert {path.parent.name for path in _package_files() if path.parent != ROOT} <= set(ROOMS) | {"commands"}
+    assert {path.parent.name for path in _package_files() if path.parent != ROOT} <= set(ROOMS) | {"commands", "reports"}
 
 
 def test_every_module_is_in_a_room() -> None:
@@ -267,9 +267,9 @@ def test_each_core_module_stays_in_core(module: str) -> None:
 
 
 # The standard streams have owners: inputs.py reads stdin (the one input path); cli/streams.py writes
-# stdout and stderr for the commands, cli/app.py repairs them at start-up and exit, atomic.py names
+# stdout and stderr for the commands, cli/run.py repairs them at start-up and exit, atomic.py names
 # /dev/stdout. A command printing on its own would bypass the escaping and the closed-stream rules.
-# cli/statusline.py is the status line's own entry point, as cli/app.py is every other command's: it
+# cli/statusline.py is the status line's own entry point, as cli/run.py is every other command's: it
 # starts without cli/streams (and what that loads) because Claude Code runs it after every message;
 # cli/hook.py, the hooks' entry point, for the same reason (a compaction waits on it); cli/entry.py
 # answers --version before anything is imported.
@@ -278,7 +278,7 @@ STREAM_OWNERS = {
     "stdin": {"ctxpipe.files.inputs", "ctxpipe.cli.statusline", "ctxpipe.cli.hook"},
     "stdout": {
         "ctxpipe.cli.streams",
-        "ctxpipe.cli.app",
+        "ctxpipe.cli.run",
         "ctxpipe.files.atomic",
         "ctxpipe.cli.statusline",
         "ctxpipe.cli.encoding",
@@ -288,7 +288,7 @@ STREAM_OWNERS = {
     },
     "stderr": {
         "ctxpipe.cli.streams",
-        "ctxpipe.cli.app",
+        "ctxpipe.cli.run",
         "ctxpipe.files.atomic",
         "ctxpipe.cli.statusline",
         "ctxpipe.cli.encoding",

@@ -223,7 +223,7 @@ def test_a_report_type_has_exactly_its_schema_keys(typed: Any, name: str, pointe
 
 
 def test_every_report_object_has_a_type() -> None:
-    """Each report schema is typed in core/reports.py (api-edits' is the SDK's BetaContextManagementConfigParam)."""
+    """Each report schema is typed in core/reports/ (api-edits' is the SDK's BetaContextManagementConfigParam)."""
     typed = {name for _, name, _, _ in TYPES}
     assert set(schemas.REPORT_SCHEMAS.values()) - {"api-edits.report.schema.json"} <= typed
 
@@ -403,3 +403,22 @@ def test_a_reinjected_item_s_kinds_are_the_schema_s() -> None:
 
     node = schema_object("count.report.schema.json", "/$defs/file/properties/reinjected/properties/items/items")
     assert set(node["properties"]["kind"]["enum"]) == set(typing.get_args(reports.ReinjectedKind)) >= {"plan-mode"}
+
+
+def test_every_report_type_is_found_where_the_package_says() -> None:
+    # core/reports loads a module per family on first use: a type missing from WHERE could not be imported.
+    import ast
+    import importlib
+    from pathlib import Path
+
+    from ctxpipe.core import reports as package
+
+    defined = {}
+    for path in sorted(Path(package.__file__).parent.glob("*.py")):
+        if path.stem == "__init__":
+            continue
+        for node in ast.parse(path.read_text()).body:
+            names = [node.name] if isinstance(node, ast.ClassDef) else [target.id for target in getattr(node, "targets", []) if isinstance(target, ast.Name)]
+            defined.update({name: path.stem for name in names})
+    assert defined == package.WHERE
+    assert all(getattr(package, name) is getattr(importlib.import_module(f"{package.__name__}.{where}"), name) for name, where in package.WHERE.items())

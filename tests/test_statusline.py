@@ -378,8 +378,7 @@ def test_help_matches_the_other_commands_and_the_shared_flags() -> None:
     assert result.stdout.startswith(b"Usage: ctxpipe statusline [OPTIONS]") and b"Example" in result.stdout
     assert b"statusline" in run_process("--help").stdout
     # The budget flags say what count's and warn's say.
-    import typer  # noqa: F401  # the typer declarations are read here, not by statusline
-    from ctxpipe.cli import budget_options
+    from ctxpipe.cli import budget_options  # the declarations (cli/declare.py), read here, not by statusline
 
     for declared in (
         budget_options.Window,
@@ -388,8 +387,8 @@ def test_help_matches_the_other_commands_and_the_shared_flags() -> None:
         budget_options.NoAutoCompact,
         budget_options.ClaudeCodeRules,
     ):
-        option = declared.__metadata__[0]
-        assert option.help in HELP.replace("\n" + " " * 30, " "), option.help
+        help_text = declared.__metadata__[0].settings["help"]
+        assert help_text in HELP.replace("\n" + " " * 30, " "), help_text
 
 
 # --- colour and escaping ---------------------------------------------------------------------------

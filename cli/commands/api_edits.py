@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import typer
-
 from ...core.api_edits import ApiEditsOptions
-from .. import streams
+from .. import declare, streams
 from ..budget_options import Threshold
 from ..flags import with_options
 from ..options import Explain, InputPath, Json, Reading
@@ -30,13 +28,13 @@ class GivenEdits(ApiEditsOptions):
             if given
         ]
         if compact_only and not self.compact:
-            raise typer.BadParameter(f"{', '.join(compact_only)} only apply with --compact", param_hint="--compact")
+            raise declare.BadParameter(f"{', '.join(compact_only)} only apply with --compact", param_hint="--compact")
         if self.thinking is False and self.thinking_keep != "all":
-            raise typer.BadParameter("--thinking-keep cannot apply with --no-thinking", param_hint="--thinking-keep")
+            raise declare.BadParameter("--thinking-keep cannot apply with --no-thinking", param_hint="--thinking-keep")
         try:
             super().__post_init__()
         except ValueError as exc:
-            raise typer.BadParameter(str(exc)) from None
+            raise declare.BadParameter(str(exc)) from None
 
 
 @with_options(reading=Reading, threshold=Threshold, options=GivenEdits)

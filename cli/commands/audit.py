@@ -47,9 +47,8 @@ def audit(batch: Batch, reading: Reading, pricing: Pricing, json_output: Json = 
 
     Example:  ctxpipe audit ~/.claude/projects/-home-me-app/
     """
-    import typer
-
     from ... import api
+    from .. import declare
     from ..batch import find_inputs
 
     options = api.AuditOptions(format=reading.format, on_error=reading.errors, prices=pricing.prices)
@@ -71,7 +70,7 @@ def audit(batch: Batch, reading: Reading, pricing: Pricing, json_output: Json = 
     else:
         _print([(audited.compactions, audited.total) for audited in results.done], batch.paths or [])
     if failures:
-        raise typer.Exit(ExitStatus.ERROR)
+        raise declare.Exit(ExitStatus.ERROR)
 
 
 def _tokens(value: int | None) -> str:

@@ -5,19 +5,17 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
-import typer
-
 from ...api import GIVEN_BY_COMPACT, PIPELINE, CompactOptions, model_access
 from ...core.summarize import SummarizeSettings
-
-if TYPE_CHECKING:  # types only
-    from ...core.reports import CompactReport
-from .. import streams
+from .. import declare, streams
 from ..budget_options import Baseline, Threshold
 from ..flags import Merged, with_options
 from ..options import Batch, Json, Ledger, Now, OutDir, Output, Reading, ReportJson
 from ..stages import checked, parse_now
 from ..status import ExitStatus
+
+if TYPE_CHECKING:  # types only
+    from ...core.reports import CompactReport
 
 
 @with_options(batch=Batch, reading=Reading, threshold=Threshold, stages=Merged(tuple(stage.settings for stage in PIPELINE), GIVEN_BY_COMPACT))
@@ -29,19 +27,19 @@ def compact(
     out_dir: OutDir = None,
     output: Output = None,
     ledger: Ledger = None,
-    in_place: Annotated[bool, typer.Option("--in-place", help="Replace each file atomically (temp file in the same folder, fsync, rename).")] = False,
+    in_place: Annotated[bool, declare.Option("--in-place", help="Replace each file atomically (temp file in the same folder, fsync, rename).")] = False,
     backup: Annotated[
         Optional[str],
-        typer.Option(
+        declare.Option(
             "--backup",
             help="With --in-place: keep each original that changes as FILE+SUFFIX (FILE+SUFFIX.1, .2, … when that exists; never overwritten), "
             "written and synced before FILE is replaced.",
             show_default=False,
         ),
     ] = None,
-    force: Annotated[bool, typer.Option("--force", help="Summarize even below the autocompact threshold (microcompact is forced too).")] = False,
+    force: Annotated[bool, declare.Option("--force", help="Summarize even below the autocompact threshold (microcompact is forced too).")] = False,
     target_tokens: Annotated[
-        Optional[int], typer.Option("--target-tokens", help="Summarize when the context is above this many tokens.", min=0, show_default=False)
+        Optional[int], declare.Option("--target-tokens", help="Summarize when the context is above this many tokens.", min=0, show_default=False)
     ] = None,
     baseline: Baseline = None,
     now: Now = None,
@@ -68,13 +66,13 @@ def compact(
     """
 
     if in_place and out_dir:
-        raise typer.BadParameter("give --in-place or --out-dir, not both", param_hint="--in-place")
+        raise declare.BadParameter("give --in-place or --out-dir, not both", param_hint="--in-place")
     if output is not None and (in_place or out_dir):
-        raise typer.BadParameter("writes one transcript: give -o, --out-dir or --in-place", param_hint="--output")
+        raise declare.BadParameter("writes one transcript: give -o, --out-dir or --in-place", param_hint="--output")
     if backup is not None and not in_place:
-        raise typer.BadParameter("--backup goes with --in-place", param_hint="--backup")
+        raise declare.BadParameter("--backup goes with --in-place", param_hint="--backup")
     if backup is not None and (not backup or "/" in backup or os.sep in backup):
-        raise typer.BadParameter("expected a suffix for the file name, such as .bak", param_hint="--backup")
+        raise declare.BadParameter("expected a suffix for the file name, such as .bak", param_hint="--backup")
     for stage in PIPELINE:
         checked(stage, stages[stage.settings])
     settings = {stage.name: stages[stage.settings] for stage in PIPELINE}
@@ -98,21 +96,21 @@ def compact(
     single = batch.one_transcript
     if single and not out_dir and not in_place:
         if json_output:  # stdout holds the transcript
-            raise typer.BadParameter(
+            raise declare.BadParameter(
                 "one transcript written to stdout has its report in --report-json FILE (--json lists a batch's reports)", param_hint="--json"
             )
         _to_stdout(paths[0] if paths else None, options, report_json, output, ledger)
         return
     if output is not None or ledger is not None:
-        raise typer.BadParameter(
+        raise declare.BadParameter(
             "one transcript only (several files or a folder are written with --out-dir or --in-place)", param_hint="--output" if output else "--ledger"
         )
     if batch.from_stdin:
-        raise typer.BadParameter("--out-dir and --in-place need files or folders, not stdin", param_hint="PATHS")
+        raise declare.BadParameter("--out-dir and --in-place need files or folders, not stdin", param_hint="PATHS")
     if stages[SummarizeSettings].session_memory is not None and not single:
-        raise typer.BadParameter("the notes of one session go with one transcript, not several files or a folder", param_hint="--session-memory")
+        raise declare.BadParameter("the notes of one session go with one transcript, not several files or a folder", param_hint="--session-memory")
     if not out_dir and not in_place:
-        raise typer.BadParameter("several files or a folder need --out-dir DIR or --in-place (one file alone goes to stdout)", param_hint="PATHS")
+        raise declare.BadParameter("several files or a folder need --out-dir DIR or --in-place (one file alone goes to stdout)", param_hint="PATHS")
     _batch(batch, options, out_dir, in_place, backup, json_output, report_json)
 
 
@@ -125,7 +123,7 @@ def _to_stdout(path: str | None, options: CompactOptions, report_json: str | Non
         report = compact_to(streams.source_name(path), lambda: streams.open_output(output), options, keep)
     except NotASession as exc:  # given alone: there is no session to compact, and nothing is written
         streams.error(str(exc))
-        raise typer.Exit(ExitStatus.NOT_A_SESSION) from None
+        raise declare.Exit(ExitStatus.NOT_A_SESSION) from None
     _say(report)
     if report_json:
         with streams.open_output(report_json) as out:
@@ -169,7 +167,7 @@ def _batch(
             **batch.run_on,
         )
     except SettingsError as exc:  # the plan: two results for one path, a result over an input
-        raise typer.BadParameter(exc.what, param_hint=exc.flag) from None
+        raise declare.BadParameter(exc.what, param_hint=exc.flag) from None
     reports = done.reports
     rows = [row.to_wire() for row in done.rows()]
     if json_output or not streams.stdout_is_terminal():
@@ -193,7 +191,7 @@ def _batch(
         streams.error(str(failure))
     if done.failures:
         streams.note(f"compact: {len(done.failures)} of {len(done.files)} files failed")
-        raise typer.Exit(ExitStatus.ERROR)
+        raise declare.Exit(ExitStatus.ERROR)
 
 
 def _say_fallbacks(reports: list[CompactReport]) -> None:

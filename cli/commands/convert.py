@@ -5,10 +5,8 @@ from __future__ import annotations
 from enum import Enum
 from typing import Annotated, Any, Optional
 
-import typer
-
 from ...api import REGISTRY, WRITABLE
-from .. import streams
+from .. import declare, streams
 from ..budget_options import RecordedModel
 from ..flags import with_options
 from ..options import InputPath, Output, Reading, Unbuffered, iso_time
@@ -25,20 +23,20 @@ REBUILDABLE = tuple(name for name in WRITABLE if REGISTRY[name].lines_are_messag
 @with_options(reading=Reading)
 def convert(
     reading: Reading,
-    to: Annotated[Target, typer.Option("--to", "-t", help="Output format.", show_default=False)],
+    to: Annotated[Target, declare.Option("--to", "-t", help="Output format.", show_default=False)],
     path: InputPath = None,
     output: Output = None,
     unbuffered: Unbuffered = False,
     repair: Annotated[
-        bool, typer.Option("--repair", help="Answer each tool_use that has no result with a synthetic error result (and drop orphan results).")
+        bool, declare.Option("--repair", help="Answer each tool_use that has no result with a synthetic error result (and drop orphan results).")
     ] = False,
     history: Annotated[
-        bool, typer.Option("--history", help="Follow the main chain across compact boundaries instead of converting only the active context.")
+        bool, declare.Option("--history", help="Follow the main chain across compact boundaries instead of converting only the active context.")
     ] = False,
-    session_id: Annotated[Optional[str], typer.Option("--session-id", help="sessionId for lines written as claude-code (default: a new one).")] = None,
-    cwd: Annotated[str, typer.Option("--cwd", help="cwd recorded on lines written as claude-code.")] = ".",
+    session_id: Annotated[Optional[str], declare.Option("--session-id", help="sessionId for lines written as claude-code (default: a new one).")] = None,
+    cwd: Annotated[str, declare.Option("--cwd", help="cwd recorded on lines written as claude-code.")] = ".",
     start_time: Annotated[
-        Optional[str], typer.Option("--start-time", help="ISO time of the first line written as claude-code (default: now).", callback=iso_time)
+        Optional[str], declare.Option("--start-time", help="ISO time of the first line written as claude-code (default: now).", callback=iso_time)
     ] = None,
     model: RecordedModel = None,
 ) -> None:
@@ -59,7 +57,7 @@ def convert(
         target = get(to.value)
         if opened.format is target and not target.lines_are_messages and (repair or history):
             # Rebuilding such lines from API messages would drop every field beyond the message.
-            raise typer.BadParameter(f"--repair and --history rebuild messages; use them with --to {' or '.join(REBUILDABLE)}", param_hint="--to")
+            raise declare.BadParameter(f"--repair and --history rebuild messages; use them with --to {' or '.join(REBUILDABLE)}", param_hint="--to")
         if opened.format is target and not repair and not history:
             with streams.open_output(output) as out:
                 streams.write_transcript(opened.entries, out, unbuffered)

@@ -7,12 +7,10 @@ from dataclasses import replace
 from enum import Enum
 from typing import Annotated, Any, Optional
 
-import typer
-
 from ...core.cache import Pricing
 from ...core.reports import CountReport, CountTotal
 from ...core.wire import ABSENT
-from .. import streams
+from .. import declare, streams
 from ..budget_options import Budget
 from ..flags import with_options
 from ..options import Batch, Cost, Json, Reading
@@ -65,19 +63,19 @@ def count(
     reading: Reading,
     budget: Budget,
     pricing: Pricing,
-    tokenizer: Annotated[Tokenizer, typer.Option("--tokenizer", "-t", help="Estimator for what came after the last recorded usage.")] = Tokenizer.calibrated,
+    tokenizer: Annotated[Tokenizer, declare.Option("--tokenizer", "-t", help="Estimator for what came after the last recorded usage.")] = Tokenizer.calibrated,
     calibrate: Annotated[
         Optional[bool],
-        typer.Option(
+        declare.Option(
             "--calibrate/--no-calibrate", help="Fit the estimator to the transcript's recorded usage (default: only for 'calibrated').", show_default=False
         ),
     ] = None,
-    as_claude_code: Annotated[bool, typer.Option("--as-claude-code", help="Reproduce Claude Code's own figure (characters/4, no calibration).")] = False,
-    by: Annotated[Optional[By], typer.Option("--by", help="Break the active context down by role, block type or tool.", show_default=False)] = None,
-    top: Annotated[int, typer.Option("--top", help="List the N largest lines of the active context.", min=0)] = 0,
-    timeline: Annotated[bool, typer.Option("--timeline", help="Chart the context size at every API call across the session.")] = False,
-    full: Annotated[bool, typer.Option("--full", help="Parse every line (an exact message count; slower on big folders).")] = False,
-    svg: Annotated[Optional[str], typer.Option("--svg", help="Save the timeline chart as an SVG picture.", show_default=False)] = None,
+    as_claude_code: Annotated[bool, declare.Option("--as-claude-code", help="Reproduce Claude Code's own figure (characters/4, no calibration).")] = False,
+    by: Annotated[Optional[By], declare.Option("--by", help="Break the active context down by role, block type or tool.", show_default=False)] = None,
+    top: Annotated[int, declare.Option("--top", help="List the N largest lines of the active context.", min=0)] = 0,
+    timeline: Annotated[bool, declare.Option("--timeline", help="Chart the context size at every API call across the session.")] = False,
+    full: Annotated[bool, declare.Option("--full", help="Parse every line (an exact message count; slower on big folders).")] = False,
+    svg: Annotated[Optional[str], declare.Option("--svg", help="Save the timeline chart as an SVG picture.", show_default=False)] = None,
     cost: Cost = False,
     json_output: Json = False,
 ) -> None:
@@ -137,7 +135,7 @@ def count(
     else:
         _print(counted, rows, timeline, options.by, paths)
     if failures:
-        raise typer.Exit(ExitStatus.ERROR)
+        raise declare.Exit(ExitStatus.ERROR)
 
 
 def _usd(value: float | None) -> str:

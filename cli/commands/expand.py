@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from .. import streams
+from ..flags import with_options
 from ..options import InputPath, LedgerToRead, Output
 
 
+@with_options()  # no bundle: its parameters declared without typer, as every command's
 def expand(
     ledger: LedgerToRead,
     path: InputPath = None,

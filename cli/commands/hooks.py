@@ -5,9 +5,8 @@ from __future__ import annotations
 from enum import Enum
 from typing import Annotated, Optional
 
-import typer
-
-from .. import streams
+from .. import declare, streams
+from ..flags import with_options
 
 
 class Action(str, Enum):
@@ -15,14 +14,15 @@ class Action(str, Enum):
     uninstall = "uninstall"
 
 
+@with_options()  # no bundle: its parameters declared without typer, as every command's
 def hooks(
-    action: Annotated[Action, typer.Argument(help="install: add ctxpipe's hooks. uninstall: take out only what install added.")],
-    project: Annotated[bool, typer.Option("--project", help="The project's .claude/settings.json (in the current folder), not the user's.")] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the settings file as it would be; change nothing.")] = False,
-    settings: Annotated[Optional[str], typer.Option("--settings", help="This settings file instead.", show_default=False)] = None,
+    action: Annotated[Action, declare.Argument(help="install: add ctxpipe's hooks. uninstall: take out only what install added.")],
+    project: Annotated[bool, declare.Option("--project", help="The project's .claude/settings.json (in the current folder), not the user's.")] = False,
+    dry_run: Annotated[bool, declare.Option("--dry-run", help="Show the settings file as it would be; change nothing.")] = False,
+    settings: Annotated[Optional[str], declare.Option("--settings", help="This settings file instead.", show_default=False)] = None,
     program: Annotated[
         Optional[str],
-        typer.Option(
+        declare.Option(
             "--program", help="How the hooks start ctxpipe (default: this interpreter, `python -m ctxpipe`; `ctxpipe` when it is on PATH).", show_default=False
         ),
     ] = None,

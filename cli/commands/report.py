@@ -6,11 +6,9 @@ import functools
 import os
 from typing import TYPE_CHECKING, Any
 
-import typer
-
 from ...core.cache import CacheModel
 from ...core.wire import to_wire
-from .. import streams
+from .. import declare, streams
 from ..budget_options import Budget
 from ..flags import with_options
 from ..options import Batch, Json, Now, OutDir, Output, Reading
@@ -58,16 +56,16 @@ def report(
     moment = parse_now(now)
     paths = batch.paths or []  # [] or ["-"]: stdin (batch.from_stdin)
     if out_dir and output:
-        raise typer.BadParameter("give -o FILE for one page or --out-dir DIR for a folder's pages, not both", param_hint="--out-dir")
+        raise declare.BadParameter("give -o FILE for one page or --out-dir DIR for a folder's pages, not both", param_hint="--out-dir")
     if batch.one_transcript and not out_dir:
         _one(paths[0] if paths else None, options, moment, output, json_output)
         return
     if not out_dir and not json_output:
-        raise typer.BadParameter("several files or a folder need --out-dir DIR (one page each and an index), or --json", param_hint="PATHS")
+        raise declare.BadParameter("several files or a folder need --out-dir DIR (one page each and an index), or --json", param_hint="PATHS")
     if output:
-        raise typer.BadParameter("-o FILE is for one transcript; several files go to --out-dir DIR", param_hint="--output")
+        raise declare.BadParameter("-o FILE is for one transcript; several files go to --out-dir DIR", param_hint="--output")
     if batch.from_stdin:
-        raise typer.BadParameter("--out-dir needs files or folders, not stdin", param_hint="PATHS")
+        raise declare.BadParameter("--out-dir needs files or folders, not stdin", param_hint="PATHS")
     _many(batch, options, moment, out_dir, json_output)
 
 
@@ -76,9 +74,9 @@ def _one(path: str | None, options: ReportOptions, moment: Any, output: str | No
 
     source = streams.source_name(path)
     if output is None and not json_output and streams.stdout_is_terminal():
-        raise typer.BadParameter("the page is HTML: give -o FILE (or redirect stdout, or --json for the facts)", param_hint="--output")
+        raise declare.BadParameter("the page is HTML: give -o FILE (or redirect stdout, or --json for the facts)", param_hint="--output")
     if output is not None and path not in (None, streams.STDIN) and _same(output, path):
-        raise typer.BadParameter(f"{output} is the transcript read: the page would replace it", param_hint="--output")
+        raise declare.BadParameter(f"{output} is the transcript read: the page would replace it", param_hint="--output")
     data = session_report(source, options, moment)
     streams.skipped_lines(data.file, data.count.skipped_lines)
     with streams.open_output(output) as out:
@@ -110,7 +108,7 @@ def _many(batch: Batch, options: ReportOptions, moment: Any, out_dir: str | None
             **batch.run_on,
         )
     except SettingsError as exc:  # checked before anything is written: no page over an input, no two pages at one path
-        raise typer.BadParameter(exc.what, param_hint=exc.flag) from None
+        raise declare.BadParameter(exc.what, param_hint=exc.flag) from None
     for file in done.files:
         if file.result is None:
             streams.error(str(file.error))
@@ -123,7 +121,7 @@ def _many(batch: Batch, options: ReportOptions, moment: Any, out_dir: str | None
             out.write(done.index_html().encode("utf-8"))
         streams.note(f"report: {len(done.files) - len(done.failures)} page(s) and {done.index}")
     if done.failures:
-        raise typer.Exit(ExitStatus.ERROR)
+        raise declare.Exit(ExitStatus.ERROR)
 
 
 def _same(output: str, path: str) -> bool:

@@ -5,9 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Annotated, Any, Optional
 
-import typer
-
 from ...core.restore import STAGE, RestoreSettings
+from .. import declare
 from ..flags import with_options
 from ..options import Json, StageIO
 from ..stages import checked, run_command, stage_context
@@ -18,9 +17,9 @@ def restore(
     given: StageIO,
     settings: RestoreSettings,
     from_: Annotated[
-        Optional[str], typer.Option("--from", help="The transcript from before the summary, when the input no longer holds its history.", show_default=False)
+        Optional[str], declare.Option("--from", help="The transcript from before the summary, when the input no longer holds its history.", show_default=False)
     ] = None,
-    plan: Annotated[bool, typer.Option("--plan", help="List every candidate, chosen or not and why, with its tokens; write no transcript.")] = False,
+    plan: Annotated[bool, declare.Option("--plan", help="List every candidate, chosen or not and why, with its tokens; write no transcript.")] = False,
     json_output: Json = False,
 ) -> None:
     from ... import api

@@ -31,14 +31,13 @@ def validate(
 
     Example:  ctxpipe validate ~/.claude/projects/my-project/
     """
-    import typer
-
     from ...core.jsonl import no_cycle_collection
+    from .. import declare
 
     with no_cycle_collection():  # a row for each finding, held until written (what it holds is freed before)
         failed = _validated(reading, batch, json_output)
     if failed:
-        raise typer.Exit(ExitStatus.ERROR)
+        raise declare.Exit(ExitStatus.ERROR)
 
 
 def _validated(reading: Reading, batch: Batch, json_output: bool) -> bool:

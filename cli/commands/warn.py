@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Any
 
-import typer
-
-from .. import streams
+from .. import declare, streams
 from ..budget_options import Budget
 from ..flags import with_options
 from ..options import Batch, Explain, Json, Reading
@@ -27,7 +25,7 @@ def warn(
     json_output: Json = False,
     explain: Explain = False,
     pass_through: Annotated[
-        bool, typer.Option("--pass-through", help="Copy the input to stdout unchanged and report on stderr, to sit inside a pipe.")
+        bool, declare.Option("--pass-through", help="Copy the input to stdout unchanged and report on stderr, to sit inside a pipe.")
     ] = False,
 ) -> None:
     """Report the context's level and exit with it: 0 normal, 3 warning, 4 autocompact, 5 blocking.
@@ -51,7 +49,7 @@ def warn(
     as_json = json_output or not streams.stdout_is_terminal()
     if not batch.one_transcript:
         if pass_through:
-            raise typer.BadParameter("copies one transcript: give one file, or stdin", param_hint="--pass-through")
+            raise declare.BadParameter("copies one transcript: give one file, or stdin", param_hint="--pass-through")
         _warn_many(api.count_many(batch.paths or [], options, **batch.run_on), as_json, explain)
 
     def copy_on(buffer: Any) -> None:
@@ -70,7 +68,7 @@ def warn(
         _print_brief(report, to_stderr=False)
     if explain and (pass_through or not as_json):
         _print_explanation(result)  # the JSON report carries it already
-    raise typer.Exit(_exit_code(report))
+    raise declare.Exit(_exit_code(report))
 
 
 def _exit_code(report: WarnReport) -> int:
@@ -91,7 +89,7 @@ def _warn_many(results: Any, as_json: bool, explain: bool) -> None:
                 _print_explanation(result)
     if as_json:
         streams.write_json_lines([report.to_wire() for report in reports])
-    raise typer.Exit(ExitStatus.ERROR if results.failures else max((_exit_code(report) for report in reports), default=0))
+    raise declare.Exit(ExitStatus.ERROR if results.failures else max((_exit_code(report) for report in reports), default=0))
 
 
 def _print_brief(report: WarnReport, to_stderr: bool) -> None:

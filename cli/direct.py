@@ -1,0 +1,188 @@
+"""A plain command line run without typer: importing typer and click costs more than a small
+command's whole run, so a valid argv is parsed here from the command's own declarations (its
+DeclaredCommand's signature, cli/declare.py's parameters, read as typer reads them) and the command
+runs at once. Anything this parser does not model (help, an unknown or malformed option, a value
+only typer's converter can judge, an option with a check, a missing argument, shell completion…)
+returns None, and typer answers it as it always has, so its messages and exit codes stay typer's.
+tests/test_direct.py checks that both give a command the same values, and the same bytes.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import types
+import typing
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+from . import declare
+from .plain import NOT_PLAIN, plain_value
+from .run import flush_stdout, loading, run_command_line, say_usage_error
+from .status import ExitStatus
+
+# What a declaration may say and still be parsed here: the rest (envvar=, parser=, count=, …) is typer's.
+MODELLED_SETTINGS = frozenset({"help", "show_default", "metavar", "min", "max", "callback"})
+COMPLETION = "_CTXPIPE_COMPLETE"  # click's shell completion for prog "ctxpipe": typer's to answer
+
+
+class Slot:
+    """One parameter of a command as this parser reads it."""
+
+    __slots__ = ("name", "option", "names", "negations", "kind", "many", "flag", "default", "required", "low", "high", "check")
+
+    def __init__(self, name: str, parameter: declare.Parameter, base: Any, default: Any) -> None:
+        self.name = name
+        self.option = parameter.kind == "option"
+        names = [part for spelled in parameter.names for part in spelled.split("/")[:1]]
+        self.names = tuple(names)
+        self.negations = tuple(spelled.split("/", 1)[1] for spelled in parameter.names if "/" in spelled)
+        self.many = typing.get_origin(base) is list
+        self.kind = typing.get_args(base)[0] if self.many else base
+        self.flag = self.option and base is bool
+        self.required = default is inspect.Parameter.empty
+        self.default = None if self.required else default
+        self.low = parameter.settings.get("min")
+        self.high = parameter.settings.get("max")
+        self.check = parameter.settings.get("callback")  # typer runs it on the value, given or not
+
+
+def _without_none(annotation: Any) -> Any:
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        rest = [part for part in typing.get_args(annotation) if part is not type(None)]
+        return rest[0] if len(rest) == 1 else None
+    return annotation
+
+
+def slots(declared: inspect.Signature) -> list[Slot] | None:
+    """The command's parameters, or None when one of them is beyond this parser (typer then parses)."""
+    found = []
+    for parameter in declared.parameters.values():
+        if typing.get_origin(parameter.annotation) is not Annotated:
+            return None
+        base, *metadata = typing.get_args(parameter.annotation)
+        declarations = [item for item in metadata if isinstance(item, declare.Parameter)]
+        if len(declarations) != 1 or set(declarations[0].settings) - MODELLED_SETTINGS:
+            return None
+        slot = Slot(parameter.name, declarations[0], _without_none(base), parameter.default)
+        if not _modelled(slot, declarations[0]):
+            return None
+        if slot.default is not None:  # typer converts a default as it converts a value, and checks it
+            slot.default = plain_value(slot.kind, None, None, slot.default)
+            if slot.default is NOT_PLAIN:
+                return None
+            if slot.check is not None:
+                try:
+                    slot.default = slot.check(slot.default)
+                except Exception:  # a check that refuses its own default: typer says how
+                    return None
+        found.append(slot)
+    if sum(1 for slot in found if not slot.option) > 1:
+        return None
+    return found
+
+
+def _modelled(slot: Slot, parameter: declare.Parameter) -> bool:
+    if slot.many and (slot.kind is not str or slot.default is not None):  # typer's list of str, None when not given
+        return False
+    if slot.option:
+        spelled_ok = bool(slot.names) and all(name.startswith("--") or (len(name) == 2 and name[0] == "-") for name in slot.names + slot.negations)
+        return spelled_ok and (not slot.negations or slot.flag) and not (slot.flag and slot.many)
+    return not parameter.names
+
+
+def parse(found: Sequence[Slot], argv: Sequence[str]) -> dict[str, Any] | None:
+    """The values typer would hand the command for `argv`, or None where typer must answer."""
+    spelled: dict[str, tuple[Slot, bool]] = {}
+    for slot in found:
+        spelled.update({name: (slot, True) for name in slot.names})
+        spelled.update({name: (slot, False) for name in slot.negations})
+    given: dict[str, Any] = {}
+    positional: list[str] = []
+    at = 0
+    while at < len(argv):
+        token = argv[at]
+        at += 1
+        if token == "--":
+            positional.extend(argv[at:])
+            break
+        if not token.startswith("-") or token == "-":
+            positional.append(token)
+            continue
+        name, equals, text = token.partition("=") if token.startswith("--") else (token, "", "")
+        if name not in spelled:
+            return None
+        slot, on = spelled[name]
+        if slot.flag:
+            if equals:
+                return None
+            value: Any = on
+        else:
+            if not equals:
+                if at == len(argv) or (argv[at].startswith("-") and argv[at] != "-"):
+                    return None
+                text = argv[at]
+                at += 1
+            if slot.check is not None:  # its check may refuse the value: typer says how
+                return None
+            value = plain_value(slot.kind, slot.low, slot.high, text)
+            if value is NOT_PLAIN:
+                return None
+        if slot.many:
+            given.setdefault(slot.name, []).append(value)
+        else:
+            given[slot.name] = value  # given twice: the last one, as click takes it
+    values: dict[str, Any] = {}
+    for slot in found:
+        if slot.option:
+            if slot.name in given:
+                values[slot.name] = given[slot.name]
+            elif slot.required:
+                return None
+            else:
+                values[slot.name] = slot.default
+            continue
+        converted = [plain_value(slot.kind, slot.low, slot.high, text) for text in positional]
+        if NOT_PLAIN in converted or (not slot.many and len(converted) > 1) or (slot.required and not converted):
+            return None
+        values[slot.name] = (converted or slot.default) if slot.many else (converted[0] if converted else slot.default)
+        positional = []
+    return None if positional else values
+
+
+def command(name: str) -> Any:
+    """Command `name`'s DeclaredCommand, or None for a name typer must handle."""
+    from .commands import command_function
+
+    try:
+        function, settings = command_function(name)
+    except KeyError:
+        return None
+    return None if settings or not hasattr(function, "declared") else function
+
+
+def main(argv: Sequence[str]) -> None:
+    """Run a plain command line here and exit; return when typer must answer it."""
+    if not argv or argv[0].startswith("-") or os.environ.get(COMPLETION) is not None:
+        return
+    name = argv[0]
+    with loading():
+        function = command(name)
+        found = None if function is None else slots(function.declared)
+    values = None if found is None else parse(found, argv[1:])
+    if values is None:
+        return
+
+    def invoke() -> int:
+        try:
+            function.run(values)
+        except declare.BadParameter as exc:
+            what = f"Invalid value for {exc.param_hint}: {exc.message}" if exc.param_hint is not None else f"Invalid value: {exc.message}"
+            say_usage_error(what, f"ctxpipe {name}")
+            return ExitStatus.USAGE
+        except declare.Exit as exc:
+            return exc.exit_code
+        flush_stdout()
+        return ExitStatus.OK
+
+    run_command_line(invoke, in_process=False)

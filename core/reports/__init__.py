@@ -1,0 +1,157 @@
+"""The JSON reports ctxpipe prints, as types: one dataclass per object of schemas/*.report.schema.json.
+
+Each is a `Wire` (core/wire.py): the library returns it, and `to_wire()` gives the JSON object the
+command prints, keys in field order. A key the schema requires is a field without a default; a key
+present only sometimes (a stage that changed nothing has no `stage`, `cleared`, …) is declared
+with `sometimes()` (or `sometimes_null()` when it may be null when present), and a stage's own keys
+stand in its report's wire form through `spread()`. tests/test_report_schemas.py checks that each
+type's keys are exactly its schema's properties, and that every key the type promises is one the
+schema requires, so the two cannot drift apart.
+
+The types live in one module per command family (parts, stages, compact, count, validate, cost,
+session), each loaded when one of its names is first asked for here: a command builds dozens of
+dataclasses at import otherwise, and a small run's start-up is mostly that.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .compact import CompactReport as CompactReport
+    from .compact import CompactRow as CompactRow
+    from .compact import CompactSkipRow as CompactSkipRow
+    from .compact import StageRecord as StageRecord
+    from .cost import CallRow as CallRow
+    from .cost import CostReport as CostReport
+    from .cost import DollarParts as DollarParts
+    from .cost import TokenParts as TokenParts
+    from .count import Adjustment as Adjustment
+    from .count import BaselineReport as BaselineReport
+    from .count import BaselineSource as BaselineSource
+    from .count import BreakdownRow as BreakdownRow
+    from .count import CalibrationReport as CalibrationReport
+    from .count import CalibrationSource as CalibrationSource
+    from .count import CountReport as CountReport
+    from .count import CountTotal as CountTotal
+    from .count import ReinjectedItem as ReinjectedItem
+    from .count import ReinjectedKind as ReinjectedKind
+    from .count import ReinjectedReport as ReinjectedReport
+    from .count import TimelinePoint as TimelinePoint
+    from .count import TopLine as TopLine
+    from .count import WarnReport as WarnReport
+    from .count import WarnThresholds as WarnThresholds
+    from .parts import CacheDecisionReport as CacheDecisionReport
+    from .parts import PricesReport as PricesReport
+    from .parts import ToolFigures as ToolFigures
+    from .session import Advice as Advice
+    from .session import ExcerptLine as ExcerptLine
+    from .session import IndexRow as IndexRow
+    from .session import SessionReport as SessionReport
+    from .session import StageDryRun as StageDryRun
+    from .session import TimelineEvent as TimelineEvent
+    from .session import WindowPart as WindowPart
+    from .session import WindowPartName as WindowPartName
+    from .stages import CandidateKind as CandidateKind
+    from .stages import CollapseExtras as CollapseExtras
+    from .stages import CollapseReport as CollapseReport
+    from .stages import Engine as Engine
+    from .stages import Extras as Extras
+    from .stages import FactKind as FactKind
+    from .stages import Fold as Fold
+    from .stages import KindRecall as KindRecall
+    from .stages import LlmUsage as LlmUsage
+    from .stages import MicrocompactExtras as MicrocompactExtras
+    from .stages import MicrocompactReport as MicrocompactReport
+    from .stages import MissingFact as MissingFact
+    from .stages import PlanRow as PlanRow
+    from .stages import RestoreExtras as RestoreExtras
+    from .stages import RestoreReport as RestoreReport
+    from .stages import SnipExtras as SnipExtras
+    from .stages import SnipReport as SnipReport
+    from .stages import StageExtras as StageExtras
+    from .stages import StageName as StageName
+    from .stages import StageReport as StageReport
+    from .stages import SummarizeExtras as SummarizeExtras
+    from .stages import SummarizeReport as SummarizeReport
+    from .stages import VerificationReport as VerificationReport
+    from .validate import FindingRow as FindingRow
+    from .validate import ValidateReport as ValidateReport
+
+# Each name, and the module of this package that defines it.
+WHERE: dict[str, str] = {
+    "ToolFigures": "parts",
+    "PricesReport": "parts",
+    "CacheDecisionReport": "parts",
+    "Engine": "stages",
+    "FactKind": "stages",
+    "CandidateKind": "stages",
+    "StageName": "stages",
+    "KindRecall": "stages",
+    "MissingFact": "stages",
+    "VerificationReport": "stages",
+    "PlanRow": "stages",
+    "Fold": "stages",
+    "LlmUsage": "stages",
+    "MicrocompactExtras": "stages",
+    "CollapseExtras": "stages",
+    "SnipExtras": "stages",
+    "SummarizeExtras": "stages",
+    "RestoreExtras": "stages",
+    "StageExtras": "stages",
+    "Extras": "stages",
+    "StageReport": "stages",
+    "MicrocompactReport": "stages",
+    "CollapseReport": "stages",
+    "SnipReport": "stages",
+    "SummarizeReport": "stages",
+    "RestoreReport": "stages",
+    "StageRecord": "compact",
+    "CompactReport": "compact",
+    "CompactSkipRow": "compact",
+    "CompactRow": "compact",
+    "BaselineSource": "count",
+    "CalibrationSource": "count",
+    "BaselineReport": "count",
+    "CalibrationReport": "count",
+    "ReinjectedKind": "count",
+    "ReinjectedItem": "count",
+    "ReinjectedReport": "count",
+    "Adjustment": "count",
+    "BreakdownRow": "count",
+    "TopLine": "count",
+    "TimelinePoint": "count",
+    "CountReport": "count",
+    "CountTotal": "count",
+    "WarnThresholds": "count",
+    "WarnReport": "count",
+    "FindingRow": "validate",
+    "ValidateReport": "validate",
+    "TokenParts": "cost",
+    "DollarParts": "cost",
+    "CostReport": "cost",
+    "CallRow": "cost",
+    "TimelineEvent": "session",
+    "ExcerptLine": "session",
+    "WindowPartName": "session",
+    "WindowPart": "session",
+    "Advice": "session",
+    "StageDryRun": "session",
+    "SessionReport": "session",
+    "IndexRow": "session",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A report type, its module loaded on first use (PEP 562)."""
+    where = WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{where}"), name)
+    globals()[name] = value  # found once: the next lookup is a plain one
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *WHERE})

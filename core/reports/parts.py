@@ -1,0 +1,44 @@
+"""Parts shared by several reports (schemas/report-defs.schema.json) and the cost model's."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..wire import Wire
+
+
+@dataclass(kw_only=True, slots=True)
+class ToolFigures(Wire):
+    """One tool's row of `by_tool`: results cleared or folded, and their estimated tokens (a stage adds them up)."""
+
+    results: int
+    tokens: int
+
+
+@dataclass(kw_only=True, slots=True)
+class PricesReport(Wire):
+    """Dollars per million tokens."""
+
+    input: float
+    cache_write_5m: float
+    cache_write_1h: float
+    cache_read: float
+    output: float
+
+
+@dataclass(kw_only=True, slots=True)
+class CacheDecisionReport(Wire):
+    """microcompact --cache-aware: whether clearing pays for the cache break (core.cache.CacheDecision)."""
+
+    clear: bool
+    reason: str
+    tokens_freed: int
+    prompt_tokens: int
+    kept_prefix_tokens: int
+    cache_warm: bool
+    ttl_minutes: int
+    horizon: int
+    cost_keep_usd: float
+    cost_clear_usd: float
+    break_even_turn: int | None
+    prices_per_mtok: PricesReport

@@ -1,0 +1,210 @@
+"""cli/direct.py runs a plain command line without typer. Wherever it takes a command line, it must
+hand the command exactly the values typer would (checked on command lines drawn from each command's
+own declarations, valid and not), print what typer prints and exit as typer does, and never load
+typer or click; whatever it leaves to typer is typer's answer, as before."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import subprocess
+import sys
+from enum import Enum
+from typing import Any
+
+import pytest
+from ctxpipe.cli import direct
+from helpers import FIXTURES, child_env, registered_commands, run_cli, run_process
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+BASIC = FIXTURES / "claude-code" / "basic.jsonl"
+# Commands typer must parse: statusline takes its arguments untouched (its own parser, cli/statusline.py).
+TYPERS_OWN = {"statusline"}
+
+
+def typer_values(function: Any, argv: list[str]) -> dict[str, Any] | None:
+    """What typer hands the command for `argv` (None: typer does not run it), parsed by typer's own
+    click command built from the same declaration, run up to the call."""
+    from ctxpipe.cli.coercion import Command
+    from typer.main import get_command_from_info
+    from typer.models import CommandInfo
+
+    seen: list[dict[str, Any]] = []
+
+    def record(**values: Any) -> None:
+        seen.append(values)
+
+    record.__signature__ = function.__signature__  # type: ignore[attr-defined]  # typer's signature of the command
+    command = get_command_from_info(CommandInfo(name="command", cls=Command, callback=record), pretty_exceptions_short=True, rich_markup_mode=None)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):  # --help's page: not ours to show
+            command.main(args=list(argv), prog_name="ctxpipe command", standalone_mode=False)
+    except Exception:  # a usage error, or an option's check refusing its value: typer does not run the command
+        return None
+    return seen[0] if seen else None
+
+
+def direct_slots(name: str) -> tuple[Any, list[direct.Slot]]:
+    function = direct.command(name)
+    assert function is not None, name
+    found = direct.slots(function.declared)
+    assert found is not None, f"{name}: a parameter the direct path does not model"
+    return function, found
+
+
+def test_every_command_but_statusline_is_parsed_directly() -> None:
+    names = set(registered_commands())
+    taken = {name for name in names if (function := direct.command(name)) is not None and direct.slots(function.declared) is not None}
+    assert names - taken == TYPERS_OWN
+
+
+def _text(slot: direct.Slot) -> st.SearchStrategy[str]:
+    """A value's text for a slot: its plain spellings, around its limits, and what only typer can judge."""
+    odd = st.sampled_from(["", "-", "-1", "--x", "1e3", "0x10", " 5", "5 ", "١٢", "nan", "inf", "True", "RULE", "a=b"])
+    if isinstance(slot.kind, type) and issubclass(slot.kind, Enum):
+        choice = st.sampled_from([member.value for member in slot.kind])
+        return st.one_of(choice, choice, st.sampled_from([member.value.upper() for member in slot.kind]), odd)
+    if slot.kind is int or slot.kind is float:
+        low = slot.low if slot.low is not None else -10
+        high = slot.high if slot.high is not None else 10**6
+        whole = st.integers(min_value=low - 2, max_value=min(high, low + 10**6) + 2).map(str)
+        if slot.kind is int:
+            return st.one_of(whole, whole, odd)
+        decimal = st.floats(min_value=low - 2, max_value=min(high, low + 10**6) + 2, allow_nan=False).map(repr)
+        return st.one_of(whole, decimal, st.sampled_from(["1.", ".5", "2.5e1", "100.0", "0.0"]), odd)
+    text = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"), max_size=8)
+    return st.one_of(text, text, odd)
+
+
+def _pieces(slot: direct.Slot) -> st.SearchStrategy[list[str]]:
+    """One parameter as it may appear on a command line (or misspelled)."""
+    if not slot.option:
+        return st.lists(_text(slot), min_size=0, max_size=3)
+    names = st.sampled_from(slot.names + slot.negations)
+    if slot.flag:
+        return st.one_of(names.map(lambda name: [name]), st.tuples(names, _text(slot)).map(lambda pair: [f"{pair[0]}={pair[1]}"]))
+    return st.one_of(
+        st.tuples(names, _text(slot)).map(list),
+        st.tuples(st.sampled_from([name for name in slot.names if name.startswith("--")]), _text(slot)).map(lambda pair: [f"{pair[0]}={pair[1]}"]),
+        names.map(lambda name: [name]),  # the value missing
+    )
+
+
+NOISE = st.sampled_from([["--"], ["-h"], ["--help"], ["--no-such-flag"], ["-Z"], ["-"], ["extra"]])
+
+
+@st.composite
+def command_lines(draw: st.DrawFn, found: list[direct.Slot]) -> list[str]:
+    chosen = draw(st.lists(st.sampled_from(found), max_size=6))
+    groups = [draw(_pieces(slot)) for slot in chosen]
+    if draw(st.integers(0, 4)) == 0:
+        groups.append(draw(NOISE))
+    order = draw(st.permutations(range(len(groups))))
+    return [piece for at in order for piece in groups[at]]
+
+
+@pytest.mark.parametrize("name", sorted(set(registered_commands()) - TYPERS_OWN))
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_a_command_line_taken_directly_gives_the_command_typers_values(name: str, data: st.DataObject) -> None:
+    function, found = direct_slots(name)
+    argv = data.draw(command_lines(found), label="argv")
+    mine = direct.parse(found, argv)
+    if mine is not None:  # taken here: typer must take it too, with the same values
+        assert mine == typer_values(function, argv), argv
+
+
+@pytest.mark.parametrize("name", sorted(set(registered_commands()) - TYPERS_OWN))
+def test_every_option_in_a_plain_spelling_is_taken_directly(name: str) -> None:
+    # Each option once, by each of its names, with a value typer takes: the direct path must not leave it to typer.
+    function, found = direct_slots(name)
+    for slot in found:
+        if not slot.option or slot.check is not None:  # an option with a check is typer's to run (cli/direct.py)
+            continue
+        for spelled in slot.names + slot.negations:
+            value = [] if slot.flag else [_plain_text(slot)]
+            argv = [spelled, *value, *_required(found, slot)]
+            mine = direct.parse(found, argv)
+            assert mine is not None, (name, argv)
+            assert mine == typer_values(function, argv), (name, argv)
+
+
+def _plain_text(slot: direct.Slot) -> str:
+    if isinstance(slot.kind, type) and issubclass(slot.kind, Enum):
+        return str(list(slot.kind)[-1].value)
+    if slot.kind is int or slot.kind is float:
+        return str(slot.low if slot.low is not None else 7)
+    return "some text"
+
+
+def _required(found: list[direct.Slot], besides: direct.Slot) -> list[str]:
+    """What the command needs besides `besides`: its required options and argument."""
+    needed = []
+    for slot in found:
+        if slot is besides or not slot.required:
+            continue
+        needed += [slot.names[0], _plain_text(slot)] if slot.option else [_plain_text(slot)]
+    return needed
+
+
+# --- the whole run: the same bytes and exit code as typer, without loading it -------------------------
+
+# The console entry, then what it loaded (its exit code kept).
+STARTED = """\
+import sys
+from ctxpipe.cli.entry import main
+sys.argv = ["ctxpipe", *sys.argv[1:]]
+try:
+    main()
+    code = 0
+except SystemExit as exc:
+    code = exc.code
+heavy = ("typer", "click", "rich", "pydantic")
+sys.stderr.write("\\nloaded: " + repr(sorted(name for name in sys.modules if name.startswith(heavy))))
+sys.exit(code)
+"""
+
+# (argv, stdin): plain runs of many commands, and the usage errors and exits a command raises itself.
+RUNS: list[tuple[list[str], bytes]] = [
+    (["count", "--json", str(BASIC)], b""),
+    (["count", "--json", "--by", "role", "-"], BASIC.read_bytes()),
+    (["count", "--scheduler", "tcp://h:1", str(BASIC)], b""),  # Batch's own check: a usage error
+    (["count", "--json", str(FIXTURES / "claude-code"), "no-such-file.jsonl"], b""),
+    (["warn", "--json", str(BASIC)], b""),
+    (["warn", "--window", "20000", str(BASIC)], b""),  # a level above normal: its exit code
+    (["microcompact", "--force", str(BASIC)], b""),
+    (["snip", "--report", "-"], BASIC.read_bytes()),
+    (["collapse", "-"], BASIC.read_bytes()),
+    (["convert", "--to", "anthropic", str(BASIC)], b""),
+    (["convert", "--to", "claude-code", "--repair", str(BASIC)], b""),  # the command's own usage error
+    (["validate", str(BASIC)], b""),
+    (["compact", "--backup", ".bak", str(BASIC)], b""),  # --backup without --in-place
+    (["compact", "--report-json", "/dev/stdout", "-"], BASIC.read_bytes()),
+    (["api-edits", "--compact-trigger", "100000", str(BASIC)], b""),  # GivenEdits' own check
+    (["report", "--json", str(BASIC)], b""),
+    (["audit", "--json", str(BASIC)], b""),
+    (["expand", "--ledger", "no-such-ledger.jsonl", str(BASIC)], b""),
+    (["restore", "--plan", "--json", str(BASIC)], b""),
+]
+
+
+@pytest.mark.parametrize("argv,stdin", RUNS, ids=lambda value: " ".join(value) if isinstance(value, list) else "")
+def test_a_direct_run_is_typers_run_without_typer(argv: list[str], stdin: bytes) -> None:
+    function, found = direct_slots(argv[0])
+    assert direct.parse(found, argv[1:]) is not None, "this command line should be taken directly"
+    child = subprocess.run([sys.executable, "-c", STARTED, *argv], input=stdin, capture_output=True, env=child_env(), timeout=120)
+    errors, loaded = child.stderr.rsplit(b"\nloaded: ", 1)
+    assert loaded == b"[]"
+    typer = run_cli(*argv, stdin=stdin)
+    assert (child.returncode, child.stdout, errors) == (typer.returncode, typer.stdout, typer.stderr)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["count", "--help"], ["count", "--top", "x"], ["count", "--top=-1"], ["warn", "-h", "x"], ["no-such-command"], ["count", "-t"], ["convert"], ["hooks"]],
+    ids=" ".join,
+)
+def test_what_the_direct_path_leaves_is_typers_answer(argv: list[str]) -> None:
+    child, typer = run_process(*argv), run_cli(*argv)
+    assert (child.returncode, child.stdout, child.stderr) == (typer.returncode, typer.stdout, typer.stderr)
