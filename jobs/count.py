@@ -38,6 +38,7 @@ from ..core.model import Message, Role
 from ..core.rules import session_version
 from ..core.tokens import TextCounter
 from ..core.transcript_format import TranscriptFormat
+from ..core.wire import ABSENT, Absent
 from ..files.inputs import Spliced, detect_format, mapped, source_name
 
 if TYPE_CHECKING:  # types only (the status line imports this module: price tables, stages and report types load when used)
@@ -111,6 +112,7 @@ class FileCount:
     timeline: list[TimelinePoint] | None = None
     cost: SessionCost | None = None
     version: str | None = None  # the Claude Code version that wrote the session (its rules apply: core.rules)
+    title: str | None | Absent = ABSENT  # the session's title, found where the count reads every line (count_file)
 
     def count_report(self) -> CountReport:
         """What `count --json` prints (schemas/count.report.schema.json; tests/test_report_schemas.py holds the two together)."""
@@ -145,6 +147,7 @@ class FileCount:
             top=self.top,
             timeline=self.timeline,
             cost=self.cost.report if self.cost is not None else None,
+            title=self.title,
         )
 
     def warn_report(self) -> WarnReport:
@@ -413,7 +416,13 @@ def count_file(path: str | None, options: CountOptions = CountOptions(), kind: K
     source = shown or source_name(path)
     # An object in a store is read by ranges where only its ends are needed (tail first).
     with mapped(path, ranged=not options.reads_whole_file, on_error=options.on_error) as buffer:
-        return count_buffer(buffer, source, options, kind)
+        counted = count_buffer(buffer, source, options, kind)
+        if options.reads_whole_file:
+            # A byte search, a fraction of the full read it goes with; never on the fast read of the end alone.
+            from ..core.titles import buffer_title
+
+            counted.title = buffer_title(buffer)
+        return counted
 
 
 def _block_key(block: dict[str, Any], by: str, tool_names: dict[str, str], role: str) -> str:
