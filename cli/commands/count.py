@@ -10,7 +10,6 @@ from typing import Annotated, Any, Optional
 import typer
 
 from ...core.cache import Pricing
-from ...core.errors import SettingsError
 from ...core.reports import CountFailure, CountReport, CountTotal
 from ...core.wire import ABSENT
 from .. import streams
@@ -167,10 +166,10 @@ def count(
     # A rollup is over the files, not of one active context: the views of one cannot go with it.
     view = next((flag for flag, given in (("--top", top > 0), ("--timeline", timeline), ("--svg", svg is not None)) if given), None)
     if rollup and by is not None and view is not None:
-        raise SettingsError(view, f"shows one active context; --by {by.value} rolls up cost over the files")
+        raise typer.BadParameter(f"shows one active context; --by {by.value} rolls up cost over the files", param_hint=view)
     bound = next((flag for flag, value in (("--since", since), ("--until", until), ("--timezone", timezone)) if value is not None), None)
     if bound is not None and not rollup:
-        raise SettingsError(bound, "goes with --by day, project or session")
+        raise typer.BadParameter("goes with --by day, project or session", param_hint=bound)
 
     options = budget.count_options(
         reading,
