@@ -305,6 +305,9 @@ def test_the_table_has_a_row_per_group_and_the_total(tmp_path: Path, monkeypatch
     usd = rollup("--by", "session", "--prices", prices(tmp_path), config / "projects")[-1]["usd"]
     total = next(line for line in text.splitlines() if "total" in line)
     assert f"${usd:.4f}" in total and " 5 " in total
+    for by, group in (("project", "/home/dev/site"), ("day", "2026-05-03")):  # each row named by its group
+        lines = ok(run_cli("count", "--by", by, "--timezone", "UTC", config / "projects", env={**CLEAN_ENV, "COLUMNS": "220"})).stdout.decode().splitlines()
+        assert lines[0].split()[0] == by and any(line.split()[0] == group for line in lines[2:]), lines
 
 
 # --- ccusage, the oracle ---------------------------------------------------------------------------

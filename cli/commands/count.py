@@ -246,18 +246,17 @@ def _print_rollup(rows: Sequence[Any], by: str, given: Sequence[str]) -> None:
     from ..terminal import shown_text
 
     console = streams.stdout_console()
-    columns = [replace(column, header=by) if column.header == "group" else column for column in ROLLUP_COLUMNS]
-    columns = [column for column in columns if by == "session" or column.header not in ("title", "project")]
+    columns = [column for column in ROLLUP_COLUMNS if by == "session" or column.header not in ("title", "project")]
     names = display_names([row.file for row in rows if isinstance(row, CountFailure)], given)
     cells: list[dict[str, Any]] = []
     for row in rows:
         if isinstance(row, CountFailure):  # why is on stderr, just above
-            cells.append({by: shown_text(names[row.file]), "cost": shown_text("failed", "red")})
+            cells.append({"group": shown_text(names[row.file]), "cost": shown_text("failed", "red")})
             continue
         tokens = row.tokens
         cells.append(
             {
-                by: shown_text(row.group, "") if isinstance(row, RollupRow) else shown_text("total", "bold"),
+                "group": shown_text(row.group) if isinstance(row, RollupRow) else shown_text("total", "bold"),
                 "title": shown_text(row.title or "") if isinstance(row, RollupRow) and isinstance(row.title, str) else "",
                 "project": shown_text(row.project or "") if isinstance(row, RollupRow) else "",
                 "calls": f"{row.api_calls:,}",
@@ -269,9 +268,9 @@ def _print_rollup(rows: Sequence[Any], by: str, given: Sequence[str]) -> None:
                 "cost": shown_text(_usd(row.usd), "" if isinstance(row, RollupRow) else "bold"),
             }
         )
-    print_table(console, columns, [[row.get(column.header, "") for column in columns] for row in cells])
-    unpriced = sorted({model for row in rows if isinstance(row, RollupRow) and row.usd is None for model in row.models})
-    if unpriced:
+    headed = [replace(column, header=by) if column.header == "group" else column for column in columns]  # the group headed by what it is
+    print_table(console, headed, [[row.get(column.header, "") for column in columns] for row in cells])
+    if any(isinstance(row, RollupRow) and row.usd is None for row in rows):
         console.print(shown_text("a cost of ? holds a call of a model with no known price: give one with --prices FILE", "dim"))
 
 
