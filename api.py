@@ -8,7 +8,7 @@ for finding in ctxpipe.validate_transcript(transcript):
     print(finding.line, finding.severity, finding.message)
 counted = ctxpipe.count_many(["~/.claude/projects/"], jobs=4)  # a batch: local workers, or executor="dask"
 for row in counted.rows():  # dataclasses (ctxpipe.core.reports); row.to_wire() is the line `count --json` prints
-    print(row.file, row.tokens)
+    print(row.to_wire())  # a file's count, a file that failed ({"file", "error"}), then the total
 
 The command line (ctxpipe.cli) is one client of this module: it imports nothing below it but core's
 types. The lower-level names it needs are re-exported here on purpose (EXPORTED); the heavier ones
