@@ -48,6 +48,7 @@ class FileCalls:
     main: bool  # the session's main file (its title and project are the session's)
     title: str | None
     calls: list[RollupCall] = field(default_factory=list)
+    skipped_lines: int = 0  # bad lines left out (--on-error skip)
 
 
 def parse_bound(text: str, zone: tzinfo | None = None, end: bool = False) -> datetime:

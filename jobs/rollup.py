@@ -56,6 +56,7 @@ def calls_buffer(buffer: Any, source: str, options: CountOptions, kind: Kind | N
         main=main,
         title=buffer_title(buffer) if main else None,
         calls=found,
+        skipped_lines=stats.skipped,
     )
 
 

@@ -287,6 +287,15 @@ def test_a_file_that_cannot_be_read_is_a_row_and_the_others_roll_up(tmp_path: Pa
     assert_adds_up(rows)
 
 
+def test_bad_lines_skipped_are_said_on_stderr(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(timed_session(MIDNIGHT).to_bytes() + b"{bad\n")
+    result = run_cli("count", "--by", "day", "--json", "--on-error", "skip", path, env=CLEAN_ENV)
+    assert ok(result).stdout.splitlines() and json.loads(result.stdout.splitlines()[-1])["api_calls"] == 3
+    assert result.stderr.decode() == f"ctxpipe: warning: {path}: skipped 1 bad line\n"
+    assert run_cli("count", "--by", "day", "--json", path, env=CLEAN_ENV).returncode == 1  # without skip: the bad line stops it
+
+
 def test_stdin_rolls_up_as_one_session(tmp_path: Path) -> None:
     data = timed_session(MIDNIGHT).to_bytes()
     result = run_cli("count", "--by", "session", "--json", stdin=data, env=CLEAN_ENV)

@@ -231,6 +231,8 @@ def _rollup(batch: Batch, options: Any, by: Any, since: str | None, until: str |
         raise results.failures[0]
     for failure in results.failures:
         streams.error(str(failure))
+    for read in results.done:
+        streams.skipped_lines(read.file, read.skipped_lines)
     rows = results.rows(by, zone, window)
     if json_output or not streams.stdout_is_terminal():
         streams.write_json_lines([row.to_wire() for row in rows])
