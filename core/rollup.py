@@ -152,7 +152,7 @@ def rollup(files: Sequence[FileCalls], by: RollupBy, zone: tzinfo | None = None,
     their latest call (the most recent last, beside the total)."""
     sessions = {file.session_key: file for file in files if file.main}  # the main file speaks for its session
     seen: set[str] = set()
-    groups: dict[tuple[str, ...], _Group] = {}
+    groups: dict[str, _Group] = {}
     for file in files:
         session = sessions.get(file.session_key, file)
         for call in file.calls:
@@ -164,14 +164,13 @@ def rollup(files: Sequence[FileCalls], by: RollupBy, zone: tzinfo | None = None,
             if not window.holds(when):
                 continue
             if by == "day":
-                key: tuple[str, ...] = (day_of(when, zone),)
-                group = groups.setdefault(key, _Group(key[0]))
+                day = day_of(when, zone)
+                group = groups.setdefault(day, _Group(day))
             elif by == "project":
-                key = (session.project,)
-                group = groups.setdefault(key, _Group(session.project))
+                group = groups.setdefault(session.project, _Group(session.project))
             else:
-                key = (file.session_key,)
-                group = groups.setdefault(key, _Group(session.session, session.project, session.title if session.main else None))
+                title = session.title if session.main else None
+                group = groups.setdefault(file.session_key, _Group(session.session, session.project, title))
             group.add(call, file.file, when)
     if by == "day":
         ordered = sorted(groups.values(), key=lambda group: (group.name == NO_TIME, group.name))
