@@ -243,10 +243,10 @@ PAGES = {'': (('write_usage', 'ctxpipe', '[OPTIONS] COMMAND [ARGS]...', None),
             '\n'
             '--by day|project|session rolls up what every API call cost over the files instead: one row per\n'
             "day (of each call's timestamp, in --timezone), project or session (a subagent's file goes with its\n"
-            'session), and a total row the rows add up to; --since and --until keep the calls between.\n'
+            'session), and a total row the rows add up to; --since and --until keep the calls between\n'
+            '(ctxpipe count --by day --since 20260501 ~/.claude/projects/).\n'
             '\n'
-            'Example:  ctxpipe count ~/.claude/projects/-home-me-app/\n'
-            'Example:  ctxpipe count --cost --by day --since 20260501 ~/.claude/projects/'),
+            'Example:  ctxpipe count ~/.claude/projects/-home-me-app/'),
            ('dedent',),
            ('write_paragraph',),
            ('write_heading', 'Arguments'),

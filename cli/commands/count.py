@@ -154,10 +154,10 @@ def count(
 
     --by day|project|session rolls up what every API call cost over the files instead: one row per
     day (of each call's timestamp, in --timezone), project or session (a subagent's file goes with its
-    session), and a total row the rows add up to; --since and --until keep the calls between.
+    session), and a total row the rows add up to; --since and --until keep the calls between
+    (ctxpipe count --by day --since 20260501 ~/.claude/projects/).
 
     Example:  ctxpipe count ~/.claude/projects/-home-me-app/
-    Example:  ctxpipe count --cost --by day --since 20260501 ~/.claude/projects/
     """
     from ... import api
     from ..batch import find_inputs
