@@ -112,7 +112,7 @@ class FileCount:
     timeline: list[TimelinePoint] | None = None
     cost: SessionCost | None = None
     version: str | None = None  # the Claude Code version that wrote the session (its rules apply: core.rules)
-    title: str | None | Absent = ABSENT  # the session's title, found where the count reads every line (count_file)
+    title: str | None | Absent = ABSENT  # the session's title, found where the count reads every line
 
     def count_report(self) -> CountReport:
         """What `count --json` prints (schemas/count.report.schema.json; tests/test_report_schemas.py holds the two together)."""
@@ -285,6 +285,11 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: Kind | N
             result.top = largest_entries(messages, entries, counter, views, options.top)
     if options.timeline:
         result.timeline = timeline(transcript_format.messages(entries, history=True), entries)
+    if options.reads_whole_file:
+        # A byte search, a fraction of the full read it goes with; never on the fast read of the end alone.
+        from ..core.titles import buffer_title
+
+        result.title = buffer_title(buffer)
     if options.cost:
         from ..core.cost import session_cost  # only with --cost: count's usual path stays light
 
@@ -416,13 +421,7 @@ def count_file(path: str | None, options: CountOptions = CountOptions(), kind: K
     source = shown or source_name(path)
     # An object in a store is read by ranges where only its ends are needed (tail first).
     with mapped(path, ranged=not options.reads_whole_file, on_error=options.on_error) as buffer:
-        counted = count_buffer(buffer, source, options, kind)
-        if options.reads_whole_file:
-            # A byte search, a fraction of the full read it goes with; never on the fast read of the end alone.
-            from ..core.titles import buffer_title
-
-            counted.title = buffer_title(buffer)
-        return counted
+        return count_buffer(buffer, source, options, kind)
 
 
 def _block_key(block: dict[str, Any], by: str, tool_names: dict[str, str], role: str) -> str:
