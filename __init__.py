@@ -36,6 +36,7 @@ __all__ = [
     "compact_many",
     "count_many",
     "report_many",
+    "rollup_many",
     "session_files",
     "validate_many",
     "status_line",

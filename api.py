@@ -8,7 +8,7 @@ for finding in ctxpipe.validate_transcript(transcript):
     print(finding.line, finding.severity, finding.message)
 counted = ctxpipe.count_many(["~/.claude/projects/"], jobs=4)  # a batch: local workers, or executor="dask"
 for row in counted.rows():  # dataclasses (ctxpipe.core.reports); row.to_wire() is the line `count --json` prints
-    print(row.file, row.tokens)
+    print(row.to_wire())  # a file's count, a file that failed ({"file", "error"}), then the total
 
 The command line (ctxpipe.cli) is one client of this module: it imports nothing below it but core's
 types. The lower-level names it needs are re-exported here on purpose (EXPORTED); the heavier ones
@@ -48,6 +48,7 @@ from .formats import NAMES, REGISTRY, WRITABLE, WriteOptions, editor_of, get
 if TYPE_CHECKING:
     from .core.api_edits import ApiEditsOptions
     from .core.reports import CompactReport, CompactRow, CompactSkipRow, CountReport, SessionReport, StageReport, WarnReport
+    from .core.rollup import FileCalls
     from .core.statusline import Saving, StatusFigures
     from .core.wire import Wire
     from .files.atomic import atomic_file, make_folder, unwind_on_termination, write_error, writer
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
     from .jobs.pipeline import GIVEN_BY_COMPACT, PIPELINE, STAGES, CompactOptions, CompactRun, StageRun, compact_buffer, model_access, ready, stage_context
     from .jobs.pipeline import run_stage as run_stage_on_buffer
     from .jobs.results import BatchResult, CompactBatch, ContextManagement, CountBatch, FileResult, ValidatedFile, count_total
+    from .jobs.rollup import RollupBatch, calls_file
     from .jobs.statusline import StatusOptions
     from .jobs.summary import NOT_ASKED_AGAIN
     from .report.batch import INDEX, ReportBatch, ReportedFile, index_row
@@ -119,6 +121,8 @@ _LOADED_ON_USE: dict[str, tuple[str, str]] = {
     "run_stage_on_buffer": ("jobs.pipeline", "run_stage"),
     "stage_context": ("jobs.pipeline", "stage_context"),
     "NOT_ASKED_AGAIN": ("jobs.summary", "NOT_ASKED_AGAIN"),
+    "RollupBatch": ("jobs.rollup", "RollupBatch"),
+    "calls_file": ("jobs.rollup", "calls_file"),
     "ReportOptions": ("report.data", "ReportOptions"),
 }
 
@@ -186,6 +190,9 @@ __all__ = [
     "count_one",
     "count_total",
     "index_row",
+    "RollupBatch",
+    "calls_file",
+    "rollup_many",
     "report_many",
     "report_one",
     "session_files",
@@ -666,6 +673,35 @@ def count_many(
     job = functools.partial(count_one, options=options)
     results = run_all(job, [(for_workers(str(f.path), runner), f.kind, f.shown) for f in found], runner, sum(f.size for f in found))
     return cast(CountBatch, batch_of(CountBatch, [f.shown for f in found], results))
+
+
+def calls_one(item: tuple[str, str], options: CountOptions) -> FileCalls:
+    """A rollup's job for one file, (path or "-", shown): where the batch runs (a worker, a cluster)."""
+    from .files.sessions import kind_of
+    from .jobs.rollup import calls_file
+
+    path, shown = item
+    return calls_file(None, options, None, shown) if path == STDIN else calls_file(path, options, kind_of(path), shown)
+
+
+def rollup_many(
+    paths: Sequence[str | os.PathLike[str]],
+    options: CountOptions | None = None,
+    *,
+    files: Sequence[SessionFile] | None = None,
+    subagents: bool = True,
+    jobs: int = 0,
+    executor: Executor = "local",
+    scheduler: str | None = None,
+) -> RollupBatch:
+    """The billed calls of files and folders (paths ["-"]: stdin, read here), for `count --by
+    day|project|session`: `.rows(by, zone, window)` rolls them up. On workers as count_many runs them;
+    a file that cannot be read is an error in its row; the others are read."""
+    from .jobs.count import CountOptions
+    from .jobs.rollup import RollupBatch
+
+    job = functools.partial(calls_one, options=options or CountOptions())
+    return cast(RollupBatch, _path_batch(RollupBatch, job, paths, files, subagents, jobs, executor, scheduler))
 
 
 def audit_one(item: tuple[str, str], options: AuditOptions) -> FileAudit:

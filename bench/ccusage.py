@@ -5,7 +5,8 @@
 Copies every Claude Code transcript under the folders into a temporary CLAUDE_CONFIG_DIR, runs the
 pinned ccusage (npm ccusage@20.0.24, installed once by tests/npm_tools.py) as
 `ccusage claude session --json --offline --mode calculate`, and `ctxpipe count --cost --json` on each
-file, and prints both costs per session, the difference, and why they differ where they do:
+file, and prints both costs per session, the difference, and why they differ where they do (then
+`count --by day` against `ccusage daily`, days in UTC, which must agree to the cent):
 - a call whose prompt is over 200K tokens: Anthropic bills the whole request at the long-context
   rate; ccusage 20 bills only each part's tokens above 200K at it, and the output at the base rate;
 - a response written in two files (a resumed or forked session copies lines): ccusage counts it once,
@@ -27,7 +28,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path[:0] = [str(BENCH.parent / "tests")]
 
 import pytest  # noqa: E402  (npm_tools skips the way pytest does when node or npm is missing)
-from ccusage import VERSION, session_costs  # noqa: E402  (tests/ is put on the path just above)
+from ccusage import VERSION, report, session_costs  # noqa: E402  (tests/ is put on the path just above)
 
 TOLERANCE = 0.01
 
@@ -90,8 +91,26 @@ def main(argv: list[str]) -> int:
             shown_ours = "—" if ours is None else f"${ours:,.4f}"
             shown_theirs = "—" if their is None else f"${their:,.4f}"
             print(f"{name[:40]:40} {shown_theirs:>11} {shown_ours:>11} {diff:>8}  {'; '.join(why) or 'the same'}")
-    print(f"{len(copies)} sessions; {'every one within 1 % or explained' if not unexplained else f'{unexplained} over 1 % unexplained'}")
+        print(f"{len(copies)} sessions; {'every one within 1 % or explained' if not unexplained else f'{unexplained} over 1 % unexplained'}")
+        unexplained += daily(Path(scratch), projects) if copies else 0
     return 1 if unexplained else 0
+
+
+def daily(config: Path, projects: Path) -> int:
+    """`count --by day` against `ccusage daily` on the same copies, days in UTC: how many days differ by a cent or more."""
+    theirs = {row["date"]: row["totalCost"] for row in report(config, "daily", tz="UTC")["daily"]}
+    proc = subprocess.run(
+        [sys.executable, "-m", "ctxpipe", "count", "--by", "day", "--timezone", "UTC", "--json", str(projects)], capture_output=True, text=True, check=True
+    )
+    ours = {row["group"]: row["usd"] for row in map(json.loads, proc.stdout.splitlines()) if not row.get("total")}
+    print(f"\n{'day (UTC)':12} {'ccusage':>11} {'ctxpipe':>11}")
+    differ = 0
+    for day in sorted(set(theirs) | set(ours)):
+        mine, their = ours.get(day), theirs.get(day)
+        differ += mine is None or their is None or round(mine, 2) != round(their, 2)
+        print(f"{day:12} {'—' if their is None else f'${their:,.4f}':>11} {'—' if mine is None else f'${mine:,.4f}':>11}")
+    print(f"{len(ours)} days; {'every one the same to the cent' if not differ else f'{differ} differ by a cent or more'}")
+    return differ
 
 
 if __name__ == "__main__":

@@ -241,6 +241,11 @@ PAGES = {'': (('write_usage', 'ctxpipe', '[OPTIONS] COMMAND [ARGS]...', None),
             '--timeline need it all; the message count is then given only where the read reached the\n'
             'start of the active context.\n'
             '\n'
+            '--by day|project|session rolls up what every API call cost over the files instead: one row per\n'
+            "day (of each call's timestamp, in --timezone), project or session (a subagent's file goes with its\n"
+            'session), and a total row the rows add up to; --since and --until keep the calls between\n'
+            '(ctxpipe count --by day --since 20260501 ~/.claude/projects/).\n'
+            '\n'
             'Example:  ctxpipe count ~/.claude/projects/-home-me-app/'),
            ('dedent',),
            ('write_paragraph',),
@@ -279,11 +284,16 @@ PAGES = {'': (('write_usage', 'ctxpipe', '[OPTIONS] COMMAND [ARGS]...', None),
               'Estimator for what came after the last recorded usage.  [default: calibrated]'),
              ('--calibrate / --no-calibrate', "Fit the estimator to the transcript's recorded usage (default: only for 'calibrated')."),
              ('--as-claude-code', "Reproduce Claude Code's own figure (characters/4, no calibration)."),
-             ('--by <role|block|tool>', 'Break the active context down by role, block type or tool.'),
+             ('--by <role|block|tool|day|project|session>',
+              'role, block or tool: break each active context down. day, project or session: roll up the cost of every API call over the files (implies '
+              '--cost).'),
              ('--top N', 'List the N largest lines of the active context.  [default: 0; x>=0]'),
              ('--timeline', 'Chart the context size at every API call across the session.'),
              ('--full', 'Parse every line (an exact message count; slower on big folders).'),
              ('--svg FILE', 'Save the timeline chart as an SVG picture.'),
+             ('--since DATE|ISO-TIME', 'With --by day|project|session: calls from this date (20260504, 2026-05-04) or ISO 8601 time on.'),
+             ('--until DATE|ISO-TIME', 'With --by day|project|session: calls up to this date (the whole day) or ISO 8601 time.'),
+             ('--timezone ZONE', "The time zone of days and of dates and times given without an offset (default: this machine's local time)."),
              ('--cost', "Add what the session's API calls cost so far, by part, and its cache hit rate (reads every line)."),
              ('--json', 'JSON Lines output (also the default when stdout is not a terminal).'),
              ('-h, --help', 'Show this message and exit.')),

@@ -37,6 +37,30 @@ def iso_time(value: Optional[str]) -> Optional[str]:
     return value
 
 
+def rollup_bound(value: Optional[str]) -> Optional[str]:
+    """Checks --since and --until when the command line is parsed: a date or an ISO 8601 time."""
+    if value is not None:
+        from ..core.rollup import parse_bound
+
+        try:
+            parse_bound(value)
+        except (ValueError, OverflowError):
+            raise declare.BadParameter(f"{value!r} is not a date (20260504, 2026-05-04) or an ISO 8601 time (2026-05-04T10:00:00Z)") from None
+    return value
+
+
+def time_zone(value: Optional[str]) -> Optional[str]:
+    """Checks --timezone when the command line is parsed: a time zone this machine knows."""
+    if value is not None:
+        from ..core.rollup import zone_named
+
+        try:
+            zone_named(value)
+        except ValueError as exc:
+            raise declare.BadParameter(str(exc)) from None
+    return value
+
+
 def readable_file(value: Optional[str]) -> Optional[str]:
     """Checks, when the command line is parsed, that a file option names a file that can be read
     (one that cannot is bad input, as a transcript that cannot be read is: exit 1)."""

@@ -9,6 +9,9 @@ title types is "last wins" in its entry registry, so the last line of a type is 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
+
+import orjson
 
 # (entry type, field holding the title), in the order Claude Code prefers them.
 TITLE_ENTRIES: tuple[tuple[str, str], ...] = (("custom-title", "customTitle"), ("ai-title", "aiTitle"), ("summary", "summary"))
@@ -58,3 +61,47 @@ def _meaningful_prompt(record: Mapping[str, object]) -> str | None:
     if not text or text.startswith(HARNESS_PREFIXES):
         return None
     return text[:FIRST_PROMPT_CHARS]
+
+
+# How far into a file the first prompt is looked for when titles are found in its bytes: a prompt past
+# this is no session's opening.
+HEAD_BYTES = 4 << 20
+
+
+def buffer_title(buffer: Any) -> str | None:
+    """`session_title` of a whole transcript's bytes (bytes or an mmap), without parsing every line: the
+    last line of each title type is found by a byte search from the end for its quoted type name (a
+    name inside a JSON string is escaped, so only keys and values match), and only the lines found are
+    parsed; the first prompt is looked for among the head's lines that name a user."""
+    for kind, field in TITLE_ENTRIES:
+        marker = f'"{kind}"'.encode()
+        end = len(buffer)
+        while (hit := buffer.rfind(marker, 0, end)) >= 0:
+            start = buffer.rfind(b"\n", 0, hit) + 1
+            record = _record(buffer, start)
+            value = record.get(field) if record is not None and record.get("type") == kind else None
+            if isinstance(value, str) and value.strip():
+                return value.strip()
+            end = start
+    start, limit = 0, min(len(buffer), HEAD_BYTES)
+    while start < limit:
+        stop = buffer.find(b"\n", start)
+        stop = len(buffer) if stop < 0 else stop
+        if buffer.find(b'"user"', start, stop) >= 0:
+            record = _record(buffer, start, stop)
+            if record is not None and record.get("type") == "user" and (prompt := _meaningful_prompt(record)) is not None:
+                return prompt
+        start = stop + 1
+    return None
+
+
+def _record(buffer: Any, start: int, stop: int | None = None) -> Mapping[str, object] | None:
+    """The JSON object on the line that starts at `start` (None: not an object)."""
+    if stop is None:
+        stop = buffer.find(b"\n", start)
+        stop = len(buffer) if stop < 0 else stop
+    try:
+        record = orjson.loads(bytes(buffer[start:stop]))
+    except orjson.JSONDecodeError:
+        return None
+    return record if isinstance(record, dict) else None

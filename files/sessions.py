@@ -17,6 +17,7 @@ labelled, never alarmed on, never compacted.
 from __future__ import annotations
 
 import os
+import posixpath
 import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -230,3 +231,60 @@ def _not_regular(file: Path) -> str | None:
         return None
     kind = next((name for test, name in _KINDS if test(mode)), "not a file")
     return f"{kind}, not a regular file"
+
+
+def session_place(path: str, kind: Kind, recorded_session: str | None = None) -> tuple[str, str]:
+    """(the session a file belongs to, the folder holding that session's main file), from where Claude
+    Code writes it: `<session>/subagents/agent-*.jsonl` belong to `<session>`; a 2.0.x `agent-*.jsonl`
+    beside the main files belongs to the session its lines record (`recorded_session`); any other file
+    is a session of its own, named by its file name without .jsonl."""
+    parent, name = posixpath.split(path)
+    if posixpath.basename(parent) == "subagents" and kind != "main":
+        session_folder = posixpath.dirname(parent)
+        return posixpath.basename(session_folder), posixpath.dirname(session_folder)
+    stem = name[: -len(".jsonl")] if name.endswith(".jsonl") else name
+    if kind != "main" and recorded_session:
+        return recorded_session, parent
+    return stem, parent
+
+
+def decoded_project(folder: str) -> str:
+    """The project a projects folder stands for: Claude Code names it after the session's cwd with
+    every character but a letter or digit turned into '-', which cannot be undone in general. Each
+    '-' is read as '/' or kept as '-' as the folders on this machine say (the longest existing folder
+    first); past the last one that exists, the rest is kept as it is. A name not starting with '-' (not
+    an encoded path) or a folder in a store is its own name."""
+    name = posixpath.basename(folder.rstrip("/"))
+    if not name.startswith("-") or storage.is_remote(folder):
+        return name
+    parts = name[1:].split("-")
+    found, index = "", 0
+    while index < len(parts):
+        for stop in range(len(parts), index, -1):
+            candidate = f"{found}/{'-'.join(parts[index:stop])}"
+            if os.path.isdir(candidate):
+                found, index = candidate, stop
+                break
+        else:
+            return f"{found}/{'-'.join(parts[index:])}"
+    return found or "/"
+
+
+def first_recorded(buffer: Any, key: str) -> str | None:
+    """The first non-empty top-level string `key` among the file's lines (bytes or an mmap): found by a
+    byte search for the quoted key, only the lines that hold it parsed."""
+    marker = f'"{key}"'.encode()
+    start = 0
+    while (hit := buffer.find(marker, start)) >= 0:
+        line = buffer.rfind(b"\n", 0, hit) + 1
+        stop = buffer.find(b"\n", hit)
+        stop = len(buffer) if stop < 0 else stop
+        try:
+            entry = orjson.loads(bytes(buffer[line:stop]))
+        except orjson.JSONDecodeError:
+            entry = None
+        value = entry.get(key) if isinstance(entry, dict) else None
+        if isinstance(value, str) and value:
+            return value
+        start = stop + 1
+    return None

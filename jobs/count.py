@@ -39,6 +39,7 @@ from ..core.model import Message, Role
 from ..core.rules import session_version
 from ..core.tokens import TextCounter
 from ..core.transcript_format import TranscriptFormat
+from ..core.wire import ABSENT, Absent
 from ..files.inputs import Spliced, detect_format, mapped, source_name
 
 if TYPE_CHECKING:  # types only (the status line imports this module: price tables, stages and report types load when used)
@@ -114,6 +115,7 @@ class FileCount:
     timeline: list[TimelinePoint] | None = None
     cost: SessionCost | None = None
     version: str | None = None  # the Claude Code version that wrote the session (its rules apply: core.rules)
+    title: str | None | Absent = ABSENT  # the session's title, found where the count reads every line
 
     def count_report(self) -> CountReport:
         """What `count --json` prints (schemas/count.report.schema.json; tests/test_report_schemas.py holds the two together)."""
@@ -148,6 +150,7 @@ class FileCount:
             top=self.top,
             timeline=self.timeline,
             cost=self.cost.report if self.cost is not None else None,
+            title=self.title,
         )
 
     def warn_report(self) -> WarnReport:
@@ -285,6 +288,11 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: Kind | N
             result.top = largest_entries(messages, entries, counter, views, options.top)
     if options.timeline:
         result.timeline = timeline(transcript_format.messages(entries, history=True), entries)
+    if options.reads_whole_file:
+        # A byte search, a fraction of the full read it goes with; never on the fast read of the end alone.
+        from ..core.titles import buffer_title
+
+        result.title = buffer_title(buffer)
     if options.cost:
         from ..core.cost import session_cost  # only with --cost: count's usual path stays light
 

@@ -8,14 +8,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar, cast
 
-from ..core.reports import CountTotal
+from ..core.reports import CountFailure, CountReport, CountTotal
 from ..core.wire import ABSENT, Absent
 
 if TYPE_CHECKING:
     from ..core.api_edits import ApiEdits
     from ..core.errors import CtxpipeError
     from ..core.jsonl import ReadStats
-    from ..core.reports import CompactReport, CompactRow, CompactSkipRow, CountReport, ValidateReport
+    from ..core.reports import CompactReport, CompactRow, CompactSkipRow, ValidateReport
     from .count import FileCount
 
 Result = TypeVar("Result")
@@ -58,14 +58,25 @@ def batch_of(kind: type[Any], names: Sequence[str], results: Sequence[tuple[bool
 class CountBatch(BatchResult["FileCount"]):
     """count_many's answer: each file's count (`FileCount`: `.count_report()` is its `count --json` row)."""
 
-    def rows(self) -> list[CountReport | CountTotal]:
-        """What `count --json` prints (each row's `.to_wire()`): a row per file counted, and the total
-        over them after several inputs."""
-        counted = [result.count_report() for result in self.done]
-        rows: list[CountReport | CountTotal] = list(counted)
+    def rows(self) -> list[CountReport | CountFailure | CountTotal]:
+        """What `count --json` prints (each row's `.to_wire()`): a row per file in the order found (its
+        count, or the error that stopped it), and the total over those counted after several inputs."""
+        rows: list[CountReport | CountFailure | CountTotal] = [
+            file.result.count_report() if file.result is not None else failure_row(file) for file in self.files
+        ]
         if len(self.files) > 1:
-            rows.append(count_total(counted, len(self.failures)))
+            rows.append(count_total([row for row in rows if isinstance(row, CountReport)], len(self.failures)))
         return rows
+
+
+def failure_row(file: FileResult[Any]) -> CountFailure:
+    """A batch's row for a file that could not be read: the file, and why (the line in it, when known)."""
+    from ..core.errors import InputError
+
+    error = file.error
+    if isinstance(error, InputError):
+        return CountFailure(file=file.file, error=f"line {error.line}: {error.what}" if error.line is not None else error.what)
+    return CountFailure(file=file.file, error=str(error))
 
 
 def count_total(rows: Sequence[CountReport], failed: int) -> CountTotal:

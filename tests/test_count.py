@@ -735,9 +735,25 @@ def test_a_bad_file_among_good_ones_is_reported_and_the_others_counted(tmp_path:
     assert "Traceback" not in err
     assert err.count("ctxpipe: error:") == 1 and str(bad) in err
     rows = [json.loads(line) for line in result.stdout.splitlines()]
-    assert [row["file"] for row in rows[:-1]] == [str(good[0]), str(good[1])]
-    assert [row["tokens"] for row in rows[:-1]] == [30000, 20000]
+    # Every file has its row, in the order given: the one that failed says why, as stderr does.
+    assert [row["file"] for row in rows[:-1]] == [str(good[0]), str(bad), str(good[1])]
+    assert rows[1] == {"file": str(bad), "error": "line 1: " + err.split(f"{bad}:1: ", 1)[1].strip()}
+    assert [rows[0]["tokens"], rows[2]["tokens"]] == [30000, 20000]
     assert rows[-1]["failed"] == 1 and rows[-1]["files"] == 2 and rows[-1]["tokens"] == 50000
+
+
+def test_a_bad_file_is_a_row_of_the_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ctxpipe.cli import streams
+
+    simple(30000).write(tmp_path / "a.jsonl")
+    (tmp_path / "b.jsonl").write_bytes(b"{not json\n")
+    monkeypatch.setattr(streams, "stdout_is_terminal", lambda: True)
+    result = run_cli("count", tmp_path, env={**CLEAN_ENV, "COLUMNS": "200"})
+    assert result.returncode == 1 and b"Traceback" not in result.stderr
+    lines = result.stdout.decode().splitlines()
+    failed = [line for line in lines if "b.jsonl" in line]
+    assert len(failed) == 1 and "failed" in failed[0] and "line 1: invalid JSON" in failed[0]
+    assert any("a.jsonl" in line and "30,000" in line for line in lines)
 
 
 def test_a_file_with_a_bad_line_among_good_ones_is_reported(tmp_path: Path) -> None:

@@ -136,10 +136,14 @@ def test_a_command_on_the_cluster_prints_what_jobs_prints(command: str, cluster:
         assert len(files) == 21
         [bad] = [row for row in rows if row["file"].endswith(BAD)]
         assert not bad["valid"] and bad["findings"][0]["line"] == 4
-    else:  # one error line on stderr, every other file a row
-        assert len(files) == 20 and not any(name.endswith(BAD) for name in files)
+    else:  # one error line on stderr, every other file a row (count: the bad one too, a row saying why)
+        counted = [row["file"] for row in rows if row["file"] and "error" not in row]
+        assert len(counted) == 20 and not any(name.endswith(BAD) for name in counted)
         [error] = [line for line in remote.stderr.decode().splitlines() if "error:" in line]
         assert error.endswith(f"{BAD}:4: invalid JSON: unexpected character, expected a string key (column 18)")
+        if command == "count":
+            [bad] = [row for row in rows if "error" in row]
+            assert bad["file"].endswith(BAD) and error.endswith(bad["error"].removeprefix("line 4: "))
     if command == "count":
         assert rows[-1]["total"] and (rows[-1]["files"], rows[-1]["failed"]) == (20, 1)
 
@@ -179,7 +183,7 @@ def test_without_an_address_a_local_cluster_is_started(tree: Path) -> None:
             held.listen()
         remote = ctxpipe("count", "--json", "--executor", "dask", "--jobs", "2", tree)
     assert (remote.returncode, remote.stdout, remote.stderr) == (local.returncode, local.stdout, local.stderr)
-    assert len(remote.stdout.splitlines()) == 21
+    assert len(remote.stdout.splitlines()) == 22  # 20 counted, the bad file's row, the total
 
 
 # --- 4. a worker killed mid-task ------------------------------------------------------------------

@@ -137,6 +137,7 @@ def count_cells(row: dict[str, Any]) -> dict[str, str]:
         "messages": f"{row['messages']:,}",
         "cost": usd(row["cost"]["usd"]),
         "cache hit": f"{100 * row['cost']['cache_hit_rate']:.1f}%",
+        "title": row["title"] or "",
     }
 
 

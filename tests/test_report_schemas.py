@@ -169,6 +169,9 @@ TYPES: list[tuple[Any, str, str, set[str]]] = [
     (reports.MissingFact, "report-defs.schema.json", "/$defs/verification/properties/missing/items", set()),
     (reports.CountReport, "count.report.schema.json", "/$defs/file", set()),
     (reports.CountTotal, "count.report.schema.json", "/$defs/total", set()),
+    (reports.CountFailure, "count.report.schema.json", "/$defs/failure", set()),
+    (reports.RollupRow, "count.report.schema.json", "/$defs/group", set()),
+    (reports.RollupTotal, "count.report.schema.json", "/$defs/group_total", set()),
     (reports.BaselineReport, "count.report.schema.json", "/$defs/file/properties/baseline", set()),
     (reports.CalibrationReport, "count.report.schema.json", "/$defs/file/properties/calibration", set()),
     (reports.ReinjectedReport, "count.report.schema.json", "/$defs/file/properties/reinjected", set()),
@@ -361,11 +364,16 @@ def test_count_rows_match_their_schema(tmp_path: Path) -> None:
     (tmp_path / "a.jsonl").write_bytes(data)
     (tmp_path / "b.jsonl").write_bytes(fixture("count", "compacted")[0])
     (tmp_path / "agent-acompact-0a1b2c.jsonl").write_bytes(data)
-    (tmp_path / "bad.jsonl").write_bytes(b"{not json\n")  # fails: counted in the total row
+    (tmp_path / "bad.jsonl").write_bytes(b"{not json\n")  # fails: its own row, and counted in the total row
     rows = json_lines(ctxpipe("count", "--json", "--by", "tool", "--top", "3", "--timeline", tmp_path, code=1).stdout)
     assert_valid("count.report.schema.json", rows)
     assert rows[-1]["total"] is True and rows[-1]["failed"] == 1
-    assert any(row.get("kind") == "compaction" for row in rows) and all("breakdown" in row for row in rows[:-1])
+    failed = [row for row in rows if "error" in row]
+    assert [row["file"] for row in failed] == [str(tmp_path / "bad.jsonl")] and failed[0]["error"].startswith("line 1: ")
+    counted = [row for row in rows[:-1] if "error" not in row]
+    assert any(row.get("kind") == "compaction" for row in rows) and all("breakdown" in row and "title" in row for row in counted)
+    for by in ("day", "project", "session"):
+        assert_valid("count.report.schema.json", json_lines(ctxpipe("count", "--json", "--by", by, tmp_path, code=1).stdout))
     for case in ("codex", "anthropic-no-usage", "as-claude-code"):
         data, args = fixture("count", case)
         assert_valid("count.report.schema.json", json_lines(ctxpipe("count", *args, "--json", stdin=data).stdout))

@@ -33,11 +33,15 @@ if TYPE_CHECKING:
     from .count import BreakdownRow as BreakdownRow
     from .count import CalibrationReport as CalibrationReport
     from .count import CalibrationSource as CalibrationSource
+    from .count import CountFailure as CountFailure
     from .count import CountReport as CountReport
     from .count import CountTotal as CountTotal
     from .count import ReinjectedItem as ReinjectedItem
     from .count import ReinjectedKind as ReinjectedKind
     from .count import ReinjectedReport as ReinjectedReport
+    from .count import RollupBy as RollupBy
+    from .count import RollupRow as RollupRow
+    from .count import RollupTotal as RollupTotal
     from .count import TimelinePoint as TimelinePoint
     from .count import TopLine as TopLine
     from .count import WarnReport as WarnReport
@@ -124,6 +128,10 @@ WHERE: dict[str, str] = {
     "TimelinePoint": "count",
     "CountReport": "count",
     "CountTotal": "count",
+    "CountFailure": "count",
+    "RollupBy": "count",
+    "RollupRow": "count",
+    "RollupTotal": "count",
     "WarnThresholds": "count",
     "WarnReport": "count",
     "FindingRow": "validate",

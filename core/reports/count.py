@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Literal
 from ..wire import Absent, Wire, sometimes, sometimes_null
 
 if TYPE_CHECKING:  # annotations only
-    from .cost import CostReport
+    from .cost import CostReport, TokenParts
 
 
 BaselineSource = Literal["measured", "default", "--baseline"]
@@ -121,6 +121,7 @@ class CountReport(Wire):
     top: list[TopLine] | None = sometimes()  # --top
     timeline: list[TimelinePoint] | None = sometimes()  # --timeline
     cost: CostReport | None = sometimes()  # --cost
+    title: str | None | Absent = sometimes_null()  # where every line is read (--cost, --full, …): the session's title (core.titles), null without one
 
 
 @dataclass(kw_only=True, slots=True)
@@ -136,6 +137,47 @@ class CountTotal(Wire):
     estimated_tokens: int
     messages: int | None
     usd: float | None | Absent = sometimes_null()  # --cost: every file's cost; None when one is unknown
+
+
+@dataclass(kw_only=True, slots=True)
+class CountFailure(Wire):
+    """A row of `count --json` over several inputs for a file that could not be counted (the others were)."""
+
+    file: str
+    error: str  # the one-line message, as stderr gives it
+
+
+RollupBy = Literal["day", "project", "session"]
+
+
+@dataclass(kw_only=True, slots=True)
+class RollupRow(Wire):
+    """A row of `count --by day|project|session --json`: the API calls of one group, each billed call once."""
+
+    by: RollupBy
+    group: str  # the day (YYYY-MM-DD in --timezone; "(no time)" for calls without a timestamp), the project, or the session id
+    usd: float | None  # None when a call's model has no known price
+    tokens: TokenParts
+    api_calls: int
+    files: int  # the files holding the group's calls
+    models: list[str]
+    project: str | None = sometimes()  # session rows: the session's project
+    title: str | None | Absent = sometimes_null()  # session rows: the session's title (core.titles), null without one
+
+
+@dataclass(kw_only=True, slots=True)
+class RollupTotal(Wire):
+    """The last row of `count --by day|project|session --json`: every row added up."""
+
+    by: RollupBy
+    group: None = None
+    total: Literal[True] = True
+    usd: float | None  # the rows' usd added up; None when one is unknown
+    tokens: TokenParts
+    api_calls: int
+    files: int  # the files counted
+    failed: int  # the files that could not be read
+    groups: int
 
 
 @dataclass(kw_only=True, slots=True)
