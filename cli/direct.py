@@ -9,6 +9,7 @@ tests/test_direct.py checks that both give a command the same values, and the sa
 
 from __future__ import annotations
 
+import gc
 import inspect
 import os
 import types
@@ -169,6 +170,7 @@ def main(argv: Sequence[str]) -> None:
     with loading():
         function = command(name)
         found = None if function is None else slots(function.declared)
+    gc.enable()  # off while the modules loaded (cli/entry.py): the command's own work collects as usual
     values = None if found is None else parse(found, argv[1:])
     if values is None:
         return
