@@ -41,6 +41,7 @@ from .files.inputs import (
     read_side_file,
     source_name,
     stream_entries,
+    when_stdin_is_a_terminal,
 )
 from .files.storage import below, identity, is_remote
 from .formats import NAMES, REGISTRY, WRITABLE, WriteOptions, editor_of, get
@@ -54,7 +55,7 @@ if TYPE_CHECKING:
     from .files.atomic import atomic_file, make_folder, unwind_on_termination, write_error, writer
     from .files.sessions import COMPACTION_NOTE, Kind, SessionFile, is_compaction, kind_of
     from .jobs.audit import AuditBatch, AuditOptions, FileAudit
-    from .jobs.batch import Runner, default_jobs
+    from .jobs.batch import Progress, Runner, default_jobs
     from .jobs.breaker import breaker
     from .jobs.count import CountOptions, FileCount, count_buffer, count_file
     from .jobs.hooks import HookAnswer, HookOptions, SettingsChange, settings_path
@@ -208,6 +209,7 @@ __all__ = [
     "below",
     "detect_format",
     "guard_truncation",
+    "when_stdin_is_a_terminal",
     "identity",
     "is_regular",
     "is_remote",
@@ -655,6 +657,7 @@ def count_many(
     jobs: int = 0,
     executor: Executor = "local",
     scheduler: str | None = None,
+    progress: Progress | None = None,
 ) -> CountBatch:
     """`count` over files and folders (`files`: the session files already found, e.g. by
     session_files with warnings of one's own): `jobs` worker processes (0: one per core), or one
@@ -671,7 +674,7 @@ def count_many(
     # One file: the tokenizer may use every core; many: the files are spread over them instead.
     options = replace(options or CountOptions(), threads=runner.workers if len(found) == 1 else 1)
     job = functools.partial(count_one, options=options)
-    results = run_all(job, [(for_workers(str(f.path), runner), f.kind, f.shown) for f in found], runner, sum(f.size for f in found))
+    results = run_all(job, [(for_workers(str(f.path), runner), f.kind, f.shown) for f in found], runner, sum(f.size for f in found), progress)
     return cast(CountBatch, batch_of(CountBatch, [f.shown for f in found], results))
 
 
@@ -693,6 +696,7 @@ def rollup_many(
     jobs: int = 0,
     executor: Executor = "local",
     scheduler: str | None = None,
+    progress: Progress | None = None,
 ) -> RollupBatch:
     """The billed calls of files and folders (paths ["-"]: stdin, read here), for `count --by
     day|project|session`: `.rows(by, zone, window)` rolls them up. On workers as count_many runs them;
@@ -701,7 +705,7 @@ def rollup_many(
     from .jobs.rollup import RollupBatch
 
     job = functools.partial(calls_one, options=options or CountOptions())
-    return cast(RollupBatch, _path_batch(RollupBatch, job, paths, files, subagents, jobs, executor, scheduler))
+    return cast(RollupBatch, _path_batch(RollupBatch, job, paths, files, subagents, jobs, executor, scheduler, progress))
 
 
 def audit_one(item: tuple[str, str], options: AuditOptions) -> FileAudit:
@@ -721,13 +725,14 @@ def audit_many(
     jobs: int = 0,
     executor: Executor = "local",
     scheduler: str | None = None,
+    progress: Progress | None = None,
 ) -> AuditBatch:
     """`audit` over files and folders (paths ["-"]: stdin, read here), on workers as count_many runs
     them. A file that cannot be read is an error in its row; the others are audited."""
     from .jobs.audit import AuditBatch, AuditOptions
 
     job = functools.partial(audit_one, options=options or AuditOptions())
-    return cast(AuditBatch, _path_batch(AuditBatch, job, paths, files, subagents, jobs, executor, scheduler))
+    return cast(AuditBatch, _path_batch(AuditBatch, job, paths, files, subagents, jobs, executor, scheduler, progress))
 
 
 def _path_batch(
@@ -739,6 +744,7 @@ def _path_batch(
     jobs: int,
     executor: Executor,
     scheduler: str | None,
+    progress: Progress | None,
 ) -> Any:
     """A batch whose job takes (path or "-", shown): stdin is read here (a worker has none), the
     files found where the batch runs; the answer is `kind`'s (a BatchResult), in the order found."""
@@ -751,7 +757,7 @@ def _path_batch(
         runner = _runner(jobs, executor, scheduler)
         items = [(for_workers(str(file.path), runner), file.shown) for file in _found(paths, files, subagents)]
     sizes = sum(os.path.getsize(path) for path, _ in items if not is_remote(path) and os.path.isfile(path))
-    results = run_all(job, items, runner, sizes) if items else []
+    results = run_all(job, items, runner, sizes, progress) if items else []
     return batch_of(kind, [shown for _, shown in items], results)
 
 
@@ -802,13 +808,14 @@ def validate_many(
     jobs: int = 0,
     executor: Executor = "local",
     scheduler: str | None = None,
+    progress: Progress | None = None,
 ) -> BatchResult[ValidatedFile]:
     """`validate` over files and folders (paths ["-"]: stdin, read here), on workers as count_many
     runs them. With on_error "skip" bad lines are only counted (in each file's stats), not findings."""
     from .jobs.results import BatchResult
 
     job = functools.partial(validate_one, format_name=format, errors=on_error)
-    return cast("BatchResult[ValidatedFile]", _path_batch(BatchResult, job, paths, files, subagents, jobs, executor, scheduler))
+    return cast("BatchResult[ValidatedFile]", _path_batch(BatchResult, job, paths, files, subagents, jobs, executor, scheduler, progress))
 
 
 def _compact_plan(files: list[SessionFile], given: Sequence[str], out_dir: str | None, in_place: bool) -> list[tuple[str, str, str]]:
@@ -858,7 +865,7 @@ def compact_many(
     executor: Executor = "local",
     scheduler: str | None = None,
     before_write: Callable[[str], None] | None = None,
-    progress: Callable[[int], contextlib.AbstractContextManager[Callable[[bool], None] | None]] | None = None,
+    progress: Progress | None = None,
 ) -> CompactBatch:
     """`compact --out-dir` (or `--in-place`, keeping each original that changes as FILE+`backup`)
     over files and folders: each file written whole by compact_file, on workers as count_many runs
@@ -882,8 +889,7 @@ def compact_many(
     if out_dir:  # once, before the work: a folder that cannot be made, a store's missing bucket or backend
         make_folder(out_dir)
     job = functools.partial(compact_one, options=_as_the_command(options), backup=backup, before_write=before_write)
-    with progress(len(items)) if progress else contextlib.nullcontext(None) as advance:
-        results = run_all(job, items, runner, sum(f.size for f in found), on_done=advance, shared_breaker=True)
+    results = run_all(job, items, runner, sum(f.size for f in found), progress, shared_breaker=True)
     for (path, _, target), (worker_path, _, worker_target), (ok, row) in zip(planned, items, results):
         if ok and isinstance(row, CompactReport) and row.output == worker_target:
             row.output = target
@@ -948,7 +954,7 @@ def report_many(
     executor: Executor = "local",
     scheduler: str | None = None,
     before_write: Callable[[str], None] | None = None,
-    progress: Callable[[int], contextlib.AbstractContextManager[Callable[[bool], None] | None]] | None = None,
+    progress: Progress | None = None,
 ) -> ReportBatch:
     """`report` over files and folders. With `out_dir`: each session's page written below it (the
     folders' tree mirrored, NAME.html), checked first (SettingsError: a page over an input, two at
@@ -993,8 +999,7 @@ def report_many(
         out_dir=out_dir and for_workers(out_dir, runner),
         before_write=before_write,
     )
-    with progress(len(items)) if progress else contextlib.nullcontext(None) as advance:
-        results = run_all(job, items, runner, sum(file.size for file in found), on_done=advance)
+    results = run_all(job, items, runner, sum(file.size for file in found), progress)
     batch = cast(ReportBatch, batch_of(ReportBatch, [file.shown for file in found], results))
     return ReportBatch(batch.files, join(out_dir, INDEX) if out_dir else None, tuple(given))
 

@@ -73,6 +73,16 @@ def run_command_line(invoke: Callable[[], int | None], in_process: bool) -> NoRe
     sys.exit(status)
 
 
+def _say_stdin_is_awaited() -> None:
+    if sys.stderr is not None:
+        sys.stderr.write(STDIN_HINT)
+        sys.stderr.flush()
+
+
+# Said on stderr when a command reads stdin and stdin is a terminal (it would wait without a word).
+STDIN_HINT = "ctxpipe: reading a transcript from the terminal: paste its lines and end with Ctrl-D, or give a file or folder (ctxpipe COMMAND PATH)\n"
+
+
 def _typer_exceptions() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
     """typer's usage errors and Abort, where typer has been loaded (nothing else can raise them)."""
     found = sys.modules.get("typer.exceptions")
@@ -84,7 +94,7 @@ def _typer_exceptions() -> tuple[tuple[type[BaseException], ...], tuple[type[Bas
 def _outcome(invoke: Callable[[], int | None]) -> int:
     import io
 
-    from ..api import guard_truncation
+    from ..api import guard_truncation, when_stdin_is_a_terminal
     from ..core.errors import CtxpipeError, InputError, InternalError
     from .encoding import tolerant_standard_streams
     from .terminal import shown
@@ -92,6 +102,7 @@ def _outcome(invoke: Callable[[], int | None]) -> int:
     _hold_standard_descriptors()
     tolerant_standard_streams()
     guard_truncation(lambda name: f"ctxpipe: error: {shown(InputError(name, None, 'changed while being read'))}", ExitStatus.ERROR)
+    when_stdin_is_a_terminal(_say_stdin_is_awaited)
     try:
         status = invoke()
     except Exception as exc:

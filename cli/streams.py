@@ -144,11 +144,18 @@ def progress(label: str) -> Iterator[Any]:
         yield lambda text: status.update(Text(f"{label}… {shown(text)}"))
 
 
+def batch_progress(label: str) -> Any:
+    """A batch's progress (the api's `progress=`): a bar on stderr saying `label` ("counting"), the
+    files done and the errors, on a terminal and for more than one file only."""
+    import functools
+
+    return functools.partial(_progress_bar, label=label)
+
+
 @contextlib.contextmanager
-def batch_progress(total: int, label: str = "compacting") -> Iterator[Any]:
-    """A progress bar on stderr (`label`, files done, errors), on a terminal only; yields advance(ok),
-    or None when there is no terminal (the batch then hands out files in chunks, which is faster)."""
-    if not sys.stderr.isatty():
+def _progress_bar(total: int, label: str) -> Iterator[Any]:
+    """The bar of batch_progress: yields advance(ok), or None without one (no terminal, one file)."""
+    if total < 2 or not sys.stderr.isatty():
         yield None
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn

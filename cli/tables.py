@@ -116,6 +116,14 @@ def fitted_name(console: Any, name: str, after: int, style: str = "") -> Any:
     return Text(shortened(shown(name), max(NAME_MIN, console.width - after), ellipsis_for(console)), style=style)
 
 
+def print_failed(console: Any, name: str, style: str = "") -> None:
+    """The line of a batch's file that could not be read, `name: failed` (why is on stderr, as the error)."""
+    from .terminal import shown_text
+
+    rest = shown_text(": ") + shown_text("failed", "red")
+    console.print(fitted_name(console, name, rest.cell_len, style) + rest)
+
+
 def print_table(console: Any, columns: Sequence[Column], rows: Sequence[Sequence[Any]], whole: str = "--json") -> None:
     """`rows` (cells: str or rich Text, one per column) as a table that fits the console by the rule above;
     `whole`: the option that gives every column, named when some are left out."""

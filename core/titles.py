@@ -8,16 +8,21 @@ title types is "last wins" in its entry registry, so the last line of a type is 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import orjson
+
+from .jsonl import BOM
 
 # (entry type, field holding the title), in the order Claude Code prefers them.
 TITLE_ENTRIES: tuple[tuple[str, str], ...] = (("custom-title", "customTitle"), ("ai-title", "aiTitle"), ("summary", "summary"))
 # A prompt is not a title when it is what the harness wrote: a command's echo, its output, a caveat.
 HARNESS_PREFIXES = ("<command-", "<local-command-", "<bash-", "<system-reminder>", "Caveat:")
 FIRST_PROMPT_CHARS = 200
+# What an IDE extension puts before a prompt (the open file, the selection): context, not what was typed.
+IDE_CONTEXT = re.compile(r"<(ide_[a-z_]+)>.*?</\1>", re.DOTALL)
 
 
 def session_title(records: Iterable[Mapping[str, object]]) -> str | None:
@@ -57,7 +62,7 @@ def _meaningful_prompt(record: Mapping[str, object]) -> str | None:
         text = "\n".join(t for t in texts if isinstance(t, str))
     else:
         return None
-    text = " ".join(text.split())
+    text = " ".join(IDE_CONTEXT.sub(" ", text).split())
     if not text or text.startswith(HARNESS_PREFIXES):
         return None
     return text[:FIRST_PROMPT_CHARS]
@@ -100,6 +105,8 @@ def _record(buffer: Any, start: int, stop: int | None = None) -> Mapping[str, ob
     if stop is None:
         stop = buffer.find(b"\n", start)
         stop = len(buffer) if stop < 0 else stop
+    if start == 0 and buffer[:3] == BOM:  # a BOM before the first line is not part of it
+        start = 3
     try:
         record = orjson.loads(bytes(buffer[start:stop]))
     except orjson.JSONDecodeError:

@@ -121,9 +121,22 @@ def read_whole(stream: BinaryIO, name: str, on_error: OnError = "fail") -> Itera
             spool.close()
 
 
+# What to do before reading a terminal's stdin: nothing for the library; the command line says how to
+# end the input or give a file instead (cli/run.py sets it), since a command waiting on a terminal
+# without a word looks hung.
+_on_terminal_stdin: list[Callable[[], None]] = []
+
+
+def when_stdin_is_a_terminal(notice: Callable[[], None]) -> None:
+    """Call `notice` (once per run) before stdin is read from a terminal."""
+    _on_terminal_stdin[:] = [notice]
+
+
 def stdin_stream() -> BinaryIO:
     if sys.stdin is None:  # started with `<&-`
         raise InputError(STDIN, None, "stdin is closed")
+    if _on_terminal_stdin and sys.stdin.isatty():
+        _on_terminal_stdin.pop()()
     return sys.stdin.buffer
 
 

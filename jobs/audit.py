@@ -8,6 +8,7 @@ from typing import Any
 from ..core.audit import CompactionAudit, SessionAudit, audit_session, session_total
 from ..core.catalog import Prices
 from ..core.jsonl import OnError, ReadStats, iter_buffer_entries
+from ..core.reports import FailedFile
 from ..files.inputs import detect_format, mapped, source_name
 from .results import BatchResult
 
@@ -52,6 +53,7 @@ def audit_file(path: str | None, options: AuditOptions = AuditOptions(), shown: 
 
 
 class AuditBatch(BatchResult[FileAudit]):
-    def rows(self) -> list[CompactionAudit | SessionAudit]:
-        """What `audit --json` prints: each session's compactions, then its total."""
-        return [row for audit in self.done for row in audit.rows()]
+    def rows(self) -> list[CompactionAudit | SessionAudit | FailedFile]:
+        """What `audit --json` prints: each session's compactions, then its total; a FailedFile row
+        for a file that could not be read, in the order found."""
+        return self.rows_in_order(FileAudit.rows)

@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 # small file (most runs) never starts a worker, and the two cost about as much as its whole start-up.
 
 Item = TypeVar("Item")
+# A batch's progress: called with the number of files, a context around the run that yields the
+# function told of each file done (ok or not), or None for no progress shown.
+Progress = Callable[[int], contextlib.AbstractContextManager[Callable[[bool], None] | None]]
 # Below this much work, starting workers costs more than it saves: the input's bytes, each file
 # counted as at least FILE_COST_BYTES (opening, detecting, counting a short session is that much work).
 PARALLEL_MIN_BYTES = 16 << 20
@@ -142,10 +145,22 @@ def run_all(
     items: Sequence[Item],
     runner: Runner,
     total_bytes: int,
-    on_done: Callable[[bool], None] | None = None,
+    progress: Progress | None = None,
     shared_breaker: bool = False,
 ) -> list[tuple[bool, Any]]:
     """(ok, result or CtxpipeError) for each item, in order; bad input in one file spares the rest."""
+    with progress(len(items)) if progress else contextlib.nullcontext(None) as on_done:
+        return _run_all(job, items, runner, total_bytes, on_done, shared_breaker)
+
+
+def _run_all(
+    job: Callable[[Item], Any],
+    items: Sequence[Item],
+    runner: Runner,
+    total_bytes: int,
+    on_done: Callable[[bool], None] | None,
+    shared_breaker: bool,
+) -> list[tuple[bool, Any]]:
     if runner.executor == "dask":
         from .dask_executor import run_on_dask
 

@@ -4,11 +4,11 @@ them). Kept out of api.py, whose import the status line pays for after every mes
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar, cast
 
-from ..core.reports import CountFailure, CountReport, CountTotal
+from ..core.reports import CountReport, CountTotal, FailedFile
 from ..core.wire import ABSENT, Absent
 
 if TYPE_CHECKING:
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from .count import FileCount
 
 Result = TypeVar("Result")
+Row = TypeVar("Row")
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,14 @@ class BatchResult(Generic[Result]):
     def failures(self) -> list[CtxpipeError]:
         return [file.error for file in self.files if file.error is not None]
 
+    def rows_in_order(self, rows_of: Callable[[Result], Iterable[Row]]) -> list[Row | FailedFile]:
+        """A batch's --json rows in the order found: each file's own (`rows_of` its result), or, for a
+        file that could not be read, its FailedFile row."""
+        found: list[Row | FailedFile] = []
+        for file in self.files:
+            found.extend(rows_of(cast("Result", file.result)) if file.error is None else [failure_row(file)])
+        return found
+
 
 def batch_of(kind: type[Any], names: Sequence[str], results: Sequence[tuple[bool, Any]]) -> Any:
     """run_all's (ok, result or error) pairs as a batch's FileResults."""
@@ -58,25 +67,19 @@ def batch_of(kind: type[Any], names: Sequence[str], results: Sequence[tuple[bool
 class CountBatch(BatchResult["FileCount"]):
     """count_many's answer: each file's count (`FileCount`: `.count_report()` is its `count --json` row)."""
 
-    def rows(self) -> list[CountReport | CountFailure | CountTotal]:
+    def rows(self) -> list[CountReport | FailedFile | CountTotal]:
         """What `count --json` prints (each row's `.to_wire()`): a row per file in the order found (its
         count, or the error that stopped it), and the total over those counted after several inputs."""
-        rows: list[CountReport | CountFailure | CountTotal] = [
-            file.result.count_report() if file.result is not None else failure_row(file) for file in self.files
-        ]
+        rows: list[CountReport | FailedFile | CountTotal] = list(self.rows_in_order(lambda counted: [counted.count_report()]))
         if len(self.files) > 1:
             rows.append(count_total([row for row in rows if isinstance(row, CountReport)], len(self.failures)))
         return rows
 
 
-def failure_row(file: FileResult[Any]) -> CountFailure:
+def failure_row(file: FileResult[Any]) -> FailedFile:
     """A batch's row for a file that could not be read: the file, and why (the line in it, when known)."""
-    from ..core.errors import InputError
-
-    error = file.error
-    if isinstance(error, InputError):
-        return CountFailure(file=file.file, error=f"line {error.line}: {error.what}" if error.line is not None else error.what)
-    return CountFailure(file=file.file, error=str(error))
+    assert file.error is not None  # a file that failed
+    return FailedFile.of(file.file, file.error)
 
 
 def count_total(rows: Sequence[CountReport], failed: int) -> CountTotal:
@@ -123,9 +126,10 @@ class CompactBatch(BatchResult["CompactRow"]):
 
         return [row for row in self.done if isinstance(row, CompactSkipRow)]
 
-    def rows(self) -> list[CompactRow]:
-        """What `compact --json` prints: a row per file done (its stages last, the long part: CompactReport's field order)."""
-        return self.done
+    def rows(self) -> list[CompactRow | FailedFile]:
+        """What `compact --json` prints: a row per file in the order found (its stages last, the long
+        part: CompactReport's field order), a FailedFile row for a file that could not be compacted."""
+        return self.rows_in_order(lambda row: [row])
 
 
 class ContextManagement(NamedTuple):

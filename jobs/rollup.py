@@ -13,7 +13,7 @@ from datetime import tzinfo
 from typing import Any
 
 from ..core.jsonl import LineIndex, ReadStats, iter_buffer_entries
-from ..core.reports import CountFailure, RollupBy, RollupRow, RollupTotal
+from ..core.reports import FailedFile, RollupBy, RollupRow, RollupTotal
 from ..core.rollup import FileCalls, RollupCall, Window, rollup
 from ..core.titles import buffer_title
 from ..files.inputs import detect_format, mapped, source_name
@@ -69,8 +69,8 @@ def calls_file(path: str | None, options: CountOptions = CountOptions(), kind: K
 class RollupBatch(BatchResult[FileCalls]):
     """rollup_many's answer: each file's calls, or the error that stopped it."""
 
-    def rows(self, by: RollupBy, zone: tzinfo | None = None, window: Window = Window()) -> list[RollupRow | CountFailure | RollupTotal]:
+    def rows(self, by: RollupBy, zone: tzinfo | None = None, window: Window = Window()) -> list[RollupRow | FailedFile | RollupTotal]:
         """What `count --by <by> --json` prints: a row per group, a row per file that failed, the total."""
         *groups, total = rollup(self.done, by, zone, window, len(self.failures))
-        failures: Sequence[CountFailure] = [failure_row(file) for file in self.files if file.error is not None]
+        failures: Sequence[FailedFile] = [failure_row(file) for file in self.files if file.error is not None]
         return [*groups, *failures, total]

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import ctxpipe
 import pytest
@@ -104,13 +105,20 @@ def test_validate_many_is_validate_json(folder: Path, jobs: int) -> None:
     assert broken.stats.skipped == 1  # skipped, so counted rather than listed as a finding
 
 
+def _output_below(row: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """A compact row with its output relative to `folder` (a failed file's row has none)."""
+    return {**row, "output": str(Path(row["output"]).relative_to(folder))} if "output" in row else row
+
+
 def test_compact_many_is_compact_out_dir(folder: Path, tmp_path: Path, jobs: int) -> None:
     printed = run_cli("compact", "--json", *COMPACT_FLAGS, "--jobs", str(jobs), "--out-dir", tmp_path / "by-command", folder)
     assert printed.returncode == 1  # the broken file
     done = ctxpipe.compact_many([folder], tmp_path / "by-api", _compact_options(), jobs=jobs)
-    rows = [{**row, "output": str(Path(row["output"]).relative_to(tmp_path / "by-api"))} for row in (row.to_wire() for row in done.rows())]
-    expected = [{**row, "output": str(Path(row["output"]).relative_to(tmp_path / "by-command"))} for row in json_lines(printed.stdout)]
+    rows = [_output_below(row, tmp_path / "by-api") for row in (row.to_wire() for row in done.rows())]
+    expected = [_output_below(row, tmp_path / "by-command") for row in json_lines(printed.stdout)]
     assert rows == expected
+    (failed,) = [row for row in rows if "error" in row]  # the broken file: a row of its own, in its place
+    assert Path(failed["file"]).name == "broken.jsonl" and failed["error"].startswith("line 1: ")
     assert files_under(tmp_path / "by-api") == files_under(tmp_path / "by-command")
     assert len(done.reports) == len(SESSIONS) + 1 and len(done.failures) == 1
 
@@ -165,8 +173,8 @@ def test_batches_on_a_dask_cluster_give_what_local_workers_give(folder: Path, tm
         on_dask = ctxpipe.compact_many([folder], tmp_path / "dask", _compact_options(), executor="dask", scheduler=cluster.address)
     assert counted.rows() == ctxpipe.count_many([folder], jobs=1).rows()
     local = ctxpipe.compact_many([folder], tmp_path / "local", _compact_options(), jobs=1)
-    assert [row.to_wire() for row in on_dask.rows()] == [
-        {**row, "output": row["output"].replace(str(tmp_path / "local"), str(tmp_path / "dask"))} for row in (row.to_wire() for row in local.rows())
+    assert [_output_below(row.to_wire(), tmp_path / "dask") for row in on_dask.rows()] == [
+        _output_below(row.to_wire(), tmp_path / "local") for row in local.rows()
     ]
     assert files_under(tmp_path / "dask") == files_under(tmp_path / "local")
 

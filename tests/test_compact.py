@@ -9,6 +9,7 @@ for the breaker) and --source transcript unless a test builds a real project fol
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -190,8 +191,10 @@ def test_the_corpus_compacts_with_its_invariants(tmp_path: Path) -> None:
     out = tmp_path / "out"
     result = compact(*DETERMINISTIC, "--force", "--keep-last", "4", "--out-dir", out, folder)
     by_file = {Path(r["file"]): r for r in reports(result)}
-    assert set(by_file) == set(files)
+    assert set(by_file) == set(files) | set(codex)
     assert result.returncode == (1 if codex else 0)
+    assert {path for path, row in by_file.items() if "error" in row} == set(codex)  # in its place, a row of its own
+    by_file = {path: row for path, row in by_file.items() if path not in codex}
     for bad in codex:
         assert f"{bad}: compact edits claude-code and anthropic transcripts".encode() in result.stderr
     # Claude Code's compaction side-call is not a session: skipped, not written (test_compaction_files.py).
@@ -351,7 +354,7 @@ def test_in_place_replaces_atomically_and_backup_keeps_the_original(tmp_path: Pa
     assert {r["file"]: r["changed"] for r in reports(result)}[str(quiet)] is False
 
 
-def test_a_bad_file_is_listed_at_the_end_and_the_others_are_written(tmp_path: Path) -> None:
+def test_a_bad_file_is_said_at_the_end_and_the_others_are_written(tmp_path: Path) -> None:
     src = tmp_path / "projects"
     files = layouts(src)
     broken = src / "-home-dev-other" / "broken.jsonl"
@@ -365,7 +368,12 @@ def test_a_bad_file_is_listed_at_the_end_and_the_others_are_written(tmp_path: Pa
         assert err[-1] == "ctxpipe: compact: 2 of 6 files failed"
         assert re.fullmatch(rf"ctxpipe: error: {re.escape(str(broken))}:\d+: invalid JSON: .*", err[-3]), err
         assert err[-2] == f"ctxpipe: error: {rollout}: compact edits claude-code and anthropic transcripts; convert a codex transcript first"
-        assert sorted(Path(r["file"]).name for r in reports(result)) == sorted(Path(rel).name for rel in files)
+        rows = reports(result)
+        assert sorted(Path(r["file"]).name for r in rows if "error" not in r) == sorted(Path(rel).name for rel in files)
+        assert {Path(r["file"]).name: r["error"] for r in rows if "error" in r} == {
+            "broken.jsonl": re.sub(r"^.*?:(\d+): ", r"line \1: ", err[-3].removeprefix("ctxpipe: error: ")),
+            "rollout-2026-02-10.jsonl": err[-2].removeprefix(f"ctxpipe: error: {rollout}: "),
+        }
     assert sorted(tree(tmp_path / "out")) == sorted(files)
     assert all((src / rel).read_bytes() == (tmp_path / "out" / rel).read_bytes() for rel in files)
     assert rollout.read_bytes() == (FIXTURES / "codex" / "rollout.jsonl").read_bytes()
@@ -453,7 +461,7 @@ def test_run_all_spreads_over_workers_keeps_the_order_and_isolates_failures(monk
     items = ["a" * n for n in range(1, 20)]
     items[7] = "bad"
     done: list[bool] = []
-    results = batch.run_all(_pid_and_length, items, batch.Runner(2), 1, on_done=done.append)
+    results = batch.run_all(_pid_and_length, items, batch.Runner(2), 1, progress=lambda total: contextlib.nullcontext(done.append))
     assert [ok for ok, _ in results] == [item != "bad" for item in items]
     assert [value[1] for ok, value in results if ok] == [len(item) for item in items if item != "bad"]
     assert isinstance(results[7][1], CtxpipeError)
@@ -581,9 +589,7 @@ def test_the_breaker_is_shared_by_parallel_workers(tmp_path: Path, failing_serve
         path.write_bytes(small("/home/dev/app", number))
         items.append((str(path), str(path), str(tmp_path / "out" / path.name)))
     monkeypatch.setattr(batch, "PARALLEL_MIN_BYTES", 0)
-    results = batch.run_all(
-        functools.partial(compact_one, options=options, backup=None), items, batch.Runner(2), 1, on_done=lambda ok: None, shared_breaker=True
-    )
+    results = batch.run_all(functools.partial(compact_one, options=options, backup=None), items, batch.Runner(2), 1, shared_breaker=True)
     assert all(ok for ok, _ in results), results
     calls = len(failing_server.message_requests())
     assert 3 <= calls <= 4, f"{calls} requests: the breaker opens after 3 failures (one more may already be in flight in the other worker)"

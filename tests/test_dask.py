@@ -337,7 +337,8 @@ def test_relative_paths_name_the_callers_files_not_the_workers(command: str, clu
     if command == "compact":
         rows = [json.loads(line) for line in remote.stdout.splitlines()]
         outputs = [row["output"] for row in rows if row.get("output")]
-        assert len(rows) == 20 and all(row["file"].startswith("rel/projects/-home-dev-") for row in rows)
+        assert len(rows) == 21 and all(row["file"].startswith("rel/projects/-home-dev-") for row in rows)
+        assert len([row for row in rows if set(row) == {"file", "error"}]) == 1  # the broken file, a row of its own
         assert len(outputs) == 19 and all(output.startswith("out/-home-dev-") for output in outputs), outputs
     if writes[-1] == "out":
         written = files_under(tmp_path / "out")

@@ -169,7 +169,7 @@ TYPES: list[tuple[Any, str, str, set[str]]] = [
     (reports.MissingFact, "report-defs.schema.json", "/$defs/verification/properties/missing/items", set()),
     (reports.CountReport, "count.report.schema.json", "/$defs/file", set()),
     (reports.CountTotal, "count.report.schema.json", "/$defs/total", set()),
-    (reports.CountFailure, "count.report.schema.json", "/$defs/failure", set()),
+    (reports.FailedFile, "report-defs.schema.json", "/$defs/failed_file", set()),
     (reports.RollupRow, "count.report.schema.json", "/$defs/group", set()),
     (reports.RollupTotal, "count.report.schema.json", "/$defs/group_total", set()),
     (reports.BaselineReport, "count.report.schema.json", "/$defs/file/properties/baseline", set()),
@@ -180,10 +180,10 @@ TYPES: list[tuple[Any, str, str, set[str]]] = [
     (reports.BreakdownRow, "count.report.schema.json", "/$defs/file/properties/breakdown/items", set()),
     (reports.TopLine, "count.report.schema.json", "/$defs/file/properties/top/items", set()),
     (reports.TimelinePoint, "count.report.schema.json", "/$defs/file/properties/timeline/items", set()),
-    (reports.WarnReport, "warn.report.schema.json", "", set()),
-    (reports.WarnThresholds, "warn.report.schema.json", "/properties/thresholds", set()),
-    (reports.ValidateReport, "validate.report.schema.json", "", set()),
-    (reports.FindingRow, "validate.report.schema.json", "/properties/findings/items", set()),
+    (reports.WarnReport, "warn.report.schema.json", "/$defs/file", set()),
+    (reports.WarnThresholds, "warn.report.schema.json", "/$defs/file/properties/thresholds", set()),
+    (reports.ValidateReport, "validate.report.schema.json", "/$defs/file", set()),
+    (reports.FindingRow, "validate.report.schema.json", "/$defs/file/properties/findings/items", set()),
     (audit.CompactionAudit, "audit.report.schema.json", "/$defs/compaction", set()),
     (audit.SessionAudit, "audit.report.schema.json", "/$defs/total", set()),
 ]
@@ -328,11 +328,13 @@ def test_compact_rows_match_their_schema(tmp_path: Path) -> None:
     forced = json_lines(ctxpipe("compact", *common, "--force", "--keep-last", "3", "--in-place", "--backup", ".bak", folder, code=1).stdout)
     for rows in (quiet, forced):
         assert_valid("compact.report.schema.json", rows)
-        assert [row["file"].rsplit("/", 1)[-1] for row in rows] == ["a.jsonl", "agent-acompact-0a1b2c.jsonl", "b.jsonl", "c.jsonl", "e.jsonl"]  # d failed
+        assert [row["file"].rsplit("/", 1)[-1] for row in rows] == ["a.jsonl", "agent-acompact-0a1b2c.jsonl", "b.jsonl", "c.jsonl", "d.jsonl", "e.jsonl"]
+        (failed,) = [row for row in rows if "error" in row]  # d, in its place
+        assert failed["file"].endswith("d.jsonl") and set(failed) == {"file", "error"}
         assert sum("skipped" in row for row in rows) == 1
         assert any(row.get("skipped_lines") == 1 for row in rows)
     assert all(stage["note"].startswith("not needed") for row in quiet if "stages" in row for stage in row["stages"] if stage["stage"] == "summarize")
-    changed = [row for row in forced if row["changed"]]
+    changed = [row for row in forced if row.get("changed")]
     assert changed and all(row["backup"].endswith(".bak") for row in changed)
     assert any(stage["stage"] == "restore" and stage["tokens_freed"] < 0 for row in changed for stage in row["stages"])
     assert any(stage["stage"] == "summarize" and stage["verification"] for row in changed for stage in row["stages"])

@@ -40,3 +40,20 @@ def test_the_first_prompt_skips_what_the_harness_wrote() -> None:
 
 def test_no_title_at_all_is_none() -> None:
     assert session_title([{"type": "assistant", "message": {"content": []}}, {"type": "summary", "summary": 3}]) is None
+
+
+def test_what_an_ide_put_before_the_prompt_is_not_the_title() -> None:
+    selection = "<ide_selection>The user selected lines 1-9 of a.py:\nimport os\n</ide_selection>"
+    opened = "<ide_opened_file>The user opened b.py in the IDE.</ide_opened_file>"
+    assert session_title([user(selection + " explain this"), user("later")]) == "explain this"
+    # A prompt that is only the IDE's context is no prompt: the next one is the title.
+    assert session_title([user([{"type": "text", "text": opened}]), user("fix b")]) == "fix b"
+
+
+def test_a_bom_before_the_first_line_does_not_hide_its_prompt() -> None:
+    import orjson
+    from ctxpipe.core.titles import buffer_title
+
+    lines = [user("first question"), user("second question")]
+    whole = b"".join(orjson.dumps(line) + b"\n" for line in lines)
+    assert buffer_title(b"\xef\xbb\xbf" + whole) == buffer_title(whole) == "first question"

@@ -184,7 +184,7 @@ def test_codex_an_output_before_its_call(tmp_path: Path) -> None:
 
 
 def test_the_report_schema_documents_every_finding_code() -> None:
-    documented = schemas.load("validate.report.schema.json")["properties"]["findings"]["items"]["properties"]["code"]["description"]
+    documented = schemas.load("validate.report.schema.json")["$defs"]["file"]["properties"]["findings"]["items"]["properties"]["code"]["description"]
     for code in ("parent-cycle", "result-before-use", "orphan-tool-result", "dangling-parent"):
         assert code in documented
 

@@ -56,7 +56,7 @@ def audit(batch: Batch, reading: Reading, pricing: Pricing, json_output: Json = 
         results = api.audit_many([streams.STDIN], options)
     else:
         files = find_inputs(batch.paths or [], batch.subagents)
-        results = api.audit_many(batch.paths or [], options, files=files, **batch.run_on)
+        results = api.audit_many(batch.paths or [], options, files=files, progress=streams.batch_progress("auditing"), **batch.run_on)
     failures = results.failures
     if len(results.files) == 1 and failures:
         raise failures[0]
@@ -68,7 +68,7 @@ def audit(batch: Batch, reading: Reading, pricing: Pricing, json_output: Json = 
     if json_output or not streams.stdout_is_terminal():
         streams.write_json_lines([row.to_wire() for row in results.rows()])
     else:
-        _print([(audited.compactions, audited.total) for audited in results.done], batch.paths or [])
+        _print([(file.result.compactions, file.result.total) if file.result is not None else file.file for file in results.files], batch.paths or [])
     if failures:
         raise declare.Exit(ExitStatus.ERROR)
 
@@ -87,14 +87,19 @@ def _usd(value: float | None) -> str:
     return "?" if value is None else f"${value:.4f}"
 
 
-def _print(sessions: Sequence[tuple[Sequence[CompactionAudit], SessionAudit]], given: Sequence[str]) -> None:
+def _print(sessions: Sequence[tuple[Sequence[CompactionAudit], SessionAudit] | str], given: Sequence[str]) -> None:
+    """Each session's compactions in the order found; a file that could not be read (a name alone) marked as failed, why on stderr."""
     from ...core.summarize import FACT_LABELS
-    from ..tables import display_names, fitted_name, print_table
+    from ..tables import display_names, fitted_name, print_failed, print_table
     from ..terminal import shown_text
 
     console = streams.stdout_console()
-    names = display_names([total.file for _, total in sessions], given)
-    for compactions, total in sessions:
+    names = display_names([session if isinstance(session, str) else session[1].file for session in sessions], given)
+    for session in sessions:
+        if isinstance(session, str):
+            print_failed(console, names[session], "bold")
+            continue
+        compactions, total = session
         if not compactions:
             rest = shown_text(": no compaction recorded")
             console.print(fitted_name(console, names[total.file], rest.cell_len, "bold") + rest)

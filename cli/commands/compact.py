@@ -163,7 +163,7 @@ def _batch(
             backup=backup,
             files=files,
             before_write=streams.warn_hard_links,
-            progress=streams.batch_progress,
+            progress=streams.batch_progress("compacting"),
             **batch.run_on,
         )
     except SettingsError as exc:  # the plan: two results for one path, a result over an input
@@ -173,7 +173,7 @@ def _batch(
     if json_output or not streams.stdout_is_terminal():
         streams.write_json_lines(rows)
     else:
-        _table(reports, paths)
+        _table(done.rows(), paths)
     if report_json:
         with streams.open_output(report_json) as out:
             for row in rows:
@@ -214,15 +214,24 @@ def _say_fallbacks(reports: list[CompactReport]) -> None:
         streams.warn(f"compact: the model failed on too many files in a row, so the offline engine summarized {unasked} more without asking it")
 
 
-def _table(reports: list[CompactReport], given: list[str]) -> None:
+def _table(done: list[Any], given: list[str]) -> None:
+    """The batch's table: a row per file compacted or failed (why is on stderr), in the order found, and the total."""
+    from ...core.reports import CompactReport, FailedFile
     from ..tables import Column, display_names, print_table
     from ..terminal import shown_text
 
     # A narrow terminal leaves out the largest priority number first (0: always shown).
     columns = [Column("file", "name", 0), Column("before", "number", 0), Column("after", "number", 0), Column("summarized", "label", 1)]
-    names = display_names([report.file for report in reports], given)
+    reports = [row for row in done if isinstance(row, CompactReport)]
+    failed = [row for row in done if isinstance(row, FailedFile)]
+    names = display_names([row.file for row in reports + failed], given)
     rows = []
-    for report in reports:
+    for report in done:
+        if isinstance(report, FailedFile):
+            rows.append([shown_text(names[report.file]), shown_text("failed", "red"), "", ""])
+            continue
+        if not isinstance(report, CompactReport):  # a compaction side-call left out: said on stderr
+            continue
         summarized = next((s for s in report.stages if s.stage == "summarize"), None)
         # File names come from the folders searched: shown, never markup.
         rows.append(

@@ -8,7 +8,7 @@ from enum import Enum
 from typing import Annotated, Any, Optional
 
 from ...core.cache import Pricing
-from ...core.reports import CountFailure, CountReport, CountTotal
+from ...core.reports import CountReport, CountTotal, FailedFile
 from ...core.wire import ABSENT
 from .. import declare, streams
 from ..budget_options import Budget
@@ -191,7 +191,7 @@ def count(
         results = api.CountBatch([api.FileResult(streams.STDIN, counted_stdin)])
     else:
         files = find_inputs(paths, batch.subagents)  # warns about what it leaves out (a FIFO, a broken link)
-        results = api.count_many(paths, options, files=files, **batch.run_on)
+        results = api.count_many(paths, options, files=files, progress=streams.batch_progress("counting"), **batch.run_on)
     counted = results.done
     failures = results.failures
     if len(results.files) == 1 and failures:
@@ -224,7 +224,7 @@ def _rollup(batch: Batch, options: Any, by: Any, since: str | None, until: str |
     window = Window(parse_bound(since, zone) if since else None, parse_bound(until, zone, end=True) if until else None)
     paths = batch.paths or [streams.STDIN]
     files = None if batch.from_stdin else find_inputs(paths, batch.subagents)
-    results = api.rollup_many(paths, options, files=files, **batch.run_on)
+    results = api.rollup_many(paths, options, files=files, progress=streams.batch_progress("reading"), **batch.run_on)
     if len(results.files) == 1 and results.failures:
         raise results.failures[0]
     for failure in results.failures:
@@ -241,16 +241,16 @@ def _rollup(batch: Batch, options: Any, by: Any, since: str | None, until: str |
 
 
 def _print_rollup(rows: Sequence[Any], by: str, given: Sequence[str]) -> None:
-    from ...core.reports import CountFailure, RollupRow
+    from ...core.reports import FailedFile, RollupRow
     from ..tables import display_names, print_table
     from ..terminal import shown_text
 
     console = streams.stdout_console()
     columns = [column for column in ROLLUP_COLUMNS if by == "session" or column.header not in ("title", "project")]
-    names = display_names([row.file for row in rows if isinstance(row, CountFailure)], given)
+    names = display_names([row.file for row in rows if isinstance(row, FailedFile)], given)
     cells: list[dict[str, Any]] = []
     for row in rows:
-        if isinstance(row, CountFailure):  # why is on stderr, just above
+        if isinstance(row, FailedFile):  # why is on stderr, just above
             cells.append({"group": shown_text(names[row.file]), "cost": shown_text("failed", "red")})
             continue
         tokens = row.tokens
@@ -294,7 +294,7 @@ def _parts(data: CountReport) -> str:
     return f"exact part from the last recorded usage (the baseline inside it), estimated part for the {data.estimated_messages} message(s) after it"
 
 
-def _print(counted: Sequence[Any], rows: Sequence[CountReport | CountFailure | CountTotal], timeline: bool, by: str | None, given: Sequence[str] = ()) -> None:
+def _print(counted: Sequence[Any], rows: Sequence[CountReport | FailedFile | CountTotal], timeline: bool, by: str | None, given: Sequence[str] = ()) -> None:
     """The table of `rows` (count_many's, in order: a row per file counted, then the total), and under
     it what each of `counted` (the files' FileCounts) shows beside."""
     from ...api import COMPACTION_NOTE
@@ -304,7 +304,7 @@ def _print(counted: Sequence[Any], rows: Sequence[CountReport | CountFailure | C
     # Every cell and line is a Text of shown(...): file, model, tool and path names come from the transcript.
     console = streams.stdout_console()
     files = [row for row in rows if isinstance(row, CountReport)]
-    failed = [row for row in rows if isinstance(row, CountFailure)]
+    failed = [row for row in rows if isinstance(row, FailedFile)]
     names = display_names([row.file for row in files] + [row.file for row in failed], given)
     titles = any(isinstance(row.title, str) for row in files)
     reinjected = any(row.reinjected_tokens for row in files)
@@ -328,7 +328,7 @@ def _print(counted: Sequence[Any], rows: Sequence[CountReport | CountFailure | C
                 }
             )
             continue
-        if isinstance(row, CountFailure):  # the reason is on stderr too, with the file's whole name
+        if isinstance(row, FailedFile):  # the reason is on stderr too, with the file's whole name
             cells.append({"file": shown_text(names[row.file]), "model": shown_text(row.error, "red"), "tokens": shown_text("failed", "red")})
             continue
         # The baseline is part of the exact figure when a recorded usage anchors the count: shown in brackets.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -104,7 +103,7 @@ def _many(batch: Batch, options: ReportOptions, moment: Any, out_dir: str | None
             pages=not json_output,
             files=files,
             before_write=streams.warn_hard_links,
-            progress=functools.partial(streams.batch_progress, label="reporting"),
+            progress=streams.batch_progress("reporting"),
             **batch.run_on,
         )
     except SettingsError as exc:  # checked before anything is written: no page over an input, no two pages at one path

@@ -12,7 +12,7 @@ from ..status import ExitStatus
 from ..tables import Column
 
 if TYPE_CHECKING:  # types only
-    from ...core.reports import ValidateReport
+    from ...core.reports import FailedFile, ValidateReport
 
 
 @with_options(reading=Reading, batch=Batch)
@@ -43,6 +43,7 @@ def validate(
 def _validated(reading: Reading, batch: Batch, json_output: bool) -> bool:
     """Validate and print what was found; whether anything was wrong (an error, an unreadable file)."""
     from ... import api
+    from ...core.reports import FailedFile
     from ..batch import find_inputs
 
     missing: list[Any] = []  # a path that names nothing: one error line, the other files are still checked
@@ -51,39 +52,40 @@ def _validated(reading: Reading, batch: Batch, json_output: bool) -> bool:
         results = api.validate_many([streams.STDIN], reading.format, reading.errors)
     else:
         files = find_inputs(batch.paths or [], batch.subagents, missing.append)
-        results = api.validate_many(batch.paths or [], reading.format, reading.errors, files=files, **batch.run_on)
-    reports: list[ValidateReport] = []
-    unreadable = 0
-    for error in missing:
+        results = api.validate_many(
+            batch.paths or [], reading.format, reading.errors, files=files, progress=streams.batch_progress("validating"), **batch.run_on
+        )
+    # A path that names nothing, then a file that cannot be read at all: each one error line and a
+    # failed row; the other files are still checked.
+    rows: list[ValidateReport | FailedFile] = [FailedFile.of(error.source, error) for error in missing]
+    rows += results.rows_in_order(lambda validated: [validated.report])
+    for error in [*missing, *results.failures]:
         streams.error(str(error))
-        unreadable += 1
-    for file in results.files:
-        if file.result is None:  # a file that cannot be read at all is one error line; the other files are still checked
-            streams.error(str(file.error))
-            unreadable += 1
-            continue
-        report, stats, source = file.result
+    for validated in results.done:
         if reading.errors != "fail":
-            streams.report_skipped(stats, source)
-        reports.append(report)
+            streams.report_skipped(validated.stats, validated.source)
     if json_output or not streams.stdout_is_terminal():
-        streams.write_json_lines([report.to_wire() for report in reports])
+        streams.write_json_lines([row.to_wire() for row in rows])
     else:
-        _print_tables(reports, batch.paths or [])
-    return bool(unreadable) or any(not report.valid for report in reports)
+        _print_tables(rows, batch.paths or [])
+    return any(isinstance(row, FailedFile) or not row.valid for row in rows)
 
 
 # A finding's columns; a narrow terminal leaves out the largest priority number first (0: always shown).
 FINDING_COLUMNS = [Column("line", "number", 0), Column("severity", "label", 2), Column("code", "label", 1), Column("message", "text", 0)]
 
 
-def _print_tables(reports: Sequence[ValidateReport], given: list[str]) -> None:
-    from ..tables import display_names, fitted_name, print_table
+def _print_tables(reports: Sequence[ValidateReport | FailedFile], given: list[str]) -> None:
+    from ...core.reports import FailedFile
+    from ..tables import display_names, fitted_name, print_failed, print_table
     from ..terminal import shown_text
 
     console = streams.stdout_console()
     names = display_names([report.file for report in reports], given)
     for report in reports:
+        if isinstance(report, FailedFile):  # why is on stderr, just above
+            print_failed(console, names[report.file], "bold")
+            continue
         verdict = shown_text("valid", "green") if report.valid else shown_text("invalid", "red")
         rest = shown_text(f" ({report.format}, {report.entries} entries): ") + verdict + f", {report.errors} errors, {report.warnings} warnings"
         console.print(fitted_name(console, names[report.file], rest.cell_len, "bold") + rest)

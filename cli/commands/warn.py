@@ -50,7 +50,7 @@ def warn(
     if not batch.one_transcript:
         if pass_through:
             raise declare.BadParameter("copies one transcript: give one file, or stdin", param_hint="--pass-through")
-        _warn_many(api.count_many(batch.paths or [], options, **batch.run_on), as_json, explain)
+        _warn_many(api.count_many(batch.paths or [], options, progress=streams.batch_progress("checking"), **batch.run_on), as_json, explain)
 
     def copy_on(buffer: Any) -> None:
         with streams.open_output(None) as out:
@@ -77,18 +77,25 @@ def _exit_code(report: WarnReport) -> int:
 
 def _warn_many(results: Any, as_json: bool, explain: bool) -> None:
     """Each file's level, in the order found; exit with the highest (1 when a file failed)."""
+    from ...core.reports import FailedFile
+    from ..tables import print_failed
+
     for failure in results.failures:
         streams.error(str(failure))
-    reports = []
     for result in results.done:
         streams.skipped_lines(result.file, result.skipped_lines)
-        reports.append(result.warn_report())
-        if not as_json:
-            _print_brief(reports[-1], to_stderr=False)
-            if explain:
-                _print_explanation(result)
+    rows = results.rows_in_order(lambda result: [result.warn_report()])
     if as_json:
-        streams.write_json_lines([report.to_wire() for report in reports])
+        streams.write_json_lines([row.to_wire() for row in rows])
+    else:
+        for result, row in zip(results.files, rows):
+            if isinstance(row, FailedFile):
+                print_failed(streams.stdout_console(), row.file)
+                continue
+            _print_brief(row, to_stderr=False)
+            if explain:
+                _print_explanation(result.result)
+    reports = [row for row in rows if not isinstance(row, FailedFile)]
     raise declare.Exit(ExitStatus.ERROR if results.failures else max((_exit_code(report) for report in reports), default=0))
 
 

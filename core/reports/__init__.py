@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from .count import BreakdownRow as BreakdownRow
     from .count import CalibrationReport as CalibrationReport
     from .count import CalibrationSource as CalibrationSource
-    from .count import CountFailure as CountFailure
     from .count import CountReport as CountReport
     from .count import CountTotal as CountTotal
     from .count import ReinjectedItem as ReinjectedItem
@@ -47,6 +46,7 @@ if TYPE_CHECKING:
     from .count import WarnReport as WarnReport
     from .count import WarnThresholds as WarnThresholds
     from .parts import CacheDecisionReport as CacheDecisionReport
+    from .parts import FailedFile as FailedFile
     from .parts import PricesReport as PricesReport
     from .parts import ToolFigures as ToolFigures
     from .session import Advice as Advice
@@ -85,6 +85,7 @@ if TYPE_CHECKING:
 
 # Each name, and the module of this package that defines it.
 WHERE: dict[str, str] = {
+    "FailedFile": "parts",
     "ToolFigures": "parts",
     "PricesReport": "parts",
     "CacheDecisionReport": "parts",
@@ -128,7 +129,6 @@ WHERE: dict[str, str] = {
     "TimelinePoint": "count",
     "CountReport": "count",
     "CountTotal": "count",
-    "CountFailure": "count",
     "RollupBy": "count",
     "RollupRow": "count",
     "RollupTotal": "count",

@@ -139,14 +139,6 @@ class CountTotal(Wire):
     usd: float | None | Absent = sometimes_null()  # --cost: every file's cost; None when one is unknown
 
 
-@dataclass(kw_only=True, slots=True)
-class CountFailure(Wire):
-    """A row of `count --json` over several inputs for a file that could not be counted (the others were)."""
-
-    file: str
-    error: str  # the one-line message, as stderr gives it
-
-
 RollupBy = Literal["day", "project", "session"]
 
 

@@ -8,6 +8,24 @@ from ..wire import Wire
 
 
 @dataclass(kw_only=True, slots=True)
+class FailedFile(Wire):
+    """A batch's row for a file that could not be read (the others were), in every command's --json
+    that takes several inputs: count, warn, validate, audit, compact."""
+
+    file: str
+    error: str  # the one-line message stderr gives, without the file's name (the line in it, when known)
+
+    @classmethod
+    def of(cls, file: str, error: Exception) -> FailedFile:
+        """The row of `file` (as the batch names it) for the error that stopped it."""
+        from ..errors import InputError
+
+        if isinstance(error, InputError):
+            return cls(file=file, error=f"line {error.line}: {error.what}" if error.line is not None else error.what)
+        return cls(file=file, error=str(error).removeprefix(f"{file}: "))
+
+
+@dataclass(kw_only=True, slots=True)
 class ToolFigures(Wire):
     """One tool's row of `by_tool`: results cleared or folded, and their estimated tokens (a stage adds them up)."""
 
