@@ -290,7 +290,9 @@ def test_warn_over_a_folder_reports_every_file_and_exits_with_the_highest_sessio
     broken = cli("warn", "--json", folder)
     assert broken.returncode == ExitStatus.ERROR
     assert "broken.jsonl:1:" in broken.stderr.decode()
-    assert len(json_rows(broken.stdout)) == 2  # the subagent and the side-call
+    rows = json_rows(broken.stdout)  # the subagent, the side-call and the broken file's row
+    assert len(rows) == 3
+    assert [row["error"] for row in rows if "error" in row] == ["line 1: " + broken.stderr.decode().split("broken.jsonl:1: ", 1)[1].strip()]
 
 
 def test_warn_pass_through_takes_one_transcript_only(tmp_path: Path) -> None:

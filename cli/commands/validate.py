@@ -64,11 +64,14 @@ def _validated(reading: Reading, batch: Batch, json_output: bool) -> bool:
     for validated in results.done:
         if reading.errors != "fail":
             streams.report_skipped(validated.stats, validated.source)
+    failed = any(isinstance(row, FailedFile) or not row.valid for row in rows)
+    if batch.one_transcript:  # one file that failed is its error line alone, as for every filter
+        rows = [row for row in rows if not isinstance(row, FailedFile)]
     if json_output or not streams.stdout_is_terminal():
         streams.write_json_lines([row.to_wire() for row in rows])
     else:
         _print_tables(rows, batch.paths or [])
-    return any(isinstance(row, FailedFile) or not row.valid for row in rows)
+    return failed
 
 
 # A finding's columns; a narrow terminal leaves out the largest priority number first (0: always shown).
