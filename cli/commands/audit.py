@@ -14,6 +14,7 @@ from ..tables import Column
 
 if TYPE_CHECKING:  # types only
     from ...core.audit import CompactionAudit, SessionAudit
+    from ...core.reports import FailedFile
 
 # A compaction's columns; a narrow terminal leaves out the largest priority number first (0: always shown).
 COLUMNS = [
@@ -68,7 +69,7 @@ def audit(batch: Batch, reading: Reading, pricing: Pricing, json_output: Json = 
     if json_output or not streams.stdout_is_terminal():
         streams.write_json_lines([row.to_wire() for row in results.rows()])
     else:
-        _print([(file.result.compactions, file.result.total) if file.result is not None else file.file for file in results.files], batch.paths or [])
+        _print(results.rows_in_order(lambda audited: [(audited.compactions, audited.total)]), batch.paths or [])
     if failures:
         raise declare.Exit(ExitStatus.ERROR)
 
@@ -87,17 +88,18 @@ def _usd(value: float | None) -> str:
     return "?" if value is None else f"${value:.4f}"
 
 
-def _print(sessions: Sequence[tuple[Sequence[CompactionAudit], SessionAudit] | str], given: Sequence[str]) -> None:
-    """Each session's compactions in the order found; a file that could not be read (a name alone) marked as failed, why on stderr."""
+def _print(sessions: Sequence[tuple[Sequence[CompactionAudit], SessionAudit] | FailedFile], given: Sequence[str]) -> None:
+    """Each session's compactions in the order found; a file that could not be read marked as failed, why on stderr."""
+    from ...core.reports import FailedFile
     from ...core.summarize import FACT_LABELS
     from ..tables import display_names, fitted_name, print_failed, print_table
     from ..terminal import shown_text
 
     console = streams.stdout_console()
-    names = display_names([session if isinstance(session, str) else session[1].file for session in sessions], given)
+    names = display_names([session.file if isinstance(session, FailedFile) else session[1].file for session in sessions], given)
     for session in sessions:
-        if isinstance(session, str):
-            print_failed(console, names[session], "bold")
+        if isinstance(session, FailedFile):
+            print_failed(console, names[session.file], "bold")
             continue
         compactions, total = session
         if not compactions:
