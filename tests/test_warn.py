@@ -342,13 +342,15 @@ def test_a_long_session_is_warned_from_its_end(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pseudo-terminal")
-def test_explain_on_a_terminal_goes_to_stderr_as_its_help_says(tmp_path: Path) -> None:
+@pytest.mark.parametrize("given", ["file", "folder"])
+def test_explain_on_a_terminal_goes_to_stderr_as_its_help_says(given: str, tmp_path: Path) -> None:
+    # One file and a folder print through the same path: the level on stdout, its reasons on stderr.
     path = tmp_path / "s.jsonl"
     path.write_bytes(at(150_000))
     leader, follower = os.openpty()
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "ctxpipe", "warn", "--explain", str(path)],
+            [sys.executable, "-m", "ctxpipe", "warn", "--explain", str(path if given == "file" else tmp_path)],
             stdin=subprocess.DEVNULL,
             stdout=follower,
             stderr=subprocess.PIPE,

@@ -47,36 +47,30 @@ def warn(
 
     options = budget.count_options(reading)
     as_json = json_output or not streams.stdout_is_terminal()
-    if not batch.one_transcript:
-        if pass_through:
-            raise declare.BadParameter("copies one transcript: give one file, or stdin", param_hint="--pass-through")
-        _warn_many(api.count_many(batch.paths or [], options, progress=streams.batch_progress("checking"), **batch.run_on), as_json, explain)
+    if batch.one_transcript:
+        # A filter: one transcript, whose failure is its one error line (no row), as every stage's.
+        def copy_on(buffer: Any) -> None:
+            with streams.open_output(None) as out:
+                out.write(buffer)
 
-    def copy_on(buffer: Any) -> None:
-        with streams.open_output(None) as out:
-            out.write(buffer)
-
-    path = None if batch.from_stdin or not batch.paths else batch.paths[0]
-    result = api.warn_count(path, options, copy_on if pass_through else None)
-    streams.skipped_lines(streams.source_name(path), result.skipped_lines)
-    report = result.warn_report()
-    if pass_through:
-        _print_brief(report, to_stderr=True)
-    elif as_json:
-        streams.write_json_lines([report.to_wire()])
+        path = None if batch.from_stdin or not batch.paths else batch.paths[0]
+        result = api.warn_count(path, options, copy_on if pass_through else None)
+        results = api.CountBatch([api.FileResult(streams.source_name(path), result)])
+    elif pass_through:
+        raise declare.BadParameter("copies one transcript: give one file, or stdin", param_hint="--pass-through")
     else:
-        _print_brief(report, to_stderr=False)
-    if explain and (pass_through or not as_json):
-        _print_explanation(result)  # the JSON report carries it already
-    raise declare.Exit(_exit_code(report))
+        results = api.count_many(batch.paths or [], options, progress=streams.batch_progress("checking"), **batch.run_on)
+    raise declare.Exit(_report(results, as_json and not pass_through, explain, to_stderr=pass_through))
 
 
 def _exit_code(report: WarnReport) -> int:
     return 0 if report.kind == "compaction" else LEVEL_EXIT[report.level]
 
 
-def _warn_many(results: Any, as_json: bool, explain: bool) -> None:
-    """Each file's level, in the order found; exit with the highest (1 when a file failed)."""
+def _report(results: Any, as_json: bool, explain: bool, to_stderr: bool) -> int:
+    """Each file's level, in the order found (a file that failed: its row), and the exit code: the
+    highest level's, or 1 when a file failed. `--explain` goes to stderr under each level shown;
+    the JSON rows carry it already."""
     from ...core.reports import FailedFile
     from ..tables import print_failed
 
@@ -92,11 +86,11 @@ def _warn_many(results: Any, as_json: bool, explain: bool) -> None:
             if isinstance(row, FailedFile):
                 print_failed(streams.stdout_console(), row.file)
                 continue
-            _print_brief(row, to_stderr=False)
+            _print_brief(row, to_stderr)
             if explain:
                 _print_explanation(result.result)
     reports = [row for row in rows if not isinstance(row, FailedFile)]
-    raise declare.Exit(ExitStatus.ERROR if results.failures else max((_exit_code(report) for report in reports), default=0))
+    return ExitStatus.ERROR if results.failures else max((_exit_code(report) for report in reports), default=0)
 
 
 def _print_brief(report: WarnReport, to_stderr: bool) -> None:
