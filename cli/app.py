@@ -29,6 +29,7 @@ try:
 
     from .. import api  # noqa: F401  # every command's face and main's, loaded while Ctrl-C is handled as above
     from .coercion import Command, Group
+    from .entry import VERSION_FLAGS, print_version
     from .metavars import readable
 except KeyboardInterrupt:  # Ctrl-C while starting up: as quiet as at any other moment
     raise SystemExit(ExitStatus.INTERRUPTED) from None
@@ -99,9 +100,17 @@ app = typer.Typer(
 )
 
 
-# No command is registered with typer (_LazyGroup makes them): a callback is what makes typer build a group.
+def _version(given: bool) -> None:
+    if given:
+        print_version()
+
+
+# No command is registered with typer (_LazyGroup makes them): a callback is what makes typer build a
+# group. `--version` alone is answered before typer loads (cli/entry.py); here it is listed in the help.
 @app.callback()
-def _group() -> None:
+def _group(
+    version: bool = typer.Option(False, *VERSION_FLAGS, is_eager=True, callback=_version, help="Print the version and exit."),
+) -> None:
     pass
 
 

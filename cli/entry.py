@@ -8,13 +8,19 @@ import gc
 import sys
 from collections.abc import Callable
 
+VERSION_FLAGS = ["-V", "--version"]  # answered here alone, and listed in `ctxpipe --help` (cli/app.py)
+
+
+def print_version() -> None:
+    from .. import __version__
+
+    sys.stdout.write(f"ctxpipe {__version__}\n")
+    raise SystemExit(0)
+
 
 def main() -> None:
-    if sys.argv[1:] in (["--version"], ["-V"]):
-        from .. import __version__
-
-        sys.stdout.write(f"ctxpipe {__version__}\n")
-        raise SystemExit(0)
+    if len(sys.argv) == 2 and sys.argv[1] in VERSION_FLAGS:
+        print_version()
     if sys.argv[1:2] == ["statusline"]:
         try:
             from .statusline import main as statusline

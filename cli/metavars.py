@@ -28,8 +28,10 @@ BY_FLAG: dict[str, str] = {
 }
 # Else by the value's type (its annotation, as typer names it).
 BY_TYPE: dict[str, str] = {"int": "N", "float": "NUMBER", "str": "TEXT"}
-# A command's transcripts: a file, a folder, a store URL, or '-' for stdin.
-ARGUMENTS: dict[str, str] = {"path": "PATH", "paths": "PATH"}
+# A command's arguments: its transcripts (a file, a folder, a store URL, or '-' for stdin), hooks' action.
+ARGUMENTS: dict[str, str] = {"path": "PATH", "paths": "PATH", "action": "ACTION"}
+# After an argument that takes any number of values: `PATH…`, in the usage line as in the list.
+MANY = "…"
 
 
 def _no_type(ctx: Any) -> None:
@@ -39,13 +41,23 @@ def _no_type(ctx: Any) -> None:
 def readable(command: Any) -> Any:
     """`command` (a click command typer made) with a readable metavar on every value that has none."""
     for param in command.params:
-        if param.metavar is not None or getattr(param, "is_flag", False) or param.type_descriptor.is_choice:
+        if param.param_type_name == "argument" and param.metavar is None:
+            _readable_argument(param)
             continue
-        if param.param_type_name == "argument":
-            param.metavar = ARGUMENTS.get(param.name or "")
-            # typer lists an argument as its name and then its type (`PATH <list[str]>`): the name says it.
-            setattr(param, "display_type_rich", _no_type)  # noqa: B010  # on this one parameter, not the class
+        if param.metavar is not None or getattr(param, "is_flag", False) or param.type_descriptor.is_choice:
             continue
         flag = next((name for name in param.opts if name.startswith("--")), None)
         param.metavar = BY_FLAG.get(flag or "") or BY_TYPE.get(param.bare_type())
     return command
+
+
+def _readable_argument(param: Any) -> None:
+    """An argument as a person reads it: `[PATH…]` in the usage line (typer's own: `[PATH]...`, and
+    `{action}` for a required one), `PATH…` in the list, with its choices (`ACTION <install|uninstall>`)
+    but never a type name (`PATH <list[str]>`: the name says it)."""
+    param.metavar = ARGUMENTS.get(param.name or "", (param.name or "").upper()) + (MANY if param.nargs != 1 else "")
+    usage = param.metavar if param.required else f"[{param.metavar}]"
+    # On this one parameter, not the class: typer's names stay as they are for anything else.
+    setattr(param, "_usage_display_name", lambda: usage)  # noqa: B010
+    if not param.type_descriptor.is_choice:
+        setattr(param, "display_type_rich", _no_type)  # noqa: B010

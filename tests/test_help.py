@@ -84,7 +84,17 @@ def test_every_value_has_a_metavar_a_person_reads() -> None:
         page = HELP if name == "statusline" else render_help([name] if name else [], 78)
         assert not type_names.search(page), f"ctxpipe {name} --help: {type_names.search(page)}"
     assert "-o, --output FILE" in render_help(["compact"], 78) and "--now ISO-TIME" in render_help(["compact"], 78)
-    assert "Usage: ctxpipe count [OPTIONS] [PATH]..." in render_help(["count"], 78)
+    # Arguments too: `PATH…` for many, never typer's `[PATH]...` or `{action}`; the choices listed.
+    assert "Usage: ctxpipe count [OPTIONS] [PATH…]\n" in render_help(["count"], 78)
+    assert "Usage: ctxpipe convert [OPTIONS] [PATH]\n" in render_help(["convert"], 78)
+    assert "Usage: ctxpipe hooks [OPTIONS] ACTION\n" in render_help(["hooks"], 78)
+    assert "  ACTION <install|uninstall>  " in render_help(["hooks"], 78)
+    usage_words = re.compile(r"\{\w+\}|\]\.\.\.")
+    for name in command_names():
+        page = HELP if name == "statusline" else render_help([name], 78)
+        assert not usage_words.search(page.splitlines()[0]), f"ctxpipe {name} --help: {page.splitlines()[0]}"
+    # --version is listed where a person looks for it.
+    assert "-V, --version  Print the version and exit." in render_help([], 78)
 
 
 def test_every_page_ends_with_one_example_on_its_own_line() -> None:
