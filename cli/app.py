@@ -29,8 +29,8 @@ try:
 
     from .. import api  # noqa: F401  # every command's face and main's, loaded while Ctrl-C is handled as above
     from .coercion import Command, Group
-    from .entry import VERSION_FLAGS, print_version
     from .metavars import readable
+    from .version import VERSION_FLAGS, print_version
 except KeyboardInterrupt:  # Ctrl-C while starting up: as quiet as at any other moment
     raise SystemExit(ExitStatus.INTERRUPTED) from None
 

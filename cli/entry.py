@@ -8,14 +8,7 @@ import gc
 import sys
 from collections.abc import Callable
 
-VERSION_FLAGS = ["-V", "--version"]  # answered here alone, and listed in `ctxpipe --help` (cli/app.py)
-
-
-def print_version() -> None:
-    from .. import __version__
-
-    sys.stdout.write(f"ctxpipe {__version__}\n")
-    raise SystemExit(0)
+from .version import VERSION_FLAGS, print_version
 
 
 def main() -> None:

@@ -271,8 +271,8 @@ def test_each_core_module_stays_in_core(module: str) -> None:
 # /dev/stdout. A command printing on its own would bypass the escaping and the closed-stream rules.
 # cli/statusline.py is the status line's own entry point, as cli/run.py is every other command's: it
 # starts without cli/streams (and what that loads) because Claude Code runs it after every message;
-# cli/hook.py, the hooks' entry point, for the same reason (a compaction waits on it); cli/entry.py
-# answers --version before anything is imported.
+# cli/hook.py, the hooks' entry point, for the same reason (a compaction waits on it); cli/version.py
+# answers --version, before anything is imported (cli/entry.py) and on typer's path (cli/app.py).
 # cli/encoding.py sets both entries' streams to write what their encoding cannot hold as stand-ins.
 STREAM_OWNERS = {
     "stdin": {"ctxpipe.files.inputs", "ctxpipe.cli.statusline", "ctxpipe.cli.hook"},
@@ -283,7 +283,7 @@ STREAM_OWNERS = {
         "ctxpipe.cli.statusline",
         "ctxpipe.cli.encoding",
         "ctxpipe.cli.hook",
-        "ctxpipe.cli.entry",
+        "ctxpipe.cli.version",
         "ctxpipe.cli.help",  # help answered at start-up, as cli/app would
     },
     "stderr": {

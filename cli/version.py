@@ -1,0 +1,15 @@
+"""`ctxpipe --version`: answered alone before anything loads (cli/entry.py), listed in `ctxpipe --help` (cli/app.py)."""
+
+from __future__ import annotations
+
+import sys
+from typing import NoReturn
+
+VERSION_FLAGS = ("-V", "--version")
+
+
+def print_version() -> NoReturn:
+    from .. import __version__
+
+    sys.stdout.write(f"ctxpipe {__version__}\n")
+    raise SystemExit(0)
