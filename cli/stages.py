@@ -31,7 +31,8 @@ def stage_command(stage: Stage) -> Callable[..., None]:
 
     @with_options(given=StageIO, settings=stage.settings)
     def command(given: StageIO, settings: Any) -> None:
-        run_command(stage, given, settings)
+        with streams.one_transcript(given.path, stage.name, stage.in_compact):
+            run_command(stage, given, settings)
 
     command.__name__ = stage.name
     command.__doc__ = stage.help

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, BinaryIO
 
 from ..api import INPUT_BUFFER, STDIN, EntryStream, atomic_file, is_regular, opened, source_name, stream_entries, writer
-from ..core.errors import CtxpipeError
+from ..core.errors import IS_A_FOLDER, CtxpipeError, InputError
 from ..core.jsonl import Entry, ReadStats, write_entries
 from .terminal import json_shown, shown
 
@@ -24,6 +24,22 @@ from .terminal import json_shown, shown
 def open_input(path: str | None) -> contextlib.AbstractContextManager[BinaryIO]:
     """inputs.opened with a large buffer: a missing file or a folder is bad input (exit 1)."""
     return opened(path, buffering=INPUT_BUFFER)
+
+
+@contextlib.contextmanager
+def one_transcript(path: str | None, command: str, compact_runs_it: bool = False) -> Iterator[None]:
+    """A filter reads one transcript: a folder (or a store's prefix) given as its PATH is refused in
+    one line that names the batch command taking it: compact, for a stage compact runs; else count,
+    which lists the sessions below it."""
+    try:
+        yield
+    except InputError as exc:
+        if path is None or exc.source != path or exc.line is not None or exc.what != IS_A_FOLDER:
+            raise
+        batch = (
+            f"ctxpipe compact --out-dir DIR {path} compacts every session below it" if compact_runs_it else f"ctxpipe count {path} lists the sessions below it"
+        )
+        raise InputError(path, None, f"is a directory; {command} reads one transcript file ({batch})") from None
 
 
 @contextlib.contextmanager

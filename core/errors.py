@@ -7,6 +7,10 @@ class CtxpipeError(Exception):
     """A failure the user can act on: the message is shown as is, without a traceback."""
 
 
+# Why a folder cannot be read where one transcript is expected (a command's filter input says more: cli/streams.one_transcript).
+IS_A_FOLDER = "is a directory, expected a file"
+
+
 class InputError(CtxpipeError):
     """Bad input, located at a file and (when known) a line."""
 

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from ..core.errors import InputError
+from ..core.errors import IS_A_FOLDER, InputError
 from ..core.jsonl import EndlessLine, Entry, OnError, ReadStats, bounded_lines, iter_entries
 from ..formats import SNIFF_LINES, TranscriptFormat, claim, detect, get, other_agents, refuse_other_agent
 from . import storage
@@ -48,7 +48,7 @@ def open_file(path: str | os.PathLike[str], buffering: int = -1) -> BinaryIO:
         return io.BytesIO(storage.read_whole(name))
     path = storage.local_path(name)
     if os.path.isdir(path):
-        raise InputError(name, None, "is a directory, expected a transcript file")
+        raise InputError(name, None, IS_A_FOLDER)
     try:
         return open(path, "rb", buffering=buffering)
     except FileNotFoundError:
@@ -238,7 +238,6 @@ def mapped(path: Source, ranged: bool = False, on_error: OnError = "fail") -> It
         yield remote
         remote.check_unchanged()  # blocks of two versions would make a wrong figure
         return
-    name = storage.local_path(name)
     with open_file(name) as handle:
         info = os.fstat(handle.fileno())
         buffer = _map(handle) if stat.S_ISREG(info.st_mode) and info.st_size else None

@@ -22,7 +22,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any, BinaryIO, cast
 
-from ..core.errors import ChangedMeanwhile, CtxpipeError, InputError
+from ..core.errors import IS_A_FOLDER, ChangedMeanwhile, CtxpipeError, InputError
 
 LOCAL_SCHEMES = ("file", "local")
 # The optional extra that brings each scheme's backend (pyproject.toml's optional-dependencies).
@@ -106,7 +106,7 @@ def _reason(exc: BaseException) -> str:
     if isinstance(exc, PermissionError):
         return "permission denied (check the store's credentials and the bucket's policy)"
     if isinstance(exc, IsADirectoryError):
-        return "is a directory, expected a transcript file"
+        return IS_A_FOLDER
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text if len(text) <= 300 else text[:297] + "..."
 
@@ -288,7 +288,7 @@ def read_whole(url: str) -> bytes:
     except (FileNotFoundError, IsADirectoryError) as exc:
         with _reading(url):
             if fs.isdir(path):
-                raise InputError(url, None, "is a directory, expected a transcript file") from None
+                raise InputError(url, None, IS_A_FOLDER) from None
         raise InputError(url, None, _reason(exc)) from None
     except Exception as exc:
         raise InputError(url, None, _reason(exc)) from None

@@ -151,3 +151,31 @@ def test_a_command_waiting_on_a_terminal_says_so(tmp_path: Path) -> None:
     assert orjson.loads(stdout)["tokens"] >= 0  # the empty input counted
     piped = run_cli("count", "--json", stdin=GOOD.read_bytes())
     assert b"reading a transcript" not in piped.stderr
+
+
+FILTERS = {  # a filter's options, and the batch command its refusal of a folder names
+    "microcompact": ([], "compact --out-dir DIR"),
+    "collapse": ([], "compact --out-dir DIR"),
+    "summarize": (["--engine", "offline"], "compact --out-dir DIR"),
+    "restore": ([], "compact --out-dir DIR"),
+    "snip": (["--keep-last", "2"], "count"),
+    "convert": (["--to", "anthropic"], "count"),
+    "expand": (["--ledger", "LEDGER"], "count"),
+    "api-edits": ([], "count"),
+}
+
+
+@pytest.mark.parametrize("command", sorted(FILTERS))
+@pytest.mark.parametrize("as_url", [False, True])
+def test_a_filter_given_a_folder_refuses_in_one_line_naming_the_batch_command(command: str, as_url: bool, tmp_path: Path) -> None:
+    folder = tmp_path / "projects"
+    folder.mkdir()
+    shutil.copy(GOOD, folder / "a.jsonl")
+    given = folder.as_uri() if as_url else str(folder)
+    options, batch = FILTERS[command]
+    (tmp_path / "ledger.jsonl").write_bytes(b"")  # expand's, with no record: the input is read next
+    result = run_cli(command, *[str(tmp_path / "ledger.jsonl") if option == "LEDGER" else option for option in options], given)
+    assert (result.returncode, result.stdout) == (1, b""), result.stderr
+    assert result.stderr.decode() == f"ctxpipe: error: {given}: is a directory; {command} reads one transcript file (ctxpipe {batch} {given}" + (
+        " compacts every session below it)\n" if batch.startswith("compact") else " lists the sessions below it)\n"
+    )

@@ -464,7 +464,7 @@ def test_a_file_an_option_names_is_input(tmp_path):
         for missing, what in ((tmp_path / "missing.json", "no such file"), (tmp_path, "is a directory")):
             result = run_cli(*argv, missing, source)
             assert result.returncode == 1 and result.stdout == b""
-            assert result.stderr.decode() == f"{ERROR}{missing}: {what}" + (", expected a transcript file" if what == "is a directory" else "") + "\n"
+            assert result.stderr.decode() == f"{ERROR}{missing}: {what}" + (", expected a file" if what == "is a directory" else "") + "\n"
 
 
 def test_restore_and_compact_accept_the_same_sources():

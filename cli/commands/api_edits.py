@@ -59,7 +59,8 @@ def api_edits(
     from ...api import context_management
 
     source = streams.source_name(path)
-    found = context_management(path, options, threshold.counted(reading))
+    with streams.one_transcript(path, "api-edits"):
+        found = context_management(path, options, threshold.counted(reading))
     streams.report_skipped(found.stats, source)
     result, counted = found.edits, found.counted
     # Pretty-printed for a person at a terminal, one line for a program.

@@ -52,7 +52,7 @@ def convert(
     from ...core.convert import to_api_messages
 
     source = streams.source_name(path)
-    with streams.open_input(path) as stream:
+    with streams.one_transcript(path, "convert"), streams.open_input(path) as stream:
         opened = streams.stream_entries(stream, source, reading.format, reading.errors)
         target = get(to.value)
         if opened.format is target and not target.lines_are_messages and (repair or history):

@@ -24,7 +24,8 @@ def expand(
     """
     from ...api import expand as undo
 
-    original, undone = undo(path, ledger)
+    with streams.one_transcript(path, "expand"):
+        original, undone = undo(path, ledger)
     with streams.open_output(output) as out:
         out.write(original)
     streams.note(f"expand: undid {undone} stage run{'s' if undone != 1 else ''}")

@@ -22,6 +22,13 @@ def restore(
     plan: Annotated[bool, declare.Option("--plan", help="List every candidate, chosen or not and why, with its tokens; write no transcript.")] = False,
     json_output: Json = False,
 ) -> None:
+    from .. import streams
+
+    with streams.one_transcript(given.path, STAGE.name, STAGE.in_compact):
+        _restore(given, settings, from_, plan, json_output)
+
+
+def _restore(given: StageIO, settings: RestoreSettings, from_: str | None, plan: bool, json_output: bool) -> None:
     from ... import api
 
     checked(STAGE, settings)
