@@ -200,7 +200,8 @@ table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.93em; }
 th, td { padding: 0.2em 0.6em; border-bottom: 1px solid #eee; text-align: left; vertical-align: top; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 .level { display: inline-block; padding: 0.05em 0.6em; border-radius: 0.8em; color: #fff; font-weight: 600; white-space: nowrap; }
-td.when { white-space: nowrap; }
+td.when span { white-space: nowrap; }
+@media (max-width: 900px) { body { padding: 0.8em 0.8em 2em; } th, td { padding: 0.2em 0.35em; } }
 .level-normal { background: #2e7d32; } .level-warning { background: #b58900; }
 .level-autocompact { background: #a03cae; } .level-blocking { background: #c62828; } .level-unknown { background: #777; }
 .meta { color: #555; } .meta span.k { color: #888; }
@@ -668,7 +669,7 @@ def _dry_runs(report: SessionReport) -> str:
                 f'<td class="num">{_usd(cache.cost_keep_usd)}</td><td class="num">{_usd(cache.cost_clear_usd)}</td>'
                 f'<td class="num" data-value="{saving!r}">{_usd(saving)} (even at turn {even})</td>'
             )
-            verdict = ("pays: " if cache.clear else "does not pay: ") + cache.reason
+            verdict = ("yes: " if cache.clear else "no: ") + cache.reason  # the reason says "pays for itself…" or why not
         engine = f" ({_text(run.engine)})" if run.engine else ""
         rows.append(
             f'<tr class="dry-run" data-stage="{_text(run.stage)}" data-freed="{run.tokens_freed}" data-pays="{"" if cache is None else str(cache.clear).lower()}">'
@@ -681,7 +682,7 @@ def _dry_runs(report: SessionReport) -> str:
         f'<p class="note">Nothing was written: each stage ran on a copy. Costs are over the next {_figure("horizon", report.horizon, _int(report.horizon))}'
         " turns: keeping the context as it is, against clearing it (one cache rebuild, then smaller prompts).</p>"
         '<table id="dry-runs"><thead><tr><th>stage</th><th class="num">tokens now</th><th class="num">after</th><th class="num">freed</th>'
-        '<th class="num">cost if kept</th><th class="num">cost if cleared</th><th class="num">saving</th><th>verdict</th><th>note</th></tr></thead>'
+        '<th class="num">cost if kept</th><th class="num">cost if cleared</th><th class="num">saving</th><th>does the break pay?</th><th>note</th></tr></thead>'
         f"<tbody>{''.join(rows)}</tbody></table>"
     )
 
@@ -778,17 +779,20 @@ def _index_row(row: IndexRow, errors: bool) -> str:
         f'<td class="num" data-col="percent" data-value="{"" if pct is None else pct}">{"–" if pct is None else f"{pct}%"}</td>'
         f'<td data-col="level" data-value="{level_rank}">{_level_badge(row.level, kind=row.kind) if row.level else "–"}</td>'
         f'<td class="num" data-col="usd" data-value="{"" if row.usd is None else repr(row.usd)}">{_usd(row.usd)}</td>'
-        f'<td class="when" data-col="last_activity" data-value="{_text(row.last_activity or "")}" title="{_text(row.last_activity or "")}">{_text(_minute(row.last_activity))}</td>'
+        f'<td class="when" data-col="last_activity" data-value="{_text(row.last_activity or "")}" title="{_text(row.last_activity or "")}">{_minute(row.last_activity)}</td>'
         + (f'<td class="error">{_text(row.error or "")}</td>' if errors else "")
         + "</tr>"
     )
 
 
 def _minute(stamp: str | None) -> str:
-    """An ISO time as far as the minute, for a column (the whole one is its title and sort value)."""
+    """An ISO time as far as the minute, for a column (the whole one is its title and sort value), as
+    HTML: the date and the time each kept whole, the line free to break between them in a narrow window."""
     if not stamp:
         return "–"
-    return stamp[:16].replace("T", " ") if re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d", stamp) else stamp
+    if re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d", stamp):
+        return f"<span>{_text(stamp[:10])}</span> <span>{_text(stamp[11:16])}</span>"
+    return _text(stamp)
 
 
 def _cost_of(rows: Sequence[IndexRow]) -> str:

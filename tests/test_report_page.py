@@ -703,6 +703,29 @@ def test_index_sorts_within_each_project(context: Any) -> None:
 
 
 @needs_browser
+def test_index_fits_a_narrow_window(browser: Any) -> None:
+    """At 800 px the whole table shows, its last column too (no sideways scrolling): names and titles
+    wrap, and a time breaks between its date and its hour, never inside either."""
+    long_name = "test__fixtures__transcripts__fa812bfe-b295-4cca-9c2f-fdf01028cb46__subagents__agent-acompact-70d8e7.jsonl"
+    rows = [
+        _row(long_name, "2026-02-12T16:13:25Z", tokens=173_417, usd=0.0987, level="autocompact", project="marot__spotter", kind="compaction"),
+        _row("s.jsonl", "2026-02-12T16:17:55Z", tokens=76_549, usd=10.23, project="marot__spotter", title="Work on bead spotter-a0y. " * 4),
+        _row("t.jsonl", "2025-12-28T12:21:00Z", tokens=17_193, usd=None, level="blocking", project="simonw__claude-code-transcripts"),
+    ]
+    made = browser.new_context(viewport={"width": 800, "height": 900})
+    try:
+        opened = open_html(made, index_page(rows, title="ctxpipe report: 3 sessions"))
+        page = opened.page
+        right = page.evaluate("() => document.getElementById('sessions').getBoundingClientRect().right")
+        assert right <= 800, right
+        times = page.eval_on_selector_all("td.when", "cells => cells.map(c => c.innerText)")
+        assert times and all(text.split() == [text.split()[0], text.split()[1]] and len(text.split()[0]) == 10 for text in times), times
+        assert opened.problems == []
+    finally:
+        made.close()
+
+
+@needs_browser
 def test_downsampled_page_in_chromium(context: Any) -> None:
     report = session(3)
     report.calls = _main(30_000)
