@@ -18,6 +18,7 @@ def find_inputs(paths: Sequence[str], subagents: bool, on_missing: Callable[[Ctx
     error line, the other files still checked)."""
     from ..api import session_files
     from . import declare, streams
+    from .metavars import PATHS
 
     missing: list[CtxpipeError] = []
 
@@ -32,5 +33,5 @@ def find_inputs(paths: Sequence[str], subagents: bool, on_missing: Callable[[Ctx
     if not files and not missing:
         # The error printer escapes what a terminal would act on (cli/app.py): the paths go in as given.
         where = ", ".join(str(path) for path in paths[:3]) + (f" (and {len(paths) - 3} more)" if len(paths) > 3 else "")
-        raise declare.BadParameter(f"no session files (*.jsonl) found in {where}", param_hint="PATHS")
+        raise declare.BadParameter(f"no session files (*.jsonl) found in {where}", param_hint=PATHS)
     return files

@@ -32,6 +32,8 @@ BY_TYPE: dict[str, str] = {"int": "N", "float": "NUMBER", "str": "TEXT"}
 ARGUMENTS: dict[str, str] = {"path": "PATH", "paths": "PATH", "action": "ACTION"}
 # After an argument that takes any number of values: `PATH…`, in the usage line as in the list.
 MANY = "…"
+# The transcripts argument as usage errors name it (`Invalid value for PATH…: …`), as the help shows it.
+PATHS = ARGUMENTS["paths"] + MANY
 
 
 def _no_type(ctx: Any) -> None:

@@ -179,3 +179,13 @@ def test_a_filter_given_a_folder_refuses_in_one_line_naming_the_batch_command(co
     assert result.stderr.decode() == f"ctxpipe: error: {given}: is a directory; {command} reads one transcript file (ctxpipe {batch} {given}" + (
         " compacts every session below it)\n" if batch.startswith("compact") else " lists the sessions below it)\n"
     )
+
+
+@pytest.mark.parametrize("command", ["compact", "report"])
+def test_a_folder_without_somewhere_to_write_names_the_argument_as_the_help_does(command: str, tmp_path: Path) -> None:
+    folder = _folder(tmp_path)
+    result = run_cli(command, folder)
+    assert (result.returncode, result.stdout) == (2, b"")
+    err = result.stderr.decode()
+    assert err.startswith("ctxpipe: error: Invalid value for PATH…: several files or a folder need --out-dir DIR") and err.count("\n") == 1, err
+    assert f"Usage: ctxpipe {command} [OPTIONS] [PATH…]" in run_cli(command, "--help").stdout.decode()

@@ -10,6 +10,7 @@ from ...core.summarize import SummarizeSettings
 from .. import declare, streams
 from ..budget_options import Baseline, Threshold
 from ..flags import Merged, with_options
+from ..metavars import PATHS
 from ..options import Batch, Json, Ledger, Now, OutDir, Output, Reading, ReportJson
 from ..stages import checked, parse_now
 from ..status import ExitStatus
@@ -106,11 +107,11 @@ def compact(
             "one transcript only (several files or a folder are written with --out-dir or --in-place)", param_hint="--output" if output else "--ledger"
         )
     if batch.from_stdin:
-        raise declare.BadParameter("--out-dir and --in-place need files or folders, not stdin", param_hint="PATHS")
+        raise declare.BadParameter("--out-dir and --in-place need files or folders, not stdin", param_hint=PATHS)
     if stages[SummarizeSettings].session_memory is not None and not single:
         raise declare.BadParameter("the notes of one session go with one transcript, not several files or a folder", param_hint="--session-memory")
     if not out_dir and not in_place:
-        raise declare.BadParameter("several files or a folder need --out-dir DIR or --in-place (one file alone goes to stdout)", param_hint="PATHS")
+        raise declare.BadParameter("several files or a folder need --out-dir DIR or --in-place (one file alone goes to stdout)", param_hint=PATHS)
     _batch(batch, options, out_dir, in_place, backup, json_output, report_json)
 
 

@@ -10,6 +10,7 @@ from ...core.wire import to_wire
 from .. import declare, streams
 from ..budget_options import Budget
 from ..flags import with_options
+from ..metavars import PATHS
 from ..options import Batch, Json, Now, OutDir, Output, Reading
 from ..stages import parse_now
 from ..status import ExitStatus
@@ -60,11 +61,11 @@ def report(
         _one(paths[0] if paths else None, options, moment, output, json_output)
         return
     if not out_dir and not json_output:
-        raise declare.BadParameter("several files or a folder need --out-dir DIR (one page each and an index), or --json", param_hint="PATHS")
+        raise declare.BadParameter("several files or a folder need --out-dir DIR (one page each and an index), or --json", param_hint=PATHS)
     if output:
         raise declare.BadParameter("-o FILE is for one transcript; several files go to --out-dir DIR", param_hint="--output")
     if batch.from_stdin:
-        raise declare.BadParameter("--out-dir needs files or folders, not stdin", param_hint="PATHS")
+        raise declare.BadParameter("--out-dir needs files or folders, not stdin", param_hint=PATHS)
     _many(batch, options, moment, out_dir, json_output)
 
 
