@@ -120,7 +120,9 @@ FormatChoice = Enum("FormatChoice", {name.replace("-", "_"): name for name in NA
 
 InputPath = Annotated[
     Optional[str],
-    declare.Argument(help="One transcript: a file or a store URL; '-' or nothing reads stdin. A folder is refused, naming the command that takes one.", show_default=False),
+    declare.Argument(
+        help="One transcript: a file or a store URL; '-' or nothing reads stdin. A folder is refused, naming the command that takes one.", show_default=False
+    ),
 ]
 InputPaths = Annotated[
     Optional[list[str]],

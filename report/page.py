@@ -352,7 +352,9 @@ def _timeline(report: SessionReport) -> str:
             "main calls drawn (each bucket's smallest and largest prompt, and the calls next to every event).</p>"
         )
     else:
-        caption = f'<p class="note">{len(main):,} API calls on the main chain; hover a point for its turn, tokens, line and time.</p>'
+        caption = (
+            f'<p class="note">{len(main):,} API call{"s" if len(main) != 1 else ""} on the main chain; hover a point for its turn, tokens, line and time.</p>'
+        )
     return "\n".join(out) + "\n" + caption + _events_table(events)
 
 
@@ -500,7 +502,7 @@ def _cost(report: SessionReport) -> str:
     )
     totals = (
         f"<p>Total {_figure('cost-usd', '' if cost.usd is None else repr(cost.usd), 'unknown' if cost.usd is None else _usd(cost.usd))} over {_figure('api-calls', cost.api_calls, _int(cost.api_calls))} "
-        f"API calls · cache hit rate {_figure('cache-hit-rate', '' if cost.cache_hit_rate is None else repr(cost.cache_hit_rate), _rate(cost.cache_hit_rate))}"
+        f"API call{'s' if cost.api_calls != 1 else ''} · cache hit rate {_figure('cache-hit-rate', '' if cost.cache_hit_rate is None else repr(cost.cache_hit_rate), _rate(cost.cache_hit_rate))}"
         f" · cache rebuilt {_figure('cache-rebuilds', cost.cache_rebuilds, _int(cost.cache_rebuilds))} {'time' if cost.cache_rebuilds == 1 else 'times'}"
         + (f" · {cost.long_context_calls:,} calls priced at the long-context rate" if cost.long_context_calls else "")
         + (
@@ -542,7 +544,11 @@ def _cost_chart(calls: Sequence[CallRow]) -> str:
     out = [
         f'<svg id="cost-chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" aria-label="cost per call"'
         f' data-bars="{len(groups)}" data-calls="{len(calls)}">',
+        f'<line class="y-axis" x1="{left}" x2="{left}" y1="{top}" y2="{top + plot_h}" stroke="#888"/>',
         f'<text x="{left - 6}" y="{top + 8}" text-anchor="end">{_usd(ceiling / 1.05)}</text>',
+        # Halfway up, a value a reader can measure the bars against.
+        f'<line x1="{left}" x2="{left + plot_w}" y1="{top + plot_h / 2:.1f}" y2="{top + plot_h / 2:.1f}" stroke="#eee"/>',
+        f'<text x="{left - 6}" y="{top + plot_h / 2 + 4:.1f}" text-anchor="end">{_usd(ceiling / 2)}</text>',
         f'<text x="{left - 6}" y="{top + plot_h}" text-anchor="end">$0</text>',
     ]
     for i, (group, parts) in enumerate(zip(groups, sums)):
@@ -834,7 +840,7 @@ def index_page(rows: Sequence[IndexRow], *, title: str) -> str:
     usd, unpriced = _total(rows)
     body = (
         f"<h1>{_text(title)}</h1>"
-        f'<p class="meta"><span id="session-count" data-value="{len(rows)}">{len(rows):,}</span> sessions'
+        f'<p class="meta"><span id="session-count" data-value="{len(rows)}">{len(rows):,}</span> session{"s" if len(rows) != 1 else ""}'
         f' in <span id="project-count" data-value="{len(projects)}">{len(projects):,}</span> project{"s" if len(projects) != 1 else ""}'
         + (f", {failed:,} without a page" if failed else "")
         + f" · total cost {_figure('total-usd', repr(usd), _usd(usd))}"

@@ -389,7 +389,9 @@ def test_the_charts_have_labelled_axes_and_one_colour_per_thing() -> None:
         svg = re.search(rf'<svg id="{chart}".*?</svg>', page, flags=re.S)
         assert svg is not None and 'class="axis-title x"' in svg[0] and 'class="axis-title y"' in svg[0], chart
     cost = re.search(r'<svg id="cost-chart".*?</svg>', page, flags=re.S)
-    assert cost is not None and 'class="x-axis"' in cost[0]
+    assert cost is not None and 'class="x-axis"' in cost[0] and 'class="y-axis"' in cost[0]
+    # The dollar scale: its top, halfway and zero.
+    assert len(re.findall(r'<text x="\d+" y="[\d.]+" text-anchor="end">\$[\d.,]+</text>', cost[0])) == 3
     ticks = [int(turn) for turn in re.findall(r'<g class="tick" data-turn="(\d+)">', cost[0])]
     assert ticks[0] == report.calls[0].turn and ticks[-1] == report.calls[-1].turn and len(ticks) == 6
     # Each part of a bar, the rebuilt mark and a compaction have a colour of their own.
