@@ -31,7 +31,7 @@ from .reports import MissingFact
 from .summarize import Fact, context_text, key_facts, verify
 from .tokens import TextCounter, estimate_blocks
 from .transcript_format import CompactionSpan
-from .wire import Wire
+from .wire import Wire, sometimes
 
 # Claude Code 2.1.332: "Autocompact is thrashing: the context refilled to the limit within 3 turns of
 # the previous compact, 3 times in a row."
@@ -79,6 +79,8 @@ class SessionAudit(Wire):
     reread_tokens: int
     thrash: int  # compactions that refilled within REFILL_TURNS calls
     thrashing: bool  # THRASH_RUN of them in a row: what stops Claude Code 2.1.332's autocompact
+    kind: Literal["compaction"] | None = sometimes()  # with note: a compaction side-call, not a session
+    note: str | None = sometimes()
 
 
 def _first_call(messages: Sequence[Message]) -> Message | None:

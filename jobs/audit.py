@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..core.audit import CompactionAudit, SessionAudit, audit_session, session_total
@@ -10,6 +10,7 @@ from ..core.catalog import Prices
 from ..core.jsonl import OnError, ReadStats, iter_buffer_entries
 from ..core.reports import FailedFile
 from ..files.inputs import detect_format, mapped, source_name
+from ..files.sessions import COMPACTION_NOTE, is_compaction
 from .results import BatchResult
 
 
@@ -43,7 +44,10 @@ def audit_buffer(buffer: Any, source: str, options: AuditOptions = AuditOptions(
     entries = list(iter_buffer_entries(buffer, source, options.on_error, stats))
     counter = CountOptions(tokenizer=options.tokenizer).counter()
     rows = audit_session(transcript_format.compactions(entries), source, counter, options.prices or ())
-    return FileAudit(source, transcript_format.name, rows, session_total(rows, source), stats)
+    total = session_total(rows, source)
+    if is_compaction(buffer, source):  # labelled as count and warn label it: it records no compaction of its own
+        total = replace(total, kind="compaction", note=COMPACTION_NOTE)
+    return FileAudit(source, transcript_format.name, rows, total, stats)
 
 
 def audit_file(path: str | None, options: AuditOptions = AuditOptions(), shown: str | None = None) -> FileAudit:

@@ -183,6 +183,25 @@ def test_audit_of_a_file_a_folder_and_stdin_agree(tmp_path: Path) -> None:
         assert schemas.reference_errors("audit.report.schema.json", row) == []
 
 
+def test_a_compaction_side_call_is_labelled_as_count_and_warn_label_it(tmp_path: Path) -> None:
+    from test_narrow_terminal import on_terminal
+
+    s = Convo()
+    s.user("Summarize the conversation so far.")
+    s.text("<summary>The work so far.</summary>", usage(9_000))
+    by_name = s.write(tmp_path / "sess" / "subagents" / "agent-acompact-1f2e.jsonl")
+    plain = s.write(tmp_path / "plain.jsonl")
+    [total] = lines_of(run_cli("audit", "--json", by_name, env=CLEAN_ENV))
+    assert total["kind"] == "compaction" and total["note"].startswith("a compaction side-call") and total["compactions"] == 0
+    assert schemas.reference_errors("audit.report.schema.json", total) == []
+    [warned] = lines_of(run_cli("warn", "--json", by_name, env=CLEAN_ENV))
+    assert (warned["kind"], warned["note"].split(":")[0]) == ("compaction", total["note"])
+    # A session's name says nothing of the kind: no label.
+    [session_total] = lines_of(run_cli("audit", "--json", plain, env=CLEAN_ENV))
+    assert "kind" not in session_total and "note" not in session_total
+    assert f"agent-acompact-1f2e.jsonl: {total['note']}" in on_terminal(["audit", by_name], 200)
+
+
 def test_the_table_names_what_each_compaction_lost(tmp_path: Path) -> None:
     from test_narrow_terminal import on_terminal
 

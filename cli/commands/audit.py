@@ -103,7 +103,7 @@ def _print(sessions: Sequence[tuple[Sequence[CompactionAudit], SessionAudit] | F
             continue
         compactions, total = session
         if not compactions:
-            rest = shown_text(": no compaction recorded")
+            rest = shown_text(f": {total.note}" if total.note is not None else ": no compaction recorded")
             console.print(fitted_name(console, names[total.file], rest.cell_len, "bold") + rest)
             continue
         verdict = f": {total.compactions} compaction(s), {total.carried} of {total.facts} facts carried ({_recall(total.recall)})"
