@@ -108,3 +108,16 @@ def test_every_page_ends_with_one_example_on_its_own_line() -> None:
         paragraph = page[page.index(examples[0]) :].split("\n\n")[0]
         started = len(re.findall(r"(?<![|\w~/-]) *\bctxpipe ", paragraph)) - len(re.findall(r"\| *ctxpipe ", paragraph))  # not piped from another
         assert f"ctxpipe {name}" in paragraph and started <= 1, f"ctxpipe {name} --help: {paragraph!r}"
+
+
+def test_version_is_the_same_on_the_start_up_path_and_typers() -> None:
+    # `ctxpipe --version` alone is answered before anything loads; typer answers it too (it is listed
+    # in `ctxpipe --help`), also in front of a command, which it then does not run.
+    from ctxpipe import __version__
+
+    for argv in (["--version"], ["-V"], ["--version", "count"]):
+        app = run_cli(*argv)
+        assert (app.returncode, app.stdout, app.stderr) == (0, f"ctxpipe {__version__}\n".encode(), b""), argv
+    for argv in (["--version"], ["-V"]):
+        fast = run_process(*argv)
+        assert (fast.returncode, fast.stdout) == (0, f"ctxpipe {__version__}\n".encode()), argv
