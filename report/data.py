@@ -304,11 +304,13 @@ def _kept_prefix(
 
 def stage_command(stage: str, path: str | None, reading: Sequence[str] = ()) -> str:
     """The command that runs `stage` as its dry run did, on the file at `path` as the user gave it,
-    writing it back (a stage writes atomically); with no path (stdin) the stage as a filter.
+    writing it back (a stage writes atomically) with what it removes kept in a ledger beside it, so
+    `ctxpipe expand --ledger PATH.ledger PATH` puts it back (not a .jsonl: Claude Code would list
+    it as a session); with no path (stdin) the stage as a filter.
     `reading`: the flags the file was read with (--on-error skip)."""
     words = ["ctxpipe", stage, *STAGE_FLAGS.get(stage, ()), *reading]
     if path is not None:
-        words += ["-o", path, path]
+        words += ["--ledger", f"{path}.ledger", "-o", path, path]
     return shlex.join(words)
 
 

@@ -267,24 +267,27 @@ def test_the_advised_command_does_what_the_dry_run_measured(tmp_path: Path) -> N
     stage = advice["stage"]
     assert stage in runs and runs[stage]["cache"]["clear"]
     words = shlex.split(advice["command"])
-    assert words[:2] == ["ctxpipe", stage] and words[-3:] == ["-o", given, given]
+    assert words[:2] == ["ctxpipe", stage] and words[-5:] == ["--ledger", f"{given}.ledger", "-o", given, given]
     assert advice["command"] in report["recommendation"] and "`" not in report["recommendation"]
     assert str(tmp_path) not in advice["command"]
+    original = (tmp_path / given).read_bytes()
     # Run as printed, in the folder the report was made from: the file then counts what the dry run said.
     ok(run_cli(*words[1:], cwd=tmp_path))
     assert json_of("count", "--json", tmp_path / given)["tokens"] == runs[stage]["tokens_after"]
+    # What it removed is in the ledger beside the file (not a .jsonl a session list would show): expand puts it back.
+    assert ok(run_cli("expand", "--ledger", f"{given}.ledger", given, cwd=tmp_path)).stdout == original
     # A file read past a bad line (--on-error skip) is one the command must read so too.
     damaged = tmp_path / "damaged.jsonl"
     lines = busy_session().to_bytes().splitlines(keepends=True)
     damaged.write_bytes(b"".join([*lines[:3], b'{"type": "user", oops\n', *lines[3:]]))
     [skipping] = report_json("--on-error", "skip", damaged.name, cwd=tmp_path)
     words = shlex.split(skipping["advice"]["command"])
-    assert words[2:-3][-2:] == ["--on-error", "skip"]
+    assert words[2:-5][-2:] == ["--on-error", "skip"]
     ok(run_cli(*words[1:], cwd=tmp_path))
     assert json_of("count", "--json", damaged)["tokens"] == next(run["tokens_after"] for run in skipping["dry_runs"] if run["stage"] == words[1])
     # From stdin there is no file to name: the stage as a filter, with the same flags.
     piped = json.loads(ok(run_cli("report", "--json", "--now", NOW, stdin=busy_session().to_bytes())).stdout)
-    assert piped["advice"]["command"] == " ".join(shlex.split(advice["command"])[:-3])
+    assert piped["advice"]["command"] == " ".join(shlex.split(advice["command"])[:-5])
 
 
 def test_a_compaction_side_call_is_labelled_not_a_session_everywhere(tmp_path: Path) -> None:
