@@ -767,15 +767,19 @@ def validate_one(item: tuple[str, str], format_name: str | None, errors: OnError
     from .core.jsonl import no_cycle_collection
     from .core.reports import ValidateReport
     from .jobs.results import ValidatedFile
+    from .files.sessions import COMPACTION_NOTE, FIRST_LINES, kind_given, kind_of
     from .jobs.validate import SchemaProblem, checked_entries, finding_rows
 
     path, source = item
+    agent_id = ""  # of the first lines, as count and warn tell a compaction side-call
     with no_cycle_collection(), opened(None if path == STDIN else path, buffering=INPUT_BUFFER) as stream:
         read = stream_entries(stream, source, format_name, "skip")
         schema: list[SchemaProblem] = []
         entries = []
         checked_part = read.format.checked_part
         for entry in checked_entries(read.entries, read.format.schema, schema):  # each line checked as it is read
+            if not agent_id and entry.line <= FIRST_LINES and isinstance(named_agent := entry.obj.get("agentId"), str):
+                agent_id = named_agent
             # The structural check needs only what it reads of each line: the rest of the line (and
             # its bytes) is freed now, and its memory holds the next lines.
             entry.raw, entry.obj = None, checked_part(entry.obj)
@@ -792,6 +796,8 @@ def validate_one(item: tuple[str, str], format_name: str | None, errors: OnError
             warnings=len(rows) - count,
             findings=rows,
         )
+        if kind_given(None if path == STDIN else kind_of(path), agent_id) == "compaction":
+            report.kind, report.note = "compaction", COMPACTION_NOTE
         # Freed while the collector is still off: it would otherwise walk every object of every line
         # once first (all still in its youngest generation), only to find them about to go.
         del entries, schema

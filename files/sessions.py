@@ -36,7 +36,7 @@ COMPACTION_AGENT = "acompact-"  # the agentId prefix of Claude Code's compaction
 COMPACTION_NOTE = "a compaction side-call (the request Claude Code made to write a summary), not a session"
 # Claude Code writes agentId on every line of a side file; a few leading lines without one (blank,
 # damaged) do not hide it, and a main session (which has none) is not read further than this.
-_PEEK_LINES = 16
+FIRST_LINES = 16
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,15 @@ def kind_read(buffer: Any, named: Kind | None) -> Kind | None:
     renamed file, stdin as None) gives way to the lines' own `agentId` when it is a compaction's."""
     if named in ("subagent", "compaction"):
         return named
-    return "compaction" if _first_agent_id(buffer).startswith(COMPACTION_AGENT) else named
+    return kind_given(named, _first_agent_id(buffer))
+
+
+def kind_given(named: Kind | None, first_agent_id: str) -> Kind | None:
+    """kind_read from the top-level agentId of the first of the FIRST_LINES lines that has one
+    ("" when none does), for a reader that meets the lines one by one."""
+    if named in ("subagent", "compaction"):
+        return named
+    return "compaction" if first_agent_id.startswith(COMPACTION_AGENT) else named
 
 
 def is_compaction(buffer: Any, path: str | None) -> bool:
@@ -80,7 +88,7 @@ def is_compaction(buffer: Any, path: str | None) -> bool:
 def _first_agent_id(buffer: Any) -> str:
     """The top-level agentId of the first of the first lines that has one ("" when none does)."""
     start = 0
-    for _ in range(_PEEK_LINES):
+    for _ in range(FIRST_LINES):
         end = buffer.find(b"\n", start)
         stop = len(buffer) if end < 0 else end
         if buffer.find(b'"agentId"', start, stop) >= 0:  # progress lines nest one under data: only the top level counts

@@ -300,3 +300,20 @@ def test_warn_pass_through_takes_one_transcript_only(tmp_path: Path) -> None:
     result = cli("warn", "--pass-through", folder)
     assert result.returncode == ExitStatus.USAGE and result.stdout == b""
     assert "--pass-through" in result.stderr.decode()
+
+
+def test_validate_labels_the_side_call_by_name_and_by_its_lines_alone(tmp_path: Path) -> None:
+    from test_narrow_terminal import on_terminal
+
+    by_name = side_call().write(tmp_path / "agent-acompact-9a8b7c.jsonl")
+    renamed = side_call().write(tmp_path / "renamed.jsonl")
+    session = main_session().write(tmp_path / "session.jsonl")
+    for path in (by_name, renamed):
+        [row] = [json.loads(line) for line in run_cli("validate", "--json", path).stdout.splitlines()]
+        assert (row["kind"], row["note"]) == ("compaction", COMPACTION_NOTE)
+        assert errors("validate.report.schema.json", row) == []
+    [piped] = [json.loads(line) for line in run_cli("validate", "--json", "-", stdin=renamed.read_bytes()).stdout.splitlines()]
+    assert piped["kind"] == "compaction"
+    [plain] = [json.loads(line) for line in run_cli("validate", "--json", session).stdout.splitlines()]
+    assert "kind" not in plain and "note" not in plain
+    assert COMPACTION_NOTE in on_terminal(["validate", by_name], 300)

@@ -91,6 +91,8 @@ def _print_tables(reports: Sequence[ValidateReport | FailedFile], given: list[st
             continue
         verdict = shown_text("valid", "green") if report.valid else shown_text("invalid", "red")
         rest = shown_text(f" ({report.format}, {report.entries} entries): ") + verdict + f", {report.errors} errors, {report.warnings} warnings"
+        if report.note is not None:
+            rest += shown_text(f" ({report.note})")
         console.print(fitted_name(console, names[report.file], rest.cell_len, "bold") + rest)
         if report.findings:
             # Messages quote the transcript's values (ids, types, schema errors): shown, never markup.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ..wire import Wire
+from ..wire import Wire, sometimes
 
 
 @dataclass(kw_only=True, slots=True)
@@ -27,3 +27,5 @@ class ValidateReport(Wire):
     errors: int
     warnings: int
     findings: list[FindingRow]
+    kind: Literal["compaction"] | None = sometimes()  # with note: a compaction side-call, not a session
+    note: str | None = sometimes()
