@@ -766,8 +766,8 @@ def validate_one(item: tuple[str, str], format_name: str | None, errors: OnError
     raises. Runs where the batch runs (a worker process, a cluster)."""
     from .core.jsonl import no_cycle_collection
     from .core.reports import ValidateReport
-    from .jobs.results import ValidatedFile
     from .files.sessions import COMPACTION_NOTE, FIRST_LINES, kind_given, kind_of
+    from .jobs.results import ValidatedFile
     from .jobs.validate import SchemaProblem, checked_entries, finding_rows
 
     path, source = item
