@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import signal
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -121,4 +122,6 @@ if _HANDLER_BEFORE is not None:
 def main(argv: list[str] | None = None) -> None:
     """Console entry point on the typer path (cli/direct.py runs a plain command line without it).
     `argv` (default: sys.argv[1:]) lets the tests run a command in-process."""
-    run_command_line(lambda: app(args=argv, prog_name="ctxpipe", standalone_mode=False), in_process=argv is not None)
+    given = sys.argv[1:] if argv is None else argv
+    name = next((word for word in given if not word.startswith("-")), None)  # the command, for what it says while it waits
+    run_command_line(lambda: app(args=argv, prog_name="ctxpipe", standalone_mode=False), in_process=argv is not None, name=name)

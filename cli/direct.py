@@ -187,4 +187,4 @@ def main(argv: Sequence[str]) -> None:
         flush_stdout()
         return ExitStatus.OK
 
-    run_command_line(invoke, in_process=False)
+    run_command_line(invoke, in_process=False, name=name)

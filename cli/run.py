@@ -55,15 +55,16 @@ def flush_stdout() -> None:
         sys.stdout.flush()
 
 
-def run_command_line(invoke: Callable[[], int | None], in_process: bool) -> NoReturn:
+def run_command_line(invoke: Callable[[], int | None], in_process: bool, name: str | None = None) -> NoReturn:
     """Run `invoke` (the command) and exit with its status, or with the one its failure means.
-    `in_process`: called by a test with its own argv, not as the process's entry point."""
+    `in_process`: called by a test with its own argv, not as the process's entry point. `name`: the
+    command's, for what it says while it waits on a terminal's stdin."""
     if not in_process:
         from ..api import unwind_on_termination
 
         unwind_on_termination()
     try:
-        status = _outcome(invoke)
+        status = _outcome(invoke, name)
         if not in_process:
             # The outcome is written and decided: a Ctrl-C from here on changes nothing, and would
             # otherwise kill the exiting interpreter by the signal (it restores the default handler).
@@ -73,14 +74,17 @@ def run_command_line(invoke: Callable[[], int | None], in_process: bool) -> NoRe
     sys.exit(status)
 
 
-def _say_stdin_is_awaited() -> None:
+def _say(text: str) -> None:
     if sys.stderr is not None:
-        sys.stderr.write(STDIN_HINT)
+        sys.stderr.write(text)
         sys.stderr.flush()
 
 
-# Said on stderr when a command reads stdin and stdin is a terminal (it would wait without a word).
-STDIN_HINT = "ctxpipe: reading a transcript from the terminal: paste its lines and end with Ctrl-D, or give a file or folder (ctxpipe COMMAND PATH)\n"
+def stdin_hint(name: str | None) -> str:
+    """Said on stderr when command `name` reads stdin and stdin is a terminal (it would wait without a word)."""
+    return (
+        f"ctxpipe: reading a transcript from the terminal: paste its lines and end with Ctrl-D, or give a file or folder (ctxpipe {name or 'COMMAND'} PATH)\n"
+    )
 
 
 def _typer_exceptions() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
@@ -91,7 +95,7 @@ def _typer_exceptions() -> tuple[tuple[type[BaseException], ...], tuple[type[Bas
     return (found.TyperException,), (found.Abort,)
 
 
-def _outcome(invoke: Callable[[], int | None]) -> int:
+def _outcome(invoke: Callable[[], int | None], name: str | None) -> int:
     import io
 
     from ..api import guard_truncation, when_stdin_is_a_terminal
@@ -102,7 +106,7 @@ def _outcome(invoke: Callable[[], int | None]) -> int:
     _hold_standard_descriptors()
     tolerant_standard_streams()
     guard_truncation(lambda name: f"ctxpipe: error: {shown(InputError(name, None, 'changed while being read'))}", ExitStatus.ERROR)
-    when_stdin_is_a_terminal(_say_stdin_is_awaited)
+    when_stdin_is_a_terminal(lambda: _say(stdin_hint(name)))
     try:
         status = invoke()
     except Exception as exc:

@@ -147,7 +147,7 @@ def test_a_command_waiting_on_a_terminal_says_so(tmp_path: Path) -> None:
     stdout, stderr = process.communicate(timeout=60)
     os.close(leader)
     assert process.returncode == 0
-    assert b"reading a transcript from the terminal" in stderr and b"Ctrl-D" in stderr
+    assert b"reading a transcript from the terminal" in stderr and b"Ctrl-D" in stderr and b"(ctxpipe count PATH)" in stderr
     assert orjson.loads(stdout)["tokens"] >= 0  # the empty input counted
     piped = run_cli("count", "--json", stdin=GOOD.read_bytes())
     assert b"reading a transcript" not in piped.stderr
