@@ -618,14 +618,16 @@ def session_files(
     subagents: bool = True,
     on_skip: Callable[[str, str], None] | None = None,
     on_missing: Callable[[CtxpipeError], None] | None = None,
+    keep_missing: bool = False,
 ) -> list[SessionFile]:
     """The files given and every session file below each folder given (or store prefix), each once,
     in a stable order: what every batch works on. `on_skip(shown, why)` hears about each file left
     out (a FIFO, a broken link, a second name of one file); a path that names nothing raises
-    InputError, or with `on_missing` is handed to it and the other paths are still searched."""
+    InputError, or with `on_missing` is handed to it and the other paths are still searched, or with
+    `keep_missing` stays in its place, so that the batch fails on it there (a failed row)."""
     from .files.sessions import find_sessions
 
-    return find_sessions([os.fspath(path) for path in paths], subagents, on_skip, on_missing)
+    return find_sessions([os.fspath(path) for path in paths], subagents, on_skip, on_missing, keep_missing)
 
 
 def _runner(jobs: int, executor: Executor, scheduler: str | None) -> Runner:

@@ -3,34 +3,23 @@ each file left out and a usage error when none is found (the run itself is the a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
-
-from ..core.errors import CtxpipeError
 
 if TYPE_CHECKING:
     from ..api import SessionFile
 
 
-def find_inputs(paths: Sequence[str], subagents: bool, on_missing: Callable[[CtxpipeError], None] | None = None) -> list[SessionFile]:
+def find_inputs(paths: Sequence[str], subagents: bool) -> list[SessionFile]:
     """The session files below `paths`, with one warning per file left out; none at all is a usage
-    error. A path that names nothing raises, or with `on_missing` is handed to it (validate: one
-    error line, the other files still checked)."""
+    error. A path that names nothing stays in its place: the batch fails on it there, as on any file
+    it cannot read (its error line, a failed row, the other files still done, exit 1)."""
     from ..api import session_files
     from . import declare, streams
     from .metavars import PATHS
 
-    missing: list[CtxpipeError] = []
-
-    def note_missing(error: CtxpipeError) -> None:
-        missing.append(error)
-        if on_missing is not None:
-            on_missing(error)
-
-    files = session_files(
-        paths, subagents, on_skip=lambda shown, why: streams.warn(f"{shown}: skipped: {why}"), on_missing=note_missing if on_missing else None
-    )
-    if not files and not missing:
+    files = session_files(paths, subagents, on_skip=lambda shown, why: streams.warn(f"{shown}: skipped: {why}"), keep_missing=True)
+    if not files:
         # The error printer escapes what a terminal would act on (cli/app.py): the paths go in as given.
         where = ", ".join(str(path) for path in paths[:3]) + (f" (and {len(paths) - 3} more)" if len(paths) > 3 else "")
         raise declare.BadParameter(f"no session files (*.jsonl) found in {where}", param_hint=PATHS)

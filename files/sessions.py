@@ -109,6 +109,7 @@ def find_sessions(
     subagents: bool = True,
     on_skip: Callable[[str, str], None] | None = None,
     on_missing: Callable[[InputError], None] | None = None,
+    keep_missing: bool = False,
 ) -> list[SessionFile]:
     """Files as given, and every session file below each folder, in a stable order, each once.
 
@@ -116,7 +117,9 @@ def find_sessions(
     *.jsonl would block the reader forever. Symbolic links to folders are not followed, so the walk
     stays in the tree given. A file given by name is taken whatever it is (a FIFO is read as a
     stream). `on_skip(path, why)` hears about each thing left out. A path that names nothing
-    raises InputError, or with `on_missing` is handed to it and the others are still searched.
+    raises InputError, or with `on_missing` is handed to it and the others are still searched; with
+    `keep_missing` it stays in the list in its place, as a file of the kind its name says, so a batch
+    fails on it there as on any file it cannot read (a failed row, the other files still done).
     """
 
     skip = on_skip or (lambda shown, why: None)
@@ -137,6 +140,12 @@ def find_sessions(
             in_store = _find_one(given, subagents, take, skip, {file.path for file in found})
             found.extend(in_store)
         except InputError as exc:
+            if keep_missing:
+                from pathlib import Path
+
+                where: Path | str = given if storage.is_remote(given) else Path(storage.local_path(given)).expanduser()
+                found.append(SessionFile(where, kind_of(given), given))
+                continue
             if on_missing is None:
                 raise
             on_missing(exc)

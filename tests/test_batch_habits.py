@@ -69,13 +69,14 @@ def test_a_file_that_fails_is_a_json_row_of_its_own_in_the_order_found(command: 
             assert schemas.errors("compact.report.schema.json", row) == [], row
 
 
-def test_validate_lists_a_path_that_names_nothing_as_a_failed_row(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", ["validate", "count", "warn", "audit"])
+def test_a_path_that_names_nothing_is_a_failed_row_in_its_place(tmp_path: Path, command: str) -> None:
     missing = tmp_path / "gone.jsonl"
-    result = run_cli("validate", "--json", GOOD, missing)
-    assert result.returncode == 1
+    result = run_cli(command, "--json", GOOD, missing)
+    assert result.returncode == 1 and b"gone.jsonl: no such file" in result.stderr
     rows = [orjson.loads(line) for line in result.stdout.splitlines()]
-    assert rows[0] == {"file": str(missing), "error": rows[0]["error"]} and "no such file" in rows[0]["error"]
-    assert rows[1]["file"] == str(GOOD) and rows[1]["valid"] is True
+    assert rows[0]["file"] == str(GOOD) and "error" not in rows[0]
+    assert rows[1] == {"file": str(missing), "error": rows[1]["error"]} and "no such file" in rows[1]["error"]
 
 
 def test_count_totals_count_a_failed_file_once(tmp_path: Path) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .. import streams
 from ..flags import with_options
@@ -46,20 +46,18 @@ def _validated(reading: Reading, batch: Batch, json_output: bool) -> bool:
     from ...core.reports import FailedFile
     from ..batch import find_inputs
 
-    missing: list[Any] = []  # a path that names nothing: one error line, the other files are still checked
     if batch.from_stdin:
         # stdin is read here (a worker has none); files where the batch runs, results in order.
         results = api.validate_many([streams.STDIN], reading.format, reading.errors)
     else:
-        files = find_inputs(batch.paths or [], batch.subagents, missing.append)
+        files = find_inputs(batch.paths or [], batch.subagents)
         results = api.validate_many(
             batch.paths or [], reading.format, reading.errors, files=files, progress=streams.batch_progress("validating"), **batch.run_on
         )
-    # A path that names nothing, then a file that cannot be read at all: each one error line and a
-    # failed row; the other files are still checked.
-    rows: list[ValidateReport | FailedFile] = [FailedFile.of(error.source, error) for error in missing]
-    rows += results.rows_in_order(lambda validated: [validated.report])
-    for error in [*missing, *results.failures]:
+    # A file that cannot be read at all (or a path that names nothing): one error line and a failed
+    # row in its place; the other files are still checked.
+    rows = results.rows_in_order(lambda validated: [validated.report])
+    for error in results.failures:
         streams.error(str(error))
     for validated in results.done:
         if reading.errors != "fail":

@@ -59,7 +59,10 @@ def warn(
     elif pass_through:
         raise declare.BadParameter("copies one transcript: give one file, or stdin", param_hint="--pass-through")
     else:
-        results = api.count_many(batch.paths or [], options, progress=streams.batch_progress("checking"), **batch.run_on)
+        from ..batch import find_inputs
+
+        files = find_inputs(batch.paths or [], batch.subagents)
+        results = api.count_many(batch.paths or [], options, files=files, progress=streams.batch_progress("checking"), **batch.run_on)
     raise declare.Exit(_report(results, as_json and not pass_through, explain, to_stderr=pass_through))
 
 
