@@ -141,10 +141,7 @@ def find_sessions(
             found.extend(in_store)
         except InputError as exc:
             if keep_missing:
-                from pathlib import Path
-
-                where: Path | str = given if storage.is_remote(given) else Path(storage.local_path(given)).expanduser()
-                found.append(SessionFile(where, kind_of(given), given))
+                found.append(SessionFile(given if storage.is_remote(given) else _local(given), kind_of(given), given))
                 continue
             if on_missing is None:
                 raise
@@ -158,11 +155,9 @@ Take = Callable[["Path", str, "str | None"], None]
 def _find_one(given: str, subagents: bool, take: Take, skip: Callable[[str, str], None], taken: set[Path | str]) -> list[SessionFile]:
     """The store's objects for `given` (returned); a local file or folder's files go to `take` (which
     knows each file's real path, so a file reached twice is taken once)."""
-    from pathlib import Path
-
     if storage.is_remote(given):
         return _find_in_store(given, subagents, taken)
-    path = Path(storage.local_path(given)).expanduser()
+    path = _local(given)
     if path.is_dir():
         _walk(str(path), os.path.realpath(path), subagents, take, skip)
     elif path.exists():
@@ -170,6 +165,13 @@ def _find_one(given: str, subagents: bool, take: Take, skip: Callable[[str, str]
     else:
         raise InputError(given, None, "no such file or folder")
     return []
+
+
+def _local(given: str) -> Path:
+    """A local path as given (`~`, `file://`) as the file system names it."""
+    from pathlib import Path
+
+    return Path(storage.local_path(given)).expanduser()
 
 
 def _walk(folder: str, real: str, subagents: bool, take: Take, skip: Callable[[str, str], None]) -> None:
