@@ -67,10 +67,20 @@ def read_key(tool_input: Any) -> tuple[str, ...] | None:
         words = shlex.split(line)
     except ValueError:
         return None
-    if not words or words[0] not in READERS or not any(not word.startswith("-") for word in words[1:]):
+    if not words or words[0] not in READERS:
         return None
-    if words[0] == "sed" and ("-n" not in words or not any(_SED_PRINT.fullmatch(word) for word in words)):
-        return None  # sed that prints what it edits is not a read
+    operands, rest = [], iter(words[1:])
+    for word in rest:
+        if word in ("-n", "-c"):
+            next(rest, None)  # head -n 40, tail -c 100: the option's value
+        elif not word.startswith("-"):
+            operands.append(word)
+    if words[0] == "sed":
+        if "-n" not in words[1:] or not any(_SED_PRINT.fullmatch(word) for word in words):
+            return None  # sed that prints what it edits is not a read
+        operands = [word for word in words[1:] if not word.startswith("-") and not _SED_PRINT.fullmatch(word)]
+    if not operands:
+        return None  # reads its standard input
     folder = tool_input.get("workdir") if isinstance(tool_input, dict) else None
     return (folder if isinstance(folder, str) else "", *words)
 
