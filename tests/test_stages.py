@@ -403,7 +403,10 @@ def test_stages_edit_a_messages_api_transcript(argv: tuple[str, ...], tmp_path: 
 def test_a_codex_rollout_is_edited_as_a_rollout(argv: tuple[str, ...]) -> None:
     """Codex rollouts are written (tests/test_codex_write.py holds what is written): no conversion first."""
     rollout = FIXTURES / "codex" / "rollout.jsonl"
-    by_path, by_pipe = ok(run_cli(*argv, "--now", "2030-01-01T00:00:00Z", rollout)), ok(run_cli(*argv, "--now", "2030-01-01T00:00:00Z", stdin=rollout.read_bytes()))
+    by_path, by_pipe = (
+        ok(run_cli(*argv, "--now", "2030-01-01T00:00:00Z", rollout)),
+        ok(run_cli(*argv, "--now", "2030-01-01T00:00:00Z", stdin=rollout.read_bytes())),
+    )
     assert by_path.stdout == by_pipe.stdout and by_path.stdout.startswith(rollout.read_bytes().split(b"\n", 1)[0])
     assert ctxpipe.read_transcript(by_path.stdout).format == "codex"
 
