@@ -27,12 +27,11 @@ from ..core.jsonl import Entry, OnError, ReadStats, as_text, iter_entries_revers
 from ..core.model import Finding, Message
 from ..core.rules import rules_for
 from ..core.tokens import RoughCounter
-from .base import SUMMARY_MARKER, CompactionSpan, WriteOptions
+from .base import CTXPIPE_NAMESPACE, SUMMARY_MARKER, CompactionSpan, WriteOptions
 
 # Tuples, not sets: a line's `type` may be a list or an object, which a set lookup cannot hash.
 TREE_TYPES = ("user", "assistant", "system", "progress", "attachment")
 MESSAGE_TYPES = ("user", "assistant")
-CTXPIPE_NAMESPACE = uuidlib.UUID("6f1d2c1e-7f3b-4c1a-9a51-0c7e1d2b9a10")
 # Every entry type Claude Code is known to write, 1.0.x to 2.1.332 (2.1.332's registry of types,
 # reference/claude-code-2.1.332.md §7, and the ones it dropped): a line of one of them is Claude Code's.
 ENTRY_TYPES = frozenset(

@@ -33,7 +33,7 @@ from ..core.fields import text as field_text
 from ..core.jsonl import Entry, dumps
 from ..core.model import Finding, Message
 from ..core.placeholders import RESTORED_PREFIX
-from .base import SUMMARY_MARKER, CompactionSpan, WholeFileContext, WriteOptions, lone_response
+from .base import CTXPIPE_NAMESPACE, SUMMARY_MARKER, CompactionSpan, WholeFileContext, WriteOptions, lone_response
 
 # Tuples, not sets: a line's `type` may be a list or an object, which a set lookup cannot hash.
 LINE_TYPES = ("session_meta", "response_item", "event_msg", "turn_context", "compacted")
@@ -56,7 +56,6 @@ USER_MESSAGES_BUDGET = 20_000
 # Codex compacts on its own once the context reaches this share of model_context_window.
 AUTO_COMPACT_SHARE = 0.9
 CTXPIPE = "ctxpipe"  # the field ctxpipe adds to a token_count it writes: its record, not a billed call
-CTXPIPE_NAMESPACE = uuidlib.UUID("6f1d6a52-3c0e-5b8e-9a57-0c7c1f2d7e11")
 
 
 def _text_blocks(content: Any) -> list[dict[str, Any]]:
@@ -467,9 +466,11 @@ class CodexFormat(WholeFileContext):
         for position in range(start, first_kept):
             obj = entries[position].obj
             payload = obj.get("payload")
-            if _is_compacted(obj) and isinstance(payload.get("replacement_history"), list):  # type: ignore[union-attr]  # _is_compacted checked it is a dict
-                items += [item for item in payload["replacement_history"] if isinstance(item, dict)]  # type: ignore[index]
-            elif obj.get("type") == "response_item" and isinstance(payload, dict):
+            if not isinstance(payload, dict):
+                continue
+            if _is_compacted(obj) and isinstance(payload.get("replacement_history"), list):
+                items += [item for item in payload["replacement_history"] if isinstance(item, dict)]
+            elif obj.get("type") == "response_item":
                 items.append(payload)
         initial: list[dict[str, Any]] = []
         for item in items:
