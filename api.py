@@ -286,8 +286,9 @@ def convert_with_report(
     if source_format is target and not repair and not history:
         return transcript, ConvertReport()
     messages = source_format.messages(transcript.entries, history=history)
-    api_messages, report = to_api_messages(messages, transcript.entries, repair=repair)
-    entries = editor_of(target, "write").from_messages(api_messages, options or WriteOptions())  # a format ctxpipe only reads is refused here
+    api_messages, report = to_api_messages(messages, transcript.entries, repair=repair, recorded=True)
+    options = options or WriteOptions(cwd=source_format.recorded_cwd(transcript.entries) or ".")
+    entries = editor_of(target, "write").from_messages(api_messages, options)  # a format ctxpipe only reads is refused here
     return Transcript(entries, target.name, transcript.source), report
 
 

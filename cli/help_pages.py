@@ -160,7 +160,9 @@ PAGES = {'': (('write_usage', 'ctxpipe', '[OPTIONS] COMMAND [ARGS]...', None),
               '\n'
               'Converting to the format the input is already in copies it byte for byte. Claude Code to\n'
               'anthropic merges the lines of one API response, merges parallel tool results into one user\n'
-              'message, drops lines that are not messages and keeps roles alternating.\n'
+              'message, drops lines that are not messages and keeps roles alternating. What the input records\n'
+              "beside its messages is kept where the output format has a place for it: each message's time,\n"
+              "each response's model and usage (so `count` of the result reads the same usage), the cwd.\n"
               '\n'
               'Example:  ctxpipe convert --to anthropic session.jsonl > messages.jsonl'),
              ('dedent',),
@@ -178,14 +180,15 @@ PAGES = {'': (('write_usage', 'ctxpipe', '[OPTIONS] COMMAND [ARGS]...', None),
              ('write_dl',
               (('-f, --format <anthropic|claude-code|codex>', 'Input format; detected from the content when left out.'),
                ('--on-error <fail|skip>', 'fail: stop at the first bad line. skip: leave bad lines out and count them on stderr.  [default: fail]'),
-               ('-t, --to <anthropic|claude-code>', 'Output format.  [required]'),
+               ('-t, --to <anthropic|claude-code|codex>', 'Output format.  [required]'),
                ('-o, --output FILE', 'Write to this file (atomically) instead of stdout.'),
                ('-u, --unbuffered', 'Flush every output line at once (for tail -f pipes).'),
                ('--repair', 'Answer each tool_use that has no result with a synthetic error result (and drop orphan results).'),
                ('--history', 'Follow the main chain across compact boundaries instead of converting only the active context.'),
-               ('--session-id UUID', 'sessionId for lines written as claude-code (default: a new one).'),
-               ('--cwd DIR', 'cwd recorded on lines written as claude-code.  [default: .]'),
-               ('--start-time ISO-TIME', 'ISO time of the first line written as claude-code (default: now).'),
+               ('--session-id UUID', 'Session id of lines written as claude-code or codex (default: a new one).'),
+               ('--cwd DIR', "cwd recorded on lines written as claude-code or codex (default: the input's own, else .)."),
+               ('--start-time ISO-TIME',
+                'ISO time of the first line written as claude-code or codex, for messages the input records no time for (default: now).'),
                ('--model MODEL', 'Model recorded on assistant lines written as claude-code.'),
                ('-h, --help', 'Show this message and exit.')),
               30,
@@ -442,7 +445,8 @@ PAGES = {'': (('write_usage', 'ctxpipe', '[OPTIONS] COMMAND [ARGS]...', None),
                     ('--keep-recent N', 'Old tool results: keep those of the last N compactable calls (0 keeps 1, as Claude Code).  [default: 5; x>=0]'),
                     ('--tools NAME,…',
                      'Comma-separated tool names whose old results are cleared (default: '
-                     'Read,Bash,PowerShell,Grep,Glob,WebSearch,WebFetch,Edit,Write,MultiEdit,NotebookEdit). Task, Agent and mcp__ tools are never cleared.'),
+                     "Read,Bash,PowerShell,Grep,Glob,WebSearch,WebFetch,Edit,Write,MultiEdit,NotebookEdit, and Codex's "
+                     'shell,shell_command,exec_command,local_shell,read_file,list_dir,grep_files,apply_patch). Task, Agent and mcp__ tools are never cleared.'),
                     ('--gap-minutes MINUTES',
                      'Clear old tool results only when the last response is at least this many minutes old (the prompt cache has expired).  [default: 60.0; '
                      'x>=0.0]'),
@@ -662,7 +666,8 @@ PAGES = {'': (('write_usage', 'ctxpipe', '[OPTIONS] COMMAND [ARGS]...', None),
                ('--keep-recent N', 'Old tool results: keep those of the last N compactable calls (0 keeps 1, as Claude Code).  [default: 5; x>=0]'),
                ('--tools NAME,…',
                 'Comma-separated tool names whose old results are cleared (default: '
-                'Read,Bash,PowerShell,Grep,Glob,WebSearch,WebFetch,Edit,Write,MultiEdit,NotebookEdit). Task, Agent and mcp__ tools are never cleared.'),
+                "Read,Bash,PowerShell,Grep,Glob,WebSearch,WebFetch,Edit,Write,MultiEdit,NotebookEdit, and Codex's "
+                'shell,shell_command,exec_command,local_shell,read_file,list_dir,grep_files,apply_patch). Task, Agent and mcp__ tools are never cleared.'),
                ('--gap-minutes MINUTES',
                 'Clear old tool results only when the last response is at least this many minutes old (the prompt cache has expired).  [default: 60.0; '
                 'x>=0.0]'),

@@ -89,6 +89,17 @@ class Thresholds:
         return max(0, round((threshold - tokens) / threshold * 100)) if threshold > 0 else 0
 
 
+def _shared(window: int, max_out: int, reserve: int, share: float, explain: list[str], ignored: list[str], release: str) -> Thresholds:
+    """The levels of an agent that compacts at a share of its window (Codex): autocompact there,
+    the warning 20,000 below it, blocking at the window itself (the agent has no other buffer)."""
+    autocompact = math.floor(window * share)
+    warning = autocompact - WARNING_BUFFER
+    explain.append(f"autocompact {autocompact:,} = {share:.0%} of the window {window:,} (where the session's own agent compacts)")
+    explain.append(f"warning {warning:,} = autocompact {autocompact:,} − 20,000 (the error level is the same)")
+    explain.append(f"blocking {window:,} = the window")
+    return Thresholds(window, max_out, reserve, window, autocompact, warning, warning, window, tuple(explain), tuple(ignored), release, None)
+
+
 def truthy(setting: Setting | None) -> bool:
     """An environment flag as Claude Code reads it: set and not 0/false/no/off."""
     return setting is not None and setting.value.strip().lower() not in ("", "0", "false", "no", "off")
@@ -196,13 +207,16 @@ def thresholds(
     window_reason: str | None = None,
     window_flag: bool = False,
     version: str | None = None,
+    compact_share: float | None = None,
 ) -> Thresholds:
     """Every level for `model` under `settings`, with a line of explanation for each value.
 
     `window` overrides the model's window (e.g. one inferred from recorded usage); with
     window_flag it was given on the command line and the environment's cap does not apply.
     `version` is the Claude Code version that wrote the session: its release's rules apply
-    (core.rules), unless settings.rules names others.
+    (core.rules), unless settings.rules names others. `compact_share`: the agent that wrote the
+    session compacts at this share of `window` (Codex: 0.9 of the window its rollout records), not
+    by Claude Code's buffers.
     """
     explain: list[str] = []
     ignored: list[str] = []
@@ -244,6 +258,8 @@ def thresholds(
     explain.append(f"effective window {effective:,} = {which} {compact_window:,} − reserve {reserve:,} (min(max output, 20,000))")
 
     auto_off = truthy(settings.disable_compact) or truthy(settings.disable_auto_compact)
+    if compact_share is not None and not auto_off:
+        return _shared(window, max_out, reserve, compact_share, explain, ignored, rules.release)
     threshold = effective - AUTOCOMPACT_BUFFER
     autocompact: int | None = threshold
     if auto_off:

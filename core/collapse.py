@@ -4,12 +4,16 @@ When a later result in the active context carries exactly what an earlier one di
 read again with nothing changed, the same `git status` twice), the earlier copy becomes a short
 stub naming the tool, its input and the later call. The latest copy stays whole: it is the one
 most likely to survive a later summary. Claude Code's own "file unchanged since last read" stub is
-never counted as a copy, so the full result it refers to is never folded away.
+never counted as a copy, so the full result it refers to is never folded away. A shell command
+that only reads a file (`cat`, `sed -n '1,80p'`, `nl -ba`, `head`, `tail`: Codex reads files so) is
+the same read whichever shell tool ran it and with whatever call options (read_key).
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
+import shlex
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -28,9 +32,63 @@ from .transcript_format import WritableFormat
 
 FILE_UNCHANGED_STUB = "File unchanged since last read."
 INPUT_KEYS = ("file_path", "notebook_path", "path", "command", "pattern", "url", "query")
+# Shell commands that only print (part of) a file: the same one run twice is the same read, whichever
+# tool ran it and with whatever options of the call (a timeout, a justification).
+READERS = ("cat", "nl", "sed", "head", "tail")
+SHELLS = ("bash", "sh", "zsh")
+_SED_PRINT = re.compile(r"\d+(?:,\d+)?p|\$p")
+_NOT_A_PLAIN_READ = re.compile(r"[|;&<>`$\n]|\$\(")  # a pipe, a chain, a redirection, a substitution
+
+
+def shell_line(tool_input: Any) -> str | None:
+    """The command line a shell tool ran: Claude Code's Bash and Codex's shell_command
+    ({"command": "..."}), Codex's shell ({"command": ["bash", "-lc", "..."]}, or a bare argv) and
+    exec_command ({"cmd": "..."})."""
+    if not isinstance(tool_input, dict):
+        return None
+    command = tool_input.get("command", tool_input.get("cmd"))
+    if isinstance(command, str):
+        return command
+    if isinstance(command, list) and command and all(isinstance(word, str) for word in command):
+        if len(command) == 3 and command[0].rsplit("/", 1)[-1] in SHELLS and command[1] in ("-c", "-lc"):
+            return str(command[2])
+        return shlex.join(command)
+    return None
+
+
+def read_key(tool_input: Any) -> tuple[str, ...] | None:
+    """A shell command that only reads a file (`cat F`, `sed -n '1,80p' F`, `nl -ba F`, `head -n 40 F`):
+    the folder it ran in and its words, so that the same read is one read in any tool; None for
+    anything else."""
+    line = shell_line(tool_input)
+    if line is None or _NOT_A_PLAIN_READ.search(line.replace("$p", "")):
+        return None
+    try:
+        words = shlex.split(line)
+    except ValueError:
+        return None
+    if not words or words[0] not in READERS:
+        return None
+    operands, rest = [], iter(words[1:])
+    for word in rest:
+        if word in ("-n", "-c"):
+            next(rest, None)  # head -n 40, tail -c 100: the option's value
+        elif not word.startswith("-"):
+            operands.append(word)
+    if words[0] == "sed":
+        if "-n" not in words[1:] or not any(_SED_PRINT.fullmatch(word) for word in words):
+            return None  # sed that prints what it edits is not a read
+        operands = [word for word in words[1:] if not word.startswith("-") and not _SED_PRINT.fullmatch(word)]
+    if not operands:
+        return None  # reads its standard input
+    folder = tool_input.get("workdir") if isinstance(tool_input, dict) else None
+    return (folder if isinstance(folder, str) else "", *words)
 
 
 def describe_input(tool_input: Any) -> str:
+    line = shell_line(tool_input)
+    if line is not None:
+        return line
     if isinstance(tool_input, dict):
         for key in INPUT_KEYS:
             if isinstance(tool_input.get(key), str):
@@ -64,8 +122,9 @@ def collapse(entries: list[Entry], transcript_format: WritableFormat, settings: 
         key = _content_key(message.content[index])
         if key is None:
             continue
-        signature = dumps(inputs.get(call.id), sort_keys=True)
-        groups.setdefault((call.name, signature, key), []).append(call)
+        read = read_key(inputs.get(call.id))
+        signature = dumps(["read", *read]) if read is not None else dumps(inputs.get(call.id), sort_keys=True)
+        groups.setdefault(("" if read is not None else call.name, signature, key), []).append(call)
     estimates = Estimates(messages, PiecesCounter())
     calibration = calibrate(estimates)
     counter = PiecesCounter()
@@ -74,11 +133,12 @@ def collapse(entries: list[Entry], transcript_format: WritableFormat, settings: 
     removed: list[dict[str, Any]] = []
     saved = 0
     holders = []
-    for (name, _, _), calls in groups.items():
+    for calls in groups.values():
         if len(calls) < 2:
             continue
         survivor = calls[-1]
         for call in calls[:-1]:
+            name = call.name
             if call.result is None:  # never: only answered calls are grouped
                 continue
             message, index = call.result

@@ -63,6 +63,28 @@ class _Turn:
     blocks: list[dict[str, Any]]
     lines: list[int | None]  # source line of each block
     text: str | None  # the plain string content, when the turn is exactly one string message
+    recorded: dict[str, Any] = field(default_factory=dict)  # what its source recorded beside it (RECORDED)
+
+
+# What a conversion keeps of a turn's source besides its content, when asked (to_api_messages'
+# `recorded`): when it was written, and of a response its id, model and usage (the newest one's,
+# of the responses merged into the turn; never a usage measured before a compaction).
+RECORDED = ("timestamp", "id", "model", "usage")
+
+
+def _recorded(message: Message, entries: Sequence[Entry]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    first = message.entries[0] if message.entries else None
+    if first is not None and 0 <= first < len(entries) and isinstance(entries[first].obj.get("timestamp"), str):
+        found["timestamp"] = entries[first].obj["timestamp"]
+    if message.role == "assistant":
+        if message.model:
+            found["model"] = message.model
+        if message.usage is not None and not message.usage_stale:
+            found["usage"] = message.usage
+            if message.message_id:
+                found["id"] = message.message_id
+    return found
 
 
 def _line(entries: Sequence[Entry], index: int | None) -> int | None:
@@ -79,12 +101,21 @@ def _merge_turns(messages: Sequence[Message], entries: Sequence[Entry]) -> list[
             lines = [_line(entries, i) for i in message.entries]
         else:
             lines = [_line(entries, message.first_line)] * len(message.content)
+        recorded = _recorded(message, entries)
         if turns and turns[-1].role == message.role:
             turns[-1].blocks.extend(message.content)
             turns[-1].lines.extend(lines)
             turns[-1].text = None
+            merged = turns[-1].recorded  # the first line's time; the newest model; the newest response's id and usage together
+            if "timestamp" in recorded:
+                merged.setdefault("timestamp", recorded["timestamp"])
+            if "model" in recorded:
+                merged["model"] = recorded["model"]
+            if "usage" in recorded:
+                merged.pop("id", None)
+                merged.update({key: recorded[key] for key in ("id", "usage") if key in recorded})
         else:
-            turns.append(_Turn(message.role, list(message.content), lines, message.text_content))
+            turns.append(_Turn(message.role, list(message.content), lines, message.text_content, recorded))
     for turn in turns:
         if turn.role == "user" and len(turn.blocks) > 1:
             order = sorted(range(len(turn.blocks)), key=lambda k: not is_tool_result(turn.blocks[k]))
@@ -97,8 +128,12 @@ def _tool_use_ids(turn: _Turn) -> list[tuple[str, int | None]]:
     return [(tool_id, line) for block, line in zip(turn.blocks, turn.lines) if is_tool_use(block) and (tool_id := call_id(block)) is not None]
 
 
-def to_api_messages(messages: Sequence[Message], entries: Sequence[Entry], repair: bool = False) -> tuple[list[dict[str, Any]], ConvertReport]:
-    """Messages API form of `messages`, plus what was wrong with their tool pairs."""
+def to_api_messages(
+    messages: Sequence[Message], entries: Sequence[Entry], repair: bool = False, recorded: bool = False
+) -> tuple[list[dict[str, Any]], ConvertReport]:
+    """Messages API form of `messages`, plus what was wrong with their tool pairs. With `recorded`
+    each message also carries what its source recorded (RECORDED: for a conversion, which a
+    format's from_messages writes back in its own fields); without, it is fit to send."""
     report = ConvertReport()
     turns = _merge_turns(messages, entries)
     refs = [(k, i, event) for k, turn in enumerate(turns) for i, block in enumerate(turn.blocks) if (event := tool_event(block)) is not None]
@@ -141,6 +176,6 @@ def to_api_messages(messages: Sequence[Message], entries: Sequence[Entry], repai
         if not turn.blocks:
             continue
         content: Any = turn.text if turn.text is not None else turn.blocks
-        out.append({"role": turn.role, "content": content})
+        out.append({"role": turn.role, "content": content, **(turn.recorded if recorded else {})})
     report.messages = len(out)
     return out, report

@@ -30,7 +30,11 @@ from .stage import Outcome, Stage, StageContext, no_marker, setting
 from .tokens import PiecesCounter, block_texts
 from .transcript_format import WritableFormat
 
-COMPACTABLE_TOOLS = frozenset({"Read", "Bash", "PowerShell", "Grep", "Glob", "WebSearch", "WebFetch", "Edit", "Write", "MultiEdit", "NotebookEdit"})
+CLAUDE_CODE_TOOLS = frozenset({"Read", "Bash", "PowerShell", "Grep", "Glob", "WebSearch", "WebFetch", "Edit", "Write", "MultiEdit", "NotebookEdit"})
+# Codex CLI's tools of the same kinds (shell and file reads, searches, patches): their outputs can be
+# had again by running the tool again, as Claude Code's can.
+CODEX_TOOLS = frozenset({"shell", "shell_command", "exec_command", "local_shell", "read_file", "list_dir", "grep_files", "apply_patch"})
+COMPACTABLE_TOOLS = CLAUDE_CODE_TOOLS | CODEX_TOOLS
 NEVER_CLEARED = frozenset({"Task", "Agent"})
 # Claude Code 2.1.332 has no time-based trigger: its keep-recent pass clears only when that frees at
 # least this many tokens. ctxpipe keeps the time trigger (clearing is free once the cache has
@@ -218,7 +222,8 @@ class MicrocompactSettings(CacheModel):
         None,
         "--tools",
         "Comma-separated tool names whose old results are cleared (default: Read,Bash,PowerShell,Grep,Glob,WebSearch,WebFetch,Edit,Write,MultiEdit,"
-        "NotebookEdit). Task, Agent and mcp__ tools are never cleared.",
+        "NotebookEdit, and Codex's shell,shell_command,exec_command,local_shell,read_file,list_dir,grep_files,apply_patch). "
+        "Task, Agent and mcp__ tools are never cleared.",
         parse="names",
     )
     gap_minutes: float = setting(

@@ -4,3 +4,4 @@ and the count knows a gap holding one no longer shows what the API was sent."""
 PLACEHOLDER = "[Old tool result content cleared]"  # Claude Code's own microcompact text, byte for byte
 STUB_PREFIX = "[ctxpipe collapse:"  # the start of collapse's pointer to the later copy
 REPLACED_PREFIXES = (PLACEHOLDER, STUB_PREFIX)
+RESTORED_PREFIX = "[restored "  # the start of each text restore brings back (core.restore)

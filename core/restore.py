@@ -30,6 +30,7 @@ from .count import Reinjection
 from .fields import text
 from .jsonl import Entry, Joined, as_text
 from .model import Message
+from .placeholders import RESTORED_PREFIX
 from .reports import CandidateKind, PlanRow, ReinjectedItem, ReinjectedKind, RestoreExtras
 from .stage import Outcome, Stage, StageContext, setting
 from .tokens import RoughCounter
@@ -41,7 +42,6 @@ FILES_BUDGET = 50_000
 MAX_TOKENS_PER_SKILL = 5_000
 SKILLS_BUDGET = 25_000
 SKILL_TRUNCATED = "\n\n[... skill content truncated for compaction; use Read on the skill path if you need the full text]"
-RESTORED_PREFIX = "[restored "
 MEMORY_FILES = ("CLAUDE.md", "CLAUDE.local.md", "MEMORY.md")
 PLAN_TRUNCATED = "\n\n[... plan truncated for restoring; use Read on the plan file if you need the full text]"
 _SEPARATORS = re.compile(r"[/\\]")

@@ -133,10 +133,14 @@ def snip(entries: list[Entry], transcript_format: WritableFormat, settings: Snip
         first, last = _widen(messages, min(start, end), max(start, end))
     else:
         raise SettingsError("snip", "give exactly one of --before, --range, --keep-last")
-    removed_messages = messages[first : last + 1]
+    kept = {position for message in messages[:first] + messages[last + 1 :] for position in message.entries}
+    # A line holding a message that stays stays whole (a Codex compacted line holds the summary and
+    # the messages it kept): the messages it holds are not removed, and not counted as removed.
+    removed_messages = [message for message in messages[first : last + 1] if not kept.intersection(message.entries)]
+    if not removed_messages:
+        return Outcome(entries, False, "nothing to snip: what lies before the tail shares its line with a message that stays")
     doomed = {position for message in removed_messages for position in message.entries}
     # Lines of the chain between the removed messages (progress, attachments, hooks) go with them.
-    kept = {position for message in messages[:first] + messages[last + 1 :] for position in message.entries}
     low, high = min(doomed), max(doomed)
     for position in transcript_format.context_positions(entries):
         if low < position < high and position not in kept and entries[position].obj.get("type") not in ("user", "assistant"):

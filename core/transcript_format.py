@@ -90,6 +90,9 @@ class TranscriptFormat(Protocol):
     """A line is one API message and nothing more, so rebuilding the file from its messages
     (convert --repair/--history to the same format) keeps what it means. False: lines carry
     fields a rebuild from messages would drop."""
+    auto_compact_share: float | None
+    """The share of the window the file records (recorded_window) at which the agent that wrote it
+    compacts on its own (Codex: 0.9), or None: Claude Code's thresholds apply (core.budget)."""
 
     def sniff(self, obj: dict[str, Any]) -> bool | None:
         """True: this line is ours; False: it cannot be ours; None: cannot tell from this line."""
@@ -137,6 +140,10 @@ class TranscriptFormat(Protocol):
     def recorded_window(self, entries: Sequence[Entry]) -> int | None:
         """The context window the file itself records for its model (a Codex rollout's
         model_context_window, the newest one), or None: the model catalog decides then."""
+
+    def recorded_cwd(self, entries: Sequence[Entry]) -> str | None:
+        """The session's working folder as the file records it (None: it does not), which a
+        conversion keeps."""
 
     def is_lone_response(self, entry: Entry) -> bool:
         """Whether the line on its own is a whole real API response (its messages read alone end in

@@ -32,7 +32,8 @@ SNIFF_LINES = 50
 
 def not_writable(source: str, command: str, name: str) -> UnsupportedError:
     """The error for a stage given a format it cannot write (convert it to one it can)."""
-    return UnsupportedError(f"{source}: {command} edits {' and '.join(sorted(WRITABLE, reverse=True))} transcripts; convert a {name} transcript first")
+    *others, last = sorted(WRITABLE, reverse=True)
+    return UnsupportedError(f"{source}: {command} edits {', '.join(others)}{' and ' if others else ''}{last} transcripts; convert a {name} transcript first")
 
 
 def stage_editor(transcript_format: TranscriptFormat, source: str, command: str) -> WritableFormat:

@@ -34,6 +34,7 @@ class AnthropicFormat(WholeFileContext):
     has_tree = False
     keeps_history = False  # the file is the context: a summary replaces the messages it covers
     lines_are_messages = True
+    auto_compact_share: float | None = None
 
     def sniff(self, obj: dict[str, Any]) -> bool | None:
         if "role" in obj and "content" in obj and "uuid" not in obj and "payload" not in obj:
@@ -124,6 +125,9 @@ class AnthropicFormat(WholeFileContext):
 
     def recorded_window(self, entries: Sequence[Entry]) -> int | None:
         return None  # the lines name the model, not its window
+
+    def recorded_cwd(self, entries: Sequence[Entry]) -> str | None:
+        return None  # API messages name no folder
 
     def check(self, entries: Sequence[Entry]) -> list[Finding]:
         findings: list[Finding] = []

@@ -9,11 +9,15 @@ editor's members, and core.transcript_format.editor_of refuses it.
 from __future__ import annotations
 
 import io
+import uuid as uuidlib
 from typing import Any
 
 from ..core.count import is_real_response
 from ..core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries, iter_entries
 from ..core.transcript_format import CAPABILITIES, SUMMARY_MARKER, CompactionSpan, TranscriptEditor, TranscriptFormat, WritableFormat, WriteOptions, editor_of
+
+# The namespace of the uuids ctxpipe derives from what it writes (the same run gives the same bytes).
+CTXPIPE_NAMESPACE = uuidlib.UUID("6f1d2c1e-7f3b-4c1a-9a51-0c7e1d2b9a10")
 
 
 def lone_response(transcript_format: TranscriptFormat, entry: Entry) -> bool:
@@ -38,6 +42,7 @@ class WholeFileContext:
 
 __all__ = [
     "CAPABILITIES",
+    "CTXPIPE_NAMESPACE",
     "SUMMARY_MARKER",
     "CompactionSpan",
     "TranscriptEditor",

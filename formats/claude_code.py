@@ -27,12 +27,11 @@ from ..core.jsonl import Entry, OnError, ReadStats, as_text, iter_entries_revers
 from ..core.model import Finding, Message
 from ..core.rules import rules_for
 from ..core.tokens import RoughCounter
-from .base import SUMMARY_MARKER, CompactionSpan, WriteOptions
+from .base import CTXPIPE_NAMESPACE, SUMMARY_MARKER, CompactionSpan, WriteOptions
 
 # Tuples, not sets: a line's `type` may be a list or an object, which a set lookup cannot hash.
 TREE_TYPES = ("user", "assistant", "system", "progress", "attachment")
 MESSAGE_TYPES = ("user", "assistant")
-CTXPIPE_NAMESPACE = uuidlib.UUID("6f1d2c1e-7f3b-4c1a-9a51-0c7e1d2b9a10")
 # Every entry type Claude Code is known to write, 1.0.x to 2.1.332 (2.1.332's registry of types,
 # reference/claude-code-2.1.332.md §7, and the ones it dropped): a line of one of them is Claude Code's.
 ENTRY_TYPES = frozenset(
@@ -488,6 +487,7 @@ class ClaudeCodeFormat:
     has_tree = True  # uuid/parentUuid
     keeps_history = True  # a compact_boundary starts a new root below the history
     lines_are_messages = False  # envelope fields (uuid, cwd, sessionId, …) a rebuild would drop
+    auto_compact_share: float | None = None  # its thresholds are core.budget's, from its own rules
 
     def sniff(self, obj: dict[str, Any]) -> bool | None:
         kind = entry_type(obj)
@@ -624,7 +624,8 @@ class ClaudeCodeFormat:
         return metadata if isinstance(metadata, dict) else {}
 
     def from_messages(self, messages: Sequence[dict[str, Any]], options: WriteOptions) -> list[Entry]:
-        """One line per assistant block (sharing a message id), one line per tool result."""
+        """One line per assistant block (sharing a message id), one line per tool result. A message's
+        own `timestamp`, and a response's `id`, `model` and `usage` (core.convert.RECORDED) are kept."""
         session_id = options.session_id or str(uuidlib.uuid4())
         start = moment(options.start_time)
         if options.start_time and start is None:
@@ -633,7 +634,7 @@ class ClaudeCodeFormat:
         out: list[Entry] = []
         parent: str | None = None
 
-        def add(kind: str, message: dict[str, Any]) -> None:
+        def add(kind: str, message: dict[str, Any], when: str | None) -> None:
             nonlocal parent
             line_uuid = str(uuidlib.uuid5(CTXPIPE_NAMESPACE, f"{session_id}:{len(out)}"))
             obj = {
@@ -646,31 +647,39 @@ class ClaudeCodeFormat:
                 "type": kind,
                 "message": message,
                 "uuid": line_uuid,
-                "timestamp": next(clock),
+                "timestamp": when or next(clock),
             }
             out.append(Entry(obj))
             parent = line_uuid
 
         for number, api_message in enumerate(messages):
             content = api_message.get("content")
+            when = api_message["timestamp"] if moment(api_message.get("timestamp")) is not None else None
             if api_message.get("role") == "assistant":
-                message_id = f"msg_ctxpipe_{uuidlib.uuid5(CTXPIPE_NAMESPACE, f'{session_id}:msg:{number}').hex[:24]}"
+                recorded_id = api_message.get("id")
+                message_id = (
+                    recorded_id if isinstance(recorded_id, str) else f"msg_ctxpipe_{uuidlib.uuid5(CTXPIPE_NAMESPACE, f'{session_id}:msg:{number}').hex[:24]}"
+                )
+                model = options.model or (api_message["model"] if isinstance(api_message.get("model"), str) else None)
+                usage = api_message.get("usage") if isinstance(api_message.get("usage"), dict) else None
                 for block in _blocks(content):
                     payload: dict[str, Any] = {"id": message_id, "type": "message", "role": "assistant"}
-                    if options.model:
-                        payload["model"] = options.model
+                    if model:
+                        payload["model"] = model
                     payload.update({"content": [block], "stop_reason": None, "stop_sequence": None})
-                    add("assistant", payload)
+                    if usage is not None:
+                        payload["usage"] = usage  # as Claude Code: every line of a response carries its usage
+                    add("assistant", payload, when)
             elif isinstance(content, str):
-                add("user", {"role": "user", "content": content})
+                add("user", {"role": "user", "content": content}, when)
             else:
                 blocks = _blocks(content)
                 for block in blocks:
                     if is_tool_result(block):
-                        add("user", {"role": "user", "content": [block]})
+                        add("user", {"role": "user", "content": [block]}, when)
                 rest = [block for block in blocks if not is_tool_result(block)]
                 if rest:
-                    add("user", {"role": "user", "content": rest})
+                    add("user", {"role": "user", "content": rest}, when)
         return out
 
     def read_context(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats, responses: int | None = None) -> tuple[list[Entry], bool]:
@@ -867,6 +876,10 @@ class ClaudeCodeFormat:
 
     def recorded_window(self, entries: Sequence[Entry]) -> int | None:
         return None  # the lines name the model, not its window
+
+    def recorded_cwd(self, entries: Sequence[Entry]) -> str | None:
+        """The newest line's `cwd` (each line carries the folder it ran in)."""
+        return next((str(entry.obj["cwd"]) for entry in reversed(entries) if isinstance(entry.obj.get("cwd"), str)), None)
 
     def is_lone_response(self, entry: Entry) -> bool:
         """A line is a whole response on its own here (one content block a line, the usage on each):

@@ -269,8 +269,11 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: Kind | N
     counted.model = model
     largest = max((usage_prompt(m.usage) for m in messages if m.usage), default=0)
     version = session_version(entries)  # of the lines read
-    window, reason = _window(options, model, largest, options.budget, version, transcript_format.recorded_window(entries))
-    levels = _thresholds(model, options.budget, window, reason, bool(options.window), version)
+    recorded = transcript_format.recorded_window(entries)
+    window, reason = _window(options, model, largest, options.budget, version, recorded)
+    # An agent that compacts at a share of the window its file records does so at that share of it.
+    share = transcript_format.auto_compact_share if recorded and not options.window else None
+    levels = _thresholds(model, options.budget, window, reason, bool(options.window), version, share)
     anchor_uuid = None
     if counted.anchor is not None and messages[counted.anchor].entries:
         anchor_uuid = text(entries[messages[counted.anchor].entries[-1]].obj, "uuid")

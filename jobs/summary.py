@@ -17,8 +17,8 @@ from ..core.facts import Facts, gather
 from ..core.fields import MAX_COUNT, iso, moment, rounded_percent
 from ..core.jsonl import Entry
 from ..core.model import Message
+from ..core.placeholders import RESTORED_PREFIX
 from ..core.reports import Engine, LlmUsage, SummarizeExtras, VerificationReport
-from ..core.restore import RESTORED_PREFIX
 from ..core.rules import CURRENT, Rules, session_rules
 from ..core.stage import Outcome, StageContext
 from ..core.summarize import (

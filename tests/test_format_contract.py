@@ -21,7 +21,7 @@ from helpers import FIXTURES, ROOT, run_cli
 
 FORMATS = [REGISTRY[name] for name in NAMES]
 PACKAGE = ROOT  # the repo root is the package
-READ_ONLY_REFUSAL = "ctxpipe reads the codex format but does not {} it; convert it first (ctxpipe convert --to, to a format it writes)"
+READ_ONLY_REFUSAL = "ctxpipe reads the codex-reader format but does not {} it; convert it first (ctxpipe convert --to, to a format it writes)"
 
 
 def _protocol_members(protocol: type) -> tuple[set[str], set[str]]:
@@ -33,6 +33,13 @@ def _protocol_members(protocol: type) -> tuple[set[str], set[str]]:
 
 READER_ATTRIBUTES, READER_METHODS = _protocol_members(TranscriptFormat)
 EDITOR_ATTRIBUTES, EDITOR_METHODS = _protocol_members(TranscriptEditor)
+
+
+def read_only_format() -> TranscriptFormat:
+    """A format ctxpipe only reads (every registered one writes now): Codex's reader without its editor."""
+    reader = {name: value for name, value in vars(CodexFormat).items() if name not in EDITOR_METHODS}
+    made: TranscriptFormat = type("CodexReader", CodexFormat.__bases__, {**reader, "name": "codex-reader", "writable": False})()
+    return made
 
 
 def load(path: Path) -> list[Entry]:
@@ -88,43 +95,40 @@ def test_a_format_implements_the_editor_if_and_only_if_it_is_writable(fmt: Trans
 
 def test_writable_lists_the_formats_that_write() -> None:
     assert WRITABLE == tuple(name for name in NAMES if REGISTRY[name].writable)
-    assert "codex" not in WRITABLE and {"anthropic", "claude-code"} <= set(WRITABLE)
+    assert {"anthropic", "claude-code", "codex"} <= set(WRITABLE)
 
 
 def test_a_read_only_format_is_refused_its_editor() -> None:
-    codex = REGISTRY["codex"]
+    reader = read_only_format()
+    assert not isinstance(reader, WritableFormat)
     with pytest.raises(UnsupportedError) as edit:
-        editor_of(codex)
+        editor_of(reader)
     assert str(edit.value) == READ_ONLY_REFUSAL.format("edit")
     with pytest.raises(UnsupportedError) as write:
-        editor_of(codex, "write")
+        editor_of(reader, "write")
     assert str(write.value) == READ_ONLY_REFUSAL.format("write")
     # A stage is refused in its own words: which formats it edits, and to convert first.
-    with pytest.raises(UnsupportedError) as stage:
-        stage_editor(codex, "rollout.jsonl", "snip")
-    assert str(stage.value) == "rollout.jsonl: snip edits claude-code and anthropic transcripts; convert a codex transcript first"
+    for stage in ("microcompact", "collapse", "summarize", "restore", "snip", "compact"):
+        with pytest.raises(UnsupportedError) as refused:
+            stage_editor(reader, "rollout.jsonl", stage)
+        assert str(refused.value) == f"rollout.jsonl: {stage} edits codex, claude-code and anthropic transcripts; convert a codex-reader transcript first"
     assert stage_editor(REGISTRY["anthropic"], "messages.jsonl", "snip") is REGISTRY["anthropic"]
 
 
 def test_the_editor_is_its_members_not_the_flag() -> None:
     """A format that says it is writable but has no editor is refused: editor_of looks at the members."""
-    claims = type("ClaimsToWrite", (CodexFormat,), {"writable": True})()
+    claims = type("ClaimsToWrite", (type(read_only_format()),), {"writable": True})()
     with pytest.raises(UnsupportedError, match="does not edit it"):
         editor_of(claims)
 
 
-def test_every_command_refuses_a_read_only_format_in_its_own_words() -> None:
-    """The stages, convert's library call and restore's plan reach a read-only format's editor only
-    through stage_editor or editor_of: each says what to do (convert first), none fails on a member
-    the format does not have."""
+def test_every_command_edits_a_rollout() -> None:
+    """Codex rollouts are written now: each stage on one writes a rollout (tests/test_codex_write.py holds what it writes)."""
     rollout = FIXTURES / "codex" / "rollout.jsonl"
     for stage in ("microcompact", "collapse", "summarize", "restore", "compact"):
-        refused = run_cli(stage, rollout, stdin=None)
-        assert refused.returncode == 1 and refused.stdout == b"", refused.stderr
-        assert f"{rollout}: {stage} edits claude-code and anthropic transcripts; convert a codex transcript first".encode() in refused.stderr
-    # restore --plan plans for any format; writing what it chose needs the editor.
-    planned = run_cli("restore", "--plan", "--json", "--from", FIXTURES / "restore" / "transcript.in.jsonl", rollout, stdin=None)
-    assert planned.returncode == 1 and READ_ONLY_REFUSAL.format("edit").encode() in planned.stderr, planned.stderr
+        edited = run_cli(stage, rollout, stdin=None)
+        assert edited.returncode == 0 and edited.stdout.startswith(b'{"timestamp"'), edited.stderr
+        assert b"convert a codex transcript first" not in edited.stderr
 
 
 def test_claude_code_splits_at_its_last_boundary() -> None:
@@ -143,9 +147,20 @@ def test_claude_code_splits_at_its_last_boundary() -> None:
 @pytest.mark.parametrize("name", ["anthropic", "codex"])
 def test_formats_without_a_boundary_line_split_nothing(name: str) -> None:
     fmt = REGISTRY[name]
-    entries = load(next((FIXTURES / name).glob("*.jsonl")))
+    entries = load(FIXTURES / name / ("rollout.jsonl" if name == "codex" else "basic.jsonl"))
     assert fmt.split_at_compaction(entries) is None
     assert all(fmt.boundary_metadata(entry.obj) is None for entry in entries)
+
+
+def test_codex_splits_at_its_last_compacted_line() -> None:
+    codex = REGISTRY["codex"]
+    entries = load(FIXTURES / "codex" / "compacted.jsonl")
+    place = next(p for p, entry in enumerate(entries) if entry.obj["type"] == "compacted")
+    split = codex.split_at_compaction(entries)
+    assert split is not None
+    history, context = split
+    assert history and all(max(m.entries) < place for m in history)
+    assert context == codex.messages(entries) and context[0].compact_summary  # the summary opens the context
 
 
 def test_codex_context_starts_at_its_last_compacted_line() -> None:
@@ -159,8 +174,10 @@ def test_codex_context_starts_at_its_last_compacted_line() -> None:
 
 
 def test_convert_offers_only_the_formats_it_writes() -> None:
-    refused = run_cli("convert", "--to", "codex", stdin=(FIXTURES / "anthropic" / "basic.jsonl").read_bytes())
-    assert refused.returncode == 2, refused.stderr
+    refused = run_cli("convert", "--to", "gemini", stdin=(FIXTURES / "anthropic" / "basic.jsonl").read_bytes())
+    assert refused.returncode == 2 and b"codex" in refused.stderr, refused.stderr
+    written = run_cli("convert", "--to", "codex", stdin=(FIXTURES / "anthropic" / "basic.jsonl").read_bytes())
+    assert written.returncode == 0 and b'"type":"session_meta"' in written.stdout.split(b"\n", 1)[0], written.stderr
     rebuilt = run_cli("convert", "--to", "claude-code", "--repair", FIXTURES / "claude-code" / "basic.jsonl", stdin=None)
     assert rebuilt.returncode == 2 and b"use them with --to anthropic" in rebuilt.stderr, rebuilt.stderr
 

@@ -6,7 +6,7 @@ import ctxpipe
 import orjson
 import pytest
 from ctxpipe.core.convert import MISSING_RESULT_TEXT, to_api_messages
-from ctxpipe.core.errors import InputError, UnsupportedError
+from ctxpipe.core.errors import InputError
 from ctxpipe.formats import WriteOptions, detect, editor_of, get
 from ctxpipe.formats.claude_code import context_positions, main_chain
 from helpers import FIXTURES
@@ -137,7 +137,11 @@ def test_anthropic_round_trips_through_claude_code() -> None:
     as_claude = ctxpipe.convert(original, "claude-code", options=options)
     assert [e.obj["type"] for e in as_claude.entries].count("assistant") == 5  # one line per block
     back = ctxpipe.convert(as_claude, "anthropic")
-    assert [e.obj for e in back.entries] == [e.obj for e in original.entries]
+    # The same messages, each with the time of the first line it was written as (convert keeps times).
+    assert [{k: v for k, v in e.obj.items() if k != "timestamp"} for e in back.entries] == [e.obj for e in original.entries]
+    assert [e.obj["timestamp"] for e in back.entries] == sorted({e.obj["timestamp"] for e in back.entries}) and back.entries[0].obj[
+        "timestamp"
+    ] == "2026-01-01T00:00:00.000Z"
 
 
 def test_claude_code_lines_written_by_ctxpipe_form_one_chain() -> None:
@@ -175,11 +179,12 @@ def test_codex_compacted_line_replaces_the_history_before_it() -> None:
     assert "old question" in texts(ctxpipe.api_messages(transcript, history=True))
 
 
-def test_codex_is_read_only() -> None:
-    with pytest.raises(UnsupportedError, match="does not write it"):
-        editor_of(get("codex"), "write").from_messages([{"role": "user", "content": "x"}], WriteOptions())
-    with pytest.raises(UnsupportedError, match="does not write it"):
-        ctxpipe.convert(ctxpipe.read_transcript(FIXTURES / "anthropic" / "basic.jsonl"), "codex")
+def test_codex_is_written_from_messages() -> None:
+    written = editor_of(get("codex"), "write").from_messages([{"role": "user", "content": "x"}], WriteOptions(cwd="/w", start_time="2026-01-01T00:00:00Z"))
+    assert [(e.obj["type"], e.obj["payload"].get("type")) for e in written] == [("session_meta", None), ("response_item", "message")]
+    assert written[0].obj["payload"]["cwd"] == "/w" and written[1].obj["payload"]["content"] == [{"type": "input_text", "text": "x"}]
+    converted = ctxpipe.convert(ctxpipe.read_transcript(FIXTURES / "anthropic" / "basic.jsonl"), "codex")
+    assert converted.format == "codex" and ctxpipe.read_transcript(b"".join(e.encode() + b"\n" for e in converted.entries)).format == "codex"
 
 
 def test_detect_prefers_a_line_that_some_format_claims() -> None:

@@ -227,7 +227,7 @@ class Case:
 
     @cached_property
     def claude_code(self) -> bool:
-        return not self.name.startswith("anthropic")
+        return not self.name.startswith(("anthropic", "codex"))
 
 
 def fixture_cases() -> list[Case]:

@@ -314,7 +314,7 @@ def compact_folder(tmp_path: Path) -> Path:
     shutil.copy(FIXTURES / "compact" / "below-threshold.in.jsonl", folder / "agent-acompact-0a1b2c.jsonl")  # a compaction side-call, by its name
     good = (FIXTURES / "compact" / "below-threshold.in.jsonl").read_bytes()
     (folder / "c.jsonl").write_bytes(good + b"{not json\n")  # one bad line: skipped with --on-error skip
-    shutil.copy(FIXTURES / "count" / "codex.in.jsonl", folder / "d.jsonl")  # codex: refused, an error on stderr, no row
+    shutil.copy(FIXTURES / "other-agents" / "pi-session.jsonl", folder / "d.jsonl")  # another agent's session: refused, an error on stderr, no row
     shutil.copy(FIXTURES / "summarize" / "basic-keep-window.out.jsonl", folder / "e.jsonl")  # summarized already: nothing new to summarize
     return folder
 

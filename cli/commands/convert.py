@@ -33,10 +33,19 @@ def convert(
     history: Annotated[
         bool, declare.Option("--history", help="Follow the main chain across compact boundaries instead of converting only the active context.")
     ] = False,
-    session_id: Annotated[Optional[str], declare.Option("--session-id", help="sessionId for lines written as claude-code (default: a new one).")] = None,
-    cwd: Annotated[str, declare.Option("--cwd", help="cwd recorded on lines written as claude-code.")] = ".",
+    session_id: Annotated[
+        Optional[str], declare.Option("--session-id", help="Session id of lines written as claude-code or codex (default: a new one).")
+    ] = None,
+    cwd: Annotated[
+        Optional[str], declare.Option("--cwd", help="cwd recorded on lines written as claude-code or codex (default: the input's own, else .).")
+    ] = None,
     start_time: Annotated[
-        Optional[str], declare.Option("--start-time", help="ISO time of the first line written as claude-code (default: now).", callback=iso_time)
+        Optional[str],
+        declare.Option(
+            "--start-time",
+            help="ISO time of the first line written as claude-code or codex, for messages the input records no time for (default: now).",
+            callback=iso_time,
+        ),
     ] = None,
     model: RecordedModel = None,
 ) -> None:
@@ -44,7 +53,9 @@ def convert(
 
     Converting to the format the input is already in copies it byte for byte. Claude Code to
     anthropic merges the lines of one API response, merges parallel tool results into one user
-    message, drops lines that are not messages and keeps roles alternating.
+    message, drops lines that are not messages and keeps roles alternating. What the input records
+    beside its messages is kept where the output format has a place for it: each message's time,
+    each response's model and usage (so `count` of the result reads the same usage), the cwd.
 
     Example:  ctxpipe convert --to anthropic session.jsonl > messages.jsonl
     """
@@ -65,8 +76,8 @@ def convert(
             return
         entries = list(opened.entries)
     messages = opened.format.messages(entries, history=history)
-    api_messages, report = to_api_messages(messages, entries, repair=repair)
-    options = WriteOptions(session_id=session_id, cwd=cwd, start_time=start_time, model=model)
+    api_messages, report = to_api_messages(messages, entries, repair=repair, recorded=True)
+    options = WriteOptions(session_id=session_id, cwd=cwd or opened.format.recorded_cwd(entries) or ".", start_time=start_time, model=model)
     written = editor_of(target, "write").from_messages(api_messages, options)  # --to offers only the formats ctxpipe writes
     with streams.open_output(output) as out:
         streams.write_transcript(written, out, unbuffered)
