@@ -28,6 +28,8 @@ pytestmark = needs_codex
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "codex-resume"
 SESSION = FIXTURES / "session.jsonl"  # three turns: 10 calls (exec_command, apply_patch) and their outputs
 COMPACTED = FIXTURES / "compacted.jsonl"  # a compacted line, then the token_count of its new size
+# Codex 0.171.0's own remote compaction: its replacement_history ends with the server's opaque `compaction` item.
+REMOTE_COMPACTED = FIXTURES / "remote-compacted.jsonl"
 PROMPT = "continue"
 
 
@@ -143,6 +145,19 @@ def test_a_compacted_rollout_resumes_as_its_replacement_history_without_compacti
     assert not any(i.get("call_id") == "call_W1" for i in result.input), "the compacted-away call came back"
 
 
+def compaction_items(items: list[dict[str, Any]]) -> list[str]:
+    return [i["encrypted_content"] for i in items if i.get("type") == "compaction"]
+
+
+def test_codex_sends_its_own_compaction_item_back_as_it_is(server, tmp_path):
+    rollout = REMOTE_COMPACTED.read_bytes()
+    result = resume(rollout, PROMPT, server, tmp_path)
+
+    resumed = check_turn(result, rollout)
+    assert compaction_items(resumed) == compaction_items(history(rollout)) and len(compaction_items(resumed)) == 1
+    assert item_text(resumed[-1]).startswith("Not yet.") and resumed[-1]["role"] == "assistant"
+
+
 def without_last_token_count(rollout: bytes) -> bytes:
     kept = rollout.splitlines(keepends=True)
     assert b'"token_count"' in kept[-1]
@@ -194,6 +209,22 @@ def test_without_the_new_size_after_the_compacted_line_codex_compacts_again(serv
     assert [line["type"] for line in lines(result.rollout_after)].count("compacted") == 2, "Codex wrote its own compacted line"
 
 
+def full(rollout: bytes) -> bytes:
+    """The rollout with its last turn at 246,000 tokens: past 0.171.0's threshold for gpt-5.5 (244,800)."""
+    kept = rollout.splitlines(keepends=True)
+    last = max(n for n, line in enumerate(kept) if b'"token_count"' in line)
+    line = json.loads(kept[last])
+    line["payload"]["info"]["last_token_usage"].update(input_tokens=245_970, cached_input_tokens=245_720, total_tokens=246_000)
+    kept[last] = json.dumps(line, separators=(",", ":")).encode() + b"\n"
+    return b"".join(kept)
+
+
+def test_codex_compacts_a_full_rollout_before_the_turn(server, tmp_path):
+    result = resume(full(SESSION.read_bytes()), PROMPT, server, tmp_path)
+    assert result.returncode == 0, result.debug()
+    assert len(result.compactions) == 1 and len(result.input) < 10, result.debug()
+
+
 # -- (c) what ctxpipe wrote ---------------------------------------------------------------------
 
 
@@ -203,21 +234,25 @@ def codex_writable() -> bool:
     return formats.REGISTRY["codex"].writable
 
 
-# Each command as a user would run it on the fixture, and whether its output holds a summary.
+# Each command as a user would run it: its arguments, on the fixture made full or as it is, and
+# whether its output holds a summary.
 CTXPIPE_RUNS = {
+    "compact-full": (("compact",), True, True),  # what Codex would compact itself: compact's own threshold summarizes it
     # --force: the fixture is far below the threshold; --keep-last: after microcompact the rest would fit the tail.
-    "compact": (("compact", "--force", "--engine", "offline", "--keep-last", "6"), True),
-    "microcompact": (("microcompact", "--force"), False),
-    "summarize": (("summarize", "--engine", "offline"), True),
+    "compact-forced": (("compact", "--force", "--engine", "offline", "--keep-last", "6"), False, True),
+    "microcompact": (("microcompact", "--force"), False, False),
+    "summarize": (("summarize", "--engine", "offline"), False, True),
 }
 
 
 @pytest.mark.skipif(not codex_writable(), reason="ctxpipe reads Codex rollouts but does not write them yet (issue 28, item 1)")
 @pytest.mark.parametrize("name", CTXPIPE_RUNS)
 def test_codex_resumes_what_ctxpipe_wrote_with_a_smaller_request(server, tmp_path, original, name):
-    args, summarized = CTXPIPE_RUNS[name]
+    args, made_full, summarized = CTXPIPE_RUNS[name]
+    source = tmp_path / "full.jsonl"
+    source.write_bytes(full(SESSION.read_bytes()) if made_full else SESSION.read_bytes())
     out = tmp_path / "out.jsonl"
-    ran = run_cli(*args, SESSION, "-o", out)
+    ran = run_cli(*args, source, "-o", out)
     assert ran.returncode == 0, ran.stderr.decode(errors="replace")
     rollout = out.read_bytes()
 
@@ -233,3 +268,21 @@ def test_codex_resumes_what_ctxpipe_wrote_with_a_smaller_request(server, tmp_pat
     texts = [item_text(i) for i in resumed]
     assert "Run the whole suite and tell me if anything else broke." in texts, "the newest user message, verbatim"
     assert sum(t.startswith(SUMMARY_PREFIX + "\n") for t in texts) == (1 if summarized else 0), texts
+
+
+@pytest.mark.skipif(not codex_writable(), reason="ctxpipe reads Codex rollouts but does not write them yet (issue 28, item 1)")
+def test_a_summary_over_codexs_own_compaction_keeps_its_opaque_item(server, tmp_path):
+    # The `compaction` item holds the earlier summary encrypted by the server: ctxpipe cannot read it,
+    # so a summary of its own cannot carry it, and the item must stay (an earlier summary is never
+    # summarized away). Codex sends it back to the server as it is, which can read it.
+    out = tmp_path / "out.jsonl"
+    ran = run_cli("compact", "--force", "--engine", "offline", "--keep-last", "2", REMOTE_COMPACTED, "-o", out)
+    assert ran.returncode == 0, ran.stderr.decode(errors="replace")
+    rollout = out.read_bytes()
+
+    result = resume(rollout, PROMPT, server, tmp_path / "codex")
+
+    resumed = check_turn(result, rollout)
+    assert compaction_items(resumed) == compaction_items(history(REMOTE_COMPACTED.read_bytes())), "the earlier compaction was dropped"
+    texts = [item_text(i) for i in resumed]
+    assert "Did you also update the README's usage section?" in texts, "the newest user message, verbatim"
