@@ -90,6 +90,7 @@ class CodexResult:
     stdout: str
     stderr: str
     rollout_after: bytes  # the rollout after the run (Codex appends the new turn to it)
+    workdir: Path  # where HOME, CODEX_HOME and the project are: resume there again to reuse Codex's state
     external: list[RecordedRequest] = field(default_factory=list)  # attempts to reach the internet, refused
 
     @property
@@ -200,6 +201,7 @@ def resume(
         stdout=proc.stdout.decode(errors="replace"),
         stderr=proc.stderr.decode(errors="replace"),
         rollout_after=path.read_bytes() if path.exists() else b"",
+        workdir=workdir,
         external=[r for r in requests if r.reply_kind == "external"],
     )
     turn = turn_request(requests, prompt)

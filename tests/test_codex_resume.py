@@ -286,3 +286,25 @@ def test_a_summary_over_codexs_own_compaction_keeps_its_opaque_item(server, tmp_
     assert compaction_items(resumed) == compaction_items(history(REMOTE_COMPACTED.read_bytes())), "the earlier compaction was dropped"
     texts = [item_text(i) for i in resumed]
     assert "Did you also update the README's usage section?" in texts, "the newest user message, verbatim"
+
+
+@pytest.mark.skipif(not codex_writable(), reason="ctxpipe reads Codex rollouts but does not write them yet (issue 28, item 1)")
+def test_a_rollout_codex_wrote_compacts_in_place_and_codex_resumes_it(server, tmp_path, original):
+    # What Codex 0.171.0 itself appended when it resumed the fixture: its base context items, the new
+    # line types (world_state, token_usage_record, event_msg thread_settings_applied), its token_count.
+    # The compacted file replaces the rollout in the same CODEX_HOME, whose state database already
+    # knows the thread: Codex reads the file again.
+    written = original.rollout_after
+    assert all(kind in written for kind in (b'"world_state"', b'"token_usage_record"', b'"thread_settings_applied"'))
+    source, out = tmp_path / "rollout.jsonl", tmp_path / "out.jsonl"
+    source.write_bytes(written)
+    ran = run_cli("compact", "--force", "--engine", "offline", "--keep-last", "4", source, "-o", out)
+    assert ran.returncode == 0, ran.stderr.decode(errors="replace")
+    rollout = out.read_bytes()
+    assert rollout.startswith(written.split(b"\n", 1)[0])
+
+    result = resume(rollout, PROMPT, server, original.workdir)
+
+    resumed = check_turn(result, rollout)
+    assert size(resumed) < size(history(written)), f"{size(resumed)} bytes of history sent, {size(history(written))} before"
+    assert sum(item_text(i).startswith(SUMMARY_PREFIX + "\n") for i in resumed) == 1
