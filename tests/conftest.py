@@ -2,10 +2,33 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 from collections.abc import Iterator
 
 import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """With PYTHONDONTWRITEBYTECODE set (as container images often set it), every interpreter the
+    suite starts (xdist's workers, every `python -m ctxpipe` child, the Dask workers that run its
+    tasks) compiled ctxpipe from source again, and pytest rewrote the test modules and its plugins
+    again: ~0.1 s a child, ~10 s a worker. Their bytecode goes instead to pytest's cache folder
+    (.pytest_cache/d/pycache, named by PYTHONPYCACHEPREFIX, which children inherit), so the source
+    tree stays free of __pycache__ as the setting wants. Runs before xdist starts its workers; a
+    PYTHONPYCACHEPREFIX of the developer's own is kept, and `-p no:cacheprovider` turns it off."""
+    cache = getattr(config, "cache", None)
+    if cache is None or not os.environ.get("PYTHONDONTWRITEBYTECODE") or os.environ.get("PYTHONPYCACHEPREFIX"):
+        return
+    try:
+        folder = cache.mkdir("pycache")
+    except OSError:  # a read-only checkout: compile as before
+        return
+    os.environ["PYTHONPYCACHEPREFIX"] = str(folder)
+    del os.environ["PYTHONDONTWRITEBYTECODE"]
+    sys.pycache_prefix = str(folder)
+    sys.dont_write_bytecode = False
 
 
 @pytest.fixture(autouse=True)

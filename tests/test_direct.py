@@ -6,6 +6,7 @@ typer or click; whatever it leaves to typer is typer's answer, as before."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import subprocess
 import sys
@@ -45,6 +46,7 @@ def typer_values(function: Any, argv: list[str]) -> dict[str, Any] | None:
     return seen[0] if seen else None
 
 
+@functools.cache  # the same declaration gives the same slots: built once per command, not per example
 def direct_slots(name: str) -> tuple[Any, list[direct.Slot]]:
     function = direct.command(name)
     assert function is not None, name
@@ -77,6 +79,7 @@ def _text(slot: direct.Slot) -> st.SearchStrategy[str]:
     return st.one_of(text, text, odd)
 
 
+@functools.cache  # one strategy per slot (direct_slots keeps them): Hypothesis validates a new one at every draw
 def _pieces(slot: direct.Slot) -> st.SearchStrategy[list[str]]:
     """One parameter as it may appear on a command line (or misspelled)."""
     if not slot.option:
