@@ -91,6 +91,11 @@ class TranscriptFormat(Protocol):
     (convert --repair/--history to the same format) keeps what it means. False: lines carry
     fields a rebuild from messages would drop."""
 
+    compacts_at: float | None
+    """The fraction of the model's window at which the agent that writes this format compacts on its
+    own (Gemini CLI: 0.5), the compaction point warn judges against; None: Claude Code's thresholds
+    (core.budget.thresholds)."""
+
     def sniff(self, obj: dict[str, Any]) -> bool | None:
         """True: this line is ours; False: it cannot be ours; None: cannot tell from this line."""
 

@@ -28,7 +28,7 @@ from typing import Any, BinaryIO
 
 from ..core.errors import InputError
 from ..core.jsonl import EndlessLine, Entry, OnError, ReadStats, bounded_lines, iter_entries
-from ..formats import SNIFF_LINES, TranscriptFormat, claim, detect, get, other_agents, refuse_other_agent
+from ..formats import DOCUMENT_HEAD, SNIFF_LINES, TranscriptFormat, claim, detect, document_lines, get, is_document, other_agents, refuse_other_agent
 from . import storage
 
 STDIN = "-"
@@ -206,6 +206,12 @@ def stream_entries(stream: BinaryIO, source: str, format_name: str | None, on_er
     # document would fail at its first line); they are read again as entries.
     lines = bounded_lines(stream)
     raw, found = other_agents.examine_lines(lines)
+    if is_document(b"".join(line for line in raw[:64] if isinstance(line, bytes))[:DOCUMENT_HEAD]):
+        # A document a format reads (a Gemini CLI .json chat): read whole, then as the lines it stands for.
+        whole = b"".join(line for line in itertools.chain(raw, lines) if isinstance(line, bytes))
+        converted = document_lines(whole, source)
+        if converted is not None:
+            return stream_entries(io.BytesIO(converted), source, format_name, on_error)
     refuse_other_agent(source, found)
     entries = iter_entries(itertools.chain(raw, lines), source, on_error, stats)
     # Read only until a line gives the format away, so `tail -f` pipes are not held up.
@@ -220,11 +226,28 @@ def stream_entries(stream: BinaryIO, source: str, format_name: str | None, on_er
 @contextlib.contextmanager
 def mapped(path: Source, ranged: bool = False, on_error: OnError = "fail") -> Iterator[Any]:
     """The whole input as a bytes-like object: an mmap for a regular file, else what read_whole
-    makes of the stream (`on_error` says what it does with a line no reader can hold).
+    makes of the stream (`on_error` says what it does with a line no reader can hold). A document a
+    format reads (a Gemini CLI .json chat) comes as the JSONL it stands for (formats.document_lines),
+    each line where it starts in the file.
 
     An object in a store is fetched whole, or with `ranged` (for a reader of its ends: count) is a
     storage.RangedObject that fetches only the blocks read (len, slices, find and rfind; no buffer
     protocol, see core/jsonl._sliced)."""
+    with _mapped(path, ranged, on_error) as buffer:
+        yield as_lines(buffer, source_name(path))
+
+
+def as_lines(buffer: Any, source: str) -> Any:
+    """`buffer`, or the JSONL a document in it stands for (formats.document_lines). Every input is
+    asked, from its first bytes only: a JSONL file's first line tells at once."""
+    if not is_document(bytes(buffer[:DOCUMENT_HEAD])):
+        return buffer
+    converted = document_lines(bytes(buffer[: len(buffer)]), source)
+    return buffer if converted is None else converted
+
+
+@contextlib.contextmanager
+def _mapped(path: Source, ranged: bool, on_error: OnError) -> Iterator[Any]:
     if path is None or path == STDIN:
         with read_whole(stdin_stream(), STDIN, on_error) as buffer:
             yield buffer

@@ -34,6 +34,7 @@ class AnthropicFormat(WholeFileContext):
     has_tree = False
     keeps_history = False  # the file is the context: a summary replaces the messages it covers
     lines_are_messages = True
+    compacts_at: float | None = None  # Claude Code's thresholds (core.budget)
 
     def sniff(self, obj: dict[str, Any]) -> bool | None:
         if "role" in obj and "content" in obj and "uuid" not in obj and "payload" not in obj:

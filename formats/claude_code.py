@@ -488,6 +488,7 @@ class ClaudeCodeFormat:
     has_tree = True  # uuid/parentUuid
     keeps_history = True  # a compact_boundary starts a new root below the history
     lines_are_messages = False  # envelope fields (uuid, cwd, sessionId, …) a rebuild would drop
+    compacts_at: float | None = None  # Claude Code's thresholds (core.budget)
 
     def sniff(self, obj: dict[str, Any]) -> bool | None:
         kind = entry_type(obj)

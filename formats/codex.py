@@ -125,6 +125,7 @@ class CodexFormat(WholeFileContext):
     has_tree = False
     keeps_history = True  # a `compacted` line is appended; the history above it stays
     lines_are_messages = False
+    compacts_at: float | None = None  # Claude Code's thresholds (core.budget)
 
     def sniff(self, obj: dict[str, Any]) -> bool | None:
         return obj.get("type") in LINE_TYPES and isinstance(obj.get("payload"), dict)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..core.blocks import call_id, is_tool_use, kind_of, name_of
-from ..core.budget import ONE_MILLION, BudgetSettings, Thresholds, model_window, settings_rules, thresholds
+from ..core.budget import ONE_MILLION, BudgetSettings, Thresholds, agent_thresholds, model_window, settings_rules, thresholds
 from ..core.count import (
     CALIBRATION_WINDOW,
     UNCALIBRATED,
@@ -270,7 +270,10 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: Kind | N
     largest = max((usage_prompt(m.usage) for m in messages if m.usage), default=0)
     version = session_version(entries)  # of the lines read
     window, reason = _window(options, model, largest, options.budget, version, transcript_format.recorded_window(entries))
-    levels = _thresholds(model, options.budget, window, reason, bool(options.window), version)
+    if transcript_format.compacts_at is not None:  # the agent's own compaction point, not Claude Code's
+        levels = agent_thresholds(window, reason, transcript_format.compacts_at, transcript_format.name)
+    else:
+        levels = _thresholds(model, options.budget, window, reason, bool(options.window), version)
     anchor_uuid = None
     if counted.anchor is not None and messages[counted.anchor].entries:
         anchor_uuid = text(entries[messages[counted.anchor].entries[-1]].obj, "uuid")
