@@ -203,3 +203,39 @@ def test_the_name_check_finds_a_comparison(tmp_path: Path) -> None:
     module = tmp_path / "probe.py"
     module.write_text('def f(fmt):\n    return fmt.name == "codex" or fmt.name in ("anthropic",) or fmt is other\n', encoding="utf-8")
     assert len(_name_comparisons(module, tmp_path)) == 2
+
+
+def _table_rows(text: str, first_cell: str) -> dict[str, list[str]]:
+    """The rows of the Markdown table whose header starts with `first_cell`: name -> its other cells."""
+    lines = text.splitlines()
+    start = next(number for number, line in enumerate(lines) if line.startswith(f"| {first_cell} |"))
+    rows: dict[str, list[str]] = {}
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        rows[cells[0].strip("`")] = cells[1:]
+    return rows
+
+
+@pytest.mark.parametrize("document", ["README.md", "docs/formats.md"])
+def test_the_formats_table_is_the_registry(document: str) -> None:
+    """Every registered format is a row, read yes, written as `writable` says (issue 28: the table is true)."""
+    rows = _table_rows((ROOT / document).read_text(), "name")
+    assert sorted(rows) == sorted(NAMES)
+    for name, cells in rows.items():
+        assert cells[-2:] == ["yes", "yes" if REGISTRY[name].writable else "no"], (document, name)
+
+
+def test_the_capability_table_is_what_each_format_declares() -> None:
+    text = (ROOT / "docs" / "formats.md").read_text()
+    header = next(line for line in text.splitlines() if line.startswith("| capability |"))
+    columns = [cell.strip() for cell in header.strip("|").split("|")][2:]
+    assert sorted(columns) == sorted(NAMES)
+    rows = _table_rows(text, "capability")
+    assert set(CAPABILITIES) | {"compacts_at"} == set(rows)
+    for capability, cells in rows.items():
+        for name, cell in zip(columns, cells[1:], strict=True):
+            value = getattr(REGISTRY[name], capability)
+            expected = ("yes" if value else "no") if isinstance(value, bool) else "none" if value is None else f"{value:g}"
+            assert cell == expected, (capability, name)
