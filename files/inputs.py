@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from ..core.errors import InputError
-from ..core.jsonl import EndlessLine, Entry, OnError, ReadStats, bounded_lines, iter_entries
+from ..core.jsonl import BOM, EndlessLine, Entry, OnError, ReadStats, bounded_lines, iter_entries
 from ..formats import DOCUMENT_HEAD, SNIFF_LINES, TranscriptFormat, claim, detect, document_lines, get, is_document, other_agents, refuse_other_agent
 from . import storage
 
@@ -198,20 +198,30 @@ class EntryStream:
 
 def stream_entries(stream: BinaryIO, source: str, format_name: str | None, on_error: OnError) -> EntryStream:
     """The entries of an opened input, with its format: `format_name`, else the first line some format
-    claims (detect_format's rule, for a stream: nothing is read beyond that line until asked)."""
+    claims (detect_format's rule, for a stream: nothing is read beyond that line until asked). A
+    document a format reads (a Gemini CLI .json chat) is read whole, as the JSONL it stands for."""
     stats = ReadStats()
+    lines = bounded_lines(stream)
     if format_name:
-        return EntryStream(source, get(format_name), iter_entries(stream, source, on_error, stats), stats)
+        first = next(lines, None)
+        raw: list[bytes | str] = [] if first is None else [first]
+        if isinstance(first, bytes) and first.removeprefix(BOM).strip() == b"{":  # perhaps a document: its head tells
+            size = len(first)
+            for line in lines:
+                raw.append(line)
+                size += len(line)
+                if size >= DOCUMENT_HEAD or not isinstance(line, bytes):
+                    break
+            converted = _document_of(raw, lines, source)
+            if converted is not None:
+                return stream_entries(io.BytesIO(converted), source, format_name, on_error)
+        return EntryStream(source, get(format_name), iter_entries(itertools.chain(raw, lines), source, on_error, stats), stats)
     # Another agent's file is told by its raw first lines, before one is parsed (a pretty-printed
     # document would fail at its first line); they are read again as entries.
-    lines = bounded_lines(stream)
     raw, found = other_agents.examine_lines(lines)
-    if is_document(b"".join(line for line in raw[:64] if isinstance(line, bytes))[:DOCUMENT_HEAD]):
-        # A document a format reads (a Gemini CLI .json chat): read whole, then as the lines it stands for.
-        whole = b"".join(line for line in itertools.chain(raw, lines) if isinstance(line, bytes))
-        converted = document_lines(whole, source)
-        if converted is not None:
-            return stream_entries(io.BytesIO(converted), source, format_name, on_error)
+    converted = _document_of(raw, lines, source)
+    if converted is not None:
+        return stream_entries(io.BytesIO(converted), source, format_name, on_error)
     refuse_other_agent(source, found)
     entries = iter_entries(itertools.chain(raw, lines), source, on_error, stats)
     # Read only until a line gives the format away, so `tail -f` pipes are not held up.
@@ -221,6 +231,19 @@ def stream_entries(stream: BinaryIO, source: str, format_name: str | None, on_er
         if claim(entry.obj) is not None or len(head) >= SNIFF_LINES:
             break
     return EntryStream(source, detect(head, source), itertools.chain(head, entries), stats)
+
+
+def _document_of(raw: list[bytes | str], lines: Iterator[bytes | str], source: str) -> bytes | None:
+    """When the stream's first lines `raw` start a document a format reads: the whole stream (the rest
+    is `lines`) as the JSONL it stands for (formats.document_lines); else None, nothing more read."""
+    if not is_document(b"".join(line for line in raw[:64] if isinstance(line, bytes))[:DOCUMENT_HEAD]):
+        return None
+    whole: list[bytes] = []
+    for number, line in enumerate(itertools.chain(raw, lines), 1):
+        if not isinstance(line, bytes):  # what is wrong with a line too long or binary to hold
+            raise InputError(source, number, line)
+        whole.append(line)
+    return document_lines(b"".join(whole), source)
 
 
 @contextlib.contextmanager

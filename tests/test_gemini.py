@@ -346,3 +346,17 @@ def test_a_rewind_to_an_unknown_message_drops_every_message_as_gemini_cli_does(t
     assert counted["messages"] == 0 and counted["exact_tokens"] == 0
     findings = json.loads(run_cli("validate", path).stdout)["findings"]
     assert [(f["code"], f["line"]) for f in findings] == [("rewind-unknown", len(records(path)))]
+
+
+@pytest.mark.parametrize("argv", [["validate"], ["convert", "--to", "anthropic"], ["count"]], ids=lambda argv: argv[0])
+def test_format_gemini_named_reads_the_document_too(argv: list[str]) -> None:
+    for source, stdin in ((CHAT_JSON, b""), ("-", CHAT_JSON.read_bytes())):
+        named = ok(run_cli(*argv, "--format", "gemini", source, stdin=stdin)).stdout
+        assert named == ok(run_cli(*argv, source, stdin=stdin)).stdout
+
+
+def test_a_binary_line_inside_a_document_on_a_stream_names_its_line(tmp_path: Path) -> None:
+    lines = CHAT_JSON.read_bytes().split(b"\n")
+    lines[20] = b"\x00" * (2 << 20)  # a long binary line, which the stream reader refuses as it reads
+    message = error_line(run_cli("validate", "-", stdin=b"\n".join(lines)))
+    assert message.startswith(f"{ERROR_PREFIX}-:21: binary data")
