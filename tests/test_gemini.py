@@ -360,3 +360,11 @@ def test_a_binary_line_inside_a_document_on_a_stream_names_its_line(tmp_path: Pa
     lines[20] = b"\x00" * (2 << 20)  # a long binary line, which the stream reader refuses as it reads
     message = error_line(run_cli("validate", "-", stdin=b"\n".join(lines)))
     assert message.startswith(f"{ERROR_PREFIX}-:21: binary data")
+
+
+def test_warn_window_flag_moves_gemini_clis_threshold_with_it(tmp_path: Path) -> None:
+    path = chat_with_prompt(tmp_path / "chat.jsonl", 60_000)
+    result = run_cli("warn", "--json", "--window", "100000", path)
+    assert result.returncode == 4, result.stderr
+    report = json.loads(result.stdout)
+    assert (report["context_window"], report["thresholds"]["autocompact"], report["level"]) == (100_000, 50_000, "autocompact")
