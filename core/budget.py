@@ -30,6 +30,22 @@ BLOCKING_BUFFER = 3_000
 Level = Literal["normal", "warning", "autocompact", "blocking"]
 LEVELS: tuple[Level, ...] = ("normal", "warning", "autocompact", "blocking")
 
+# Other agents' models, which the catalog (Claude Code's) does not list: (name or prefix ending in "-",
+# window), first match wins. Gemini CLI's tokenLimit() (packages/core/src/core/tokenLimits.ts, 2026-08):
+# Gemma 4 256,000; every Gemini model (2.5, 3, 3.1, 3.5 …) 1,048,576, its DEFAULT_TOKEN_LIMIT.
+OTHER_WINDOWS: tuple[tuple[str, int], ...] = (
+    ("gemma-4-31b-it", 256_000),
+    ("gemma-4-26b-a4b-it", 256_000),
+    ("gemini-", 1_048_576),
+)
+
+
+def other_window(model: str) -> int | None:
+    """The window OTHER_WINDOWS gives `model`, or None."""
+    name = model.lower()
+    return next((window for key, window in OTHER_WINDOWS if name == key or (key.endswith("-") and name.startswith(key))), None)
+
+
 # Claude Code's fallbacks for old models the catalog no longer lists (both releases); first match wins.
 OLD_MODELS_MAX_OUTPUT: tuple[tuple[str, int, int], ...] = (
     ("claude-3-opus", 4_096, 4_096),
@@ -89,17 +105,6 @@ class Thresholds:
         return max(0, round((threshold - tokens) / threshold * 100)) if threshold > 0 else 0
 
 
-def _shared(window: int, max_out: int, reserve: int, share: float, explain: list[str], ignored: list[str], release: str) -> Thresholds:
-    """The levels of an agent that compacts at a share of its window (Codex): autocompact there,
-    the warning 20,000 below it, blocking at the window itself (the agent has no other buffer)."""
-    autocompact = math.floor(window * share)
-    warning = autocompact - WARNING_BUFFER
-    explain.append(f"autocompact {autocompact:,} = {share:.0%} of the window {window:,} (where the session's own agent compacts)")
-    explain.append(f"warning {warning:,} = autocompact {autocompact:,} − 20,000 (the error level is the same)")
-    explain.append(f"blocking {window:,} = the window")
-    return Thresholds(window, max_out, reserve, window, autocompact, warning, warning, window, tuple(explain), tuple(ignored), release, None)
-
-
 def truthy(setting: Setting | None) -> bool:
     """An environment flag as Claude Code reads it: set and not 0/false/no/off."""
     return setting is not None and setting.value.strip().lower() not in ("", "0", "false", "no", "off")
@@ -156,12 +161,31 @@ def model_window(model: str | None, settings: BudgetSettings = BudgetSettings(),
             return known.window, f"{known.id} has a native 1M window (the model catalog)"
         more = " (1M only with [1m] or the 1M beta)" if known.maximum_window else ""
         return known.window, f"the model catalog's window for {known.id}{more}"
+    other = other_window(model)
+    if other is not None:
+        return other, f"{model}'s window (Gemini CLI's token limits)"
     unknown = f"{model} is not in the model catalog (Claude Code {catalog().release})"
     if limit is not None:
         return limit, f"{unknown}: {_source(settings.max_context_tokens)}"
     if disabled and rules.unknown_model_window > DEFAULT_WINDOW:
         return DEFAULT_WINDOW, f"{unknown}, and 1M windows are disabled ({_source(settings.disable_1m)})"
     return rules.unknown_model_window, f"{unknown}: Claude Code {rules.release} gives such a model {rules.unknown_model_window:,}"
+
+
+def agent_thresholds(window: int, window_reason: str, fraction: float, format_name: str) -> Thresholds:
+    """The levels of a format whose agent compacts on its own at `fraction` of the window (Gemini CLI
+    compresses once its last prompt reaches it, Codex once its last token_count does): that is the
+    compaction point, and the warning too, as neither agent warns before it (Gemini CLI colours its
+    context figure at the same fraction); the window itself blocks. No output is reserved: the agent's threshold is of the window itself.
+    `rules` names the format: no Claude Code release gave these figures."""
+    point = math.floor(window * fraction)
+    explain = (
+        f"the thresholds of the agent that writes the {format_name} format, not Claude Code's",
+        f"window {window:,}: {window_reason}",
+        f"autocompact {point:,} = {fraction:g} of the window (the agent compacts there; the warning is the same)",
+        f"blocking {window:,} = the window",
+    )
+    return Thresholds(window, 0, 0, window, point, point, point, window, explain, (), format_name)
 
 
 def max_output_for(model: str | None, rules: Rules = CURRENT) -> tuple[int, int, str]:
@@ -207,16 +231,13 @@ def thresholds(
     window_reason: str | None = None,
     window_flag: bool = False,
     version: str | None = None,
-    compact_share: float | None = None,
 ) -> Thresholds:
     """Every level for `model` under `settings`, with a line of explanation for each value.
 
     `window` overrides the model's window (e.g. one inferred from recorded usage); with
     window_flag it was given on the command line and the environment's cap does not apply.
     `version` is the Claude Code version that wrote the session: its release's rules apply
-    (core.rules), unless settings.rules names others. `compact_share`: the agent that wrote the
-    session compacts at this share of `window` (Codex: 0.9 of the window its rollout records), not
-    by Claude Code's buffers.
+    (core.rules), unless settings.rules names others.
     """
     explain: list[str] = []
     ignored: list[str] = []
@@ -258,8 +279,6 @@ def thresholds(
     explain.append(f"effective window {effective:,} = {which} {compact_window:,} − reserve {reserve:,} (min(max output, 20,000))")
 
     auto_off = truthy(settings.disable_compact) or truthy(settings.disable_auto_compact)
-    if compact_share is not None and not auto_off:
-        return _shared(window, max_out, reserve, compact_share, explain, ignored, rules.release)
     threshold = effective - AUTOCOMPACT_BUFFER
     autocompact: int | None = threshold
     if auto_off:

@@ -5,3 +5,7 @@ PLACEHOLDER = "[Old tool result content cleared]"  # Claude Code's own microcomp
 STUB_PREFIX = "[ctxpipe collapse:"  # the start of collapse's pointer to the later copy
 REPLACED_PREFIXES = (PLACEHOLDER, STUB_PREFIX)
 RESTORED_PREFIX = "[restored "  # the start of each text restore brings back (core.restore)
+# How Claude Code opens a summary (the claude-code and anthropic editors' summary_preamble).
+SUMMARY_PREAMBLE = (
+    "This session is being continued from a previous conversation that ran out of context. The summary below covers the earlier portion of the conversation."
+)

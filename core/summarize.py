@@ -21,6 +21,7 @@ from .errors import CtxpipeError
 from .fields import rounded_down
 from .jsonl import as_text
 from .model import Message
+from .placeholders import SUMMARY_PREAMBLE
 from .reports import FactKind, KindRecall, MissingFact, VerificationReport
 from .stage import setting
 from .tokens import RoughCounter, estimate_blocks
@@ -28,9 +29,6 @@ from .tokens import RoughCounter, estimate_blocks
 if TYPE_CHECKING:
     from .facts import Facts, Failure, Typed
 
-PREAMBLE = (
-    "This session is being continued from a previous conversation that ran out of context. The summary below covers the earlier portion of the conversation."
-)
 SECTIONS = (
     "Primary Request and Intent",
     "Key Technical Concepts",
@@ -274,13 +272,15 @@ CARRY_ON = (
 )
 
 
-def summary_message_text(summary: str, transcript_path: str | None, kept_tail: bool, automatic: bool = False, tools_used: Sequence[str] = ()) -> str:
-    """The summary record's text in Claude Code's order: preamble, (2.1.332) the tools used before
-    the summary, summary, where the full transcript is, that recent messages are kept, and (for an
-    automatic compaction) the instruction to carry on."""
+def summary_message_text(
+    summary: str, transcript_path: str | None, kept_tail: bool, automatic: bool = False, tools_used: Sequence[str] = (), preamble: str = SUMMARY_PREAMBLE
+) -> str:
+    """The summary record's text in Claude Code's order: the preamble (the format's agent's own),
+    (2.1.332) the tools used before the summary, summary, where the full transcript is, that recent
+    messages are kept, and (for an automatic compaction) the instruction to carry on."""
     from .facts import well_formed  # on first use: the commands start without the summary's readers
 
-    parts = [PREAMBLE, "", summary]
+    parts = [preamble, "", summary]
     if tools_used:
         parts[1:2] = ["", f"<system-reminder>\n<tools-used-before-summary>{', '.join(tools_used)}</tools-used-before-summary>\n</system-reminder>"]
     if transcript_path:

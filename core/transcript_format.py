@@ -90,9 +90,10 @@ class TranscriptFormat(Protocol):
     """A line is one API message and nothing more, so rebuilding the file from its messages
     (convert --repair/--history to the same format) keeps what it means. False: lines carry
     fields a rebuild from messages would drop."""
-    auto_compact_share: float | None
-    """The share of the window the file records (recorded_window) at which the agent that wrote it
-    compacts on its own (Codex: 0.9), or None: Claude Code's thresholds apply (core.budget)."""
+    compacts_at: float | None
+    """The fraction of the model's window at which the agent that writes this format compacts on its
+    own (Gemini CLI: 0.5, Codex: 0.9), the compaction point warn judges against; None: Claude Code's
+    thresholds (core.budget.thresholds)."""
 
     def sniff(self, obj: dict[str, Any]) -> bool | None:
         """True: this line is ours; False: it cannot be ours; None: cannot tell from this line."""
@@ -165,6 +166,10 @@ class TranscriptFormat(Protocol):
 class TranscriptEditor(Protocol):
     """The editor: how the formats ctxpipe writes (writable = True) build new lines. Only the stages
     and `convert --to` call these."""
+
+    summary_preamble: str
+    """How the agent that reads this format opens a summary of the history (Claude Code's preamble,
+    Codex's prefix): the first words of the text `summarize` gives `compacted`."""
 
     def from_messages(self, messages: Sequence[dict[str, Any]], options: WriteOptions) -> list[Entry]:
         """Entries in this format holding the given Messages-API messages."""

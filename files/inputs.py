@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from ..core.errors import IS_A_FOLDER, InputError
-from ..core.jsonl import EndlessLine, Entry, OnError, ReadStats, bounded_lines, iter_entries
-from ..formats import SNIFF_LINES, TranscriptFormat, claim, detect, get, other_agents, refuse_other_agent
+from ..core.jsonl import BOM, EndlessLine, Entry, OnError, ReadStats, bounded_lines, iter_entries
+from ..formats import DOCUMENT_HEAD, SNIFF_LINES, TranscriptFormat, claim, detect, document_lines, get, is_document, other_agents, refuse_other_agent
 from . import storage
 
 STDIN = "-"
@@ -198,14 +198,30 @@ class EntryStream:
 
 def stream_entries(stream: BinaryIO, source: str, format_name: str | None, on_error: OnError) -> EntryStream:
     """The entries of an opened input, with its format: `format_name`, else the first line some format
-    claims (detect_format's rule, for a stream: nothing is read beyond that line until asked)."""
+    claims (detect_format's rule, for a stream: nothing is read beyond that line until asked). A
+    document a format reads (a Gemini CLI .json chat) is read whole, as the JSONL it stands for."""
     stats = ReadStats()
+    lines = bounded_lines(stream)
     if format_name:
-        return EntryStream(source, get(format_name), iter_entries(stream, source, on_error, stats), stats)
+        first = next(lines, None)
+        raw: list[bytes | str] = [] if first is None else [first]
+        if isinstance(first, bytes) and first.removeprefix(BOM).strip() == b"{":  # perhaps a document: its head tells
+            size = len(first)
+            for line in lines:
+                raw.append(line)
+                size += len(line)
+                if size >= DOCUMENT_HEAD or not isinstance(line, bytes):
+                    break
+            converted = _document_of(raw, lines, source)
+            if converted is not None:
+                return stream_entries(io.BytesIO(converted), source, format_name, on_error)
+        return EntryStream(source, get(format_name), iter_entries(itertools.chain(raw, lines), source, on_error, stats), stats)
     # Another agent's file is told by its raw first lines, before one is parsed (a pretty-printed
     # document would fail at its first line); they are read again as entries.
-    lines = bounded_lines(stream)
     raw, found = other_agents.examine_lines(lines)
+    converted = _document_of(raw, lines, source)
+    if converted is not None:
+        return stream_entries(io.BytesIO(converted), source, format_name, on_error)
     refuse_other_agent(source, found)
     entries = iter_entries(itertools.chain(raw, lines), source, on_error, stats)
     # Read only until a line gives the format away, so `tail -f` pipes are not held up.
@@ -217,14 +233,44 @@ def stream_entries(stream: BinaryIO, source: str, format_name: str | None, on_er
     return EntryStream(source, detect(head, source), itertools.chain(head, entries), stats)
 
 
+def _document_of(raw: list[bytes | str], lines: Iterator[bytes | str], source: str) -> bytes | None:
+    """When the stream's first lines `raw` start a document a format reads: the whole stream (the rest
+    is `lines`) as the JSONL it stands for (formats.document_lines); else None, nothing more read."""
+    if not is_document(b"".join(line for line in raw[:64] if isinstance(line, bytes))[:DOCUMENT_HEAD]):
+        return None
+    whole: list[bytes] = []
+    for number, line in enumerate(itertools.chain(raw, lines), 1):
+        if not isinstance(line, bytes):  # what is wrong with a line too long or binary to hold
+            raise InputError(source, number, line)
+        whole.append(line)
+    return document_lines(b"".join(whole), source)
+
+
 @contextlib.contextmanager
 def mapped(path: Source, ranged: bool = False, on_error: OnError = "fail") -> Iterator[Any]:
     """The whole input as a bytes-like object: an mmap for a regular file, else what read_whole
-    makes of the stream (`on_error` says what it does with a line no reader can hold).
+    makes of the stream (`on_error` says what it does with a line no reader can hold). A document a
+    format reads (a Gemini CLI .json chat) comes as the JSONL it stands for (formats.document_lines),
+    each line where it starts in the file.
 
     An object in a store is fetched whole, or with `ranged` (for a reader of its ends: count) is a
     storage.RangedObject that fetches only the blocks read (len, slices, find and rfind; no buffer
     protocol, see core/jsonl._sliced)."""
+    with _mapped(path, ranged, on_error) as buffer:
+        yield as_lines(buffer, source_name(path))
+
+
+def as_lines(buffer: Any, source: str) -> Any:
+    """`buffer`, or the JSONL a document in it stands for (formats.document_lines). Every input is
+    asked, from its first bytes only: a JSONL file's first line tells at once."""
+    if not is_document(bytes(buffer[:DOCUMENT_HEAD])):
+        return buffer
+    converted = document_lines(bytes(buffer[: len(buffer)]), source)
+    return buffer if converted is None else converted
+
+
+@contextlib.contextmanager
+def _mapped(path: Source, ranged: bool, on_error: OnError) -> Iterator[Any]:
     if path is None or path == STDIN:
         with read_whole(stdin_stream(), STDIN, on_error) as buffer:
             yield buffer

@@ -5,7 +5,9 @@ Adding a format: its module here, one line in REGISTRY, its line schema in schem
 Nothing else names a format: the code asks a format's capabilities, never its name.
 
 Files other agents write (other_agents.OTHER_AGENTS) are told apart before any of these formats is
-detected, by the readers in files/inputs.py, and refused with `refuse_other_agent`.
+detected, by the readers in files/inputs.py, and refused with `refuse_other_agent`. A format whose
+files may be one JSON document (a Gemini CLI .json chat) turns it into the JSONL it stands for
+(`document_lines`), which the line readers then read like any other.
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ from typing import Any
 
 from ..core.errors import InputError, UnsupportedError
 from ..core.jsonl import Entry
-from . import anthropic, claude_code, codex, other_agents
+from . import anthropic, claude_code, codex, gemini, other_agents
 from .base import TranscriptFormat, WritableFormat, WriteOptions, editor_of
 
 # Order matters for detection: the most specific signatures first.
 REGISTRY: dict[str, TranscriptFormat] = {
+    gemini.FORMAT.name: gemini.FORMAT,
     codex.FORMAT.name: codex.FORMAT,
     anthropic.FORMAT.name: anthropic.FORMAT,
     claude_code.FORMAT.name: claude_code.FORMAT,
@@ -42,6 +45,28 @@ def stage_editor(transcript_format: TranscriptFormat, source: str, command: str)
     if isinstance(transcript_format, WritableFormat):
         return transcript_format
     raise not_writable(source, command, transcript_format.name)
+
+
+DOCUMENT_HEAD = 4096  # the bytes that tell a document: its first line and its first keys
+# Per format whose files may be one JSON document: (does a head start one, the document as JSONL or None).
+DOCUMENTS = ((gemini.is_document, gemini.document_lines),)
+
+
+def is_document(head: bytes) -> bool:
+    """Whether an input's first bytes start a document some format reads (cheap: every input is asked)."""
+    return any(starts(head) for starts, _ in DOCUMENTS)
+
+
+def document_lines(data: bytes, source: str) -> bytes | None:
+    """The whole input `data`, a document a format reads, as the JSONL lines it stands for (each on
+    the line of the file it comes from); None when no format reads it. InputError for one that is
+    broken (cut off, not JSON)."""
+    for starts, lines in DOCUMENTS:
+        if starts(data[:DOCUMENT_HEAD]):
+            found = lines(data, source)
+            if found is not None:
+                return found
+    return None
 
 
 def refuse_other_agent(source: str, found: other_agents.OtherAgent | None) -> None:
@@ -82,12 +107,15 @@ __all__ = [
     "NAMES",
     "WRITABLE",
     "DEFAULT",
+    "DOCUMENT_HEAD",
     "TranscriptFormat",
     "WritableFormat",
     "WriteOptions",
     "claim",
     "detect",
+    "document_lines",
     "editor_of",
+    "is_document",
     "get",
     "other_agents",
     "refuse_other_agent",

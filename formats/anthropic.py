@@ -18,11 +18,10 @@ from ..core.count import Compaction, Marker
 from ..core.fields import blocks_with_index
 from ..core.jsonl import Entry
 from ..core.model import Finding, Message
+from ..core.placeholders import SUMMARY_PREAMBLE
 from .base import CompactionSpan, WholeFileContext, WriteOptions, lone_response
 
 ROLES = ("user", "assistant")
-# The first words of the summary message `summarize` writes (core.summarize.PREAMBLE).
-SUMMARY_PREAMBLE = "This session is being continued from a previous conversation that ran out of context."
 
 
 class AnthropicFormat(WholeFileContext):
@@ -34,7 +33,8 @@ class AnthropicFormat(WholeFileContext):
     has_tree = False
     keeps_history = False  # the file is the context: a summary replaces the messages it covers
     lines_are_messages = True
-    auto_compact_share: float | None = None
+    summary_preamble = SUMMARY_PREAMBLE  # Claude Code's: an API log resumes as Claude Code would
+    compacts_at: float | None = None  # Claude Code's thresholds (core.budget)
 
     def sniff(self, obj: dict[str, Any]) -> bool | None:
         if "role" in obj and "content" in obj and "uuid" not in obj and "payload" not in obj:

@@ -25,6 +25,7 @@ from ..core.count import SYNTHETIC_MODEL, Compaction, Marker, is_real_response, 
 from ..core.fields import MAX_COUNT, blocks_with_index, count, iso, moment, text
 from ..core.jsonl import Entry, OnError, ReadStats, as_text, iter_entries_reversed, memoized
 from ..core.model import Finding, Message
+from ..core.placeholders import SUMMARY_PREAMBLE
 from ..core.rules import rules_for
 from ..core.tokens import RoughCounter
 from .base import CTXPIPE_NAMESPACE, SUMMARY_MARKER, CompactionSpan, WriteOptions
@@ -486,8 +487,9 @@ class ClaudeCodeFormat:
     has_usage = True
     has_tree = True  # uuid/parentUuid
     keeps_history = True  # a compact_boundary starts a new root below the history
+    summary_preamble = SUMMARY_PREAMBLE
     lines_are_messages = False  # envelope fields (uuid, cwd, sessionId, …) a rebuild would drop
-    auto_compact_share: float | None = None  # its thresholds are core.budget's, from its own rules
+    compacts_at: float | None = None  # Claude Code's thresholds (core.budget)
 
     def sniff(self, obj: dict[str, Any]) -> bool | None:
         kind = entry_type(obj)

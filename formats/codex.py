@@ -53,8 +53,13 @@ SUMMARY_PREFIX = (
 # Codex's compaction keeps the most recent user messages verbatim up to this many tokens
 # (COMPACT_USER_MESSAGE_MAX_TOKENS), counted its way: a token per 4 bytes.
 USER_MESSAGES_BUDGET = 20_000
-# Codex compacts on its own once the context reaches this share of model_context_window.
+# Codex compacts on its own before a turn once its last token_count reaches this share of the model's
+# window (0.171.0, measured by tests/test_codex_resume.py: 244,800 for gpt-5.5's 272,000).
 AUTO_COMPACT_SHARE = 0.9
+# Newer Codex records 95 % of the model's window as model_context_window (its effective window:
+# 258,400 for 272,000); older releases recorded the window itself. A recorded figure that is 95 % of a
+# whole number of thousands is read as such (no catalog window of Codex's models is one).
+EFFECTIVE_WINDOW_PERCENT = 95
 CTXPIPE = "ctxpipe"  # the field ctxpipe adds to a token_count it writes: its record, not a billed call
 
 
@@ -229,6 +234,12 @@ def _clock(start: datetime | None) -> Iterator[str]:
         moment_ += timedelta(milliseconds=1)
 
 
+def model_window_of(recorded: int) -> int:
+    """The model's window behind a recorded model_context_window (see EFFECTIVE_WINDOW_PERCENT)."""
+    whole, rest = divmod(recorded * 100, EFFECTIVE_WINDOW_PERCENT)
+    return whole if rest == 0 and whole % 1000 == 0 else recorded
+
+
 class CodexFormat(WholeFileContext):
     name = "codex"
     summary = "Codex CLI rollout JSONL (~/.codex/sessions/…/rollout-*.jsonl)"
@@ -238,7 +249,8 @@ class CodexFormat(WholeFileContext):
     has_tree = False
     keeps_history = True  # a `compacted` line is appended; the history above it stays
     lines_are_messages = False
-    auto_compact_share: float | None = AUTO_COMPACT_SHARE
+    summary_preamble = SUMMARY_PREFIX  # Codex's own: the summary it resumes opens so
+    compacts_at: float | None = AUTO_COMPACT_SHARE  # of the model's window (recorded_window)
 
     def sniff(self, obj: dict[str, Any]) -> bool | None:
         return obj.get("type") in LINE_TYPES and isinstance(obj.get("payload"), dict)
@@ -357,13 +369,14 @@ class CodexFormat(WholeFileContext):
         return False  # its lines name no earlier line
 
     def recorded_window(self, entries: Sequence[Entry]) -> int | None:
-        """Codex writes the model's window into every token_count event (258,400 or 272,000 for its models)."""
+        """The model's window, from the model_context_window every token_count event records (newest
+        first): 272,000 for gpt-5 models, whether recorded as is or as its 95 % (258,400)."""
         for entry in reversed(entries):
             payload = _token_count(entry.obj)
             info = payload.get("info") if payload is not None else None
             window = count(info, "model_context_window") if isinstance(info, dict) else 0
             if window > 0:
-                return window
+                return model_window_of(window)
         return None
 
     def recorded_cwd(self, entries: Sequence[Entry]) -> str | None:
@@ -485,9 +498,13 @@ class CodexFormat(WholeFileContext):
                 break
             budget -= cost
             kept.insert(0, item)
-        text = SUMMARY_PREFIX + "\n" + summary
+        # An earlier summary the server made (Codex's remote compaction) is encrypted: ctxpipe cannot
+        # fold it into its own, so the item stays, where Codex puts it: after the user messages.
+        earlier = [item for item in items if item.get("type") == "compaction"]
+        text = summary  # opening with SUMMARY_PREFIX (summary_preamble)
         out = [
-            _line(when, "compacted", {"message": text, "replacement_history": initial + kept + [_user_item(text)]}),
+            # Codex writes no message beside a replacement_history: the summary is in it.
+            _line(when, "compacted", {"message": "", "replacement_history": initial + kept + earlier + [_user_item(text)]}),
             _line(when, "event_msg", {"type": "context_compacted"}),
         ]
         out += [entries[p] for p in tail if entries[p].obj.get("type") == "response_item"]

@@ -58,14 +58,7 @@ class OtherAgent:
 
 
 OTHER_AGENTS: tuple[OtherAgent, ...] = (
-    # Gemini CLI (google-gemini/gemini-cli, packages/core/src/services/chatRecordingService.ts):
-    # ~/.gemini/tmp/<project hash>/chats/session-<time>-<id>.json, a ConversationRecord written whole
-    # with JSON.stringify(record, null, 2) until 2026-04; its own test: sessionId and projectHash.
-    OtherAgent("a Gemini CLI chat", "one JSON document per session", lambda head: head.has("sessionId", "projectHash")),
-    # Since 2026-04 the same record as JSONL (.jsonl): a metadata line first (sessionId, projectHash,
-    # startTime, …), then a line a message ({id, timestamp, type: user|gemini|info|…, content}),
-    # `{"$set": …}` and `{"$rewindTo": id}` lines.
-    OtherAgent("a Gemini CLI chat", "JSONL, its metadata on the first line", lambda head: head.first_has(sessionId=str, projectHash=str)),
+    # Gemini CLI's chats (.json and .jsonl) are read: formats/gemini.py.
     # /chat save <tag> (packages/core/src/core/logger.ts): checkpoint-<tag>.json, {history: Content[],
     # authType} pretty-printed, or (older) the Content[] array alone; Content is {role, parts}.
     OtherAgent(

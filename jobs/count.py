@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..core.blocks import call_id, is_tool_use, kind_of, name_of
-from ..core.budget import ONE_MILLION, BudgetSettings, Thresholds, model_window, settings_rules, thresholds
+from ..core.budget import ONE_MILLION, BudgetSettings, Thresholds, agent_thresholds, model_window, settings_rules, thresholds
 from ..core.count import (
     CALIBRATION_WINDOW,
     UNCALIBRATED,
@@ -189,7 +189,7 @@ def _window(
     if options.window:
         return options.window, "--window"
     if recorded:
-        return recorded, "the window the file records for its model"
+        return recorded, "the model's window, as the file records it (formats: recorded_window)"
     window, reason = model_window(model, budget, settings_rules(budget, version)[0])
     if window < ONE_MILLION and largest_prompt > window:
         return ONE_MILLION, f"a recorded prompt of {largest_prompt:,} tokens does not fit {window:,}"
@@ -269,11 +269,11 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: Kind | N
     counted.model = model
     largest = max((usage_prompt(m.usage) for m in messages if m.usage), default=0)
     version = session_version(entries)  # of the lines read
-    recorded = transcript_format.recorded_window(entries)
-    window, reason = _window(options, model, largest, options.budget, version, recorded)
-    # An agent that compacts at a share of the window its file records does so at that share of it.
-    share = transcript_format.auto_compact_share if recorded and not options.window else None
-    levels = _thresholds(model, options.budget, window, reason, bool(options.window), version, share)
+    window, reason = _window(options, model, largest, options.budget, version, transcript_format.recorded_window(entries))
+    if transcript_format.compacts_at is not None:  # the agent's own compaction point, not Claude Code's
+        levels = agent_thresholds(window, reason, transcript_format.compacts_at, transcript_format.name)
+    else:
+        levels = _thresholds(model, options.budget, window, reason, bool(options.window), version)
     anchor_uuid = None
     if counted.anchor is not None and messages[counted.anchor].entries:
         anchor_uuid = text(entries[messages[counted.anchor].entries[-1]].obj, "uuid")

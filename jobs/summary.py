@@ -17,7 +17,7 @@ from ..core.facts import Facts, gather
 from ..core.fields import MAX_COUNT, iso, moment, rounded_percent
 from ..core.jsonl import Entry
 from ..core.model import Message
-from ..core.placeholders import RESTORED_PREFIX
+from ..core.placeholders import RESTORED_PREFIX, SUMMARY_PREAMBLE
 from ..core.reports import Engine, LlmUsage, SummarizeExtras, VerificationReport
 from ..core.rules import CURRENT, Rules, session_rules
 from ..core.stage import Outcome, StageContext
@@ -340,8 +340,10 @@ def summarize_entries(
     # Named absolute: the summary is read from wherever the session is resumed, not where ctxpipe ran
     # (an object in a store by its URL: it is absolute already).
     named = None if context.transcript_path in (None, "-") else _absolute(context.transcript_path)
-    tools_used = tools_used_in(history) if rules.summary_lists_tools else ()
-    text = summary_message_text(summary, named, bool(tail), automatic=context.trigger == "auto", tools_used=tools_used)
+    preamble = transcript_format.summary_preamble
+    # The tools-used reminder is Claude Code's: another agent's summary opens with its own words only.
+    tools_used = tools_used_in(history) if rules.summary_lists_tools and preamble == SUMMARY_PREAMBLE else ()
+    text = summary_message_text(summary, named, bool(tail), automatic=context.trigger == "auto", tools_used=tools_used, preamble=preamble)
     measure = context.measure or region_measure(b"", 0, "-", CountOptions(format=transcript_format.name))
     before = measure(entries).count
     pre = before.tokens

@@ -284,8 +284,12 @@ def test_a_codex_rollout_takes_its_window_from_the_rollout(tmp_path: Path) -> No
     rollout = (FIXTURES / "codex" / "rollout.jsonl").read_bytes()
     assert rollout.count(b'"model_context_window":258400') == 2
     warned = json.loads(ok(run_cli("warn", "--json", FIXTURES / "codex" / "rollout.jsonl")).stdout)
-    assert warned["context_window"] == 258_400 and warned["thresholds"]["autocompact"] == 232_560  # Codex compacts at 90% of it
-    newer = tmp_path / "rollout.jsonl"
-    newer.write_bytes(rollout.replace(b'"model_context_window":258400', b'"model_context_window":272000'))
-    assert json.loads(ok(run_cli("count", "--json", newer)).stdout)["context_window"] == 272_000
-    assert json.loads(ok(run_cli("count", "--json", "--window", "100000", newer)).stdout)["context_window"] == 100_000  # --window still decides
+    # Newer Codex records 95 % of the model's window; Codex 0.171.0 compacts at 90 % of the window itself.
+    assert warned["context_window"] == 272_000 and warned["thresholds"]["autocompact"] == 244_800
+    older = tmp_path / "rollout.jsonl"  # older Codex recorded the window itself
+    older.write_bytes(rollout.replace(b'"model_context_window":258400', b'"model_context_window":272000'))
+    assert json.loads(ok(run_cli("warn", "--json", older)).stdout)["thresholds"]["autocompact"] == 244_800
+    other = tmp_path / "other.jsonl"  # a figure that is not 95 % of a whole number of thousands is the window
+    other.write_bytes(rollout.replace(b'"model_context_window":258400', b'"model_context_window":200123'))
+    assert json.loads(ok(run_cli("count", "--json", other)).stdout)["context_window"] == 200_123
+    assert json.loads(ok(run_cli("count", "--json", "--window", "100000", older)).stdout)["context_window"] == 100_000  # --window still decides

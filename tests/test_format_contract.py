@@ -37,7 +37,7 @@ EDITOR_ATTRIBUTES, EDITOR_METHODS = _protocol_members(TranscriptEditor)
 
 def read_only_format() -> TranscriptFormat:
     """A format ctxpipe only reads (every registered one writes now): Codex's reader without its editor."""
-    reader = {name: value for name, value in vars(CodexFormat).items() if name not in EDITOR_METHODS}
+    reader = {name: value for name, value in vars(CodexFormat).items() if name not in EDITOR_METHODS | EDITOR_ATTRIBUTES}
     made: TranscriptFormat = type("CodexReader", CodexFormat.__bases__, {**reader, "name": "codex-reader", "writable": False})()
     return made
 
@@ -58,7 +58,8 @@ def test_the_contract_is_declared_in_core_and_re_exported() -> None:
     assert set(CAPABILITIES) <= READER_ATTRIBUTES
     assert {"meta_entries", "split_at_compaction", "boundary_metadata", "context_positions"} <= READER_METHODS | EDITOR_METHODS
     # The editor is the writing members the stages and convert --to call, and nothing a reader needs.
-    assert EDITOR_METHODS == {"from_messages", "replace_blocks", "compacted", "meta_entries", "marker"} and not EDITOR_ATTRIBUTES
+    assert EDITOR_METHODS == {"from_messages", "replace_blocks", "compacted", "meta_entries", "marker"}
+    assert EDITOR_ATTRIBUTES == {"summary_preamble"}  # how the format's agent opens a summary: a writing matter
     assert not EDITOR_METHODS & READER_METHODS
     # A writable format is both parts and adds nothing of its own.
     assert _protocol_members(WritableFormat) == (set(), set())
@@ -86,10 +87,11 @@ def test_a_format_implements_the_editor_if_and_only_if_it_is_writable(fmt: Trans
     if fmt.writable:
         for method in EDITOR_METHODS:
             _signature_matches(fmt, TranscriptEditor, method)
+        assert isinstance(fmt.summary_preamble, str) and fmt.summary_preamble.strip()
         assert isinstance(fmt, WritableFormat) and editor_of(fmt) is fmt
     else:
         # No stubs that raise: a read-only format has none of the editor's members, inherited or its own.
-        assert [method for method in sorted(EDITOR_METHODS) if hasattr(fmt, method)] == [], f"{fmt.name} is read only"
+        assert [member for member in sorted(EDITOR_METHODS | EDITOR_ATTRIBUTES) if hasattr(fmt, member)] == [], f"{fmt.name} is read only"
         assert not isinstance(fmt, WritableFormat)
 
 
@@ -220,3 +222,39 @@ def test_the_name_check_finds_a_comparison(tmp_path: Path) -> None:
     module = tmp_path / "probe.py"
     module.write_text('def f(fmt):\n    return fmt.name == "codex" or fmt.name in ("anthropic",) or fmt is other\n', encoding="utf-8")
     assert len(_name_comparisons(module, tmp_path)) == 2
+
+
+def _table_rows(text: str, first_cell: str) -> dict[str, list[str]]:
+    """The rows of the Markdown table whose header starts with `first_cell`: name -> its other cells."""
+    lines = text.splitlines()
+    start = next(number for number, line in enumerate(lines) if line.startswith(f"| {first_cell} |"))
+    rows: dict[str, list[str]] = {}
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        rows[cells[0].strip("`")] = cells[1:]
+    return rows
+
+
+@pytest.mark.parametrize("document", ["README.md", "docs/formats.md"])
+def test_the_formats_table_is_the_registry(document: str) -> None:
+    """Every registered format is a row, read yes, written as `writable` says (issue 28: the table is true)."""
+    rows = _table_rows((ROOT / document).read_text(), "name")
+    assert sorted(rows) == sorted(NAMES)
+    for name, cells in rows.items():
+        assert cells[-2:] == ["yes", "yes" if REGISTRY[name].writable else "no"], (document, name)
+
+
+def test_the_capability_table_is_what_each_format_declares() -> None:
+    text = (ROOT / "docs" / "formats.md").read_text()
+    header = next(line for line in text.splitlines() if line.startswith("| capability |"))
+    columns = [cell.strip() for cell in header.strip("|").split("|")][2:]
+    assert sorted(columns) == sorted(NAMES)
+    rows = _table_rows(text, "capability")
+    assert set(CAPABILITIES) | {"compacts_at"} == set(rows)
+    for capability, cells in rows.items():
+        for name, cell in zip(columns, cells[1:], strict=True):
+            value = getattr(REGISTRY[name], capability)
+            expected = ("yes" if value else "no") if isinstance(value, bool) else "none" if value is None else f"{value:g}"
+            assert cell == expected, (capability, name)

@@ -47,8 +47,6 @@ def _pretty(*values: object) -> bytes:
 
 # file -> (how the message names it, what follows the known formats). None: made by the test.
 CASES: dict[str, tuple[str, str]] = {
-    "gemini-chat.json": ("a Gemini CLI chat (one JSON document per session)", ""),
-    "gemini-chat.jsonl": ("a Gemini CLI chat (JSONL, its metadata on the first line)", ""),
     "gemini-checkpoint.json": ("a Gemini CLI saved chat (/chat save: the Gemini API history as one JSON document)", ""),
     "gemini-checkpoint-array.json": ("a Gemini CLI saved chat (/chat save: the Gemini API history as one JSON document)", ""),
     "gemini-logs.json": ("a Gemini CLI prompt log (logs.json)", ""),
@@ -103,8 +101,8 @@ def test_every_command_refuses_another_agents_file_in_one_line_naming_it(reader,
 
 
 def test_the_library_refuses_another_agents_file(tmp_path) -> None:
-    path = OTHER / "gemini-chat.json"
-    message = f"{path}: {CASES['gemini-chat.json'][0]}, {KNOWN}"
+    path = OTHER / "gemini-checkpoint.json"
+    message = f"{path}: {CASES['gemini-checkpoint.json'][0]}, {KNOWN}"
     calls = {
         "read_transcript": lambda: ctxpipe.read_transcript(path),
         "read_transcript (bytes)": lambda: ctxpipe.read_transcript(path.read_bytes()),
@@ -135,7 +133,7 @@ def test_restore_refuses_another_agents_file_as_its_history() -> None:
 def test_in_a_folder_each_other_agents_file_is_one_error_line_and_the_others_go_on(argv, tmp_path) -> None:
     folder = tmp_path / "sessions"
     folder.mkdir()
-    for name in ("gemini-chat.jsonl", "pi-session.jsonl"):  # a folder is searched for *.jsonl
+    for name in ("pi-session-v1.jsonl", "pi-session.jsonl"):  # a folder is searched for *.jsonl
         (folder / name).write_bytes((OTHER / name).read_bytes())
     (folder / "session.jsonl").write_bytes(CLAUDE.read_bytes())
     out = tmp_path / "out"
@@ -143,7 +141,7 @@ def test_in_a_folder_each_other_agents_file_is_one_error_line_and_the_others_go_
     assert result.returncode == 1
     errors = no_traceback(result).splitlines()
     errors = [line for line in errors if line.startswith(ERROR_PREFIX)]
-    assert errors == [expected(str(folder / name), name) for name in ("gemini-chat.jsonl", "pi-session.jsonl")]
+    assert errors == [expected(str(folder / name), name) for name in ("pi-session-v1.jsonl", "pi-session.jsonl")]
     if argv[0] == "compact":
         assert [path.name for path in out.iterdir()] == ["session.jsonl"]
     else:
@@ -151,7 +149,7 @@ def test_in_a_folder_each_other_agents_file_is_one_error_line_and_the_others_go_
         assert [row["file"] for row in rows if row.get("file") and "error" not in row] == [str(folder / "session.jsonl")]
         if argv[0] == "count":  # a file of a batch that failed is a row too, saying what stderr says
             failed = {row["file"]: row["error"] for row in rows if "error" in row}
-            assert sorted(failed) == [str(folder / "gemini-chat.jsonl"), str(folder / "pi-session.jsonl")]
+            assert sorted(failed) == [str(folder / "pi-session-v1.jsonl"), str(folder / "pi-session.jsonl")]
             assert all(line.endswith(failed[file]) for file, line in zip(sorted(failed), errors))
 
 

@@ -35,6 +35,8 @@ def warn(
     The environment variables Claude Code reads (CLAUDE_CODE_AUTO_COMPACT_WINDOW,
     CLAUDE_AUTOCOMPACT_PCT_OVERRIDE, CLAUDE_CODE_MAX_OUTPUT_TOKENS,
     CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE, DISABLE_AUTO_COMPACT, DISABLE_COMPACT) apply; flags win.
+    A Gemini CLI chat follows Gemini CLI instead: it compresses at half the window (autocompact and
+    warning), and the window blocks; of the flags only --window applies.
 
     A file written by Claude Code's compaction side-call (agent-acompact-*.jsonl, or lines whose
     agentId starts with acompact-) is not a session: its level is reported, marked as such, and the
