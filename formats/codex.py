@@ -162,6 +162,31 @@ def _item_message(item: dict[str, Any], position: int, index: int = 0) -> Messag
     return None  # reasoning (encrypted), web_search_call, ghost_snapshot, …
 
 
+def _typed_kept(before: Sequence[Message]) -> list[Message]:
+    """The user messages typed before an older summary-only compaction that Codex keeps with it:
+    the newest within its budget, in their order (its build_compacted_history)."""
+    typed = [m for m in before if m.role == "user" and not m.meta and not m.compact_summary and m.content and all(is_text(b) for b in m.content)]
+    kept: list[Message] = []
+    budget = USER_MESSAGES_BUDGET
+    for message in reversed(typed):
+        cost = (len("".join(text_of(b) or "" for b in message.content).encode()) + 3) // 4
+        if cost > budget:
+            break
+        budget -= cost
+        kept.insert(0, message)
+    return kept
+
+
+def _kept_before(entries: Sequence[Entry], position: int) -> list[int]:
+    """The lines of the user messages a summary-only `compacted` line at `position` keeps (none for
+    one with a replacement_history, which holds them itself)."""
+    payload = entries[position].obj.get("payload")
+    if not isinstance(payload, dict) or isinstance(payload.get("replacement_history"), list) or not isinstance(payload.get("message"), str):
+        return []
+    left = CodexFormat().messages(entries[: position + 1])
+    return sorted({p for m in left if not m.compact_summary for p in m.entries})
+
+
 def _is_compacted(obj: dict[str, Any]) -> bool:
     return obj.get("type") == "compacted" and isinstance(obj.get("payload"), dict)
 
@@ -277,16 +302,20 @@ class CodexFormat(WholeFileContext):
                 if usage is not None and last_assistant is not None:
                     last_assistant.usage = usage
             elif kind == "compacted" and not history:
-                messages = self._replacement(payload, position)
+                messages = self._replacement(payload, position, messages)
         return messages
 
-    def _replacement(self, payload: dict[str, Any], position: int) -> list[Message]:
+    def _replacement(self, payload: dict[str, Any], position: int, before: Sequence[Message]) -> list[Message]:
         """The messages a compacted line leaves. The summary is read first, as the message the
-        context opens with (Codex sends the kept user messages before it; the count is the same)."""
+        context opens with (Codex sends the kept user messages before it; the count is the same).
+        An older line holding only its summary `message` leaves, as Codex rebuilds it, the user
+        messages typed before it (the newest, within its budget) and that summary."""
         replacement = payload.get("replacement_history")
         if not isinstance(replacement, list):
             text = payload.get("message")
-            return [Message("user", [{"type": "text", "text": text}], [position], compact_summary=True)] if isinstance(text, str) else []
+            if not isinstance(text, str):
+                return []
+            return [Message("user", [{"type": "text", "text": text}], [position], compact_summary=True), *_typed_kept(before)]
         left = [m for index, item in enumerate(replacement) if isinstance(item, dict) and (m := _item_message(item, position, index)) is not None]
         return [m for m in left if m.compact_summary] + [m for m in left if not m.compact_summary]
 
@@ -295,10 +324,14 @@ class CodexFormat(WholeFileContext):
         return [message for message in self.messages(entries, history=True) if is_real_response(message)]
 
     def context_positions(self, entries: Sequence[Entry], history: bool = False) -> list[int]:
-        """From the last `compacted` line (which stands for the history it replaced) to the end;
-        with history, every line (one rollout is one chain)."""
+        """From the last `compacted` line (which stands for the history it replaced) to the end, after
+        the lines of the user messages it keeps when it holds only its summary; with history, every
+        line (one rollout is one chain)."""
         start = 0 if history else self._last_compacted(entries)
-        return list(range(start or 0, len(entries)))
+        if start is None:
+            return list(range(len(entries)))
+        kept = _kept_before(entries, start)
+        return [*kept, *range(start, len(entries))]
 
     def _last_compacted(self, entries: Sequence[Entry]) -> int | None:
         return next((p for p in range(len(entries) - 1, -1, -1) if _is_compacted(entries[p].obj)), None)
@@ -471,12 +504,13 @@ class CodexFormat(WholeFileContext):
         Codex's budget, in their order) and the summary as a user message; an `event_msg`
         context_compacted; the kept tail's items again (Codex appends them to the replacement);
         then a token_count holding the new context size (metadata's postTokens, once measured)."""
-        start = self._last_compacted(entries) or 0
         first_kept = min(tail, default=len(entries))
         if first_kept < len(entries) and _is_compacted(entries[first_kept].obj):
             first_kept += 1  # the tail starts among what the last compaction kept: its line is summarized too
         items: list[dict[str, Any]] = []  # the active context's items before the kept tail
-        for position in range(start, first_kept):
+        for position in self.context_positions(entries):
+            if position >= first_kept:
+                break
             obj = entries[position].obj
             payload = obj.get("payload")
             if not isinstance(payload, dict):

@@ -45,13 +45,33 @@ def lines(rollout: bytes) -> list[dict[str, Any]]:
 
 def history(rollout: bytes) -> list[dict[str, Any]]:
     """The conversation Codex rebuilds from a rollout: response_items appended, a `compacted` line's
-    replacement_history in place of everything before it."""
+    replacement_history in place of everything before it; an older line holding only its summary
+    `message` leaves the user messages typed before it (the newest within 20,000 tokens at 4 bytes a
+    token, as its build_compacted_history counts) and the summary as a user message."""
     items: list[dict[str, Any]] = []
     for line in lines(rollout):
+        payload = line["payload"]
         if line["type"] == "response_item":
-            items.append(line["payload"])
-        elif line["type"] == "compacted" and isinstance(line["payload"].get("replacement_history"), list):
-            items = list(line["payload"]["replacement_history"])
+            items.append(payload)
+        elif line["type"] == "compacted" and isinstance(payload.get("replacement_history"), list):
+            items = list(payload["replacement_history"])
+        elif line["type"] == "compacted":
+            typed = [
+                i
+                for i in items
+                if i.get("type") == "message"
+                and i.get("role") == "user"
+                and not item_text(i).lstrip().startswith(("<environment_context>", "<user_instructions>", "# AGENTS.md"))
+            ]
+            kept: list[dict[str, Any]] = []
+            budget = 20_000
+            for item in reversed(typed):
+                cost = (len(item_text(item).encode()) + 3) // 4
+                if cost > budget:
+                    break
+                budget -= cost
+                kept.insert(0, item)
+            items = [*kept, {"type": "message", "role": "user", "content": [{"type": "input_text", "text": payload["message"]}]}]
     return items
 
 

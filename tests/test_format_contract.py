@@ -171,8 +171,15 @@ def test_codex_context_starts_at_its_last_compacted_line() -> None:
     assert codex.context_positions(entries) == list(range(len(entries)))
     compacted = Entry({"timestamp": "2026-02-10T09:00:00Z", "type": "compacted", "payload": {"message": "earlier work, summarized"}}, len(entries) + 1)
     later = entries + [compacted, entries[4]]
-    assert codex.context_positions(later) == [len(entries), len(entries) + 1]
-    assert [m.entries[0] for m in codex.messages(later)] == codex.context_positions(later)
+    # A line holding only its summary keeps, as Codex rebuilds it, the user messages typed before it.
+    typed = [
+        p
+        for p, e in enumerate(entries)
+        if e.obj["type"] == "response_item" and e.obj["payload"].get("role") == "user" and "<environment_context>" not in str(e.obj)
+    ]
+    assert typed == [4]
+    assert codex.context_positions(later) == [4, len(entries), len(entries) + 1]
+    assert sorted(m.entries[0] for m in codex.messages(later)) == codex.context_positions(later)
 
 
 def test_convert_offers_only_the_formats_it_writes() -> None:
