@@ -190,6 +190,8 @@ class _HTTPServer(http.server.ThreadingHTTPServer):
 class MessagesServer:
     """The fake API. Use as a context manager (or call start()/stop()); `url` is the base URL for clients."""
 
+    secret_headers = _SECRET_HEADERS  # recorded as "<redacted>"
+
     def __init__(
         self, *, default_reply: DefaultReply = _default_reply, timeout_seconds: float = 3.0, max_sleep: float = 10.0, model: str | None = None
     ) -> None:
@@ -288,20 +290,26 @@ class MessagesServer:
 
     # -- serving ------------------------------------------------------------------------------
 
-    def _handle(self, h: _Handler) -> None:
+    def _recorded(self, h: _Handler, key_headers: tuple[str, ...]) -> tuple[RecordedRequest, bool]:
+        """The request recorded (its body parsed, secrets redacted) and whether it aimed at the
+        internet through the stand-in as a proxy; `key_headers` carry the API key."""
         split = urlsplit(h.path)
         external = h.command == "CONNECT" or h.path.startswith(("http://", "https://"))
-        headers = {k.lower(): ("<redacted>" if k.lower() in _SECRET_HEADERS else v) for k, v in h.headers.items()}
-        api_key_present = bool(h.headers.get("x-api-key") or h.headers.get("authorization"))
+        headers = {k.lower(): ("<redacted>" if k.lower() in self.secret_headers else v) for k, v in h.headers.items()}
+        api_key_present = any(h.headers.get(name) for name in key_headers)
         raw = b"" if h.command == "CONNECT" else self._read_body(h)
         try:
             body = json.loads(raw) if raw else None
-        except ValueError:
+        except ValueError:  # a compressed body, say: recorded as None, answered anyway
             body = None
         record = RecordedRequest(h.command, h.path if external else split.path, split.query, headers, api_key_present, body)
         with self._lock:
             self._records.append(record)
+        return record, external
 
+    def _handle(self, h: _Handler) -> None:
+        record, external = self._recorded(h, ("x-api-key", "authorization"))
+        body = record.body
         if external:
             # Reached only through the proxy the Claude Code harness sets: traffic meant for the internet, refused.
             record.reply_kind = "external"

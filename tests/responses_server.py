@@ -37,7 +37,6 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Union
-from urllib.parse import urlsplit
 
 from messages_server import MessagesServer, RecordedRequest, rough_tokens
 
@@ -131,6 +130,8 @@ def call_pairing_error(items: Any) -> str:
 class ResponsesServer(MessagesServer):
     """The stand-in. Use as a context manager (or call start()/stop()); `url` is the origin (add "/v1" for a base_url)."""
 
+    secret_headers = frozenset({"authorization", "proxy-authorization", "cookie", "chatgpt-account-id"})
+
     def __init__(
         self,
         *,
@@ -169,19 +170,8 @@ class ResponsesServer(MessagesServer):
     # -- serving ------------------------------------------------------------------------------
 
     def _handle(self, h: Any) -> None:
-        split = urlsplit(h.path)
-        external = h.command == "CONNECT" or h.path.startswith(("http://", "https://"))
-        headers = {k.lower(): ("<redacted>" if k.lower() in _SECRET_HEADERS else v) for k, v in h.headers.items()}
-        api_key_present = bool(h.headers.get("authorization"))
-        raw = b"" if h.command == "CONNECT" else self._read_body(h)
-        try:
-            body = json.loads(raw) if raw else None
-        except ValueError:  # a compressed body, say: recorded as None, answered anyway
-            body = None
-        record = RecordedRequest(h.command, h.path if external else split.path, split.query, headers, api_key_present, body)
-        with self._lock:
-            self._records.append(record)
-
+        record, external = self._recorded(h, ("authorization",))
+        body = record.body
         if external:
             # Reached only when a harness makes the stand-in the proxy: traffic meant for the internet, refused.
             record.reply_kind = "external"
@@ -240,9 +230,6 @@ class ResponsesServer(MessagesServer):
             h.wfile.flush()
         except OSError:
             h.close_connection = True
-
-
-_SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "chatgpt-account-id"})
 
 
 def stream_events(body: dict, output: str | dict, model: str | None = None) -> Iterator[dict]:
