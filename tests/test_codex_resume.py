@@ -357,3 +357,19 @@ def test_every_rollout_compacted_resumes_as_count_says(server, tmp_path, rollout
     tokens = [json.loads(run_cli("count", "--json", path).stdout)["tokens"] for path in (rollout, out)]
     assert (size(resumed) < size(before)) == (tokens[1] < tokens[0]), (size(resumed), size(before), tokens)
     assert (compacted == rollout.read_bytes()) == (tokens[1] == tokens[0])
+
+
+def test_a_claude_code_session_converted_to_a_rollout_resumes_in_codex(server, tmp_path):
+    """convert --to codex of a Claude Code session: Codex resumes it with the session's messages,
+    every call answered by its own output, in order, and compacts nothing."""
+    session = FIXTURES.parent / "claude-code" / "repeats.jsonl"
+    ran = run_cli("convert", "--to", "codex", session)
+    assert ran.returncode == 0, ran.stderr.decode(errors="replace")
+    rollout = ran.stdout
+    server.enqueue("Resumed the converted session.")
+    resumed = check_turn(resume(rollout, PROMPT, server, tmp_path), rollout)
+    messages = [json.loads(line) for line in run_cli("convert", "--to", "anthropic", session).stdout.splitlines()]
+    calls = [block["id"] for m in messages if isinstance(m["content"], list) for block in m["content"] if block.get("type") == "tool_use"]
+    assert calls and [i["call_id"] for i in resumed if i.get("type") == "function_call"] == calls
+    first = next(m for m in messages if m["role"] == "user")
+    assert item_text(resumed[0]) == (first["content"] if isinstance(first["content"], str) else first["content"][0]["text"])
