@@ -251,12 +251,6 @@ def test_codex_compacts_a_full_rollout_before_the_turn(server, tmp_path):
 # -- (c) what ctxpipe wrote ---------------------------------------------------------------------
 
 
-def codex_writable() -> bool:
-    from ctxpipe import formats
-
-    return formats.REGISTRY["codex"].writable
-
-
 # Each command as a user would run it: its arguments, on the fixture made full or as it is, and
 # whether its output holds a summary.
 CTXPIPE_RUNS = {
@@ -268,7 +262,6 @@ CTXPIPE_RUNS = {
 }
 
 
-@pytest.mark.skipif(not codex_writable(), reason="ctxpipe reads Codex rollouts but does not write them yet (issue 28, item 1)")
 @pytest.mark.parametrize("name", CTXPIPE_RUNS)
 def test_codex_resumes_what_ctxpipe_wrote_with_a_smaller_request(server, tmp_path, original, name):
     args, made_full, summarized = CTXPIPE_RUNS[name]
@@ -293,7 +286,6 @@ def test_codex_resumes_what_ctxpipe_wrote_with_a_smaller_request(server, tmp_pat
     assert sum(t.startswith(SUMMARY_PREFIX + "\n") for t in texts) == (1 if summarized else 0), texts
 
 
-@pytest.mark.skipif(not codex_writable(), reason="ctxpipe reads Codex rollouts but does not write them yet (issue 28, item 1)")
 def test_a_summary_over_codexs_own_compaction_keeps_its_opaque_item(server, tmp_path):
     # The `compaction` item holds the earlier summary encrypted by the server: ctxpipe cannot read it,
     # so a summary of its own cannot carry it, and the item must stay (an earlier summary is never
@@ -311,7 +303,6 @@ def test_a_summary_over_codexs_own_compaction_keeps_its_opaque_item(server, tmp_
     assert "Did you also update the README's usage section?" in texts, "the newest user message, verbatim"
 
 
-@pytest.mark.skipif(not codex_writable(), reason="ctxpipe reads Codex rollouts but does not write them yet (issue 28, item 1)")
 def test_a_rollout_codex_wrote_compacts_in_place_and_codex_resumes_it(server, tmp_path, original):
     # What Codex 0.171.0 itself appended when it resumed the fixture: its base context items, the new
     # line types (world_state, token_usage_record, event_msg thread_settings_applied), its token_count.
