@@ -35,7 +35,7 @@ from ..core.transcript_format import TranscriptFormat
 from ..core.wire import ABSENT
 from ..files.inputs import detect_format
 from ..files.sessions import COMPACTION_NOTE, Kind
-from ..jobs.count import CountOptions, FileCount, breakdown, count_buffer, largest_blocks
+from ..jobs.count import CountOptions, FileCount, block_tokens, breakdown, count_buffer, largest_blocks
 
 if typing.TYPE_CHECKING:
     from ..jobs.pipeline import StageRun
@@ -113,7 +113,8 @@ def session_report(buffer: Any, source: str, options: ReportOptions, now: dateti
     calibration = counted.count.calibration
     if calibration is UNCALIBRATED and counting.calibrating:
         calibration = calibrate(estimates)  # the views price every block: they want the fit even when the count did not
-    views = {by: breakdown(messages, estimates, calibration, by) for by in ("tool", "role", "block")}
+    priced = block_tokens(messages, counter, calibration)  # every block priced once, for the three views and the largest
+    views = {by: breakdown(messages, estimates, calibration, by, priced) for by in ("tool", "role", "block")}
     subjects = tool_subjects(messages)
     largest = [
         ExcerptLine(
@@ -125,7 +126,7 @@ def session_report(buffer: Any, source: str, options: ReportOptions, now: dateti
             tokens=row.tokens,
             excerpt=excerpt(row.content),
         )
-        for row in largest_blocks(messages, entries, counter, calibration, LARGEST_LINES)
+        for row in largest_blocks(messages, entries, counter, calibration, LARGEST_LINES, priced)
     ]
     assert counted.cost is not None  # asked for above
     calls = counted.cost.calls
