@@ -131,8 +131,10 @@ def session_report(buffer: Any, source: str, options: ReportOptions, now: dateti
     assert counted.cost is not None  # asked for above
     calls = counted.cost.calls
     main_calls = [call for call in calls if call.main]
+    measured: dict[str, int] = {}  # the input's count as a stage measures it: the same bytes for every dry run, counted once
     dry_runs = [
-        _dry_run(name, buffer, source, path, options, now, transcript_format, messages, entries, estimates, calibration, counted) for name in DRY_RUN_STAGES
+        _dry_run(name, buffer, source, path, options, now, transcript_format, messages, entries, estimates, calibration, counted, measured)
+        for name in DRY_RUN_STAGES
     ]
     times = [stamp for entry in entries if (stamp := text(entry.obj, "timestamp"))]
     count = counted.count_report()
@@ -242,6 +244,7 @@ def _dry_run(
     estimates: Estimates,
     calibration: Calibration,
     counted: FileCount,
+    measured: dict[str, int],
 ) -> StageDryRun:
     from ..core.errors import CtxpipeError
     from ..core.microcompact import MicrocompactSettings
@@ -255,7 +258,8 @@ def _dry_run(
     context = replace(stage_context(now, path), api_key=None)  # a dry run calls no model
     engine = "offline" if name == "summarize" else None
     try:
-        run = run_stage(stage, buffer, source, settings, context, counted.format, "skip")
+        run = run_stage(stage, buffer, source, settings, context, counted.format, "skip", before=measured.get("input"))
+        measured["input"] = run.report.tokens_before
     except CtxpipeError as exc:
         before = counted.count.tokens
         return StageDryRun(stage=name, engine=engine, tokens_before=before, tokens_after=before, tokens_freed=0, changed=False, cache=None, note=str(exc))
