@@ -22,7 +22,7 @@ from .blocks import content_of, is_tool_result
 from .fields import count
 from .model import Message
 from .placeholders import REPLACED_PREFIXES
-from .tokens import TextCounter, block_texts, estimate_blocks, estimate_each
+from .tokens import TextCounter, estimate_blocks, estimate_each, estimate_with_flats
 
 if TYPE_CHECKING:  # the report types load when a report is made: the status line counts without them
     from . import reports
@@ -87,8 +87,8 @@ def fitted_or_corpus(calibration: Calibration, counter_name: str) -> Calibration
 def priced_blocks(blocks: Sequence[dict[str, Any]], counter: TextCounter, calibration: Calibration) -> list[int]:
     """Calibrated tokens of each block, as the stages price what they remove and the views what fills
     the window: the slope scales text; an image or document keeps its flat price."""
-    flats = [block_texts(block)[1] for block in blocks]
-    return [round(calibration.slope * (tokens - flat)) + flat for tokens, flat in zip(estimate_each(list(blocks), counter), flats)]
+    totals, flats = estimate_with_flats(list(blocks), counter)
+    return [round(calibration.slope * (tokens - flat)) + flat for tokens, flat in zip(totals, flats)]
 
 
 @dataclass(frozen=True)

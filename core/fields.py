@@ -66,28 +66,42 @@ def read_block(value: Any) -> dict[str, Any] | None:
     and hash as strings and a tool input is an object."""
     if not isinstance(value, dict):
         return None
-    # The block's own few fields are walked (not every known name looked up): this runs on every block read.
-    wrong = [
+    # The block's own few fields are walked (not every known name looked up), in a plain loop that
+    # stops at the first wrong one: this runs on every block read, and nearly every block is right.
+    for key, item in value.items():
+        if (key in _TEXT_FIELDS and not isinstance(item, str)) or (key in _OBJECT_FIELDS and not isinstance(item, dict)):
+            return _without_wrong_fields(value)
+    return value
+
+
+def _without_wrong_fields(value: dict[str, Any]) -> dict[str, Any]:
+    wrong = {
         key for key, item in value.items() if (key in _TEXT_FIELDS and not isinstance(item, str)) or (key in _OBJECT_FIELDS and not isinstance(item, dict))
-    ]
-    if not wrong:
-        return value
+    }
     return {key: item for key, item in value.items() if key not in wrong}
 
 
-def blocks_with_index(content: Any) -> list[tuple[int, dict[str, Any]]]:
-    """(index in the content list, block) for each readable block; a plain string is one text
-    block at index -1."""
+def read_blocks(content: Any) -> tuple[list[int], list[dict[str, Any]]]:
+    """The index in the content list and the block (read_block) of each readable block, as two
+    lists; a plain string is one text block at index -1. One walk, for the readers that build
+    messages from every line (a line may hold a hundred thousand blocks)."""
     if isinstance(content, str):
-        return [(-1, {"type": "text", "text": content})]
+        return [-1], [{"type": "text", "text": content}]
     if not isinstance(content, list):
-        return []
-    found = []
+        return [], []
+    indices: list[int] = []
+    blocks: list[dict[str, Any]] = []
     for index, value in enumerate(content):
-        read = read_block(value)
-        if read is not None:
-            found.append((index, read))
-    return found
+        if not isinstance(value, dict):
+            continue
+        # read_block, inline: a function call per block is most of the walk's time.
+        for key, item in value.items():
+            if (key in _TEXT_FIELDS and not isinstance(item, str)) or (key in _OBJECT_FIELDS and not isinstance(item, dict)):
+                value = _without_wrong_fields(value)
+                break
+        indices.append(index)
+        blocks.append(value)
+    return indices, blocks
 
 
 @contextmanager

@@ -87,17 +87,32 @@ def estimate_blocks(blocks: Iterable[dict[str, Any]], counter: TextCounter) -> i
 
 def estimate_each(blocks: list[dict[str, Any]], counter: TextCounter) -> list[int]:
     """The estimate of every block, with all their texts sent to the counter in one batch."""
+    return estimate_with_flats(blocks, counter)[0]
+
+
+def estimate_with_flats(blocks: list[dict[str, Any]], counter: TextCounter) -> tuple[list[int], list[int]]:
+    """The estimate of every block and the flat part of it (images), in one walk (block_texts's
+    figures), with all their texts sent to the counter in one batch."""
     owners: list[int] = []
     texts: list[str] = []
-    totals: list[int] = []
+    flats: list[int] = []
     for number, block in enumerate(blocks):
+        if isinstance(block, dict) and block.get("type") == "text":
+            # block_texts's first case, inline: a text block is the commonest, and a call per block
+            # is most of the walk's time on a line of many blocks.
+            value = block.get("text")
+            texts.append(value if isinstance(value, str) else "")
+            owners.append(number)
+            flats.append(0)
+            continue
         block_text, block_flat = block_texts(block)
         texts += block_text
         owners += [number] * len(block_text)
-        totals.append(block_flat)
+        flats.append(block_flat)
+    totals = list(flats)
     for owner, tokens in zip(owners, counter.count_many(texts) if texts else []):
         totals[owner] += tokens
-    return totals
+    return totals, flats
 
 
 PIECE = re.compile(r" ?[A-Za-z]+| ?[0-9]{1,3}| ?[^\sA-Za-z0-9]+|\s+(?!\S)|\s")  # what the pieces estimator counts
@@ -175,4 +190,16 @@ class PiecesCounter:
         return round(counted * size / (3 * self.SAMPLE))
 
     def count_many(self, texts: list[str]) -> list[int]:
-        return [self.count(text) for text in texts]
+        # A short text that comes again (a line may repeat one block a hundred thousand times) is
+        # counted once; a long one is sampled, cheaper than hashing it whole.
+        known: dict[str, int] = {}
+        counts: list[int] = []
+        for text in texts:
+            if len(text) > self.SAMPLE:
+                counts.append(self.count(text))
+                continue
+            found = known.get(text)
+            if found is None:
+                found = known[text] = count_pieces(text)
+            counts.append(found)
+        return counts

@@ -11,11 +11,12 @@ response's recorded usage.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import repeat
 from typing import Any
 
 from ..core.convert import EARLY, to_api_messages
 from ..core.count import Compaction, Marker
-from ..core.fields import blocks_with_index
+from ..core.fields import read_blocks
 from ..core.jsonl import Entry
 from ..core.model import Finding, Message
 from ..core.placeholders import SUMMARY_PREAMBLE
@@ -49,18 +50,18 @@ class AnthropicFormat(WholeFileContext):
             if role not in ROLES:
                 continue
             content = obj.get("content")
-            indexed = blocks_with_index(content)
+            indices, blocks = read_blocks(content)
             usage = obj.get("usage") if isinstance(obj.get("usage"), dict) else None
             messages.append(
                 Message(
                     role,
-                    [block for _, block in indexed],
+                    blocks,
                     [position],
                     obj.get("id") if isinstance(obj.get("id"), str) else None,
                     usage,
                     obj.get("model") if isinstance(obj.get("model"), str) else None,
                     text_content=content if isinstance(content, str) else None,
-                    refs=[(position, index) for index, _ in indexed],
+                    refs=list(zip(repeat(position), indices)),
                     compact_summary=role == "user" and isinstance(content, str) and content.startswith(SUMMARY_PREAMBLE),
                 )
             )

@@ -15,6 +15,7 @@ import bisect
 import uuid as uuidlib
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
+from itertools import repeat
 from typing import Any
 
 import orjson
@@ -22,7 +23,7 @@ import orjson
 from ..core.blocks import call_id, is_text, is_thinking, is_tool_result, is_tool_use, text_of, thinking_text, tool_event
 from ..core.convert import EARLY, UNASKED, unasked_results
 from ..core.count import SYNTHETIC_MODEL, Compaction, Marker, is_real_response, measures_context
-from ..core.fields import MAX_COUNT, blocks_with_index, count, iso, moment, text
+from ..core.fields import MAX_COUNT, count, iso, moment, read_blocks, text
 from ..core.jsonl import Entry, OnError, ReadStats, as_text, iter_entries_reversed, memoized
 from ..core.model import Finding, Message
 from ..core.placeholders import SUMMARY_PREAMBLE
@@ -318,7 +319,7 @@ def _response_id(obj: dict[str, Any]) -> str | None:
 
 
 def _blocks(content: Any) -> list[dict[str, Any]]:
-    return [block for _, block in blocks_with_index(content)]
+    return read_blocks(content)[1]
 
 
 def _tool_use_ids(message: dict[str, Any]) -> list[str]:
@@ -344,9 +345,8 @@ def build_messages(entries: Sequence[Entry], positions: Sequence[int], content: 
         if not isinstance(payload, dict):
             continue
         raw = payload.get("content")
-        indexed = blocks_with_index(raw) if content else []
-        blocks = [block for _, block in indexed]
-        refs = [(position, index) for index, _ in indexed]
+        indices, blocks = read_blocks(raw) if content else ([], [])
+        refs = list(zip(repeat(position), indices))
         if kind == "assistant":
             message_id = payload.get("id") if isinstance(payload.get("id"), str) else None
             usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else None

@@ -457,19 +457,21 @@ def _tool_names(messages: Sequence[Message]) -> dict[str, str]:
     return {str(call_id(block)): str(name_of(block)) for message in messages for block in message.content if is_tool_use(block)}
 
 
-def _block_tokens(messages: Sequence[Message], counter: TextCounter, calibration: Calibration) -> list[int]:
-    """Calibrated tokens of every block of `messages`, in order (one tokenizer batch)."""
+def block_tokens(messages: Sequence[Message], counter: TextCounter, calibration: Calibration) -> list[int]:
+    """Calibrated tokens of every block of `messages`, in order (one tokenizer batch): what the
+    views and the largest blocks price (a report that shows several of them prices once)."""
     return priced_blocks([block for message in messages for block in message.content], counter, calibration)
 
 
-def breakdown(messages: Sequence[Message], estimates: Estimates, calibration: Calibration, by: str) -> list[BreakdownRow]:
-    """Estimated tokens of the active context grouped by role, block type or tool, largest first."""
+def breakdown(messages: Sequence[Message], estimates: Estimates, calibration: Calibration, by: str, priced: Sequence[int] | None = None) -> list[BreakdownRow]:
+    """Estimated tokens of the active context grouped by role, block type or tool, largest first.
+    `priced`: block_tokens of the same messages and calibration, when the caller has them."""
     from ..core.reports import BreakdownRow
 
     names = _tool_names(messages)
     totals: dict[str, int] = defaultdict(int)
     counts: dict[str, int] = defaultdict(int)
-    tokens = iter(_block_tokens(messages, estimates.counter, calibration))
+    tokens = iter(block_tokens(messages, estimates.counter, calibration) if priced is None else priced)
     for message in messages:
         for block in message.content:
             key = _block_key(block, by, names, message.role)
@@ -493,18 +495,22 @@ class LargeBlock(NamedTuple):
     content: dict[str, Any]  # the block itself
 
 
-def largest_blocks(messages: Sequence[Message], entries: Sequence[Entry], counter: TextCounter, calibration: Calibration, limit: int) -> list[LargeBlock]:
-    """The `limit` blocks of the active context that cost the most, largest first (in file order among equals)."""
+def largest_blocks(
+    messages: Sequence[Message], entries: Sequence[Entry], counter: TextCounter, calibration: Calibration, limit: int, priced: Sequence[int] | None = None
+) -> list[LargeBlock]:
+    """The `limit` blocks of the active context that cost the most, largest first (in file order
+    among equals). `priced`: block_tokens of the same messages and calibration, when the caller has them."""
     names = _tool_names(messages)
     rows: list[LargeBlock] = []
-    tokens = iter(_block_tokens(messages, counter, calibration))
+    tokens = iter(block_tokens(messages, counter, calibration) if priced is None else priced)
     for message in messages:
         per_line = len(message.entries) == len(message.content)
+        # Each line's number read once (a LineIndex parses a line again at every read), not once per block.
+        lines = [entries[position].line or None for position in (message.entries if per_line else message.entries[:1])]
         for number, block in enumerate(message.content):
-            position = message.entries[number] if per_line else message.entries[0]
             kind = str(kind_of(block))
             tool = name_of(block) if kind == "tool_use" else names.get(str(call_id(block))) if kind == "tool_result" else None
-            rows.append(LargeBlock(entries[position].line or None, message.role, kind, tool, next(tokens), block))
+            rows.append(LargeBlock(lines[number] if per_line else lines[0], message.role, kind, tool, next(tokens), block))
     rows.sort(key=lambda row: -row.tokens)
     return rows[:limit]
 

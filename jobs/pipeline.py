@@ -133,17 +133,20 @@ def run_stage(
     format: str | None = None,
     on_error: OnError = "fail",
     ledger: bool = False,
+    before: int | None = None,
 ) -> StageRun:
     """Run `stage` on one transcript's bytes. What it reports as before → after is `count` of its
     input and of its output, each measured as `count --on-error skip` would (a bad line the stage
-    passes through unparsed is no reason to fail)."""
+    passes through unparsed is no reason to fail). `before`: that count of the input, when the
+    caller has it from another stage's run on the same bytes (a report's dry runs)."""
     from .count import CountOptions, count_buffer, region_measure
 
     transcript_format = stage_editor(detect_format(buffer, source, format), source, stage.name)
     stats = ReadStats()
     offset, entries, history = _read(stage, settings, buffer, source, transcript_format, on_error, stats)
     counting = CountOptions(format=transcript_format.name, on_error="skip")
-    before = count_buffer(buffer, source, counting).count.tokens
+    if before is None:
+        before = count_buffer(buffer, source, counting).count.tokens
     record = None
     lines: list[bytes] = []
     context = replace(context, measure=region_measure(buffer, offset, source, counting), history=history)

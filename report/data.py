@@ -35,7 +35,7 @@ from ..core.transcript_format import TranscriptFormat
 from ..core.wire import ABSENT
 from ..files.inputs import detect_format
 from ..files.sessions import COMPACTION_NOTE, Kind
-from ..jobs.count import CountOptions, FileCount, breakdown, count_buffer, largest_blocks
+from ..jobs.count import CountOptions, FileCount, block_tokens, breakdown, count_buffer, largest_blocks
 
 if typing.TYPE_CHECKING:
     from ..jobs.pipeline import StageRun
@@ -113,7 +113,8 @@ def session_report(buffer: Any, source: str, options: ReportOptions, now: dateti
     calibration = counted.count.calibration
     if calibration is UNCALIBRATED and counting.calibrating:
         calibration = calibrate(estimates)  # the views price every block: they want the fit even when the count did not
-    views = {by: breakdown(messages, estimates, calibration, by) for by in ("tool", "role", "block")}
+    priced = block_tokens(messages, counter, calibration)  # every block priced once, for the three views and the largest
+    views = {by: breakdown(messages, estimates, calibration, by, priced) for by in ("tool", "role", "block")}
     subjects = tool_subjects(messages)
     largest = [
         ExcerptLine(
@@ -125,13 +126,15 @@ def session_report(buffer: Any, source: str, options: ReportOptions, now: dateti
             tokens=row.tokens,
             excerpt=excerpt(row.content),
         )
-        for row in largest_blocks(messages, entries, counter, calibration, LARGEST_LINES)
+        for row in largest_blocks(messages, entries, counter, calibration, LARGEST_LINES, priced)
     ]
     assert counted.cost is not None  # asked for above
     calls = counted.cost.calls
     main_calls = [call for call in calls if call.main]
+    measured: dict[str, int] = {}  # the input's count as a stage measures it: the same bytes for every dry run, counted once
     dry_runs = [
-        _dry_run(name, buffer, source, path, options, now, transcript_format, messages, entries, estimates, calibration, counted) for name in DRY_RUN_STAGES
+        _dry_run(name, buffer, source, path, options, now, transcript_format, messages, entries, estimates, calibration, counted, measured)
+        for name in DRY_RUN_STAGES
     ]
     times = [stamp for entry in entries if (stamp := text(entry.obj, "timestamp"))]
     count = counted.count_report()
@@ -241,6 +244,7 @@ def _dry_run(
     estimates: Estimates,
     calibration: Calibration,
     counted: FileCount,
+    measured: dict[str, int],
 ) -> StageDryRun:
     from ..core.errors import CtxpipeError
     from ..core.microcompact import MicrocompactSettings
@@ -254,7 +258,8 @@ def _dry_run(
     context = replace(stage_context(now, path), api_key=None)  # a dry run calls no model
     engine = "offline" if name == "summarize" else None
     try:
-        run = run_stage(stage, buffer, source, settings, context, counted.format, "skip")
+        run = run_stage(stage, buffer, source, settings, context, counted.format, "skip", before=measured.get("input"))
+        measured["input"] = run.report.tokens_before
     except CtxpipeError as exc:
         before = counted.count.tokens
         return StageDryRun(stage=name, engine=engine, tokens_before=before, tokens_after=before, tokens_freed=0, changed=False, cache=None, note=str(exc))

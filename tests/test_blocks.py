@@ -31,8 +31,9 @@ from ctxpipe.core.blocks import (
     thinking_text,
     tool_event,
 )
-from ctxpipe.core.fields import read_block
+from ctxpipe.core.fields import read_block, read_blocks
 from ctxpipe.core.jsonl import ReadStats, iter_entries
+from ctxpipe.core.tokens import PiecesCounter, RoughCounter, block_texts, estimate_with_flats
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -187,3 +188,34 @@ def test_on_a_read_block_the_views_read_what_get_did(value: Any) -> None:
     assert call_id(block) == old_id
     assert content_of(block) == block.get("content") and is_error(block) == bool(block.get("is_error"))
     assert block == snapshot
+
+
+@given(st.lists(hostile_blocks, max_size=6) | json_values)
+def test_read_blocks_is_read_block_on_each_item(content: Any) -> None:
+    # The one walk the messages are built with reads what read_block reads, item by item (a plain
+    # string is one text block at index -1; anything else that is no list holds no block).
+    indices, found = read_blocks(content)
+    if isinstance(content, str):
+        assert (indices, found) == ([-1], [{"type": "text", "text": content}])
+        return
+    items = content if isinstance(content, list) else []
+    expected = [(index, block) for index, value in enumerate(items) if (block := read_block(value)) is not None]
+    assert list(zip(indices, found)) == expected
+    # A block left as it is is the very object (no copy): a line only read is written back as it came.
+    assert all(block is items[index] for index, block in zip(indices, found) if block == items[index])
+
+
+@given(st.lists(hostile_blocks.filter(lambda value: isinstance(value, dict)), max_size=6))
+def test_estimate_with_flats_is_block_texts_counted(values: list[Any]) -> None:
+    # The one walk gives each block what block_texts and the counter give it one by one.
+    blocks = [block for value in values if (block := read_block(value)) is not None]
+    for counter in (PiecesCounter(), RoughCounter()):
+        totals, flats = estimate_with_flats(blocks, counter)
+        assert flats == [block_texts(block)[1] for block in blocks]
+        assert totals == [sum(counter.count(text) for text in block_texts(block)[0]) + block_texts(block)[1] for block in blocks]
+
+
+@given(st.lists(st.sampled_from(["", "x", " a1  b", "word " * 300, "é\u3000z" * 400, "9" * 5000]), max_size=12))
+def test_the_pieces_counter_counts_a_text_that_comes_again_as_the_first_time(texts: list[str]) -> None:
+    counter = PiecesCounter()
+    assert counter.count_many(texts) == [counter.count(text) for text in texts]
