@@ -291,6 +291,23 @@ def _place(instance: Any, steps: tuple[Any, ...]) -> tuple[list[Any], Any] | Non
     return path, instance
 
 
+_NOWHERE = object()
+
+
+def _value_at(instance: Any, steps: tuple[Any, ...]) -> Any:
+    """The value _place finds (_NOWHERE where it finds none), without the path it writes."""
+    for step in steps:
+        if type(instance) is dict:
+            if type(step) is not str:
+                step = str(step)
+            if step not in instance:
+                return _NOWHERE
+        elif type(instance) is not list or type(step) is not int or not 0 <= step < len(instance):
+            return _NOWHERE
+        instance = instance[step]
+    return instance
+
+
 def _walk_order(name: str, evaluation_path: Any) -> tuple[int, ...] | None:
     """Where jsonschema meets a keyword when it walks schema `name` (each step's position in its
     object or array, following $refs), from jsonschema-rs's evaluation path to that keyword.
@@ -375,10 +392,9 @@ def _known_errors(name: str, known: _Known, instance: Any, failed: list[int]) ->
     """errors() of a line that fails at these known places only (None: not understood there)."""
     if len(failed) == 1:  # most lines that fail, fail once
         steps, shown, location, keyword, _ = known.places[failed[0]]
-        place = _place(instance, steps)
-        if place is None:
+        target = _value_at(instance, steps)
+        if target is _NOWHERE:
             return None
-        target = place[1]
         if (tail := _TAILS.get((location, type(target)))) is not None:  # _judged's first answer, without the calls
             return [f"{shown}: {target!r}{tail}"]
         messages = _judged(validator(name), location, keyword, target)
