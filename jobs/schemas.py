@@ -113,7 +113,7 @@ def errors(name: str, instance: Any, raw: bytes | None = None) -> list[str]:
                     return []
             elif fast_validator(name).is_valid(instance):
                 return []
-            if (raw is None or len(raw.translate(None, _NOT_OPENING)) > LOCATED_DEPTH) and _deeper_than(instance, None, LOCATED_DEPTH):
+            if (raw is None or _openings(raw) > LOCATED_DEPTH) and _deeper_than(instance, None, LOCATED_DEPTH):
                 located = None
             else:
                 located = (_known_errors(name, known, instance, failed) if known is not None and failed else None) or _located_errors(
@@ -229,7 +229,7 @@ def _by_path_then_order(item: tuple[list[Any], tuple[int, ...], list[str]]) -> t
 
 def _deeper_than(instance: Any, raw: bytes | None, limit: int) -> bool:
     """Whether `instance` nests more than `limit` levels of objects and arrays."""
-    if raw is not None and len(raw.translate(None, _NOT_OPENING)) <= limit:
+    if raw is not None and _openings(raw) <= limit:
         return False  # each level opens with one of these
     level = [instance] if type(instance) in _CONTAINERS else []
     for _ in range(limit):
@@ -240,9 +240,13 @@ def _deeper_than(instance: Any, raw: bytes | None, limit: int) -> bool:
 
 
 _CONTAINERS = (dict, list, tuple)
-# Every byte but `{` and `[`: what is left of a line without them is its openings, counted in one
-# pass (two bytes.count calls take two, a failing line's depth is bounded so on every line).
-_NOT_OPENING = bytes(byte for byte in range(256) if byte not in b"{[")
+
+
+def _openings(raw: bytes) -> int:
+    """How many `{` and `[` the bytes hold: what deleting them takes away. (bytes.replace finds a
+    byte with memchr; bytes.count and translate look at every byte, at half the speed, and a failing
+    line's depth is bounded so on every line.)"""
+    return len(raw) - len(raw.replace(b"{", b"").replace(b"[", b""))
 
 
 class _Keyword(NamedTuple):

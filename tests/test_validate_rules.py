@@ -443,6 +443,12 @@ def test_a_line_deeper_than_the_located_check_goes_to_jsonschema_whole_which_cop
     assert schemas.errors(ENTRY, at_limit) == nested(300)  # without the bytes, the depth is walked
 
 
+@given(st.binary() | st.lists(st.sampled_from([b"{", b"[", b"}", b"]", b'"', b"\\", b"a", b"\xe2\x80\xa8"])).map(b"".join))
+def test_the_openings_of_a_line_are_its_braces_and_brackets(raw: bytes) -> None:
+    # A line with no more openings than LOCATED_DEPTH nests no deeper: the count must miss none.
+    assert schemas._openings(raw) == raw.count(b"{") + raw.count(b"[")
+
+
 def test_a_line_whose_errors_the_located_check_cannot_explain_is_validated_whole(monkeypatch: pytest.MonkeyPatch) -> None:
     # When jsonschema's keyword does not find at a place what jsonschema-rs found there (or the
     # keyword is not one that judges a value alone), the line goes to jsonschema whole.
