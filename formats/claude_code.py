@@ -960,15 +960,12 @@ class ClaudeCodeFormat:
         message = get("message")
         if isinstance(message, dict):
             content = message.get("content")
-            tools = (
-                [
-                    {"type": block.get("type"), "id": block.get("id"), "tool_use_id": block.get("tool_use_id")}
-                    for block in content
-                    if isinstance(block, dict) and block.get("type") in _TOOL_BLOCKS
-                ]
-                if isinstance(content, list)
-                else None  # a plain string holds no tool block
-            )
+            tools: list[dict[str, Any]] | None = None  # a plain string holds no tool block
+            if isinstance(content, list):
+                tools = []  # a loop, not a comprehension: most lines have one block, and a comprehension costs a frame
+                for block in content:
+                    if isinstance(block, dict) and block.get("type") in _TOOL_BLOCKS:
+                        tools.append({"type": block.get("type"), "id": block.get("id"), "tool_use_id": block.get("tool_use_id")})
             message = {"id": message.get("id"), "content": tools}
         else:
             message = None
