@@ -12,8 +12,10 @@ from typing import Any
 import orjson
 import pytest
 from builders import Session, usage
+from ctxpipe.core.model import Finding
 from ctxpipe.formats.claude_code import parent_cycles
 from ctxpipe.jobs import schemas
+from ctxpipe.jobs.validate import finding_rows, sort_findings
 from helpers import CORPUS, FIXTURES, corpus_files, run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -584,3 +586,29 @@ def test_the_known_places_agree_with_jsonschema_on_generated_lines(entry: Any) -
         _LEARNT.append(True)
     assert schemas._KNOWN[ENTRY].places
     _agree(ENTRY, entry)
+
+
+# --- the order of what validate lists ----------------------------------------------------------
+
+_LINES = st.one_of(st.none(), st.integers(min_value=1, max_value=12))
+_FINDINGS = st.lists(
+    st.builds(
+        Finding,
+        st.sampled_from(["error", "warning"]),
+        st.sampled_from(["bad-line", "parent-cycle", "schema", "split-response", "z"]),
+        st.text(max_size=3),
+        _LINES,
+    ),
+    max_size=8,
+)
+
+
+@given(_FINDINGS, st.lists(st.integers(min_value=1, max_value=12), max_size=20).map(sorted), _FINDINGS)
+def test_the_schema_errors_are_listed_among_the_other_findings_as_a_sort_of_all_of_them_would(
+    bad_lines: list[Finding], schema_lines: list[int], structure: list[Finding]
+) -> None:
+    # The schema errors come in line order and are not sorted again: the others must land where a
+    # stable sort of all three lists, one after the other, puts them (ties included).
+    problems = [(line, f"m{k}") for k, line in enumerate(schema_lines)]
+    every = [f.row() for f in bad_lines] + [Finding("error", "schema", message, line).row() for line, message in problems] + [f.row() for f in structure]
+    assert finding_rows(bad_lines, problems, structure) == sort_findings(every)
