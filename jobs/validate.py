@@ -37,11 +37,10 @@ def checked_entries(entries: Iterable[Entry], schema_name: str, problems: list[S
 
 
 def finding_rows(bad_lines: list[Finding], problems: list[SchemaProblem], structure: list[Finding]) -> list[FindingRow]:
-    """What validate lists: the unreadable lines, the schema errors (`problems`, in line order, as
-    checked_entries gives them) and the structural findings as rows, in the order sort_findings
-    gives all three lists one after the other.
+    """What validate lists: the unreadable lines, the schema errors (`problems`) and the structural
+    findings as rows, in the order sort_findings gives all three lists one after the other.
 
-    The schema errors are in that order already (a file where every line fails has 100,000 of
+    The schema errors are in that order already, as checked_entries gives them (a file where every line fails has 100,000 of
     them, and sorting them costs a key each): the few other rows are sorted and each put where
     that sort would put it, before the schema errors of its line whose key is above its own (and,
     for an unreadable line, listed first, whose key is the same)."""
@@ -49,11 +48,13 @@ def finding_rows(bad_lines: list[Finding], problems: list[SchemaProblem], struct
 
     schema = [FindingRow(severity="error", code="schema", line=line, message=message) for line, message in problems]
     first = [finding.row() for finding in bad_lines]
+    lines = [line for line, _ in problems]
+    if lines != sorted(lines):  # not as checked_entries gives them (sorted() of sorted numbers is one pass)
+        return sort_findings(first + schema + [finding.row() for finding in structure])
     others = sort_findings(first + [finding.row() for finding in structure])
     if not others:
         return schema
     firsts = {id(row) for row in first}
-    lines = [line for line, _ in problems]
     rows: list[FindingRow] = []
     taken = 0
     for row in others:

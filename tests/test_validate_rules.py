@@ -612,3 +612,6 @@ def test_the_schema_errors_are_listed_among_the_other_findings_as_a_sort_of_all_
     problems = [(line, f"m{k}") for k, line in enumerate(schema_lines)]
     every = [f.row() for f in bad_lines] + [Finding("error", "schema", message, line).row() for line, message in problems] + [f.row() for f in structure]
     assert finding_rows(bad_lines, problems, structure) == sort_findings(every)
+    problems.reverse()  # not in line order: all are sorted
+    every = [f.row() for f in bad_lines] + [Finding("error", "schema", message, line).row() for line, message in problems] + [f.row() for f in structure]
+    assert finding_rows(bad_lines, problems, structure) == sort_findings(every)
