@@ -208,7 +208,7 @@ def _judged(reference: Any, location: str, keyword: _Keyword, target: Any) -> li
             return [f"{target!r}{tail}"]
         key: tuple[Any, ...] | None = (location, kind, target)
     elif kind is dict and keyword.name == "required" and type(keyword.value) is list:
-        key = (location, *[name in target for name in keyword.value])
+        key = (location, *map(target.__contains__, keyword.value))
     else:
         key = None
     if key is not None and (known := _JUDGED.get(key)) is not None:
