@@ -18,7 +18,7 @@ from typing import Any, BinaryIO
 from ..api import INPUT_BUFFER, STDIN, EntryStream, atomic_file, is_regular, opened, source_name, stream_entries, writer
 from ..core.errors import IS_A_FOLDER, CtxpipeError, InputError
 from ..core.jsonl import Entry, ReadStats, write_entries
-from .terminal import json_shown, shown
+from .terminal import json_shown, json_shown_bytes, shown
 
 
 def open_input(path: str | None) -> contextlib.AbstractContextManager[BinaryIO]:
@@ -135,7 +135,7 @@ def json_bytes(obj: Any, indent: bool = False) -> bytes:
     import orjson
 
     try:
-        text = orjson.dumps(obj, option=orjson.OPT_APPEND_NEWLINE | (orjson.OPT_INDENT_2 if indent else 0)).decode()
+        return json_shown_bytes(orjson.dumps(obj, option=orjson.OPT_APPEND_NEWLINE | (orjson.OPT_INDENT_2 if indent else 0)))
     except TypeError:  # a lone surrogate from the transcript, or a value nested deeper than orjson writes
         import json
 

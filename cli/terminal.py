@@ -45,6 +45,15 @@ def json_shown(text: str) -> str:
     return UNSAFE_IN_JSON.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 
 
+def json_shown_bytes(written: bytes) -> bytes:
+    """json_shown of JSON written as UTF-8, as UTF-8: the same bytes when there is nothing to
+    escape (every character UNSAFE_IN_JSON matches is DEL or above, so ASCII without DEL holds
+    none, and a report of 100,000 findings is not decoded, searched and encoded again)."""
+    if written.isascii() and b"\x7f" not in written:
+        return written
+    return json_shown(written.decode()).encode()
+
+
 def shown_text(text: object, style: str = "") -> Any:
     """A rich Text of `shown(text)`: never read as markup, whatever it holds."""
     from rich.text import Text

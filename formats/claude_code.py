@@ -913,8 +913,8 @@ class ClaudeCodeFormat:
         parents: list[Any] = []
         tree_parents: list[tuple[str, int]] = []  # (parentUuid, line) of each tree line that names one
         responses = _ResponseGroups()
-        events: list[tuple[int, bool, str]] = []  # _tool_events
-        add_parent, add_tree_parent, add_response = parents.append, tree_parents.append, responses.add
+        events: list[tuple[int, bool, str]] = []  # (position, is a tool_use, tool id) of every tool block of a message
+        add_parent, add_tree_parent, add_response, add_event = parents.append, tree_parents.append, responses.add, events.append
         for position, entry in enumerate(entries):
             obj = entry.obj
             value = obj.get("uuid")
@@ -928,7 +928,7 @@ class ClaudeCodeFormat:
                 latest[value] = position
             parent = obj.get("parentUuid")
             add_parent(parent)
-            kind = entry_type(obj)
+            kind = obj.get("type")  # entry_type's, read only against strings: a hostile list or object is none of them
             if isinstance(parent, str) and kind in TREE_TYPES:
                 add_tree_parent((parent, entry.line))
             if kind in MESSAGE_TYPES:
@@ -936,7 +936,11 @@ class ClaudeCodeFormat:
                 if isinstance(payload, dict):
                     if kind == "assistant":
                         add_response(obj, payload, entry.line)
-                    _add_tool_events(events, position, payload)
+                    content = payload.get("content")
+                    if isinstance(content, list):  # a plain string content holds no tool block
+                        for block in content:
+                            if isinstance(block, dict) and (event := tool_event(block)) is not None:
+                                add_event((position, *event))
         findings = duplicates
         for parent, line in tree_parents:
             if parent not in first_line_of:
@@ -956,15 +960,12 @@ class ClaudeCodeFormat:
         message = get("message")
         if isinstance(message, dict):
             content = message.get("content")
-            tools = (
-                [
-                    {"type": block.get("type"), "id": block.get("id"), "tool_use_id": block.get("tool_use_id")}
-                    for block in content
-                    if isinstance(block, dict) and block.get("type") in _TOOL_BLOCKS
-                ]
-                if isinstance(content, list)
-                else None  # a plain string holds no tool block
-            )
+            tools: list[dict[str, Any]] | None = None  # a plain string holds no tool block
+            if isinstance(content, list):
+                tools = []  # a loop, not a comprehension: most lines have one block, and a comprehension costs a frame
+                for block in content:
+                    if isinstance(block, dict) and block.get("type") in _TOOL_BLOCKS:
+                        tools.append({"type": block.get("type"), "id": block.get("id"), "tool_use_id": block.get("tool_use_id")})
             message = {"id": message.get("id"), "content": tools}
         else:
             message = None
@@ -1043,17 +1044,6 @@ class _ResponseGroups:
             self.findings.append(Finding("error", "split-response", f"message {message_id} spans main chain and sidechain (first line {first})", line))
         elif request_id != shape[0] and request_id and shape[0]:
             self.findings.append(Finding("warning", "request-mismatch", f"message {message_id} has requestId {shape[0]}, line {first} has {request_id}", line))
-
-
-def _add_tool_events(events: list[tuple[int, bool, str]], position: int, message: dict[str, Any]) -> None:
-    """(position, is a tool_use, tool id) of every tool block of a user or assistant line's message."""
-    content = message.get("content")
-    if not isinstance(content, list):
-        return  # a plain string content holds no tool block
-    for block in content:
-        event = tool_event(block) if isinstance(block, dict) else None
-        if event is not None:
-            events.append((position, *event))
 
 
 def _check_tool_pairs(entries: Sequence[Entry], context: Sequence[int], events: list[tuple[int, bool, str]]) -> list[Finding]:

@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 from builders import Session, usage
-from ctxpipe.cli.terminal import json_shown, shown
+from ctxpipe.cli.terminal import json_shown, json_shown_bytes, shown
 from helpers import ROOT, registered_commands, run_cli
 from hypothesis import given
 from hypothesis import strategies as st
@@ -465,6 +465,23 @@ def test_json_shown_keeps_the_values_and_is_inert(value: Any) -> None:
     text = json_shown(json.dumps(value, ensure_ascii=False))
     assert json.loads(text) == value
     assert RAW.search(text) is None
+
+
+# What orjson writes (no lone surrogate: it refuses one) as a report's JSON.
+WRITABLE_TEXT = st.text(st.characters(exclude_categories=("Cs",)))
+
+
+@given(st.recursive(WRITABLE_TEXT | st.integers(), lambda inner: st.lists(inner) | st.dictionaries(WRITABLE_TEXT, inner)))
+def test_json_shown_bytes_is_json_shown_of_the_text(value: Any) -> None:
+    # The bytes path gives back what it was given when it holds nothing to escape; the same as json_shown always.
+    written = json.dumps(value, ensure_ascii=False).encode()
+    assert json_shown_bytes(written) == json_shown(written.decode()).encode()
+
+
+@pytest.mark.parametrize("char", ["\x7f", "\x85", "\u202e", "\u2028"])
+def test_json_shown_bytes_escapes_del_and_above(char: str) -> None:
+    written = json.dumps({"a": f"x{char}y"}, ensure_ascii=False).encode()
+    assert json_shown_bytes(written) == f'{{"a": "x\\u{ord(char):04x}y"}}'.encode()
 
 
 def test_the_svg_chart_is_well_formed_xml_with_the_name_escaped(files: Files, tmp_path: Path) -> None:

@@ -12,8 +12,10 @@ from typing import Any
 import orjson
 import pytest
 from builders import Session, usage
+from ctxpipe.core.model import Finding
 from ctxpipe.formats.claude_code import parent_cycles
 from ctxpipe.jobs import schemas
+from ctxpipe.jobs.validate import finding_rows, sort_findings
 from helpers import CORPUS, FIXTURES, corpus_files, run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -443,6 +445,12 @@ def test_a_line_deeper_than_the_located_check_goes_to_jsonschema_whole_which_cop
     assert schemas.errors(ENTRY, at_limit) == nested(300)  # without the bytes, the depth is walked
 
 
+@given(st.binary() | st.lists(st.sampled_from([b"{", b"[", b"}", b"]", b'"', b"\\", b"a", b"\xe2\x80\xa8"])).map(b"".join))
+def test_the_openings_of_a_line_are_its_braces_and_brackets(raw: bytes) -> None:
+    # A line with no more openings than LOCATED_DEPTH nests no deeper: the count must miss none.
+    assert schemas._openings(raw) == raw.count(b"{") + raw.count(b"[")
+
+
 def test_a_line_whose_errors_the_located_check_cannot_explain_is_validated_whole(monkeypatch: pytest.MonkeyPatch) -> None:
     # When jsonschema's keyword does not find at a place what jsonschema-rs found there (or the
     # keyword is not one that judges a value alone), the line goes to jsonschema whole.
@@ -578,3 +586,32 @@ def test_the_known_places_agree_with_jsonschema_on_generated_lines(entry: Any) -
         _LEARNT.append(True)
     assert schemas._KNOWN[ENTRY].places
     _agree(ENTRY, entry)
+
+
+# --- the order of what validate lists ----------------------------------------------------------
+
+_LINES = st.one_of(st.none(), st.integers(min_value=1, max_value=12))
+_FINDINGS = st.lists(
+    st.builds(
+        Finding,
+        st.sampled_from(["error", "warning"]),
+        st.sampled_from(["bad-line", "parent-cycle", "schema", "split-response", "z"]),
+        st.text(max_size=3),
+        _LINES,
+    ),
+    max_size=8,
+)
+
+
+@given(_FINDINGS, st.lists(st.integers(min_value=1, max_value=12), max_size=20).map(sorted), _FINDINGS)
+def test_the_schema_errors_are_listed_among_the_other_findings_as_a_sort_of_all_of_them_would(
+    bad_lines: list[Finding], schema_lines: list[int], structure: list[Finding]
+) -> None:
+    # The schema errors come in line order and are not sorted again: the others must land where a
+    # stable sort of all three lists, one after the other, puts them (ties included).
+    problems = [(line, f"m{k}") for k, line in enumerate(schema_lines)]
+    every = [f.row() for f in bad_lines] + [Finding("error", "schema", message, line).row() for line, message in problems] + [f.row() for f in structure]
+    assert finding_rows(bad_lines, problems, structure) == sort_findings(every)
+    problems.reverse()  # not in line order: all are sorted
+    every = [f.row() for f in bad_lines] + [Finding("error", "schema", message, line).row() for line, message in problems] + [f.row() for f in structure]
+    assert finding_rows(bad_lines, problems, structure) == sort_findings(every)

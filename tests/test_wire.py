@@ -63,3 +63,21 @@ def test_a_spread_report_s_keys_stand_in_its_place() -> None:
     assert orjson.dumps(Framed(file="f", inner=Row(name="a", note="n"), tokens=3).to_wire()) == b'{"file":"f","name":"a","note":"n","tokens":3}'
     assert orjson.dumps(Framed[Row](file="f", tokens=3).to_wire()) == b'{"file":"f","tokens":3}'
     assert wire_keys(Framed[Row]) == (frozenset({"file", "tokens"}), frozenset({"name", "note"}))
+
+
+def test_a_report_whose_keys_are_always_present_is_written_like_any_other() -> None:
+    # Such a report (a finding's row) gets a writer of its own: the same keys in the same order,
+    # scalars as they are, and whatever else it holds in wire form.
+    @dataclass(kw_only=True, slots=True)
+    class Flat(Wire):
+        line: int | None
+        message: str
+        rows: list[Row]
+        by_name: dict[str, Row]
+        pair: tuple[int, float]
+
+    flat = Flat(line=None, message="m", rows=[Row(name="a"), Row(name="b", note="n")], by_name={"x": Row(name="x")}, pair=(1, 2.5))
+    assert (
+        orjson.dumps(flat.to_wire()) == b'{"line":null,"message":"m","rows":[{"name":"a"},{"name":"b","note":"n"}],"by_name":{"x":{"name":"x"}},"pair":[1,2.5]}'
+    )
+    assert to_wire([flat, flat]) == [flat.to_wire(), flat.to_wire()]
