@@ -34,7 +34,7 @@ import sys
 import threading
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Union
 from urllib.parse import urlsplit
@@ -459,15 +459,19 @@ class MessagesServer:
             pass
 
     def _send_stream(self, h: _Handler, message: dict, record: RecordedRequest) -> None:
+        self._send_sse(h, record, "request-id", _stream_events(message))
+
+    def _send_sse(self, h: Any, record: RecordedRequest, id_header: str, events: Iterable[tuple[str, Any]]) -> None:
+        """A 200 of server-sent events, chunked as the API sends them; the request's id in `id_header`."""
         record.status = 200
         try:
             h.send_response(200)
             h.send_header("content-type", "text/event-stream; charset=utf-8")
             h.send_header("cache-control", "no-cache")
             h.send_header("transfer-encoding", "chunked")
-            h.send_header("request-id", self._request_id())
+            h.send_header(id_header, self._request_id())
             h.end_headers()
-            for event, data in _stream_events(message):
+            for event, data in events:
                 chunk = f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
                 h.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                 h.wfile.flush()

@@ -32,7 +32,6 @@ the Messages API fake's (tests/messages_server.py); only the routes and the wire
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -214,22 +213,7 @@ class ResponsesServer(MessagesServer):
         return Reply.text(made) if isinstance(made, str) else made  # type: ignore[return-value]
 
     def _send_events(self, h: Any, record: RecordedRequest, body: dict, output: str | dict) -> None:
-        record.status = 200
-        try:
-            h.send_response(200)
-            h.send_header("content-type", "text/event-stream; charset=utf-8")
-            h.send_header("cache-control", "no-cache")
-            h.send_header("transfer-encoding", "chunked")
-            h.send_header("x-request-id", self._request_id())
-            h.end_headers()
-            for event in stream_events(body, output, self.model):
-                chunk = f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
-                h.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-                h.wfile.flush()
-            h.wfile.write(b"0\r\n\r\n")
-            h.wfile.flush()
-        except OSError:
-            h.close_connection = True
+        self._send_sse(h, record, "x-request-id", ((event["type"], event) for event in stream_events(body, output, self.model)))
 
 
 def stream_events(body: dict, output: str | dict, model: str | None = None) -> Iterator[dict]:
