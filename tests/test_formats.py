@@ -171,12 +171,14 @@ def test_codex_rollout_reads_calls_results_and_usage() -> None:
 def test_codex_compacted_line_replaces_the_history_before_it() -> None:
     data = (
         b'{"timestamp":"t","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"old question"}]}}\n'
+        b'{"timestamp":"t","type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"old answer"}]}}\n'
         b'{"timestamp":"t","type":"compacted","payload":{"message":"Summary of the earlier work."}}\n'
         b'{"timestamp":"t","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"new question"}]}}\n'
     )
     transcript = ctxpipe.read_transcript(data)
-    assert texts(ctxpipe.api_messages(transcript)) == ["Summary of the earlier work.", "new question"]
-    assert "old question" in texts(ctxpipe.api_messages(transcript, history=True))
+    # The answer goes; the typed question stays, as Codex rebuilds a line holding only its summary.
+    assert texts(ctxpipe.api_messages(transcript)) == ["Summary of the earlier work.", "old question", "new question"]
+    assert "old answer" in texts(ctxpipe.api_messages(transcript, history=True))
 
 
 def test_codex_is_written_from_messages() -> None:
