@@ -27,7 +27,16 @@ from ..core.errors import CtxpipeError
 from .breaker import shared
 
 SCHEDULER_VARIABLE = "DASK_SCHEDULER_ADDRESS"
-CONNECT_TIMEOUT = "20s"
+# How long to wait for a scheduler, its workers and its variables: Dask's own setting, so a user sets it
+# where Dask users do (DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT=5s, or a Dask config file).
+CONNECT_TIMEOUT_SETTING = "distributed.comm.timeouts.connect"
+
+
+def _connect_timeout() -> str:
+    _distributed()  # its import loads Dask's distributed settings
+    import dask.config
+
+    return str(dask.config.get(CONNECT_TIMEOUT_SETTING))
 
 
 class ClusterFailures:
@@ -39,7 +48,7 @@ class ClusterFailures:
 
     @property
     def value(self) -> int:
-        return int(_distributed().Variable(self.name).get(timeout=CONNECT_TIMEOUT) or 0)
+        return int(_distributed().Variable(self.name).get(timeout=_connect_timeout()) or 0)
 
     @value.setter
     def value(self, number: int) -> None:
@@ -80,7 +89,7 @@ def _client(scheduler: str | None, workers: int) -> Iterator[tuple[Any, str]]:
         if address:
             named = f"--scheduler {address}" if scheduler else f"{SCHEDULER_VARIABLE}={address}"  # where the address came from
             try:
-                client = distributed.Client(address, timeout=CONNECT_TIMEOUT)
+                client = distributed.Client(address, timeout=_connect_timeout())
             except (OSError, TimeoutError, ValueError) as exc:
                 raise CtxpipeError(f"{named}: cannot connect to the Dask scheduler ({_one_line(exc)})") from None
             with contextlib.closing(client):
@@ -135,9 +144,9 @@ def _interrupts_ignored() -> Iterator[None]:
 
 
 def _wait_for_workers(client: Any, named: str) -> None:
-    """A scheduler without workers would hold the batch forever: give them CONNECT_TIMEOUT to join."""
+    """A scheduler without workers would hold the batch forever: give them the connect timeout to join."""
     try:
-        client.wait_for_workers(1, timeout=CONNECT_TIMEOUT)
+        client.wait_for_workers(1, timeout=_connect_timeout())
     except (TimeoutError, OSError) as exc:
         raise CtxpipeError(f"{named}: the Dask scheduler has no workers ({_one_line(exc)})") from None
 

@@ -40,6 +40,8 @@ BAD = "3f2a1b0c-9d8e-4f7a-8b6c-bad000000000.jsonl"
 COMPACT = ("--engine", "offline", "--source", "transcript", "--now", NOW_ISO, "--force")
 # The llm engine against tests/messages_server.py; the key is a placeholder the fake accepts.
 LLM_ENV = {"ANTHROPIC_API_KEY": "test-key"}
+# Dask's own connect timeout, as a user sets it: what a run waits for a scheduler and its workers.
+CONNECT_TIMEOUT_VARIABLE, CONNECT_TIMEOUT = "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT", 3
 
 
 def command_line(*args: object) -> list[str]:
@@ -255,13 +257,17 @@ def test_the_breaker_is_shared_by_the_clusters_workers(cluster: DaskCluster, tmp
 
 
 def test_a_scheduler_that_is_not_there_is_one_line(tree: Path) -> None:
-    """Given by --scheduler or by DASK_SCHEDULER_ADDRESS (both runs at once: each waits out the connect timeout)."""
+    """Given by --scheduler or by DASK_SCHEDULER_ADDRESS (both runs at once), each gives up after
+    Dask's own connect timeout, set here as a user sets it (Dask's default is 30 s)."""
     given, from_env = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
     command = [sys.executable, "-m", "ctxpipe", "count", "--json", "--executor", "dask"]
+    timeout = {CONNECT_TIMEOUT_VARIABLE: f"{CONNECT_TIMEOUT}s"}
     runs = {
-        f"--scheduler {given}": subprocess.Popen([*command, "--scheduler", given, str(tree)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env()),
+        f"--scheduler {given}": subprocess.Popen(
+            [*command, "--scheduler", given, str(tree)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(timeout)
+        ),
         f"DASK_SCHEDULER_ADDRESS={from_env}": subprocess.Popen(
-            [*command, str(tree)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env({"DASK_SCHEDULER_ADDRESS": from_env})
+            [*command, str(tree)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env({"DASK_SCHEDULER_ADDRESS": from_env, **timeout})
         ),
     }
     started = time.monotonic()
@@ -270,8 +276,9 @@ def test_a_scheduler_that_is_not_there_is_one_line(tree: Path) -> None:
         assert run.returncode == 1 and stdout == b""
         [line] = stderr.decode().splitlines()
         assert line.startswith(f"ctxpipe: error: {named}: cannot connect to the Dask scheduler"), line
+        assert line.endswith(f"after {CONNECT_TIMEOUT} s)"), line
     took = time.monotonic() - started
-    assert took < 30, f"{took:.1f} s to give up on a scheduler that is not there"
+    assert took < CONNECT_TIMEOUT + 15, f"{took:.1f} s to give up on a scheduler that is not there, with a {CONNECT_TIMEOUT} s timeout"
 
 
 def test_scheduler_without_the_dask_executor_is_a_usage_error(cluster: DaskCluster, tree: Path) -> None:
@@ -385,9 +392,11 @@ def test_a_scheduler_killed_mid_batch_is_one_line(tmp_path: Path) -> None:
 def test_a_scheduler_without_workers_is_one_line(tree: Path) -> None:
     with dask_cluster(workers=0) as empty:
         started = time.monotonic()
-        result = ctxpipe("count", "--json", "--executor", "dask", "--scheduler", empty.address, tree, timeout=60)
+        result = ctxpipe(
+            "count", "--json", "--executor", "dask", "--scheduler", empty.address, tree, env={CONNECT_TIMEOUT_VARIABLE: f"{CONNECT_TIMEOUT}s"}, timeout=60
+        )
         took = time.monotonic() - started
-    assert result.returncode == 1 and result.stdout == b"" and took < 30, (result.returncode, took)
+    assert result.returncode == 1 and result.stdout == b"" and CONNECT_TIMEOUT <= took < CONNECT_TIMEOUT + 15, (result.returncode, took)
     [line] = result.stderr.decode().splitlines()
     assert line.startswith(f"ctxpipe: error: --scheduler {empty.address}: the Dask scheduler has no workers ("), line
 
