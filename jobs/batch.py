@@ -176,13 +176,28 @@ def _run_all(
                     on_done(in_order[-1][0])
         return in_order
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
 
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else None)
     # Forked workers share the parent's heap (typer, pydantic, …); without freezing it, every
-    # collection in a worker walks those objects and copies their pages.
-    gc.freeze()
+    # collection in a worker walks those objects and copies their pages. Unfrozen after the batch
+    # (unless the caller had frozen a heap of its own): a library caller's process would otherwise
+    # never collect those objects again, and every later gc.get_freeze_count walks them all.
+    froze = not gc.get_freeze_count()
+    if froze:
+        gc.freeze()
+    try:
+        return _run_pool(job, items, jobs, failures, on_done, context)
+    finally:
+        if froze:
+            gc.unfreeze()
+
+
+def _run_pool(
+    job: Callable[[Item], Any], items: Sequence[Item], jobs: int, failures: Any, on_done: Callable[[bool], None] | None, context: Any
+) -> list[tuple[bool, Any]]:
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
     # The job goes to each worker once, as it starts (forked: not even pickled); the workers stay
     # for the whole batch and take the files in chunks, so a file costs the parent one item sent
     # and one result received.

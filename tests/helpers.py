@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
-import gc
 import importlib
 import io
 import os
@@ -144,7 +143,7 @@ def _child_state(env: dict[str, str], cwd: Path | None) -> Iterator[None]:
     """The environment, working folder and module state of a new process, put back afterwards."""
     modules = _fresh_state()
     saved_state = [(module, name, getattr(module, name)) for module, name, _ in modules]
-    saved_env, saved_cwd, frozen = dict(os.environ), os.getcwd(), gc.get_freeze_count()
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
     for module, name, value in modules:
         setattr(module, name, value)
     os.environ.clear()
@@ -159,8 +158,6 @@ def _child_state(env: dict[str, str], cwd: Path | None) -> Iterator[None]:
         os.environ.update(saved_env)
         for module, name, value in saved_state:
             setattr(module, name, value)
-        if gc.get_freeze_count() > frozen:  # a batch forked workers (jobs/batch.run_all froze the heap for them)
-            gc.unfreeze()
 
 
 @contextlib.contextmanager

@@ -13,6 +13,7 @@ compact run on its own output.
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 import shutil
@@ -321,6 +322,8 @@ def test_a_file_that_breaks_a_job_is_one_error_row_naming_it():
         assert isinstance(internal, InternalError)
         assert str(internal) == "bad.jsonl: internal error (ValueError: a bug met on this file); this is a bug in ctxpipe, please report it with the file"
         assert str(results[2][1]) == "input.jsonl:3: bad input"
+        # The heap frozen for the forked workers is unfrozen after: a library caller's objects stay collectable.
+        assert gc.get_freeze_count() == 0
 
 
 def test_count_of_a_folder_with_a_hostile_file_counts_the_others(tmp_path):
