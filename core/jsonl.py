@@ -337,9 +337,12 @@ def line_number(buffer: Any, offset: int, chunk: int = 1 << 24) -> int:
     return count + 1
 
 
-def iter_lines_reversed(buffer: Any) -> Iterator[tuple[int, int, bytes]]:
-    """(start, content end, eol) of each line of a bytes-like buffer, from the last to the first."""
-    size = len(buffer)
+def iter_lines_reversed(buffer: Any, stop: int | None = None) -> Iterator[tuple[int, int, bytes]]:
+    """(start, content end, eol) of each line of a bytes-like buffer, from the last to the first;
+    with `stop` (where a line starts), of the lines before it."""
+    if stop == 0:
+        return
+    size = len(buffer) if stop is None else stop
     terminated = size > 0 and buffer[size - 1 : size] == b"\n"
     line_end = size - 1 if terminated else size
     searched_end = min(line_end, zero_tail(buffer))  # a hole holds no newline: it is not searched
@@ -362,9 +365,10 @@ def zero_tail(buffer: Any) -> int:
 
 
 def iter_entries_reversed(
-    buffer: Any, source: str, on_error: OnError = "fail", stats: ReadStats | None = None, keep_raw: bool = False
+    buffer: Any, source: str, on_error: OnError = "fail", stats: ReadStats | None = None, keep_raw: bool = False, stop: int | None = None
 ) -> Iterator[tuple[int, Entry]]:
-    """(byte offset, entry) from the last line of a buffer (an mmap) back to the first.
+    """(byte offset, entry) from the last line of a buffer (an mmap) back to the first; with
+    `stop` (where a line starts), from the line before it.
 
     For readers that need only the end of a file: nothing before the point where they stop is
     parsed or copied. Entries carry line 0 and, unless keep_raw, no raw bytes; a bad line is
@@ -372,7 +376,7 @@ def iter_entries_reversed(
     """
     loads = orjson.loads
     with _sliced(buffer) as view:
-        for start, content_end, eol in iter_lines_reversed(buffer):
+        for start, content_end, eol in iter_lines_reversed(buffer, stop):
             if content_end - start > LINE_PIECE and (too_long := _long_line_problem(buffer, start, content_end)):
                 _bad_line(source, line_number(buffer, start), too_long, on_error, stats)
                 continue
@@ -407,6 +411,8 @@ def iter_buffer_spans(
     iter_buffer_entries reads them: where each entry's bytes are, so a reader can parse it again
     (LineIndex) instead of keeping it."""
     loads = orjson.loads
+    if stop == 0:
+        return
     size = len(buffer) if stop is None else stop
     searched_end = min(size, zero_tail(buffer))
     start = 3 if buffer[:3] == BOM and size >= 3 else 0

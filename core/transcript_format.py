@@ -20,7 +20,7 @@ attributes below). A new format declares every one of them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -32,6 +32,9 @@ from .model import Finding, Message
 # The subtype of the record `summarize` writes below a kept tail (through `marker`): a format that
 # reads markers back knows from it that every response above it was measured before the summary.
 SUMMARY_MARKER = "ctxpipe_compact"
+
+# read_context of one buffer for a number of responses (None: all of the active context).
+ContextReader = Callable[[int | None], tuple[list[Entry], bool]]
 
 # Every capability a format declares, so a test can hold each format to all of them.
 CAPABILITIES = ("writable", "has_usage", "has_tree", "keeps_history", "lines_are_messages")
@@ -120,6 +123,10 @@ class TranscriptFormat(Protocol):
         """The entries a count needs from a whole file's bytes (an mmap): at least the last
         `responses` API responses of the active context and all after them (all of it when None),
         and whether they reach the start of the active context."""
+
+    def context_reader(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats) -> ContextReader:
+        """read_context(buffer, source, on_error, stats, responses) for one `responses` after another
+        (more each time), each read going on from where the one before stopped."""
 
     def read_region(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats) -> tuple[int, list[Entry]]:
         """Where the active context starts (byte offset) and every entry from there on, bytes kept."""

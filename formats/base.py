@@ -14,7 +14,7 @@ from typing import Any
 
 from ..core.count import is_real_response
 from ..core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries, iter_entries
-from ..core.transcript_format import CAPABILITIES, SUMMARY_MARKER, CompactionSpan, TranscriptEditor, TranscriptFormat, WritableFormat, WriteOptions, editor_of
+from ..core.transcript_format import CAPABILITIES, SUMMARY_MARKER, CompactionSpan, ContextReader, TranscriptEditor, TranscriptFormat, WritableFormat, WriteOptions, editor_of
 
 # The namespace of the uuids ctxpipe derives from what it writes (the same run gives the same bytes).
 CTXPIPE_NAMESPACE = uuidlib.UUID("6f1d2c1e-7f3b-4c1a-9a51-0c7e1d2b9a10")
@@ -35,6 +35,9 @@ class WholeFileContext:
 
     def read_context(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats, responses: int | None = None) -> tuple[list[Entry], bool]:
         return list(iter_buffer_entries(buffer, source, on_error, stats)), True
+
+    def context_reader(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats) -> ContextReader:
+        return lambda responses: self.read_context(buffer, source, on_error, stats, responses)  # complete at the first read
 
     def checked_part(self, obj: dict[str, Any]) -> dict[str, Any]:
         return obj  # check() reads whole messages

@@ -15,7 +15,7 @@ import bisect
 import uuid as uuidlib
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
-from itertools import repeat
+from itertools import chain, repeat
 from typing import Any
 
 import orjson
@@ -28,6 +28,7 @@ from ..core.jsonl import Entry, OnError, ReadStats, as_text, iter_entries_revers
 from ..core.model import Finding, Message
 from ..core.placeholders import SUMMARY_PREAMBLE
 from ..core.rules import rules_for
+from ..core.transcript_format import ContextReader
 from ..core.tokens import RoughCounter
 from .base import CTXPIPE_NAMESPACE, SUMMARY_MARKER, CompactionSpan, WriteOptions
 
@@ -479,6 +480,69 @@ def _attachment_marker(attachment: dict[str, Any], position: int, line: int | No
     return Marker(position, line, "message_pdf_reads", 0, min(added, MAX_COUNT - 1)) if added > 0 else None
 
 
+class _WalkBack:
+    """ClaudeCodeFormat.read_context's walk from the file's end, kept between reads: a read for more
+    responses goes on from the line the one before stopped at, so no line is parsed twice."""
+
+    def __init__(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats, keep_raw: bool) -> None:
+        self.buffer, self.source, self.on_error, self.stats, self.keep_raw = buffer, source, on_error, stats, keep_raw
+        self.collected: list[Entry] = []  # from the last line back
+        self.wanted: str | None = None  # the uuid of the next line of the chain
+        self.leaf_seen = False
+        self.seen_responses: set[str] = set()
+        self.held: tuple[int, Entry] | None = None  # the line the last read stopped at, parsed but not taken
+        self.ended = False  # the walk reached the start of the active context (or of the file)
+        self.offset = 0  # where the earliest line taken starts
+
+    def read(self, responses: int | None) -> tuple[list[Entry], bool]:
+        """The entries from the end back past the last `responses` whole API responses of the chain
+        (all of the active context when None), in file order, and whether they reach its start."""
+        complete = True
+        if not self.ended:
+            complete = self._walk(responses)
+        return self.collected[::-1], complete
+
+    def _walk(self, responses: int | None) -> bool:
+        keep_raw, collected, seen_responses = self.keep_raw, self.collected, self.seen_responses
+        lines = iter_entries_reversed(self.buffer, self.source, self.on_error, self.stats, keep_raw, self.held[0] if self.held else None)
+        if self.held is not None:
+            lines = chain((self.held,), lines)
+            self.held = None
+        for start, entry in lines:
+            obj = entry.obj
+            kind = entry_type(obj)
+            on_chain = self.leaf_seen and obj.get("uuid") == self.wanted
+            response = _response_id(obj) if on_chain else None
+            if response is not None and responses is not None and response not in seen_responses and len(seen_responses) >= responses:
+                self.held = (start, entry)  # every line of the responses counted so far is in hand
+                return False
+            if not keep_raw and kind == "progress":
+                # To a count a progress line is at most a link of the chain (most are off it): a run of
+                # thousands (a long Bash, a busy hook) costs no memory.
+                if not on_chain:
+                    continue
+                entry.obj = obj = {key: obj[key] for key in _PROGRESS_KEPT if key in obj}
+            collected.append(entry)
+            self.offset = start
+            if kind == "system" and is_summary_marker(obj) and not seen_responses:
+                responses = None  # the responses above it are stale: the count needs the whole context (this read ends the walk)
+            if not self.leaf_seen:
+                if kind not in MESSAGE_TYPES or obj.get("isSidechain"):
+                    continue
+                self.leaf_seen = True
+                response = _response_id(obj)
+            elif not on_chain:
+                continue
+            if response is not None:
+                seen_responses.add(response)
+            parent = obj.get("parentUuid")
+            if is_compact_boundary(obj) or not isinstance(parent, str):
+                break
+            self.wanted = parent
+        self.ended = True
+        return True
+
+
 class ClaudeCodeFormat:
     name = "claude-code"
     summary = "Claude Code session JSONL (~/.claude/projects/…/<session-id>.jsonl)"
@@ -692,57 +756,20 @@ class ClaudeCodeFormat:
         that many whole API responses of the chain are in hand. Returns the entries (in file order,
         without line numbers) and whether they reach the start of the active context.
         """
-        entries, complete, _ = self._walk_back(buffer, source, on_error, stats, responses, keep_raw=False)
-        return entries, complete
+        return self.context_reader(buffer, source, on_error, stats)(responses)
+
+    def context_reader(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats) -> ContextReader:
+        """read_context that goes on: each call reads on back from where the one before stopped."""
+        return _WalkBack(buffer, source, on_error, stats, keep_raw=False).read
 
     def read_region(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats) -> tuple[int, list[Entry]]:
         """Where the active context starts (a byte offset) and every line from there on, with its bytes.
 
         Stages edit only this region; the bytes before it pass through untouched, unparsed.
         """
-        entries, _, offset = self._walk_back(buffer, source, on_error, stats, None, keep_raw=True)
-        return offset, entries
-
-    def _walk_back(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats, responses: int | None, keep_raw: bool) -> tuple[list[Entry], bool, int]:
-        collected: list[Entry] = []
-        wanted: str | None = None
-        leaf_seen = False
-        seen_responses: set[str] = set()
-        complete = True
-        offset = 0
-        for start, entry in iter_entries_reversed(buffer, source, on_error, stats, keep_raw):
-            obj = entry.obj
-            kind = entry_type(obj)
-            on_chain = leaf_seen and obj.get("uuid") == wanted
-            response = _response_id(obj) if on_chain else None
-            if response is not None and responses is not None and response not in seen_responses and len(seen_responses) >= responses:
-                complete = False  # every line of the responses counted so far is in hand
-                break
-            if not keep_raw and kind == "progress":
-                # To a count a progress line is at most a link of the chain (most are off it): a run of
-                # thousands (a long Bash, a busy hook) costs no memory.
-                if not on_chain:
-                    continue
-                entry.obj = obj = {key: obj[key] for key in _PROGRESS_KEPT if key in obj}
-            collected.append(entry)
-            offset = start
-            if kind == "system" and is_summary_marker(obj) and not seen_responses:
-                responses = None  # the responses above it are stale: the count needs the whole context
-            if not leaf_seen:
-                if kind not in MESSAGE_TYPES or obj.get("isSidechain"):
-                    continue
-                leaf_seen = True
-                response = _response_id(obj)
-            elif not on_chain:
-                continue
-            if response is not None:
-                seen_responses.add(response)
-            parent = obj.get("parentUuid")
-            if is_compact_boundary(obj) or not isinstance(parent, str):
-                break
-            wanted = parent
-        collected.reverse()
-        return collected, complete, offset
+        walk = _WalkBack(buffer, source, on_error, stats, keep_raw=True)
+        entries, _ = walk.read(None)
+        return walk.offset, entries
 
     def replace_blocks(self, entry: Entry, blocks: dict[int, dict[str, Any]]) -> Entry:
         """A copy of `entry` whose message content has the given blocks (by index) replaced."""

@@ -210,6 +210,8 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: Kind | N
     transcript_format = detect_format(buffer, source, options.format)
     format_name = transcript_format.name
     stats = ReadStats()
+    # The end of the file, read back further at each call without parsing a line twice.
+    read_end = transcript_format.context_reader(buffer, source, options.on_error, stats)
 
     def read(responses: int | None) -> tuple[Sequence[Entry], bool]:
         if complete_file(options, buffer) or responses is None:
@@ -218,7 +220,7 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: Kind | N
                 return list(iter_buffer_entries(buffer, source, options.on_error, stats)), True
             # Every line, parsed again wherever it is read: memory is the index, however long the file.
             return LineIndex(buffer, source, options.on_error, stats), True
-        return transcript_format.read_context(buffer, source, options.on_error, stats, responses)
+        return read_end(responses)
 
     # First only the last response: when nothing follows it there is nothing to estimate, and the
     # calibration (the costly part) is not needed at all.
@@ -235,7 +237,6 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: Kind | N
         if options.calibrating and anchor < len(messages) - 1:
             if not complete:
                 # The calibration window, and the response before it for its first gap.
-                stats.skipped, stats.problems = 0, []
                 entries, complete = read(CALIBRATION_WINDOW + 1)
                 messages = transcript_format.messages(entries)
                 estimates = Estimates(messages, counter)
