@@ -175,10 +175,6 @@ def _run_all(
                 if on_done:
                     on_done(in_order[-1][0])
         return in_order
-    import multiprocessing
-
-    methods = multiprocessing.get_all_start_methods()
-    context = multiprocessing.get_context("fork" if "fork" in methods else None)
     # Forked workers share the parent's heap (typer, pydantic, …); without freezing it, every
     # collection in a worker walks those objects and copies their pages. Unfrozen after the batch
     # (unless the caller had frozen a heap of its own): a library caller's process would otherwise
@@ -187,21 +183,24 @@ def _run_all(
     if froze:
         gc.freeze()
     try:
-        return _run_pool(job, items, jobs, failures, on_done, context)
+        if hasattr(os, "fork"):
+            return _run_forked(job, items, min(jobs, len(items)), on_done, failures)
+        return _run_pool(job, items, jobs, on_done, failures)
     finally:
         if froze:
             gc.unfreeze()
 
 
-def _run_pool(
-    job: Callable[[Item], Any], items: Sequence[Item], jobs: int, failures: Any, on_done: Callable[[bool], None] | None, context: Any
-) -> list[tuple[bool, Any]]:
+def _run_pool(job: Callable[[Any], Any], items: Sequence[Any], jobs: int, on_done: Callable[[bool], None] | None, failures: Any) -> list[tuple[bool, Any]]:
+    """_run_forked where there is no fork: a process pool whose workers start afresh."""
+    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    # The job goes to each worker once, as it starts (forked: not even pickled); the workers stay
-    # for the whole batch and take the files in chunks, so a file costs the parent one item sent
-    # and one result received.
-    pool = ProcessPoolExecutor(max_workers=min(jobs, len(items)), mp_context=context, initializer=_start_worker, initargs=(failures, job))
+    # The job goes to each worker once, as it starts; the workers stay for the whole batch and take
+    # the files in chunks, so a file costs the parent one item sent and one result received.
+    pool = ProcessPoolExecutor(
+        max_workers=min(jobs, len(items)), mp_context=multiprocessing.get_context(), initializer=_start_worker, initargs=(failures, job)
+    )
     results: list[tuple[bool, Any]] = [(False, None)] * len(items)  # each put in place as its chunk comes back
     with _stopped_cleanly(pool):
         chunks = {pool.submit(_run_chunk, items[run.start : run.stop]): run for run in _chunks(len(items), jobs)}
@@ -211,6 +210,117 @@ def _run_pool(
                 if on_done:
                     on_done(result[0])
     return results
+
+
+RUN_NUMBER = 4  # bytes: a run's number on the task pipe (a read this small from a pipe is never split)
+LENGTH = 8  # bytes: the length before each worker's answer on its result pipe
+
+
+def _run_forked(job: Callable[[Any], Any], items: Sequence[Any], workers: int, on_done: Callable[[bool], None] | None, failures: Any) -> list[tuple[bool, Any]]:
+    """The items on `workers` processes forked from this one: they have the job and the items
+    already (nothing is sent but a run's number), take the runs of _chunks from one task pipe as
+    they come free, and send back each run's results, pickled, on a pipe of their own.
+
+    No multiprocessing or concurrent.futures: importing them and starting their pool's threads
+    cost a batch of short files more than it saves."""
+    import pickle
+    import select
+
+    runs = _chunks(len(items), workers)
+    tasks_read, tasks_write = os.pipe()
+    pids: dict[int, int] = {}  # result pipe -> its worker's process id
+    try:
+        for _ in range(workers):
+            results_read, results_write = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the worker: it never returns
+                os.close(tasks_write)
+                os.close(results_read)
+                for other in pids:
+                    os.close(other)
+                _work(job, items, runs, tasks_read, results_write, failures)
+            os.close(results_write)
+            pids[results_read] = pid
+        os.close(tasks_read)
+        tasks_read = -1
+        # A few runs queued ahead of each worker, one more as each answer comes: the pipe never fills.
+        sent = min(len(runs), 2 * workers)
+        os.write(tasks_write, b"".join(number.to_bytes(RUN_NUMBER, "little") for number in range(sent)))
+        if sent == len(runs):
+            os.close(tasks_write)
+            tasks_write = -1
+        results: list[tuple[bool, Any]] = [(False, None)] * len(items)
+        received = 0
+        pending = {fd: bytearray() for fd in pids}
+        poll = select.poll()
+        for fd in pending:
+            poll.register(fd, select.POLLIN)
+        while pending:
+            for fd, _ in poll.poll():
+                data = os.read(fd, 1 << 20)
+                if not data:
+                    # A worker ends once the task pipe is closed, so before that it died (killed, out
+                    # of memory): no more runs are sent, the others finish theirs, and the run it held is missing.
+                    poll.unregister(fd)
+                    del pending[fd]
+                    if tasks_write >= 0:
+                        os.close(tasks_write)
+                        tasks_write = -1
+                    continue
+                held = pending[fd]
+                held += data
+                while len(held) >= LENGTH and len(held) >= LENGTH + (size := int.from_bytes(held[:LENGTH], "little")):
+                    number, answers = pickle.loads(held[LENGTH : LENGTH + size])
+                    del held[: LENGTH + size]
+                    received += 1
+                    for index, result in zip(runs[number], answers):
+                        results[index] = result
+                        if on_done:
+                            on_done(result[0])
+                    if tasks_write >= 0:
+                        os.write(tasks_write, sent.to_bytes(RUN_NUMBER, "little"))
+                        sent += 1
+                        if sent == len(runs):
+                            os.close(tasks_write)
+                            tasks_write = -1
+        if received < len(runs):
+            raise CtxpipeError("a worker process ended abruptly (see above); files written so far are complete, the others unchanged")
+        return results
+    except BaseException:
+        for pid in pids.values():  # Ctrl-C: the workers may not have had it (sent to this process only)
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGINT)
+        raise
+    finally:
+        for fd in (tasks_read, tasks_write, *pids):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        for pid in pids.values():
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+
+
+def _work(job: Callable[[Any], Any], items: Sequence[Any], runs: Sequence[range], tasks: int, results: int, failures: Any) -> None:
+    """A forked worker's life: each run whose number it reads from `tasks`, the job on its items,
+    their results written to `results`; then it ends (os._exit: nothing of the parent's, no atexit,
+    no buffered output, runs twice)."""
+    import pickle
+
+    status = 1
+    try:
+        _start_worker(failures, job)
+        while record := os.read(tasks, RUN_NUMBER):
+            number = int.from_bytes(record, "little")
+            answer = pickle.dumps((number, _run_chunk(items[runs[number].start : runs[number].stop])), pickle.HIGHEST_PROTOCOL)
+            view = memoryview(len(answer).to_bytes(LENGTH, "little") + answer)
+            while view:
+                view = view[os.write(results, view) :]
+        status = 0
+    except KeyboardInterrupt:
+        status = INTERRUPTED
+    finally:
+        os._exit(status)
 
 
 def _shared_count() -> Any:
