@@ -364,6 +364,11 @@ def zero_tail(buffer: Any) -> int:
     return int(getattr(buffer, "zero_tail", len(buffer)))
 
 
+# Lines of a buffer parsed once, for another read of it: where the line starts -> its object (each
+# reader finds the same line end from there). Shared only between reads that change no object in place.
+ParsedLines = dict[int, dict[str, Any]]
+
+
 def iter_entries_reversed(
     buffer: Any, source: str, on_error: OnError = "fail", stats: ReadStats | None = None, keep_raw: bool = False, stop: int | None = None
 ) -> Iterator[tuple[int, Entry]]:
@@ -395,17 +400,20 @@ def iter_entries_reversed(
                 _bad_line(source, line_number(buffer, start), obj, on_error, stats)
 
 
-def iter_buffer_entries(buffer: Any, source: str, on_error: OnError = "fail", stats: ReadStats | None = None) -> Iterator[Entry]:
+def iter_buffer_entries(
+    buffer: Any, source: str, on_error: OnError = "fail", stats: ReadStats | None = None, parsed: ParsedLines | None = None
+) -> Iterator[Entry]:
     """Entries of a whole bytes-like buffer (an mmap), numbered, without copying their bytes.
+    `parsed`: objects of lines another read parsed already (iter_entries_reversed's), taken as they are.
 
     For reports that read everything but write nothing: entries keep no raw bytes.
     """
-    for *_, entry in iter_buffer_spans(buffer, source, on_error, stats):
+    for *_, entry in iter_buffer_spans(buffer, source, on_error, stats, parsed=parsed):
         yield entry
 
 
 def iter_buffer_spans(
-    buffer: Any, source: str, on_error: OnError = "fail", stats: ReadStats | None = None, stop: int | None = None
+    buffer: Any, source: str, on_error: OnError = "fail", stats: ReadStats | None = None, stop: int | None = None, parsed: ParsedLines | None = None
 ) -> Iterator[tuple[int, int, int, Entry]]:
     """(start, content end, line number, entry without raw bytes) of each line of buffer[:stop], as
     iter_buffer_entries reads them: where each entry's bytes are, so a reader can parse it again
@@ -427,13 +435,15 @@ def iter_buffer_spans(
                 start = end + 1
                 _bad_line(source, number, too_long, on_error, stats)
                 continue
-            raw = view[start:content_end]
             line_start, start = start, end + 1
-            try:
-                obj = loads(raw)
-            except orjson.JSONDecodeError as exc:
-                obj = _parse_slowly(bytes(raw), eol == b"", exc)
-            _release(raw)  # no view may outlive the loop: the caller closes the mmap behind it
+            obj = parsed.get(line_start) if parsed else None  # (a line after a BOM starts at 0 there: parsed again)
+            if obj is None:
+                raw = view[line_start:content_end]
+                try:
+                    obj = loads(raw)
+                except orjson.JSONDecodeError as exc:
+                    obj = _parse_slowly(bytes(raw), eol == b"", exc)
+                _release(raw)  # no view may outlive the loop: the caller closes the mmap behind it
             if obj is _BLANK:
                 continue
             if type(obj) is dict:

@@ -26,7 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from .count import Compaction, Marker
 from .errors import UnsupportedError
-from .jsonl import Entry, OnError, ReadStats
+from .jsonl import Entry, OnError, ParsedLines, ReadStats
 from .model import Finding, Message
 
 # The subtype of the record `summarize` writes below a kept tail (through `marker`): a format that
@@ -124,9 +124,10 @@ class TranscriptFormat(Protocol):
         `responses` API responses of the active context and all after them (all of it when None),
         and whether they reach the start of the active context."""
 
-    def context_reader(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats) -> ContextReader:
+    def context_reader(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats, parsed: ParsedLines | None = None) -> ContextReader:
         """read_context(buffer, source, on_error, stats, responses) for one `responses` after another
-        (more each time), each read going on from where the one before stopped."""
+        (more each time), each read going on from where the one before stopped. `parsed`: where the
+        reads may keep the objects of the lines they parse, by where each line starts."""
 
     def read_region(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats) -> tuple[int, list[Entry]]:
         """Where the active context starts (byte offset) and every entry from there on, bytes kept."""

@@ -13,7 +13,7 @@ import uuid as uuidlib
 from typing import Any
 
 from ..core.count import is_real_response
-from ..core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries, iter_entries
+from ..core.jsonl import Entry, OnError, ParsedLines, ReadStats, iter_buffer_entries, iter_entries
 from ..core.transcript_format import CAPABILITIES, SUMMARY_MARKER, CompactionSpan, ContextReader, TranscriptEditor, TranscriptFormat, WritableFormat, WriteOptions, editor_of
 
 # The namespace of the uuids ctxpipe derives from what it writes (the same run gives the same bytes).
@@ -36,7 +36,7 @@ class WholeFileContext:
     def read_context(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats, responses: int | None = None) -> tuple[list[Entry], bool]:
         return list(iter_buffer_entries(buffer, source, on_error, stats)), True
 
-    def context_reader(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats) -> ContextReader:
+    def context_reader(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats, parsed: ParsedLines | None = None) -> ContextReader:
         return lambda responses: self.read_context(buffer, source, on_error, stats, responses)  # complete at the first read
 
     def checked_part(self, obj: dict[str, Any]) -> dict[str, Any]:

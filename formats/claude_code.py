@@ -24,7 +24,7 @@ from ..core.blocks import call_id, is_text, is_thinking, is_tool_result, is_tool
 from ..core.convert import EARLY, UNASKED, unasked_results
 from ..core.count import SYNTHETIC_MODEL, Compaction, Marker, is_real_response, measures_context
 from ..core.fields import MAX_COUNT, count, iso, moment, read_blocks, text
-from ..core.jsonl import Entry, OnError, ReadStats, as_text, iter_entries_reversed, memoized
+from ..core.jsonl import Entry, OnError, ParsedLines, ReadStats, as_text, iter_entries_reversed, memoized
 from ..core.model import Finding, Message
 from ..core.placeholders import SUMMARY_PREAMBLE
 from ..core.rules import rules_for
@@ -484,8 +484,8 @@ class _WalkBack:
     """ClaudeCodeFormat.read_context's walk from the file's end, kept between reads: a read for more
     responses goes on from the line the one before stopped at, so no line is parsed twice."""
 
-    def __init__(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats, keep_raw: bool) -> None:
-        self.buffer, self.source, self.on_error, self.stats, self.keep_raw = buffer, source, on_error, stats, keep_raw
+    def __init__(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats, keep_raw: bool, parsed: ParsedLines | None = None) -> None:
+        self.buffer, self.source, self.on_error, self.stats, self.keep_raw, self.parsed = buffer, source, on_error, stats, keep_raw, parsed
         self.collected: list[Entry] = []  # from the last line back
         self.wanted: str | None = None  # the uuid of the next line of the chain
         self.leaf_seen = False
@@ -503,7 +503,7 @@ class _WalkBack:
         return self.collected[::-1], complete
 
     def _walk(self, responses: int | None) -> bool:
-        keep_raw, collected, seen_responses = self.keep_raw, self.collected, self.seen_responses
+        keep_raw, collected, seen_responses, parsed = self.keep_raw, self.collected, self.seen_responses, self.parsed
         lines = iter_entries_reversed(self.buffer, self.source, self.on_error, self.stats, keep_raw, self.held[0] if self.held else None)
         if self.held is not None:
             lines = chain((self.held,), lines)
@@ -521,7 +521,11 @@ class _WalkBack:
                 # thousands (a long Bash, a busy hook) costs no memory.
                 if not on_chain:
                     continue
+                if parsed is not None:
+                    parsed[start] = obj
                 entry.obj = obj = {key: obj[key] for key in _PROGRESS_KEPT if key in obj}
+            elif parsed is not None:
+                parsed[start] = obj
             collected.append(entry)
             self.offset = start
             if kind == "system" and is_summary_marker(obj) and not seen_responses:
@@ -758,9 +762,10 @@ class ClaudeCodeFormat:
         """
         return self.context_reader(buffer, source, on_error, stats)(responses)
 
-    def context_reader(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats) -> ContextReader:
-        """read_context that goes on: each call reads on back from where the one before stopped."""
-        return _WalkBack(buffer, source, on_error, stats, keep_raw=False).read
+    def context_reader(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats, parsed: ParsedLines | None = None) -> ContextReader:
+        """read_context that goes on: each call reads on back from where the one before stopped.
+        `parsed`: where to keep the object of each line taken, by where it starts."""
+        return _WalkBack(buffer, source, on_error, stats, keep_raw=False, parsed=parsed).read
 
     def read_region(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats) -> tuple[int, list[Entry]]:
         """Where the active context starts (a byte offset) and every line from there on, with its bytes.

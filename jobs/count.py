@@ -34,7 +34,7 @@ from ..core.count import (
     usage_tokens,
 )
 from ..core.fields import count, text
-from ..core.jsonl import Entry, LineIndex, OnError, ReadStats, iter_buffer_entries
+from ..core.jsonl import Entry, LineIndex, OnError, ParsedLines, ReadStats, iter_buffer_entries
 from ..core.model import Message, Role
 from ..core.rules import session_version
 from ..core.tokens import TextCounter
@@ -210,8 +210,10 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: Kind | N
     transcript_format = detect_format(buffer, source, options.format)
     format_name = transcript_format.name
     stats = ReadStats()
-    # The end of the file, read back further at each call without parsing a line twice.
-    read_end = transcript_format.context_reader(buffer, source, options.on_error, stats)
+    # The end of the file, read back further at each call without parsing a line twice; the lines it
+    # parsed are not parsed again for the baseline, which reads the file's first lines.
+    parsed: ParsedLines = {}
+    read_end = transcript_format.context_reader(buffer, source, options.on_error, stats, parsed)
 
     def read(responses: int | None) -> tuple[Sequence[Entry], bool]:
         if complete_file(options, buffer) or responses is None:
@@ -241,7 +243,7 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: Kind | N
                 messages = transcript_format.messages(entries)
                 estimates = Estimates(messages, counter)
             calibration = calibrate(estimates)
-        baseline = session_baseline(buffer, source, transcript_format, counter, calibration, options, _smallest_prompt(messages), _whole(buffer, entries))
+        baseline = session_baseline(buffer, source, transcript_format, counter, calibration, options, _smallest_prompt(messages), _whole(buffer, entries), parsed)
         counted = count_context(estimates, calibration, transcript_format.markers(entries), options.as_claude_code, baseline)
     else:
         # No usage describes this context: it is estimated whole, on top of the session baseline.
@@ -261,7 +263,7 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: Kind | N
             calibration = calibrate(Estimates(history, counter) if history is not messages else estimates)
         if opening is not None and opening.restores != "nothing" and not options.as_claude_code:
             reinjection = _reinjection(entries, transcript_format, opening.restores, counter, calibration)
-        baseline = session_baseline(buffer, source, transcript_format, counter, calibration, options, _smallest_prompt(history), _whole(buffer, entries))
+        baseline = session_baseline(buffer, source, transcript_format, counter, calibration, options, _smallest_prompt(history), _whole(buffer, entries), parsed)
         # Markers remove nothing here (the estimate sees the content as it now is); they may add (PDF reads).
         counted = count_context(estimates, calibration, transcript_format.markers(entries), options.as_claude_code, baseline, reinjection)
         # A context just compacted has no response of its own: the model is the newest one before it.
@@ -361,28 +363,36 @@ def session_baseline(
     options: CountOptions,
     ceiling: int | None = None,
     lines: Sequence[Entry] | None = None,
+    parsed: ParsedLines | None = None,
 ) -> Baseline:
     """The fixed part of every request: --baseline, else measured on the session's first response
     (its recorded prompt less the estimate of the messages before it, and never less than the
     prefix that call read from the cache: system prompt and tools), else the corpus default.
 
     Every request carries it, so no recorded prompt (`ceiling`: the smallest one read) is smaller.
-    `lines`: every line of the buffer, when the count has them parsed already.
+    `lines`: every line of the buffer, when the count has them parsed already; `parsed`: some of
+    them, by where each starts (the walk back's).
     """
     if options.baseline is not None:
         return Baseline(options.baseline, "--baseline", "given on the command line")
-    measured = _measured_baseline(buffer, source, transcript_format, counter, calibration, lines)
+    measured = _measured_baseline(buffer, source, transcript_format, counter, calibration, lines, parsed)
     if ceiling is not None and measured.tokens > ceiling:
         return Baseline(ceiling, measured.source, f"{measured.note}; lowered to {ceiling:,}, the smallest prompt recorded since")
     return measured
 
 
 def _measured_baseline(
-    buffer: Any, source: str, transcript_format: TranscriptFormat, counter: TextCounter, calibration: Calibration, lines: Sequence[Entry] | None = None
+    buffer: Any,
+    source: str,
+    transcript_format: TranscriptFormat,
+    counter: TextCounter,
+    calibration: Calibration,
+    lines: Sequence[Entry] | None = None,
+    parsed: ParsedLines | None = None,
 ) -> Baseline:
     head: list[Entry] = []
     # Lines read whole with on_error "fail" held no bad line, so they are the lines "skip" gives.
-    for entry in iter_buffer_entries(buffer, source, "skip") if lines is None else lines:
+    for entry in iter_buffer_entries(buffer, source, "skip", parsed=parsed) if lines is None else lines:
         head.append(entry)
         metadata = transcript_format.boundary_metadata(entry.obj)
         if metadata is not None:
