@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+import orjson
+
 from ..core.errors import IS_A_FOLDER, InputError
 from ..core.jsonl import BOM, EndlessLine, Entry, OnError, ReadStats, bounded_lines, iter_entries
 from ..formats import DOCUMENT_HEAD, SNIFF_LINES, TranscriptFormat, claim, detect, document_lines, get, is_document, other_agents, refuse_other_agent
@@ -47,16 +49,16 @@ def open_file(path: str | os.PathLike[str], buffering: int = -1) -> BinaryIO:
     if storage.is_remote(name):
         return io.BytesIO(storage.read_whole(name))
     path = storage.local_path(name)
-    if os.path.isdir(path):
-        raise InputError(name, None, IS_A_FOLDER)
     try:
-        return open(path, "rb", buffering=buffering)
+        return open(path, "rb", buffering=buffering)  # a folder: IsADirectoryError (or no permission to it)
+    except IsADirectoryError:
+        raise InputError(name, None, IS_A_FOLDER) from None
     except FileNotFoundError:
         raise InputError(name, None, "no such file") from None
     except PermissionError:
-        raise InputError(name, None, "permission denied") from None
+        raise InputError(name, None, IS_A_FOLDER if os.path.isdir(path) else "permission denied") from None
     except OSError as exc:
-        raise InputError(name, None, exc.strerror or str(exc)) from None
+        raise InputError(name, None, IS_A_FOLDER if os.path.isdir(path) else exc.strerror or str(exc)) from None
 
 
 SIDE_FILE_LIMIT = 16 << 20  # a price table or a notes file: Claude Code's notes are some 12K tokens
@@ -169,6 +171,14 @@ def detect_format(buffer: Any, source: str, named: str | None = None) -> Transcr
     file is refused (formats.other_agents), unless `named` says how to read it."""
     if named:
         return get(named)
+    first = _first_object(buffer)
+    if first is not None:
+        # What nearly every input is: a JSONL file whose first line some format claims. Told from
+        # that line alone, parsed once (examine_buffer and the sniff below make the same of it).
+        refuse_other_agent(source, other_agents.examine_first(first))
+        found = claim(first)
+        if found is not None:
+            return found
     refuse_other_agent(source, other_agents.examine_buffer(buffer))
     head_end = 0
     sample: list[Entry] = []
@@ -184,6 +194,21 @@ def detect_format(buffer: Any, source: str, named: str | None = None) -> Transcr
             break
         head_end = next_end + 1
     return detect(sample, source)
+
+
+def _first_object(buffer: Any) -> dict[str, Any] | None:
+    """The buffer's first line as an object, when it starts at the first byte with `{` and ends within
+    the bytes examine_buffer looks at first; else None."""
+    if buffer[:1] != b"{":
+        return None
+    end = buffer.find(b"\n", 0, other_agents.FIRST_LOOK)
+    if end < 0:
+        return None
+    try:
+        first = orjson.loads(bytes(buffer[:end]).rstrip(b"\r"))
+    except orjson.JSONDecodeError:
+        return None
+    return first if isinstance(first, dict) else None
 
 
 @dataclass

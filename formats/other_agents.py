@@ -22,6 +22,7 @@ from ..core.errors import InputError
 # How much of the input is looked at: a document's first keys are in its first lines, but a
 # pretty-printed one may hold a long history before a key that tells it.
 HEAD_BYTES = 1 << 20
+FIRST_LOOK = 1 << 16  # what a buffer's first look takes: a JSONL file's first line is nearly always within it
 BOM = b"\xef\xbb\xbf"
 SQLITE = b"SQLite format 3\x00"  # the first bytes of every SQLite database file
 # Key paths are kept this many containers deep ("history[].parts" is 3: an object, an array, an
@@ -264,11 +265,17 @@ def _key(token: bytes) -> str:
     return key if isinstance(key, str) else ""
 
 
+def examine_first(first: dict[str, Any]) -> OtherAgent | None:
+    """examine_buffer() of an input whose first line, at its first byte and within FIRST_LOOK bytes,
+    holds the object `first`: only that object tells (no signature reads more of a JSONL file)."""
+    return _match(Head(b"{", first))
+
+
 def examine_buffer(buffer: Any) -> OtherAgent | None:
     """examine() of a whole input held in a buffer (bytes, an mmap, a store's object), reading no
     more of it than it needs: a JSONL file is told by its first line."""
     size = len(buffer)
-    for length in (1 << 16, HEAD_BYTES):
+    for length in (FIRST_LOOK, HEAD_BYTES):
         found = examine(bytes(buffer[:length]), final=length >= min(size, HEAD_BYTES), at_end=size <= length)
         if found is not MORE:
             return found if isinstance(found, OtherAgent) else None
