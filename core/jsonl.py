@@ -404,7 +404,7 @@ def iter_buffer_entries(
     buffer: Any, source: str, on_error: OnError = "fail", stats: ReadStats | None = None, parsed: ParsedLines | None = None
 ) -> Iterator[Entry]:
     """Entries of a whole bytes-like buffer (an mmap), numbered, without copying their bytes.
-    `parsed`: objects of lines another read parsed already (iter_entries_reversed's), taken as they are.
+    `parsed`: objects of lines another read parsed already, taken as they are; those parsed here are added.
 
     For reports that read everything but write nothing: entries keep no raw bytes.
     """
@@ -444,6 +444,8 @@ def iter_buffer_spans(
                 except orjson.JSONDecodeError as exc:
                     obj = _parse_slowly(bytes(raw), eol == b"", exc)
                 _release(raw)  # no view may outlive the loop: the caller closes the mmap behind it
+                if parsed is not None and type(obj) is dict:
+                    parsed[line_start] = obj
             if obj is _BLANK:
                 continue
             if type(obj) is dict:

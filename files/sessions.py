@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import orjson
 
 from ..core.errors import InputError
+from ..core.jsonl import BOM, ParsedLines
 from . import storage
 
 if TYPE_CHECKING:  # pathlib loads where a folder is searched: the status line reads one file
@@ -64,12 +65,13 @@ def kind_of(path: str | os.PathLike[str]) -> Kind:
     return "subagent" if name.startswith("agent-") else "main"
 
 
-def kind_read(buffer: Any, named: Kind | None) -> Kind | None:
+def kind_read(buffer: Any, named: Kind | None, parsed: ParsedLines | None = None) -> Kind | None:
     """The kind once the file's bytes are at hand: a name that says nothing (a main-session name, a
-    renamed file, stdin as None) gives way to the lines' own `agentId` when it is a compaction's."""
+    renamed file, stdin as None) gives way to the lines' own `agentId` when it is a compaction's.
+    `parsed`: objects of lines a reader parsed already, by where each starts (not searched again)."""
     if named in ("subagent", "compaction"):
         return named
-    return kind_given(named, _first_agent_id(buffer))
+    return kind_given(named, _first_agent_id(buffer, parsed))
 
 
 def kind_given(named: Kind | None, first_agent_id: str) -> Kind | None:
@@ -85,13 +87,17 @@ def is_compaction(buffer: Any, path: str | None) -> bool:
     return kind_read(buffer, None if path in (None, "-") else kind_of(str(path))) == "compaction"
 
 
-def _first_agent_id(buffer: Any) -> str:
+def _first_agent_id(buffer: Any, parsed: ParsedLines | None = None) -> str:
     """The top-level agentId of the first of the first lines that has one ("" when none does)."""
     start = 0
+    bom = buffer[:3] == BOM  # a reader parses the first line past it; the parse below fails on it
     for _ in range(FIRST_LINES):
         end = buffer.find(b"\n", start)
         stop = len(buffer) if end < 0 else end
-        if buffer.find(b'"agentId"', start, stop) >= 0:  # progress lines nest one under data: only the top level counts
+        known = parsed.get(start) if parsed and (start or not bom) else None
+        if known is not None and not isinstance(known.get("agentId"), str):
+            pass  # parsed already, without one: the parse below would find none either (or fail), so no search
+        elif buffer.find(b'"agentId"', start, stop) >= 0:  # progress lines nest one under data: only the top level counts
             try:
                 entry = orjson.loads(bytes(buffer[start:stop]))
             except orjson.JSONDecodeError:

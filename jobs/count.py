@@ -206,7 +206,6 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: Kind | N
     `kind` is what the file's name says (None for stdin); the lines may tell a compaction side-call."""
     from ..files.sessions import kind_read  # sessions finds folders' files (pathlib): the status line counts one file
 
-    kind = kind_read(buffer, kind)
     transcript_format = detect_format(buffer, source, options.format)
     format_name = transcript_format.name
     stats = ReadStats()
@@ -219,7 +218,7 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: Kind | N
         if complete_file(options, buffer) or responses is None:
             stats.skipped, stats.problems = 0, []
             if len(buffer) <= SMALL_FILE:  # held whole: parsed once (the status line's usual file)
-                return list(iter_buffer_entries(buffer, source, options.on_error, stats)), True
+                return list(iter_buffer_entries(buffer, source, options.on_error, stats, parsed)), True
             # Every line, parsed again wherever it is read: memory is the index, however long the file.
             return LineIndex(buffer, source, options.on_error, stats), True
         return read_end(responses)
@@ -282,6 +281,8 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: Kind | N
         anchor_uuid = text(entries[messages[counted.anchor].entries[-1]].obj, "uuid")
     if not complete:
         counted.messages = None
+    # Last: the first lines the reads above parsed need no search for an agentId.
+    kind = kind_read(buffer, kind, parsed)
     result = FileCount(
         source, format_name, kind, counted, levels.window, reason, levels, _tokenizer_label(options, calibration), anchor_uuid, stats.skipped, version=version
     )
