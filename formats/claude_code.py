@@ -61,18 +61,19 @@ _PROGRESS_KEPT = ("type", "uuid", "parentUuid", "logicalParentUuid", "isSidechai
 
 def entry_type(obj: dict[str, Any]) -> str | None:
     """A line's `type` (user, assistant, system, progress, …) when it is a string; a hostile line's
-    list or object reads as None, which names no type."""
+    list or object reads as None, which names no type. (The loops over every line compare
+    obj.get("type") itself with the names: any other value compares unequal to each, as None does.)"""
     value = obj.get("type")
     return value if isinstance(value, str) else None
 
 
 def is_compact_boundary(obj: dict[str, Any]) -> bool:
-    return entry_type(obj) == "system" and obj.get("subtype") == "compact_boundary"
+    return obj.get("type") == "system" and obj.get("subtype") == "compact_boundary"
 
 
 def is_summary_marker(obj: dict[str, Any]) -> bool:
     """ctxpipe's record below a kept tail: every response above it was measured before the summary."""
-    return entry_type(obj) == "system" and obj.get("subtype") == SUMMARY_MARKER
+    return obj.get("type") == "system" and obj.get("subtype") == SUMMARY_MARKER
 
 
 def uuid_index(entries: Sequence[Entry]) -> dict[str, int]:
@@ -96,7 +97,7 @@ def find_leaf(entries: Sequence[Entry]) -> int | None:
     fallback = None
     for position in range(len(entries) - 1, -1, -1):
         obj = entries[position].obj
-        if entry_type(obj) in MESSAGE_TYPES:
+        if obj.get("type") in MESSAGE_TYPES:
             if not obj.get("isSidechain"):
                 return position
             if fallback is None:
@@ -211,7 +212,7 @@ def context_positions(entries: Sequence[Entry], history: bool = False, latest: d
     for position in chain:
         obj = entries[position].obj
         payload = obj.get("message")
-        if entry_type(obj) != "assistant" or not isinstance(payload, dict):
+        if obj.get("type") != "assistant" or not isinstance(payload, dict):
             continue
         if isinstance(payload.get("id"), str):
             response_ids.add(payload["id"])
@@ -228,7 +229,7 @@ def context_positions(entries: Sequence[Entry], history: bool = False, latest: d
         payload = obj.get("message")
         if not isinstance(payload, dict):
             continue
-        kind = entry_type(obj)
+        kind = obj.get("type")
         if kind == "assistant" and text(payload, "id") in response_ids:
             extra.append(position)
             tool_ids.update(_tool_use_ids(payload))
@@ -311,7 +312,7 @@ def _response_id(obj: dict[str, Any]) -> str | None:
     """The message.id of a response line whose usage can anchor a count (not a synthetic error, not
     unmetered, not a usage of zeros)."""
     payload = obj.get("message")
-    if entry_type(obj) != "assistant" or not isinstance(payload, dict) or not measures_context(payload.get("usage")):
+    if obj.get("type") != "assistant" or not isinstance(payload, dict) or not measures_context(payload.get("usage")):
         return None
     if payload.get("model") == "<synthetic>" or is_unmetered(obj):
         return None
@@ -339,7 +340,7 @@ def build_messages(entries: Sequence[Entry], positions: Sequence[int], content: 
     unmetered_ids: set[str] = set()
     for position in positions:
         obj = entries[position].obj
-        kind = entry_type(obj)
+        kind = obj.get("type")
         if kind not in MESSAGE_TYPES:
             continue
         payload = obj.get("message")
@@ -510,7 +511,7 @@ class _WalkBack:
             self.held = None
         for start, entry in lines:
             obj = entry.obj
-            kind = entry_type(obj)
+            kind = obj.get("type")
             on_chain = self.leaf_seen and obj.get("uuid") == self.wanted
             response = _response_id(obj) if on_chain else None
             if response is not None and responses is not None and response not in seen_responses and len(seen_responses) >= responses:
@@ -894,7 +895,7 @@ class ClaudeCodeFormat:
         thinking = 0  # rough tokens of the thinking blocks so far (what a strip of scope "all" drops)
         for position, entry in enumerate(entries):
             obj = entry.obj
-            kind = entry_type(obj)
+            kind = obj.get("type")
             if kind == "assistant":
                 thinking += _thinking_tokens(obj)
             elif kind == "attachment" and isinstance(obj.get("attachment"), dict):
