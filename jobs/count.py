@@ -56,8 +56,14 @@ HEAD_LINES = 2_000  # how far the baseline looks for the session's first respons
 # shared/corpus of the first response's prompt less the estimate of the messages before it
 # (bench/accuracy.py prints each; Claude Code 1.0.24 to 2.1.39).
 DEFAULT_BASELINE = 16_200
-# The same few models and versions recur across a folder's files: their thresholds (frozen) are worked out once.
+# The same few models and versions recur across a folder's files: their thresholds (frozen) and
+# windows are worked out once.
 _thresholds = functools.lru_cache(maxsize=256)(thresholds)
+
+
+@functools.lru_cache(maxsize=256)
+def _model_window(model: str | None, budget: BudgetSettings, version: str | None) -> tuple[int, str]:
+    return model_window(model, budget, settings_rules(budget, version)[0])
 
 
 @dataclass(frozen=True)
@@ -190,7 +196,7 @@ def _window(
         return options.window, "--window"
     if recorded:
         return recorded, "the model's window, as the file records it (formats: recorded_window)"
-    window, reason = model_window(model, budget, settings_rules(budget, version)[0])
+    window, reason = _model_window(model, budget, version)
     if window < ONE_MILLION and largest_prompt > window:
         return ONE_MILLION, f"a recorded prompt of {largest_prompt:,} tokens does not fit {window:,}"
     return window, reason
@@ -284,7 +290,7 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: Kind | N
     # Last: the first lines the reads above parsed need no search for an agentId.
     kind = kind_read(buffer, kind, parsed)
     result = FileCount(
-        source, format_name, kind, counted, levels.window, reason, levels, _tokenizer_label(options, calibration), anchor_uuid, stats.skipped, version=version
+        source, format_name, kind, counted, levels.window, reason, levels, _tokenizer_label(options, counter, calibration), anchor_uuid, stats.skipped, version=version
     )
     if options.by or options.top:
         # The views price every block, so they want the fit even when the count did not need it.
@@ -434,10 +440,10 @@ def _measured_baseline(
     return Baseline(tokens, "measured", note)
 
 
-def _tokenizer_label(options: CountOptions, calibration: Calibration) -> str:
+def _tokenizer_label(options: CountOptions, counter: TextCounter, calibration: Calibration) -> str:
     if options.as_claude_code:
         return "rough (as Claude Code)"
-    base = options.counter().name
+    base = counter.name
     if not options.calibrating:
         return base
     if calibration is UNCALIBRATED:
