@@ -70,6 +70,8 @@ def is_document(head: bytes) -> bool:
     a first line `{` alone (JSON.stringify(record, null, 2)) and the record's two keys in the head.
     Cheap, for every input: a JSONL file's first line is a whole object."""
     text = head.removeprefix(BOM).lstrip(b" \t\r\n")
+    if text[:2] == b'{"':  # a JSONL file's first object (its first key on the same line): told without splitting the head
+        return False
     line = text.split(b"\n", 1)[0].strip()
     return line == b"{" and b'"sessionId"' in text and b'"projectHash"' in text
 
