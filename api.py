@@ -677,7 +677,7 @@ def count_many(
     # One file: the tokenizer may use every core; many: the files are spread over them instead.
     options = replace(options or CountOptions(), threads=runner.workers if len(found) == 1 else 1)
     job = functools.partial(count_one, options=options)
-    results = run_all(job, [(for_workers(str(f.path), runner), f.kind, f.shown) for f in found], runner, sum(f.size for f in found), progress)
+    results = run_all(job, [(for_workers(str(f.path), runner), f.kind, f.shown) for f in found], runner, (f.size for f in found), progress)
     return cast(CountBatch, batch_of(CountBatch, [f.shown for f in found], results))
 
 
@@ -759,7 +759,7 @@ def _path_batch(
     else:
         runner = _runner(jobs, executor, scheduler)
         items = [(for_workers(str(file.path), runner), file.shown) for file in _found(paths, files, subagents)]
-    sizes = sum(os.path.getsize(path) for path, _ in items if not is_remote(path) and os.path.isfile(path))
+    sizes = (os.path.getsize(path) for path, _ in items if not is_remote(path) and os.path.isfile(path))
     results = run_all(job, items, runner, sizes, progress) if items else []
     return batch_of(kind, [shown for _, shown in items], results)
 
@@ -898,7 +898,7 @@ def compact_many(
     if out_dir:  # once, before the work: a folder that cannot be made, a store's missing bucket or backend
         make_folder(out_dir)
     job = functools.partial(compact_one, options=_as_the_command(options), backup=backup, before_write=before_write)
-    results = run_all(job, items, runner, sum(f.size for f in found), progress, shared_breaker=True)
+    results = run_all(job, items, runner, (f.size for f in found), progress, shared_breaker=True)
     for (path, _, target), (worker_path, _, worker_target), (ok, row) in zip(planned, items, results):
         if ok and isinstance(row, CompactReport) and row.output == worker_target:
             row.output = target
@@ -1008,7 +1008,7 @@ def report_many(
         out_dir=out_dir and for_workers(out_dir, runner),
         before_write=before_write,
     )
-    results = run_all(job, items, runner, sum(file.size for file in found), progress)
+    results = run_all(job, items, runner, (file.size for file in found), progress)
     batch = cast(ReportBatch, batch_of(ReportBatch, [file.shown for file in found], results))
     return ReportBatch(batch.files, join(out_dir, INDEX) if out_dir else None, tuple(given))
 

@@ -7,7 +7,7 @@ import functools
 import gc
 import os
 import signal
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -144,20 +144,21 @@ def run_all(
     job: Callable[[Item], Any],
     items: Sequence[Item],
     runner: Runner,
-    total_bytes: int,
+    sizes: Iterable[int],
     progress: Progress | None = None,
     shared_breaker: bool = False,
 ) -> list[tuple[bool, Any]]:
-    """(ok, result or CtxpipeError) for each item, in order; bad input in one file spares the rest."""
+    """(ok, result or CtxpipeError) for each item, in order; bad input in one file spares the rest.
+    `sizes`: the items' bytes, read only as far as the choice of workers needs them."""
     with progress(len(items)) if progress else contextlib.nullcontext(None) as on_done:
-        return _run_all(job, items, runner, total_bytes, on_done, shared_breaker)
+        return _run_all(job, items, runner, sizes, on_done, shared_breaker)
 
 
 def _run_all(
     job: Callable[[Item], Any],
     items: Sequence[Item],
     runner: Runner,
-    total_bytes: int,
+    sizes: Iterable[int],
     on_done: Callable[[bool], None] | None,
     shared_breaker: bool,
 ) -> list[tuple[bool, Any]]:
@@ -167,7 +168,7 @@ def _run_all(
         return run_on_dask(functools.partial(_guarded, job), items, runner.scheduler, runner.workers, on_done, shared_breaker)
     jobs = runner.workers
     failures = _shared_count() if shared_breaker else None
-    if jobs <= 1 or len(items) < 2 or total_bytes + len(items) * FILE_COST_BYTES < PARALLEL_MIN_BYTES:
+    if jobs <= 1 or len(items) < 2 or _little(len(items), sizes):
         in_order: list[tuple[bool, Any]] = []
         with shared(failures):
             for item in items:
@@ -321,6 +322,17 @@ def _work(job: Callable[[Any], Any], items: Sequence[Any], runs: Sequence[range]
         status = INTERRUPTED
     finally:
         os._exit(status)
+
+
+def _little(count: int, sizes: Iterable[int]) -> bool:
+    """Whether `count` files of these sizes are less work than starting workers costs: each counted
+    as at least FILE_COST_BYTES, the sizes read (a stat each) only until the batch is big enough."""
+    total = count * FILE_COST_BYTES
+    for size in sizes:
+        if total >= PARALLEL_MIN_BYTES:
+            return False
+        total += size
+    return total < PARALLEL_MIN_BYTES
 
 
 def _shared_count() -> Any:

@@ -458,14 +458,14 @@ def test_run_all_spreads_over_workers_keeps_the_order_and_isolates_failures(monk
     items = ["a" * n for n in range(1, 20)]
     items[7] = "bad"
     done: list[bool] = []
-    results = batch.run_all(_pid_and_length, items, batch.Runner(2), 1, progress=lambda total: contextlib.nullcontext(done.append))
+    results = batch.run_all(_pid_and_length, items, batch.Runner(2), [1], progress=lambda total: contextlib.nullcontext(done.append))
     assert [ok for ok, _ in results] == [item != "bad" for item in items]
     assert [value[1] for ok, value in results if ok] == [len(item) for item in items if item != "bad"]
     assert isinstance(results[7][1], CtxpipeError)
     pids = {value[0] for ok, value in results if ok}
     assert os.getpid() not in pids and len(pids) == 2
     assert sorted(done) == sorted(ok for ok, _ in results)
-    sequential = batch.run_all(_pid_and_length, items, batch.Runner(1), 1)
+    sequential = batch.run_all(_pid_and_length, items, batch.Runner(1), [1])
     assert {value[0] for ok, value in sequential if ok} == {os.getpid()}
 
 
@@ -586,7 +586,7 @@ def test_the_breaker_is_shared_by_parallel_workers(tmp_path: Path, failing_serve
         path.write_bytes(small("/home/dev/app", number))
         items.append((str(path), str(path), str(tmp_path / "out" / path.name)))
     monkeypatch.setattr(batch, "PARALLEL_MIN_BYTES", 0)
-    results = batch.run_all(functools.partial(compact_one, options=options, backup=None), items, batch.Runner(2), 1, shared_breaker=True)
+    results = batch.run_all(functools.partial(compact_one, options=options, backup=None), items, batch.Runner(2), [1], shared_breaker=True)
     assert all(ok for ok, _ in results), results
     calls = len(failing_server.message_requests())
     assert 3 <= calls <= 4, f"{calls} requests: the breaker opens after 3 failures (one more may already be in flight in the other worker)"

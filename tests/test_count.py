@@ -681,9 +681,9 @@ def test_parallel_jobs_give_the_same_results_in_input_order(monkeypatch: pytest.
 
     items = _batch_items()
     job = functools.partial(_count_one, options=CountOptions())
-    serial = batch.run_all(job, items, batch.Runner(1), 1 << 40)
+    serial = batch.run_all(job, items, batch.Runner(1), [1 << 40])
     monkeypatch.setattr(batch, "PARALLEL_MIN_BYTES", 0)
-    parallel = batch.run_all(job, items, batch.Runner(2), 1 << 40)
+    parallel = batch.run_all(job, items, batch.Runner(2), [1 << 40])
     assert [ok for ok, _ in parallel] == [True] * len(items)
     assert [value.file for _, value in parallel] == [shown for _, _, shown in items]
     assert [value.count_report() for _, value in parallel] == [value.count_report() for _, value in serial]
@@ -720,7 +720,7 @@ def test_parallel_jobs_report_a_bad_file_and_count_the_others(monkeypatch: pytes
     bad.write_bytes(b'{"foo":1}\n')
     items = _batch_items()[:3] + [(str(bad), "main", "bad")] + _batch_items()[3:6]
     monkeypatch.setattr(batch, "PARALLEL_MIN_BYTES", 0)
-    results = batch.run_all(functools.partial(_count_one, options=CountOptions()), items, batch.Runner(2), 1 << 40)
+    results = batch.run_all(functools.partial(_count_one, options=CountOptions()), items, batch.Runner(2), [1 << 40])
     assert [ok for ok, _ in results] == [True] * 3 + [False] + [True] * 3
     assert "bad" in str(results[3][1])
 
