@@ -15,7 +15,7 @@ import bisect
 import uuid as uuidlib
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
-from itertools import chain, repeat
+from itertools import chain
 from typing import Any
 
 import orjson
@@ -81,12 +81,7 @@ def uuid_index(entries: Sequence[Entry]) -> dict[str, int]:
     changed by the caller: a LineIndex keeps it for the next one."""
 
     def scan() -> dict[str, int]:
-        index: dict[str, int] = {}
-        for position, entry in enumerate(entries):
-            value = entry.obj.get("uuid")
-            if isinstance(value, str):
-                index[value] = position
-        return index
+        return {value: position for position, entry in enumerate(entries) if isinstance(value := entry.obj.get("uuid"), str)}
 
     found: dict[str, int] = memoized(entries, "uuid_index", scan)
     return found
@@ -348,7 +343,7 @@ def build_messages(entries: Sequence[Entry], positions: Sequence[int], content: 
             continue
         raw = payload.get("content")
         indices, blocks = read_blocks(raw) if content else ([], [])
-        refs = list(zip(repeat(position), indices))
+        refs = [(position, index) for index in indices]
         if kind == "assistant":
             message_id = payload.get("id") if isinstance(payload.get("id"), str) else None
             usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else None
