@@ -14,7 +14,17 @@ from typing import Any
 
 from ..core.count import is_real_response
 from ..core.jsonl import Entry, OnError, ParsedLines, ReadStats, iter_buffer_entries, iter_entries
-from ..core.transcript_format import CAPABILITIES, SUMMARY_MARKER, CompactionSpan, ContextReader, TranscriptEditor, TranscriptFormat, WritableFormat, WriteOptions, editor_of
+from ..core.transcript_format import (
+    CAPABILITIES,
+    SUMMARY_MARKER,
+    CompactionSpan,
+    ContextReader,
+    TranscriptEditor,
+    TranscriptFormat,
+    WritableFormat,
+    WriteOptions,
+    editor_of,
+)
 
 # The namespace of the uuids ctxpipe derives from what it writes (the same run gives the same bytes).
 CTXPIPE_NAMESPACE = uuidlib.UUID("6f1d2c1e-7f3b-4c1a-9a51-0c7e1d2b9a10")

@@ -28,8 +28,8 @@ from ..core.jsonl import Entry, OnError, ParsedLines, ReadStats, as_text, iter_e
 from ..core.model import Finding, Message
 from ..core.placeholders import SUMMARY_PREAMBLE
 from ..core.rules import rules_for
-from ..core.transcript_format import ContextReader
 from ..core.tokens import RoughCounter
+from ..core.transcript_format import ContextReader
 from .base import CTXPIPE_NAMESPACE, SUMMARY_MARKER, CompactionSpan, WriteOptions
 
 # Tuples, not sets: a line's `type` may be a list or an object, which a set lookup cannot hash.

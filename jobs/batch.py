@@ -199,9 +199,7 @@ def _run_pool(job: Callable[[Any], Any], items: Sequence[Any], jobs: int, on_don
 
     # The job goes to each worker once, as it starts; the workers stay for the whole batch and take
     # the files in chunks, so a file costs the parent one item sent and one result received.
-    pool = ProcessPoolExecutor(
-        max_workers=min(jobs, len(items)), mp_context=multiprocessing.get_context(), initializer=_start_worker, initargs=(failures, job)
-    )
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(items)), mp_context=multiprocessing.get_context(), initializer=_start_worker, initargs=(failures, job))
     results: list[tuple[bool, Any]] = [(False, None)] * len(items)  # each put in place as its chunk comes back
     with _stopped_cleanly(pool):
         chunks = {pool.submit(_run_chunk, items[run.start : run.stop]): run for run in _chunks(len(items), jobs)}
@@ -304,8 +302,8 @@ def _run_forked(job: Callable[[Any], Any], items: Sequence[Any], workers: int, o
 
 def _work(job: Callable[[Any], Any], items: Sequence[Any], runs: Sequence[range], tasks: int, results: int, failures: Any) -> None:
     """A forked worker's life: each run whose number it reads from `tasks`, the job on its items,
-    their results written to `results`; then it ends (os._exit: nothing of the parent's, no atexit,
-    no buffered output, runs twice)."""
+    their results written to `results`; then it ends by os._exit, so that nothing it has of the
+    parent's (atexit handlers, buffered output) runs twice."""
     import pickle
 
     status = 1

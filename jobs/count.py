@@ -248,7 +248,9 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: Kind | N
                 messages = transcript_format.messages(entries)
                 estimates = Estimates(messages, counter)
             calibration = calibrate(estimates)
-        baseline = session_baseline(buffer, source, transcript_format, counter, calibration, options, _smallest_prompt(messages), _whole(buffer, entries), parsed)
+        baseline = session_baseline(
+            buffer, source, transcript_format, counter, calibration, options, _smallest_prompt(messages), _whole(buffer, entries), parsed
+        )
         counted = count_context(estimates, calibration, transcript_format.markers(entries), options.as_claude_code, baseline)
     else:
         # No usage describes this context: it is estimated whole, on top of the session baseline.
@@ -268,7 +270,9 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: Kind | N
             calibration = calibrate(Estimates(history, counter) if history is not messages else estimates)
         if opening is not None and opening.restores != "nothing" and not options.as_claude_code:
             reinjection = _reinjection(entries, transcript_format, opening.restores, counter, calibration)
-        baseline = session_baseline(buffer, source, transcript_format, counter, calibration, options, _smallest_prompt(history), _whole(buffer, entries), parsed)
+        baseline = session_baseline(
+            buffer, source, transcript_format, counter, calibration, options, _smallest_prompt(history), _whole(buffer, entries), parsed
+        )
         # Markers remove nothing here (the estimate sees the content as it now is); they may add (PDF reads).
         counted = count_context(estimates, calibration, transcript_format.markers(entries), options.as_claude_code, baseline, reinjection)
         # A context just compacted has no response of its own: the model is the newest one before it.
@@ -290,7 +294,17 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: Kind | N
     # Last: the first lines the reads above parsed need no search for an agentId.
     kind = kind_read(buffer, kind, parsed)
     result = FileCount(
-        source, format_name, kind, counted, levels.window, reason, levels, _tokenizer_label(options, counter, calibration), anchor_uuid, stats.skipped, version=version
+        source,
+        format_name,
+        kind,
+        counted,
+        levels.window,
+        reason,
+        levels,
+        _tokenizer_label(options, counter, calibration),
+        anchor_uuid,
+        stats.skipped,
+        version=version,
     )
     if options.by or options.top:
         # The views price every block, so they want the fit even when the count did not need it.
