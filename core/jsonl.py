@@ -419,8 +419,6 @@ def iter_buffer_spans(
     iter_buffer_entries reads them: where each entry's bytes are, so a reader can parse it again
     (LineIndex) instead of keeping it."""
     loads = orjson.loads
-    if stop == 0:
-        return
     size = len(buffer) if stop is None else stop
     searched_end = min(size, zero_tail(buffer))
     start = 3 if buffer[:3] == BOM and size >= 3 else 0

@@ -315,7 +315,7 @@ def _job(item: tuple[str, int]) -> int:
 def test_a_file_that_breaks_a_job_is_one_error_row_naming_it():
     items = [("a.jsonl", 1), ("bad.jsonl", 2), ("input.jsonl", 3), ("c.jsonl", 4)]
     for jobs, total in ((1, 0), (2, PARALLEL_MIN_BYTES)):  # in this process, and in worker processes
-        results = run_all(_job, items, Runner(jobs), total)
+        results = run_all(_job, items, Runner(jobs), [total])
         assert [ok for ok, _ in results] == [True, False, False, True]
         assert results[0][1] == 1 and results[3][1] == 4
         internal = results[1][1]
