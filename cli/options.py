@@ -98,8 +98,8 @@ def price_table(value: Optional[str]) -> Any:
     import orjson
 
     from ..api import read_side_file
-    from ..core.cache import prices_from
     from ..core.errors import InputError
+    from ..core.prices import prices_from
 
     data = read_side_file(value, "a price table")
     try:

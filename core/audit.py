@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .blocks import call_id, content_of, input_of, is_tool_result, is_tool_use, name_of
-from .cache import price_of
 from .catalog import Prices
 from .cost import billed_rate, dollars, inference_scale, token_parts
 from .count import is_real_response, usage_prompt
 from .fields import rounded_down
 from .model import Message
+from .prices import price_of
 from .reports import MissingFact
 from .summarize import Fact, context_text, key_facts, verify
 from .tokens import TextCounter, estimate_blocks

@@ -23,7 +23,7 @@ from .jsonl import as_text
 from .model import Message
 from .placeholders import SUMMARY_PREAMBLE
 from .reports import FactKind, KindRecall, MissingFact, VerificationReport
-from .stage import setting
+from .setting import setting
 from .tokens import RoughCounter, estimate_blocks
 
 if TYPE_CHECKING:
@@ -510,7 +510,7 @@ ENGINES = ("auto", "session-memory", "llm", "offline")
 
 @dataclass(frozen=True)
 class SummarizeSettings:
-    """summarize's settings as the command line spells them (see core.stage.Flag)."""
+    """summarize's settings as the command line spells them (see core.setting.Flag)."""
 
     engine: str = setting(
         "auto",

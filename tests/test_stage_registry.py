@@ -20,7 +20,8 @@ import typer
 from ctxpipe.cli.flags import Merged, parameters, with_options
 from ctxpipe.cli.stages import stage_command
 from ctxpipe.core.jsonl import Entry
-from ctxpipe.core.stage import Outcome, Stage, StageContext, flag_of, no_marker, setting
+from ctxpipe.core.setting import flag_of, no_marker, setting
+from ctxpipe.core.stage import Outcome, Stage, StageContext
 from ctxpipe.core.wire import Wire, sometimes
 from ctxpipe.jobs.pipeline import BY_NAME, GIVEN_BY_COMPACT, PIPELINE, STAGES
 from helpers import FIXTURES, ok, run_cli

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from ...core.cache import CacheModel
+from ...core.prices import CacheModel
 from ...core.wire import to_wire
 from .. import declare, streams
 from ..budget_options import Budget

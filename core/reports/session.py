@@ -9,7 +9,9 @@ from ..wire import Absent, Wire, sometimes, sometimes_null
 
 if TYPE_CHECKING:  # annotations only
     from .cost import CallRow, CostReport
-    from .count import BreakdownRow, CountReport, WarnReport
+    from .count import CountReport
+    from .count_views import BreakdownRow
+    from .warn import WarnReport
     from .parts import CacheDecisionReport
     from .stages import MissingFact
 
