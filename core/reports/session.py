@@ -11,9 +11,9 @@ if TYPE_CHECKING:  # annotations only
     from .cost import CallRow, CostReport
     from .count import CountReport
     from .count_views import BreakdownRow
-    from .warn import WarnReport
     from .parts import CacheDecisionReport
     from .stages import MissingFact
+    from .warn import WarnReport
 
 
 @dataclass(kw_only=True, slots=True)
