@@ -59,7 +59,20 @@ if TYPE_CHECKING:
     from .jobs.breaker import breaker
     from .jobs.count import CountOptions, FileCount, count_buffer, count_file
     from .jobs.hooks import HookAnswer, HookOptions, SettingsChange, settings_path
-    from .jobs.pipeline import GIVEN_BY_COMPACT, PIPELINE, STAGES, CompactOptions, CompactRun, StageRun, compact_buffer, model_access, ready, stage_context
+    from .jobs.pipeline import (
+        GIVEN_BY_COMPACT,
+        PIPELINE,
+        STAGE_NAMES,
+        STAGES,
+        CompactOptions,
+        CompactRun,
+        StageRun,
+        compact_buffer,
+        model_access,
+        ready,
+        stage_context,
+        stage_named,
+    )
     from .jobs.pipeline import run_stage as run_stage_on_buffer
     from .jobs.results import BatchResult, CompactBatch, ContextManagement, CountBatch, FileResult, ValidatedFile, count_total
     from .jobs.rollup import RollupBatch, calls_file
@@ -113,6 +126,8 @@ _LOADED_ON_USE: dict[str, tuple[str, str]] = {
     "GIVEN_BY_COMPACT": ("jobs.pipeline", "GIVEN_BY_COMPACT"),
     "PIPELINE": ("jobs.pipeline", "PIPELINE"),
     "STAGES": ("jobs.pipeline", "STAGES"),
+    "STAGE_NAMES": ("jobs.pipeline", "STAGE_NAMES"),
+    "stage_named": ("jobs.pipeline", "stage_named"),
     "CompactOptions": ("jobs.pipeline", "CompactOptions"),
     "StageRun": ("jobs.pipeline", "StageRun"),
     "CompactRun": ("jobs.pipeline", "CompactRun"),
@@ -245,6 +260,8 @@ __all__ = [
     "GIVEN_BY_COMPACT",
     "PIPELINE",
     "STAGES",
+    "STAGE_NAMES",
+    "stage_named",
     "CompactOptions",
     "StageRun",
     "CompactRun",
@@ -462,10 +479,10 @@ def run_stage(
     asks a model only with the `llm` engine and ANTHROPIC_API_KEY set."""
     from datetime import timezone
 
-    from .jobs.pipeline import BY_NAME, stage_context
     from .jobs.pipeline import run_stage as run
+    from .jobs.pipeline import stage_context, stage_named
 
-    stage = BY_NAME[name]
+    stage = stage_named(name)
     chosen = settings if settings is not None else stage.settings()
     if not isinstance(chosen, stage.settings):
         raise TypeError(f"{name} takes {stage.settings.__name__}, not {type(chosen).__name__}")

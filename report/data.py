@@ -249,9 +249,9 @@ def _dry_run(
     from ..core.errors import CtxpipeError
     from ..core.microcompact import MicrocompactSettings
     from ..core.summarize import SummarizeSettings
-    from ..jobs.pipeline import BY_NAME, run_stage, stage_context
+    from ..jobs.pipeline import run_stage, stage_context, stage_named
 
-    stage = BY_NAME[name]
+    stage = stage_named(name)
     # microcompact: what clearing frees now whatever the idle time (the cache model below says
     # whether it pays); summarize: the offline engine, as a dry run calls no model.
     settings: Any = {"microcompact": MicrocompactSettings(force=True), "summarize": SummarizeSettings(engine="offline")}.get(name) or stage.settings()
