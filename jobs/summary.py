@@ -49,7 +49,6 @@ from ..files import storage
 from ..files.inputs import read_side_file
 from .breaker import breaker as process_breaker
 from .count import CountOptions, region_measure
-from .llm import ModelAccess, llm_summary, repair_summary
 
 __all__ = ["ENGINES", "run", "summarize_entries"]
 
@@ -285,16 +284,18 @@ def summarize_entries(
     fallback_reason = fell_back or None  # why an engine's summary was not taken (the model's, when it fails here)
     answered: LlmResult | None = None  # the model's summary, when it is the one written
     deadline = None  # the model's: one limit for the summary and its repair request
-    # No --model: the transcript's. The endpoint: --base-url, else ANTHROPIC_BASE_URL.
-    access = ModelAccess(settings.model or transcript_model(messages), context.api_key, settings.endpoint(context.base_url, context.api_key))
+    # No --model: the transcript's. The endpoint: --base-url, else ANTHROPIC_BASE_URL (checked here, whatever the engine).
+    model, endpoint = settings.model or transcript_model(messages), settings.endpoint(context.base_url, context.api_key)
     if engine == "session-memory" and notes is not None:  # choose_engine names the notes it chose
         raw_notes = read_notes(notes)
         if not usable_notes(raw_notes):
             raise CtxpipeError(f"{notes}: the session notes are empty or still the template")
         summary = notes_summary(raw_notes, notes)
     elif engine == "llm":
+        from .llm import ModelAccess, llm_summary  # the model's client: loaded when the model is asked
+
         try:
-            answered = llm_summary(history_read, settings, access, progress)
+            answered = llm_summary(history_read, settings, ModelAccess(model, context.api_key, endpoint), progress)
             deadline = answered.deadline
             breaker.record(True)
             summary = answered.text
@@ -326,7 +327,10 @@ def summarize_entries(
         checked = verify(facts, summary + "\n" + context_text(tail))
         before_repair = checked.report()
         if checked.missing and engine == "llm":
+            from .llm import ModelAccess, repair_summary
+
             try:
+                access = ModelAccess(model, context.api_key, endpoint)
                 summary = carry_earlier(repair_summary(summary, [f.text for f in checked.missing], settings, access, deadline=deadline))
                 checked = verify(facts, summary + "\n" + context_text(tail))
                 repaired = True

@@ -12,7 +12,7 @@ if TYPE_CHECKING:  # annotations only
     from .count import CountReport
     from .count_views import BreakdownRow
     from .parts import CacheDecisionReport
-    from .stages import MissingFact
+    from .stage_summarize import MissingFact
     from .warn import WarnReport
 
 
