@@ -25,7 +25,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, BinaryIO, Literal, cast
 
-from .core.convert import ConvertReport, to_api_messages
 from .core.errors import CtxpipeError, SettingsError, UnsupportedError
 from .core.jsonl import OnError, ReadStats, write_entries
 from .core.model import Finding, Transcript
@@ -48,6 +47,7 @@ from .formats import NAMES, REGISTRY, WRITABLE, WriteOptions, editor_of, get
 
 if TYPE_CHECKING:
     from .core.api_edits import ApiEditsOptions
+    from .core.convert import ConvertReport
     from .core.reports import CompactReport, CompactRow, CompactSkipRow, CountReport, SessionReport, StageReport, WarnReport
     from .core.rollup import FileCalls
     from .core.statusline import Saving, StatusFigures
@@ -299,6 +299,8 @@ def convert(transcript: Transcript, to: str, repair: bool = False, history: bool
 def convert_with_report(
     transcript: Transcript, to: str, repair: bool = False, history: bool = False, options: WriteOptions | None = None
 ) -> tuple[Transcript, ConvertReport]:
+    from .core.convert import ConvertReport, to_api_messages
+
     source_format, target = get(transcript.format), get(to)
     if source_format is target and not repair and not history:
         return transcript, ConvertReport()
@@ -311,6 +313,8 @@ def convert_with_report(
 
 def api_messages(transcript: Transcript, history: bool = False, repair: bool = False) -> list[dict[str, Any]]:
     """The Messages API conversation of the active context (the whole main chain with history)."""
+    from .core.convert import to_api_messages
+
     messages = get(transcript.format).messages(transcript.entries, history=history)
     return to_api_messages(messages, transcript.entries, repair=repair)[0]
 

@@ -217,19 +217,6 @@ class Reading:
         return "skip" if self.on_error is OnErrorChoice.skip else "fail"
 
 
-@dataclass(frozen=True)
-class StageIO(Reading):
-    """What every stage command shares: where the transcript comes from and goes, and the stage's records."""
-
-    path: InputPath = None
-    output: Output = None
-    now: Now = None
-    report: Report = False
-    report_json: ReportJson = None
-    ledger: Ledger = None
-    unbuffered: Unbuffered = False
-
-
 class RunOn(TypedDict):
     """A batch's keyword arguments for the api's batch functions (count_many, …)."""
 

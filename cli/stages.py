@@ -6,7 +6,7 @@ import contextlib
 import os
 import stat
 from collections.abc import Callable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +23,21 @@ if TYPE_CHECKING:
     from ..core.wire import Wire
 from . import streams
 from .flags import with_options
-from .options import StageIO, iso_time
+from .options import InputPath, Ledger, Now, Output, Reading, Report, ReportJson, Unbuffered, iso_time
+
+
+# Here, not in options.py with the other bundles: only a stage's command loads it.
+@dataclass(frozen=True)
+class StageIO(Reading):
+    """What every stage command shares: where the transcript comes from and goes, and the stage's records."""
+
+    path: InputPath = None
+    output: Output = None
+    now: Now = None
+    report: Report = False
+    report_json: ReportJson = None
+    ledger: Ledger = None
+    unbuffered: Unbuffered = False
 
 
 def stage_command(stage: Stage) -> Callable[..., None]:

@@ -8,17 +8,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..core.blocks import is_text, is_tool_use
 from ..core.count import Compaction
 from ..core.errors import CtxpipeError, InputError
-from ..core.facts import Facts, gather
 from ..core.fields import MAX_COUNT, iso, moment, rounded_percent
 from ..core.jsonl import Entry
 from ..core.model import Message
 from ..core.placeholders import RESTORED_PREFIX, SUMMARY_PREAMBLE
-from ..core.reports import Engine, LlmUsage, SummarizeExtras, VerificationReport
 from ..core.rules import CURRENT, Rules, session_rules
 from ..core.stage import Outcome, StageContext
 from ..core.summarize import (
@@ -49,6 +47,10 @@ from ..files import storage
 from ..files.inputs import read_side_file
 from .breaker import breaker as process_breaker
 from .count import CountOptions, region_measure
+
+if TYPE_CHECKING:  # types only: the report types and the fact readers load when a summary is written
+    from ..core.facts import Facts
+    from ..core.reports import Engine, VerificationReport
 
 __all__ = ["ENGINES", "run", "summarize_entries"]
 
@@ -278,6 +280,8 @@ def summarize_entries(
     @functools.cache
     def whole() -> Facts:
         """The whole context's facts, read once for the offline summary and the verifier."""
+        from ..core.facts import gather  # here: a run with nothing to summarize does not read facts
+
         return gather(history_read + tail_read, side_inputs)
 
     fell_back = fallback.failed if fallback is not None else None
@@ -410,6 +414,8 @@ def summarize_entries(
             if kept_facts:
                 mended.append(f"{kept_facts} added as Facts to keep")
             note += f" (missing {lost}; {', '.join(mended)}); recall now {rounded_percent(verification.recall)}"
+    from ..core.reports import LlmUsage, SummarizeExtras
+
     report = SummarizeExtras(
         stage="summarize",
         engine=engine,
