@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from enum import Enum
 from typing import TYPE_CHECKING, Annotated, Any, Optional, TypedDict, cast
 
@@ -35,6 +36,13 @@ def iso_time(value: Optional[str]) -> Optional[str]:
     if value is not None and moment(value) is None:
         raise declare.BadParameter(f"{value!r} is not an ISO 8601 time, such as 2026-05-04T10:00:00Z")
     return value
+
+
+def parse_now(value: str | None) -> datetime:
+    """--now as a time (iso_time checked it when the command line was parsed), or the clock's."""
+    from ..core.fields import moment
+
+    return moment(iso_time(value)) or datetime.now(timezone.utc)
 
 
 def rollup_bound(value: Optional[str]) -> Optional[str]:

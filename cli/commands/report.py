@@ -11,8 +11,7 @@ from .. import declare, streams
 from ..budget_options import Budget
 from ..flags import with_options
 from ..metavars import PATHS
-from ..options import Batch, Json, Now, OutDir, Output, Reading
-from ..stages import parse_now
+from ..options import Batch, Json, Now, OutDir, Output, Reading, parse_now
 from ..status import ExitStatus
 
 if TYPE_CHECKING:  # types only
