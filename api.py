@@ -25,7 +25,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, BinaryIO, Literal, cast
 
-from .core.convert import ConvertReport, to_api_messages
 from .core.errors import CtxpipeError, SettingsError, UnsupportedError
 from .core.jsonl import OnError, ReadStats, write_entries
 from .core.model import Finding, Transcript
@@ -48,6 +47,7 @@ from .formats import NAMES, REGISTRY, WRITABLE, WriteOptions, editor_of, get
 
 if TYPE_CHECKING:
     from .core.api_edits import ApiEditsOptions
+    from .core.convert import ConvertReport
     from .core.reports import CompactReport, CompactRow, CompactSkipRow, CountReport, SessionReport, StageReport, WarnReport
     from .core.rollup import FileCalls
     from .core.statusline import Saving, StatusFigures
@@ -59,7 +59,20 @@ if TYPE_CHECKING:
     from .jobs.breaker import breaker
     from .jobs.count import CountOptions, FileCount, count_buffer, count_file
     from .jobs.hooks import HookAnswer, HookOptions, SettingsChange, settings_path
-    from .jobs.pipeline import GIVEN_BY_COMPACT, PIPELINE, STAGES, CompactOptions, CompactRun, StageRun, compact_buffer, model_access, ready, stage_context
+    from .jobs.pipeline import (
+        GIVEN_BY_COMPACT,
+        PIPELINE,
+        STAGE_NAMES,
+        STAGES,
+        CompactOptions,
+        CompactRun,
+        StageRun,
+        compact_buffer,
+        model_access,
+        ready,
+        stage_context,
+        stage_named,
+    )
     from .jobs.pipeline import run_stage as run_stage_on_buffer
     from .jobs.results import BatchResult, CompactBatch, ContextManagement, CountBatch, FileResult, ValidatedFile, count_total
     from .jobs.rollup import RollupBatch, calls_file
@@ -113,6 +126,8 @@ _LOADED_ON_USE: dict[str, tuple[str, str]] = {
     "GIVEN_BY_COMPACT": ("jobs.pipeline", "GIVEN_BY_COMPACT"),
     "PIPELINE": ("jobs.pipeline", "PIPELINE"),
     "STAGES": ("jobs.pipeline", "STAGES"),
+    "STAGE_NAMES": ("jobs.pipeline", "STAGE_NAMES"),
+    "stage_named": ("jobs.pipeline", "stage_named"),
     "CompactOptions": ("jobs.pipeline", "CompactOptions"),
     "StageRun": ("jobs.pipeline", "StageRun"),
     "CompactRun": ("jobs.pipeline", "CompactRun"),
@@ -245,6 +260,8 @@ __all__ = [
     "GIVEN_BY_COMPACT",
     "PIPELINE",
     "STAGES",
+    "STAGE_NAMES",
+    "stage_named",
     "CompactOptions",
     "StageRun",
     "CompactRun",
@@ -282,6 +299,8 @@ def convert(transcript: Transcript, to: str, repair: bool = False, history: bool
 def convert_with_report(
     transcript: Transcript, to: str, repair: bool = False, history: bool = False, options: WriteOptions | None = None
 ) -> tuple[Transcript, ConvertReport]:
+    from .core.convert import ConvertReport, to_api_messages
+
     source_format, target = get(transcript.format), get(to)
     if source_format is target and not repair and not history:
         return transcript, ConvertReport()
@@ -294,6 +313,8 @@ def convert_with_report(
 
 def api_messages(transcript: Transcript, history: bool = False, repair: bool = False) -> list[dict[str, Any]]:
     """The Messages API conversation of the active context (the whole main chain with history)."""
+    from .core.convert import to_api_messages
+
     messages = get(transcript.format).messages(transcript.entries, history=history)
     return to_api_messages(messages, transcript.entries, repair=repair)[0]
 
@@ -462,10 +483,10 @@ def run_stage(
     asks a model only with the `llm` engine and ANTHROPIC_API_KEY set."""
     from datetime import timezone
 
-    from .jobs.pipeline import BY_NAME, stage_context
     from .jobs.pipeline import run_stage as run
+    from .jobs.pipeline import stage_context, stage_named
 
-    stage = BY_NAME[name]
+    stage = stage_named(name)
     chosen = settings if settings is not None else stage.settings()
     if not isinstance(chosen, stage.settings):
         raise TypeError(f"{name} takes {stage.settings.__name__}, not {type(chosen).__name__}")

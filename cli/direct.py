@@ -170,7 +170,11 @@ def main(argv: Sequence[str]) -> None:
     with loading():
         function = command(name)
         found = None if function is None else slots(function.declared)
-    gc.enable()  # off while the modules loaded (cli/entry.py): the command's own work collects as usual
+    # Off while the modules loaded (cli/entry.py): the command's own work collects as usual. What is
+    # loaded stays for the whole run, so it is frozen first: a collection (the run's own imports set
+    # several off) walks only what was made since, not every module's functions and classes.
+    gc.freeze()
+    gc.enable()
     values = None if found is None else parse(found, argv[1:])
     if values is None:
         return

@@ -2,7 +2,7 @@
 
 Two kinds of declaration become command parameters here (cli/declare.py's, which typer and the
 direct path both read):
-- a settings dataclass of the core's (core.stage.Flag on each field, neutral: the core does not import typer):
+- a settings dataclass of the core's (core.setting.Flag on each field, neutral: the core does not import typer):
   a stage's settings, api-edits' ApiEditsOptions;
 - a bundle of the CLI's own options (a dataclass whose fields are `Annotated[..., declare.Option(...)]`,
   e.g. the input/output options every stage shares).
@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from enum import Enum
 from typing import Annotated, Any, Optional, TypeVar
 
-from ..core.stage import Flag, flag_of
+from ..core.setting import Flag, flag_of
 from . import declare
 from .options import choice_enum, iso_time, percentage, price_table, readable_file
 

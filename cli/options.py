@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from enum import Enum
 from typing import TYPE_CHECKING, Annotated, Any, Optional, TypedDict, cast
 
@@ -35,6 +36,13 @@ def iso_time(value: Optional[str]) -> Optional[str]:
     if value is not None and moment(value) is None:
         raise declare.BadParameter(f"{value!r} is not an ISO 8601 time, such as 2026-05-04T10:00:00Z")
     return value
+
+
+def parse_now(value: str | None) -> datetime:
+    """--now as a time (iso_time checked it when the command line was parsed), or the clock's."""
+    from ..core.fields import moment
+
+    return moment(iso_time(value)) or datetime.now(timezone.utc)
 
 
 def rollup_bound(value: Optional[str]) -> Optional[str]:
@@ -98,8 +106,8 @@ def price_table(value: Optional[str]) -> Any:
     import orjson
 
     from ..api import read_side_file
-    from ..core.cache import prices_from
     from ..core.errors import InputError
+    from ..core.prices import prices_from
 
     data = read_side_file(value, "a price table")
     try:
@@ -215,19 +223,6 @@ class Reading:
     def errors(self) -> ReadErrors:
         """--on-error as the readers take it: "fail" or "skip"."""
         return "skip" if self.on_error is OnErrorChoice.skip else "fail"
-
-
-@dataclass(frozen=True)
-class StageIO(Reading):
-    """What every stage command shares: where the transcript comes from and goes, and the stage's records."""
-
-    path: InputPath = None
-    output: Output = None
-    now: Now = None
-    report: Report = False
-    report_json: ReportJson = None
-    ledger: Ledger = None
-    unbuffered: Unbuffered = False
 
 
 class RunOn(TypedDict):

@@ -5,6 +5,7 @@ typer's usage errors are recognised by their class once typer has been loaded.""
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import signal
 import sys
@@ -69,6 +70,10 @@ def run_command_line(invoke: Callable[[], int | None], in_process: bool, name: s
             # The outcome is written and decided: a Ctrl-C from here on changes nothing, and would
             # otherwise kill the exiting interpreter by the signal (it restores the default handler).
             signal.signal(signal.SIGINT, signal.SIG_IGN)
+            # The interpreter's last cycle collection at exit walks every object the modules made
+            # (about 8 ms of a small command's run) and has nothing to free that matters: the
+            # command's files are closed and its output written. Frozen objects are not walked.
+            gc.freeze()
     except KeyboardInterrupt:  # at any moment, even while an error is being reported
         _interrupted()
     sys.exit(status)

@@ -6,8 +6,7 @@ import contextlib
 import os
 import stat
 from collections.abc import Callable, Iterator
-from dataclasses import replace
-from datetime import datetime, timezone
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -23,7 +22,21 @@ if TYPE_CHECKING:
     from ..core.wire import Wire
 from . import streams
 from .flags import with_options
-from .options import StageIO, iso_time
+from .options import InputPath, Ledger, Now, Output, Reading, Report, ReportJson, Unbuffered, parse_now
+
+
+# Here, not in options.py with the other bundles: only a stage's command loads it.
+@dataclass(frozen=True)
+class StageIO(Reading):
+    """What every stage command shares: where the transcript comes from and goes, and the stage's records."""
+
+    path: InputPath = None
+    output: Output = None
+    now: Now = None
+    report: Report = False
+    report_json: ReportJson = None
+    ledger: Ledger = None
+    unbuffered: Unbuffered = False
 
 
 def stage_command(stage: Stage) -> Callable[..., None]:
@@ -80,13 +93,6 @@ def run_command(stage: Stage, given: StageIO, settings: Any, context: StageConte
     for line in run.outcome.notes:
         streams.note(line)
     return run
-
-
-def parse_now(value: str | None) -> datetime:
-    """--now as a time (iso_time checked it when the command line was parsed), or the clock's."""
-    from ..core.fields import moment
-
-    return moment(iso_time(value)) or datetime.now(timezone.utc)
 
 
 def stage_note(name: str, source: str, note: str, before: int, after: int, changed: bool) -> str:

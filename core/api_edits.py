@@ -21,7 +21,7 @@ from typing import Any, Literal, Union
 
 from .blocks import is_thinking, is_tool_use, name_of
 from .model import Message
-from .stage import setting
+from .setting import setting
 
 CONTEXT_MANAGEMENT_BETA = "context-management-2025-06-27"
 COMPACT_BETA = "compact-2026-01-12"
@@ -43,7 +43,7 @@ ThinkingKeep = Union[int, Literal["all"]]
 @dataclass(frozen=True)
 class ApiEditsOptions:
     """What the user asked for; None means "derive it from the transcript". Each field carries its
-    `ctxpipe api-edits` flag (core.stage.setting): the command's options are built from them."""
+    `ctxpipe api-edits` flag (core.setting.setting): the command's options are built from them."""
 
     trigger_tokens: int | None = setting(
         None, "--trigger", "Clear tool uses once the prompt reaches N input tokens (default: the transcript's autocompact threshold).", min=1

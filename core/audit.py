@@ -18,20 +18,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .blocks import call_id, content_of, input_of, is_tool_result, is_tool_use, name_of
-from .cache import price_of
 from .catalog import Prices
 from .cost import billed_rate, dollars, inference_scale, token_parts
 from .count import is_real_response, usage_prompt
 from .fields import rounded_down
 from .model import Message
-from .reports import MissingFact
+from .prices import price_of
 from .summarize import Fact, context_text, key_facts, verify
 from .tokens import TextCounter, estimate_blocks
 from .transcript_format import CompactionSpan
 from .wire import Wire, sometimes
+
+if TYPE_CHECKING:
+    from .reports import MissingFact
 
 # Claude Code 2.1.332: "Autocompact is thrashing: the context refilled to the limit within 3 turns of
 # the previous compact, 3 times in a row."
@@ -154,6 +156,8 @@ def audit_compaction(
     prices_table: Sequence[tuple[str, Prices]] = (),
 ) -> tuple[CompactionAudit, list[Fact]]:
     """The audit of one compaction, and the facts it carried (what the next one inherits)."""
+    from .reports import MissingFact  # loaded when a session has a compaction to audit
+
     facts = facts_before(span, previous, inherited)
     checked = verify(facts, context_text(span.left))
     summary_tokens = sum(estimate_blocks(m.content, counter) for m in span.left if m.compact_summary)

@@ -26,7 +26,8 @@ from .jsonl import Entry, as_text, dumps
 from .microcompact import ToolCall, counted_by_anchor, tool_calls
 from .placeholders import PLACEHOLDER, STUB_PREFIX
 from .reports import CollapseExtras, Fold, ToolFigures
-from .stage import Outcome, Stage, StageContext, no_marker
+from .setting import no_marker
+from .stage import Outcome, Stage, StageContext
 from .tokens import PiecesCounter, block_texts
 from .transcript_format import WritableFormat
 
@@ -181,7 +182,7 @@ def collapse(entries: list[Entry], transcript_format: WritableFormat, settings: 
 
 @dataclass(frozen=True)
 class CollapseSettings:
-    """collapse's settings as the command line spells them (see core.stage.Flag)."""
+    """collapse's settings as the command line spells them (see core.setting.Flag)."""
 
     no_marker: bool = no_marker()
 

@@ -15,12 +15,12 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from .cache import price_of
 from .catalog import Prices
 from .count import usage_prompt, usage_tokens
 from .fields import text
 from .jsonl import Entry
 from .model import Message
+from .prices import price_of
 from .reports import CallRow, CostReport, DollarParts, PricesReport, TokenParts
 
 MILLION = 1_000_000

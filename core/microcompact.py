@@ -17,16 +17,18 @@ from datetime import datetime
 from typing import Any
 
 from .blocks import content_of, name_of, tool_event
-from .cache import CacheDecision, CacheModel, CachePolicy, decide
+from .cache import CacheDecision, CachePolicy, decide
 from .count import Calibration, Estimates, anchor_index, calibrate, count_context
 from .fields import iso, moment
 from .fields import text as field_text
 from .jsonl import Entry
 from .model import Message
 from .placeholders import PLACEHOLDER
+from .prices import CacheModel
 from .reports import MicrocompactExtras, ToolFigures
 from .rules import Rules, session_rules
-from .stage import Outcome, Stage, StageContext, no_marker, setting
+from .setting import no_marker, setting
+from .stage import Outcome, Stage, StageContext
 from .tokens import PiecesCounter, block_texts
 from .transcript_format import WritableFormat
 
@@ -215,7 +217,7 @@ def first_changed_block_tokens(messages: Sequence[Message], chosen: Plan, estima
 
 @dataclass(frozen=True)
 class MicrocompactSettings(CacheModel):
-    """microcompact's settings as the command line spells them (see core.stage.Flag)."""
+    """microcompact's settings as the command line spells them (see core.setting.Flag)."""
 
     keep_recent: int = setting(5, "--keep-recent", "Old tool results: keep those of the last N compactable calls (0 keeps 1, as Claude Code).", min=0)
     tools: frozenset[str] | None = setting(

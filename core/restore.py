@@ -32,7 +32,8 @@ from .jsonl import Entry, Joined, as_text
 from .model import Message
 from .placeholders import RESTORED_PREFIX
 from .reports import CandidateKind, PlanRow, ReinjectedItem, ReinjectedKind, RestoreExtras
-from .stage import Outcome, Stage, StageContext, setting
+from .setting import setting
+from .stage import Outcome, Stage, StageContext
 from .tokens import RoughCounter
 from .transcript_format import TranscriptFormat, WritableFormat, editor_of
 
@@ -645,7 +646,7 @@ def restore(
 
 @dataclass(frozen=True)
 class RestoreSettings:
-    """restore's settings as the command line spells them (see core.stage.Flag)."""
+    """restore's settings as the command line spells them (see core.setting.Flag)."""
 
     root: str | None = setting(
         None,

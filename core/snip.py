@@ -20,7 +20,8 @@ from .fields import text as field_text
 from .jsonl import Entry
 from .model import Message
 from .reports import SnipExtras
-from .stage import Outcome, Stage, StageContext, no_marker, setting
+from .setting import no_marker, setting
+from .stage import Outcome, Stage, StageContext
 from .tokens import PiecesCounter
 from .transcript_format import WritableFormat
 
@@ -210,7 +211,7 @@ def _survivors(parent_of: dict[str, Any]) -> Callable[[str], Any]:
 
 @dataclass(frozen=True)
 class SnipSettings:
-    """snip's settings as the command line spells them (see core.stage.Flag)."""
+    """snip's settings as the command line spells them (see core.setting.Flag)."""
 
     before: str | None = setting(None, "--before", "Remove what lies between the opening message and the message holding this uuid.")
     range: tuple[str, str] | None = setting(None, "--range", "Remove A..B (uuids or line numbers), inclusive.", parse="span")

@@ -202,45 +202,8 @@ def read_ledger(data: bytes, source: str) -> list[dict[str, Any]]:
 
 # --- a stage, declared once ------------------------------------------------------------------------
 #
-# A stage is its settings (a frozen dataclass whose fields carry their command-line spelling, in
-# neutral terms: the core does not import the CLI library) and a run function. The CLI builds each
-# stage's command from this, and `compact` builds its options from the stages it runs, so a flag has
-# one name, help text and range wherever it appears.
-
-
-@dataclass(frozen=True)
-class Flag:
-    """How a setting is spelled on the command line."""
-
-    name: str  # "--keep-recent"
-    help: str
-    short: str | None = None  # "-m"
-    off: str | None = None  # a boolean's negative form ("--no-verify"): `--verify/--no-verify`
-    min: float | None = None
-    max: float | None = None
-    choices: tuple[str, ...] = ()  # the only values accepted
-    # What the text given becomes, when it is not the field's plain type (the CLI checks and converts
-    # it while parsing): "time" (ISO 8601 → datetime), "file" (a readable file), "names" (a comma
-    # list → frozenset), "span" ("A..B" → a pair), "prices" (a price table file → the table),
-    # "percentage" (above 0, at most 100), "turns" ("all" or a whole number ≥ 1 → "all" or the number).
-    parse: str | None = None
-    metavar: str | None = None  # what the help shows for the value ("NAME"); None: its type's
-    # Given once per value (`--exclude-tool A --exclude-tool B`): the field, a tuple, holds every value, in order.
-    repeatable: bool = False
-
-
-FLAG = "ctxpipe_flag"
-
-
-def setting(default: Any, name: str, help: str, **spelling: Any) -> Any:
-    """A settings field with its flag: `keep_recent: int = setting(5, "--keep-recent", "…", min=0)`."""
-    return field(default=default, metadata={FLAG: Flag(name, help, **spelling)})
-
-
-def flag_of(item: Any) -> Flag | None:
-    """The flag of a dataclass field (None: the field is set by the program, not on the command line)."""
-    found = item.metadata.get(FLAG)
-    return found if isinstance(found, Flag) else None
+# A stage is its settings (a frozen dataclass whose fields carry their command-line spelling,
+# core/setting.py) and a run function.
 
 
 @dataclass(frozen=True)
@@ -295,10 +258,3 @@ class Stage:
     progress: str | None = None
     # Settings that do not go together raise core.errors.SettingsError here, before any input is read.
     check: Callable[[Any], None] = lambda _settings: None
-
-
-def no_marker() -> Any:
-    """The --no-marker setting, one spelling for every stage that appends a record of what it did."""
-    return setting(
-        False, "--no-marker", "Do not append the record saying what was cleared, folded or snipped (microcompact_boundary, ctxpipe_collapse, snip_boundary)."
-    )

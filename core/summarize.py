@@ -22,12 +22,12 @@ from .fields import rounded_down
 from .jsonl import as_text
 from .model import Message
 from .placeholders import SUMMARY_PREAMBLE
-from .reports import FactKind, KindRecall, MissingFact, VerificationReport
-from .stage import setting
+from .setting import setting
 from .tokens import RoughCounter, estimate_blocks
 
 if TYPE_CHECKING:
     from .facts import Facts, Failure, Typed
+    from .reports import FactKind, KindRecall, VerificationReport
 
 SECTIONS = (
     "Primary Request and Intent",
@@ -427,6 +427,8 @@ class Verification:
 
     def by_kind(self) -> dict[str, KindRecall]:
         """Facts, carried and recall for each kind present."""
+        from .reports import KindRecall  # the verifier's report types load when a summary is checked
+
         totals: dict[str, list[int]] = {}
         for fact in self.facts:
             totals.setdefault(fact.kind, [0, 0])[0] += 1
@@ -440,6 +442,8 @@ class Verification:
         }
 
     def report(self) -> VerificationReport:
+        from .reports import MissingFact, VerificationReport
+
         return VerificationReport(
             facts=len(self.facts),
             carried=len(self.facts) - len(self.missing),
@@ -510,7 +514,7 @@ ENGINES = ("auto", "session-memory", "llm", "offline")
 
 @dataclass(frozen=True)
 class SummarizeSettings:
-    """summarize's settings as the command line spells them (see core.stage.Flag)."""
+    """summarize's settings as the command line spells them (see core.setting.Flag)."""
 
     engine: str = setting(
         "auto",

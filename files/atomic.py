@@ -16,17 +16,17 @@ import io
 import itertools
 import os
 import re
-import shutil
 import signal
 import stat
 import sys
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any, BinaryIO, NoReturn, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn, cast
 
 from ..core.errors import ChangedMeanwhile, CtxpipeError, InputError
 from . import storage
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 BUFFER = 1 << 20
 # Paths naming a descriptor this process already has: written through a copy of it, so a shell's
@@ -127,6 +127,8 @@ def atomic_file(path: str | os.PathLike[str], if_version: tuple[object, ...] | N
             raise
         _close_quietly(out)
         return
+    from pathlib import Path  # here: every command loads this module (unwind_on_termination), few write a file
+
     target = Path(os.path.realpath(path))  # a link's own file is the one replaced
     folder = target.parent
     handle, temp_name, out = _temporary(folder, target.name, shown, "cannot write here")
@@ -192,6 +194,8 @@ def _temporary(folder: str | os.PathLike[str], name: str, shown: str, failure: s
     """A new temporary file beside `name` in `folder` (removed on a signal until it is renamed)."""
     # Created and registered with SIGTERM and SIGHUP held back: a signal in between would find a
     # file no one removes (it is delivered right after, and then removes it).
+    import tempfile  # here: every command loads this module (unwind_on_termination), few write a file
+
     held = _hold_termination()
     try:
         handle, temp_name = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
@@ -266,6 +270,8 @@ def keep_backup(path: str, suffix: str, data: Any) -> str:
         out.write(data)
         out.flush()
         _sync(handle, base)
+        import shutil
+
         with contextlib.suppress(OSError):
             shutil.copystat(path, temp_name)  # the original's mode and times
         out.close()

@@ -21,7 +21,6 @@ import mmap
 import os
 import stat
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -63,6 +62,9 @@ def open_file(path: str | os.PathLike[str], buffering: int = -1) -> BinaryIO:
 
 SIDE_FILE_LIMIT = 16 << 20  # a price table or a notes file: Claude Code's notes are some 12K tokens
 IN_MEMORY_LIMIT = 64 << 20  # a stream read whole beyond this goes to a temporary file that is mapped
+# A regular file up to this size is read, not mapped: the same bytes, without the map's guard against
+# truncation (ctypes, about 2 ms of a small command's start) that a copy does not need.
+READ_NOT_MAPPED = 1 << 20
 
 
 def read_side_file(path: str, what: str) -> bytes:
@@ -96,6 +98,8 @@ def read_whole(stream: BinaryIO, name: str, on_error: OnError = "fail") -> Itera
                         raise InputError(name, number, line)
                     line = b"\x00\n"  # the line keeps its number, and the reader that skips it says why
                 if spool is None and size + len(line) > IN_MEMORY_LIMIT:
+                    import tempfile  # here: only a stream over IN_MEMORY_LIMIT needs it
+
                     spool = tempfile.TemporaryFile()  # already unlinked: nothing is left behind
                     spool.writelines(held)
                     held.clear()
@@ -311,6 +315,13 @@ def _mapped(path: Source, ranged: bool, on_error: OnError) -> Iterator[Any]:
         return
     with open_file(name) as handle:
         info = os.fstat(handle.fileno())
+        if stat.S_ISREG(info.st_mode) and 0 < info.st_size <= READ_NOT_MAPPED:
+            try:
+                whole = handle.read(info.st_size)
+            except OSError as exc:
+                raise InputError(name, None, f"cannot read: {exc.strerror or exc}") from None
+            yield whole
+            return
         buffer = _map(handle) if stat.S_ISREG(info.st_mode) and info.st_size else None
         if buffer is None:  # a stream, or a file system that cannot map (some FUSE ones)
             with read_whole(handle, name, on_error) as whole:

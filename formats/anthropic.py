@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from itertools import repeat
 from typing import Any
 
-from ..core.convert import EARLY, to_api_messages
 from ..core.count import Compaction, Marker
 from ..core.fields import read_blocks
 from ..core.jsonl import Entry
@@ -131,6 +130,8 @@ class AnthropicFormat(WholeFileContext):
         return None  # API messages name no folder
 
     def check(self, entries: Sequence[Entry]) -> list[Finding]:
+        from ..core.convert import EARLY, to_api_messages  # core.convert's rule: loaded when a file is checked (its report types are convert's)
+
         findings: list[Finding] = []
         messages = self.messages(entries)
         if messages and messages[0].role != "user":

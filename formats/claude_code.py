@@ -21,7 +21,6 @@ from typing import Any
 import orjson
 
 from ..core.blocks import call_id, is_text, is_thinking, is_tool_result, is_tool_use, text_of, thinking_text, tool_event
-from ..core.convert import EARLY, UNASKED, unasked_results
 from ..core.count import SYNTHETIC_MODEL, Compaction, Marker, is_real_response, measures_context
 from ..core.fields import MAX_COUNT, count, iso, moment, read_blocks, text
 from ..core.jsonl import Entry, OnError, ParsedLines, ReadStats, as_text, iter_entries_reversed, memoized
@@ -1078,6 +1077,8 @@ def _check_tool_pairs(entries: Sequence[Entry], context: Sequence[int], events: 
     """A result must follow a tool_use with its id in the file (core.convert's rule); in the active
     context, pairs must be whole. `events`: (position, is a tool_use, tool id) of every tool block
     on a user or assistant line, in file order."""
+    from ..core.convert import EARLY, UNASKED, unasked_results  # core.convert's rule: loaded when a file is checked (its report types are convert's)
+
     first_use: dict[str, int] = {}
     for position, is_use, tool_id in events:
         if is_use:

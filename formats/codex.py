@@ -26,7 +26,6 @@ from typing import Any
 import orjson
 
 from ..core.blocks import call_id, content_of, input_of, is_text, is_tool_result, is_tool_use, name_of, text_of
-from ..core.convert import EARLY, unasked_results
 from ..core.count import Compaction, Marker, is_real_response
 from ..core.fields import count, iso, moment
 from ..core.fields import text as field_text
@@ -421,6 +420,8 @@ class CodexFormat(WholeFileContext):
         return None
 
     def check(self, entries: Sequence[Entry]) -> list[Finding]:
+        from ..core.convert import EARLY, unasked_results  # core.convert's rule: loaded when a file is checked (its report types are convert's)
+
         events: list[tuple[bool, str]] = []  # (is a call, call id), for core.convert's one rule
         lines: list[int] = []
         calls: dict[str, int] = {}

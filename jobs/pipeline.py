@@ -11,6 +11,7 @@ minus `count` of its output.
 
 from __future__ import annotations
 
+import importlib
 import io
 import os
 from collections.abc import Mapping, Sequence
@@ -18,13 +19,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from ..core import collapse, microcompact, restore, snip
 from ..core.budget import BudgetSettings
 from ..core.errors import InputError
 from ..core.jsonl import LineIndex, OnError, ReadStats, iter_entries
-from ..core.reports import CompactReport, StageRecord, StageReport, SummarizeExtras
 from ..core.stage import Outcome, Stage, StageContext, ledger_record, line_bytes
-from ..core.summarize import SummarizeSettings
 from ..core.wire import ABSENT, Wire
 from ..files.inputs import Spliced, detect_format, view
 from ..formats import stage_editor
@@ -32,8 +30,16 @@ from .ports import DISK
 
 if TYPE_CHECKING:  # types only: the commands start without them
     from ..core.jsonl import Entry
+    from ..core.reports import CompactReport, StageRecord, StageReport
+    from ..core.summarize import SummarizeSettings
     from ..core.transcript_format import WritableFormat
     from .count import Measure
+
+    # The registry, made on first use (__getattr__ below): a stage's command loads its own stage only.
+    STAGES: tuple[Stage, ...]
+    PIPELINE: tuple[Stage, ...]
+    BY_NAME: dict[str, Stage]
+    SUMMARIZE: Stage
 
 
 def _summarize(entries: list[Entry], transcript_format: WritableFormat, settings: SummarizeSettings, context: StageContext) -> Outcome:
@@ -49,16 +55,19 @@ def ready(stages: tuple[Stage, ...]) -> None:
     where it is handled, not inside an import (where Python may swallow it or die by the signal)."""
     from . import count as file_count  # noqa: F401  # every run counts its input and output
 
-    if SUMMARIZE in stages:
+    if any(stage.name == "summarize" for stage in stages):
         from . import summary as summary_stage  # noqa: F401
 
 
-# The summarize stage's settings are in core/summarize.py; its run is the service's (jobs/summary.py).
-SUMMARIZE = Stage(
-    "summarize",
-    SummarizeSettings,
-    _summarize,
-    """Summarize the older part of the active context and keep a recent tail verbatim.
+def _summarize_stage() -> Stage:
+    # The summarize stage's settings are in core/summarize.py; its run is the service's (jobs/summary.py).
+    from ..core.summarize import SummarizeSettings
+
+    return Stage(
+        "summarize",
+        SummarizeSettings,
+        _summarize,
+        """Summarize the older part of the active context and keep a recent tail verbatim.
 
     Claude Code files get the original lines above, a compact_boundary, the isCompactSummary user
     line (continuation preamble + summary) and the kept tail re-linked after it, so Claude Code
@@ -69,15 +78,57 @@ SUMMARIZE = Stage(
 
     Example:  ctxpipe summarize --engine offline session.jsonl > compacted.jsonl
     """,
-    # --drop-history writes the lines before the summary no more: it needs them all.
-    every_line=lambda settings: bool(settings.drop_history),
-    runs="over threshold",
-    progress="summarizing",
-)
+        # --drop-history writes the lines before the summary no more: it needs them all.
+        every_line=lambda settings: bool(settings.drop_history),
+        runs="over threshold",
+        progress="summarizing",
+    )
 
-STAGES: tuple[Stage, ...] = (snip.STAGE, microcompact.STAGE, collapse.STAGE, SUMMARIZE, restore.STAGE)
-PIPELINE: tuple[Stage, ...] = tuple(stage for stage in STAGES if stage.in_compact)
-BY_NAME: dict[str, Stage] = {stage.name: stage for stage in STAGES}
+
+# The stages in pipeline order, each where its Stage is declared (a core module's STAGE; summarize's
+# here): a stage's module, its settings and report types load only when that stage is asked for.
+STAGE_NAMES = ("snip", "microcompact", "collapse", "summarize", "restore")
+_DECLARED_IN = {"snip": "..core.snip", "microcompact": "..core.microcompact", "collapse": "..core.collapse", "restore": "..core.restore"}
+_MADE: dict[str, Stage] = {}
+
+
+def stage_named(name: str) -> Stage:
+    """The stage called `name` (KeyError: no such stage), its module loaded on first use."""
+    stage = _MADE.get(name)
+    if stage is None:
+        if name == "summarize":
+            stage = _summarize_stage()
+        else:
+            stage = importlib.import_module(_DECLARED_IN[name], __package__).STAGE
+        _MADE[name] = stage
+    return stage
+
+
+def every_stage() -> tuple[Stage, ...]:
+    """Every stage, in pipeline order (STAGES)."""
+    return tuple(stage_named(name) for name in STAGE_NAMES)
+
+
+def pipeline() -> tuple[Stage, ...]:
+    """The stages `compact` runs, in order (PIPELINE)."""
+    return tuple(stage for stage in every_stage() if stage.in_compact)
+
+
+def __getattr__(name: str) -> Any:
+    """STAGES, PIPELINE, BY_NAME and SUMMARIZE, made on first use (PEP 562)."""
+    made: Any
+    if name == "STAGES":
+        made = every_stage()
+    elif name == "PIPELINE":
+        made = pipeline()
+    elif name == "BY_NAME":
+        made = {stage.name: stage for stage in every_stage()}
+    elif name == "SUMMARIZE":
+        made = stage_named("summarize")
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = made  # once: the next use is a plain lookup
+    return made
 
 
 # --- one stage -------------------------------------------------------------------------------------
@@ -139,6 +190,7 @@ def run_stage(
     input and of its output, each measured as `count --on-error skip` would (a bad line the stage
     passes through unparsed is no reason to fail). `before`: that count of the input, when the
     caller has it from another stage's run on the same bytes (a report's dry runs)."""
+    from ..core.reports import StageReport
     from .count import CountOptions, count_buffer, region_measure
 
     transcript_format = stage_editor(detect_format(buffer, source, format), source, stage.name)
@@ -259,6 +311,7 @@ def compact_run(buffer: Any, source: str, options: CompactOptions, breaker: Any,
     """Every stage of the pipeline in order on one transcript; the output is only as big as what
     changed (the head stays in the buffer), and the history restore reads is parsed as it is read.
     With `ledger`, the run's one ledger record (the pipeline undone at once by `expand`)."""
+    from ..core.reports import CompactReport, StageRecord, SummarizeExtras
     from .count import CountOptions, count_buffer, region_measure
 
     transcript_format = stage_editor(detect_format(buffer, source, options.format), source, "compact")
@@ -312,7 +365,7 @@ def compact_run(buffer: Any, source: str, options: CompactOptions, breaker: Any,
         )
         current = after
 
-    for stage in PIPELINE:
+    for stage in pipeline():
         settings = options.of(stage)
         why = None
         if stage.runs == "after a summary" and not summarized:

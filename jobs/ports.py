@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import os
 import stat
+from typing import TYPE_CHECKING
 
-from ..core.restore import DiskRead
+if TYPE_CHECKING:  # restore, which calls read(), has loaded it: every stage's run holds a Disk
+    from ..core.restore import DiskRead
 
 
 def _inside(path: str, folder: str) -> bool:
@@ -32,6 +34,8 @@ class Disk:
             return False
 
     def read(self, path: str, root: str, allow_outside: bool, max_chars: int | None = None) -> DiskRead:
+        from ..core.restore import DiskRead
+
         try:
             real_root = os.path.realpath(root)
             real = os.path.realpath(path if os.path.isabs(path) else os.path.join(real_root, path))

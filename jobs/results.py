@@ -8,14 +8,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar, cast
 
-from ..core.reports import CountReport, CountTotal, FailedFile
 from ..core.wire import ABSENT, Absent
 
 if TYPE_CHECKING:
     from ..core.api_edits import ApiEdits
     from ..core.errors import CtxpipeError
     from ..core.jsonl import ReadStats
-    from ..core.reports import CompactReport, CompactRow, CompactSkipRow, ValidateReport
+    from ..core.reports import CompactReport, CompactRow, CompactSkipRow, CountReport, CountTotal, FailedFile, ValidateReport
     from .count import FileCount
 
 Result = TypeVar("Result")
@@ -70,6 +69,8 @@ class CountBatch(BatchResult["FileCount"]):
     def rows(self) -> list[CountReport | FailedFile | CountTotal]:
         """What `count --json` prints (each row's `.to_wire()`): a row per file in the order found (its
         count, or the error that stopped it), and the total over those counted after several inputs."""
+        from ..core.reports import CountReport
+
         rows: list[CountReport | FailedFile | CountTotal] = list(self.rows_in_order(lambda counted: [counted.count_report()]))
         if len(self.files) > 1:
             rows.append(count_total([row for row in rows if isinstance(row, CountReport)], len(self.failures)))
@@ -79,11 +80,15 @@ class CountBatch(BatchResult["FileCount"]):
 def failure_row(file: FileResult[Any]) -> FailedFile:
     """A batch's row for a file that could not be read: the file, and why (the line in it, when known)."""
     assert file.error is not None  # a file that failed
+    from ..core.reports import FailedFile
+
     return FailedFile.of(file.file, file.error)
 
 
 def count_total(rows: Sequence[CountReport], failed: int) -> CountTotal:
     """The last row of `count --json` over several inputs: the sums over the files counted."""
+    from ..core.reports import CountTotal
+
     usd: float | None | Absent = ABSENT
     if rows and rows[0].cost is not None:  # --cost: every row has one
         figures = [row.cost.usd if row.cost is not None else None for row in rows]

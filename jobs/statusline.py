@@ -307,13 +307,13 @@ def stage_savings(path: str) -> dict[str, int]:
     from datetime import datetime, timezone
 
     from ..files.inputs import mapped
-    from .pipeline import BY_NAME, run_stage, stage_context
+    from .pipeline import run_stage, stage_context, stage_named
 
     now = datetime.now(timezone.utc)
     freed: dict[str, int] = {}
     with mapped(path) as buffer:
         for name in STAGES:
-            stage = BY_NAME[name]
+            stage = stage_named(name)
             run = run_stage(stage, buffer, path, stage.settings(), stage_context(now, path), on_error="skip")
             freed[name] = run.report.tokens_freed
             del run  # its views of the map must go before the map closes

@@ -8,17 +8,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..core.blocks import is_text, is_tool_use
 from ..core.count import Compaction
 from ..core.errors import CtxpipeError, InputError
-from ..core.facts import Facts, gather
 from ..core.fields import MAX_COUNT, iso, moment, rounded_percent
 from ..core.jsonl import Entry
 from ..core.model import Message
 from ..core.placeholders import RESTORED_PREFIX, SUMMARY_PREAMBLE
-from ..core.reports import Engine, LlmUsage, SummarizeExtras, VerificationReport
 from ..core.rules import CURRENT, Rules, session_rules
 from ..core.stage import Outcome, StageContext
 from ..core.summarize import (
@@ -49,7 +47,10 @@ from ..files import storage
 from ..files.inputs import read_side_file
 from .breaker import breaker as process_breaker
 from .count import CountOptions, region_measure
-from .llm import ModelAccess, llm_summary, repair_summary
+
+if TYPE_CHECKING:  # types only: the report types and the fact readers load when a summary is written
+    from ..core.facts import Facts
+    from ..core.reports import Engine, VerificationReport
 
 __all__ = ["ENGINES", "run", "summarize_entries"]
 
@@ -279,22 +280,26 @@ def summarize_entries(
     @functools.cache
     def whole() -> Facts:
         """The whole context's facts, read once for the offline summary and the verifier."""
+        from ..core.facts import gather  # here: a run with nothing to summarize does not read facts
+
         return gather(history_read + tail_read, side_inputs)
 
     fell_back = fallback.failed if fallback is not None else None
     fallback_reason = fell_back or None  # why an engine's summary was not taken (the model's, when it fails here)
     answered: LlmResult | None = None  # the model's summary, when it is the one written
     deadline = None  # the model's: one limit for the summary and its repair request
-    # No --model: the transcript's. The endpoint: --base-url, else ANTHROPIC_BASE_URL.
-    access = ModelAccess(settings.model or transcript_model(messages), context.api_key, settings.endpoint(context.base_url, context.api_key))
+    # No --model: the transcript's. The endpoint: --base-url, else ANTHROPIC_BASE_URL (checked here, whatever the engine).
+    model, endpoint = settings.model or transcript_model(messages), settings.endpoint(context.base_url, context.api_key)
     if engine == "session-memory" and notes is not None:  # choose_engine names the notes it chose
         raw_notes = read_notes(notes)
         if not usable_notes(raw_notes):
             raise CtxpipeError(f"{notes}: the session notes are empty or still the template")
         summary = notes_summary(raw_notes, notes)
     elif engine == "llm":
+        from .llm import ModelAccess, llm_summary  # the model's client: loaded when the model is asked
+
         try:
-            answered = llm_summary(history_read, settings, access, progress)
+            answered = llm_summary(history_read, settings, ModelAccess(model, context.api_key, endpoint), progress)
             deadline = answered.deadline
             breaker.record(True)
             summary = answered.text
@@ -326,7 +331,10 @@ def summarize_entries(
         checked = verify(facts, summary + "\n" + context_text(tail))
         before_repair = checked.report()
         if checked.missing and engine == "llm":
+            from .llm import ModelAccess, repair_summary
+
             try:
+                access = ModelAccess(model, context.api_key, endpoint)
                 summary = carry_earlier(repair_summary(summary, [f.text for f in checked.missing], settings, access, deadline=deadline))
                 checked = verify(facts, summary + "\n" + context_text(tail))
                 repaired = True
@@ -406,6 +414,8 @@ def summarize_entries(
             if kept_facts:
                 mended.append(f"{kept_facts} added as Facts to keep")
             note += f" (missing {lost}; {', '.join(mended)}); recall now {rounded_percent(verification.recall)}"
+    from ..core.reports import LlmUsage, SummarizeExtras
+
     report = SummarizeExtras(
         stage="summarize",
         engine=engine,

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from ..core.audit import CompactionAudit, audit_session
 from ..core.blocks import input_of, is_tool_use
 from ..core.cache import CachePolicy, decide
 from ..core.catalog import Prices
@@ -38,6 +37,9 @@ from ..files.sessions import COMPACTION_NOTE, Kind
 from ..jobs.count import CountOptions, FileCount, block_tokens, breakdown, count_buffer, largest_blocks
 
 if typing.TYPE_CHECKING:
+    from ..core.audit import CompactionAudit
+    from ..core.tokens import TextCounter
+    from ..core.transcript_format import CompactionSpan
     from ..jobs.pipeline import StageRun
 
 EXCERPT_CHARACTERS = 160  # a largest line's excerpt on the page: enough to recognise it, never a whole file
@@ -153,7 +155,7 @@ def session_report(buffer: Any, source: str, options: ReportOptions, now: dateti
         count=count,
         warn=counted.warn_report(),
         calls=calls,
-        events=_events(entries, transcript_format, main_calls, audit_session(transcript_format.compactions(entries), source, counter, options.prices or ())),
+        events=_events(entries, transcript_format, main_calls, _audits(transcript_format.compactions(entries), source, counter, options.prices or ())),
         window=window_parts(counted),
         breakdown=views,
         largest=largest,
@@ -177,6 +179,15 @@ def window_parts(counted: FileCount) -> list[WindowPart]:
     buffer = max(0, window - max(tokens, threshold))
     parts: tuple[tuple[WindowPartName, int], ...] = (("baseline", baseline), ("messages", tokens - baseline), ("free", free), ("autocompact_buffer", buffer))
     return [WindowPart(part=name, tokens=size, percent=round(100 * size / window, 1) if window else 0.0) for name, size in parts]
+
+
+def _audits(spans: Sequence[CompactionSpan], source: str, counter: TextCounter, prices: Sequence[tuple[str, Prices]]) -> list[CompactionAudit]:
+    """core.audit's audit of each compaction; a session without one does not load it (nor the summary's checks)."""
+    if not spans:
+        return []
+    from ..core.audit import audit_session
+
+    return audit_session(spans, source, counter, prices)
 
 
 def _events(
@@ -249,9 +260,9 @@ def _dry_run(
     from ..core.errors import CtxpipeError
     from ..core.microcompact import MicrocompactSettings
     from ..core.summarize import SummarizeSettings
-    from ..jobs.pipeline import BY_NAME, run_stage, stage_context
+    from ..jobs.pipeline import run_stage, stage_context, stage_named
 
-    stage = BY_NAME[name]
+    stage = stage_named(name)
     # microcompact: what clearing frees now whatever the idle time (the cache model below says
     # whether it pays); summarize: the offline engine, as a dry run calls no model.
     settings: Any = {"microcompact": MicrocompactSettings(force=True), "summarize": SummarizeSettings(engine="offline")}.get(name) or stage.settings()

@@ -359,7 +359,7 @@ def test_each_option_is_an_options_field_as_declared() -> None:
     import dataclasses
 
     import typer.main
-    from ctxpipe.core.stage import flag_of
+    from ctxpipe.core.setting import flag_of
 
     command = typer.main.get_command(APP).commands["api-edits"]  # type: ignore[attr-defined]  # a click Group
     offered = {param.opts[0]: param for param in command.params if param.opts and param.opts[0].startswith("--")}

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from builders import usage
 from ctxpipe import api
-from ctxpipe.core.cache import price_of
+from ctxpipe.core.prices import price_of
 from ctxpipe.jobs import schemas
 from helpers import CLEAN_ENV, CORPUS, ok, run_cli
 from test_summarize import MODEL, Convo

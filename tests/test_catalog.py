@@ -17,8 +17,8 @@ from builders import Session, usage
 from claude_code import CURRENT_CLAUDE_CODE_VERSION, needs_claude_code
 from ctxpipe.core import catalog_data
 from ctxpipe.core.budget import BudgetSettings, Setting, thresholds
-from ctxpipe.core.cache import price_of
 from ctxpipe.core.catalog import catalog
+from ctxpipe.core.prices import price_of
 from ctxpipe.core.rules import RELEASES, known_rules, newest_version, rules_for
 from helpers import ok, run_cli
 

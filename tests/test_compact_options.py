@@ -104,7 +104,7 @@ def test_the_stage_options_are_declared_in_the_core_only() -> None:
     """No CLI module spells a stage setting's flag: the stage commands and compact expand the settings."""
     import dataclasses
 
-    from ctxpipe.core.stage import flag_of
+    from ctxpipe.core.setting import flag_of
     from ctxpipe.jobs.pipeline import STAGES as REGISTRY
 
     flags = {flag.name for stage in REGISTRY for item in dataclasses.fields(stage.settings) if (flag := flag_of(item)) is not None}

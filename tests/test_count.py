@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from builders import SONNET, Session, simple, usage
-from ctxpipe.core.count import DEFAULT_FITS, Estimates, calibrate, calibration_pairs, count_context
+from ctxpipe.core.count import DEFAULT_FITS, Estimates, calibrate, calibration_pairs, count_context, median
 from ctxpipe.core.model import Message
 from ctxpipe.core.reports import CountReport
 from ctxpipe.core.tokens import RoughCounter
@@ -880,3 +880,11 @@ def test_terminal_table_output_renders(capsys: pytest.CaptureFixture[str]) -> No
     assert "18,109" in text and "11,301" in text
     assert "largest lines" in text and "estimated tokens by tool" in text
     assert "warning 147K" in text and "autocompact 167K" in text
+
+
+@given(st.lists(st.floats(min_value=-1e6, max_value=1e6, allow_nan=False), min_size=1, max_size=40))
+def test_the_calibration_median_is_statistics_median(values: list[float]) -> None:
+    """core.count keeps its own median (statistics is slow to import): the very same figure, odd or even."""
+    import statistics
+
+    assert median(values) == statistics.median(values)

@@ -16,7 +16,7 @@ from pathlib import Path
 import ctxpipe
 import pytest
 from ctxpipe.core.errors import InputError
-from ctxpipe.files.inputs import detect_format, mapped, opened, source_name
+from ctxpipe.files.inputs import READ_NOT_MAPPED, detect_format, mapped, opened, source_name
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 CLAUDE = FIXTURES / "claude-code" / "basic.jsonl"
@@ -36,9 +36,14 @@ def _feed_fifo(path: Path, data: bytes) -> threading.Thread:
 
 def test_a_regular_file_is_mapped_and_a_fifo_read_whole_to_the_same_bytes(tmp_path: Path) -> None:
     data = CLAUDE.read_bytes()
-    with mapped(CLAUDE) as buffer:
+    with mapped(CLAUDE) as buffer:  # small: read, not mapped (no guard against truncation to arm)
+        assert isinstance(buffer, bytes) and len(data) <= READ_NOT_MAPPED
+        assert buffer == data
+    large = tmp_path / "large.jsonl"
+    large.write_bytes(data * (READ_NOT_MAPPED // len(data) + 1))
+    with mapped(large) as buffer:
         assert isinstance(buffer, mmap.mmap)
-        assert bytes(buffer) == data
+        assert bytes(buffer) == large.read_bytes()
     fifo = tmp_path / "pipe.jsonl"
     os.mkfifo(fifo)
     writer = _feed_fifo(fifo, data)

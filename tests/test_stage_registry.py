@@ -1,4 +1,4 @@
-"""A stage is declared once: its settings and run in its core module, one line in pipeline.STAGES.
+"""A stage is declared once: its settings and run in its core module, its name in pipeline.STAGE_NAMES.
 
 These tests hold the registry to the seed's order, check that each registered stage's command and
 `compact` are built from its declaration, and show that a new stage needs nothing else: a toy stage
@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,8 @@ import typer
 from ctxpipe.cli.flags import Merged, parameters, with_options
 from ctxpipe.cli.stages import stage_command
 from ctxpipe.core.jsonl import Entry
-from ctxpipe.core.stage import Outcome, Stage, StageContext, flag_of, no_marker, setting
+from ctxpipe.core.setting import flag_of, no_marker, setting
+from ctxpipe.core.stage import Outcome, Stage, StageContext
 from ctxpipe.core.wire import Wire, sometimes
 from ctxpipe.jobs.pipeline import BY_NAME, GIVEN_BY_COMPACT, PIPELINE, STAGES
 from helpers import FIXTURES, ok, run_cli
@@ -192,3 +195,22 @@ def test_tools_naming_no_tool_clears_nothing() -> None:
     repeats = FIXTURES / "claude-code" / "repeats.jsonl"
     result = ok(run_cli("microcompact", "--force", "--tools", ",", "--now", "2026-05-01T00:00:00Z", repeats))
     assert result.stdout == repeats.read_bytes() and b"nothing to clear" in result.stderr
+
+
+# A stage's command, looked up as the command line does, and the stage modules loaded by then.
+LOOKED_UP = """\
+import sys
+from ctxpipe.cli.commands import command_function
+command_function(sys.argv[1])
+print(sorted(name for name in sys.modules if name in {"ctxpipe.core." + stage for stage in ("snip", "microcompact", "collapse", "summarize", "restore")}))
+"""
+
+
+@pytest.mark.parametrize("name", ["snip", "microcompact", "collapse", "restore"])
+def test_a_stage_command_loads_its_own_stage_only(name: str) -> None:
+    """The registry is made on first use: a stage's command pays for its own module, not for every
+    stage's (collapse builds on microcompact's tool calls, so it loads both)."""
+    loaded = subprocess.run([sys.executable, "-c", LOOKED_UP, name], capture_output=True, text=True, check=True).stdout
+    expected = ["ctxpipe.core.collapse", "ctxpipe.core.microcompact"] if name == "collapse" else [f"ctxpipe.core.{name}"]
+    assert loaded.strip() == repr(expected)
+    assert [stage.name for stage in STAGES] == ["snip", "microcompact", "collapse", "summarize", "restore"]  # the whole registry, when asked

@@ -24,11 +24,13 @@ import ctxpipe
 import orjson
 import pytest
 from builders import SONNET, Session, usage
-from ctxpipe.core.cache import CachePolicy, Prices, costs, decide, prices_from
+from ctxpipe.core.cache import CachePolicy, costs, decide
+from ctxpipe.core.catalog import Prices
 from ctxpipe.core.collapse import FILE_UNCHANGED_STUB, STUB_PREFIX
 from ctxpipe.core.convert import RECORDED
 from ctxpipe.core.jsonl import iter_entries
 from ctxpipe.core.microcompact import COMPACTABLE_TOOLS, PLACEHOLDER
+from ctxpipe.core.prices import prices_from
 from ctxpipe.core.reports import CountReport
 from ctxpipe.core.stage import expand, read_ledger, split_lines
 from ctxpipe.jobs.count import CountOptions, count_buffer

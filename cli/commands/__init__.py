@@ -31,11 +31,11 @@ STAGES_AFTER = "warn"
 
 def command_names() -> list[str]:
     """Every command's name, in `ctxpipe --help`'s order."""
-    from ...api import STAGES
+    from ...api import STAGE_NAMES
 
     own = list(OWN_COMMANDS)
     at = own.index(STAGES_AFTER) + 1
-    stages = [stage.name for stage in STAGES]
+    stages = list(STAGE_NAMES)
     return own[:at] + stages + [name for name in own[at:] if name not in stages]
 
 
@@ -45,10 +45,7 @@ def command_function(name: str) -> tuple[Callable[..., None], dict[str, Any]]:
         module_name, function = OWN_COMMANDS[name]
         module = importlib.import_module(f"{__package__}.{module_name}")
         return getattr(module, function), getattr(module, "SETTINGS", {})
-    from ...api import STAGES
+    from ...api import stage_named  # only this stage's module loads
     from ..stages import stage_command
 
-    stage = next((stage for stage in STAGES if stage.name == name), None)
-    if stage is None:
-        raise KeyError(name)
-    return stage_command(stage), {}
+    return stage_command(stage_named(name)), {}

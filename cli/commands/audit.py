@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ...core.cache import Pricing
+from ...core.prices import Pricing
 from .. import streams
 from ..flags import with_options
 from ..options import Batch, Json, Reading

@@ -11,8 +11,8 @@ from .. import declare, streams
 from ..budget_options import Baseline, Threshold
 from ..flags import Merged, with_options
 from ..metavars import PATHS
-from ..options import Batch, Json, Ledger, Now, OutDir, Output, Reading, ReportJson
-from ..stages import checked, parse_now
+from ..options import Batch, Json, Ledger, Now, OutDir, Output, Reading, ReportJson, parse_now
+from ..stages import checked
 from ..status import ExitStatus
 
 if TYPE_CHECKING:  # types only

@@ -7,7 +7,7 @@ from dataclasses import replace
 from enum import Enum
 from typing import Annotated, Any, Optional
 
-from ...core.cache import Pricing
+from ...core.prices import Pricing
 from ...core.reports import CountReport, CountTotal, FailedFile
 from ...core.wire import ABSENT
 from .. import declare, streams

@@ -5,14 +5,13 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from ...core.cache import CacheModel
+from ...core.prices import CacheModel
 from ...core.wire import to_wire
 from .. import declare, streams
 from ..budget_options import Budget
 from ..flags import with_options
 from ..metavars import PATHS
-from ..options import Batch, Json, Now, OutDir, Output, Reading
-from ..stages import parse_now
+from ..options import Batch, Json, Now, OutDir, Output, Reading, parse_now
 from ..status import ExitStatus
 
 if TYPE_CHECKING:  # types only

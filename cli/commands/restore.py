@@ -8,8 +8,8 @@ from typing import Annotated, Any, Optional
 from ...core.restore import STAGE, RestoreSettings
 from .. import declare
 from ..flags import with_options
-from ..options import Json, StageIO
-from ..stages import checked, run_command, stage_context
+from ..options import Json
+from ..stages import StageIO, checked, run_command, stage_context
 
 
 @with_options(given=StageIO, settings=RestoreSettings)

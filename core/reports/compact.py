@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Literal, Union
 from ..wire import Absent, Wire, sometimes, sometimes_null
 
 if TYPE_CHECKING:  # annotations only
-    from .stages import Engine, StageName, VerificationReport
+    from .stage_summarize import VerificationReport
+    from .stages import Engine, StageName
 
 
 @dataclass(kw_only=True, slots=True)

@@ -9,9 +9,11 @@ from ..wire import Absent, Wire, sometimes, sometimes_null
 
 if TYPE_CHECKING:  # annotations only
     from .cost import CallRow, CostReport
-    from .count import BreakdownRow, CountReport, WarnReport
+    from .count import CountReport
+    from .count_views import BreakdownRow
     from .parts import CacheDecisionReport
-    from .stages import MissingFact
+    from .stage_summarize import MissingFact
+    from .warn import WarnReport
 
 
 @dataclass(kw_only=True, slots=True)
