@@ -49,15 +49,19 @@ def open_file(path: str | os.PathLike[str], buffering: int = -1) -> BinaryIO:
         return io.BytesIO(storage.read_whole(name))
     path = storage.local_path(name)
     try:
-        return open(path, "rb", buffering=buffering)  # a folder: IsADirectoryError (or no permission to it)
-    except IsADirectoryError:
-        raise InputError(name, None, IS_A_FOLDER) from None
+        return open(path, "rb", buffering=buffering)
     except FileNotFoundError:
         raise InputError(name, None, "no such file") from None
-    except PermissionError:
-        raise InputError(name, None, IS_A_FOLDER if os.path.isdir(path) else "permission denied") from None
     except OSError as exc:
-        raise InputError(name, None, IS_A_FOLDER if os.path.isdir(path) else exc.strerror or str(exc)) from None
+        # A folder fails with IsADirectoryError, or with another error (no permission to it): only
+        # then is it looked at, so a file opened costs no stat.
+        if isinstance(exc, IsADirectoryError) or os.path.isdir(path):
+            reason = IS_A_FOLDER
+        elif isinstance(exc, PermissionError):
+            reason = "permission denied"
+        else:
+            reason = exc.strerror or str(exc)
+        raise InputError(name, None, reason) from None
 
 
 SIDE_FILE_LIMIT = 16 << 20  # a price table or a notes file: Claude Code's notes are some 12K tokens
