@@ -41,7 +41,8 @@ COMPACT = ("--engine", "offline", "--source", "transcript", "--now", NOW_ISO, "-
 # The llm engine against tests/messages_server.py; the key is a placeholder the fake accepts.
 LLM_ENV = {"ANTHROPIC_API_KEY": "test-key"}
 # Dask's own connect timeout, as a user sets it: what a run waits for a scheduler and its workers.
-CONNECT_TIMEOUT_VARIABLE, CONNECT_TIMEOUT = "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT", 3
+CONNECT_TIMEOUT = 3
+CONNECT_TIMEOUT_ENV = {"DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": f"{CONNECT_TIMEOUT}s"}
 
 
 def command_line(*args: object) -> list[str]:
@@ -261,13 +262,12 @@ def test_a_scheduler_that_is_not_there_is_one_line(tree: Path) -> None:
     Dask's own connect timeout, set here as a user sets it (Dask's default is 30 s)."""
     given, from_env = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
     command = [sys.executable, "-m", "ctxpipe", "count", "--json", "--executor", "dask"]
-    timeout = {CONNECT_TIMEOUT_VARIABLE: f"{CONNECT_TIMEOUT}s"}
     runs = {
         f"--scheduler {given}": subprocess.Popen(
-            [*command, "--scheduler", given, str(tree)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(timeout)
+            [*command, "--scheduler", given, str(tree)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(CONNECT_TIMEOUT_ENV)
         ),
         f"DASK_SCHEDULER_ADDRESS={from_env}": subprocess.Popen(
-            [*command, str(tree)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env({"DASK_SCHEDULER_ADDRESS": from_env, **timeout})
+            [*command, str(tree)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env({"DASK_SCHEDULER_ADDRESS": from_env, **CONNECT_TIMEOUT_ENV})
         ),
     }
     started = time.monotonic()
@@ -392,9 +392,7 @@ def test_a_scheduler_killed_mid_batch_is_one_line(tmp_path: Path) -> None:
 def test_a_scheduler_without_workers_is_one_line(tree: Path) -> None:
     with dask_cluster(workers=0) as empty:
         started = time.monotonic()
-        result = ctxpipe(
-            "count", "--json", "--executor", "dask", "--scheduler", empty.address, tree, env={CONNECT_TIMEOUT_VARIABLE: f"{CONNECT_TIMEOUT}s"}, timeout=60
-        )
+        result = ctxpipe("count", "--json", "--executor", "dask", "--scheduler", empty.address, tree, env=CONNECT_TIMEOUT_ENV, timeout=60)
         took = time.monotonic() - started
     assert result.returncode == 1 and result.stdout == b"" and CONNECT_TIMEOUT <= took < CONNECT_TIMEOUT + 15, (result.returncode, took)
     [line] = result.stderr.decode().splitlines()
