@@ -60,9 +60,27 @@ def well_formed(text: str) -> str:
         return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
+_WHITESPACE = re.compile(r"\s+")
+
+
+def folded(text: str, limit: int) -> str:
+    """`text` with each whitespace run made one space, stripped: whole when that is at most `limit`
+    characters, else a start of it longer than `limit` (a cut at `limit` reads the same). Only as
+    much of the text is folded as that needs: a message of megabytes costs its first characters."""
+    window = 4 * limit + 64
+    while window < len(text):
+        # The folded start of the text is the start of the folded text (a run cut at the window's
+        # end is one space either way, and stripped): once longer than the limit, it is enough.
+        start = _WHITESPACE.sub(" ", text[:window]).strip()
+        if len(start) > limit:
+            return start
+        window *= 4
+    return _WHITESPACE.sub(" ", text).strip()
+
+
 def one_line(text: str, limit: int = LINE_CHARS) -> str:
     """`text` on one line (whitespace runs become one space), cut at `limit`."""
-    flat = re.sub(r"\s+", " ", text).strip()
+    flat = folded(text, limit)
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
@@ -680,13 +698,11 @@ def _drop_echoed_queue(facts: Facts) -> None:
     """A queued prompt that a later line repeats (a user line or attachment written when the queue
     was drained) is one message: the later one is kept."""
 
-    def normal(text: str) -> str:
-        return re.sub(r"\s+", " ", text).strip()
-
+    normal = [_WHITESPACE.sub(" ", typed.text).strip() for typed in facts.typed]
     last_seen: dict[str, int] = {}
-    for typed in facts.typed:
-        last_seen[normal(typed.text)] = max(typed.position, last_seen.get(normal(typed.text), -1))
-    echoed = {id(t) for t in facts.typed if t.source == "queued" and last_seen[normal(t.text)] > t.position}
+    for typed, text in zip(facts.typed, normal):
+        last_seen[text] = max(typed.position, last_seen.get(text, -1))
+    echoed = {id(t) for t, text in zip(facts.typed, normal) if t.source == "queued" and last_seen[text] > t.position}
     if echoed:
         facts.typed = [t for t in facts.typed if id(t) not in echoed]
         facts.requests = [r for r in facts.requests if id(r.typed) not in echoed]

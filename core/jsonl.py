@@ -21,7 +21,7 @@ from typing import Any, BinaryIO, Literal, overload
 import orjson
 
 from .errors import InputError
-from .fields import MAX_DEPTH, depth_headroom
+from .fields import MAX_DEPTH, depth_headroom, read_blocks
 
 OnError = Literal["fail", "skip"]
 BOM = b"\xef\xbb\xbf"
@@ -34,13 +34,23 @@ class Entry:
     which reproduces Claude Code's own compact encoding.
     """
 
-    __slots__ = ("line", "obj", "raw", "eol")
+    __slots__ = ("line", "obj", "raw", "eol", "_blocks")
 
     def __init__(self, obj: dict[str, Any], raw: bytes | None = None, line: int = 0, eol: bytes = b"\n") -> None:
         self.obj = obj
         self.raw = raw
         self.line = line
         self.eol = eol
+        self._blocks: tuple[Any, list[int], list[dict[str, Any]]] | None = None
+
+    def blocks(self, content: Any) -> tuple[list[int], list[dict[str, Any]]]:
+        """read_blocks(content) for this line's message content, walked once however many times
+        messages are built from the line (a count builds them more than once, a line may hold a
+        hundred thousand blocks). The lists are the caller's own; the blocks are the line's."""
+        known = self._blocks
+        if known is None or known[0] is not content:  # a line's objects are never changed in place: the same content reads the same
+            known = self._blocks = (content, *read_blocks(content))
+        return list(known[1]), list(known[2])
 
     @property
     def changed(self) -> bool:

@@ -58,7 +58,7 @@ def _text(raw: bytes) -> dict[str, str]:
         return {"b64": base64.b64encode(raw).decode("ascii")}
 
 
-def _holds_exactly(region: bytes | memoryview, pieces: list[bytes]) -> bool:
+def holds_exactly(region: bytes | memoryview, pieces: list[bytes]) -> bool:
     """Whether `region` is `pieces` one after another (compared in place: no copy of the region)."""
     at = 0
     for piece in pieces:
@@ -86,7 +86,7 @@ def ledger_record(
     output = line_bytes(after)
     position = {id(entry): index for index, entry in enumerate(after)}
     recipe: list[Any] = []
-    exact = region is None or _holds_exactly(region, line_bytes(before))
+    exact = region is None or holds_exactly(region, line_bytes(before))
     for entry in before if exact else ():
         index = position.get(id(entry))
         # An unterminated last line may have gained a newline in the output: keep its own bytes.

@@ -15,7 +15,6 @@ from itertools import repeat
 from typing import Any
 
 from ..core.count import Compaction, Marker
-from ..core.fields import read_blocks
 from ..core.jsonl import Entry
 from ..core.model import Finding, Message
 from ..core.placeholders import SUMMARY_PREAMBLE
@@ -49,7 +48,7 @@ class AnthropicFormat(WholeFileContext):
             if role not in ROLES:
                 continue
             content = obj.get("content")
-            indices, blocks = read_blocks(content)
+            indices, blocks = entry.blocks(content)
             usage = obj.get("usage") if isinstance(obj.get("usage"), dict) else None
             messages.append(
                 Message(

@@ -341,7 +341,7 @@ def build_messages(entries: Sequence[Entry], positions: Sequence[int], content: 
         if not isinstance(payload, dict):
             continue
         raw = payload.get("content")
-        indices, blocks = read_blocks(raw) if content else ([], [])
+        indices, blocks = entries[position].blocks(raw) if content else ([], [])
         refs = [(position, index) for index in indices]
         if kind == "assistant":
             message_id = payload.get("id") if isinstance(payload.get("id"), str) else None

@@ -331,26 +331,54 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: Kind | N
 Measure = Callable[[Sequence[Entry]], FileCount]
 
 
-def region_measure(buffer: Any, head: int, source: str, options: CountOptions) -> Measure:
+class RegionMeasure:
     """The count of the transcript that the first `head` bytes of `buffer` (the bytes before the
     region a stage edits) and the given region entries make, exactly as `count` finds it once
     written. The head is read in place (files.inputs.Spliced), never copied.
 
     The last result is kept: in a pipeline the next stage measures the very entries the previous
-    one was measured on (the same objects, so the same bytes), and gets it without a second count.
+    one was measured on (the same objects, so the same bytes), and gets it without a second count;
+    the writer measures what it writes the same way (`written`). `whole` is the count of `buffer`
+    itself when the caller has it: entries whose lines are exactly the region's bytes (a summary
+    measuring what it was given) are that count, without counting again.
     """
-    from ..core.stage import line_bytes
 
-    last: list[Any] = [None, None, None]  # the entries measured (kept alive, so their ids stay theirs), their ids, the count
+    def __init__(self, buffer: Any, head: int, source: str, options: CountOptions, whole: FileCount | None = None) -> None:
+        self.buffer, self.head, self.source, self.options, self.whole = buffer, head, source, options, whole
+        # The entries measured (kept alive, so their ids stay theirs), their ids, the count.
+        self._last: tuple[list[Entry], tuple[int, ...], FileCount] | None = None
 
-    def measure(entries: Sequence[Entry]) -> FileCount:
-        key = tuple(map(id, entries))
-        if key != last[1]:
-            last[:] = [list(entries), key, count_buffer(Spliced(buffer, head, b"".join(line_bytes(entries))), source, options)]
-        found: FileCount = last[2]
+    def __call__(self, entries: Sequence[Entry]) -> FileCount:
+        from ..core.stage import line_bytes
+
+        return self._known(entries) or self._count(entries, line_bytes(entries))
+
+    def written(self, entries: Sequence[Entry], lines: list[bytes]) -> FileCount:
+        """The count of the head and `lines`, which are `line_bytes(entries)` (the bytes a writer writes)."""
+        return self._known(entries) or self._count(entries, lines)
+
+    def _known(self, entries: Sequence[Entry]) -> FileCount | None:
+        if self._last is not None and self._last[1] == tuple(map(id, entries)):
+            return self._last[2]
+        return None
+
+    def _count(self, entries: Sequence[Entry], lines: list[bytes]) -> FileCount:
+        if self.whole is not None and self._is_the_region(lines):
+            found = self.whole
+        else:
+            found = count_buffer(Spliced(self.buffer, self.head, b"".join(lines)), self.source, self.options)
+        self._last = (list(entries), tuple(map(id, entries)), found)
         return found
 
-    return measure
+    def _is_the_region(self, lines: list[bytes]) -> bool:
+        from ..core.stage import holds_exactly
+        from ..files.inputs import view
+
+        try:
+            with view(self.buffer, self.head) as region:
+                return holds_exactly(region, lines)
+        except TypeError:  # a buffer read by ranges (object storage): not compared, counted
+            return False
 
 
 def _reinjection(

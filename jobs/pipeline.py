@@ -24,7 +24,7 @@ from ..core.errors import InputError
 from ..core.jsonl import LineIndex, OnError, ReadStats, iter_entries
 from ..core.stage import Outcome, Stage, StageContext, ledger_record, line_bytes
 from ..core.wire import ABSENT, Wire
-from ..files.inputs import Spliced, detect_format, view
+from ..files.inputs import detect_format, view
 from ..formats import stage_editor
 from .ports import DISK
 
@@ -191,17 +191,20 @@ def run_stage(
     passes through unparsed is no reason to fail). `before`: that count of the input, when the
     caller has it from another stage's run on the same bytes (a report's dry runs)."""
     from ..core.reports import StageReport
-    from .count import CountOptions, count_buffer, region_measure
+    from .count import CountOptions, RegionMeasure, count_buffer
 
     transcript_format = stage_editor(detect_format(buffer, source, format), source, stage.name)
     stats = ReadStats()
     offset, entries, history = _read(stage, settings, buffer, source, transcript_format, on_error, stats)
     counting = CountOptions(format=transcript_format.name, on_error="skip")
+    whole = None
     if before is None:
-        before = count_buffer(buffer, source, counting).count.tokens
+        whole = count_buffer(buffer, source, counting)
+        before = whole.count.tokens
     record = None
     lines: list[bytes] = []
-    context = replace(context, measure=region_measure(buffer, offset, source, counting), history=history)
+    measure = RegionMeasure(buffer, offset, source, counting, whole)
+    context = replace(context, measure=measure, history=history)
     outcome = stage.run(entries, transcript_format, settings, context)
     if not outcome.changed and not stats.skipped:
         head, after = len(buffer), before
@@ -212,8 +215,9 @@ def run_stage(
         else:
             lines = line_bytes(outcome.entries)
         head = offset
-        # The output as it will be written: the input's head read in place, then the new lines.
-        after = count_buffer(Spliced(buffer, head, b"".join(lines)), source, counting).count.tokens
+        # The output as it will be written: the input's head read in place, then the new lines (a
+        # count the stage made of these very entries is that count).
+        after = measure.written(outcome.entries, lines).count.tokens
     report = StageReport(file=source, extras=outcome.report, tokens_before=before, tokens_after=after, tokens_freed=before - after)
     return StageRun(head, lines, outcome, report, record, stats)
 
@@ -312,7 +316,7 @@ def compact_run(buffer: Any, source: str, options: CompactOptions, breaker: Any,
     changed (the head stays in the buffer), and the history restore reads is parsed as it is read.
     With `ledger`, the run's one ledger record (the pipeline undone at once by `expand`)."""
     from ..core.reports import CompactReport, StageRecord, SummarizeExtras
-    from .count import CountOptions, count_buffer, region_measure
+    from .count import CountOptions, RegionMeasure, count_buffer
 
     transcript_format = stage_editor(detect_format(buffer, source, options.format), source, "compact")
     stats = ReadStats()
@@ -324,7 +328,7 @@ def compact_run(buffer: Any, source: str, options: CompactOptions, breaker: Any,
     )
     initial = count_buffer(buffer, source, counting)
     before = initial.count.tokens
-    measure = region_measure(buffer, offset, source, counting)
+    measure = at_offset = RegionMeasure(buffer, offset, source, counting, initial)
     stages: list[StageRecord] = []
     current = before
     context = StageContext(
@@ -386,7 +390,7 @@ def compact_run(buffer: Any, source: str, options: CompactOptions, breaker: Any,
             auto = not options.force_summary and limits.autocompact is not None and current >= limits.autocompact
             dropped_prefix = bool(getattr(settings, "drop_history", False))
             if dropped_prefix:  # the lines above the context are not written: measured without them
-                measure = region_measure(b"", 0, source, counting)
+                measure = RegionMeasure(b"", 0, source, counting)
             context = replace(context, measure=measure, threshold=threshold, trigger="auto" if auto else "manual")
             why = "; ".join(reasons)
         if stage.runs == "after a summary":
@@ -411,8 +415,9 @@ def compact_run(buffer: Any, source: str, options: CompactOptions, breaker: Any,
             kept, lines = ledger_record("compact", prefix, original if head else (), entries, removed, region)
     else:
         lines = line_bytes(entries)
-    # Measured on the bytes written, the way `count` will measure them.
-    written = count_buffer(Spliced(buffer, head, b"".join(lines)), source, counting)
+    # Measured on the bytes written, the way `count` will measure them: the input's own count when
+    # they are the input, else the count a stage made of these very entries when there was one.
+    written = initial if untouched else (at_offset if head == offset else measure).written(entries, lines)
     report = CompactReport(
         file=source,
         format=transcript_format.name,

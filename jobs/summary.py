@@ -46,7 +46,7 @@ from ..core.transcript_format import SUMMARY_MARKER, TranscriptFormat, WritableF
 from ..files import storage
 from ..files.inputs import read_side_file
 from .breaker import breaker as process_breaker
-from .count import CountOptions, region_measure
+from .count import CountOptions, RegionMeasure
 
 if TYPE_CHECKING:  # types only: the report types and the fact readers load when a summary is written
     from ..core.facts import Facts
@@ -352,7 +352,7 @@ def summarize_entries(
     # The tools-used reminder is Claude Code's: another agent's summary opens with its own words only.
     tools_used = tools_used_in(history) if rules.summary_lists_tools and preamble == SUMMARY_PREAMBLE else ()
     text = summary_message_text(summary, named, bool(tail), automatic=context.trigger == "auto", tools_used=tools_used, preamble=preamble)
-    measure = context.measure or region_measure(b"", 0, "-", CountOptions(format=transcript_format.name))
+    measure = context.measure or RegionMeasure(b"", 0, "-", CountOptions(format=transcript_format.name))
     before = measure(entries).count
     pre = before.tokens
     first_tail_entry = first_position(tail)

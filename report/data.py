@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import bisect
 import json
-import re
 import shlex
 import typing
 from collections.abc import Sequence
@@ -80,8 +79,10 @@ def excerpt(block: dict[str, Any]) -> str:
 
 def _folded(text: str, limit: int) -> str:
     """`text` on one line (whitespace folded), at most `limit` characters."""
-    folded = re.sub(r"\s+", " ", text).strip()
-    return folded if len(folded) <= limit else folded[: limit - 1] + "…"
+    from ..core.facts import folded
+
+    flat = folded(text, limit)
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def tool_subjects(messages: Sequence[Message]) -> dict[str, str]:

@@ -888,3 +888,29 @@ def test_the_calibration_median_is_statistics_median(values: list[float]) -> Non
     import statistics
 
     assert median(values) == statistics.median(values)
+
+
+@pytest.mark.parametrize("path", CLAUDE_FIXTURES, ids=lambda p: p.stem)
+def test_a_region_measured_as_read_is_the_files_own_count_and_a_changed_one_is_counted(path: Path) -> None:
+    """RegionMeasure (what a stage measures its candidates with) gives the file's own count, without
+    counting again, only for entries whose lines are the region's very bytes; anything else (an entry
+    changed, a blank line the entries leave out) is counted as it will be written."""
+    from ctxpipe.core.jsonl import ReadStats
+    from ctxpipe.core.stage import line_bytes
+    from ctxpipe.files.inputs import Spliced, detect_format
+    from ctxpipe.jobs.count import RegionMeasure
+
+    options = CountOptions(on_error="skip")
+    for data in (path.read_bytes(), path.read_bytes().replace(b"\n", b"\n\n", 1)):
+        transcript_format = detect_format(data, str(path), None)
+        offset, entries = transcript_format.read_region(data, str(path), "skip", ReadStats())
+        whole = count_buffer(data, str(path), options)
+        measure = RegionMeasure(data, offset, str(path), options, whole)
+        as_read = measure(entries)
+        exact = b"".join(line_bytes(entries)) == data[offset:]
+        assert (as_read is whole) == exact
+        assert as_read.count == count_buffer(Spliced(data, offset, b"".join(line_bytes(entries))), str(path), options).count
+        changed = [*entries[:-1], entries[-1].replace({**entries[-1].obj, "x-note": "changed"})]
+        counted = measure.written(changed, line_bytes(changed))
+        assert counted is not whole and counted is measure(changed)  # the writer's count is the stage's own
+        assert counted.count == count_buffer(Spliced(data, offset, b"".join(line_bytes(changed))), str(path), options).count

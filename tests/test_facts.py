@@ -14,16 +14,19 @@ Sessions are built with tests/builders.py (through test_summarize's Convo and he
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 from builders import usage
-from ctxpipe.core.facts import failure_line
+from ctxpipe.core.facts import failure_line, folded, one_line
 from ctxpipe.core.jsonl import ReadStats
 from ctxpipe.core.reports import KindRecall
 from ctxpipe.core.summarize import Fact, key_facts, verify
 from helpers import run_cli
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_summarize import CC, NOW_ISO, Convo, in_process, lines_of, ok, section, summary_of
 
 REJECTED = (
@@ -813,3 +816,23 @@ def test_a_plan_file_s_unchecked_steps_are_open_tasks_even_past_the_plan_s_excer
     assert tasks == ["Cache results in an LRU", "Document the cache"]  # the checked step is done
     pending = section(summary(s), 7)
     assert "   - Plan step not done: Cache results in an LRU\n" in pending and "   - Plan step not done: Document the cache\n" in pending
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(["a", "b", " ", "\n", "\t", "\u2003", "\u3000", "xy", "  \n "]), max_size=600).map("".join), st.integers(1, 80))
+def test_a_long_text_is_folded_only_as_far_as_its_cut_needs(text: str, limit: int) -> None:
+    """folded (one_line's and the report excerpts' folding) reads the same as folding the whole text:
+    the whole when it is short, else a start of it longer than the limit, so a cut reads alike."""
+    whole = re.sub(r"\s+", " ", text).strip()
+    start = folded(text, limit)
+    if len(whole) <= limit:
+        assert start == whole
+    else:
+        assert len(start) > limit and whole.startswith(start)
+        assert one_line(text, limit) == whole[: limit - 1].rstrip() + "…"
+
+
+def test_a_message_of_megabytes_is_folded_from_its_start() -> None:
+    text = "word \n\t " * 2_000_000  # 16 MB
+    assert folded(text, 40) == ("word " * 200).strip()[: len(folded(text, 40))]
+    assert one_line(text, 12) == "word word w…"
