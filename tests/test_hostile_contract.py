@@ -292,7 +292,7 @@ def test_the_cases_are_what_the_readme_says() -> None:
 # --- the zygote ------------------------------------------------------------------------------------
 
 ZYGOTE = r"""
-import importlib, io, json, os, pkgutil, runpy, signal, sys, time, traceback
+import fcntl, gc, importlib, io, json, os, pkgutil, runpy, signal, sys, threading, time, traceback
 
 requests = os.fdopen(os.dup(0), "rb")
 replies = os.fdopen(os.dup(1), "wb", buffering=0)
@@ -325,12 +325,17 @@ def stream(fd):
     return io.TextIOWrapper(buffered, encoding=template.encoding, errors=template.errors, line_buffering=fd == 2 or raw.isatty())
 
 
-def install_audit(log_path):
-    log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+PIPE_BYTES = 1 << 20  # a pipe's buffer asked for (Linux's pipe-max-size by default); a bigger stdin has a feeder process
+AUDIT_LOG = [None]  # the descriptor the audit hook writes to during a run (None: between runs, or no log asked)
+
+
+def install_audit():
+    # Once per process (an audit hook cannot be removed): it logs to the current run's log.
     write, fspath, abspath = os.write, os.fsencode, os.path.abspath
 
     def hook(event, args):
-        if event in ("open", "os.listdir", "os.scandir", "glob.glob"):
+        log = AUDIT_LOG[0]
+        if log is not None and event in ("open", "os.listdir", "os.scandir", "glob.glob"):
             path = args[0] if args else None
             if isinstance(path, (str, bytes, os.PathLike)):
                 flags = args[2] if event == "open" and len(args) > 2 and isinstance(args[2], int) else -1
@@ -341,25 +346,38 @@ def install_audit(log_path):
     sys.addaudithook(hook)
 
 
-def child(req):
-    os.setpgid(0, 0)
-    requests.close()
-    replies.close()
+def start_run(req):
+    # The run's standard streams, working folder, environment, audit log and argv, as a fresh
+    # `python -m` has them; returns the descriptors to close after it and the stdin feeder's pid.
     stdin = req["stdin"]
+    feeder = None
     if stdin is None:
         fd = os.open(os.devnull, os.O_RDONLY)
     elif req["stdin_pipe"]:
         fd, w = os.pipe()
-        if os.fork() == 0:
-            os.close(fd)
+        try:
+            fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+        except OSError:
+            pass
+        if os.path.getsize(stdin) <= fcntl.fcntl(w, fcntl.F_GETPIPE_SZ):
+            # The whole file fits in the pipe's buffer: written before the run (no feeder process);
+            # the run reads the same: the bytes, then the end of the file.
             with open(stdin, "rb") as source:
                 data = source.read()
-            try:
-                while data:
-                    data = data[os.write(w, data):]
-            except OSError:
-                pass
-            os._exit(0)
+            while data:
+                data = data[os.write(w, data):]
+        else:
+            feeder = os.fork()
+            if feeder == 0:
+                os.close(fd)
+                with open(stdin, "rb") as source:
+                    data = source.read()
+                try:
+                    while data:
+                        data = data[os.write(w, data):]
+                except OSError:
+                    pass
+                os._exit(0)
         os.close(w)
     else:
         fd = os.open(stdin, os.O_RDONLY)
@@ -376,13 +394,19 @@ def child(req):
     os.environ.update(req["env"])
     sys.stdin, sys.stdout, sys.stderr = sys.__stdin__, sys.__stdout__, sys.__stderr__ = stream(0), stream(1), stream(2)
     if req["log"]:
-        install_audit(req["log"])
+        AUDIT_LOG[0] = os.open(req["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     sys.argv = ["ctxpipe", *req["argv"]]
+    return [fd, *opened.values()], feeder
+
+
+def run_module(req):
+    # `python -m MODULE` in this process; the exit status the interpreter would give.
     module = req.get("module") or "ctxpipe"
     # What `python -m` runs is not imported before it runs (runpy warns when it is): a module the
     # zygote imported is dropped first (a package's __main__ never was).
     if not hasattr(sys.modules.get(module), "__path__"):
         sys.modules.pop(module, None)
+    sys.modules.pop(module + ".__main__", None)
     code = 0
     try:
         runpy.run_module(module, run_name="__main__", alter_sys=True)
@@ -409,7 +433,89 @@ def child(req):
     if req.get("modules"):  # a warm-up run: what it imported, for the zygote to import once
         with open(req["modules"], "w") as listing:
             listing.write("\n".join(sorted(sys.modules)))
-    os._exit(code & 0xFF)
+    return code & 0xFF
+
+
+def end_run(closing, feeder, signals):
+    # Back to the state before the run, for the next run of a batch: no log, the run's descriptors
+    # closed (its stdin's feeder ends on the closed pipe), the signal handlers and collector as they were.
+    if AUDIT_LOG[0] is not None:
+        os.close(AUDIT_LOG[0])
+        AUDIT_LOG[0] = None
+    for target in (0, 1, 2):
+        os.dup2(null, target)
+    for fd in closing:
+        os.close(fd)
+    if feeder:
+        os.waitpid(feeder, 0)
+    for number, handler in signals.items():
+        signal.signal(number, handler)
+    gc.enable()
+
+
+def saved_signals():
+    handlers = {}
+    for number in signal.valid_signals():
+        try:
+            handler = signal.getsignal(number)
+        except (OSError, ValueError):
+            continue
+        if handler is not None and number not in (signal.SIGKILL, signal.SIGSTOP):
+            handlers[number] = handler
+    return handlers
+
+
+def child(req):
+    os.setpgid(0, 0)
+    requests.close()
+    replies.close()
+    install_audit()
+    start_run(req)
+    os._exit(run_module(req))
+
+
+def batch_child(req):
+    # The runs of one batch, one after another in this process (each set up as a fresh `python -m`
+    # is, then undone); each run's status is a line in the statuses file as soon as it ends. A run
+    # that leaves a thread running ends the batch: the runs after it are run on their own.
+    os.setpgid(0, 0)
+    requests.close()
+    replies.close()
+    install_audit()
+    statuses = os.open(req["statuses"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    for index, one in enumerate(req["batch"]):
+        signals = saved_signals()
+        start = time.monotonic()
+        closing, feeder = start_run(one)
+        code = run_module(one)
+        end_run(closing, feeder, signals)
+        os.write(statuses, (json.dumps({"index": index, "returncode": code, "seconds": time.monotonic() - start}) + "\n").encode())
+        if threading.active_count() > 1:
+            break
+    os._exit(0)
+
+
+def wait(pid, timeout, progress=None):
+    # Wait for the child; kill its process group when `timeout` passes without progress (a run
+    # ending: the statuses file growing). Returns (status, timed out).
+    start = time.monotonic()
+    seen = 0
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status, False
+        if progress is not None:
+            size = os.stat(progress).st_size if os.path.exists(progress) else 0
+            if size != seen:
+                seen, start = size, time.monotonic()
+        if time.monotonic() - start > timeout:
+            try:
+                os.killpg(pid, signal.SIGKILL)  # the run's own process group (it set it up)
+            except ProcessLookupError:
+                pass
+            _, status = os.waitpid(pid, 0)
+            return status, True
+        time.sleep(0.002)
 
 
 for line in iter(requests.readline, b""):
@@ -426,23 +532,13 @@ for line in iter(requests.readline, b""):
     pid = os.fork()
     if pid == 0:
         try:
-            child(req)
+            batch_child(req) if "batch" in req else child(req)
         finally:
             os._exit(99)
-    timed_out = False
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() - start > req["timeout"]:
-            timed_out = True
-            try:
-                os.killpg(pid, signal.SIGKILL)  # the run's own process group (it set it up)
-            except ProcessLookupError:
-                pass
-            _, status = os.waitpid(pid, 0)
-            break
-        time.sleep(0.002)
+    if "batch" in req:
+        status, timed_out = wait(pid, req["timeout"], req["statuses"])
+    else:
+        status, timed_out = wait(pid, req["timeout"])
     replies.write((json.dumps({"returncode": os.waitstatus_to_exitcode(status), "timed_out": timed_out,
                                "seconds": time.monotonic() - start}) + "\n").encode())
 """
@@ -496,7 +592,28 @@ class Zygote:
         self.counter = itertools.count()
         self.workdir = workdir
 
-    def run(
+    def run(self, argv: Sequence[Any], **options: Any) -> Run:
+        """`python -m MODULE ARGV` (ctxpipe's own __main__ by default) in a child forked from the zygote."""
+        request = self.request(argv, **options)
+        status = self.ask(request)
+        return self.collect(request, status["returncode"], status["timed_out"], status["seconds"])
+
+    def run_batch(self, jobs: Sequence[tuple[Sequence[Any], dict[str, Any]]]) -> list[Run]:
+        """The runs (argv and run()'s options each) one after another in one child forked from the
+        zygote, each as a fresh `python -m` (see batch_child): the child's first touches of the
+        zygote's memory are paid once, not once a run. A run the batch did not end (a timeout, a
+        crash, a thread left running) is run again on its own."""
+        requests = [self.request(argv, **options) for argv, options in jobs]
+        statuses = self.workdir / f"{next(self.counter)}.statuses"
+        self.ask({"batch": requests, "statuses": str(statuses), "timeout": max(request["timeout"] for request in requests)})
+        ended = {status["index"]: status for status in map(json.loads, statuses.read_text().splitlines())} if statuses.exists() else {}
+        statuses.unlink(missing_ok=True)
+        return [
+            self.collect(request, ended[n]["returncode"], False, ended[n]["seconds"]) if n in ended else self.run(argv, **options)
+            for n, (request, (argv, options)) in enumerate(zip(requests, jobs))
+        ]
+
+    def request(
         self,
         argv: Sequence[Any],
         *,
@@ -509,31 +626,34 @@ class Zygote:
         audit: bool = True,
         modules: Path | None = None,
         module: str = "ctxpipe",
-    ) -> Run:
-        """`python -m MODULE ARGV` (ctxpipe's own __main__ by default) in a child forked from the zygote."""
+    ) -> dict[str, Any]:
         n = next(self.counter)
         out, err, log = (self.workdir / f"{n}.{kind}" for kind in ("out", "err", "log"))
-        status = self.ask(
-            {
-                "argv": [str(arg) for arg in argv],
-                "cwd": str(cwd),
-                "env": env,
-                "stdin": str(stdin) if stdin else None,
-                "stdin_pipe": stdin_pipe,
-                "stdout": terminal or str(out),
-                "stderr": terminal or str(err),
-                "timeout": timeout,
-                "log": str(log) if audit else None,
-                "modules": str(modules) if modules else None,
-                "module": module,
-            }
-        )
+        return {
+            "argv": [str(arg) for arg in argv],
+            "cwd": str(cwd),
+            "env": env,
+            "stdin": str(stdin) if stdin else None,
+            "stdin_pipe": stdin_pipe,
+            "stdout": terminal or str(out),
+            "stderr": terminal or str(err),
+            "timeout": timeout,
+            "log": str(log) if audit else None,
+            "modules": str(modules) if modules else None,
+            "module": module,
+        }
+
+    def collect(self, request: dict[str, Any], returncode: int, timed_out: bool, seconds: float) -> Run:
+        """The run's outcome from the files it wrote (removed once read)."""
+        terminal = request["stdout"].startswith("/dev/pts/")
+        out, err = Path(request["stdout"]), Path(request["stderr"])
+        log = Path(request["log"]) if request["log"] else None
         stdout = b"" if terminal else out.read_bytes()
         stderr = b"" if terminal else err.read_bytes()
-        opens = [json.loads(line) for line in log.read_text().splitlines()] if audit and log.exists() else []
-        for path in (out, err, log):
+        opens = [json.loads(line) for line in log.read_text().splitlines()] if log and log.exists() else []
+        for path in ([] if terminal else [out, err]) + ([log] if log else []):
             path.unlink(missing_ok=True)
-        return Run([str(arg) for arg in argv], status["returncode"], stdout, stderr, status["timed_out"], status["seconds"], opens)
+        return Run(request["argv"], returncode, stdout, stderr, timed_out, seconds, opens)
 
     def ask(self, request: dict[str, Any]) -> dict[str, Any]:
         assert self.proc.stdin and self.proc.stdout
@@ -584,6 +704,21 @@ class Runner:
         zygote = self.idle.get()
         try:
             return zygote.run(argv, **kwargs)
+        finally:
+            self.idle.put(zygote)
+
+    def run_batch(self, jobs: Sequence[tuple[Sequence[Any], dict[str, Any]]], in_turn: bool = False) -> list[Run]:
+        """The runs' outcomes in order, shared out in one batch per zygote (Zygote.run_batch); with
+        `in_turn`, one batch: each run starts when the one before it has ended (a chain of stages)."""
+        share = len(jobs) if in_turn else -(-len(jobs) // len(self.all))
+        parts = [list(jobs[at : at + share]) for at in range(0, len(jobs), share)]
+        results = self.map(lambda part: self.run_part(part), parts)
+        return [run for part in results for run in part]
+
+    def run_part(self, jobs: list[tuple[Sequence[Any], dict[str, Any]]]) -> list[Run]:
+        zygote = self.idle.get()
+        try:
+            return zygote.run_batch(jobs)
         finally:
             self.idle.put(zygote)
 
@@ -943,15 +1078,11 @@ def run_case(runner: Runner, case: Case, tmp: Path, jobs: list[tuple[str, str]])
     path, cwd, env, ledger = prepare(case, tmp)
     before = sorted(p.name for p in path.parent.iterdir())
 
-    def one(job: tuple[str, str]) -> tuple[tuple[str, str], Run]:
-        variant, via = job
-        argv = fill(VARIANTS[variant], tmp, ledger)
-        args, stdin = command_line(argv, path, tmp, via, cwd)
-        run = runner.run(args, cwd=cwd, env=env, stdin=stdin)
+    lines = [command_line(fill(VARIANTS[variant], tmp, ledger), path, tmp, via, cwd) for variant, via in jobs]
+    batch = runner.run_batch([(args, {"cwd": cwd, "env": env, "stdin": stdin}) for args, stdin in lines])
+    for (args, _), run in zip(lines, batch):
         run.source = "-" if args[-1] == "-" else str(path)
-        return job, run
-
-    runs = dict(runner.map(one, jobs))
+    runs = dict(zip(jobs, batch))
     return CaseRuns(case, tmp, runs, before, sorted(p.name for p in path.parent.iterdir()), path.read_bytes() == case.data)
 
 
@@ -1121,18 +1252,14 @@ def test_a_hostile_file_in_a_batch_is_one_error_line_and_the_others_are_processe
     env = base_env(tmp_path)
     cwd = tmp_path / "cwd"
     cwd.mkdir()
-    runs = dict(
-        runner.map(
-            lambda job: (job[0], runner.run(job[1], cwd=cwd, env=env)),
-            [
-                ("count", ["count", folder]),
-                ("validate", ["validate", *goods, hostile]),
-                ("compact", ["compact", "--force", "--keep-last", "2", "--now", NOW, "--out-dir", tmp_path / "out", folder]),
-                ("report", ["report", "--json", "--now", NOW, folder]),
-                ("report-pages", ["report", "--now", NOW, "--out-dir", tmp_path / "pages", folder]),
-            ],
-        )
-    )
+    commands = {
+        "count": ["count", folder],
+        "validate": ["validate", *goods, hostile],
+        "compact": ["compact", "--force", "--keep-last", "2", "--now", NOW, "--out-dir", tmp_path / "out", folder],
+        "report": ["report", "--json", "--now", NOW, folder],
+        "report-pages": ["report", "--now", NOW, "--out-dir", tmp_path / "pages", folder],
+    }
+    runs = dict(zip(commands, runner.run_batch([(argv, {"cwd": cwd, "env": env}) for argv in commands.values()])))
     problems = []
     for label, run in runs.items():
         if run.timed_out:
@@ -1277,9 +1404,11 @@ def test_expand_rebuilds_the_original_from_the_ledger_of_a_chain(name: str, runn
     current = path
     problems = []
     stages_run = 0
-    for n, stage in enumerate(LEDGER_CHAIN):
-        out = tmp_path / f"step-{n}.jsonl"
-        run = runner.run([*stage, "--ledger", ledger, "-o", out, current], cwd=cwd, env=env)
+    # The whole chain in one batch, each stage on the output of the one before (one that failed
+    # wrote none: the stages after it fail too, and are not looked at).
+    outs = [tmp_path / f"step-{n}.jsonl" for n in range(len(LEDGER_CHAIN))]
+    chain = [([*stage, "--ledger", ledger, "-o", out, given], {"cwd": cwd, "env": env}) for stage, out, given in zip(LEDGER_CHAIN, outs, [path, *outs])]
+    for stage, out, run in zip(LEDGER_CHAIN, outs, runner.run_batch(chain, in_turn=True)):
         if run.timed_out or EXCEPTION.search(run.err) or run.returncode not in (0, 1):
             problems.append(f"{stage[0]}: exit {run.returncode}, {run.err[-800:]!r}")
             break
@@ -1339,12 +1468,13 @@ SGR = re.compile("\x1b\\[[0-9;]*m")  # colours (statusline's line is coloured wi
 INJECTED = re.compile("\x1b\\]|\x1b\\[2J|\x07|[\x80-\x9f\u202a-\u202e\u2066-\u2069\udc80-\udcff]|[\x00-\x06\x08\x0e-\x1a\x1c-\x1f\x7f]")
 
 
-def run_on_a_terminal(runner: Runner, argv: Sequence[Any], *, cwd: Path, env: dict[str, str], stdin: Path | None = None) -> Run:
-    master, slave = pty.openpty()
-    tty.setraw(slave)  # no \n -> \r\n translation: what the program wrote, byte for byte
-    shown = bytearray()
+def run_on_terminals(runner: Runner, jobs: Sequence[tuple[Sequence[Any], Path | None]], *, cwd: Path, env: dict[str, str]) -> list[Run]:
+    """Each run (argv, stdin) with stdout and stderr on a terminal of its own (a pty, raw: what the
+    program wrote, byte for byte); a run's stdout and stderr are what its terminal showed."""
+    terminals = [pty.openpty() for _ in jobs]
+    shown = [bytearray() for _ in jobs]
 
-    def read() -> None:
+    def read(master: int, into: bytearray) -> None:
         while True:
             try:
                 chunk = os.read(master, 65536)
@@ -1352,19 +1482,25 @@ def run_on_a_terminal(runner: Runner, argv: Sequence[Any], *, cwd: Path, env: di
                 return
             if not chunk:
                 return
-            shown.extend(chunk)
+            into.extend(chunk)
 
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
+    readers = []
+    for (master, slave), into in zip(terminals, shown):
+        tty.setraw(slave)  # no \n -> \r\n translation
+        readers.append(threading.Thread(target=read, args=(master, into), daemon=True))
+        readers[-1].start()
     try:
-        run = runner.run(argv, cwd=cwd, env=env, stdin=stdin, terminal=os.ttyname(slave))
+        runs = runner.run_batch(
+            [(argv, {"cwd": cwd, "env": env, "stdin": stdin, "terminal": os.ttyname(slave)}) for (argv, stdin), (_, slave) in zip(jobs, terminals)]
+        )
     finally:
-        os.close(slave)
-        reader.join(timeout=10)
-        os.close(master)
-    run.stdout = bytes(shown)
-    run.stderr = bytes(shown)
-    return run
+        for (master, slave), reader in zip(terminals, readers):
+            os.close(slave)
+            reader.join(timeout=10)
+            os.close(master)
+    for run, into in zip(runs, shown):
+        run.stdout = run.stderr = bytes(into)
+    return runs
 
 
 @pytest.mark.parametrize("name, term", [(name, term) for name in TERMINAL_CASES for term in TERMS if term == "dumb" or name in ESCAPE_CASES])
@@ -1373,7 +1509,7 @@ def test_no_raw_control_character_reaches_a_terminal(name: str, term: str, runne
     path, cwd, env, ledger = prepare(case, tmp_path)
     env = {**{k: v for k, v in env.items() if k != "NO_COLOR"}, **TERMS[term]}
     jobs = [(command, command_line(fill(argv, tmp_path, ledger, n), path, tmp_path)) for n, (command, argv) in enumerate(TERMINAL_ARGV)]
-    runs = runner.map(lambda job: (job[0], run_on_a_terminal(runner, job[1][0], cwd=cwd, env=env, stdin=job[1][1])), jobs)
+    runs = zip([command for command, _ in jobs], run_on_terminals(runner, [line for _, line in jobs], cwd=cwd, env=env))
     problems = []
     for command, run in runs:
         label = " ".join(run.argv[:-1] if command not in STATUS_LINES else run.argv)
@@ -1454,17 +1590,23 @@ def test_the_zygote_runs_are_python_dash_m(name: str, runner: Runner, tmp_path: 
     case = Case(name, ADVERSARIAL / f"{name}.jsonl")
     path, cwd, env, ledger = prepare(case, tmp_path)
 
-    def both(variant: str) -> tuple[str, Run, subprocess.CompletedProcess[bytes]]:
-        argv, stdin = command_line(fill(VARIANTS[variant], tmp_path, ledger), path, tmp_path)
-        forked = runner.run(argv, cwd=cwd, env=env, stdin=stdin, audit=False)
-        with open(stdin or os.devnull, "rb") as given:
-            real = subprocess.run([sys.executable, "-m", "ctxpipe", *map(str, argv)], capture_output=True, cwd=cwd, env=env, timeout=300, stdin=given)
-        return variant, forked, real
+    # As the matrix runs them (every variant, by path and on a stdin pipe, in batches), against
+    # real `python -m ctxpipe` processes given the same stdin on a pipe.
+    jobs = [(variant, via) for variant in VARIANTS for via in VIA]
+    lines = [command_line(fill(VARIANTS[variant], tmp_path, ledger), path, tmp_path, via, cwd) for variant, via in jobs]
+    forked = runner.run_batch([(argv, {"cwd": cwd, "env": env, "stdin": stdin}) for argv, stdin in lines])
+
+    def real(line: tuple[list[Any], Path | None]) -> subprocess.CompletedProcess[bytes]:
+        argv, stdin = line
+        command = [sys.executable, "-m", "ctxpipe", *map(str, argv)]
+        if stdin is None:  # as the zygote's runs: /dev/null
+            return subprocess.run(command, capture_output=True, cwd=cwd, env=env, timeout=300, stdin=subprocess.DEVNULL)
+        return subprocess.run(command, capture_output=True, cwd=cwd, env=env, timeout=300, input=stdin.read_bytes())
 
     with ThreadPoolExecutor(2) as pool:
-        results = list(pool.map(both, list(VARIANTS)))
-    for variant, forked, real in results:
-        assert (forked.returncode, forked.stdout, forked.stderr) == (real.returncode, real.stdout, real.stderr), variant
+        reals = list(pool.map(real, lines))
+    for job, run, expected in zip(jobs, forked, reals):
+        assert (run.returncode, run.stdout, run.stderr) == (expected.returncode, expected.stdout, expected.stderr), job
     # statusline's background refresh (test_statusline_savings_on_every_hostile_file forks it too):
     # the same result, and the same cache entry, as `python -m ctxpipe.jobs.statusline`.
     entries = []
