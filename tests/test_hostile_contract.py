@@ -23,10 +23,14 @@ a stdin pipe:
 
 Runs are real processes with real file descriptors and exit codes, but ~3,000 `python -m ctxpipe`
 start-ups cost too long on a shared machine: a zygote process imports ctxpipe once and forks a
-child per run, which runs `python -m ctxpipe`'s own `__main__` with the run's argv, environment,
-working folder and standard streams, and exits as the interpreter would (traceback and exit 1 on
-an uncaught exception). test_the_zygote_runs_are_python_dash_m checks it against real
-`python -m ctxpipe` runs, byte for byte.
+child, which runs `python -m ctxpipe`'s own `__main__` with the run's argv, environment, working
+folder and standard streams and ends as the interpreter would (traceback and exit 1 on an
+uncaught exception). A case's runs share one child per zygote (one process per adversarial file
+for all commands, as a fresh child's first touches of the zygote's memory cost more than a small
+run): one after another, each set up as above and undone after it (streams, folder, environment,
+signal handlers); a run that does not end in time, ends the child or leaves a thread running is
+run again in a child of its own, and so is every run after it. test_the_zygote_runs_are_python_dash_m
+checks every variant run that way against real `python -m ctxpipe` runs, byte for byte.
 
 Failures are left failing on purpose: each assertion lists every violation of its run.
 """
@@ -710,10 +714,15 @@ class Runner:
     def run_batch(self, jobs: Sequence[tuple[Sequence[Any], dict[str, Any]]], in_turn: bool = False) -> list[Run]:
         """The runs' outcomes in order, shared out in one batch per zygote (Zygote.run_batch); with
         `in_turn`, one batch: each run starts when the one before it has ended (a chain of stages)."""
-        share = len(jobs) if in_turn else -(-len(jobs) // len(self.all))
-        parts = [list(jobs[at : at + share]) for at in range(0, len(jobs), share)]
-        results = self.map(lambda part: self.run_part(part), parts)
-        return [run for part in results for run in part]
+        # Dealt out in turn (a variant's path and stdin runs go to different zygotes), so the
+        # costly commands are shared too and the batches end about together.
+        count = 1 if in_turn else min(len(self.all), len(jobs))
+        parts = [list(jobs[first::count]) for first in range(count)]
+        results = self.map(self.run_part, parts)
+        runs: list[Run] = [None] * len(jobs)  # type: ignore[list-item]
+        for first, part in enumerate(results):
+            runs[first::count] = part
+        return runs
 
     def run_part(self, jobs: list[tuple[Sequence[Any], dict[str, Any]]]) -> list[Run]:
         zygote = self.idle.get()

@@ -294,7 +294,7 @@ def test_a_batch_says_on_stderr_which_files_the_model_failed_on_and_where(tmp_pa
     for number in range(5):
         (folder / f"s{number}.jsonl").write_bytes(long_session(tmp_path / "app"))
     result = run_cli(
-        "compact", "--force", "--keep-last", "2", "--engine", "llm", "--base-url", url, "--timeout", "2", "--jobs", "1", "--now", NOW_ISO,
+        "compact", "--force", "--keep-last", "2", "--engine", "llm", "--base-url", url, "--timeout", "0.5", "--jobs", "1", "--now", NOW_ISO,
         "--out-dir", tmp_path / "out", folder, env=WITH_KEY,
     )  # fmt: skip
     err = ok(result).stderr.decode()
