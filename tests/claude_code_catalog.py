@@ -84,8 +84,22 @@ def baked_catalog(data: bytes) -> dict[str, Any]:
     return js_to_python(js_object_at(data, data.rfind(b'{"//"', 0, marker)))
 
 
+def search_from(data: bytes, anchor: bytes, pattern: bytes, back: int = 0) -> re.Match[bytes] | None:
+    """The first match of `pattern` that starts `back` bytes or fewer before an occurrence of the
+    literal `anchor` in it: the binary is hundreds of megabytes, and a literal is found by memchr
+    where a regular expression would step through every byte."""
+    compiled = re.compile(pattern)
+    at = data.find(anchor)
+    while at >= 0:
+        found = compiled.search(data, max(0, at - back), at + len(anchor) + (1 << 16))
+        if found is not None and found.start() <= at:
+            return found
+        at = data.find(anchor, at + 1)
+    return None
+
+
 def four_bytes_per_token(data: bytes) -> list[str]:
-    found = re.search(rb'new Set\((\["claude-3-opus"[^\]]*\])\);function \w+\(e\)\{if\(!e\)return 4;', data)
+    found = search_from(data, b'new Set(["claude-3-opus"', rb'new Set\((\["claude-3-opus"[^\]]*\])\);function \w+\(e\)\{if\(!e\)return 4;')
     if found is None:
         raise LookupError("no bytes-per-token set in this binary")
     return json.loads(found.group(1))
@@ -93,7 +107,7 @@ def four_bytes_per_token(data: bytes) -> list[str]:
 
 def fast_prices(data: bytes) -> dict[str, dict[str, float]]:
     """{model id: fast-mode prices in the catalog's price names}."""
-    found = re.search(rb'function \w+\(e\)\{(if\(e==="claude-[^}]*?)return\}', data)
+    found = search_from(data, b'(e){if(e==="claude-', rb'function \w+\(e\)\{(if\(e==="claude-[^}]*?)return\}', back=64)
     if found is None:
         raise LookupError("no fast-mode price table in this binary")
     names = {
@@ -105,7 +119,7 @@ def fast_prices(data: bytes) -> dict[str, dict[str, float]]:
     }
     prices: dict[str, dict[str, float]] = {}
     for models, table in re.findall(rb"if\(((?:e===\"[^\"]+\"(?:\|\|)?)+)\)return (\w+);", found.group(1)):
-        literal = re.search(rb"[,{ ]" + re.escape(table) + rb"=(\{inputTokens:[^}]*\})", data)
+        literal = search_from(data, table + b"={inputTokens:", rb"[,{ ]" + re.escape(table) + rb"=(\{inputTokens:[^}]*\})", back=1)
         if literal is None:
             raise LookupError(f"no fast-mode prices {table.decode()}")
         row = js_to_python(literal.group(1).decode())
