@@ -9,6 +9,7 @@ Typer app around it.
 
 from __future__ import annotations
 
+import functools
 import json
 import shlex
 import sys
@@ -18,11 +19,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import anthropic
 import pytest
 import typer
-from anthropic.types.beta import BetaContextManagementConfigParam
-from anthropic.types.beta.beta_context_management_config_param import Edit
 from builders import SONNET, Session, usage
 from ctxpipe.cli.commands.api_edits import api_edits
 from ctxpipe.core.api_edits import (
@@ -66,9 +64,17 @@ def make_app() -> typer.Typer:
 
 APP = make_app()
 RUNNER = CliRunner()
-# Module-level: a lazily validated Iterable keeps pointing into its adapter, which must outlive it.
-CONFIG = TypeAdapter(BetaContextManagementConfigParam)
-EDIT = TypeAdapter(Edit)
+
+
+@functools.cache
+def sdk_adapters() -> tuple[TypeAdapter[Any], TypeAdapter[Any]]:
+    """The SDK's context-management config and edit types as adapters, made on first use (the SDK's
+    types take a second to import, and most workers never run these tests). Kept for the session: a
+    lazily validated Iterable keeps pointing into its adapter, which must outlive it."""
+    from anthropic.types.beta import BetaContextManagementConfigParam
+    from anthropic.types.beta.beta_context_management_config_param import Edit
+
+    return TypeAdapter(BetaContextManagementConfigParam), TypeAdapter(Edit)
 
 
 def invoke(*args: str | Path, stdin: bytes | None = None, env: dict[str, str] | None = None):
@@ -81,11 +87,12 @@ def sdk_accepts(context_management: Any) -> bool:
     Pydantic validates a TypedDict's `Iterable` lazily and ignores unknown keys, so the edits are
     materialised and the result compared with the input.
     """
+    config, edit_type = sdk_adapters()
     try:
-        validated = CONFIG.validate_python(context_management, strict=True)
+        validated = config.validate_python(context_management, strict=True)
         edits = list(validated["edits"])  # the lazy part: each edit checked against the SDK's union
         for edit in context_management["edits"]:
-            EDIT.validate_python(edit, strict=True)
+            edit_type.validate_python(edit, strict=True)
     except (ValidationError, KeyError, TypeError):
         return False
     return {**validated, "edits": [_plain(edit) for edit in edits]} == context_management
@@ -597,6 +604,8 @@ def stub_api() -> Iterator[tuple[str, list[dict[str, Any]]]]:
     ],
 )
 def test_the_sdk_sends_exactly_our_parameter(stub_api: tuple[str, list[dict[str, Any]]], args: tuple[Any, ...]) -> None:
+    import anthropic
+
     url, captured = stub_api
     report = run(*args)
     client = anthropic.Anthropic(base_url=url, api_key="test", max_retries=0, http_client=anthropic.DefaultHttpxClient(trust_env=False))

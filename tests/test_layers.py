@@ -16,6 +16,7 @@ package root holds its face alone.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -88,13 +89,12 @@ def _imports(path: Path, modules: set[str]) -> set[str]:
     return found
 
 
-def _graph() -> dict[str, set[str]]:
+@functools.cache
+def graph() -> dict[str, set[str]]:
+    """Each package module's imports, read once, when a test first asks (not in every worker that collects this file)."""
     files = list(_package_files())
     modules = {_module_name(path) for path in files}
     return {_module_name(path): _imports(path, modules) for path in files}
-
-
-GRAPH = _graph()
 
 
 def _layer(module: str) -> str:
@@ -113,7 +113,7 @@ KNOWN_WRONG_WAY: set[tuple[str, str]] = set()
 
 def _wrong_way() -> list[tuple[str, str]]:
     edges = []
-    for module, imported in sorted(GRAPH.items()):
+    for module, imported in sorted(graph().items()):
         layer = _layer(module)
         allowed = ROOMS[layer] | {layer}
         edges += [(module, target) for target in sorted(imported) if _layer(target) not in allowed and not module.startswith(target + ".")]
@@ -127,15 +127,15 @@ def test_the_root_holds_the_face_alone() -> None:
 
 
 def test_every_module_is_in_a_room() -> None:
-    assert sorted(m for m in GRAPH if _layer(m) not in ROOMS) == []
+    assert sorted(m for m in graph() if _layer(m) not in ROOMS) == []
 
 
 def test_graph_is_read() -> None:
     # The reader sees both kinds of import: a module-level one and one inside a function.
-    assert "ctxpipe.core.count" in GRAPH["ctxpipe.core.microcompact"]
-    assert "ctxpipe.api" in GRAPH["ctxpipe.cli.batch"]  # imported inside find_inputs
-    assert "ctxpipe.jobs.breaker" in GRAPH["ctxpipe.jobs.batch"]  # `from .breaker import …`
-    assert len(GRAPH) > 50
+    assert "ctxpipe.core.count" in graph()["ctxpipe.core.microcompact"]
+    assert "ctxpipe.api" in graph()["ctxpipe.cli.batch"]  # imported inside find_inputs
+    assert "ctxpipe.jobs.breaker" in graph()["ctxpipe.jobs.batch"]  # `from .breaker import …`
+    assert len(graph()) > 50
 
 
 def test_each_room_imports_only_the_rooms_below_it() -> None:
@@ -178,7 +178,7 @@ def test_the_cli_takes_from_the_api_only_its_own_names_and_those_it_lists() -> N
 
 def test_core_imports_not_even_the_package_root() -> None:
     # `from .. import x` in core would load ctxpipe/__init__ (the library API) and, through it, the services.
-    assert [m for m, imported in GRAPH.items() if _layer(m) in ("core", "formats") and PACKAGE in imported] == []
+    assert [m for m, imported in graph().items() if _layer(m) in ("core", "formats") and PACKAGE in imported] == []
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -242,7 +242,7 @@ def test_cycle_finder_finds_a_cycle() -> None:
 
 
 def test_no_import_cycles() -> None:
-    cycles = _cycles(_without_package_to_child(GRAPH))
+    cycles = _cycles(_without_package_to_child(graph()))
     assert cycles == [], "\n".join(" <-> ".join(cycle) for cycle in cycles)
 
 
@@ -253,16 +253,16 @@ def test_no_import_cycles() -> None:
 def test_only_the_app_imports_commands() -> None:
     edges = {
         (module, target)
-        for module, imported in GRAPH.items()
+        for module, imported in graph().items()
         for target in imported
         if target.startswith("ctxpipe.cli.commands.") and module != "ctxpipe.cli.app" and not module.startswith("ctxpipe.tests")
     }
     assert sorted(edges) == []
 
 
-@pytest.mark.parametrize("module", sorted(m for m in GRAPH if _layer(m) == "core"))
+@pytest.mark.parametrize("module", sorted(m for m in map(_module_name, _package_files()) if _layer(m) == "core"))
 def test_each_core_module_stays_in_core(module: str) -> None:
-    outside = sorted(t for t in GRAPH[module] if _layer(t) != "core" and (module, t) not in KNOWN_WRONG_WAY)
+    outside = sorted(t for t in graph()[module] if _layer(t) != "core" and (module, t) not in KNOWN_WRONG_WAY)
     assert outside == []
 
 

@@ -28,9 +28,8 @@ import uuid as uuidlib
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anthropic
 import ctxpipe
 import orjson
 import pytest
@@ -81,6 +80,9 @@ ASK_HEALTH = 'Add a /health endpoint to server.py that returns {"ok": true}.'
 ASK_LOGGING = "Now log every request to logs/access.log, one JSON object per line."
 ASK_ROTATION = "Keep the log rotation at 10 MB and keep 5 files."
 ASK_README = "Great. Last thing: mention the health endpoint in the README."
+
+if TYPE_CHECKING:
+    import anthropic
 
 
 # --- sessions -----------------------------------------------------------------------------------
@@ -882,6 +884,8 @@ def history_of(s: Session, keep_last: int = 3) -> list[Message]:
 
 
 def client_for(server: MessagesServer, **kw: Any) -> anthropic.Anthropic:
+    import anthropic  # on first use: the SDK takes a second to import, in every worker that collects this module
+
     return anthropic.Anthropic(base_url=server.url, api_key="test-key", **{"max_retries": 2, **kw})
 
 
