@@ -351,11 +351,13 @@ class RegionMeasure:
     def __call__(self, entries: Sequence[Entry]) -> FileCount:
         from ..core.stage import line_bytes
 
-        return self._known(entries) or self._count(entries, line_bytes(entries))
+        known = self._known(entries)
+        return known if known is not None else self._count(entries, line_bytes(entries))
 
     def written(self, entries: Sequence[Entry], lines: list[bytes]) -> FileCount:
         """The count of the head and `lines`, which are `line_bytes(entries)` (the bytes a writer writes)."""
-        return self._known(entries) or self._count(entries, lines)
+        known = self._known(entries)
+        return known if known is not None else self._count(entries, lines)
 
     def _known(self, entries: Sequence[Entry]) -> FileCount | None:
         if self._last is not None and self._last[1] == tuple(map(id, entries)):
