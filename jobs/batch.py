@@ -242,12 +242,19 @@ def _run_forked(job: Callable[[Any], Any], items: Sequence[Any], workers: int, o
             pids[results_read] = pid
         os.close(tasks_read)
         tasks_read = -1
-        # A few runs queued ahead of each worker, one more as each answer comes: the pipe never fills.
-        sent = min(len(runs), 2 * workers)
-        os.write(tasks_write, b"".join(number.to_bytes(RUN_NUMBER, "little") for number in range(sent)))
-        if sent == len(runs):
-            os.close(tasks_write)
-            tasks_write = -1
+        sent = 0
+
+        def send(count: int) -> None:
+            """The next `count` run numbers on the task pipe, closed after the last run (the workers then end)."""
+            nonlocal sent, tasks_write
+            upto = min(len(runs), sent + count)
+            os.write(tasks_write, b"".join(number.to_bytes(RUN_NUMBER, "little") for number in range(sent, upto)))
+            sent = upto
+            if sent == len(runs):
+                os.close(tasks_write)
+                tasks_write = -1
+
+        send(2 * workers)  # a few runs queued ahead of each worker, one more as each answer comes: the pipe never fills
         results: list[tuple[bool, Any]] = [(False, None)] * len(items)
         received = 0
         pending = {fd: bytearray() for fd in pids}
@@ -277,11 +284,7 @@ def _run_forked(job: Callable[[Any], Any], items: Sequence[Any], workers: int, o
                         if on_done:
                             on_done(result[0])
                     if tasks_write >= 0:
-                        os.write(tasks_write, sent.to_bytes(RUN_NUMBER, "little"))
-                        sent += 1
-                        if sent == len(runs):
-                            os.close(tasks_write)
-                            tasks_write = -1
+                        send(1)
         if received < len(runs):
             raise CtxpipeError("a worker process ended abruptly (see above); files written so far are complete, the others unchanged")
         return results
