@@ -351,25 +351,23 @@ class RegionMeasure:
     def __call__(self, entries: Sequence[Entry]) -> FileCount:
         from ..core.stage import line_bytes
 
-        known = self._known(entries)
-        return known if known is not None else self._count(entries, line_bytes(entries))
+        return self._measure(entries, lambda: line_bytes(entries))
 
     def written(self, entries: Sequence[Entry], lines: list[bytes]) -> FileCount:
         """The count of the head and `lines`, which are `line_bytes(entries)` (the bytes a writer writes)."""
-        known = self._known(entries)
-        return known if known is not None else self._count(entries, lines)
+        return self._measure(entries, lambda: lines)
 
-    def _known(self, entries: Sequence[Entry]) -> FileCount | None:
-        if self._last is not None and self._last[1] == tuple(map(id, entries)):
+    def _measure(self, entries: Sequence[Entry], lines_of: Callable[[], list[bytes]]) -> FileCount:
+        """The last count when it was of these very entries, else theirs (their lines made only then)."""
+        key = tuple(map(id, entries))
+        if self._last is not None and self._last[1] == key:
             return self._last[2]
-        return None
-
-    def _count(self, entries: Sequence[Entry], lines: list[bytes]) -> FileCount:
+        lines = lines_of()
         if self.whole is not None and self._is_the_region(lines):
             found = self.whole
         else:
             found = count_buffer(Spliced(self.buffer, self.head, b"".join(lines)), self.source, self.options)
-        self._last = (list(entries), tuple(map(id, entries)), found)
+        self._last = (list(entries), key, found)
         return found
 
     def _is_the_region(self, lines: list[bytes]) -> bool:
