@@ -37,6 +37,7 @@ Failures are left failing on purpose: each assertion lists every violation of it
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -350,6 +351,13 @@ def install_audit():
     sys.addaudithook(hook)
 
 
+def pour(path, pipe):
+    with open(path, "rb") as source:
+        data = source.read()
+    while data:
+        data = data[os.write(pipe, data):]
+
+
 def start_run(req):
     # The run's standard streams, working folder, environment, audit log and argv, as a fresh
     # `python -m` has them; returns the descriptors to close after it and the stdin feeder's pid.
@@ -366,20 +374,14 @@ def start_run(req):
         if os.path.getsize(stdin) <= fcntl.fcntl(w, fcntl.F_GETPIPE_SZ):
             # The whole file fits in the pipe's buffer: written before the run (no feeder process);
             # the run reads the same: the bytes, then the end of the file.
-            with open(stdin, "rb") as source:
-                data = source.read()
-            while data:
-                data = data[os.write(w, data):]
+            pour(stdin, w)
         else:
             feeder = os.fork()
             if feeder == 0:
                 os.close(fd)
-                with open(stdin, "rb") as source:
-                    data = source.read()
                 try:
-                    while data:
-                        data = data[os.write(w, data):]
-                except OSError:
+                    pour(stdin, w)
+                except OSError:  # the run closed its stdin early
                     pass
                 os._exit(0)
         os.close(w)
@@ -410,7 +412,6 @@ def run_module(req):
     # zygote imported is dropped first (a package's __main__ never was).
     if not hasattr(sys.modules.get(module), "__path__"):
         sys.modules.pop(module, None)
-    sys.modules.pop(module + ".__main__", None)
     code = 0
     try:
         runpy.run_module(module, run_name="__main__", alter_sys=True)
@@ -469,11 +470,17 @@ def saved_signals():
     return handlers
 
 
-def child(req):
+def become_a_run():
+    # A forked child's first steps: its own process group (a timeout kills the group), none of the
+    # zygote's pipes, the audit hook.
     os.setpgid(0, 0)
     requests.close()
     replies.close()
     install_audit()
+
+
+def child(req):
+    become_a_run()
     start_run(req)
     os._exit(run_module(req))
 
@@ -482,10 +489,7 @@ def batch_child(req):
     # The runs of one batch, one after another in this process (each set up as a fresh `python -m`
     # is, then undone); each run's status is a line in the statuses file as soon as it ends. A run
     # that leaves a thread running ends the batch: the runs after it are run on their own.
-    os.setpgid(0, 0)
-    requests.close()
-    replies.close()
-    install_audit()
+    become_a_run()
     statuses = os.open(req["statuses"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     for index, one in enumerate(req["batch"]):
         signals = saved_signals()
@@ -539,10 +543,7 @@ for line in iter(requests.readline, b""):
             batch_child(req) if "batch" in req else child(req)
         finally:
             os._exit(99)
-    if "batch" in req:
-        status, timed_out = wait(pid, req["timeout"], req["statuses"])
-    else:
-        status, timed_out = wait(pid, req["timeout"])
+    status, timed_out = wait(pid, req["timeout"], req.get("statuses"))
     replies.write((json.dumps({"returncode": os.waitstatus_to_exitcode(status), "timed_out": timed_out,
                                "seconds": time.monotonic() - start}) + "\n").encode())
 """
@@ -704,12 +705,18 @@ class Runner:
         for zygote in self.all:
             zygote.ask({"import": sorted(names)})
 
-    def run(self, argv: Sequence[Any], **kwargs: Any) -> Run:
+    @contextlib.contextmanager
+    def zygote(self) -> Iterator[Zygote]:
+        """A free zygote, for as long as the block runs."""
         zygote = self.idle.get()
         try:
-            return zygote.run(argv, **kwargs)
+            yield zygote
         finally:
             self.idle.put(zygote)
+
+    def run(self, argv: Sequence[Any], **kwargs: Any) -> Run:
+        with self.zygote() as zygote:
+            return zygote.run(argv, **kwargs)
 
     def run_batch(self, jobs: Sequence[tuple[Sequence[Any], dict[str, Any]]], in_turn: bool = False) -> list[Run]:
         """The runs' outcomes in order, shared out in one batch per zygote (Zygote.run_batch); with
@@ -718,22 +725,17 @@ class Runner:
         # costly commands are shared too and the batches end about together.
         count = 1 if in_turn else min(len(self.all), len(jobs))
         parts = [list(jobs[first::count]) for first in range(count)]
-        results = self.map(self.run_part, parts)
+
+        def batch(part: list[tuple[Sequence[Any], dict[str, Any]]]) -> list[Run]:
+            with self.zygote() as zygote:
+                return zygote.run_batch(part)
+
+        with ThreadPoolExecutor(count) as pool:
+            results = list(pool.map(batch, parts))
         runs: list[Run] = [None] * len(jobs)  # type: ignore[list-item]
         for first, part in enumerate(results):
             runs[first::count] = part
         return runs
-
-    def run_part(self, jobs: list[tuple[Sequence[Any], dict[str, Any]]]) -> list[Run]:
-        zygote = self.idle.get()
-        try:
-            return zygote.run_batch(jobs)
-        finally:
-            self.idle.put(zygote)
-
-    def map(self, function: Callable[[Any], Any], items: list[Any]) -> list[Any]:
-        with ThreadPoolExecutor(len(self.all)) as pool:
-            return list(pool.map(function, items))
 
     def close(self) -> None:
         for zygote in self.all:
