@@ -357,9 +357,9 @@ def key_facts(history: Sequence[Message], tail: Sequence[Message], side_inputs: 
 
 
 def _normal(text: str) -> str:
-    from .facts import well_formed  # on first use: the commands start without the summary's readers
+    from .facts import spaced, well_formed  # on first use: the commands start without the summary's readers
 
-    return re.sub(r"\s+", " ", well_formed(text)).strip().lower()
+    return spaced(well_formed(text)).lower()
 
 
 # Needles longer than this are searched for by their first ANCHOR characters, then compared whole

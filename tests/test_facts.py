@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from builders import usage
-from ctxpipe.core.facts import failure_line, folded, one_line
+from ctxpipe.core.facts import failure_line, folded, one_line, spaced
 from ctxpipe.core.jsonl import ReadStats
 from ctxpipe.core.reports import KindRecall
 from ctxpipe.core.summarize import Fact, key_facts, verify
@@ -830,6 +830,18 @@ def test_a_long_text_is_folded_only_as_far_as_its_cut_needs(text: str, limit: in
     else:
         assert len(start) > limit and whole.startswith(start)
         assert one_line(text, limit) == whole[: limit - 1].rstrip() + "…"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(
+        st.characters(codec="utf-8", categories=("Zs", "Zl", "Zp", "Cc", "Ll", "Nd")) | st.sampled_from(["\x1c", "\x1f", "\x85", "\u180e", "\u200b", "\ufeff"])
+    )
+)
+def test_spaced_folds_as_the_whitespace_pattern_does(text: str) -> None:
+    """spaced (str.split's whitespace) takes the same characters as the pattern `\\s` it stands in for,
+    control separators and every Unicode space included, and the near-spaces neither takes."""
+    assert spaced(text) == re.sub(r"\s+", " ", text).strip()
 
 
 def test_a_message_of_megabytes_is_folded_from_its_start() -> None:
