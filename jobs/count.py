@@ -207,9 +207,12 @@ def complete_file(options: CountOptions, buffer: Any) -> bool:
     return options.reads_whole_file or len(buffer) <= SMALL_FILE
 
 
-def count_buffer(buffer: Any, source: str, options: CountOptions, kind: Kind | None = None) -> FileCount:
+def count_buffer(buffer: Any, source: str, options: CountOptions, kind: Kind | None = None, keeps: ParsedLines | None = None) -> FileCount:
     """Count one transcript held in `buffer` (bytes or an mmap): the one accounting every command uses.
-    `kind` is what the file's name says (None for stdin); the lines may tell a compaction side-call."""
+    `kind` is what the file's name says (None for stdin); the lines may tell a compaction side-call.
+    `keeps`: a caller that holds every line parsed anyway (the report) hands where it keeps them: a
+    count of every line parses each once into it, whatever the file's size, and the caller's own read
+    of the file parses nothing again."""
     from ..files.sessions import kind_read  # sessions finds folders' files (pathlib): the status line counts one file
 
     transcript_format = detect_format(buffer, source, options.format)
@@ -217,13 +220,13 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: Kind | N
     stats = ReadStats()
     # The end of the file, read back further at each call without parsing a line twice; the lines it
     # parsed are not parsed again for the baseline, which reads the file's first lines.
-    parsed: ParsedLines = {}
+    parsed: ParsedLines = {} if keeps is None else keeps
     read_end = transcript_format.context_reader(buffer, source, options.on_error, stats, parsed)
 
     def read(responses: int | None) -> tuple[Sequence[Entry], bool]:
         if complete_file(options, buffer) or responses is None:
             stats.skipped, stats.problems = 0, []
-            if len(buffer) <= SMALL_FILE:  # held whole: parsed once (the status line's usual file)
+            if len(buffer) <= SMALL_FILE or keeps is not None:  # held whole: parsed once (the status line's usual file, the report's)
                 return list(iter_buffer_entries(buffer, source, options.on_error, stats, parsed)), True
             # Every line, parsed again wherever it is read: memory is the index, however long the file.
             return LineIndex(buffer, source, options.on_error, stats), True

@@ -24,7 +24,7 @@ from ..core.cache import CachePolicy, decide
 from ..core.catalog import Prices
 from ..core.count import UNCALIBRATED, Calibration, Estimates, calibrate, fitted_or_corpus
 from ..core.fields import rounded_percent, text
-from ..core.jsonl import Entry, OnError, ReadStats, iter_buffer_entries
+from ..core.jsonl import Entry, OnError, ParsedLines, ReadStats, iter_buffer_entries
 from ..core.model import Message
 from ..core.reports import Advice, CacheDecisionReport, CallRow, ExcerptLine, SessionReport, StageDryRun, TimelineEvent, WindowPart, WindowPartName
 from ..core.titles import session_title
@@ -106,10 +106,12 @@ def session_report(buffer: Any, source: str, options: ReportOptions, now: dateti
     """The report of one transcript held in `buffer` (bytes or an mmap); `path` is its file, when it
     is one (a stage's dry run finds what the stage finds beside it, as the stage's command does)."""
     counting = replace(options.count, cost=True, prices=options.prices, on_error=options.on_error)
-    counted = count_buffer(buffer, source, counting, kind)
+    # The report reads every line many ways (compactions, events, dry runs): it keeps them all, each
+    # parsed once, by the count or by the read after it.
+    parsed: ParsedLines = {}
+    counted = count_buffer(buffer, source, counting, kind, keeps=parsed)
     transcript_format = detect_format(buffer, source, counting.format)
-    # The report reads every line many ways (compactions, events, dry runs): it keeps them all.
-    entries = list(iter_buffer_entries(buffer, source, options.on_error, ReadStats()))
+    entries = list(iter_buffer_entries(buffer, source, options.on_error, ReadStats(), parsed))
     messages = transcript_format.messages(entries)
     counter = counting.counter()
     estimates = Estimates(messages, counter)

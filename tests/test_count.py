@@ -914,3 +914,28 @@ def test_a_region_measured_as_read_is_the_files_own_count_and_a_changed_one_is_c
         counted = measure.written(changed, line_bytes(changed))
         assert counted is not whole and counted is measure(changed)  # the writer's count is the stage's own
         assert counted.count == count_buffer(Spliced(data, offset, b"".join(line_bytes(changed))), str(path), options).count
+
+
+def test_a_caller_keeping_every_line_gets_each_parsed_once_whatever_the_size() -> None:
+    """The report holds every line anyway: its count (which reads a large file's lines again wherever
+    it needs them, for flat memory) parses each line once into the report's keeping, and gives the
+    same figures; the report's own read of the file then takes those very objects."""
+    from ctxpipe.core.jsonl import ReadStats, iter_buffer_entries
+    from ctxpipe.jobs.count import SMALL_FILE
+
+    session = simple(30000)
+    for turn in range(40):
+        session.user(f"question {turn} " + "padding " * 400)
+        session.text(f"answer {turn}", usage(30000 + 3300 * (turn + 1), output=20))
+    data = session.to_bytes()
+    assert len(data) > SMALL_FILE
+    options = CountOptions(cost=True)
+    kept: dict[int, dict] = {}
+    held = count_buffer(data, "s.jsonl", options, keeps=kept)
+    alone = count_buffer(data, "s.jsonl", options)
+    assert held.count_report() == alone.count_report() and held.cost == alone.cost
+    starts = [0] + [i + 1 for i, byte in enumerate(data) if byte == 0x0A][:-1]
+    assert sorted(kept) == starts, "every line, parsed once, kept by where it starts"
+    entries = list(iter_buffer_entries(data, "s.jsonl", "fail", ReadStats(), kept))
+    assert [entry.obj for entry in entries] == [json.loads(line) for line in data.splitlines()]
+    assert all(entry.obj is kept[start] for entry, start in zip(entries, starts)), "the caller's read parses nothing again"
