@@ -16,6 +16,7 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any, BinaryIO, Literal, overload
 
 import orjson
@@ -34,7 +35,7 @@ class Entry:
     which reproduces Claude Code's own compact encoding.
     """
 
-    __slots__ = ("line", "obj", "raw", "eol", "_blocks")
+    __slots__ = ("line", "obj", "raw", "eol", "_blocks", "_refs")
 
     def __init__(self, obj: dict[str, Any], raw: bytes | None = None, line: int = 0, eol: bytes = b"\n") -> None:
         self.obj = obj
@@ -42,15 +43,21 @@ class Entry:
         self.line = line
         self.eol = eol
         self._blocks: tuple[Any, list[int], list[dict[str, Any]]] | None = None
+        self._refs: tuple[int, list[tuple[int, int]]] | None = None
 
-    def blocks(self, content: Any) -> tuple[list[int], list[dict[str, Any]]]:
-        """read_blocks(content) for this line's message content, walked once however many times
-        messages are built from the line (a count builds them more than once, a line may hold a
-        hundred thousand blocks). The lists are the caller's own; the blocks are the line's."""
+    def blocks(self, content: Any, position: int) -> tuple[list[tuple[int, int]], list[dict[str, Any]]]:
+        """The readable blocks of this line's message content (read_blocks) and where each is, as
+        (position, index in the content) for a line read at `position`: walked once however many
+        times messages are built from the line (a count builds them more than once, a line may hold
+        a hundred thousand blocks). The lists are the caller's own; the blocks are the line's."""
         known = self._blocks
         if known is None or known[0] is not content:  # a line's objects are never changed in place: the same content reads the same
             known = self._blocks = (content, *read_blocks(content))
-        return list(known[1]), list(known[2])
+            self._refs = None
+        refs = self._refs
+        if refs is None or refs[0] != position:
+            refs = self._refs = (position, list(zip(repeat(position), known[1])))
+        return list(refs[1]), list(known[2])
 
     @property
     def changed(self) -> bool:

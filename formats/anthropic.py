@@ -11,7 +11,6 @@ response's recorded usage.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import repeat
 from typing import Any
 
 from ..core.count import Compaction, Marker
@@ -48,7 +47,7 @@ class AnthropicFormat(WholeFileContext):
             if role not in ROLES:
                 continue
             content = obj.get("content")
-            indices, blocks = entry.blocks(content)
+            refs, blocks = entry.blocks(content, position)
             usage = obj.get("usage") if isinstance(obj.get("usage"), dict) else None
             messages.append(
                 Message(
@@ -59,7 +58,7 @@ class AnthropicFormat(WholeFileContext):
                     usage,
                     obj.get("model") if isinstance(obj.get("model"), str) else None,
                     text_content=content if isinstance(content, str) else None,
-                    refs=list(zip(repeat(position), indices)),
+                    refs=refs,
                     compact_summary=role == "user" and isinstance(content, str) and content.startswith(SUMMARY_PREAMBLE),
                 )
             )

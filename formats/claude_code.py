@@ -341,8 +341,7 @@ def build_messages(entries: Sequence[Entry], positions: Sequence[int], content: 
         if not isinstance(payload, dict):
             continue
         raw = payload.get("content")
-        indices, blocks = entries[position].blocks(raw) if content else ([], [])
-        refs = [(position, index) for index in indices]
+        refs, blocks = entries[position].blocks(raw, position) if content else ([], [])
         if kind == "assistant":
             message_id = payload.get("id") if isinstance(payload.get("id"), str) else None
             usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else None
