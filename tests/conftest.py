@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
@@ -29,6 +30,25 @@ def pytest_configure(config: pytest.Config) -> None:
     del os.environ["PYTHONDONTWRITEBYTECODE"]
     sys.pycache_prefix = str(folder)
     sys.dont_write_bytecode = False
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The collected suite (every test item, module and parameter: hundreds of thousands of objects)
+    lives until the worker ends and is never garbage: frozen, the cyclic collections that the tests'
+    in-process runs set off no longer walk it (about a sixth of an in-process test file's time). A
+    test that needs a heap with nothing frozen, as a library caller's is, uses `nothing_frozen`."""
+    gc.freeze()
+
+
+@pytest.fixture
+def nothing_frozen() -> Iterator[None]:
+    """No object frozen for the test (gc.get_freeze_count() is 0, as in a library caller's process);
+    the suite's heap frozen again after it."""
+    frozen = gc.get_freeze_count()
+    gc.unfreeze()
+    yield
+    if frozen:
+        gc.freeze()
 
 
 @pytest.fixture(autouse=True)

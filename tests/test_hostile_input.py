@@ -312,7 +312,7 @@ def _job(item: tuple[str, int]) -> int:
     return size
 
 
-def test_a_file_that_breaks_a_job_is_one_error_row_naming_it():
+def test_a_file_that_breaks_a_job_is_one_error_row_naming_it(nothing_frozen: None) -> None:
     items = [("a.jsonl", 1), ("bad.jsonl", 2), ("input.jsonl", 3), ("c.jsonl", 4)]
     for jobs, total in ((1, 0), (2, PARALLEL_MIN_BYTES)):  # in this process, and in worker processes
         results = run_all(_job, items, Runner(jobs), [total])
