@@ -412,13 +412,13 @@ def test_a_progress_bar_on_a_terminal_only(tmp_path: Path) -> None:
 
 # --- many files: parallel workers and a kill ------------------------------------------------------
 
-BIG_FILES = 300
+BIG_FILES = 200  # about 20 MB: just above PARALLEL_MIN_BYTES (16 MiB), so --jobs 2 forks its workers
 BIG_ARGS = (*DETERMINISTIC, "--force", "--keep-last", "4")
 
 
 @pytest.fixture(scope="module")
 def big_batch(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[Path, bytes], dict[Path, bytes], list[dict[str, Any]]]:
-    """300 sessions of ~100 KB (more than PARALLEL_MIN_BYTES), and what one uninterrupted --jobs 1 run makes of each."""
+    """BIG_FILES sessions of ~100 KB (more than PARALLEL_MIN_BYTES), and what one uninterrupted --jobs 1 run makes of each."""
     base = tmp_path_factory.mktemp("big")
     folder = base / "sessions"
     folder.mkdir()
