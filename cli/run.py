@@ -104,13 +104,13 @@ def _outcome(invoke: Callable[[], int | None], name: str | None) -> int:
     import io
 
     from ..api import guard_truncation, when_stdin_is_a_terminal
-    from ..core.errors import CtxpipeError, InputError, InternalError
+    from ..core.errors import CHANGED, CtxpipeError, InputError, InternalError
     from .encoding import tolerant_standard_streams
     from .terminal import shown
 
     _hold_standard_descriptors()
     tolerant_standard_streams()
-    guard_truncation(lambda name: f"ctxpipe: error: {shown(InputError(name, None, 'changed while being read'))}", ExitStatus.ERROR)
+    guard_truncation(lambda name: f"ctxpipe: error: {shown(InputError(name, None, CHANGED))}", ExitStatus.ERROR)
     when_stdin_is_a_terminal(lambda: _say(stdin_hint(name)))
     try:
         status = invoke()

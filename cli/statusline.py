@@ -23,6 +23,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import IO, Any, NamedTuple, NoReturn
 
+from ..core.errors import CHANGED
 from ..core.statusline import MAX_MEMO, MEMO_SUFFIX, StatusFigures, StatusInputs, cache_folder, cache_name, memo_bytes, memo_figures, memo_key, text
 from .status import ExitStatus
 
@@ -201,7 +202,7 @@ def figures(status: Mapping[str, Any], options: Options, environ: Mapping[str, s
     if _OWN_PROCESS:  # armed here, not at the start: a run the memo answers loads no api
         from .terminal import shown
 
-        guard_truncation(lambda name: f"ctxpipe: error: {shown(name)}: changed while being read", ExitStatus.ERROR)
+        guard_truncation(lambda name: f"ctxpipe: error: {shown(name)}: {CHANGED}", ExitStatus.ERROR)
     budget = budget_settings(environ, options.autocompact_pct, options.max_output_tokens, None, options.no_auto_compact, options.rules)
     return status_line(status, StatusOptions(options.window, budget, options.savings), environ, now)
 

@@ -9,6 +9,7 @@ class CtxpipeError(Exception):
 
 # Why a folder cannot be read where one transcript is expected (a command's filter input says more: cli/streams.one_transcript).
 IS_A_FOLDER = "is a directory, expected a file"
+CHANGED = "changed while being read"  # a file cut short (or an object replaced) while a command read it
 
 
 class InputError(CtxpipeError):

@@ -21,7 +21,7 @@ from typing import Any, BinaryIO, Literal, overload
 
 import orjson
 
-from .errors import InputError
+from .errors import CHANGED, InputError
 from .fields import MAX_DEPTH, depth_headroom, read_blocks
 
 OnError = Literal["fail", "skip"]
@@ -503,7 +503,7 @@ class LineIndex(Sequence[Entry]):
         raw: bool = False,
         cached: int = 0,
     ) -> None:
-        self.buffer, self.stop, self.raw, self.cached = buffer, len(buffer) if stop is None else stop, raw, cached
+        self.buffer, self.source, self.stop, self.raw, self.cached = buffer, source, len(buffer) if stop is None else stop, raw, cached
         self._starts, self._ends, self._lines = array("q"), array("q"), array("q")
         self._eols = bytearray()
         for start, content_end, number, entry in iter_buffer_spans(buffer, source, on_error, stats, stop):
@@ -530,6 +530,8 @@ class LineIndex(Sequence[Entry]):
             obj = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
             obj = _parse_slowly(raw, eol == b"", exc)  # read once already: a dict, or it would not be here
+            if type(obj) is not dict:  # ... unless the file was cut short under the map since
+                raise InputError(self.source, None, CHANGED) from None
         return Entry(obj, raw if self.raw else None, self._lines[position], eol)
 
     @overload

@@ -27,7 +27,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from ..core.errors import IS_A_FOLDER, InputError
+from ..core.errors import CHANGED, IS_A_FOLDER, InputError
 from ..core.jsonl import BOM, EndlessLine, Entry, OnError, ReadStats, bounded_lines, iter_entries
 from ..formats import DOCUMENT_HEAD, SNIFF_LINES, TranscriptFormat, claim, detect, document_lines, get, is_document, other_agents, refuse_other_agent
 from . import storage
@@ -335,16 +335,28 @@ def _mapped(path: Source, ranged: bool, on_error: OnError) -> Iterator[Any]:
         _arm_truncation_guard()
         try:
             yield buffer
-        except BaseException:
+        except BaseException as exc:
             # Ctrl-C or an error: a view of the map may still be held by the traceback's frames,
             # and closing under it raises BufferError. The map goes when the last view does.
             with contextlib.suppress(BufferError):
                 buffer.close()
+            if isinstance(exc, InputError) and _shrunk(handle, info.st_size):
+                # Cut short under the map: its last page reads as zeros past the new end (pages
+                # beyond it fault, see _on_sigbus), which a reader took for a bad line.
+                raise InputError(name, None, CHANGED) from None
             raise
         else:
             buffer.close()
         finally:
             _MAPPED.pop()
+
+
+def _shrunk(handle: BinaryIO, mapped_size: int) -> bool:
+    """Whether the file behind `handle` is now shorter than when it was mapped."""
+    try:
+        return os.fstat(handle.fileno()).st_size < mapped_size
+    except OSError:
+        return False
 
 
 class MappedFile(mmap.mmap):

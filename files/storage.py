@@ -22,7 +22,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any, BinaryIO, cast
 
-from ..core.errors import IS_A_FOLDER, ChangedMeanwhile, CtxpipeError, InputError
+from ..core.errors import CHANGED, IS_A_FOLDER, ChangedMeanwhile, CtxpipeError, InputError
 
 LOCAL_SCHEMES = ("file", "local")
 # The optional extra that brings each scheme's backend (pyproject.toml's optional-dependencies).
@@ -323,7 +323,7 @@ class RangedObject:
         One request reads one version (a shorter one is caught as it is read), so only a read of
         several is asked about."""
         if self.version is not None and self.requests > 1 and version(self.url) != self.version:
-            raise InputError(self.url, None, "changed while being read")
+            raise InputError(self.url, None, CHANGED)
 
     def _block(self, index: int) -> bytes:
         block = self._blocks.get(index)
@@ -350,7 +350,7 @@ class RangedObject:
         with _reading(self.url):
             data = bytes(self._fs.cat_file(self._path, start=start, end=end))
         if len(data) != end - start:  # the object changed under the read
-            raise InputError(self.url, None, "changed while being read")
+            raise InputError(self.url, None, CHANGED)
         self.fetched += len(data)
         self.requests += 1
         for number in range(low, high + 1):

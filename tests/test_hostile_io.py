@@ -684,6 +684,46 @@ def test_a_file_truncated_while_read_is_one_error(tmp_path: Path, big: Path, arg
     assert list(out.parent.iterdir()) == []  # no temporary output left behind
 
 
+CUT_UNDER_THE_READER = """
+import os, sys
+from ctxpipe.core.errors import InputError
+from ctxpipe.core.jsonl import LineIndex, iter_buffer_spans
+from ctxpipe.files.inputs import guard_truncation, mapped
+
+path, cut, reader = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+guard_truncation(lambda name: f"{name}: a fault", 1)
+try:
+    with mapped(path) as buffer:
+        lines = LineIndex(buffer, path)  # where every line is, each parsed once
+        os.truncate(path, cut)  # inside the second line: the rest of the map's first page reads as zeros
+        if reader == "by-position":
+            lines[1]
+        else:  # the first page read in one pass, as a reader ahead of the cut reads it
+            for _ in iter_buffer_spans(buffer[:4096], path):
+                pass
+except InputError as exc:
+    print(exc)
+"""
+
+
+@pytest.mark.parametrize("reader", ["by-position", "in-one-pass"])
+def test_a_file_cut_short_under_a_line_being_read_is_changed_not_binary(tmp_path: Path, reader: str) -> None:
+    """A line found whole, then read again after the file was cut short inside the map's first page:
+    the bytes past the new end read as zeros (no fault: see the test above), which a reader took for a
+    line of binary data (the race behind a rare failure of that test), or, read again by position,
+    for an object that was not one. What happened is the file changing."""
+    session = Session()
+    session.user("Cut me short.")
+    for turn in range(3000):  # over a MiB: mapped, not read whole
+        session.text(f"Reply {turn} " + "padding " * 40, usage(2000 + turn, output=20))
+    victim = session.write(tmp_path / "victim.jsonl")
+    first = victim.read_bytes().index(b"\n") + 1
+    assert victim.read_bytes().index(b"\n", first) < 4096 < victim.stat().st_size - (1 << 20)
+    done = subprocess.run([sys.executable, "-c", CUT_UNDER_THE_READER, victim, str(first + 10), reader], capture_output=True, env=env(), timeout=60)
+    assert (done.returncode, done.stderr) == (0, b"")
+    assert done.stdout.decode().splitlines() == [f"{victim}: changed while being read"]
+
+
 # --- SIGTERM and SIGHUP (issue 22, case 14) ----------------------------------------------------------
 
 
