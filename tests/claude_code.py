@@ -7,12 +7,17 @@
         result = resume(session_bytes, session_id, cwd=project_dir, prompt="go on", server=server)
     result.body["messages"]   # the conversation Claude Code sent: what it loaded from the transcript
 
-Two versions (`version=`): 2.1.88, the seed's (the default; JavaScript, run with node), and 2.1.332,
+Two versions (`version=`): 2.1.88, the seed's (the default; JavaScript, run with Node.js), and 2.1.332,
 today's (its npm package carries a native binary per platform, in @anthropic-ai/claude-code-<os>-<arch>,
 run in place). Each is installed once with npm into a cache folder (~/.cache/ctxpipe-tests/
 claude-code-<version>; CTXPIPE_CLAUDE_CODE_DIR moves 2.1.88's) and reused; the first install downloads
 about 100 MB (2.1.88) or 230 MB (2.1.332) from the npm registry. The calling test is skipped (with the
 reason) when node or npm is missing, the platform has no binary, or the install fails.
+
+2.1.88 runs on a pinned Node.js 22 from the npm registry (`node-<os>-<arch>`, the official binary
+repackaged; about 125 MB, installed the same way) with its compile cache in the cache folder: node 20
+compiles the 13 MB cli.js again at every resume (0.35 of its 1.35 CPU seconds), node 22 once (a resume
+then takes 0.77). Where that package cannot be installed, the node on PATH runs it, as before.
 
 Every run gets a fresh HOME, a minimal environment (nothing inherited that could point Claude Code
 elsewhere: ANTHROPIC_*, CLAUDE_*, proxies), and the switches 2.1.88 honours to stay quiet
@@ -41,6 +46,8 @@ from messages_server import MessagesServer, RecordedRequest
 from npm_tools import npm_tool
 
 CLAUDE_CODE_VERSION = "2.1.88"  # the seed's version: its npm package is JavaScript, run with node
+# The Node.js that runs it when it can be installed (see the module's docstring): 22 has a compile cache.
+NODE_VERSION = "22.23.5"
 # Today's: its npm package carries a native binary per platform. CTXPIPE_CLAUDE_CODE_CURRENT=2.1.400
 # runs the resume tests and the catalog check against a newer release instead (README, Development).
 CURRENT_CLAUDE_CODE_VERSION = os.environ.get("CTXPIPE_CLAUDE_CODE_CURRENT") or "2.1.332"
@@ -86,17 +93,37 @@ def claude_code_cli() -> Path:
 
 def native_package() -> str:
     """The npm package holding this platform's Claude Code binary (the wrapper's postinstall copies it; we run it in place)."""
+    found = _platform()
+    if found is None:
+        pytest.skip(f"Claude Code {CURRENT_CLAUDE_CODE_VERSION} ships no native binary these tests know for {sys.platform}/{platform.machine()}")
+    return f"@anthropic-ai/claude-code-{found[0]}-{found[1]}"
+
+
+def _platform() -> tuple[str, str] | None:
+    """(os, arch) as npm's per-platform packages name them, or None for a platform they do not cover."""
     arch = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}.get(platform.machine().lower())
     system = {"linux": "linux", "darwin": "darwin"}.get(sys.platform)
-    if arch is None or system is None:
-        pytest.skip(f"Claude Code {CURRENT_CLAUDE_CODE_VERSION} ships no native binary these tests know for {sys.platform}/{platform.machine()}")
-    return f"@anthropic-ai/claude-code-{system}-{arch}"
+    return (system, arch) if arch and system else None
+
+
+def node_runtime() -> tuple[str, dict[str, str]]:
+    """The node that runs 2.1.88 and the environment it needs: the pinned Node.js 22 with its compile
+    cache beside it, or the node on PATH (no cache) where the pinned one cannot be installed."""
+    found = _platform()
+    if found is not None:
+        try:
+            node = npm_tool(f"node-{found[0]}-{found[1]}", NODE_VERSION, "bin/node")
+        except pytest.skip.Exception:
+            pass  # npm_tool remembers the failure: the other tests fall back without trying again
+        else:
+            return str(node), {"NODE_COMPILE_CACHE": str(node.parent.parent / "compile-cache")}
+    return shutil.which("node") or "node", {}
 
 
 def claude_code_command(version: str = CLAUDE_CODE_VERSION) -> list[str]:
     """The argv that runs Claude Code `version`, installed on first use; skips the calling test when that cannot be done."""
     if version == CLAUDE_CODE_VERSION:
-        return [shutil.which("node") or "node", str(claude_code_cli())]
+        return [node_runtime()[0], str(claude_code_cli())]
     if version == CURRENT_CLAUDE_CODE_VERSION:
         return [str(npm_tool(native_package(), version, "claude", cache_dir(version)))]
     raise ValueError(f"no harness for Claude Code {version}")
@@ -184,6 +211,8 @@ def resume(
 
         child_env = {k: os.environ[k] for k in _PASS_ENV if k in os.environ}
         child_env.update(QUIET_ENV)
+        if version == CLAUDE_CODE_VERSION:
+            child_env.update(node_runtime()[1])
         child_env.update(
             HOME=str(home_path),
             ANTHROPIC_BASE_URL=server.url,
