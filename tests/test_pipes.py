@@ -3,6 +3,7 @@ stages that compose, help with examples, and a start-up that does not import hea
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shlex
@@ -108,6 +109,8 @@ def big_transcript(tmp_path_factory) -> Path:
 READERS_OF_A_PIPE = ["head -1", "head -c 10", "true"]
 
 
+# A pipeline's run is shared by the test of its stderr and the test of its status (the same command).
+@functools.cache
 def _closed_pipe(big_transcript: Path, target: str, via: str, reader: str) -> subprocess.CompletedProcess[bytes]:
     source = q(big_transcript) if via == "path" else f"< {q(big_transcript)}"
     return sh(f"{CTXPIPE} convert --to {target} {source} | {reader}")
@@ -133,6 +136,7 @@ def test_closed_pipe_exits_0(big_transcript, target, via, reader):
     assert result.stderr == b""
 
 
+@functools.cache
 def _mid_pipeline(big_transcript: Path) -> subprocess.CompletedProcess[bytes]:
     return sh(f"{CTXPIPE} convert --to claude-code {q(big_transcript)} | {CTXPIPE} convert --to anthropic | head -2")
 
