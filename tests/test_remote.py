@@ -29,6 +29,7 @@ from builders import Session, simple, usage
 from cloud import HOST, S3Server, free_port, require_s3, s3_server
 from helpers import CLEAN_ENV, child_env, error_line, ok, run_cli
 from project_sessions import NOW_ISO, Project, bulky, source_file
+from zygote import Run, Zygote
 
 require_s3()
 
@@ -137,13 +138,13 @@ def remote_tree(s3: S3Server, prefix: str) -> dict[str, bytes]:
 
 
 class Tree:
-    def __init__(self, s3: S3Server, local: Path, files: dict[str, bytes]) -> None:
-        self.s3, self.local, self.files = s3, local, files
+    def __init__(self, s3: S3Server, local: Path, files: dict[str, bytes], zygote: Zygote) -> None:
+        self.s3, self.local, self.files, self.zygote = s3, local, files, zygote
 
-    def remote(self, *args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
-        """`ctxpipe ARGS` in a child process that reaches the S3 server through its environment only."""
-        full = self.s3.child_env(child_env(CLEAN_ENV)) | (env or {})
-        return subprocess.run([sys.executable, "-m", "ctxpipe", *map(str, args)], capture_output=True, stdin=subprocess.DEVNULL, env=full, timeout=120)
+    def remote(self, *args: str | Path, env: dict[str, str] | None = None) -> Run:
+        """`ctxpipe ARGS` in a child process that reaches the S3 server through its environment only:
+        forked from a zygote that imported the store's client once (test_a_forked_run_is_python_dash_m)."""
+        return self.zygote.run(args, cwd=Path.cwd(), env=remote_env(self.s3, env), audit=False, timeout=120)
 
     def locally(self, *args: str | Path) -> Any:
         """The same command on the local copy (in this process: nothing here touches the store)."""
@@ -157,8 +158,26 @@ def s3() -> Iterator[S3Server]:
         yield server
 
 
+def remote_env(s3: S3Server, env: dict[str, str] | None = None) -> dict[str, str]:
+    """A remote run's environment: the clean one, the server's AWS_* settings, then `env`."""
+    return s3.child_env(child_env(CLEAN_ENV)) | (env or {})
+
+
 @pytest.fixture(scope="module")
-def tree(s3: S3Server, tmp_path_factory: pytest.TempPathFactory) -> Tree:
+def zygote(s3: S3Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Zygote]:
+    """A warm interpreter for the remote runs: it imported ctxpipe, then what a first remote count
+    imported (s3fs, aiobotocore, aiohttp: about 0.35 s a process), and forks a child for each run."""
+    folder = tmp_path_factory.mktemp("zygote")
+    forks = Zygote(folder)
+    listing = folder / "modules.txt"
+    forks.run(["count", "--json", f"s3://{BUCKET}/"], cwd=folder, env=remote_env(s3), audit=False, modules=listing, timeout=120)
+    forks.ask({"import": listing.read_text().split()})
+    yield forks
+    forks.close()
+
+
+@pytest.fixture(scope="module")
+def tree(s3: S3Server, zygote: Zygote, tmp_path_factory: pytest.TempPathFactory) -> Tree:
     base = tmp_path_factory.mktemp("remote")
     files = layouts()
     write_tree(base / "projects", files)
@@ -167,7 +186,7 @@ def tree(s3: S3Server, tmp_path_factory: pytest.TempPathFactory) -> Tree:
     old = {f"-home-dev-gone/{SID_OLD}.jsonl": files[OLD]}
     write_tree(base / "projects-old", old)
     s3.upload_tree(base / "projects-old", f"s3://{BUCKET}/projects-old/")
-    return Tree(s3, base / "projects", files)
+    return Tree(s3, base / "projects", files, zygote)
 
 
 def rows(result: Any) -> list[dict[str, Any]]:
@@ -566,6 +585,16 @@ def test_a_failed_upload_leaves_the_old_object(tree: Tree) -> None:
     assert s3.get(old) == b"the old object\n"
     assert s3.get(source) == tree.files[NEW]
     assert not [url for url in s3.listing(f"s3://{BUCKET}/refused/") if url.endswith(".orig")]
+
+
+@pytest.mark.parametrize("command", [("count", "--json", PROJECTS), ("count", "--json", PROJECTS + "gone.jsonl"), ("report", "--json", PROJECTS + NEW)])
+def test_a_forked_run_is_python_dash_m(tree: Tree, command: tuple[str, ...]) -> None:
+    """A run forked from the zygote gives what `python -m ctxpipe` gives, byte for byte (a module
+    reading the environment as it is imported would read the zygote's: none of them may)."""
+    forked = tree.remote(*command)
+    real = subprocess.run([sys.executable, "-m", "ctxpipe", *command], capture_output=True, stdin=subprocess.DEVNULL, env=remote_env(tree.s3), timeout=120)
+    assert (forked.returncode, forked.stdout, forked.stderr) == (real.returncode, real.stdout, real.stderr), forked.stderr.decode()
+    assert forked.stdout or forked.stderr, "the run printed nothing: it compared nothing"
 
 
 def test_bad_credentials_are_one_line() -> None:
