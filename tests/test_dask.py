@@ -88,6 +88,12 @@ def files_under(folder: Path) -> dict[str, bytes]:
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+def names_under(folder: Path) -> list[str]:
+    """The files' names, read while a run writes there: nothing is opened (a temporary file listed
+    may be renamed before it could be read)."""
+    return [p.relative_to(folder).as_posix() for p in sorted(folder.rglob("*")) if p.is_file()]
+
+
 def tasks_since(cluster: DaskCluster, start: float) -> list[str]:
     """The keys of ctxpipe's tasks (dask_executor._task) the cluster's scheduler saw finish since
     `start` (a time.time()), from its task stream."""
@@ -363,7 +369,7 @@ def test_a_scheduler_killed_mid_batch_is_one_line(tmp_path: Path) -> None:
         server.default_reply = lambda body: Reply.timeout(0.3)  # a file takes two answers: about 0.6 s
         argv = command_line(*llm_compact(server, "--executor", "dask", "--scheduler", own.address, "--out-dir", tmp_path / "dask", sessions))
         with subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(LLM_ENV)) as run:
-            wait_while_running(run, lambda: len([name for name in files_under(tmp_path / "dask") if name.endswith(".jsonl")]) >= 2, "2 files were written", 60)
+            wait_while_running(run, lambda: len([name for name in names_under(tmp_path / "dask") if name.endswith(".jsonl")]) >= 2, "2 files were written", 60)
             os.kill(own.scheduler_pid, signal.SIGKILL)
             killed = time.monotonic()
             stdout, stderr = run.communicate(timeout=90)
@@ -427,7 +433,7 @@ def test_ctrl_c_on_a_local_cluster_ends_the_group(tmp_path: Path) -> None:
                 # Mid-batch: files written, and the workers waiting on the model for others.
                 wait_while_running(
                     run,
-                    lambda: len(files_under(tmp_path / "out")) >= 2 and sum(r.status is None for r in server.message_requests()) >= 2,
+                    lambda: len(names_under(tmp_path / "out")) >= 2 and sum(r.status is None for r in server.message_requests()) >= 2,
                     "it could be interrupted",
                     90,
                 )
