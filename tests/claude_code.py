@@ -16,8 +16,8 @@ reason) when node or npm is missing, the platform has no binary, or the install 
 
 2.1.88 runs on a pinned Node.js 22 from the npm registry (`node-<os>-<arch>`, the official binary
 repackaged; about 125 MB, installed the same way) with its compile cache in the cache folder: node 20
-compiles the 13 MB cli.js again at every resume (0.35 of its 1.35 CPU seconds), node 22 once (a resume
-then takes 0.77). Where that package cannot be installed, the node on PATH runs it, as before.
+compiles the 13 MB cli.js again at every resume (0.35 of its 1.3-1.5 CPU seconds), node 22 once (a resume
+then takes 0.8-0.9). Where that package cannot be installed, the node on PATH runs it, as before.
 
 Every run gets a fresh HOME, a minimal environment (nothing inherited that could point Claude Code
 elsewhere: ANTHROPIC_*, CLAUDE_*, proxies), and the switches 2.1.88 honours to stay quiet
