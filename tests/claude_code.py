@@ -29,6 +29,7 @@ exempt: whatever still aims at the internet lands on the fake, is refused and is
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -106,6 +107,7 @@ def _platform() -> tuple[str, str] | None:
     return (system, arch) if arch and system else None
 
 
+@functools.cache
 def node_runtime() -> tuple[str, dict[str, str]]:
     """The node that runs 2.1.88 and the environment it needs: the pinned Node.js 22 with its compile
     cache beside it, or the node on PATH (no cache) where the pinned one cannot be installed."""

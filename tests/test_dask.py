@@ -85,7 +85,7 @@ def write_tree(root: Path) -> Path:
 
 
 def files_under(folder: Path) -> dict[str, bytes]:
-    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {name: (folder / name).read_bytes() for name in names_under(folder)}
 
 
 def names_under(folder: Path) -> list[str]:

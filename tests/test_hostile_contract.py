@@ -317,11 +317,8 @@ class Runner:
         ledger.write_bytes(b"")
         names: set[str] = set()
         for n, argv in enumerate([*VARIANTS.values(), *(a for variants in ON_A_TERMINAL.values() for a in variants)]):
-            listing = folder / f"modules-{n}.txt"
             args, stdin = command_line(fill(argv, folder, ledger, n), transcript, folder)
-            self.all[0].run(args, cwd=folder, env=env, stdin=stdin, audit=False, modules=listing)
-            if listing.exists():
-                names.update(listing.read_text().split())
+            names |= self.all[0].imported_by(args, cwd=folder, env=env, stdin=stdin)
         for zygote in self.all:
             zygote.ask({"import": sorted(names)})
 

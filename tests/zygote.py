@@ -341,6 +341,15 @@ class Zygote:
         status = self.ask(request)
         return self.collect(request, status["returncode"], status["timed_out"], status["seconds"])
 
+    def imported_by(self, argv: Sequence[Any], **options: Any) -> set[str]:
+        """The modules a run of `argv` had imported when it ended (run()'s options, no audit log): what
+        to `ask` the zygote to import, so that later runs cost their own work only."""
+        listing = self.workdir / f"{next(self.counter)}.modules"
+        self.run(argv, audit=False, modules=listing, **options)
+        names = set(listing.read_text().split()) if listing.exists() else set()
+        listing.unlink(missing_ok=True)
+        return names
+
     def run_batch(self, jobs: Sequence[tuple[Sequence[Any], dict[str, Any]]]) -> list[Run]:
         """The runs (argv and run()'s options each) one after another in one child forked from the
         zygote, each as a fresh `python -m` (see batch_child): the child's first touches of the
