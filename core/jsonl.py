@@ -487,11 +487,15 @@ class LineIndex(Sequence[Entry]):
     once, when it is built), each parsed again from the buffer when it is read: the memory is where
     each line lies (about 25 bytes a line), not its objects. The last lines read by position are
     kept, up to `cached` bytes of them (restore's walk back and forth over a chain reads the same
-    lines again: it keeps CACHED; `count --full` reads each line where it needs it and keeps none). A slice is a
-    view; `memo` keeps whole-file scans several readers repeat (see memoized). With `raw`, each
-    entry carries its bytes, as iter_entries gives them."""
+    lines again: it keeps CACHED; `count --full` reads each line where it needs it and keeps none).
+    The last long line parsed (LONG_LINE bytes or more) is kept whatever `cached` says: readers come
+    back to one line many times (the response a count anchors on, a line of a hundred thousand
+    blocks), parsing a long one costs milliseconds, and keeping it adds at most one line's objects to
+    the peak that parsing it reached anyway. A slice is a view; `memo` keeps whole-file scans several
+    readers repeat (see memoized). With `raw`, each entry carries its bytes, as iter_entries gives them."""
 
     CACHED = 8 << 20
+    LONG_LINE = LINE_PIECE
 
     def __init__(
         self,
@@ -514,6 +518,7 @@ class LineIndex(Sequence[Entry]):
         self._positions = range(len(self._starts))
         self._cache: OrderedDict[int, Entry] = OrderedDict()
         self._cached_bytes = 0  # of the lines in the cache
+        self._long: tuple[int, Entry] | None = None  # the last long line parsed, and where it is
         self.memo: dict[str, Any] = {}
 
     def verbatim(self) -> bool:
@@ -525,14 +530,21 @@ class LineIndex(Sequence[Entry]):
         return len(self._positions)
 
     def _entry(self, position: int) -> Entry:
-        raw, eol = bytes(self.buffer[self._starts[position] : self._ends[position]]), _EOLS[self._eols[position]]
+        long = self._long
+        if long is not None and long[0] == position:
+            return long[1]
+        start, end = self._starts[position], self._ends[position]
+        raw, eol = bytes(self.buffer[start:end]), _EOLS[self._eols[position]]
         try:
             obj = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
             obj = _parse_slowly(raw, eol == b"", exc)  # read once already: a dict, or it would not be here
             if type(obj) is not dict:  # ... unless the file was cut short under the map since
                 raise InputError(self.source, None, CHANGED) from None
-        return Entry(obj, raw if self.raw else None, self._lines[position], eol)
+        entry = Entry(obj, raw if self.raw else None, self._lines[position], eol)
+        if end - start >= self.LONG_LINE:
+            self._long = (position, entry)
+        return entry
 
     @overload
     def __getitem__(self, index: int) -> Entry: ...
@@ -542,7 +554,7 @@ class LineIndex(Sequence[Entry]):
         if isinstance(index, slice):
             view = object.__new__(LineIndex)
             view.__dict__.update(self.__dict__)
-            view._positions, view._cache, view._cached_bytes, view.memo = self._positions[index], OrderedDict(), 0, {}
+            view._positions, view._cache, view._cached_bytes, view._long, view.memo = self._positions[index], OrderedDict(), 0, None, {}
             return view
         position = self._positions[index]
         found = self._cache.get(position)

@@ -327,3 +327,24 @@ def test_a_line_index_reads_what_the_whole_read_reads(tmp_path: Path) -> None:
     assert len(index) == 4 and index[-1].obj == {"d": 4} and stats.skipped == expected_stats.skipped == 1
     assert [e.line for e in index[1:3]] == [e.line for e in expected[1:3]] == [4, 6]
     assert [e.obj for e in reversed(index)] == [e.obj for e in reversed(expected)]
+
+
+def test_a_line_index_parses_its_last_long_line_once_and_keeps_no_other() -> None:
+    """The last long line read (a line of a hundred thousand blocks, a 16 MB tool result) comes back
+    as the same entry however it is asked for again, by position or in a walk over every line; short
+    lines are parsed again at every read, and a second long line takes the first one's place."""
+    from ctxpipe.core.jsonl import LineIndex
+
+    long_line = orjson.dumps({"type": "user", "message": {"content": [{"type": "text", "text": "x"}] * 60_000}})
+    assert len(long_line) >= LineIndex.LONG_LINE
+    other_long = orjson.dumps({"type": "user", "text": "y" * LineIndex.LONG_LINE})
+    index = LineIndex(b"\n".join([b'{"a": 1}', long_line, b'{"b": 2}']) + b"\n", "t.jsonl")
+    first = index[1]
+    assert index[1] is first and index[-2] is first and list(index)[1] is first and list(reversed(index))[1] is first
+    assert index[0] is not index[0], "a short line is parsed again"
+    assert first.obj == orjson.loads(long_line) and first.line == 2
+    index = LineIndex(b"\n".join([b'{"a": 1}', long_line, b'{"b": 2}', other_long]) + b"\n", "t.jsonl")
+    first = index[1]
+    assert index[3].obj == orjson.loads(other_long) and index[3] is index[3]
+    assert index[1] is not first, "the first long line is still held after a second one was read"
+    assert index[1].obj == orjson.loads(long_line) and index[1:2][0].obj == orjson.loads(long_line)
