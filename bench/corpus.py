@@ -176,6 +176,36 @@ def ensure_huge(corpus: Corpus | None = None) -> Path:
 
 
 # ---------------------------------------------------------------------------------------
+# long-lines.jsonl
+
+LONG_TEXT_BYTES = 16 * MiB  # a tool result as long as the longest Claude Code writes (its requests stay under 32 MB)
+MANY_BLOCKS = 100_000  # text blocks in one message
+
+
+def ensure_long_lines(corpus: Corpus | None = None) -> Path:
+    """Return long-lines.jsonl: the corpus's largest main session with its last user line holding a
+    16 MiB text and the user line before it 100,000 text blocks (uuids and chain kept): the lines a
+    reader of every line comes back to, as long as a real one gets."""
+    corpus = corpus or load_corpus()
+    source = max((session.path for session in corpus.sessions), key=lambda path: path.stat().st_size)
+    dest = data_dir() / "long-lines.jsonl"
+    if dest.is_file() and dest.stat().st_mtime >= source.stat().st_mtime and dest.stat().st_size > LONG_TEXT_BYTES:
+        return dest
+    lines = source.read_bytes().splitlines()
+    users = [n for n, line in enumerate(lines) if orjson.loads(line).get("type") == "user"]
+    for position, content in ((users[-1], "x" * LONG_TEXT_BYTES), (users[-2], [{"type": "text", "text": "y"}] * MANY_BLOCKS)):
+        obj = orjson.loads(lines[position])
+        obj["message"] = {**obj.get("message", {}), "content": content}
+        lines[position] = orjson.dumps(obj)
+    print(f"bench: writing {dest} (from {source.name})", file=sys.stderr)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_suffix(".tmp")
+    tmp.write_bytes(b"\n".join(lines) + b"\n")
+    os.replace(tmp, dest)  # never leave a half-written file that looks cached
+    return dest
+
+
+# ---------------------------------------------------------------------------------------
 # tree/
 
 

@@ -53,6 +53,7 @@ CCUSAGE = "ccusage@20.0.24"
 # start-up and the active context's lines.
 INPUT_ALLOWANCE_MIB = 100
 HUGE_BASELINE = "orjson-loop-huge"
+LONG_LINES_BASELINE = "orjson-loop-long-lines"
 
 
 class Unavailable(Exception):
@@ -89,6 +90,10 @@ class Inputs:
     @functools.cached_property
     def tree(self) -> str:
         return str(corpus.ensure_tree())
+
+    @functools.cached_property
+    def long_lines(self) -> str:
+        return str(corpus.ensure_long_lines())
 
     @property
     def small(self) -> str:
@@ -376,6 +381,14 @@ BENCHES: list[Bench] = [
     Bench("restore-big", lambda i: [i.ctxpipe, "restore", i.big], targets=(rss_within_input(INPUT_ALLOWANCE_MIB),)),
     # The same stages on about 1 GiB (big.jsonl five times; its active context is the same last
     # session): memory must not grow with the history above the active context.
+    # Every view over a session whose readers come back to two long lines (a 16 MiB tool result, a
+    # message of 100,000 blocks): as a ratio to one parse and write of each of its lines.
+    Bench(LONG_LINES_BASELINE, lambda i: [sys.executable, "-c", ORJSON_LOOP, i.long_lines], ratio=False),
+    Bench(
+        "count-long-lines-views",
+        lambda i: [i.ctxpipe, "count", "--json", "--by", "block", "--top", "3", "--timeline", i.long_lines],
+        baseline=LONG_LINES_BASELINE,
+    ),
     Bench(HUGE_BASELINE, lambda i: [sys.executable, "-c", ORJSON_LOOP, i.huge], ratio=False),
     *(
         Bench(f"{name}-huge", lambda i, argv=argv: [i.ctxpipe, *argv, i.huge], targets=(rss_within_input(INPUT_ALLOWANCE_MIB),), baseline=HUGE_BASELINE)
@@ -633,7 +646,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     built = inputs.__dict__  # only the inputs a selected bench used (orjson-loop always reads big)
     shapes: list[tuple[str, str, Callable[[], str]]] = [("big", "_big_half", lambda: inputs.big), ("half", "_big_half", lambda: inputs.half)]
-    shapes += [("huge", "huge", lambda: inputs.huge)]
+    shapes += [("huge", "huge", lambda: inputs.huge), ("long-lines", "long_lines", lambda: inputs.long_lines)]
     shapes += [("schema-valid", "schema_valid", lambda: inputs.schema_valid), ("schema-failing", "schema_failing", lambda: inputs.schema_failing)]
     paths = {name: get() for name, key, get in shapes if key in built}
     sizes = {name: {"path": path, "bytes": os.path.getsize(path)} for name, path in paths.items()}

@@ -488,14 +488,15 @@ class LineIndex(Sequence[Entry]):
     each line lies (about 25 bytes a line), not its objects. The last lines read by position are
     kept, up to `cached` bytes of them (restore's walk back and forth over a chain reads the same
     lines again: it keeps CACHED; `count --full` reads each line where it needs it and keeps none).
-    The last long line parsed (LONG_LINE bytes or more) is kept whatever `cached` says: readers come
-    back to one line many times (the response a count anchors on, a line of a hundred thousand
-    blocks), parsing a long one costs milliseconds, and keeping it adds at most one line's objects to
-    the peak that parsing it reached anyway. A slice is a view; `memo` keeps whole-file scans several
+    The last LONG_KEPT long lines parsed (LONG_LINE bytes or more each) are kept whatever `cached`
+    says: readers come back to a few lines many times (the response a count anchors on, a line of a
+    hundred thousand blocks), parsing a long one costs milliseconds, and keeping them adds a few
+    lines' objects to a peak that parsing one of them reached anyway. A slice is a view; `memo` keeps whole-file scans several
     readers repeat (see memoized). With `raw`, each entry carries its bytes, as iter_entries gives them."""
 
     CACHED = 8 << 20
     LONG_LINE = LINE_PIECE
+    LONG_KEPT = 4
 
     def __init__(
         self,
@@ -518,7 +519,7 @@ class LineIndex(Sequence[Entry]):
         self._positions = range(len(self._starts))
         self._cache: OrderedDict[int, Entry] = OrderedDict()
         self._cached_bytes = 0  # of the lines in the cache
-        self._long: tuple[int, Entry] | None = None  # the last long line parsed, and where it is
+        self._long: OrderedDict[int, Entry] = OrderedDict()  # the last long lines parsed, the latest last
         self.memo: dict[str, Any] = {}
 
     def verbatim(self) -> bool:
@@ -530,9 +531,10 @@ class LineIndex(Sequence[Entry]):
         return len(self._positions)
 
     def _entry(self, position: int) -> Entry:
-        long = self._long
-        if long is not None and long[0] == position:
-            return long[1]
+        long = self._long.get(position)
+        if long is not None:
+            self._long.move_to_end(position)
+            return long
         start, end = self._starts[position], self._ends[position]
         raw, eol = bytes(self.buffer[start:end]), _EOLS[self._eols[position]]
         try:
@@ -543,7 +545,9 @@ class LineIndex(Sequence[Entry]):
                 raise InputError(self.source, None, CHANGED) from None
         entry = Entry(obj, raw if self.raw else None, self._lines[position], eol)
         if end - start >= self.LONG_LINE:
-            self._long = (position, entry)
+            self._long[position] = entry
+            if len(self._long) > self.LONG_KEPT:
+                self._long.popitem(last=False)
         return entry
 
     @overload
@@ -554,7 +558,7 @@ class LineIndex(Sequence[Entry]):
         if isinstance(index, slice):
             view = object.__new__(LineIndex)
             view.__dict__.update(self.__dict__)
-            view._positions, view._cache, view._cached_bytes, view._long, view.memo = self._positions[index], OrderedDict(), 0, None, {}
+            view._positions, view._cache, view._cached_bytes, view._long, view.memo = self._positions[index], OrderedDict(), 0, OrderedDict(), {}
             return view
         position = self._positions[index]
         found = self._cache.get(position)

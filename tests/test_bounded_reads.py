@@ -329,22 +329,28 @@ def test_a_line_index_reads_what_the_whole_read_reads(tmp_path: Path) -> None:
     assert [e.obj for e in reversed(index)] == [e.obj for e in reversed(expected)]
 
 
-def test_a_line_index_parses_its_last_long_line_once_and_keeps_no_other() -> None:
-    """The last long line read (a line of a hundred thousand blocks, a 16 MB tool result) comes back
-    as the same entry however it is asked for again, by position or in a walk over every line; short
-    lines are parsed again at every read, and a second long line takes the first one's place."""
+def test_a_line_index_parses_its_last_long_lines_once_and_keeps_no_more() -> None:
+    """The last LONG_KEPT long lines read (a line of a hundred thousand blocks, a 16 MB tool result)
+    come back as the same entries however they are asked for again, by position or in a walk over
+    every line; short lines are parsed again at every read, and one more long line read drops the
+    one read longest ago."""
     from ctxpipe.core.jsonl import LineIndex
 
-    long_line = orjson.dumps({"type": "user", "message": {"content": [{"type": "text", "text": "x"}] * 60_000}})
-    assert len(long_line) >= LineIndex.LONG_LINE
-    other_long = orjson.dumps({"type": "user", "text": "y" * LineIndex.LONG_LINE})
-    index = LineIndex(b"\n".join([b'{"a": 1}', long_line, b'{"b": 2}']) + b"\n", "t.jsonl")
-    first = index[1]
-    assert index[1] is first and index[-2] is first and list(index)[1] is first and list(reversed(index))[1] is first
+    many_blocks = orjson.dumps({"type": "user", "message": {"content": [{"type": "text", "text": "x"}] * 60_000}})
+    assert len(many_blocks) >= LineIndex.LONG_LINE
+    longs = [many_blocks] + [orjson.dumps({"type": "user", "n": n, "text": "y" * LineIndex.LONG_LINE}) for n in range(LineIndex.LONG_KEPT)]
+    lines = [b'{"a": 1}', *longs[:-1], b'{"b": 2}']
+    index = LineIndex(b"\n".join(lines) + b"\n", "t.jsonl")
+    kept = [index[position] for position in range(1, len(lines) - 1)]
+    for _ in range(2):
+        assert all(a is b for a, b in zip([index[position] for position in range(1, len(lines) - 1)], kept))
+        assert all(a is b for a, b in zip(list(index)[1:-1], kept)) and all(a is b for a, b in zip(list(reversed(index))[1:-1], reversed(kept)))
     assert index[0] is not index[0], "a short line is parsed again"
-    assert first.obj == orjson.loads(long_line) and first.line == 2
-    index = LineIndex(b"\n".join([b'{"a": 1}', long_line, b'{"b": 2}', other_long]) + b"\n", "t.jsonl")
+    assert [entry.obj for entry in kept] == [orjson.loads(line) for line in longs[:-1]] and kept[0].line == 2
+    index = LineIndex(b"\n".join([*lines, longs[-1]]) + b"\n", "t.jsonl")
     first = index[1]
-    assert index[3].obj == orjson.loads(other_long) and index[3] is index[3]
-    assert index[1] is not first, "the first long line is still held after a second one was read"
-    assert index[1].obj == orjson.loads(long_line) and index[1:2][0].obj == orjson.loads(long_line)
+    for position in range(2, len(lines) + 1):
+        index[position]
+    assert index[len(lines)].obj == orjson.loads(longs[-1]) and index[len(lines)] is index[len(lines)]
+    assert index[1] is not first and index[1].obj == first.obj, "the long line read longest ago is still held"
+    assert index[1:2][0].obj == first.obj
