@@ -22,7 +22,8 @@ from ctxpipe.core.count import DEFAULT_FITS, usage_total
 from ctxpipe.core.model import Message
 from ctxpipe.core.tokens import PiecesCounter, block_texts, estimate_each
 from ctxpipe.jobs.count import CountOptions, count_buffer
-from hypothesis import HealthCheck, given, settings
+from helpers import FIXTURES
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from strategies import stage_sessions
 from typer.testing import CliRunner
@@ -88,11 +89,16 @@ def check_truth(original: bytes, output: bytes) -> None:
     slope = full.calibration.slope if full.calibration.source != "none" else DEFAULT_FITS["pieces"][0]
     removed = removed_tokens(priced_blocks(before, source.entries, slope), priced_blocks(messages[: full.anchor + 1], transcript.entries, slope))
     expected = max(0, usage_total(anchor.usage or {}) - removed)  # a marker never takes the usage below zero
-    assert abs(full.exact_tokens - expected) <= max(0.02 * max(full.tokens, 1), 5), (full.exact_tokens, expected, removed)
+    # The 2 % is of what the stages removed as well as of what is left: a removal priced with another
+    # fit is off by a share of itself, and the stages may remove all of the usage (the count then 0).
+    assert abs(full.exact_tokens - expected) <= max(0.02 * max(full.tokens, removed, 1), 5), (full.exact_tokens, expected, removed)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(stage_sessions(), st.lists(st.sampled_from(sorted(ARGV)), min_size=1, max_size=4))
+# Found by the search: microcompact clears an image and snip the rest, 2,098 tokens of usage in all,
+# which the stages priced 6 tokens above this test's own pricing (the count is 0 either way).
+@example(data=(FIXTURES / "properties" / "stages-remove-all-the-usage.jsonl").read_bytes(), order=["microcompact", "snip"])
 def test_any_order_of_stages_keeps_every_figure_true(data: bytes, order: list[str]) -> None:
     original = data
     for name in order:
