@@ -19,6 +19,12 @@ settings.register_profile("reproducible", derandomize=True)
 settings.register_profile("random", derandomize=False)
 settings.load_profile("random" if os.environ.get("CTXPIPE_HYPOTHESIS_RANDOM") else "reproducible")
 
+# A shell script's background job (`python -m pytest &`, nohup) starts with SIGINT ignored, and every
+# process it starts inherits that: the tests' commands would then ignore their Ctrl-C. They are run
+# as from a terminal instead (a handler, unlike an ignore, is not passed on to a program started).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 def pytest_configure(config: pytest.Config) -> None:
     """With PYTHONDONTWRITEBYTECODE set (as container images often set it), every interpreter the

@@ -594,6 +594,16 @@ def stage_seconds(big: Path, tmp_path_factory: pytest.TempPathFactory) -> float:
     return time.monotonic() - start
 
 
+def test_the_commands_the_tests_start_take_ctrl_c_as_from_a_terminal() -> None:
+    """The Ctrl-C tests below judge ctxpipe only if its process takes SIGINT: started from a shell
+    script's background job (`python -m pytest &`), the suite would have it ignored, and every child
+    would inherit that (tests/conftest.py gives the suite a handler instead)."""
+    probe = "import signal; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
+    child = subprocess.run([sys.executable, "-c", probe], capture_output=True, env=child_env(), timeout=60)
+    assert signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
+    assert child.stdout == b"True\n", child.stderr.decode()
+
+
 @pytest.mark.skipif(not HAS_PROC_MAPS, reason="watches /proc/PID/maps to interrupt while the input is being read")
 @pytest.mark.parametrize("moment", [0.0, 0.1, 0.25, 0.4, 0.55, 0.7])
 def test_ctrl_c_mid_stage_exits_130_quietly_and_leaves_the_files(tmp_path: Path, big: Path, stage_seconds: float, moment: float) -> None:
