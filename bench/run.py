@@ -379,8 +379,6 @@ BENCHES: list[Bench] = [
     ),
     Bench("summarize-big", lambda i: [i.ctxpipe, "summarize", "--engine", "offline", i.big], targets=(rss_within_input(INPUT_ALLOWANCE_MIB),)),
     Bench("restore-big", lambda i: [i.ctxpipe, "restore", i.big], targets=(rss_within_input(INPUT_ALLOWANCE_MIB),)),
-    # The same stages on about 1 GiB (big.jsonl five times; its active context is the same last
-    # session): memory must not grow with the history above the active context.
     # Every view over a session whose readers come back to two long lines (a 16 MiB tool result, a
     # message of 100,000 blocks): as a ratio to one parse and write of each of its lines.
     Bench(LONG_LINES_BASELINE, lambda i: [sys.executable, "-c", ORJSON_LOOP, i.long_lines], ratio=False),
@@ -389,6 +387,8 @@ BENCHES: list[Bench] = [
         lambda i: [i.ctxpipe, "count", "--json", "--by", "block", "--top", "3", "--timeline", i.long_lines],
         baseline=LONG_LINES_BASELINE,
     ),
+    # The same stages on about 1 GiB (big.jsonl five times; its active context is the same last
+    # session): memory must not grow with the history above the active context.
     Bench(HUGE_BASELINE, lambda i: [sys.executable, "-c", ORJSON_LOOP, i.huge], ratio=False),
     *(
         Bench(f"{name}-huge", lambda i, argv=argv: [i.ctxpipe, *argv, i.huge], targets=(rss_within_input(INPUT_ALLOWANCE_MIB),), baseline=HUGE_BASELINE)

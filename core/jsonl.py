@@ -491,8 +491,9 @@ class LineIndex(Sequence[Entry]):
     The last LONG_KEPT long lines parsed (LONG_LINE bytes or more each) are kept whatever `cached`
     says: readers come back to a few lines many times (the response a count anchors on, a line of a
     hundred thousand blocks), parsing a long one costs milliseconds, and keeping them adds a few
-    lines' objects to a peak that parsing one of them reached anyway. A slice is a view; `memo` keeps whole-file scans several
-    readers repeat (see memoized). With `raw`, each entry carries its bytes, as iter_entries gives them."""
+    lines' objects to a peak that parsing one of them reached anyway. A slice is a view; `memo`
+    keeps whole-file scans several readers repeat (see memoized). With `raw`, each entry carries its
+    bytes, as iter_entries gives them."""
 
     CACHED = 8 << 20
     LONG_LINE = LINE_PIECE
