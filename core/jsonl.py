@@ -16,13 +16,14 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from itertools import repeat
-from typing import Any, BinaryIO, Literal, overload
+from typing import Any, BinaryIO, Generic, Literal, TypeVar, overload
 
 import orjson
 
 from .errors import CHANGED, InputError
-from .fields import MAX_DEPTH, depth_headroom, read_blocks
+from .fields import MAX_DEPTH, depth_headroom, moment, read_blocks
 
 OnError = Literal["fail", "skip"]
 BOM = b"\xef\xbb\xbf"
@@ -492,8 +493,9 @@ class LineIndex(Sequence[Entry]):
     says: readers come back to a few lines many times (the response a count anchors on, a line of a
     hundred thousand blocks), parsing a long one costs milliseconds, and keeping them adds a few
     lines' objects to a peak that parsing one of them reached anyway. A slice is a view; `memo`
-    keeps whole-file scans several readers repeat (see memoized). With `raw`, each entry carries its
-    bytes, as iter_entries gives them."""
+    keeps whole-file scans several readers repeat (see memoized), and `folds` are folded over the
+    lines as they are parsed to be checked (see folded). With `raw`, each entry carries its bytes,
+    as iter_entries gives them."""
 
     CACHED = 8 << 20
     LONG_LINE = LINE_PIECE
@@ -508,20 +510,24 @@ class LineIndex(Sequence[Entry]):
         stop: int | None = None,
         raw: bool = False,
         cached: int = 0,
+        folds: Sequence[Fold[Any]] = (),
     ) -> None:
         self.buffer, self.source, self.stop, self.raw, self.cached = buffer, source, len(buffer) if stop is None else stop, raw, cached
         self._starts, self._ends, self._lines = array("q"), array("q"), array("q")
         self._eols = bytearray()
+        states = [fold.start for fold in folds]
         for start, content_end, number, entry in iter_buffer_spans(buffer, source, on_error, stats, stop):
             self._starts.append(start)
             self._ends.append(content_end)
             self._lines.append(number)
             self._eols.append(_EOLS.index(entry.eol))
+            for which, fold in enumerate(folds):
+                states[which] = fold.step(states[which], entry.obj)
         self._positions = range(len(self._starts))
         self._cache: OrderedDict[int, Entry] = OrderedDict()
         self._cached_bytes = 0  # of the lines in the cache
         self._long: OrderedDict[int, Entry] = OrderedDict()  # the last long lines parsed, the latest last
-        self.memo: dict[str, Any] = {}
+        self.memo: dict[str, Any] = {fold.key: state for fold, state in zip(folds, states)}
 
     def verbatim(self) -> bool:
         """Whether the entries, written back, are buffer[:stop] itself: no BOM, blank or bad line."""
@@ -593,6 +599,46 @@ def memoized(entries: Iterable[Entry], key: str, scan: Callable[[], Any]) -> Any
     if key not in entries.memo:
         entries.memo[key] = scan()
     return entries.memo[key]
+
+
+State = TypeVar("State")
+
+
+@dataclass(frozen=True)
+class Fold(Generic[State]):
+    """A fact of every line of a file, line by line: `step(state, obj)` is the state after one more
+    line, from `start`. A step returns a new state and never changes the one it is given (a state
+    kept for a file's lines goes on over the lines below them). A LineIndex built with a fold folds
+    it over the lines its build parses to check them, so a reader asking for it (folded) parses no
+    line again."""
+
+    key: str
+    start: State
+    step: Callable[[State, dict[str, Any]], State]
+
+
+def folded(entries: Iterable[Entry], fold: Fold[State]) -> State:
+    """`fold` over every entry's object: a LineIndex's lines folded once (while it was built, else
+    at the first ask), a Joined's upper part as such, then the lines below it."""
+    if isinstance(entries, Joined):
+        state = folded(entries.above, fold)
+        below: Iterable[Entry] = entries.below
+    elif isinstance(entries, LineIndex):
+        return memoized(entries, fold.key, lambda: folded(iter(entries), fold))  # type: ignore[no-any-return]
+    else:
+        state, below = fold.start, entries
+    step = fold.step
+    for entry in below:
+        state = step(state, entry.obj)
+    return state
+
+
+def _later(latest: datetime | None, obj: dict[str, Any]) -> datetime | None:
+    when = moment(obj.get("timestamp"))
+    return when if when is not None and (latest is None or when > latest) else latest
+
+
+LATEST_TIME: Fold[datetime | None] = Fold("latest time", None, _later)  # the latest `timestamp` of the lines (None: none has one)
 
 
 class Window(Sequence[Entry]):

@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .blocks import is_text, is_tool_result, is_tool_use, kind_of
 from .count import Reinjection
 from .fields import text
-from .jsonl import Entry, Joined, as_text
+from .jsonl import LATEST_TIME, Entry, Fold, Joined, as_text, folded
 from .model import Message
 from .placeholders import RESTORED_PREFIX
 from .reports import CandidateKind, PlanRow, ReinjectedItem, ReinjectedKind, RestoreExtras
@@ -234,26 +234,33 @@ def latest_plan(messages: Sequence[Message], entries: Sequence[Entry], cwd: str 
     return plan
 
 
+PermissionState = tuple[str | None, Mapping[str, str]]  # the mode so far; the plan tools called, by id
+
+
+def _permission_step(state: PermissionState, obj: dict[str, Any]) -> PermissionState:
+    mode, plan_tools = state
+    if obj.get("type") in ("user", "permission-mode") and isinstance(obj.get("permissionMode"), str):
+        mode = obj["permissionMode"]
+    message = obj.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    for block in content if isinstance(content, list) else ():
+        kind = block.get("type") if isinstance(block, dict) else None  # (a step per line of the history: no calls per block)
+        if kind == "tool_use" and block.get("name") in ("EnterPlanMode", "ExitPlanMode"):
+            plan_tools = {**plan_tools, str(block.get("id")): str(block.get("name"))}  # a new map: a step keeps the state it was given
+        elif kind == "tool_result" and plan_tools and not block.get("is_error") and str(block.get("tool_use_id")) in plan_tools:
+            mode = "plan" if plan_tools[str(block.get("tool_use_id"))] == "EnterPlanMode" else "default"
+    return state if mode is state[0] and plan_tools is state[1] else (mode, plan_tools)
+
+
+# Claude Code 2.1.x records the mode on typed user lines (`permissionMode`) and on `permission-mode`
+# lines; an approved ExitPlanMode leaves plan mode and an EnterPlanMode enters it, even when no
+# prompt recorded the change afterwards.
+PERMISSION_MODE: Fold[PermissionState] = Fold("permission mode", (None, {}), _permission_step)
+
+
 def permission_mode(entries: Sequence[Entry]) -> str | None:
-    """The permission mode the session was last in: Claude Code 2.1.x records it on typed user lines
-    (`permissionMode`) and on `permission-mode` lines; an approved ExitPlanMode leaves plan mode and
-    an EnterPlanMode enters it, even when no prompt recorded the change afterwards."""
-    mode: str | None = None
-    plan_tools: dict[str, str] = {}
-    for entry in entries:
-        obj = entry.obj
-        if obj.get("type") in ("user", "permission-mode") and isinstance(obj.get("permissionMode"), str):
-            mode = obj["permissionMode"]
-        message = obj.get("message")
-        content = message.get("content") if isinstance(message, dict) else None
-        for block in content if isinstance(content, list) else []:
-            if not isinstance(block, dict):
-                continue
-            if is_tool_use(block) and block.get("name") in ("EnterPlanMode", "ExitPlanMode"):
-                plan_tools[str(block.get("id"))] = str(block.get("name"))
-            elif is_tool_result(block) and not block.get("is_error") and str(block.get("tool_use_id")) in plan_tools:
-                mode = "plan" if plan_tools[str(block.get("tool_use_id"))] == "EnterPlanMode" else "default"
-    return mode
+    """The permission mode the session was last in (PERMISSION_MODE)."""
+    return folded(entries, PERMISSION_MODE)[0]
 
 
 def disk_root(settings: RestoreSettings, cwd: str | None, workspace: Workspace | None) -> tuple[str | None, str]:
@@ -700,5 +707,6 @@ STAGE = Stage(
     # It reads the history above the boundary: every line (in place, when they are written back as read).
     every_line=lambda _settings: True,
     history_in_place=True,
+    history_folds=(PERMISSION_MODE, LATEST_TIME),  # the session's last mode; the time lines it adds start after
     runs="after a summary",
 )

@@ -17,7 +17,7 @@ import orjson
 
 from .errors import CtxpipeError
 from .fields import text
-from .jsonl import Entry
+from .jsonl import Entry, Fold
 from .transcript_format import WritableFormat
 from .wire import Wire
 
@@ -254,6 +254,9 @@ class Stage:
     # Whether the lines above the active context that it reads (context.history) may be read in
     # place and passed through unparsed, when they would be written back exactly as they were read.
     history_in_place: bool = False
+    # The facts of every line above the active context it asks for (core.jsonl.folded): folded while
+    # those lines are read in place and checked, so that none is parsed again for them.
+    history_folds: tuple[Fold[Any], ...] = ()
     # What a spinner says while it runs on a terminal (None: it is quick, no spinner), e.g. "summarizing".
     progress: str | None = None
     # Settings that do not go together raise core.errors.SettingsError here, before any input is read.

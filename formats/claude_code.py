@@ -23,7 +23,7 @@ import orjson
 from ..core.blocks import call_id, is_text, is_thinking, is_tool_result, is_tool_use, text_of, thinking_text, tool_event
 from ..core.count import SYNTHETIC_MODEL, Compaction, Marker, is_real_response, measures_context
 from ..core.fields import MAX_COUNT, count, iso, moment, read_blocks, text
-from ..core.jsonl import Entry, OnError, ParsedLines, ReadStats, as_text, iter_entries_reversed, memoized
+from ..core.jsonl import LATEST_TIME, Entry, OnError, ParsedLines, ReadStats, as_text, folded, iter_entries_reversed, memoized
 from ..core.model import Finding, Message
 from ..core.placeholders import SUMMARY_PREAMBLE
 from ..core.rules import rules_for
@@ -435,7 +435,7 @@ def _appended_clock(entries: Sequence[Entry], when: str) -> Any:
     the newest, or Claude Code resumes from a line above it and loses what it added (a summarized
     tail's end, the restored files); an appended line older than its parent is never read.
     """
-    latest = max((t for t in (moment(e.obj.get("timestamp")) for e in entries) if t is not None), default=None)
+    latest = folded(entries, LATEST_TIME)
     start = moment(when) or datetime.now(timezone.utc)
     return _timestamps(_one_ms_after(latest) if latest is not None and start <= latest else start)
 

@@ -222,10 +222,10 @@ def run_stage(
     return StageRun(head, lines, outcome, report, record, stats)
 
 
-def _history(buffer: Any, offset: int, source: str, on_error: OnError, stats: ReadStats) -> LineIndex:
+def _history(stage: Stage, buffer: Any, offset: int, source: str, on_error: OnError, stats: ReadStats) -> LineIndex:
     """The lines above the active context (buffer[:offset]), as restore reads them: in place, each
-    parsed when read, with its bytes, the lines its walk comes back to kept."""
-    return LineIndex(buffer, source, on_error, stats, stop=offset, raw=True, cached=LineIndex.CACHED)
+    parsed when read, with its bytes, the lines its walk comes back to kept, the stage's folds folded."""
+    return LineIndex(buffer, source, on_error, stats, stop=offset, raw=True, cached=LineIndex.CACHED, folds=stage.history_folds)
 
 
 def _read(
@@ -238,7 +238,7 @@ def _read(
         # bad line in the file is the one to report, and every line is read as below).
         try:
             offset, entries = transcript_format.read_region(buffer, source, on_error, stats)
-            history = _history(buffer, offset, source, on_error, stats)
+            history = _history(stage, buffer, offset, source, on_error, stats)
             if history.verbatim() and not stats.skipped:
                 return offset, entries, history
         except InputError:
@@ -395,7 +395,7 @@ def compact_run(buffer: Any, source: str, options: CompactOptions, breaker: Any,
             why = "; ".join(reasons)
         if stage.runs == "after a summary":
             # restore looks at the history above the boundary: the untouched head, read in place.
-            context = replace(context, history=_history(buffer, offset, source, options.on_error, stats))
+            context = replace(context, history=_history(stage, buffer, offset, source, options.on_error, stats))
         outcome = stage.run(entries, transcript_format, settings, context)
         if stage.runs == "over threshold":
             summarized = outcome.changed

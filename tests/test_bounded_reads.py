@@ -329,6 +329,44 @@ def test_a_line_index_reads_what_the_whole_read_reads(tmp_path: Path) -> None:
     assert [e.obj for e in reversed(index)] == [e.obj for e in reversed(expected)]
 
 
+def test_a_line_index_folds_the_facts_of_every_line_while_it_is_built() -> None:
+    """restore reads the history above the active context once: the session's last permission mode
+    and its latest time are folded over the lines the LineIndex parses to check them, not by walks
+    that parse every line again. Shown by changing the bytes under the index after it was built: the
+    folds keep what the lines said when they were read; a walk over its entries reads them anew.
+    Folded on over lines below it (Joined), the index's own state is left as it was."""
+    from ctxpipe.core.jsonl import LATEST_TIME, Entry, Joined, LineIndex, folded
+    from ctxpipe.core.restore import PERMISSION_MODE
+
+    def user(n: int, mode: str, **extra: object) -> bytes:
+        return orjson.dumps({"type": "user", "uuid": f"u{n}", "timestamp": f"2026-01-0{n}T00:00:00Z", "permissionMode": mode, **extra})
+
+    enter = {"message": {"content": [{"type": "tool_use", "id": "t1", "name": "EnterPlanMode", "input": {}}]}}
+    approved = {"message": {"content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}}
+    lines = [user(1, "default"), user(3, "acceptEdits", **enter), user(2, "acceptEdits", **approved)]
+    buffer = bytearray(b"\n".join(lines) + b"\n")
+    read = [Entry(orjson.loads(line)) for line in lines]
+    said = (folded(read, PERMISSION_MODE), folded(read, LATEST_TIME))
+    assert said[0] == ("plan", {"t1": "EnterPlanMode"}), "the approved EnterPlanMode after the last recorded mode"
+    assert said[1] is not None and said[1].day == 3, "the latest time, not the last line's"
+    index = LineIndex(buffer, "t.jsonl", folds=(PERMISSION_MODE, LATEST_TIME))
+    assert (folded(list(index), PERMISSION_MODE), folded(list(index), LATEST_TIME)) == said, "a walk over its lines agrees"
+
+    buffer[:] = buffer.replace(b"2026-01-03", b"2026-01-01").replace(b"EnterPlanMode", b"ExitPlanMode!")
+    assert folded(list(index), LATEST_TIME).day == 2 and folded(list(index), PERMISSION_MODE)[0] == "acceptEdits", "the walk parsed the new bytes"
+    built = (folded(index, PERMISSION_MODE), folded(index, LATEST_TIME))
+    assert built == said, "asked first after the bytes changed, the folds still say what the lines said when the index was built"
+
+    below = [Entry({"type": "permission-mode", "permissionMode": "bypassPermissions", "timestamp": "2026-01-09T00:00:00Z"})]
+    assert folded(Joined(index, below), PERMISSION_MODE)[0] == "bypassPermissions" and folded(Joined(index, below), LATEST_TIME).day == 9
+    exit_plan = [Entry({"type": "user", "message": {"content": [{"type": "tool_use", "id": "t2", "name": "ExitPlanMode"}]}})]
+    assert folded(Joined(index, exit_plan), PERMISSION_MODE)[1] == {"t1": "EnterPlanMode", "t2": "ExitPlanMode"}
+    assert (folded(index, PERMISSION_MODE), folded(index, LATEST_TIME)) == built and built[0][1] == {"t1": "EnterPlanMode"}, "a step changes no state it is given"
+
+    unfolded = LineIndex(bytes(buffer), "t.jsonl")  # built without folds: folded once, at the first ask, then kept
+    assert folded(unfolded, LATEST_TIME).day == 2 and folded(unfolded, LATEST_TIME) is folded(unfolded, LATEST_TIME)
+
+
 def test_a_line_index_parses_its_last_long_lines_once_and_keeps_no_more() -> None:
     """The last LONG_KEPT long lines read (a line of a hundred thousand blocks, a 16 MB tool result)
     come back as the same entries however they are asked for again, by position or in a walk over
