@@ -18,12 +18,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import repeat
-from typing import Any, BinaryIO, Generic, Literal, TypeVar, overload
+from typing import Any, BinaryIO, Literal, TypeVar, overload
 
 import orjson
 
 from .errors import CHANGED, InputError
 from .fields import MAX_DEPTH, depth_headroom, moment, read_blocks
+from .folds import Fold
 
 OnError = Literal["fail", "skip"]
 BOM = b"\xef\xbb\xbf"
@@ -515,14 +516,14 @@ class LineIndex(Sequence[Entry]):
         self.buffer, self.source, self.stop, self.raw, self.cached = buffer, source, len(buffer) if stop is None else stop, raw, cached
         self._starts, self._ends, self._lines = array("q"), array("q"), array("q")
         self._eols = bytearray()
-        states = [fold.start for fold in folds]
+        states = [fold.start() for fold in folds]
         for start, content_end, number, entry in iter_buffer_spans(buffer, source, on_error, stats, stop):
             self._starts.append(start)
             self._ends.append(content_end)
             self._lines.append(number)
             self._eols.append(_EOLS.index(entry.eol))
             for which, fold in enumerate(folds):
-                states[which] = fold.step(states[which], entry.obj)
+                states[which] = fold.step(states[which], entry)
         self._positions = range(len(self._starts))
         self._cache: OrderedDict[int, Entry] = OrderedDict()
         self._cached_bytes = 0  # of the lines in the cache
@@ -604,41 +605,29 @@ def memoized(entries: Iterable[Entry], key: str, scan: Callable[[], Any]) -> Any
 State = TypeVar("State")
 
 
-@dataclass(frozen=True)
-class Fold(Generic[State]):
-    """A fact of every line of a file, line by line: `step(state, obj)` is the state after one more
-    line, from `start`. A step returns a new state and never changes the one it is given (a state
-    kept for a file's lines goes on over the lines below them). A LineIndex built with a fold folds
-    it over the lines its build parses to check them, so a reader asking for it (folded) parses no
-    line again."""
-
-    key: str
-    start: State
-    step: Callable[[State, dict[str, Any]], State]
-
-
 def folded(entries: Iterable[Entry], fold: Fold[State]) -> State:
-    """`fold` over every entry's object: a LineIndex's lines folded once (while it was built, else
-    at the first ask), a Joined's upper part as such, then the lines below it."""
+    """`fold` over every entry: a LineIndex's lines folded once (while it was built, else at the
+    first ask) and the state kept, a Joined's upper part as such and the lines below it on from
+    there. The state is the caller's to read, not to change."""
     if isinstance(entries, Joined):
-        state = folded(entries.above, fold)
+        state = fold.resume(folded(entries.above, fold))
         below: Iterable[Entry] = entries.below
     elif isinstance(entries, LineIndex):
         return memoized(entries, fold.key, lambda: folded(iter(entries), fold))  # type: ignore[no-any-return]
     else:
-        state, below = fold.start, entries
+        state, below = fold.start(), entries
     step = fold.step
     for entry in below:
-        state = step(state, entry.obj)
+        state = step(state, entry)
     return state
 
 
-def _later(latest: datetime | None, obj: dict[str, Any]) -> datetime | None:
-    when = moment(obj.get("timestamp"))
+def _later(latest: datetime | None, entry: Entry) -> datetime | None:
+    when = moment(entry.obj.get("timestamp"))
     return when if when is not None and (latest is None or when > latest) else latest
 
 
-LATEST_TIME: Fold[datetime | None] = Fold("latest time", None, _later)  # the latest `timestamp` of the lines (None: none has one)
+LATEST_TIME: Fold[datetime | None] = Fold("latest time", lambda: None, _later)  # the latest `timestamp` of the lines (None: none has one)
 
 
 class Window(Sequence[Entry]):

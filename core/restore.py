@@ -28,7 +28,8 @@ from typing import Any, Protocol
 from .blocks import is_text, is_tool_result, is_tool_use, kind_of
 from .count import Reinjection
 from .fields import text
-from .jsonl import LATEST_TIME, Entry, Fold, Joined, as_text, folded
+from .folds import Fold
+from .jsonl import LATEST_TIME, Entry, Joined, as_text, folded
 from .model import Message
 from .placeholders import RESTORED_PREFIX
 from .reports import CandidateKind, PlanRow, ReinjectedItem, ReinjectedKind, RestoreExtras
@@ -237,8 +238,8 @@ def latest_plan(messages: Sequence[Message], entries: Sequence[Entry], cwd: str 
 PermissionState = tuple[str | None, Mapping[str, str]]  # the mode so far; the plan tools called, by id
 
 
-def _permission_step(state: PermissionState, obj: dict[str, Any]) -> PermissionState:
-    mode, plan_tools = state
+def _permission_step(state: PermissionState, entry: Entry) -> PermissionState:
+    obj, (mode, plan_tools) = entry.obj, state
     if obj.get("type") in ("user", "permission-mode") and isinstance(obj.get("permissionMode"), str):
         mode = obj["permissionMode"]
     message = obj.get("message")
@@ -255,7 +256,7 @@ def _permission_step(state: PermissionState, obj: dict[str, Any]) -> PermissionS
 # Claude Code 2.1.x records the mode on typed user lines (`permissionMode`) and on `permission-mode`
 # lines; an approved ExitPlanMode leaves plan mode and an EnterPlanMode enters it, even when no
 # prompt recorded the change afterwards.
-PERMISSION_MODE: Fold[PermissionState] = Fold("permission mode", (None, {}), _permission_step)
+PERMISSION_MODE: Fold[PermissionState] = Fold("permission mode", lambda: (None, {}), _permission_step)
 
 
 def permission_mode(entries: Sequence[Entry]) -> str | None:

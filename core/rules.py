@@ -26,6 +26,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from .folds import Fold
+
 LATEST = "latest"
 
 
@@ -113,12 +115,30 @@ def rules_for(version: str | None, asked: str | None = None, asked_by: str | Non
     return rules, f"rules of Claude Code {rules.release}: the newest known release not after the session's version {version}"
 
 
+VersionState = tuple[tuple[tuple[int, ...], str] | None, object]  # the highest (key, version) so far; the last line's version
+
+
+def _newer_version(state: VersionState, version: object) -> VersionState:
+    if not isinstance(version, str) or version == state[1]:
+        return state  # most lines repeat the version of the line above: its key changes nothing
+    best, key = state[0], version_key(version)
+    return ((key, version) if key is not None and (best is None or key > best[0]) else best), version
+
+
+def _newer(state: VersionState, entry: Any) -> VersionState:
+    return _newer_version(state, entry.obj.get("version") if isinstance(entry.obj, dict) else None)
+
+
+# The version of Claude Code that wrote a session: the highest its lines record (newest_version).
+VERSION: Fold[VersionState] = Fold("version", lambda: (None, None), _newer)
+
+
 def session_version(entries: Iterable[Any]) -> str | None:
     """The Claude Code version that wrote a session's entries (core.jsonl.Entry): the highest its lines record."""
-    from .jsonl import memoized
+    from .jsonl import folded
 
-    found: str | None = memoized(entries, "version", lambda: newest_version(entry.obj.get("version") for entry in entries if isinstance(entry.obj, dict)))
-    return found
+    best = folded(entries, VERSION)[0]
+    return best[1] if best else None
 
 
 def session_rules(entries: Iterable[Any], asked: str | None = None) -> tuple[Rules, str]:
@@ -128,13 +148,7 @@ def session_rules(entries: Iterable[Any], asked: str | None = None) -> tuple[Rul
 
 def newest_version(versions: Iterable[object]) -> str | None:
     """The highest dotted version among `versions` (the lines' `version` fields); None if there is none."""
-    best: tuple[tuple[int, ...], str] | None = None
-    previous = None
+    state: VersionState = (None, None)
     for version in versions:
-        if not isinstance(version, str) or version == previous:
-            continue  # most lines repeat the version of the line above: its key changes nothing
-        previous = version
-        key = version_key(version)
-        if key is not None and (best is None or key > best[0]):
-            best = (key, str(version))
-    return best[1] if best else None
+        state = _newer_version(state, version)
+    return state[0][1] if state[0] else None

@@ -17,7 +17,8 @@ import orjson
 
 from .errors import CtxpipeError
 from .fields import text
-from .jsonl import Entry, Fold
+from .folds import Fold
+from .jsonl import Entry
 from .transcript_format import WritableFormat
 from .wire import Wire
 

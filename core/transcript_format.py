@@ -26,6 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from .count import Compaction, Marker
 from .errors import UnsupportedError
+from .folds import Fold
 from .jsonl import Entry, OnError, ParsedLines, ReadStats
 from .model import Finding, Message
 
@@ -97,6 +98,10 @@ class TranscriptFormat(Protocol):
     """The fraction of the model's window at which the agent that writes this format compacts on its
     own (Gemini CLI: 0.5, Codex: 0.9), the compaction point warn judges against; None: Claude Code's
     thresholds (core.budget.thresholds)."""
+    line_folds: tuple[Fold[Any], ...]
+    """The facts of every line its readers ask a whole file for (markers, …) as core.jsonl.folded
+    folds them: a file read in place (a LineIndex) folds them while its lines are checked, so that
+    no reader parses every line again for them."""
 
     def sniff(self, obj: dict[str, Any]) -> bool | None:
         """True: this line is ours; False: it cannot be ours; None: cannot tell from this line."""

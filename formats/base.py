@@ -13,6 +13,7 @@ import uuid as uuidlib
 from typing import Any
 
 from ..core.count import is_real_response
+from ..core.folds import Fold
 from ..core.jsonl import Entry, OnError, ParsedLines, ReadStats, iter_buffer_entries, iter_entries
 from ..core.transcript_format import (
     CAPABILITIES,
@@ -39,6 +40,8 @@ def lone_response(transcript_format: TranscriptFormat, entry: Entry) -> bool:
 class WholeFileContext:
     """Reads for a format whose active context is the whole file (no tree, no boundary to walk
     back to): every line is parsed, from the first byte."""
+
+    line_folds: tuple[Fold[Any], ...] = ()  # its whole-file facts are read from lists: nothing to fold ahead
 
     def read_region(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats) -> tuple[int, list[Entry]]:
         return 0, list(iter_entries(io.BytesIO(buffer), source, on_error, stats))

@@ -23,6 +23,7 @@ import orjson
 from ..core.blocks import call_id, is_text, is_thinking, is_tool_result, is_tool_use, text_of, thinking_text, tool_event
 from ..core.count import SYNTHETIC_MODEL, Compaction, Marker, is_real_response, measures_context
 from ..core.fields import MAX_COUNT, count, iso, moment, read_blocks, text
+from ..core.folds import Fold
 from ..core.jsonl import LATEST_TIME, Entry, OnError, ParsedLines, ReadStats, as_text, folded, iter_entries_reversed, memoized
 from ..core.model import Finding, Message
 from ..core.placeholders import SUMMARY_PREAMBLE
@@ -474,6 +475,39 @@ def _attachment_marker(attachment: dict[str, Any], position: int, line: int | No
     return Marker(position, line, "message_pdf_reads", 0, min(added, MAX_COUNT - 1)) if added > 0 else None
 
 
+class _Markers:
+    """MARKERS' state: the next line's position, the rough tokens of the thinking blocks so far (what
+    a strip of scope "all" drops) and the markers found."""
+
+    __slots__ = ("position", "thinking", "found")
+
+    def __init__(self, position: int = 0, thinking: int = 0, found: list[Marker] | None = None) -> None:
+        self.position, self.thinking, self.found = position, thinking, [] if found is None else found
+
+
+def _marker_step(state: _Markers, entry: Entry) -> _Markers:
+    obj, position = entry.obj, state.position
+    state.position += 1
+    kind = obj.get("type")
+    if kind == "assistant":
+        state.thinking += _thinking_tokens(obj)
+    elif kind == "attachment" and isinstance(obj.get("attachment"), dict):
+        marker = _attachment_marker(obj["attachment"], position, entry.line or None, state.thinking)
+        if marker is not None:
+            state.found.append(marker)
+            state.thinking -= marker.tokens_saved
+    elif kind == "system":
+        metadata = obj.get("microcompactMetadata") or obj.get("snipMetadata") or obj.get("ctxpipeMetadata")
+        if isinstance(metadata, dict) and count(metadata, "tokensSaved") > 0:
+            state.found.append(Marker(position, entry.line or None, text(obj, "subtype") or "marker", count(metadata, "tokensSaved")))
+    return state
+
+
+# The markers of a session's lines (ClaudeCodeFormat.markers), folded line by line: a file read in
+# place folds them while it is checked.
+MARKERS: Fold[_Markers] = Fold("markers", _Markers, _marker_step, lambda kept: _Markers(kept.position, kept.thinking, list(kept.found)))
+
+
 class _WalkBack:
     """ClaudeCodeFormat.read_context's walk from the file's end, kept between reads: a read for more
     responses goes on from the line the one before stopped at, so no line is parsed twice."""
@@ -552,6 +586,7 @@ class ClaudeCodeFormat:
     summary_preamble = SUMMARY_PREAMBLE
     lines_are_messages = False  # envelope fields (uuid, cwd, sessionId, …) a rebuild would drop
     compacts_at: float | None = None  # Claude Code's thresholds (core.budget)
+    line_folds: tuple[Fold[Any], ...] = (MARKERS,)
 
     def sniff(self, obj: dict[str, Any]) -> bool | None:
         kind = entry_type(obj)
@@ -880,27 +915,7 @@ class ClaudeCodeFormat:
         """Records of stages that removed content from the context (microcompact, collapse, …), and
         Claude Code 2.1.332's attachments that change the next request: thinking_stripped (the
         thinking before it is no longer sent) and message_pdf_reads (PDF pages it adds)."""
-        found: list[Marker] = memoized(entries, "markers", lambda: self._markers(entries))
-        return found
-
-    def _markers(self, entries: Sequence[Entry]) -> list[Marker]:
-        found = []
-        thinking = 0  # rough tokens of the thinking blocks so far (what a strip of scope "all" drops)
-        for position, entry in enumerate(entries):
-            obj = entry.obj
-            kind = obj.get("type")
-            if kind == "assistant":
-                thinking += _thinking_tokens(obj)
-            elif kind == "attachment" and isinstance(obj.get("attachment"), dict):
-                marker = _attachment_marker(obj["attachment"], position, entry.line or None, thinking)
-                if marker is not None:
-                    found.append(marker)
-                    thinking -= marker.tokens_saved
-            elif kind == "system":
-                metadata = obj.get("microcompactMetadata") or obj.get("snipMetadata") or obj.get("ctxpipeMetadata")
-                if isinstance(metadata, dict) and count(metadata, "tokensSaved") > 0:
-                    found.append(Marker(position, entry.line or None, text(obj, "subtype") or "marker", count(metadata, "tokensSaved")))
-        return found
+        return folded(entries, MARKERS).found
 
     def recorded_window(self, entries: Sequence[Entry]) -> int | None:
         return None  # the lines name the model, not its window

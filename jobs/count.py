@@ -36,7 +36,7 @@ from ..core.count import (
 from ..core.fields import count, text
 from ..core.jsonl import Entry, LineIndex, OnError, ParsedLines, ReadStats, iter_buffer_entries
 from ..core.model import Message, Role
-from ..core.rules import session_version
+from ..core.rules import VERSION, session_version
 from ..core.tokens import TextCounter
 from ..core.transcript_format import TranscriptFormat
 from ..core.wire import ABSENT, Absent
@@ -229,7 +229,8 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: Kind | N
             if len(buffer) <= SMALL_FILE or keeps is not None:  # held whole: parsed once (the status line's usual file, the report's)
                 return list(iter_buffer_entries(buffer, source, options.on_error, stats, parsed)), True
             # Every line, parsed again wherever it is read: memory is the index, however long the file.
-            return LineIndex(buffer, source, options.on_error, stats), True
+            # The whole-file facts the count asks for are folded while the lines are checked.
+            return LineIndex(buffer, source, options.on_error, stats, folds=(VERSION, *transcript_format.line_folds)), True
         return read_end(responses)
 
     # First only the last response: when nothing follows it there is nothing to estimate, and the

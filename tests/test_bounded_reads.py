@@ -361,10 +361,42 @@ def test_a_line_index_folds_the_facts_of_every_line_while_it_is_built() -> None:
     assert folded(Joined(index, below), PERMISSION_MODE)[0] == "bypassPermissions" and folded(Joined(index, below), LATEST_TIME).day == 9
     exit_plan = [Entry({"type": "user", "message": {"content": [{"type": "tool_use", "id": "t2", "name": "ExitPlanMode"}]}})]
     assert folded(Joined(index, exit_plan), PERMISSION_MODE)[1] == {"t1": "EnterPlanMode", "t2": "ExitPlanMode"}
-    assert (folded(index, PERMISSION_MODE), folded(index, LATEST_TIME)) == built and built[0][1] == {"t1": "EnterPlanMode"}, "a step changes no state it is given"
+    assert (folded(index, PERMISSION_MODE), folded(index, LATEST_TIME)) == built and built[0][1] == {"t1": "EnterPlanMode"}, (
+        "a step changes no state it is given"
+    )
 
     unfolded = LineIndex(bytes(buffer), "t.jsonl")  # built without folds: folded once, at the first ask, then kept
     assert folded(unfolded, LATEST_TIME).day == 2 and folded(unfolded, LATEST_TIME) is folded(unfolded, LATEST_TIME)
+
+
+def test_a_full_count_folds_the_markers_and_the_version_while_the_file_is_checked() -> None:
+    """`count --full` of a file read in place asks every line for the session's version and for the
+    markers (a stage's record, a thinking_stripped): folded while the LineIndex is built, as above.
+    Gone on from over lines below the index, the markers' positions go on and the index's own state
+    stays as it was kept."""
+    from ctxpipe.core.count import Marker
+    from ctxpipe.core.jsonl import Entry, Joined, LineIndex
+    from ctxpipe.core.rules import VERSION, session_version
+    from ctxpipe.formats.claude_code import ClaudeCodeFormat
+
+    claude_code = ClaudeCodeFormat()
+    objs = [
+        {"type": "assistant", "version": "2.1.88", "message": {"role": "assistant", "content": [{"type": "thinking", "thinking": "x" * 400}]}},
+        {"type": "attachment", "version": "2.1.332", "attachment": {"type": "thinking_stripped", "scope": "all"}},
+        {"type": "system", "version": "2.1.114", "subtype": "microcompact_boundary", "microcompactMetadata": {"tokensSaved": 1234}},
+    ]
+    expected = [Marker(1, 2, "thinking_stripped", 100), Marker(2, 3, "microcompact_boundary", 1234)]
+    buffer = bytearray(b"\n".join(orjson.dumps(obj) for obj in objs) + b"\n")
+    listed = [Entry(obj, None, number) for number, obj in enumerate(objs, 1)]
+    assert claude_code.markers(listed) == expected and session_version(listed) == "2.1.332"
+    index = LineIndex(buffer, "t.jsonl", folds=(VERSION, *claude_code.line_folds))
+    buffer[:] = buffer.replace(b"2.1.332", b"2.1.001").replace(b"1234", b"4321")
+    assert claude_code.markers(list(index))[-1].tokens_saved == 4321 and session_version(list(index)) == "2.1.114", "a walk parses the new bytes"
+    assert claude_code.markers(index) == expected and session_version(index) == "2.1.332", "the folds parsed no line again"
+
+    below = [Entry({"type": "system", "subtype": "snip_boundary", "snipMetadata": {"tokensSaved": 7}}, None, 4)]
+    assert claude_code.markers(Joined(index, below)) == [*expected, Marker(3, 4, "snip_boundary", 7)]
+    assert claude_code.markers(index) == expected, "going on from the index's markers left them as they were"
 
 
 def test_a_line_index_parses_its_last_long_lines_once_and_keeps_no_more() -> None:
