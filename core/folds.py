@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 State = TypeVar("State")
@@ -13,17 +12,20 @@ def _as_it_is(state: Any) -> Any:
     return state
 
 
-@dataclass(frozen=True)
 class Fold(Generic[State]):
-    """`step(state, entry)` is the state after one more line, from a fresh `start()`; a step may
-    update the state it is given and returns it. A state kept for a file's lines is gone on from as
-    `resume(state)` (a copy, when the steps update in place), so that it stays as it was kept.
+    """`step(state, entry)` is the state after one more line (entry: a core.jsonl.Entry, which
+    imports this module), from a fresh `start()`; a step may update the state it is given and
+    returns it. A state kept for a file's lines is gone on from as `resume(state)` (a copy, when
+    the steps update in place), so that it stays as it was kept.
 
     A LineIndex built with a fold folds it over the lines its build parses to check them: a reader
-    asking for it (folded) parses no line again. A small module of its own: the rules declare
-    one, and the status line imports them without the JSONL reader."""
+    asking for it (folded) parses no line again. A small module and a plain class (no dataclass to
+    build at start-up): the rules declare a fold, and most commands import them."""
 
-    key: str
-    start: Callable[[], State]
-    step: Callable[[State, Any], State]  # (state, a core.jsonl.Entry): jsonl imports this module
-    resume: Callable[[State], State] = _as_it_is
+    __slots__ = ("key", "start", "step", "resume")
+
+    def __init__(self, key: str, start: Callable[[], State], step: Callable[[State, Any], State], resume: Callable[[State], State] = _as_it_is) -> None:
+        self.key, self.start, self.step, self.resume = key, start, step, resume
+
+    def __repr__(self) -> str:
+        return f"Fold({self.key!r})"
