@@ -20,7 +20,8 @@ class Fold(Generic[State]):
 
     A LineIndex built with a fold folds it over the lines its build parses to check them: a reader
     asking for it (folded) parses no line again. A small module and a plain class (no dataclass to
-    build at start-up): the rules declare a fold, and most commands import them."""
+    build at start-up): the rules declare a fold, and most commands import them. Its functions are
+    named ones, not lambdas: a fold pickles, to be handed to a worker process."""
 
     __slots__ = ("key", "start", "step", "resume")
 

@@ -627,7 +627,11 @@ def _later(latest: datetime | None, entry: Entry) -> datetime | None:
     return when if when is not None and (latest is None or when > latest) else latest
 
 
-LATEST_TIME: Fold[datetime | None] = Fold("latest time", lambda: None, _later)  # the latest `timestamp` of the lines (None: none has one)
+def _no_time() -> datetime | None:
+    return None
+
+
+LATEST_TIME: Fold[datetime | None] = Fold("latest time", _no_time, _later)  # the latest `timestamp` of the lines (None: none has one)
 
 
 class Window(Sequence[Entry]):

@@ -256,7 +256,11 @@ def _permission_step(state: PermissionState, entry: Entry) -> PermissionState:
 # Claude Code 2.1.x records the mode on typed user lines (`permissionMode`) and on `permission-mode`
 # lines; an approved ExitPlanMode leaves plan mode and an EnterPlanMode enters it, even when no
 # prompt recorded the change afterwards.
-PERMISSION_MODE: Fold[PermissionState] = Fold("permission mode", lambda: (None, {}), _permission_step)
+def _no_mode() -> PermissionState:
+    return None, {}
+
+
+PERMISSION_MODE: Fold[PermissionState] = Fold("permission mode", _no_mode, _permission_step)
 
 
 def permission_mode(entries: Sequence[Entry]) -> str | None:

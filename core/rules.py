@@ -130,7 +130,11 @@ def _newer(state: VersionState, entry: Any) -> VersionState:
 
 
 # The version of Claude Code that wrote a session: the highest its lines record (newest_version).
-VERSION: Fold[VersionState] = Fold("version", lambda: (None, None), _newer)
+def _no_version() -> VersionState:
+    return None, None
+
+
+VERSION: Fold[VersionState] = Fold("version", _no_version, _newer)
 
 
 def session_version(entries: Iterable[Any]) -> str | None:

@@ -484,6 +484,9 @@ class _Markers:
     def __init__(self, position: int = 0, thinking: int = 0, found: list[Marker] | None = None) -> None:
         self.position, self.thinking, self.found = position, thinking, [] if found is None else found
 
+    def copy(self) -> _Markers:
+        return _Markers(self.position, self.thinking, list(self.found))
+
 
 def _marker_step(state: _Markers, entry: Entry) -> _Markers:
     obj, position = entry.obj, state.position
@@ -505,7 +508,7 @@ def _marker_step(state: _Markers, entry: Entry) -> _Markers:
 
 # The markers of a session's lines (ClaudeCodeFormat.markers), folded line by line: a file read in
 # place folds them while it is checked.
-MARKERS: Fold[_Markers] = Fold("markers", _Markers, _marker_step, lambda kept: _Markers(kept.position, kept.thinking, list(kept.found)))
+MARKERS: Fold[_Markers] = Fold("markers", _Markers, _marker_step, _Markers.copy)
 
 
 class _WalkBack:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 import os
+import pickle
 import resource
 import shutil
 import subprocess
@@ -367,6 +368,8 @@ def test_a_line_index_folds_the_facts_of_every_line_while_it_is_built() -> None:
 
     unfolded = LineIndex(bytes(buffer), "t.jsonl")  # built without folds: folded once, at the first ask, then kept
     assert folded(unfolded, LATEST_TIME).day == 2 and folded(unfolded, LATEST_TIME) is folded(unfolded, LATEST_TIME)
+    for fold in (PERMISSION_MODE, LATEST_TIME):  # named functions, no lambdas: a fold can be handed to a worker process
+        assert folded(read, pickle.loads(pickle.dumps(fold))) == folded(read, fold)
 
 
 def test_a_full_count_folds_the_markers_and_the_version_while_the_file_is_checked() -> None:
