@@ -253,13 +253,13 @@ def _permission_step(state: PermissionState, entry: Entry) -> PermissionState:
     return state if mode is state[0] and plan_tools is state[1] else (mode, plan_tools)
 
 
-# Claude Code 2.1.x records the mode on typed user lines (`permissionMode`) and on `permission-mode`
-# lines; an approved ExitPlanMode leaves plan mode and an EnterPlanMode enters it, even when no
-# prompt recorded the change afterwards.
 def _no_mode() -> PermissionState:
     return None, {}
 
 
+# Claude Code 2.1.x records the mode on typed user lines (`permissionMode`) and on `permission-mode`
+# lines; an approved ExitPlanMode leaves plan mode and an EnterPlanMode enters it, even when no
+# prompt recorded the change afterwards.
 PERMISSION_MODE: Fold[PermissionState] = Fold("permission mode", _no_mode, _permission_step)
 
 

@@ -129,11 +129,11 @@ def _newer(state: VersionState, entry: Any) -> VersionState:
     return _newer_version(state, entry.obj.get("version") if isinstance(entry.obj, dict) else None)
 
 
-# The version of Claude Code that wrote a session: the highest its lines record (newest_version).
 def _no_version() -> VersionState:
     return None, None
 
 
+# The version of Claude Code that wrote a session: the highest its lines record (newest_version).
 VERSION: Fold[VersionState] = Fold("version", _no_version, _newer)
 
 
