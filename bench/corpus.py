@@ -22,6 +22,7 @@ when every expected file has the expected size.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -30,6 +31,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import orjson
 
@@ -132,13 +134,22 @@ def _copies(corpus: Corpus) -> int:
     return n + (n % 2)  # even, so half.jsonl is exactly half of big.jsonl
 
 
-def _write_concat(dest: Path, files: tuple[Path, ...], copies: int) -> None:
-    unit = b"".join(p.read_bytes() for p in files)  # ~8 MB: fine to hold in memory
+@contextlib.contextmanager
+def written(dest: Path) -> Iterator[BinaryIO]:
+    """A file to write `dest` through: it becomes `dest` only once whole, so a half-written file
+    never looks cached."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_suffix(".tmp")
     with tmp.open("wb") as out:
+        yield out
+    os.replace(tmp, dest)
+
+
+def _write_concat(dest: Path, files: tuple[Path, ...], copies: int) -> None:
+    unit = b"".join(p.read_bytes() for p in files)  # ~8 MB: fine to hold in memory
+    with written(dest) as out:
         for _ in range(copies):
             out.write(unit)
-    os.replace(tmp, dest)  # never leave a half-written file that looks cached
 
 
 def ensure_big(corpus: Corpus | None = None) -> tuple[Path, Path]:
@@ -166,12 +177,10 @@ def ensure_huge(corpus: Corpus | None = None) -> Path:
     size = big.stat().st_size * HUGE_COPIES
     if not (dest.is_file() and dest.stat().st_size == size):
         print(f"bench: writing {dest} ({HUGE_COPIES} copies of {big.name}, {size / MiB:.0f} MiB)", file=sys.stderr)
-        tmp = dest.with_suffix(".tmp")
-        with tmp.open("wb") as out:
+        with written(dest) as out:
             for _ in range(HUGE_COPIES):
                 with big.open("rb") as piece:
                     shutil.copyfileobj(piece, out, 16 * MiB)
-        os.replace(tmp, dest)  # never leave a half-written file that looks cached
     return dest
 
 
@@ -198,10 +207,8 @@ def ensure_long_lines(corpus: Corpus | None = None) -> Path:
         obj["message"] = {**obj.get("message", {}), "content": content}
         lines[position] = orjson.dumps(obj)
     print(f"bench: writing {dest} (from {source.name})", file=sys.stderr)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_suffix(".tmp")
-    tmp.write_bytes(b"\n".join(lines) + b"\n")
-    os.replace(tmp, dest)  # never leave a half-written file that looks cached
+    with written(dest) as out:
+        out.write(b"\n".join(lines) + b"\n")
     return dest
 
 

@@ -19,7 +19,6 @@ corpus gives the same bytes, and a file with the expected number of lines is reu
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 from collections.abc import Iterator
@@ -108,13 +107,10 @@ def _ensure(name: str, count: int, failing: bool) -> Path:
         with dest.open("rb") as handle:
             if sum(1 for _ in handle) == count:
                 return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
     print(f"bench: writing {dest} ({count:,} lines)", file=sys.stderr)
     unit = _corpus_lines()
-    tmp = dest.with_suffix(".tmp")
-    with tmp.open("wb") as out:
+    with corpus.written(dest) as out:
         out.writelines(_lines(unit, count, failing))
-    os.replace(tmp, dest)  # never leave a half-written file that looks cached
     return dest
 
 
