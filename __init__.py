@@ -15,6 +15,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from .files import dataclass_code
+
+# Before any module of ours defines a dataclass: their generated methods load instead of compiling.
+dataclass_code.install()
+
 __version__ = "0.1.0"
 __all__ = [
     "__version__",

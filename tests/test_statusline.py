@@ -734,6 +734,9 @@ def test_the_light_path_imports_nothing_heavy(tmp_path: Path) -> None:
 # What a run the memo answers must not load: the library, the formats, orjson (it loads dataclasses,
 # uuid and platform), the model catalog.
 NOT_FOR_A_MEMO = ("ctxpipe.api", "ctxpipe.jobs", "ctxpipe.files", "ctxpipe.formats", "ctxpipe.core.budget", "ctxpipe.core.catalog", "orjson", "dataclasses")
+# What every start loads with the package (ctxpipe/__init__): a finder for dataclasses' generated code,
+# which reads nothing until dataclasses is imported.
+PACKAGE_START = {"ctxpipe.files", "ctxpipe.files.dataclass_code"}
 
 
 # The console script, and the modules loaded by its end on stderr (-X importtime misses those that
@@ -752,7 +755,7 @@ def test_a_run_the_memo_answers_loads_nothing_heavy(tmp_path: Path) -> None:
     assert runs[0].returncode == runs[1].returncode == 0 and runs[0].stdout == runs[1].stdout and LINE.match(runs[0].stdout.decode().rstrip("\n"))
     first, second = (set(run.stderr.decode().split("\n")) for run in runs)
     assert "ctxpipe.jobs.count" in first and "ctxpipe.core.statusline" in second  # counted, then answered by the memo
-    assert sorted(name for name in second if any(name == heavy or name.startswith(heavy + ".") for heavy in NOT_FOR_A_MEMO)) == []
+    assert sorted(name for name in second - PACKAGE_START if any(name == heavy or name.startswith(heavy + ".") for heavy in NOT_FOR_A_MEMO)) == []
 
 
 def test_a_closed_stdout_is_quiet(tmp_path: Path) -> None:

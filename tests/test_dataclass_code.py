@@ -1,0 +1,185 @@
+"""ctxpipe.files.dataclass_code: the functions `dataclasses` generates for ctxpipe's classes are compiled once, kept
+beside the bytecode and loaded at later starts, and the classes they make are the classes `dataclasses`
+makes without it.
+
+Each test runs children with a pycache prefix of its own (the cache follows it, as bytecode does), and
+counts with an audit hook the generated sources a child compiled (`compile` events of sources that
+define dataclasses' `__create_fn__`)."""
+
+from __future__ import annotations
+
+import json
+import marshal
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from ctxpipe.files import dataclass_code
+
+# Counts the generated sources compiled from here on, then runs the child's code, then prints what it put in
+# `out` with the count.
+COUNTING = textwrap.dedent(
+    """\
+    import json, sys
+    compiled = []
+    def hook(event, args):
+        if event == "compile" and isinstance(args[0], (str, bytes)) and args[0][:17] in ("def __create_fn__", b"def __create_fn__"):
+            compiled.append(1)
+    sys.addaudithook(hook)
+    out = {}
+    """
+)
+DONE = "out['compiled'] = len(compiled); print(json.dumps(out))\n"
+IMPORT_THE_LIBRARY = "import ctxpipe.api\n"
+
+
+def child(prefix: Path, code: str, *flags: str) -> dict[str, object]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
+    done = subprocess.run(
+        [sys.executable, *flags, "-X", f"pycache_prefix={prefix}", "-c", COUNTING + code + DONE],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, object] = json.loads(done.stdout)
+    return result
+
+
+def cache_file(prefix: Path) -> Path:
+    """Where a child with this prefix keeps the code (the package's folder mirrored under the prefix)."""
+    here = Path(dataclass_code.__file__).resolve().parent
+    return prefix / str(here).lstrip(os.sep) / dataclass_code.FILE_NAME
+
+
+def kept_sources(path: Path) -> dict[str, object]:
+    data = path.read_bytes()
+    assert data.startswith(dataclass_code._header())
+    kept: dict[str, object] = marshal.loads(data[len(dataclass_code._header()) :])
+    return kept
+
+
+def test_a_second_start_compiles_none_of_the_generated_code(tmp_path: Path) -> None:
+    first = child(tmp_path, IMPORT_THE_LIBRARY)
+    assert isinstance(first["compiled"], int) and first["compiled"] > 50
+    kept = kept_sources(cache_file(tmp_path))
+    assert len(kept) == first["compiled"]
+    assert child(tmp_path, IMPORT_THE_LIBRARY)["compiled"] == 0
+    # A class whose source is not kept yet is compiled, then kept beside the others.
+    more = child(tmp_path, "import ctxpipe.api, ctxpipe.jobs.hooks\n")
+    assert isinstance(more["compiled"], int) and more["compiled"] > 0
+    assert len(kept_sources(cache_file(tmp_path))) == len(kept) + more["compiled"]
+
+
+# A class with what `dataclasses` generates code for: defaults, a factory, frozen (its __setattr__), order,
+# keyword-only fields, a field out of repr and compare, InitVar and __post_init__, slots, annotations that
+# are strings (the modules' `from __future__ import annotations`).
+PROBE = textwrap.dedent(
+    """\
+    from __future__ import annotations
+    import dataclasses
+    from dataclasses import InitVar, dataclass, field
+    from typing import ClassVar
+
+    @dataclass(frozen=True, order=True, slots=True)
+    class Probe:
+        name: str
+        size: int = 3
+        tags: tuple[str, ...] = field(default_factory=tuple)
+        secret: str = field(default="s", repr=False, compare=False)
+        scale: InitVar[int] = 1
+        limit: ClassVar[int] = 9
+        twice: int = field(init=False, default=0)
+        _: dataclasses.KW_ONLY
+        late: bool = False
+
+        def __post_init__(self, scale: int) -> None:
+            object.__setattr__(self, "twice", self.size * 2 * scale)
+    """
+)
+# What the class does, as JSON: the same for the class made through the cache and the one made without it.
+BEHAVIOUR = textwrap.dedent(
+    """\
+    import dataclasses, inspect, sys, types
+
+    def made(module_name):
+        module = types.ModuleType(module_name)
+        sys.modules[module_name] = module
+        exec(PROBE, module.__dict__)
+        return module.Probe
+
+    def behaviour(cls):
+        a, b = cls("a", 2, ("x",), "p", 5, late=True), cls("a", 2, ("x",), "q", 5, late=True)
+        try:
+            a.size = 4
+            frozen = "not frozen"
+        except dataclasses.FrozenInstanceError as error:
+            frozen = type(error).__name__ + str(error)
+        return {
+            "signature": str(inspect.signature(cls)),
+            "init annotations": {k: str(v) for k, v in cls.__init__.__annotations__.items()},
+            "repr": repr(a).replace(cls.__module__, "M"),
+            "equal": a == b, "less": cls("a", 1) < cls("a", 2), "hash": hash(a) == hash(b),
+            "twice": a.twice, "frozen": frozen, "fields": [f.name for f in dataclasses.fields(cls)],
+            "doc": cls.__doc__, "slots": cls.__slots__, "match": cls.__match_args__,
+            "filename": cls.__init__.__code__.co_filename,
+        }
+
+    out["plain"] = behaviour(made("probe_module_before"))  # before ctxpipe is imported: dataclasses untouched
+    import ctxpipe
+    out["kept"] = behaviour(made("ctxpipe.probe_module"))
+    out["elsewhere"] = behaviour(made("probe_module_elsewhere"))
+    """
+)
+
+
+def test_the_classes_made_from_kept_code_are_the_classes_dataclasses_makes(tmp_path: Path) -> None:
+    code = f"PROBE = {PROBE!r}\n{BEHAVIOUR}"
+    first = child(tmp_path, code)
+    again = child(tmp_path, code)
+    assert first["kept"] == first["elsewhere"] == first["plain"]
+    assert again["kept"] == again["elsewhere"] == again["plain"] == first["plain"]
+    # The classes outside ctxpipe are compiled in both runs; ctxpipe's only in the first (then kept).
+    assert isinstance(first["compiled"], int) and isinstance(again["compiled"], int)
+    assert again["compiled"] > 0 and first["compiled"] * 2 == again["compiled"] * 3
+    kept = kept_sources(cache_file(tmp_path))
+    assert 2 * len(kept) == again["compiled"] and all("__create_fn__" in source for source in kept)
+
+
+def test_a_cache_that_cannot_be_read_is_compiled_again_and_replaced(tmp_path: Path) -> None:
+    path = cache_file(tmp_path)
+    path.parent.mkdir(parents=True)
+    for broken in (b"", b"not a cache", dataclass_code._header() + b"\xff\x00 cut", dataclass_code._header() + marshal.dumps([1, 2])):
+        path.write_bytes(broken)
+        first = child(tmp_path, IMPORT_THE_LIBRARY)
+        assert isinstance(first["compiled"], int) and first["compiled"] > 50
+        assert len(kept_sources(path)) == first["compiled"]
+        assert child(tmp_path, IMPORT_THE_LIBRARY)["compiled"] == 0
+
+
+def test_nothing_is_written_where_bytecode_would_not_be(tmp_path: Path) -> None:
+    for _ in range(2):
+        assert isinstance(compiled := child(tmp_path, IMPORT_THE_LIBRARY, "-B")["compiled"], int) and compiled > 50
+    assert not cache_file(tmp_path).exists()
+
+
+def test_a_cache_past_its_bound_keeps_only_what_a_run_used(tmp_path: Path) -> None:
+    path = cache_file(tmp_path)
+    path.parent.mkdir(parents=True)
+    code = compile("pass", "<string>", "exec")
+    path.write_bytes(dataclass_code._header() + marshal.dumps({f"stale {n}": code for n in range(dataclass_code.MOST_KEPT)}))
+    first = child(tmp_path, IMPORT_THE_LIBRARY)
+    kept = kept_sources(path)
+    assert len(kept) == first["compiled"] and not any(source.startswith("stale") for source in kept)
+    assert child(tmp_path, IMPORT_THE_LIBRARY)["compiled"] == 0
+
+
+def test_dataclasses_is_not_imported_for_it_and_is_routed_once_imported(tmp_path: Path) -> None:
+    out = child(
+        tmp_path,
+        "import ctxpipe\nout['imported'] = 'dataclasses' in sys.modules\nimport dataclasses\nout['exec'] = dataclasses.exec.__module__\n",
+    )
+    assert out["imported"] is False and out["exec"] == "ctxpipe.files.dataclass_code"
