@@ -19,14 +19,24 @@ class Fold(Generic[State]):
     the steps update in place), so that it stays as it was kept.
 
     A LineIndex built with a fold folds it over the lines its build parses to check them: a reader
-    asking for it (folded) parses no line again. A small module and a plain class (no dataclass to
+    asking for it (folded) parses no line again. With `prefixes`, the fold promises that a step
+    never changes a state in place and returns the state it was given when the line changes
+    nothing: the LineIndex then keeps the state at each change, and answers for any first lines of
+    the file (entries[:n]) as well as for all of them. A small module and a plain class (no dataclass to
     build at start-up): the rules declare a fold, and most commands import them. Its functions are
     named ones, not lambdas: a fold pickles, to be handed to a worker process."""
 
-    __slots__ = ("key", "start", "step", "resume")
+    __slots__ = ("key", "start", "step", "resume", "prefixes")
 
-    def __init__(self, key: str, start: Callable[[], State], step: Callable[[State, Any], State], resume: Callable[[State], State] = _as_it_is) -> None:
-        self.key, self.start, self.step, self.resume = key, start, step, resume
+    def __init__(
+        self,
+        key: str,
+        start: Callable[[], State],
+        step: Callable[[State, Any], State],
+        resume: Callable[[State], State] = _as_it_is,
+        prefixes: bool = False,
+    ) -> None:
+        self.key, self.start, self.step, self.resume, self.prefixes = key, start, step, resume, prefixes
 
     def __repr__(self) -> str:
         return f"Fold({self.key!r})"

@@ -13,6 +13,7 @@ import json
 import math
 import re
 from array import array
+from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -517,13 +518,22 @@ class LineIndex(Sequence[Entry]):
         self._starts, self._ends, self._lines = array("q"), array("q"), array("q")
         self._eols = bytearray()
         states = [fold.start() for fold in folds]
+        # A fold over prefixes: the positions where its state changed, and the state from each on.
+        self._changes: dict[str, tuple[array[int], list[Any]]] = {fold.key: (array("q"), []) for fold in folds if fold.prefixes}
+        changes = [self._changes.get(fold.key) for fold in folds]
         for start, content_end, number, entry in iter_buffer_spans(buffer, source, on_error, stats, stop):
+            position = len(self._starts)
             self._starts.append(start)
             self._ends.append(content_end)
             self._lines.append(number)
             self._eols.append(_EOLS.index(entry.eol))
             for which, fold in enumerate(folds):
-                states[which] = fold.step(states[which], entry)
+                state = fold.step(states[which], entry)
+                kept = changes[which]
+                if kept is not None and state is not states[which]:
+                    kept[0].append(position)
+                    kept[1].append(state)
+                states[which] = state
         self._positions = range(len(self._starts))
         self._cache: OrderedDict[int, Entry] = OrderedDict()
         self._cached_bytes = 0  # of the lines in the cache
@@ -608,11 +618,18 @@ State = TypeVar("State")
 def folded(entries: Iterable[Entry], fold: Fold[State]) -> State:
     """`fold` over every entry: a LineIndex's lines folded once (while it was built, else at the
     first ask) and the state kept, a Joined's upper part as such and the lines below it on from
-    there. The state is the caller's to read, not to change."""
+    there. A fold over prefixes that the LineIndex was built with answers for its first lines too
+    (index[:n]) from the state kept at the last change before them. The state is the caller's to
+    read, not to change."""
     if isinstance(entries, Joined):
         state = fold.resume(folded(entries.above, fold))
         below: Iterable[Entry] = entries.below
     elif isinstance(entries, LineIndex):
+        changes = entries._changes.get(fold.key) if fold.key not in entries.memo else None
+        positions = entries._positions
+        if changes is not None and positions.start == 0 and positions.step == 1:  # the file's first lines
+            changed = bisect_left(changes[0], positions.stop)  # the changes on lines before the stop
+            return changes[1][changed - 1] if changed else fold.start()
         return memoized(entries, fold.key, lambda: folded(iter(entries), fold))  # type: ignore[no-any-return]
     else:
         state, below = fold.start(), entries

@@ -21,16 +21,16 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .blocks import is_text, is_tool_result, is_tool_use, kind_of
 from .count import Reinjection
 from .fields import text
-from .folds import Fold
-from .jsonl import LATEST_TIME, Entry, Joined, as_text, folded
+from .jsonl import LATEST_TIME, Entry, Joined, as_text
 from .model import Message
+from .permission_mode import PERMISSION_MODE, permission_mode
 from .placeholders import RESTORED_PREFIX
 from .reports import CandidateKind, PlanRow, ReinjectedItem, ReinjectedKind, RestoreExtras
 from .setting import setting
@@ -233,39 +233,6 @@ def latest_plan(messages: Sequence[Message], entries: Sequence[Entry], cwd: str 
                 if content is not None and not content.startswith("File unchanged since last read"):
                     plan = PlanState(path, content, "Read")
     return plan
-
-
-PermissionState = tuple[str | None, Mapping[str, str]]  # the mode so far; the plan tools called, by id
-
-
-def _permission_step(state: PermissionState, entry: Entry) -> PermissionState:
-    obj, (mode, plan_tools) = entry.obj, state
-    if obj.get("type") in ("user", "permission-mode") and isinstance(obj.get("permissionMode"), str):
-        mode = obj["permissionMode"]
-    message = obj.get("message")
-    content = message.get("content") if isinstance(message, dict) else None
-    for block in content if isinstance(content, list) else ():
-        kind = block.get("type") if isinstance(block, dict) else None  # (a step per line of the history: no calls per block)
-        if kind == "tool_use" and block.get("name") in ("EnterPlanMode", "ExitPlanMode"):
-            plan_tools = {**plan_tools, str(block.get("id")): str(block.get("name"))}  # a new map: a step keeps the state it was given
-        elif kind == "tool_result" and plan_tools and not block.get("is_error") and str(block.get("tool_use_id")) in plan_tools:
-            mode = "plan" if plan_tools[str(block.get("tool_use_id"))] == "EnterPlanMode" else "default"
-    return state if mode is state[0] and plan_tools is state[1] else (mode, plan_tools)
-
-
-def _no_mode() -> PermissionState:
-    return None, {}
-
-
-# Claude Code 2.1.x records the mode on typed user lines (`permissionMode`) and on `permission-mode`
-# lines; an approved ExitPlanMode leaves plan mode and an EnterPlanMode enters it, even when no
-# prompt recorded the change afterwards.
-PERMISSION_MODE: Fold[PermissionState] = Fold("permission mode", _no_mode, _permission_step)
-
-
-def permission_mode(entries: Sequence[Entry]) -> str | None:
-    """The permission mode the session was last in (PERMISSION_MODE)."""
-    return folded(entries, PERMISSION_MODE)[0]
 
 
 def disk_root(settings: RestoreSettings, cwd: str | None, workspace: Workspace | None) -> tuple[str | None, str]:

@@ -26,6 +26,7 @@ from ..core.fields import MAX_COUNT, count, iso, moment, read_blocks, text
 from ..core.folds import Fold
 from ..core.jsonl import LATEST_TIME, Entry, OnError, ParsedLines, ReadStats, as_text, folded, iter_entries_reversed, memoized
 from ..core.model import Finding, Message
+from ..core.permission_mode import PERMISSION_MODE
 from ..core.placeholders import SUMMARY_PREAMBLE
 from ..core.rules import rules_for
 from ..core.tokens import RoughCounter
@@ -589,7 +590,8 @@ class ClaudeCodeFormat:
     summary_preamble = SUMMARY_PREAMBLE
     lines_are_messages = False  # envelope fields (uuid, cwd, sessionId, …) a rebuild would drop
     compacts_at: float | None = None  # Claude Code's thresholds (core.budget)
-    line_folds: tuple[Fold[Any], ...] = (MARKERS,)
+    # The markers count reads; the mode a compaction ran in, which its re-injection depends on.
+    line_folds: tuple[Fold[Any], ...] = (MARKERS, PERMISSION_MODE)
 
     def sniff(self, obj: dict[str, Any]) -> bool | None:
         kind = entry_type(obj)

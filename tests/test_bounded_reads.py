@@ -337,7 +337,7 @@ def test_a_line_index_folds_the_facts_of_every_line_while_it_is_built() -> None:
     folds keep what the lines said when they were read; a walk over its entries reads them anew.
     Folded on over lines below it (Joined), the index's own state is left as it was."""
     from ctxpipe.core.jsonl import LATEST_TIME, Entry, Joined, LineIndex, folded
-    from ctxpipe.core.restore import PERMISSION_MODE
+    from ctxpipe.core.permission_mode import PERMISSION_MODE
 
     def user(n: int, mode: str, **extra: object) -> bytes:
         return orjson.dumps({"type": "user", "uuid": f"u{n}", "timestamp": f"2026-01-0{n}T00:00:00Z", "permissionMode": mode, **extra})
@@ -370,6 +370,80 @@ def test_a_line_index_folds_the_facts_of_every_line_while_it_is_built() -> None:
     assert folded(unfolded, LATEST_TIME).day == 2 and folded(unfolded, LATEST_TIME) is folded(unfolded, LATEST_TIME)
     for fold in (PERMISSION_MODE, LATEST_TIME):  # named functions, no lambdas: a fold can be handed to a worker process
         assert folded(read, pickle.loads(pickle.dumps(fold))) == folded(read, fold)
+
+
+def test_a_fold_over_prefixes_answers_for_the_first_lines_from_the_states_kept_at_each_change() -> None:
+    """The mode a compaction ran in is the permission mode of the lines up to the history's last one:
+    a LineIndex built with PERMISSION_MODE (a fold over prefixes) keeps the state at each change and
+    answers for index[:n] without parsing a line, as a walk over the first n lines would (shown, as
+    above, by changing the bytes after the build). Every n, on lines that set modes, call and answer
+    the plan tools, repeat a mode and fail a call."""
+    from ctxpipe.core.jsonl import Entry, LineIndex, folded
+    from ctxpipe.core.permission_mode import PERMISSION_MODE
+
+    def content(*blocks: dict[str, object]) -> dict[str, object]:
+        return {"type": "user", "message": {"content": list(blocks)}}
+
+    objs: list[dict[str, object]] = [
+        {"type": "assistant", "message": {"content": "hello"}},
+        {"type": "user", "permissionMode": "default"},
+        {"type": "user", "permissionMode": "default"},  # the same mode again: no change kept
+        content({"type": "tool_use", "id": "a", "name": "EnterPlanMode"}),
+        content({"type": "tool_result", "tool_use_id": "a", "is_error": True}),  # refused: no change of mode
+        content({"type": "tool_result", "tool_use_id": "a"}),
+        {"type": "permission-mode", "permissionMode": "acceptEdits"},
+        content({"type": "tool_use", "id": "b", "name": "ExitPlanMode"}, {"type": "tool_use", "id": "c", "name": "Bash"}),
+        content({"type": "tool_result", "tool_use_id": "c"}),  # not a plan tool
+        {"type": "user", "permissionMode": "plan"},
+        content({"type": "tool_result", "tool_use_id": "b"}),
+        {"type": "system", "permissionMode": "bypassPermissions"},  # not a line that records the mode
+    ]
+    lines = [orjson.dumps(obj) for obj in objs]
+    buffer = bytearray(b"\n".join(lines) + b"\n")
+    index = LineIndex(buffer, "t.jsonl", folds=(PERMISSION_MODE,))
+    walked = [folded([Entry(orjson.loads(line)) for line in lines[:n]], PERMISSION_MODE) for n in range(len(lines) + 1)]
+    assert [state[0] for state in walked] == [None, None, "default", "default", "default", "default", "plan", "acceptEdits", "acceptEdits"] + [
+        "acceptEdits",
+        "plan",
+        "default",
+        "default",
+    ]
+    buffer[:] = buffer.replace(b"plan", b"PLAN").replace(b"default", b"DEFAULT")  # a walk now would read other modes
+    assert [folded(index[:n], PERMISSION_MODE) for n in range(len(lines) + 1)] == walked
+    assert folded(index, PERMISSION_MODE) == walked[-1] and folded(index[:], PERMISSION_MODE) == walked[-1]
+    assert list(index._changes[PERMISSION_MODE.key][0]) == [1, 3, 5, 6, 7, 9, 10], "a state kept per change, none per line"
+    assert folded(list(index[:7]), PERMISSION_MODE)[0] == "acceptEdits" and folded(list(index[:3]), PERMISSION_MODE)[0] == "DEFAULT"
+    # A part that does not start at the first line is walked (a fold is not undone): it reads the bytes as they are now.
+    assert folded(index[3:7], PERMISSION_MODE)[0] == "acceptEdits" and folded(index[1:3], PERMISSION_MODE)[0] == "DEFAULT"
+
+
+def test_a_full_count_of_a_large_session_just_compacted_takes_the_mode_the_compaction_ran_in() -> None:
+    """count of a session Claude Code has just compacted rebuilds what the compaction re-injected; a
+    plan-mode reminder comes back when the mode was plan when it ran, whatever the lines after the
+    boundary record. On a file read in place, that mode is what the build kept (above)."""
+    from ctxpipe.jobs.count import SMALL_FILE
+    from project_sessions import Project
+
+    def session(mode_then: str, mode_after: str) -> bytes:
+        p = Project("/w/proj")
+        p.ask("Plan the endpoint.")
+        p.write("/home/dev/.claude/plans/linked-soaring-matsumoto.md", "# Plan\n1. Add the endpoint")
+        for n in range(12):
+            p.read(f"src/m{n}.py", f"# module {n}\n" + "x = 1\n" * 1200)
+        p.user("Plan it well.", permissionMode=mode_then)
+        p.say("Work so far is done.")
+        p.compact_here()
+        p.raw({"type": "permission-mode", "permissionMode": mode_after, "sessionId": p.session_id})
+        return p.to_bytes()
+
+    for mode_then, mode_after, reminded in (("plan", "default", True), ("default", "plan", False)):
+        data = session(mode_then, mode_after)
+        assert len(data) > SMALL_FILE
+        for full in ((), ("--full",)):
+            result = run_cli("count", "--json", *full, "-", stdin=data)
+            report = orjson.loads(ok(result).stdout)
+            kinds = [item["kind"] for item in report["reinjected"]["items"]]
+            assert ("plan-mode" in kinds) is reminded and "plan" in kinds, (mode_then, full, kinds)
 
 
 def test_a_full_count_folds_the_markers_and_the_version_while_the_file_is_checked() -> None:
