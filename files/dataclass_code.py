@@ -116,7 +116,8 @@ class _PatchOnImport:
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
         if name != "dataclasses":
             return None
-        sys.meta_path.remove(self)
+        if self in sys.meta_path:  # (unless something else took it out)
+            sys.meta_path.remove(self)
         for finder in sys.meta_path:
             find_spec = getattr(finder, "find_spec", None)
             spec = find_spec(name, path, target) if find_spec is not None else None
