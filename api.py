@@ -769,9 +769,12 @@ def _path_batch(
     executor: Executor,
     scheduler: str | None,
     progress: Progress | None,
+    alone: Callable[[tuple[str, str]], Any] | None = None,
 ) -> Any:
     """A batch whose job takes (path or "-", shown): stdin is read here (a worker has none), the
-    files found where the batch runs; the answer is `kind`'s (a BatchResult), in the order found."""
+    files found where the batch runs; the answer is `kind`'s (a BatchResult), in the order found.
+    `alone`: the job for a batch of one local file, run here with more than one job allowed (it
+    may share the file's work among processes)."""
     from .jobs.batch import Runner, for_workers, run_all
     from .jobs.results import batch_of
 
@@ -780,19 +783,23 @@ def _path_batch(
     else:
         runner = _runner(jobs, executor, scheduler)
         items = [(for_workers(str(file.path), runner), file.shown) for file in _found(paths, files, subagents)]
+        if alone is not None and len(items) == 1 and runner.executor == "local" and runner.workers > 1 and not is_remote(items[0][0]):
+            job = alone
     sizes = (os.path.getsize(path) for path, _ in items if not is_remote(path) and os.path.isfile(path))
     results = run_all(job, items, runner, sizes, progress) if items else []
     return batch_of(kind, [shown for _, shown in items], results)
 
 
-def validate_one(item: tuple[str, str], format_name: str | None, errors: OnError) -> ValidatedFile:
+def validate_one(item: tuple[str, str], format_name: str | None, errors: OnError, cores: int = 1) -> ValidatedFile:
     """A batch's job for one file, (path or "-", shown): its report; a file that cannot be read
-    raises. Runs where the batch runs (a worker process, a cluster)."""
+    raises. Runs where the batch runs (a worker process, a cluster). With `cores` over 1 a large
+    local file's schema check is shared with a forked process (jobs.validate.SchemaSplit)."""
     from .core.jsonl import no_cycle_collection
     from .core.reports import ValidateReport
     from .files.sessions import COMPACTION_NOTE, FIRST_LINES, kind_given, kind_of
+    from .jobs.batch import beside
     from .jobs.results import ValidatedFile
-    from .jobs.validate import SchemaProblem, checked_entries, finding_rows
+    from .jobs.validate import SchemaProblem, checked_entries, finding_rows, joined_problems, schema_problems_from, schema_split
 
     path, source = item
     agent_id = ""  # of the first lines, as count and warn tell a compaction side-call
@@ -801,13 +808,25 @@ def validate_one(item: tuple[str, str], format_name: str | None, errors: OnError
         schema: list[SchemaProblem] = []
         entries = []
         checked_part = read.format.checked_part
-        for entry in checked_entries(read.entries, read.format.schema, schema):  # each line checked as it is read
-            if not agent_id and entry.line <= FIRST_LINES and isinstance(named_agent := entry.obj.get("agentId"), str):
-                agent_id = named_agent
-            # The structural check needs only what it reads of each line: the rest of the line (and
-            # its bytes) is freed now, and its memory holds the next lines.
-            entry.raw, entry.obj = None, checked_part(entry.obj)
-            entries.append(entry)
+        name = read.format.schema
+        with (
+            schema_split(path) if cores > 1 and path != STDIN else contextlib.nullcontext(None) as split,
+            beside(lambda: schema_problems_from(split, name)) if split else contextlib.nullcontext(lambda: None) as theirs,
+        ):
+            # Each line checked as it is read (up to where the other process starts).
+            for entry in checked_entries(read.entries, name, schema, split.lines_before if split else None):
+                if not agent_id and entry.line <= FIRST_LINES and isinstance(named_agent := entry.obj.get("agentId"), str):
+                    agent_id = named_agent
+                # The structural check needs only what it reads of each line: the rest of the line (and
+                # its bytes) is freed now, and its memory holds the next lines.
+                entry.raw, entry.obj = None, checked_part(entry.obj)
+                entries.append(entry)
+            if split:
+                last_line = entries[-1].line if entries else 0
+                answer = theirs()
+                if answer is None or split.lines_before + answer[1] < last_line:  # it failed, or the file grew since
+                    answer = schema_problems_from(split, name)
+                schema = joined_problems(schema, answer[0], split, {line for line, _ in read.stats.problems}, last_line)
         bad_lines = [Finding("error", "bad-line", what, line) for line, what in read.stats.problems] if errors == "fail" else []
         rows = finding_rows(bad_lines, schema, read.format.check(entries))  # listed with the collector still off
         count = sum(1 for row in rows if row.severity == "error")
@@ -842,10 +861,12 @@ def validate_many(
 ) -> BatchResult[ValidatedFile]:
     """`validate` over files and folders (paths ["-"]: stdin, read here), on workers as count_many
     runs them. With on_error "skip" bad lines are only counted (in each file's stats), not findings."""
+    from .jobs.batch import default_jobs
     from .jobs.results import BatchResult
 
     job = functools.partial(validate_one, format_name=format, errors=on_error)
-    return cast("BatchResult[ValidatedFile]", _path_batch(BatchResult, job, paths, files, subagents, jobs, executor, scheduler, progress))
+    alone = functools.partial(validate_one, format_name=format, errors=on_error, cores=jobs or default_jobs())
+    return cast("BatchResult[ValidatedFile]", _path_batch(BatchResult, job, paths, files, subagents, jobs, executor, scheduler, progress, alone))
 
 
 def _compact_plan(files: list[SessionFile], given: Sequence[str], out_dir: str | None, in_place: bool) -> list[tuple[str, str, str]]:

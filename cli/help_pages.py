@@ -203,8 +203,9 @@ PAGES = {'': (('write_usage', 'ctxpipe', '[OPTIONS] COMMAND [ARGS]...', None),
                'Structure: every tool_result follows a tool_use with its id, pairs are whole in the active\n'
                'context, the lines of one API response (message.id) agree, and parent links name a line and\n'
                'never loop back. Bad lines are listed as errors; with --on-error=skip they are only counted.\n'
-               'Folders (and store prefixes) are searched for session files, as count does. Errors exit 1;\n'
-               'warnings alone exit 0.\n'
+               'Folders (and store prefixes) are searched for session files, as count does; one\n'
+               'file of 32 MiB or more has its schema check shared with a second process (the\n'
+               'same report; --jobs 1 keeps it to one). Errors exit 1; warnings alone exit 0.\n'
                '\n'
                'Example:  ctxpipe validate ~/.claude/projects/my-project/'),
               ('dedent',),

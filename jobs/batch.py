@@ -104,6 +104,63 @@ def _in_worker(job: Callable[[Any], Any], item: Any) -> tuple[bool, Any]:
         _BUSY = False
 
 
+@contextlib.contextmanager
+def beside(work: Callable[[], Any]) -> Iterator[Callable[[], Any]]:
+    """`work()` on a process forked from this one while this one goes on with its own share of a
+    job: the block gets a function that waits for its answer (pickled back through a pipe), or None
+    when the process could not give one (killed, out of memory, an error): the caller then does that
+    work itself, and an error is raised where it is reported. Leaving the block before asking (an
+    error, Ctrl-C) stops the process. Where there is no fork, the block gets None at once."""
+    if not hasattr(os, "fork"):
+        yield lambda: None
+        return
+    import pickle
+
+    answer_read, answer_write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the other process: it never returns, and ends by os._exit (no atexit, no buffered output)
+        status = 1
+        try:
+            os.close(answer_read)
+            signal.signal(signal.SIGINT, _worker_interrupted)  # Ctrl-C: ends quietly, the parent reports it
+            view = memoryview(pickle.dumps(work(), pickle.HIGHEST_PROTOCOL))
+            while view:
+                view = view[os.write(answer_write, view) :]
+            status = 0
+        except KeyboardInterrupt:
+            status = INTERRUPTED
+        except BaseException:  # the parent does the work again and reports what goes wrong
+            status = 1
+        finally:
+            os._exit(status)
+    os.close(answer_write)
+    waited = False
+
+    def answered() -> Any:
+        nonlocal waited
+        chunks = []
+        while data := os.read(answer_read, 1 << 20):
+            chunks.append(data)
+        waited = True
+        _, status = os.waitpid(pid, 0)
+        if status != 0:
+            return None
+        try:
+            return pickle.loads(b"".join(chunks))
+        except Exception:
+            return None
+
+    try:
+        yield answered
+    finally:
+        if not waited:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+        os.close(answer_read)
+
+
 def target_path(path: str | Path, given: Sequence[str], out_dir: str) -> str:
     """Where --out-dir puts the result for `path`: a file of a folder given at the same place below
     DIR (the tree is mirrored), a file given by name as DIR/NAME. Either side may be in a store."""

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import bisect
+import contextlib
+import os
+import stat
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, BinaryIO, NamedTuple, TypeVar
 
-from ..core.jsonl import Entry
+from ..core.jsonl import Entry, ReadStats, iter_entries
 from ..core.model import Finding
 from . import schemas
 
@@ -25,15 +28,101 @@ def schema_findings(entries: Iterable[Entry], schema_name: str) -> list[Finding]
     return [Finding("error", "schema", message, line) for line, message in problems]
 
 
-def checked_entries(entries: Iterable[Entry], schema_name: str, problems: list[SchemaProblem]) -> Iterator[Entry]:
+def checked_entries(entries: Iterable[Entry], schema_name: str, problems: list[SchemaProblem], last_line: int | None = None) -> Iterator[Entry]:
     """The entries as they come, each checked against the line schema on its way (while the line
-    just parsed is still in the processor's cache); what is wrong with it goes to `problems`."""
+    just parsed is still in the processor's cache); what is wrong with it goes to `problems`. Past
+    `last_line` they come unchecked (another process checks them: see SchemaSplit)."""
     errors = schemas.errors
     add = problems.append
-    for entry in entries:
+    rest = iter(entries)
+    for entry in rest:
+        if last_line is not None and entry.line > last_line:
+            yield entry
+            yield from rest
+            return
         for problem in errors(schema_name, entry.obj, entry.raw):
             add((entry.line, problem))
         yield entry
+
+
+# A file this large is checked against its schema on two processes: on lines that fail it, the
+# schema's check and its messages are most of validate's work. The other process takes the lines
+# from a point on and parses them again (this one still reads every line, for the structural
+# check, which needs them all): it takes the larger share of the bytes, since this one has more to
+# do with each of its lines.
+SPLIT_MIN_BYTES = 32 << 20
+OTHER_SHARE = 0.7
+_SCAN = 1 << 20  # bytes read at a time while looking for a line's start and counting lines
+
+
+class SchemaSplit(NamedTuple):
+    """Where the other process starts: the first byte of a line (`offset`), and how many lines
+    come before it (its first line is line `lines_before + 1`); `file`: a handle of its own on the
+    file, opened before the work starts (a file removed meanwhile is still read whole)."""
+
+    file: BinaryIO
+    offset: int
+    lines_before: int
+
+
+@contextlib.contextmanager
+def schema_split(path: str) -> Iterator[SchemaSplit | None]:
+    """Where to split `path`'s schema check, or None to check it here alone: a file under
+    SPLIT_MIN_BYTES, not a regular file, one that cannot be read, or a document a format reads
+    (its lines are not the file's)."""
+    try:
+        file = open(path, "rb")
+    except OSError:
+        yield None
+        return
+    with file:
+        yield _split_point(file)
+
+
+def _split_point(file: BinaryIO) -> SchemaSplit | None:
+    from ..formats import DOCUMENT_HEAD, is_document
+
+    try:
+        info = os.fstat(file.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size < SPLIT_MIN_BYTES or is_document(file.read(DOCUMENT_HEAD)):
+            return None
+        # The first line that starts at or after the point: its offset, then the lines before it.
+        offset = int(info.st_size * (1 - OTHER_SHARE))
+        file.seek(offset - 1)  # a line starts right after a newline
+        while (chunk := file.read(_SCAN)) and (newline := chunk.find(b"\n")) < 0:
+            offset += len(chunk)
+        if not chunk:
+            return None  # no line starts after the point
+        offset += newline
+        file.seek(0)
+        lines, left = 0, offset
+        while left and (chunk := file.read(min(_SCAN, left))):
+            lines += chunk.count(b"\n")
+            left -= len(chunk)
+        return SchemaSplit(file, offset, lines) if not left else None
+    except OSError:
+        return None
+
+
+def schema_problems_from(split: SchemaSplit, schema_name: str) -> tuple[list[SchemaProblem], int]:
+    """The schema problems of the file's lines from the split on, numbered from 1 there, and how
+    many lines were read. Read as validate reads a file: a line that is not an entry (unreadable,
+    blank) has no problem here."""
+    problems: list[SchemaProblem] = []
+    lines = 0
+    split.file.seek(split.offset)
+    for entry in checked_entries(iter_entries(split.file, split.file.name, "skip", ReadStats()), schema_name, problems):
+        lines = entry.line
+    return problems, lines
+
+
+def joined_problems(mine: list[SchemaProblem], theirs: list[SchemaProblem], split: SchemaSplit, unread: set[int], last_line: int) -> list[SchemaProblem]:
+    """This process's problems, then the other's, numbered as the file's lines, for the lines this
+    process read as entries only: not those it could not read (`unread`: the two read a line
+    differently where a byte order mark starts it, dropped from a file's first line only), nor
+    those past its last (a file that grew in between)."""
+    before = split.lines_before
+    return mine + [(before + line, message) for line, message in theirs if before + line <= last_line and before + line not in unread]
 
 
 def finding_rows(bad_lines: list[Finding], problems: list[SchemaProblem], structure: list[Finding]) -> list[FindingRow]:

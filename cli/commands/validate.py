@@ -26,8 +26,9 @@ def validate(
     Structure: every tool_result follows a tool_use with its id, pairs are whole in the active
     context, the lines of one API response (message.id) agree, and parent links name a line and
     never loop back. Bad lines are listed as errors; with --on-error=skip they are only counted.
-    Folders (and store prefixes) are searched for session files, as count does. Errors exit 1;
-    warnings alone exit 0.
+    Folders (and store prefixes) are searched for session files, as count does; one
+    file of 32 MiB or more has its schema check shared with a second process (the
+    same report; --jobs 1 keeps it to one). Errors exit 1; warnings alone exit 0.
 
     Example:  ctxpipe validate ~/.claude/projects/my-project/
     """
