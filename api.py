@@ -799,7 +799,7 @@ def validate_one(item: tuple[str, str], format_name: str | None, errors: OnError
     from .files.sessions import COMPACTION_NOTE, FIRST_LINES, kind_given, kind_of
     from .jobs.batch import beside
     from .jobs.results import ValidatedFile
-    from .jobs.validate import SchemaProblem, checked_entries, finding_rows, joined_problems, schema_problems_from, schema_split
+    from .jobs.validate import SchemaProblem, checked_entries, finding_rows, joined_problems, lines_before, schema_problems_from, schema_split
 
     path, source = item
     agent_id = ""  # of the first lines, as count and warn tell a compaction side-call
@@ -813,20 +813,21 @@ def validate_one(item: tuple[str, str], format_name: str | None, errors: OnError
             schema_split(path) if cores > 1 and path != STDIN else contextlib.nullcontext(None) as split,
             beside(lambda: schema_problems_from(split, name)) if split else contextlib.nullcontext(lambda: None) as theirs,
         ):
+            before = lines_before(split) if split else None  # counted while the other process starts
             # Each line checked as it is read (up to where the other process starts).
-            for entry in checked_entries(read.entries, name, schema, split.lines_before if split else None):
+            for entry in checked_entries(read.entries, name, schema, before):
                 if not agent_id and entry.line <= FIRST_LINES and isinstance(named_agent := entry.obj.get("agentId"), str):
                     agent_id = named_agent
                 # The structural check needs only what it reads of each line: the rest of the line (and
                 # its bytes) is freed now, and its memory holds the next lines.
                 entry.raw, entry.obj = None, checked_part(entry.obj)
                 entries.append(entry)
-            if split:
+            if split and before is not None:
                 last_line = entries[-1].line if entries else 0
                 answer = theirs()
-                if answer is None or split.lines_before + answer[1] < last_line:  # it failed, or the file grew since
+                if answer is None or before + answer[1] < last_line:  # it failed, or the file grew since
                     answer = schema_problems_from(split, name)
-                schema = joined_problems(schema, answer[0], split, {line for line, _ in read.stats.problems}, last_line)
+                schema = joined_problems(schema, answer[0], before, {line for line, _ in read.stats.problems}, last_line)
         bad_lines = [Finding("error", "bad-line", what, line) for line, what in read.stats.problems] if errors == "fail" else []
         rows = finding_rows(bad_lines, schema, read.format.check(entries))  # listed with the collector still off
         count = sum(1 for row in rows if row.severity == "error")

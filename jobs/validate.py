@@ -56,13 +56,12 @@ _SCAN = 1 << 20  # bytes read at a time while looking for a line's start and cou
 
 
 class SchemaSplit(NamedTuple):
-    """Where the other process starts: the first byte of a line (`offset`), and how many lines
-    come before it (its first line is line `lines_before + 1`); `file`: a handle of its own on the
-    file, opened before the work starts (a file removed meanwhile is still read whole)."""
+    """Where the other process starts: the first byte of a line (`offset`); `file`: a handle of
+    its own on the file, opened before the work starts (a file removed meanwhile is still read
+    whole)."""
 
     file: BinaryIO
     offset: int
-    lines_before: int
 
 
 @contextlib.contextmanager
@@ -80,28 +79,30 @@ def schema_split(path: str) -> Iterator[SchemaSplit | None]:
 
 
 def _split_point(file: BinaryIO) -> SchemaSplit | None:
+    """The first line that starts at or after OTHER_SHARE of the bytes from the end."""
     from ..formats import DOCUMENT_HEAD, is_document
 
     try:
         info = os.fstat(file.fileno())
         if not stat.S_ISREG(info.st_mode) or info.st_size < SPLIT_MIN_BYTES or is_document(file.read(DOCUMENT_HEAD)):
             return None
-        # The first line that starts at or after the point: its offset, then the lines before it.
         offset = int(info.st_size * (1 - OTHER_SHARE))
         file.seek(offset - 1)  # a line starts right after a newline
         while (chunk := file.read(_SCAN)) and (newline := chunk.find(b"\n")) < 0:
             offset += len(chunk)
-        if not chunk:
-            return None  # no line starts after the point
-        offset += newline
-        file.seek(0)
-        lines, left = 0, offset
-        while left and (chunk := file.read(min(_SCAN, left))):
-            lines += chunk.count(b"\n")
-            left -= len(chunk)
-        return SchemaSplit(file, offset, lines) if not left else None
+        return SchemaSplit(file, offset + newline) if chunk else None  # (none: no line starts after the point)
     except OSError:
         return None
+
+
+def lines_before(split: SchemaSplit) -> int:
+    """How many lines come before the split (its first line is the next one), counted by reading
+    at given offsets: the other process reads the same handle meanwhile."""
+    lines, at, descriptor = 0, 0, split.file.fileno()
+    while at < split.offset and (chunk := os.pread(descriptor, min(_SCAN, split.offset - at), at)):
+        lines += chunk.count(b"\n")
+        at += len(chunk)
+    return lines
 
 
 def schema_problems_from(split: SchemaSplit, schema_name: str) -> tuple[list[SchemaProblem], int]:
@@ -116,12 +117,11 @@ def schema_problems_from(split: SchemaSplit, schema_name: str) -> tuple[list[Sch
     return problems, lines
 
 
-def joined_problems(mine: list[SchemaProblem], theirs: list[SchemaProblem], split: SchemaSplit, unread: set[int], last_line: int) -> list[SchemaProblem]:
-    """This process's problems, then the other's, numbered as the file's lines, for the lines this
-    process read as entries only: not those it could not read (`unread`: the two read a line
-    differently where a byte order mark starts it, dropped from a file's first line only), nor
-    those past its last (a file that grew in between)."""
-    before = split.lines_before
+def joined_problems(mine: list[SchemaProblem], theirs: list[SchemaProblem], before: int, unread: set[int], last_line: int) -> list[SchemaProblem]:
+    """This process's problems, then the other's (whose line 1 is line `before + 1`), numbered as
+    the file's lines, for the lines this process read as entries only: not those it could not read
+    (`unread`: the two read a line differently where a byte order mark starts it, dropped from a
+    file's first line only), nor those past its last (a file that grew in between)."""
     return mine + [(before + line, message) for line, message in theirs if before + line <= last_line and before + line not in unread]
 
 

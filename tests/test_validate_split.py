@@ -5,7 +5,6 @@ mark starts, a CRLF line), and the other process's failure costs time, never a f
 
 from __future__ import annotations
 
-import io
 import os
 import time
 from pathlib import Path
@@ -16,7 +15,7 @@ from ctxpipe.api import validate_one
 from ctxpipe.formats import get
 from ctxpipe.jobs import batch
 from ctxpipe.jobs import validate as validate_job
-from ctxpipe.jobs.validate import SchemaSplit, joined_problems, schema_problems_from, schema_split
+from ctxpipe.jobs.validate import SchemaSplit, joined_problems, lines_before, schema_problems_from, schema_split
 from helpers import FIXTURES, run_cli
 
 BOM = b"\xef\xbb\xbf"
@@ -63,7 +62,7 @@ def test_the_report_is_a_single_processs_wherever_the_split_falls(tmp_path: Path
             continue
         monkeypatch.setattr(validate_job, "OTHER_SHARE", 1 - (starts[n] + 0.5) / len(data))  # a point inside line n's first byte
         with schema_split(str(path)) as split:
-            assert split is not None and (split.offset, split.lines_before) == (starts[n], n), (n, split)
+            assert split is not None and (split.offset, lines_before(split)) == (starts[n], n), (n, split)
         assert report(path, 2, errors) == alone, (n, lines[n][:40])
     assert len(odd) >= 10
 
@@ -78,11 +77,10 @@ def test_a_split_is_only_for_a_large_regular_file_of_lines(tmp_path: Path) -> No
 
 
 def test_the_others_problems_are_kept_for_the_lines_this_process_read_only() -> None:
-    split = SchemaSplit(io.BytesIO(), offset=100, lines_before=10)
     mine = [(3, "a"), (10, "b")]
     theirs = [(1, "c"), (2, "d"), (4, "e"), (9, "f")]
     # Line 12 could not be read here (a BOM in front of it is dropped there); line 19 was added after this process ended.
-    assert joined_problems(mine, theirs, split, {12}, 14) == [(3, "a"), (10, "b"), (11, "c"), (14, "e")]
+    assert joined_problems(mine, theirs, 10, {12}, 14) == [(3, "a"), (10, "b"), (11, "c"), (14, "e")]
 
 
 def test_the_other_process_reads_lines_as_validate_does(tmp_path: Path) -> None:
@@ -91,7 +89,7 @@ def test_the_other_process_reads_lines_as_validate_does(tmp_path: Path) -> None:
     path.write_bytes(b"\n".join(lines) + b"\n")
     offset = len(b"\n".join(lines[:30])) + 1
     with path.open("rb") as file:
-        problems, last = schema_problems_from(SchemaSplit(file, offset, 30), get("claude-code").schema)
+        problems, last = schema_problems_from(SchemaSplit(file, offset), get("claude-code").schema)
     alone = orjson.loads(report(path, 1))
     expected = [(f["line"] - 30, f["message"]) for f in alone["findings"] if f["code"] == "schema" and f["line"] > 30]
     assert problems == expected and last == len(lines) - 30 - (lines[-1].strip() == b"")
