@@ -2,7 +2,7 @@
 beside the bytecode and loaded at later starts, and the classes they make are the classes `dataclasses`
 makes without it.
 
-Each test runs children with a pycache prefix of its own (the cache follows it, as bytecode does), and
+Each test runs children with a pycache prefix of this file's (the cache follows it, as bytecode does), and
 counts with an audit hook the generated sources a child compiled (`compile` events of sources that
 define dataclasses' `__create_fn__`)."""
 
@@ -16,6 +16,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 from ctxpipe.files import dataclass_code
 
 # Counts the generated sources compiled from here on, then runs the child's code, then prints what it put in
@@ -62,16 +63,29 @@ def kept_sources(path: Path) -> dict[str, object]:
     return kept
 
 
-def test_a_second_start_compiles_none_of_the_generated_code(tmp_path: Path) -> None:
-    first = child(tmp_path, IMPORT_THE_LIBRARY)
+@pytest.fixture(scope="module")
+def shared_prefix(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("pycache")
+
+
+@pytest.fixture
+def prefix(shared_prefix: Path) -> Path:
+    """The pycache prefix of this file's children: one for all its tests (ctxpipe's bytecode is
+    compiled there once), with no kept dataclass code in it when a test starts."""
+    cache_file(shared_prefix).unlink(missing_ok=True)
+    return shared_prefix
+
+
+def test_a_second_start_compiles_none_of_the_generated_code(prefix: Path) -> None:
+    first = child(prefix, IMPORT_THE_LIBRARY)
     assert isinstance(first["compiled"], int) and first["compiled"] > 50
-    kept = kept_sources(cache_file(tmp_path))
+    kept = kept_sources(cache_file(prefix))
     assert len(kept) == first["compiled"]
-    assert child(tmp_path, IMPORT_THE_LIBRARY)["compiled"] == 0
+    assert child(prefix, IMPORT_THE_LIBRARY)["compiled"] == 0
     # A class whose source is not kept yet is compiled, then kept beside the others.
-    more = child(tmp_path, "import ctxpipe.api, ctxpipe.jobs.hooks\n")
+    more = child(prefix, "import ctxpipe.api, ctxpipe.jobs.hooks\n")
     assert isinstance(more["compiled"], int) and more["compiled"] > 0
-    assert len(kept_sources(cache_file(tmp_path))) == len(kept) + more["compiled"]
+    assert len(kept_sources(cache_file(prefix))) == len(kept) + more["compiled"]
 
 
 # A class with what `dataclasses` generates code for: defaults, a factory, frozen (its __setattr__), order,
@@ -136,50 +150,50 @@ BEHAVIOUR = textwrap.dedent(
 )
 
 
-def test_the_classes_made_from_kept_code_are_the_classes_dataclasses_makes(tmp_path: Path) -> None:
+def test_the_classes_made_from_kept_code_are_the_classes_dataclasses_makes(prefix: Path) -> None:
     code = f"PROBE = {PROBE!r}\n{BEHAVIOUR}"
-    first = child(tmp_path, code)
-    again = child(tmp_path, code)
+    first = child(prefix, code)
+    again = child(prefix, code)
     assert first["kept"] == first["elsewhere"] == first["plain"]
     assert again["kept"] == again["elsewhere"] == again["plain"] == first["plain"]
     # The classes outside ctxpipe are compiled in both runs; ctxpipe's only in the first (then kept).
     assert isinstance(first["compiled"], int) and isinstance(again["compiled"], int)
     assert again["compiled"] > 0 and first["compiled"] * 2 == again["compiled"] * 3
-    kept = kept_sources(cache_file(tmp_path))
+    kept = kept_sources(cache_file(prefix))
     assert 2 * len(kept) == again["compiled"] and all("__create_fn__" in source for source in kept)
 
 
-def test_a_cache_that_cannot_be_read_is_compiled_again_and_replaced(tmp_path: Path) -> None:
-    path = cache_file(tmp_path)
-    path.parent.mkdir(parents=True)
+def test_a_cache_that_cannot_be_read_is_compiled_again_and_replaced(prefix: Path) -> None:
+    path = cache_file(prefix)
+    path.parent.mkdir(parents=True, exist_ok=True)
     for broken in (b"", b"not a cache", dataclass_code._header() + b"\xff\x00 cut", dataclass_code._header() + marshal.dumps([1, 2])):
         path.write_bytes(broken)
-        first = child(tmp_path, IMPORT_THE_LIBRARY)
+        first = child(prefix, IMPORT_THE_LIBRARY)
         assert isinstance(first["compiled"], int) and first["compiled"] > 50
         assert len(kept_sources(path)) == first["compiled"]
-        assert child(tmp_path, IMPORT_THE_LIBRARY)["compiled"] == 0
+        assert child(prefix, IMPORT_THE_LIBRARY)["compiled"] == 0
 
 
-def test_nothing_is_written_where_bytecode_would_not_be(tmp_path: Path) -> None:
+def test_nothing_is_written_where_bytecode_would_not_be(prefix: Path) -> None:
     for _ in range(2):
-        assert isinstance(compiled := child(tmp_path, IMPORT_THE_LIBRARY, "-B")["compiled"], int) and compiled > 50
-    assert not cache_file(tmp_path).exists()
+        assert isinstance(compiled := child(prefix, IMPORT_THE_LIBRARY, "-B")["compiled"], int) and compiled > 50
+    assert not cache_file(prefix).exists()
 
 
-def test_a_cache_past_its_bound_keeps_only_what_a_run_used(tmp_path: Path) -> None:
-    path = cache_file(tmp_path)
-    path.parent.mkdir(parents=True)
+def test_a_cache_past_its_bound_keeps_only_what_a_run_used(prefix: Path) -> None:
+    path = cache_file(prefix)
+    path.parent.mkdir(parents=True, exist_ok=True)
     code = compile("pass", "<string>", "exec")
     path.write_bytes(dataclass_code._header() + marshal.dumps({f"stale {n}": code for n in range(dataclass_code.MOST_KEPT)}))
-    first = child(tmp_path, IMPORT_THE_LIBRARY)
+    first = child(prefix, IMPORT_THE_LIBRARY)
     kept = kept_sources(path)
     assert len(kept) == first["compiled"] and not any(source.startswith("stale") for source in kept)
-    assert child(tmp_path, IMPORT_THE_LIBRARY)["compiled"] == 0
+    assert child(prefix, IMPORT_THE_LIBRARY)["compiled"] == 0
 
 
-def test_dataclasses_is_not_imported_for_it_and_is_routed_once_imported(tmp_path: Path) -> None:
+def test_dataclasses_is_not_imported_for_it_and_is_routed_once_imported(prefix: Path) -> None:
     out = child(
-        tmp_path,
+        prefix,
         "import ctxpipe\nout['imported'] = 'dataclasses' in sys.modules\nimport dataclasses\nout['exec'] = dataclasses.exec.__module__\n",
     )
     assert out["imported"] is False and out["exec"] == "ctxpipe.files.dataclass_code"
