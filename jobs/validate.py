@@ -68,7 +68,10 @@ class SchemaSplit(NamedTuple):
 def schema_split(path: str) -> Iterator[SchemaSplit | None]:
     """Where to split `path`'s schema check, or None to check it here alone: a file under
     SPLIT_MIN_BYTES, not a regular file, one that cannot be read, or a document a format reads
-    (its lines are not the file's)."""
+    (its lines are not the file's); and wherever there is no fork."""
+    if not hasattr(os, "fork"):
+        yield None
+        return
     try:
         file = open(path, "rb")
     except OSError:
