@@ -301,6 +301,12 @@ BENCHES: list[Bench] = [
         ratio=False,
     ),
     Bench(
+        # Another format: every line is read, the active context rebuilt; a large file is read in place.
+        "convert-anthropic",
+        lambda i: [i.ctxpipe, "convert", "--to", "anthropic", i.big],
+        targets=(rss_within_input(),),
+    ),
+    Bench(
         "count-big",
         lambda i: [i.ctxpipe, "count", "--json", i.big],
         targets=(time_ratio_at_most(1.5),),

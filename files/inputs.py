@@ -21,14 +21,14 @@ import mmap
 import os
 import stat
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 import orjson
 
 from ..core.errors import CHANGED, IS_A_FOLDER, InputError
-from ..core.jsonl import BOM, EndlessLine, Entry, OnError, ReadStats, bounded_lines, iter_entries
+from ..core.jsonl import BOM, EndlessLine, Entry, LineIndex, OnError, ReadStats, bounded_lines, iter_entries
 from ..formats import DOCUMENT_HEAD, SNIFF_LINES, TranscriptFormat, claim, detect, document_lines, get, is_document, other_agents, refuse_other_agent
 from . import storage
 
@@ -264,6 +264,26 @@ def stream_entries(stream: BinaryIO, source: str, format_name: str | None, on_er
         if claim(entry.obj) is not None or len(head) >= SNIFF_LINES:
             break
     return EntryStream(source, detect(head, source), itertools.chain(head, entries), stats)
+
+
+# A regular file larger than this is read in place by held_entries: below it, the list is small.
+HELD_IN_PLACE_FROM = 64 << 10
+
+
+@contextlib.contextmanager
+def held_entries(path: Source, read: EntryStream, on_error: OnError) -> Iterator[tuple[Sequence[Entry], ReadStats]]:
+    """Every entry of an input whose first lines `read` has begun, for a reader that goes back and
+    forth over them (a conversion of the active context): a regular file over HELD_IN_PLACE_FROM
+    is read in place, a core.jsonl.LineIndex over its map (a line parsed again where it is read, a
+    few MB of them kept), so memory holds the map and the index, not every line's objects (about
+    3.5 times the file); anything else is the rest of `read`, in a list."""
+    local = None if path is None or path == STDIN or storage.is_remote(str(path)) else storage.local_path(str(path))
+    if local is None or not is_regular(local) or os.path.getsize(local) <= HELD_IN_PLACE_FROM:
+        yield list(read.entries), read.stats
+        return
+    with mapped(path, on_error=on_error) as buffer:
+        stats = ReadStats()
+        yield LineIndex(buffer, read.source, on_error, stats, cached=LineIndex.CACHED, folds=read.format.line_folds), stats
 
 
 def _document_of(raw: list[bytes | str], lines: Iterator[bytes | str], source: str) -> bytes | None:

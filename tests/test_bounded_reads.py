@@ -315,6 +315,28 @@ def test_a_full_count_holds_no_parsed_line_it_is_not_reading(tmp_path: Path) -> 
     assert peak < size + (100 << 20), f"{peak >> 20} MiB for a {size >> 20} MiB file"
 
 
+def test_a_conversion_of_a_large_file_holds_no_parsed_line_it_is_not_reading(tmp_path: Path) -> None:
+    """`convert` to another format reads a large file in place (files.inputs.held_entries): the
+    150,000 progress lines are parsed and dropped, the peak stays the file's map plus a bound (held
+    in a list they took about 3.5 times the file), and the result is the small file's, whatever the
+    target."""
+    lines = FIXTURE.read_bytes().splitlines()
+    objects = [orjson.loads(line) for line in lines]
+    last = max(i for i, obj in enumerate(objects) if obj.get("type") == "assistant")
+    root = next(obj["uuid"] for obj in objects if "uuid" in obj)
+    progress = [orjson.dumps({"type": "progress", "uuid": f"p{n}", "parentUuid": root, "data": {"output": "x" * 400}}) for n in range(150_000)]
+    path = tmp_path / "busy.jsonl"
+    path.write_bytes(b"\n".join(lines[:last] + progress + lines[last:]) + b"\n")
+    size = path.stat().st_size
+    small = tmp_path / "small.jsonl"
+    small.write_bytes(b"\n".join(lines) + b"\n")
+    for to in (["--to", "anthropic", "--history"], ["--to", "codex"]):
+        expected = ok(run_cli("convert", *to, small))
+        converted, peak = peak_rss_of(tmp_path, "convert", *to, path)
+        assert ok(converted).stdout == expected.stdout and converted.stderr == expected.stderr, to
+        assert peak < size + (100 << 20), f"{to}: {peak >> 20} MiB for a {size >> 20} MiB file"
+
+
 def test_a_line_index_reads_what_the_whole_read_reads(tmp_path: Path) -> None:
     """BOM, CRLF, blank and bad lines, an unterminated last line: the same entries, numbered alike, and
     a slice is the same run of them."""

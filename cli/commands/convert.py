@@ -59,7 +59,7 @@ def convert(
 
     Example:  ctxpipe convert --to anthropic session.jsonl > messages.jsonl
     """
-    from ...api import WriteOptions, editor_of, get
+    from ...api import WriteOptions, editor_of, get, held_entries
     from ...core.convert import to_api_messages
 
     source = streams.source_name(path)
@@ -74,14 +74,15 @@ def convert(
                 streams.write_transcript(opened.entries, out, unbuffered)
             streams.report_skipped(opened.stats, source)
             return
-        entries = list(opened.entries)
-    messages = opened.format.messages(entries, history=history)
-    api_messages, report = to_api_messages(messages, entries, repair=repair, recorded=True)
-    options = WriteOptions(session_id=session_id, cwd=cwd or opened.format.recorded_cwd(entries) or ".", start_time=start_time, model=model)
+        with held_entries(path, opened, reading.errors) as (entries, stats):  # a large file read in place
+            messages = opened.format.messages(entries, history=history)
+            api_messages, report = to_api_messages(messages, entries, repair=repair, recorded=True)
+            recorded_cwd = opened.format.recorded_cwd(entries)
+    options = WriteOptions(session_id=session_id, cwd=cwd or recorded_cwd or ".", start_time=start_time, model=model)
     written = editor_of(target, "write").from_messages(api_messages, options)  # --to offers only the formats ctxpipe writes
     with streams.open_output(output) as out:
         streams.write_transcript(written, out, unbuffered)
-    streams.report_skipped(opened.stats, source)
+    streams.report_skipped(stats, source)
     _report_tool_problems(source, report.unanswered, "tool_use {} has no tool_result", repair, "answered with a synthetic error result")
     _report_tool_problems(source, report.orphans, "tool_result for {} {}", repair, "dropped")
 
