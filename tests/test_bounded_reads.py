@@ -288,11 +288,9 @@ def test_a_long_run_of_progress_lines_costs_a_count_no_memory(tmp_path: Path) ->
     assert peak < size + (100 << 20), f"{peak >> 20} MiB for a {size >> 20} MiB file"
 
 
-@pytest.mark.skipif(not HAS_PROC_STATUS, reason="reads a run's peak memory from /proc/self/status (Linux)")
-def test_a_full_count_holds_no_parsed_line_it_is_not_reading(tmp_path: Path) -> None:
-    """`count --full` (and the views over every line) read a LineIndex: the 150,000 progress lines are
-    parsed as they are read, then dropped, so the peak stays the file's map plus a bound. (Held, the
-    parsed lines take several times the file's 70 MB, far over the bound's 170.)"""
+def busy_and_small(tmp_path: Path) -> tuple[Path, Path]:
+    """A session with 150,000 progress lines (400 bytes of output each, about 70 MB) before its last
+    response, and the same session without them."""
     lines = FIXTURE.read_bytes().splitlines()
     objects = [orjson.loads(line) for line in lines]
     last = max(i for i, obj in enumerate(objects) if obj.get("type") == "assistant")
@@ -300,9 +298,18 @@ def test_a_full_count_holds_no_parsed_line_it_is_not_reading(tmp_path: Path) -> 
     progress = [orjson.dumps({"type": "progress", "uuid": f"p{n}", "parentUuid": root, "data": {"output": "x" * 400}}) for n in range(150_000)]
     path = tmp_path / "busy.jsonl"
     path.write_bytes(b"\n".join(lines[:last] + progress + lines[last:]) + b"\n")
-    size = path.stat().st_size
     small = tmp_path / "small.jsonl"
     small.write_bytes(b"\n".join(lines) + b"\n")
+    return path, small
+
+
+@pytest.mark.skipif(not HAS_PROC_STATUS, reason="reads a run's peak memory from /proc/self/status (Linux)")
+def test_a_full_count_holds_no_parsed_line_it_is_not_reading(tmp_path: Path) -> None:
+    """`count --full` (and the views over every line) read a LineIndex: the 150,000 progress lines are
+    parsed as they are read, then dropped, so the peak stays the file's map plus a bound. (Held, the
+    parsed lines take several times the file's 70 MB, far over the bound's 170.)"""
+    path, small = busy_and_small(tmp_path)
+    size = path.stat().st_size
     args = ("count", "--json", "--full", "--by", "tool", "--top", "5", "--timeline", "--cost")
     expected = orjson.loads(ok(run_cli(*args, small)).stdout)
     counted, peak = peak_rss_of(tmp_path, *args, path)
@@ -315,21 +322,14 @@ def test_a_full_count_holds_no_parsed_line_it_is_not_reading(tmp_path: Path) -> 
     assert peak < size + (100 << 20), f"{peak >> 20} MiB for a {size >> 20} MiB file"
 
 
+@pytest.mark.skipif(not HAS_PROC_STATUS, reason="reads a run's peak memory from /proc/self/status (Linux)")
 def test_a_conversion_of_a_large_file_holds_no_parsed_line_it_is_not_reading(tmp_path: Path) -> None:
     """`convert` to another format reads a large file in place (files.inputs.held_entries): the
     150,000 progress lines are parsed and dropped, the peak stays the file's map plus a bound (held
     in a list they took about 3.5 times the file), and the result is the small file's, whatever the
     target."""
-    lines = FIXTURE.read_bytes().splitlines()
-    objects = [orjson.loads(line) for line in lines]
-    last = max(i for i, obj in enumerate(objects) if obj.get("type") == "assistant")
-    root = next(obj["uuid"] for obj in objects if "uuid" in obj)
-    progress = [orjson.dumps({"type": "progress", "uuid": f"p{n}", "parentUuid": root, "data": {"output": "x" * 400}}) for n in range(150_000)]
-    path = tmp_path / "busy.jsonl"
-    path.write_bytes(b"\n".join(lines[:last] + progress + lines[last:]) + b"\n")
+    path, small = busy_and_small(tmp_path)
     size = path.stat().st_size
-    small = tmp_path / "small.jsonl"
-    small.write_bytes(b"\n".join(lines) + b"\n")
     for to in (["--to", "anthropic", "--history"], ["--to", "codex"]):
         expected = ok(run_cli("convert", *to, small))
         converted, peak = peak_rss_of(tmp_path, "convert", *to, path)
