@@ -118,22 +118,19 @@ def rules_for(version: str | None, asked: str | None = None, asked_by: str | Non
 VersionState = tuple[tuple[tuple[int, ...], str] | None, object]  # the highest (key, version) so far; the last line's version
 
 
-def _newer_version(state: VersionState, version: object) -> VersionState:
+def _newer(state: VersionState, entry: Any) -> VersionState:
+    version = entry.obj.get("version") if isinstance(entry.obj, dict) else None
     if not isinstance(version, str) or version == state[1]:
         return state  # most lines repeat the version of the line above: its key changes nothing
     best, key = state[0], version_key(version)
     return ((key, version) if key is not None and (best is None or key > best[0]) else best), version
 
 
-def _newer(state: VersionState, entry: Any) -> VersionState:
-    return _newer_version(state, entry.obj.get("version") if isinstance(entry.obj, dict) else None)
-
-
 def _no_version() -> VersionState:
     return None, None
 
 
-# The version of Claude Code that wrote a session: the highest its lines record (newest_version).
+# The version of Claude Code that wrote a session: the highest dotted version its lines record.
 VERSION: Fold[VersionState] = Fold("version", _no_version, _newer)
 
 
@@ -148,11 +145,3 @@ def session_version(entries: Iterable[Any]) -> str | None:
 def session_rules(entries: Iterable[Any], asked: str | None = None) -> tuple[Rules, str]:
     """The rules for a session's entries (its session_version), or `asked`."""
     return rules_for(session_version(entries), asked)
-
-
-def newest_version(versions: Iterable[object]) -> str | None:
-    """The highest dotted version among `versions` (the lines' `version` fields); None if there is none."""
-    state: VersionState = (None, None)
-    for version in versions:
-        state = _newer_version(state, version)
-    return state[0][1] if state[0] else None

@@ -18,8 +18,9 @@ from claude_code import CURRENT_CLAUDE_CODE_VERSION, needs_claude_code
 from ctxpipe.core import catalog_data
 from ctxpipe.core.budget import BudgetSettings, Setting, thresholds
 from ctxpipe.core.catalog import catalog
+from ctxpipe.core.jsonl import Entry
 from ctxpipe.core.prices import price_of
-from ctxpipe.core.rules import RELEASES, known_rules, newest_version, rules_for
+from ctxpipe.core.rules import RELEASES, known_rules, rules_for, session_version
 from helpers import ok, run_cli
 
 M = 1_000_000
@@ -188,8 +189,11 @@ def test_a_session_follows_the_newest_release_not_after_its_version(version: str
 
 
 def test_the_highest_version_the_lines_record_is_the_sessions() -> None:
-    assert newest_version(["2.1.88", "2.1.332", "2.1.114", None, 7, "junk"]) == "2.1.332"
-    assert newest_version(["2.1.9", "2.1.10"]) == "2.1.10" and newest_version([]) is None
+    def lines(*versions: object) -> list[Entry]:
+        return [Entry({"type": "user", "version": version}) for version in versions]
+
+    assert session_version(lines("2.1.88", "2.1.332", "2.1.114", None, 7, "junk")) == "2.1.332"
+    assert session_version(lines("2.1.9", "2.1.10")) == "2.1.10" and session_version([]) is None
     with pytest.raises(ValueError, match="2.1.88, 2.1.332 and latest"):
         known_rules("2.1.100")
 
