@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from .jobs.batch import Progress, Runner, default_jobs
     from .jobs.breaker import breaker
     from .jobs.count import CountOptions, FileCount, count_buffer, count_file
+    from .jobs.count_cache import CountCache
     from .jobs.hooks import HookAnswer, HookOptions, SettingsChange, settings_path
     from .jobs.pipeline import (
         GIVEN_BY_COMPACT,
@@ -684,11 +685,16 @@ def count_many(
     executor: Executor = "local",
     scheduler: str | None = None,
     progress: Progress | None = None,
+    cache: bool | str | os.PathLike[str] = False,
 ) -> CountBatch:
     """`count` over files and folders (`files`: the session files already found, e.g. by
     session_files with warnings of one's own): `jobs` worker processes (0: one per core), or one
     task per file on a Dask cluster (executor "dask": the one at `scheduler`, else a local one of
-    `jobs` workers). A file that cannot be counted is an error in its row; the others are counted."""
+    `jobs` workers). A file that cannot be counted is an error in its row; the others are counted.
+
+    `cache`: True keeps the counts in $XDG_CACHE_HOME/ctxpipe/count (a folder: there) and reads
+    back those of files unchanged since, counted with the same options by the same code
+    (jobs.count_cache); only the others are counted."""
     from dataclasses import replace
 
     from .jobs.batch import for_workers, run_all
@@ -700,8 +706,32 @@ def count_many(
     # One file: the tokenizer may use every core; many: the files are spread over them instead.
     options = replace(options or CountOptions(), threads=runner.workers if len(found) == 1 else 1)
     job = functools.partial(count_one, options=options)
-    results = run_all(job, [(for_workers(str(f.path), runner), f.kind, f.shown) for f in found], runner, (f.size for f in found), progress)
+    kept = _count_cache(options, cache)
+    if kept is None:
+        known: list[FileCount | None] = [None] * len(found)
+    else:
+        from .jobs.count_cache import lookup
+
+        known, stamps, looked = lookup(kept, found)
+    todo = [index for index, counted in enumerate(known) if counted is None]
+    items = [(for_workers(str(found[index].path), runner), found[index].kind, found[index].shown) for index in todo]
+    done = run_all(job, items, runner, (found[index].size for index in todo), progress)
+    results: list[tuple[bool, Any]] = [(True, counted) for counted in known]
+    for index, result in zip(todo, done):
+        results[index] = result
+        if kept is not None and result[0]:
+            kept.put(str(found[index].path), found[index].kind, found[index].shown, stamps[index], result[1], looked)
+    if kept is not None:
+        kept.save()
     return cast(CountBatch, batch_of(CountBatch, [f.shown for f in found], results))
+
+
+def _count_cache(options: CountOptions, cache: bool | str | os.PathLike[str]) -> CountCache | None:
+    if cache is False:
+        return None
+    from .jobs.count_cache import CountCache
+
+    return CountCache.for_options(options, None if cache is True else os.fspath(cache))
 
 
 def calls_one(item: tuple[str, str], options: CountOptions) -> FileCalls:

@@ -270,12 +270,12 @@ def main() -> int:
             return 2
         big_local, big_urls = [str(tree / rel) for rel in big], [prefix + rel for rel in big]
         commands = {
-            "count-local": lambda run: [ctxpipe, "count", "--json", str(tree), "--jobs", "2"],
+            "count-local": lambda run: [ctxpipe, "count", "--json", "--no-cache", str(tree), "--jobs", "2"],
             "count-s3-dask": lambda run: [ctxpipe, "count", "--json", prefix, *dask],
             "count-s3-jobs": lambda run: [ctxpipe, "count", "--json", prefix, "--jobs", "2"],
             "compact-local": lambda run: [ctxpipe, *compact, "--out-dir", str(work / f"out-{run}"), str(tree), "--jobs", "2"],
             "compact-s3-dask": lambda run: [ctxpipe, *compact, "--out-dir", f"s3://{BUCKET}/out/{run}/", prefix, *dask],
-            "big-count-local": lambda run: [ctxpipe, "count", "--json", *big_local, "--jobs", "2"],
+            "big-count-local": lambda run: [ctxpipe, "count", "--json", "--no-cache", *big_local, "--jobs", "2"],
             "big-count-s3-dask": lambda run: [ctxpipe, "count", "--json", *big_urls, *dask],
             "big-compact-local": lambda run: [ctxpipe, *compact, "--out-dir", str(work / f"out-big-{run}"), *big_local, "--jobs", "2"],
             "big-compact-s3-dask": lambda run: [ctxpipe, *compact, "--out-dir", f"s3://{BUCKET}/out-big/{run}/", *big_urls, *dask],

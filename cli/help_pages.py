@@ -246,7 +246,9 @@ PAGES = {'': (('write_usage', 'ctxpipe', '[OPTIONS] COMMAND [ARGS]...', None),
             'starts with acompact-) is counted with kind "compaction": it is not a session. Only the\n'
             'end of each file is read (back to the calibration window), unless --full, --by, --top or\n'
             '--timeline need it all; the message count is then given only where the read reached the\n'
-            'start of the active context.\n'
+            'start of the active context. A file unchanged since an earlier count with the same options\n'
+            '(its size, times and inode as they were) is not read again: its count was kept\n'
+            '(--no-cache counts every file).\n'
             '\n'
             '--by day|project|session rolls up what every API call cost over the files instead: one row per\n'
             "day (of each call's timestamp, in --timezone), project or session (a subagent's file goes with its\n"
@@ -301,6 +303,9 @@ PAGES = {'': (('write_usage', 'ctxpipe', '[OPTIONS] COMMAND [ARGS]...', None),
              ('--since DATE|ISO-TIME', 'With --by day|project|session: calls from this date (20260504, 2026-05-04) or ISO 8601 time on.'),
              ('--until DATE|ISO-TIME', 'With --by day|project|session: calls up to this date (the whole day) or ISO 8601 time.'),
              ('--timezone ZONE', "The time zone of days and of dates and times given without an offset (default: this machine's local time)."),
+             ('--cache / --no-cache',
+              'Read back the counts of files unchanged since an earlier run, kept in $XDG_CACHE_HOME/ctxpipe/count (--no-cache: count every file).  [default: '
+              'cache]'),
              ('--cost', "Add what the session's API calls cost so far, by part, and its cache hit rate (reads every line)."),
              ('--json', 'JSON Lines output (also the default when stdout is not a terminal).'),
              ('-h, --help', 'Show this message and exit.')),

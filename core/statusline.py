@@ -178,13 +178,14 @@ def cache_state(prompt_cache: Any, now: float) -> str | None:
 # --- where the status line keeps what it knows ------------------------------------------------------
 
 
-def cache_folder(xdg_cache_home: str | None, home: str) -> str:
-    """$XDG_CACHE_HOME/ctxpipe/statusline (an absolute XDG_CACHE_HOME only, as the spec says), else
-    <home>/.cache/ctxpipe/statusline. The caller reads the environment and the home folder."""
+def cache_folder(xdg_cache_home: str | None, home: str, part: str = "statusline") -> str:
+    """$XDG_CACHE_HOME/ctxpipe/<part> (an absolute XDG_CACHE_HOME only, as the spec says), else
+    <home>/.cache/ctxpipe/<part>: the status line's, or `count`'s kept counts (jobs.count_cache).
+    The caller reads the environment and the home folder."""
     base = xdg_cache_home or ""
     if not posixpath.isabs(base):
         base = posixpath.join(home, ".cache")
-    return posixpath.join(base, "ctxpipe", "statusline")
+    return posixpath.join(base, "ctxpipe", part)
 
 
 def cache_name(absolute_path: str) -> str:

@@ -108,8 +108,8 @@ def atomic_file(path: str | os.PathLike[str], if_version: tuple[object, ...] | N
     object in a store is stored whole at the end (storage.replaced). With `if_version` (what
     storage.version said when the file was read), the file is replaced only if it is still that
     version, else ChangedMeanwhile and the file is left as it is. `durable=False` skips the fsync, for
-    a cache whose reader checks what it reads: while the system runs the file is still old or new,
-    never partial; after a crash it may be empty."""
+    a cache whose reader checks what it reads (and the folder's, for the new name): while the system
+    runs the file is still old or new, never partial; after a crash it may be empty or the old one."""
     shown = str(path)
     if storage.is_remote(shown):
         with storage.replaced(shown, if_version) as remote:
@@ -152,7 +152,8 @@ def atomic_file(path: str | os.PathLike[str], if_version: tuple[object, ...] | N
         raise
     finally:
         TEMPORARY.discard(temp_name)
-    sync_folder(folder)
+    if durable:
+        sync_folder(folder)
 
 
 def make_folder(folder: str) -> None:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import atexit
 import gc
 import os
+import shutil
 import signal
 import sys
+import tempfile
 from collections.abc import Iterator
 
 import pytest
@@ -27,6 +30,21 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    _own_cache_folder()
+    _bytecode_beside_pytest(config)
+
+
+def _own_cache_folder() -> None:
+    """`count` keeps what it counted under $XDG_CACHE_HOME/ctxpipe/count: the suite's runs keep theirs
+    in a folder of the session's (inherited by xdist's workers and every child), not the developer's."""
+    if os.environ.get("CTXPIPE_TEST_CACHE_HOME"):  # a worker: the controller made it
+        return
+    folder = tempfile.mkdtemp(prefix="ctxpipe-test-cache-")
+    atexit.register(shutil.rmtree, folder, True)
+    os.environ["XDG_CACHE_HOME"] = os.environ["CTXPIPE_TEST_CACHE_HOME"] = folder
+
+
+def _bytecode_beside_pytest(config: pytest.Config) -> None:
     """With PYTHONDONTWRITEBYTECODE set (as container images often set it), every interpreter the
     suite starts (xdist's workers, every `python -m ctxpipe` child, the Dask workers that run its
     tasks) compiled ctxpipe from source again, and pytest rewrote the test modules and its plugins

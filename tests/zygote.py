@@ -307,7 +307,7 @@ def base_env(tmp: Path) -> dict[str, str]:
     env = {
         key: value
         for key, value in os.environ.items()
-        if not key.startswith(("ANTHROPIC_", "CLAUDE_", "CTXPIPE_", "PYTEST_", "DISABLE_")) and key not in ("COLUMNS", "LINES")
+        if not key.startswith(("ANTHROPIC_", "CLAUDE_", "CTXPIPE_", "PYTEST_", "DISABLE_")) and key not in ("COLUMNS", "LINES", "XDG_CACHE_HOME")
     }
     for name in ("home", "tmp"):
         (tmp / name).mkdir(exist_ok=True)

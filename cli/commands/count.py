@@ -135,6 +135,13 @@ def count(
             callback=time_zone,
         ),
     ] = None,
+    cache: Annotated[
+        bool,
+        declare.Option(
+            "--cache/--no-cache",
+            help="Read back the counts of files unchanged since an earlier run, kept in $XDG_CACHE_HOME/ctxpipe/count (--no-cache: count every file).",
+        ),
+    ] = True,
     cost: Cost = False,
     json_output: Json = False,
 ) -> None:
@@ -148,7 +155,9 @@ def count(
     starts with acompact-) is counted with kind "compaction": it is not a session. Only the
     end of each file is read (back to the calibration window), unless --full, --by, --top or
     --timeline need it all; the message count is then given only where the read reached the
-    start of the active context.
+    start of the active context. A file unchanged since an earlier count with the same options
+    (its size, times and inode as they were) is not read again: its count was kept
+    (--no-cache counts every file).
 
     --by day|project|session rolls up what every API call cost over the files instead: one row per
     day (of each call's timestamp, in --timezone), project or session (a subagent's file goes with its
@@ -191,7 +200,7 @@ def count(
         results = api.CountBatch([api.FileResult(streams.STDIN, counted_stdin)])
     else:
         files = find_inputs(paths, batch.subagents)  # warns about what it leaves out (a FIFO, a broken link)
-        results = api.count_many(paths, options, files=files, progress=streams.batch_progress("counting"), **batch.run_on)
+        results = api.count_many(paths, options, files=files, progress=streams.batch_progress("counting"), cache=cache, **batch.run_on)
     counted = results.done
     failures = results.failures
     if len(results.files) == 1 and failures:
