@@ -145,7 +145,7 @@ class Inputs:
 
     def kept_counts(self, tree: str) -> str:
         """An XDG_CACHE_HOME holding the counts of `tree`'s files, kept by one run of count (not timed)."""
-        folder = Path(self.scratch("kept-counts"))
+        folder = Path(self.scratch(f"kept-counts-{Path(tree).name}"))
         subprocess.run([self.ctxpipe, "count", "--json", tree], env={**os.environ, "XDG_CACHE_HOME": str(folder)}, stdout=subprocess.DEVNULL, check=True)
         return str(folder)
 
@@ -441,6 +441,12 @@ BENCHES: list[Bench] = [
     Bench(
         "count-short",
         lambda i: [i.ctxpipe, "count", "--json", "--no-cache", i.short],
+        targets=(time_ratio_at_most(0.5, "ccusage-short"),),
+        ratio=False,
+    ),
+    Bench(
+        "count-short-kept",
+        lambda i: ["env", f"XDG_CACHE_HOME={i.kept_counts(i.short)}", i.ctxpipe, "count", "--json", i.short],
         targets=(time_ratio_at_most(0.5, "ccusage-short"),),
         ratio=False,
     ),
