@@ -6,8 +6,7 @@ is read back instead of worked out again. Everything else the count depends on i
 options (budget settings, prices and the environment's overrides are in them), the source of the
 modules that count (their sizes and times: a changed or upgraded ctxpipe misses) and Python's
 version (the kept objects are pickled). A count with tiktoken is not kept (another package's code
-gives it). A file changed less than RACY seconds before it was looked at is not kept: a write in the
-same tick of the file system's clock could leave its times as they were.
+gives it). A file changed less than RACY seconds before it was looked at is not kept.
 
 The counts of the files of one project folder are one file under $XDG_CACHE_HOME/ctxpipe/count (a count of
 one session loads its project's counts only), written whole and renamed into place; a file that is
@@ -27,7 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..core.statusline import RACY, cache_folder, cache_name
+from ..core.statusline import cache_folder, cache_name
 
 if TYPE_CHECKING:
     from ..files.sessions import Kind, SessionFile
@@ -41,6 +40,11 @@ MAX_FILES = 2_000  # kept files in the folder; the oldest go first
 # Where the code that counts lives: the package's own modules, the rooms a count runs through.
 _PACKAGE = Path(__file__).resolve().parent.parent
 _COUNTING_ROOMS = ("core", "formats", "files", "jobs")
+
+# A file changed less than this long (seconds) before it was looked at is not kept: a write in the
+# same tick of its file system's clock would leave its times as they were (FAT's tick is 2 s; only a
+# session being written is that fresh, and it is counted again each time).
+RACY = 2.0
 
 Stamp = tuple[int, int, int, int, int]  # size, modification time (ns), inode, change time (ns), device
 Entry = tuple[Stamp, str, str, "FileCount", float]  # stamp, kind, shown, the count, when it was kept

@@ -58,15 +58,21 @@ def aged(path: Path, age: float = 60.0) -> None:
 
 def count_opening(cache: Path, *argv: str) -> tuple[bytes, list[str]]:
     """stdout of `ctxpipe count --json --jobs 1 ARGV` with its kept counts in `cache`, and the .jsonl files it opened."""
+    code, out, err, opened = count_run(cache, *argv)
+    assert code == 0, err.decode()
+    return out, opened
+
+
+def count_run(cache: Path, *argv: str) -> tuple[int, bytes, bytes, list[str]]:
+    """count_opening's exit status, stdout, stderr and opened files."""
     done = subprocess.run(
         [sys.executable, "-c", OPENS, json.dumps(["count", "--json", "--jobs", "1", *argv])],
         capture_output=True,
         env=child_env({"XDG_CACHE_HOME": str(cache)}),
         timeout=120,
     )
-    assert done.returncode == 0, done.stderr.decode()
     marker = done.stderr.rindex(b"OPENED ")
-    return done.stdout, [os.path.basename(name) for name in json.loads(done.stderr[marker + 7 :])]
+    return done.returncode, done.stdout, done.stderr[:marker], [os.path.basename(name) for name in json.loads(done.stderr[marker + 7 :])]
 
 
 def test_a_second_run_reads_no_file_and_prints_the_same_bytes(tmp_path: Path) -> None:
@@ -132,6 +138,22 @@ def test_a_file_changed_just_now_is_not_kept(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     count_opening(cache, str(project))
     assert count_opening(cache, str(project))[1] == ["basic.jsonl"]
+
+
+def test_a_count_that_skipped_lines_is_kept_with_its_warning(tmp_path: Path) -> None:
+    project = sessions(tmp_path)
+    bad = project / "bad.jsonl"
+    bad.write_bytes((FIXTURES / "basic.jsonl").read_bytes() + b"{not json\n")
+    aged(bad)
+    cache = tmp_path / "cache"
+    first = count_run(cache, "--on-error", "skip", str(project))
+    second = count_run(cache, "--on-error", "skip", str(project))
+    assert first[0] == 0 and b"bad.jsonl: skipped 1 bad line" in first[2]
+    assert first[:3] == second[:3] and second[3] == []
+    # --on-error fail: other options (every file counted), and the error it ends in is not kept.
+    for expected in (sorted([*SESSIONS, "bad.jsonl"]), ["bad.jsonl"]):
+        code, _, err, opened = count_run(cache, str(project))
+        assert code == 1 and b"bad.jsonl:17: invalid JSON" in err and sorted(opened) == expected
 
 
 def test_what_is_not_kept(tmp_path: Path) -> None:
