@@ -685,7 +685,7 @@ def count_many(
     executor: Executor = "local",
     scheduler: str | None = None,
     progress: Progress | None = None,
-    cache: bool | str | os.PathLike[str] = False,
+    cache: bool | str | os.PathLike[str] | None = False,
 ) -> CountBatch:
     """`count` over files and folders (`files`: the session files already found, e.g. by
     session_files with warnings of one's own): `jobs` worker processes (0: one per core), or one
@@ -694,7 +694,8 @@ def count_many(
 
     `cache`: True keeps the counts in $XDG_CACHE_HOME/ctxpipe/count (a folder: there) and reads
     back those of files unchanged since, counted with the same options by the same code
-    (jobs.count_cache); only the others are counted."""
+    (jobs.count_cache); only the others are counted, and `progress` is told of those only. Not
+    with executor "dask", nor for one file's end alone (counting it costs less)."""
     from dataclasses import replace
 
     from .jobs.batch import for_workers, run_all
@@ -706,28 +707,35 @@ def count_many(
     # One file: the tokenizer may use every core; many: the files are spread over them instead.
     options = replace(options or CountOptions(), threads=runner.workers if len(found) == 1 else 1)
     job = functools.partial(count_one, options=options)
-    kept = _count_cache(options, cache)
-    if kept is None:
-        known: list[FileCount | None] = [None] * len(found)
-    else:
-        from .jobs.count_cache import lookup
+    # Counts made on a cluster are not kept: its workers run their own install of ctxpipe. Nor the
+    # count of one file's end: a few ms, less than loading its project folder's kept counts.
+    keeps = runner.executor == "local" and (len(found) > 1 or options.reads_whole_file)
+    kept = _count_cache(options, cache) if keeps else None
+    try:
+        if kept is None:
+            known: list[FileCount | None] = [None] * len(found)
+        else:
+            from .jobs.count_cache import lookup
 
-        known, stamps, looked = lookup(kept, found)
-    todo = [index for index, counted in enumerate(known) if counted is None]
-    items = [(for_workers(str(found[index].path), runner), found[index].kind, found[index].shown) for index in todo]
-    done = run_all(job, items, runner, (found[index].size for index in todo), progress)
-    results: list[tuple[bool, Any]] = [(True, counted) for counted in known]
-    for index, result in zip(todo, done):
-        results[index] = result
-        if kept is not None and result[0]:
-            kept.put(str(found[index].path), found[index].kind, found[index].shown, stamps[index], result[1], looked)
-    if kept is not None:
-        kept.save()
+            known, stamps, looked = lookup(kept, found)
+        todo = [index for index, counted in enumerate(known) if counted is None]
+        items = [(for_workers(str(found[index].path), runner), found[index].kind, found[index].shown) for index in todo]
+        done = run_all(job, items, runner, (found[index].size for index in todo), progress)
+        results: list[tuple[bool, Any]] = [(True, counted) for counted in known]
+        for index, result in zip(todo, done):
+            results[index] = result
+            if kept is not None and result[0]:
+                kept.put(str(found[index].path), found[index].kind, found[index].shown, stamps[index], result[1], looked)
+        if kept is not None:
+            kept.save()
+    finally:
+        if kept is not None:
+            kept.close()
     return cast(CountBatch, batch_of(CountBatch, [f.shown for f in found], results))
 
 
-def _count_cache(options: CountOptions, cache: bool | str | os.PathLike[str]) -> CountCache | None:
-    if cache is False:
+def _count_cache(options: CountOptions, cache: bool | str | os.PathLike[str] | None) -> CountCache | None:
+    if not cache:
         return None
     from .jobs.count_cache import CountCache
 

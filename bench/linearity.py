@@ -163,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         lambda n: best(repeat, lambda: run_child([tool, "validate", "--json", str(data("turns", n // 5))])),
     )
     depths = [d // scale for d in (10_000, 25_000, 50_000, 100_000)]
-    for command in (["count", "--json", "--no-cache"], ["summarize", "--engine", "offline"], ["compact", "--force", "--engine", "offline"]):
+    for command in (["count", "--json"], ["summarize", "--engine", "offline"], ["compact", "--force", "--engine", "offline"]):
         series(
             f"chain: {' '.join(command[:1])}",
             depths,

@@ -281,6 +281,22 @@ def median_ms_over_at_most(name: str, ms: float) -> Target:
     return Target(f"median <= {name} + {ms:g} ms", check)
 
 
+def count_over(name: str, tree: Callable[[Inputs], str]) -> list[Bench]:
+    """`count` over a tree, against ccusage over the same (`ccusage-<name>`): every file counted
+    (--no-cache: a first run, or every file changed), and again with the counts an untimed run before
+    kept (a repeated count of unchanged files)."""
+    target = (time_ratio_at_most(0.5, f"ccusage-{name}"),)
+    return [
+        Bench(f"count-{name}", lambda i: [i.ctxpipe, "count", "--json", "--no-cache", tree(i)], targets=target, ratio=False),
+        Bench(
+            f"count-{name}-kept",
+            lambda i: ["env", f"XDG_CACHE_HOME={i.kept_counts(tree(i))}", i.ctxpipe, "count", "--json", tree(i)],
+            targets=target,
+            ratio=False,
+        ),
+    ]
+
+
 def cold_start(name: str, argv: Callable[[Inputs], list[str]]) -> Bench:
     """A command on a small input (or help), against `python -c pass` run as often in the same rounds."""
     return Bench(name, argv, targets=(median_ms_over_at_most(PYTHON_START, 100),), runs=COLD_START_RUNS, baseline=PYTHON_START)
@@ -314,7 +330,7 @@ BENCHES: list[Bench] = [
     ),
     Bench(
         "count-big",
-        lambda i: [i.ctxpipe, "count", "--json", "--no-cache", i.big],
+        lambda i: [i.ctxpipe, "count", "--json", i.big],
         targets=(time_ratio_at_most(1.5),),
     ),
     Bench(
@@ -335,20 +351,7 @@ BENCHES: list[Bench] = [
         lambda i: ["env", f"CLAUDE_CONFIG_DIR={i.ccusage_config}", i.ccusage, "claude", "session", "--json", "--offline"],
         ratio=False,
     ),
-    Bench(
-        # Every file counted (--no-cache): what a first run costs, or a run after every file changed.
-        "count-tree",
-        lambda i: [i.ctxpipe, "count", "--json", "--no-cache", i.tree],
-        targets=(time_ratio_at_most(0.5, "ccusage-tree"),),
-        ratio=False,
-    ),
-    Bench(
-        # Again, the counts kept by a run before (not timed): what a repeated count of a tree costs.
-        "count-tree-kept",
-        lambda i: ["env", f"XDG_CACHE_HOME={i.kept_counts(i.tree)}", i.ctxpipe, "count", "--json", i.tree],
-        targets=(time_ratio_at_most(0.5, "ccusage-tree"),),
-        ratio=False,
-    ),
+    *count_over("tree", lambda i: i.tree),
     Bench(
         "count-tree-1-job",
         lambda i: [i.ctxpipe, "count", "--json", "--no-cache", "--jobs", "1", i.tree],
@@ -438,18 +441,7 @@ BENCHES: list[Bench] = [
         lambda i: ["env", f"CLAUDE_CONFIG_DIR={i.ccusage_short_config}", i.ccusage, "claude", "session", "--json", "--offline"],
         ratio=False,
     ),
-    Bench(
-        "count-short",
-        lambda i: [i.ctxpipe, "count", "--json", "--no-cache", i.short],
-        targets=(time_ratio_at_most(0.5, "ccusage-short"),),
-        ratio=False,
-    ),
-    Bench(
-        "count-short-kept",
-        lambda i: ["env", f"XDG_CACHE_HOME={i.kept_counts(i.short)}", i.ctxpipe, "count", "--json", i.short],
-        targets=(time_ratio_at_most(0.5, "ccusage-short"),),
-        ratio=False,
-    ),
+    *count_over("short", lambda i: i.short),
     Bench(
         "compact-short-2-jobs",
         lambda i: [i.ctxpipe, "compact", "--force", "--engine", "offline", "--jobs", "2", "--json", "--out-dir", i.scratch("short-2"), i.short],
@@ -482,7 +474,7 @@ BENCHES: list[Bench] = [
     Bench(PYTHON_START, lambda i: [sys.executable, "-c", "pass"], runs=COLD_START_RUNS, ratio=False),
     cold_start("help-cold-start", lambda i: [i.ctxpipe, "--help"]),
     cold_start("command-help-cold-start", lambda i: [i.ctxpipe, "compact", "--help"]),
-    cold_start("count-cold-start", lambda i: [i.ctxpipe, "count", "--json", "--no-cache", i.small]),
+    cold_start("count-cold-start", lambda i: [i.ctxpipe, "count", "--json", i.small]),
     cold_start("warn-cold-start", lambda i: [i.ctxpipe, "warn", "--json", i.small]),
     cold_start("microcompact-cold-start", lambda i: [i.ctxpipe, "microcompact", "--force", i.small]),
     # Every other command on a small input: the same target (issue 26). statusline, which reads Claude

@@ -173,7 +173,7 @@ def main() -> int:
         # runs right after its miss case, which leaves the memo for its key (one memo per transcript).
         cases: dict[str, tuple[list[str], bytes, Callable[[], None] | None, bool]] = {
             "python -c pass": ([sys.executable, "-c", "pass"], b"", None, False),
-            "ctxpipe count --json": ([sys.executable, "-m", "ctxpipe", "count", "--json", "--no-cache", str(path)], b"", None, True),
+            "ctxpipe count --json": ([sys.executable, "-m", "ctxpipe", "count", "--json", str(path)], b"", None, True),
             "statusline (memo miss, saving known)": (command, payload, miss, True),
             "statusline (unchanged: memo hit)": (command, payload, warm, True),
             "statusline (stale, refresh running)": (command, payload, stale, True),

@@ -3,21 +3,27 @@
 A file whose size, modification and change times, inode and device are what they were when it was
 counted, counted again with the same options by the same ctxpipe code, gives the same FileCount: it
 is read back instead of worked out again. Everything else the count depends on is in the key: the
-options (budget settings, prices and the environment's overrides are in them), the source of the
-modules that count (their sizes and times: a changed or upgraded ctxpipe misses) and Python's
-version (the kept objects are pickled). A count with tiktoken is not kept (another package's code
-gives it). A file changed less than RACY seconds before it was looked at is not kept.
+options (budget settings, prices and the environment's overrides are in them), the sources of the
+modules that count (their sizes and times: an edit or an upgrade misses; an install without sources
+keeps nothing), orjson's version (it parses the lines) and Python's (the
+kept objects are pickled). A count with tiktoken is not kept (another package's code gives it), nor
+one made on a Dask cluster (its workers run their own install). A file changed less than RACY
+seconds before it was looked at is not kept.
 
-The counts of the files of one project folder are one file under $XDG_CACHE_HOME/ctxpipe/count (a count of
-one session loads its project's counts only), written whole and renamed into place; a file that is
-not ours (another owner, writable by others, unreadable, of another key) is ignored and replaced.
+The counts of the files of one project folder are one file under $XDG_CACHE_HOME/ctxpipe/count,
+written whole and renamed into place (a folder's counts are loaded together: a count of several
+files, or of every line of one, is what keeping them saves). The folder is trusted only when this user owns it and nobody else may enter it (a pickle
+is code to whoever wrote it): it is opened once and the files read relative to it, never through a
+link. A file that is not ours (unreadable, cut short, of another key) is ignored and replaced.
 Deleting the folder loses nothing but time.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import pickle
 import stat
 import sys
 import time
@@ -26,24 +32,29 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import orjson
+
 from ..core.statusline import cache_folder, cache_name
 
 if TYPE_CHECKING:
     from ..files.sessions import Kind, SessionFile
     from .count import CountOptions, FileCount
 
-FORMAT = 1  # of the kept files: another number misses
+FORMAT = 3  # of the kept files: another number misses
 SUFFIX = ".counts"
-MAX_FILE_BYTES = 64 << 20  # a kept folder's counts are some 700 bytes a file
+MAX_FILE_BYTES = 64 << 20  # a kept folder's counts are some 600 bytes a file
 MAX_PER_FOLDER = 20_000  # counts a folder's file keeps, the latest first
 MAX_FILES = 2_000  # kept files in the folder; the oldest go first
 # Where the code that counts lives: the package's own modules, the rooms a count runs through.
 _PACKAGE = Path(__file__).resolve().parent.parent
 _COUNTING_ROOMS = ("core", "formats", "files", "jobs")
+# Opened without following a link, and without waiting on a FIFO put where a kept file was.
+_NO_LINK = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
 
 # A file changed less than this long (seconds) before it was looked at is not kept: a write in the
 # same tick of its file system's clock would leave its times as they were (FAT's tick is 2 s; only a
-# session being written is that fresh, and it is counted again each time).
+# session being written is that fresh, and it is counted again each time). Both times count: a tool
+# that writes a file and puts its old modification time back (rsync -t, cp -p) still moves the change time.
 RACY = 2.0
 
 Stamp = tuple[int, int, int, int, int]  # size, modification time (ns), inode, change time (ns), device
@@ -68,14 +79,16 @@ def project_folder(path: str) -> str:
     return os.path.dirname(os.path.dirname(folder)) if os.path.basename(folder) == "subagents" else folder
 
 
-def code_stamp(package: Path = _PACKAGE) -> str:
-    """The sizes and times of every module a count may run (the package's root and its counting
-    rooms): about 90 files, a third of a millisecond."""
+def code_stamp(package: Path = _PACKAGE) -> str | None:
+    """The sizes and times of the sources of every module a count may run (the package's root and
+    its counting rooms: about 90 files, a third of a millisecond); None without sources to stamp."""
     found: list[str] = []
     folders = [package / room for room in _COUNTING_ROOMS]
     for folder, recurse in [(package, False)] + [(folder, True) for folder in folders]:
         for path, info in _modules(folder, recurse):
             found.append(f"{path}:{info.st_size}:{info.st_mtime_ns}")
+    if not found:
+        return None
     found.sort()
     return cache_name("\n".join(found))
 
@@ -95,10 +108,11 @@ def _modules(folder: Path, recurse: bool) -> Iterator[tuple[str, os.stat_result]
 
 def options_key(options: CountOptions) -> str | None:
     """Everything a count depends on but the file's bytes, as one string; None for a count not kept."""
-    if options.tokenizer.startswith("tiktoken:"):
+    code = code_stamp()
+    if code is None or options.tokenizer.startswith("tiktoken:"):
         return None
     # threads: how tiktoken spreads its work, never a figure.
-    return json.dumps([FORMAT, list(sys.version_info[:3]), code_stamp(), repr(replace(options, threads=1))])
+    return json.dumps([FORMAT, orjson.__version__, list(sys.version_info[:3]), code, repr(replace(options, threads=1))])
 
 
 def default_folder() -> str:
@@ -106,70 +120,93 @@ def default_folder() -> str:
 
 
 class CountCache:
-    """The kept counts for one options key, loaded a folder at a time as files are looked up."""
+    """The kept counts for one options key, loaded a project folder at a time as files are looked up."""
 
     def __init__(self, key: str, folder: str) -> None:
         self.key, self.folder = key, folder
-        self._loaded: dict[str, dict[str, Entry]] = {}  # kept file -> absolute path -> entry
+        self._loaded: dict[str, dict[str, Entry]] = {}  # kept file's name -> absolute path -> entry
         self._changed: set[str] = set()
-        self._files: dict[str, str] = {}  # project folder -> its kept file
+        self._names: dict[str, str] = {}  # project folder -> its kept file's name
+        self._folder_fd: int | None = None  # the folder, opened once it is found private
+        self._opened = False
+        self._given: set[int] = set()  # the kept counts handed out (by id)
 
     @classmethod
     def for_options(cls, options: CountOptions, folder: str | None = None) -> CountCache | None:
         key = options_key(options)
         return None if key is None else cls(key, folder or default_folder())
 
-    def _file(self, path: str) -> str:
-        folder = project_folder(path)
-        kept = self._files.get(folder)
-        if kept is None:
-            kept = self._files[folder] = os.path.join(self.folder, cache_name(f"{self.key}\n{folder}") + SUFFIX)
-        return kept
+    def close(self) -> None:
+        if self._folder_fd is not None:
+            os.close(self._folder_fd)
+            self._folder_fd = None
 
-    def _entries(self, kept: str) -> dict[str, Entry]:
-        if kept not in self._loaded:
-            self._loaded[kept] = _read(kept, self.key)
-        return self._loaded[kept]
+    def _name(self, path: str) -> str:
+        folder = project_folder(path)
+        name = self._names.get(folder)
+        if name is None:
+            name = self._names[folder] = cache_name(f"{self.key}\n{folder}") + SUFFIX
+        return name
+
+    def _private_folder(self) -> int | None:
+        """The folder, opened, when this user owns it and nobody else may enter it; else None."""
+        if not self._opened:
+            self._opened = True
+            self._folder_fd = _open_private(self.folder)
+        return self._folder_fd
+
+    def _entries(self, name: str) -> dict[str, Entry]:
+        if name not in self._loaded:
+            folder = self._private_folder()
+            self._loaded[name] = {} if folder is None else _read(folder, name, self.key)
+        return self._loaded[name]
 
     def get(self, path: str, kind: Kind, shown: str, stamp: Stamp | None) -> FileCount | None:
-        """The kept count of `path` when it was kept for this state, kind and name, else None."""
+        """The kept count of `path` when it was kept for this state, kind and name, else None. A file
+        asked for again gets a copy: two rows of one file are two counts, as counted."""
         if stamp is None:
             return None
         absolute = os.path.abspath(path)
-        entry = self._entries(self._file(absolute)).get(absolute)
+        entry = self._entries(self._name(absolute)).get(absolute)
         if entry is None or entry[0] != stamp or entry[1] != kind or entry[2] != shown:
             return None
-        return entry[3]
+        counted = entry[3]
+        if id(counted) in self._given:
+            import copy
+
+            return copy.deepcopy(counted)
+        self._given.add(id(counted))
+        return counted
 
     def put(self, path: str, kind: Kind, shown: str, stamp: Stamp | None, counted: FileCount, looked: float) -> None:
         """Keep `counted`, the count of `path` in the state `stamp` taken at `looked` (epoch seconds),
-        unless the file had changed less than RACY before."""
-        if stamp is None or looked - stamp[1] / 1e9 < RACY:
+        unless the file had changed (either time) less than RACY before."""
+        if stamp is None or looked - max(stamp[1], stamp[3]) / 1e9 < RACY:
             return
         absolute = os.path.abspath(path)
-        kept = self._file(absolute)
-        self._entries(kept)[absolute] = (stamp, kind, shown, counted, looked)
-        self._changed.add(kept)
+        name = self._name(absolute)
+        self._entries(name)[absolute] = (stamp, kind, shown, counted, looked)
+        self._changed.add(name)
 
     def save(self) -> None:
-        """Write the folders' counts that changed (whole, then renamed); a cache that cannot be
-        written is no error: the next run counts again."""
+        """Write the project folders' counts that changed (whole, then renamed; the folder made
+        private first); a cache that cannot be written is no error: the next run counts again."""
         if not self._changed:
             return
-        import pickle
-
         from ..core.errors import CtxpipeError
         from ..files.atomic import atomic_file
 
         try:
             os.makedirs(self.folder, mode=0o700, exist_ok=True)
-            if not _private(os.stat(self.folder)):
-                return  # never read (see _read): not written either
-            for kept in sorted(self._changed):
-                entries = self._loaded[kept]
+            if self._private_folder() is None and not self._made_private():
+                return  # never read (see _open_private): not written either
+            for name in sorted(self._changed):
+                entries = self._loaded[name]
                 if len(entries) > MAX_PER_FOLDER:  # the latest kept first
                     entries = dict(sorted(entries.items(), key=lambda item: item[1][4], reverse=True)[:MAX_PER_FOLDER])
-                with atomic_file(kept, durable=False) as out:
+                target = os.path.join(self.folder, name)
+                _only_files_at(target)
+                with atomic_file(target, durable=False) as out:
                     out.write(pickle.dumps({"key": self.key, "entries": entries}, pickle.HIGHEST_PROTOCOL))
         except (OSError, CtxpipeError):
             return
@@ -177,21 +214,41 @@ class CountCache:
             self._changed.clear()
         _prune(self.folder)
 
+    def _made_private(self) -> bool:
+        """The folder, found missing when the counts were looked up, made since: opened now."""
+        self._folder_fd = _open_private(self.folder)
+        return self._folder_fd is not None
 
-def _read(kept: str, key: str) -> dict[str, Entry]:
-    """The entries of a kept file made for `key`; none for a missing file or one that is not ours."""
-    import pickle
 
+def _open_private(folder: str) -> int | None:
+    """`folder` opened (never through a link), when this user owns it and its mode gives nobody else
+    any access; else None."""
     try:
-        if not _private(os.stat(os.path.dirname(kept))):
-            return {}
-        with open(kept, "rb") as handle:
+        descriptor = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NO_LINK)
+    except OSError:
+        return None
+    info = os.fstat(descriptor)
+    owner = getattr(os, "getuid", None)
+    if stat.S_ISDIR(info.st_mode) and (owner is None or info.st_uid == owner()) and not info.st_mode & 0o077:
+        return descriptor
+    os.close(descriptor)
+    return None
+
+
+def _read(folder: int, name: str, key: str) -> dict[str, Entry]:
+    """The entries of the kept file `name` in the open `folder`, made for `key`; none for a missing
+    file or one that is not ours."""
+    try:
+        descriptor = os.open(name, os.O_RDONLY | _NO_LINK, dir_fd=folder)
+    except OSError:
+        return {}
+    try:
+        with os.fdopen(descriptor, "rb") as handle:
             info = os.fstat(handle.fileno())
-            if not (stat.S_ISREG(info.st_mode) and _owned(info)) or info.st_size > MAX_FILE_BYTES:
+            if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_FILE_BYTES:
                 return {}
-            data = handle.read(MAX_FILE_BYTES + 1)
-        found = pickle.loads(data)
-    except Exception:  # missing, unreadable, cut short, of another version: counted again
+            found = _unpickled(handle.read(MAX_FILE_BYTES + 1))
+    except Exception:  # unreadable, cut short, of another version: counted again
         return {}
     if not isinstance(found, dict) or found.get("key") != key or not isinstance(found.get("entries"), dict):
         return {}
@@ -199,20 +256,31 @@ def _read(kept: str, key: str) -> dict[str, Entry]:
     return entries
 
 
-def _owned(info: os.stat_result) -> bool:
-    owner = getattr(os, "getuid", None)
-    return owner is None or info.st_uid == owner()
+def _unpickled(data: bytes) -> object:
+    """pickle.loads without the cyclic collector: a folder's counts are tens of thousands of new
+    objects, none of them garbage, that would set off collections walking them all (a third of the load)."""
+    import gc
+
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return pickle.loads(data)
+    finally:
+        if enabled:
+            gc.enable()
 
 
-def _private(info: os.stat_result) -> bool:
-    """A folder of this user's that nobody else may enter: what it holds was written by this user (a
-    pickle is code to whoever wrote it)."""
-    return stat.S_ISDIR(info.st_mode) and _owned(info) and not info.st_mode & 0o077
+def _only_files_at(target: str) -> None:
+    """What is not a regular file where a kept file goes (a FIFO, a link) is removed: atomic_file
+    would write into it, not replace it."""
+    with contextlib.suppress(FileNotFoundError):
+        if not stat.S_ISREG(os.lstat(target).st_mode):
+            os.unlink(target)
 
 
 def _prune(folder: str) -> None:
     """Past MAX_FILES kept files (options and folders no longer counted), the oldest go."""
-    try:
+    with contextlib.suppress(OSError):
         with os.scandir(folder) as listing:
             kept = [entry for entry in listing if entry.name.endswith(SUFFIX)]
         if len(kept) <= MAX_FILES:
@@ -220,8 +288,6 @@ def _prune(folder: str) -> None:
         kept.sort(key=lambda entry: entry.stat().st_mtime_ns)
         for entry in kept[: len(kept) - MAX_FILES]:
             os.unlink(entry.path)
-    except OSError:
-        pass
 
 
 def lookup(cache: CountCache, found: list[SessionFile]) -> tuple[list[FileCount | None], list[Stamp | None], float]:

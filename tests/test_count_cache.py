@@ -14,6 +14,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
 from ctxpipe import api
 from ctxpipe.jobs import count_cache
 from ctxpipe.jobs.count import CountOptions
@@ -39,19 +40,29 @@ OPENS = textwrap.dedent(
 )
 
 
-def sessions(folder: Path, age: float = 60.0) -> Path:
-    """Copies of the fixture sessions in `folder`/project, modified `age` seconds ago (a file changed
-    less than count_cache.RACY ago is not kept)."""
-    project = folder / "project"
-    project.mkdir(parents=True)
-    for name in SESSIONS:
-        target = project / name
-        shutil.copyfile(FIXTURES / name, target)
-        aged(target, age)
-    return project
+# Each test's own copy of the sessions (a test changes its files), made before any test runs and
+# then left alone for count_cache.RACY seconds: a file is kept only once both its times are that old,
+# and a file's change time cannot be set back.
+PROJECTS = ("reads", "changed", "options", "skipped", "not-kept", "not-ours", "library", "racy")
+
+
+@pytest.fixture(scope="module")
+def aged_projects(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("aged")
+    projects = {}
+    for name in PROJECTS:
+        project = projects[name] = root / name / "project"
+        project.mkdir(parents=True)
+        for session in SESSIONS:
+            shutil.copyfile(FIXTURES / session, project / session)
+        if name in ("skipped", "not-kept"):
+            (project / "bad.jsonl").write_bytes((FIXTURES / "basic.jsonl").read_bytes() + b"{not json\n")  # line 17
+    time.sleep(count_cache.RACY + 0.1)
+    return projects
 
 
 def aged(path: Path, age: float = 60.0) -> None:
+    """Its modification time put `age` seconds back (its change time stays now)."""
     then = time.time() - age
     os.utime(path, (then, then))
 
@@ -75,8 +86,8 @@ def count_run(cache: Path, *argv: str) -> tuple[int, bytes, bytes, list[str]]:
     return done.returncode, done.stdout, done.stderr[:marker], [os.path.basename(name) for name in json.loads(done.stderr[marker + 7 :])]
 
 
-def test_a_second_run_reads_no_file_and_prints_the_same_bytes(tmp_path: Path) -> None:
-    project = sessions(tmp_path)
+def test_a_second_run_reads_no_file_and_prints_the_same_bytes(aged_projects: dict[str, Path], tmp_path: Path) -> None:
+    project = aged_projects["reads"]
     cache = tmp_path / "cache"
     first, opened_first = count_opening(cache, str(project))
     second, opened_second = count_opening(cache, str(project))
@@ -91,8 +102,8 @@ def test_a_second_run_reads_no_file_and_prints_the_same_bytes(tmp_path: Path) ->
     assert oct((cache / "ctxpipe" / "count").stat().st_mode & 0o777) == "0o700"
 
 
-def test_a_changed_file_is_counted_again(tmp_path: Path) -> None:
-    project = sessions(tmp_path)
+def test_a_changed_file_is_counted_again(aged_projects: dict[str, Path], tmp_path: Path) -> None:
+    project = aged_projects["changed"]
     cache = tmp_path / "cache"
     count_opening(cache, str(project))
     grown = project / "basic.jsonl"
@@ -101,7 +112,6 @@ def test_a_changed_file_is_counted_again(tmp_path: Path) -> None:
     last["type"] = "user"
     with grown.open("ab") as out:
         out.write(json.dumps(last).encode() + b"\n")
-    aged(grown)
     # The same size, other bytes, the modification time put back: the change time still tells.
     rewritten = project / "repeats.jsonl"
     before = rewritten.stat()
@@ -118,8 +128,8 @@ def test_a_changed_file_is_counted_again(tmp_path: Path) -> None:
     assert again == fresh
 
 
-def test_other_options_are_other_counts(tmp_path: Path) -> None:
-    project = sessions(tmp_path)
+def test_other_options_are_other_counts(aged_projects: dict[str, Path], tmp_path: Path) -> None:
+    project = aged_projects["options"]
     cache = tmp_path / "cache"
     count_opening(cache, str(project))
     narrow, opened = count_opening(cache, "--window", "50000", str(project))
@@ -130,21 +140,20 @@ def test_other_options_are_other_counts(tmp_path: Path) -> None:
     assert count_opening(cache, str(project))[1] == []
 
 
-def test_a_file_changed_just_now_is_not_kept(tmp_path: Path) -> None:
-    project = sessions(tmp_path)
-    # Changed within RACY of the look (here: its time a minute ahead of the clock, so however slowly
-    # the run starts): a write in the same tick of the file system's clock could follow unseen.
+def test_a_file_changed_just_now_is_not_kept(aged_projects: dict[str, Path], tmp_path: Path) -> None:
+    project = aged_projects["racy"]
+    # Its modification time a minute ahead of the clock (so however slowly the run starts)...
     aged(project / "basic.jsonl", -60.0)
+    # ...or put a minute back just after a write (rsync -t, cp -p): the change time is now.
+    (project / "parallel.jsonl").write_bytes((project / "parallel.jsonl").read_bytes())
+    aged(project / "parallel.jsonl", 60.0)
     cache = tmp_path / "cache"
     count_opening(cache, str(project))
-    assert count_opening(cache, str(project))[1] == ["basic.jsonl"]
+    assert sorted(count_opening(cache, str(project))[1]) == ["basic.jsonl", "parallel.jsonl"]
 
 
-def test_a_count_that_skipped_lines_is_kept_with_its_warning(tmp_path: Path) -> None:
-    project = sessions(tmp_path)
-    bad = project / "bad.jsonl"
-    bad.write_bytes((FIXTURES / "basic.jsonl").read_bytes() + b"{not json\n")
-    aged(bad)
+def test_a_count_that_skipped_lines_is_kept_with_its_warning(aged_projects: dict[str, Path], tmp_path: Path) -> None:
+    project = aged_projects["skipped"]
     cache = tmp_path / "cache"
     first = count_run(cache, "--on-error", "skip", str(project))
     second = count_run(cache, "--on-error", "skip", str(project))
@@ -156,53 +165,74 @@ def test_a_count_that_skipped_lines_is_kept_with_its_warning(tmp_path: Path) -> 
         assert code == 1 and b"bad.jsonl:17: invalid JSON" in err and sorted(opened) == expected
 
 
-def test_what_is_not_kept(tmp_path: Path) -> None:
-    project = sessions(tmp_path)
-    bad = project / "bad.jsonl"
-    bad.write_bytes((FIXTURES / "basic.jsonl").read_bytes() + b"{not json\n")
-    aged(bad)
+def test_what_is_kept_of_one_file(aged_projects: dict[str, Path], tmp_path: Path) -> None:
+    session = aged_projects["not-kept"] / "basic.jsonl"
     cache = tmp_path / "cache"
+    # The count of one file's end costs less than loading its folder's kept counts: none kept.
     for _ in range(2):
-        result = run_cli("count", "--json", "--jobs", "1", str(bad), env={"XDG_CACHE_HOME": str(cache)})
-        assert result.returncode == 1 and b"bad.jsonl:" in result.stderr
-    assert not (cache / "ctxpipe" / "count").exists()  # an error is no count to keep
+        assert count_opening(cache, str(session))[1] == ["basic.jsonl"]
+    assert not (cache / "ctxpipe" / "count").exists()
+    # A count that reads every line of it is kept.
+    full = count_opening(cache, "--full", str(session))
+    assert full[1] == ["basic.jsonl"] and count_opening(cache, "--full", str(session)) == (full[0], [])
+    result = run_cli("count", "--json", "--full", "--jobs", "1", str(session.with_name("bad.jsonl")), env={"XDG_CACHE_HOME": str(cache)})
+    assert result.returncode == 1 and b"bad.jsonl:17: invalid JSON" in result.stderr
+
+
+def test_counts_with_tiktoken_are_not_kept(tmp_path: Path) -> None:
+    # (Nor those made on a Dask cluster: tests/test_dask.py's cluster runs a task for every file a
+    # --jobs run just counted.)
+    cache = tmp_path / "cache"
     options = CountOptions(tokenizer="tiktoken:cl100k_base")
     assert count_cache.CountCache.for_options(options, str(cache)) is None  # tiktoken's code is not ours to stamp
 
 
-def test_kept_files_that_are_not_ours_are_ignored_and_replaced(tmp_path: Path) -> None:
-    project = sessions(tmp_path)
+def test_kept_files_that_are_not_ours_are_ignored_and_replaced(aged_projects: dict[str, Path], tmp_path: Path) -> None:
+    project = aged_projects["not-ours"]
     cache = tmp_path / "cache"
+    folder = cache / "ctxpipe" / "count"
     expected, _ = count_opening(cache, str(project))
-    [kept] = (cache / "ctxpipe" / "count").iterdir()
-    for spoil in (b"", b"garbage", kept.read_bytes()[:-40]):
+    [kept] = folder.iterdir()
+    for spoil in (b"garbage", kept.read_bytes()[:-40]):
         kept.write_bytes(spoil)
         out, opened = count_opening(cache, str(project))
         assert out == expected and sorted(opened) == sorted(SESSIONS)
         assert count_opening(cache, str(project)) == (expected, [])  # replaced by a good one
+    # A FIFO where the kept file was: not waited on.
+    kept.unlink()
+    os.mkfifo(kept)
+    assert count_opening(cache, str(project)) == (expected, sorted(SESSIONS))
+    kept.unlink()
+    count_opening(cache, str(project))
     # A folder others may enter (or write) is not trusted: what it holds may not be this user's.
-    (cache / "ctxpipe" / "count").chmod(0o755)
+    folder.chmod(0o755)
     assert sorted(count_opening(cache, str(project))[1]) == sorted(SESSIONS)
+    folder.chmod(0o700)
+    # Nor one reached through a link.
+    folder.rename(cache / "elsewhere")
+    folder.symlink_to(cache / "elsewhere")
+    assert sorted(count_opening(cache, str(project))[1]) == sorted(SESSIONS)
+    folder.unlink()
+    (cache / "elsewhere").rename(folder)
     # Another key's file under this one's name: not read (the key is checked, not only the name).
-    (cache / "ctxpipe" / "count").chmod(0o700)
-    kept_for = count_cache.CountCache.for_options(CountOptions(window=1234), str(cache / "ctxpipe" / "count"))
-    assert kept_for is not None
-    batch = api.count_many([project], CountOptions(window=1234), jobs=1, cache=cache / "ctxpipe" / "count")
+    batch = api.count_many([project], CountOptions(window=1234), jobs=1, cache=folder)
     assert {result.result.window for result in batch.files if result.result} == {1234}
-    [other] = [path for path in (cache / "ctxpipe" / "count").iterdir() if path != kept]
+    [other] = [path for path in folder.iterdir() if path != kept]
     shutil.copyfile(other, kept)
     assert sorted(count_opening(cache, str(project))[1]) == sorted(SESSIONS)
 
 
-def test_the_library_keeps_counts_only_when_asked(tmp_path: Path) -> None:
-    project = sessions(tmp_path)
+def test_the_library_keeps_counts_only_when_asked(aged_projects: dict[str, Path], tmp_path: Path) -> None:
+    project = aged_projects["library"]
     folder = tmp_path / "kept"
     plain = api.count_many([project], jobs=1)
     assert not folder.exists()
     first = api.count_many([project], jobs=1, cache=folder)
-    second = api.count_many([project], jobs=1, cache=folder)
-    assert [ok_row(r) for r in plain.files] == [ok_row(r) for r in first.files] == [ok_row(r) for r in second.files]
+    twice = api.count_many([], jobs=1, cache=folder, files=[*api.session_files([project], True)] * 2)
+    assert [ok_row(r) for r in plain.files] == [ok_row(r) for r in first.files] == [ok_row(r) for r in twice.files][: len(SESSIONS)]
     assert len(list(folder.iterdir())) == 1
+    # A file given twice is two counts, as counted: not one object shared by two rows.
+    assert twice.files[0].result is not twice.files[len(SESSIONS)].result
 
 
 def ok_row(result: api.FileResult[api.FileCount]) -> object:
@@ -214,9 +244,12 @@ def test_the_code_stamp_follows_the_modules(tmp_path: Path) -> None:
     package = tmp_path / "package"
     for room in ("", *count_cache._COUNTING_ROOMS):
         (package / room).mkdir(parents=True, exist_ok=True)
-        (package / room / "module.py").write_text("x = 1\n")
+        (package / room / "module.pyc").write_bytes(b"")
     (package / "tests").mkdir()
     (package / "tests" / "test_module.py").write_text("x = 1\n")
+    assert count_cache.code_stamp(package) is None  # no sources: nothing to stamp, nothing kept
+    for room in ("", *count_cache._COUNTING_ROOMS):
+        (package / room / "module.py").write_text("x = 1\n")
     first = count_cache.code_stamp(package)
     (package / "tests" / "test_module.py").write_text("x = 22\n")  # not a counting room
     assert count_cache.code_stamp(package) == first

@@ -67,12 +67,6 @@ def ctxpipe(*args: Any, env: dict[str, str] | None = None, timeout: float = 120,
     return subprocess.run([sys.executable, "-m", "ctxpipe", *map(str, args)], stdin=subprocess.DEVNULL, capture_output=True, env=full, timeout=timeout, cwd=cwd)
 
 
-def every_file(command: str) -> list[str]:
-    """`command`, run on every file: count reads back what it kept of a file unchanged since a run
-    before (the --jobs run these compare with), and the cluster would then run no task for it."""
-    return [command, "--no-cache"] if command == "count" else [command]
-
-
 def write_tree(root: Path) -> Path:
     """Sessions in two project folders, a subagent, a compaction side-call and one file with
     invalid JSON on its 4th line; returns `root`."""
@@ -140,7 +134,7 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_a_command_on_the_cluster_prints_what_jobs_prints(command: str, cluster: DaskCluster, tree: Path) -> None:
     local = ctxpipe(command, "--json", "--jobs", "2", tree)
     start = time.time()
-    remote = ctxpipe(*every_file(command), "--json", "--executor", "dask", "--scheduler", cluster.address, tree)
+    remote = ctxpipe(command, "--json", "--executor", "dask", "--scheduler", cluster.address, tree)
     assert len(tasks_since(cluster, start)) == 21, "one task per file, run by the cluster"
     assert local.returncode == remote.returncode == 1, remote.stderr.decode()
     assert remote.stdout == local.stdout
@@ -182,7 +176,7 @@ def test_compact_on_the_cluster_writes_the_same_bytes_as_jobs(cluster: DaskClust
 def test_dask_scheduler_address_is_used_without_scheduler(cluster: DaskCluster, tree: Path) -> None:
     local = ctxpipe("count", "--json", "--jobs", "2", tree)
     start = time.time()
-    remote = ctxpipe(*every_file("count"), "--json", "--executor", "dask", tree, env={"DASK_SCHEDULER_ADDRESS": cluster.address})
+    remote = ctxpipe("count", "--json", "--executor", "dask", tree, env={"DASK_SCHEDULER_ADDRESS": cluster.address})
     keys = tasks_since(cluster, start)
     assert (remote.returncode, remote.stdout) == (local.returncode, local.stdout), remote.stderr.decode()
     assert len(keys) == 21, f"the cluster at DASK_SCHEDULER_ADDRESS ran one task per file: {keys}"
@@ -196,7 +190,7 @@ def test_without_an_address_a_local_cluster_is_started(tree: Path) -> None:
         with contextlib.suppress(OSError):  # already taken by someone else: the same situation
             held.bind(("127.0.0.1", 8787))
             held.listen()
-        remote = ctxpipe(*every_file("count"), "--json", "--executor", "dask", "--jobs", "2", tree)
+        remote = ctxpipe("count", "--json", "--executor", "dask", "--jobs", "2", tree)
     assert (remote.returncode, remote.stdout, remote.stderr) == (local.returncode, local.stdout, local.stderr)
     assert len(remote.stdout.splitlines()) == 22  # 20 counted, the bad file's row, the total
 
@@ -348,7 +342,7 @@ def test_relative_paths_name_the_callers_files_not_the_workers(command: str, clu
     if writes[-1] == "out":
         (tmp_path / "out").rename(tmp_path / "jobs-out")
     start = time.time()
-    remote = ctxpipe(*every_file(command), *writes, "--executor", "dask", "--scheduler", cluster.address, "rel/projects/", cwd=tmp_path)
+    remote = ctxpipe(command, *writes, "--executor", "dask", "--scheduler", cluster.address, "rel/projects/", cwd=tmp_path)
     assert len(tasks_since(cluster, start)) == 21, "one task per file, run by the cluster"
     assert local.returncode == remote.returncode == 1, remote.stderr.decode()
     assert (remote.stdout, remote.stderr) == (local.stdout, local.stderr)
