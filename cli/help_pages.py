@@ -246,9 +246,9 @@ PAGES = {'': (('write_usage', 'ctxpipe', '[OPTIONS] COMMAND [ARGS]...', None),
             'starts with acompact-) is counted with kind "compaction": it is not a session. Only the\n'
             'end of each file is read (back to the calibration window), unless --full, --by, --top or\n'
             '--timeline need it all; the message count is then given only where the read reached the\n'
-            'start of the active context. A file unchanged since an earlier count with the same options\n'
-            '(its size, times and inode as they were) is not read again: its count was kept\n'
-            '(--no-cache counts every file).\n'
+            'start of the active context. Over several files, or where every line is read, a file\n'
+            'unchanged since an earlier count with the same options (its size, times and inode as they\n'
+            'were) is not read again: its count was kept (--no-cache counts every file).\n'
             '\n'
             '--by day|project|session rolls up what every API call cost over the files instead: one row per\n'
             "day (of each call's timestamp, in --timezone), project or session (a subagent's file goes with its\n"
