@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
+from ..core.jsonl import no_cycle_collection
 from ..core.statusline import cache_folder, cache_name
 
 if TYPE_CHECKING:
@@ -198,7 +199,9 @@ class CountCache:
 
         try:
             os.makedirs(self.folder, mode=0o700, exist_ok=True)
-            if self._private_folder() is None and not self._made_private():
+            if self._private_folder() is None:
+                self._folder_fd = _open_private(self.folder)  # missing when the counts were looked up, made now
+            if self._folder_fd is None:
                 return  # never read (see _open_private): not written either
             for name in sorted(self._changed):
                 entries = self._loaded[name]
@@ -213,11 +216,6 @@ class CountCache:
         finally:
             self._changed.clear()
         _prune(self.folder)
-
-    def _made_private(self) -> bool:
-        """The folder, found missing when the counts were looked up, made since: opened now."""
-        self._folder_fd = _open_private(self.folder)
-        return self._folder_fd is not None
 
 
 def _open_private(folder: str) -> int | None:
@@ -247,27 +245,17 @@ def _read(folder: int, name: str, key: str) -> dict[str, Entry]:
             info = os.fstat(handle.fileno())
             if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_FILE_BYTES:
                 return {}
-            found = _unpickled(handle.read(MAX_FILE_BYTES + 1))
+            data = handle.read(MAX_FILE_BYTES + 1)
+        # A folder's counts are tens of thousands of new objects, none of them garbage: the collector
+        # would walk them all again and again (a third of the load).
+        with no_cycle_collection():
+            found = pickle.loads(data)
     except Exception:  # unreadable, cut short, of another version: counted again
         return {}
     if not isinstance(found, dict) or found.get("key") != key or not isinstance(found.get("entries"), dict):
         return {}
     entries: dict[str, Entry] = found["entries"]
     return entries
-
-
-def _unpickled(data: bytes) -> object:
-    """pickle.loads without the cyclic collector: a folder's counts are tens of thousands of new
-    objects, none of them garbage, that would set off collections walking them all (a third of the load)."""
-    import gc
-
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        return pickle.loads(data)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _only_files_at(target: str) -> None:
