@@ -68,6 +68,14 @@ def entry_type(obj: dict[str, Any]) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def names_its_agent(obj: dict[str, Any]) -> bool:
+    """Whether a side-chain line carries its agentId: Claude Code 2.0.55+ writes such lines only to
+    the agent's own file (1.0.x wrote side chains into the main file, without one), whose thread
+    is that side chain. The last conversation line of a file being one, it is the leaf at once: a
+    reader from the file's end need not read the whole file to learn there is no main thread."""
+    return isinstance(obj.get("agentId"), str)
+
+
 def is_compact_boundary(obj: dict[str, Any]) -> bool:
     return obj.get("type") == "system" and obj.get("subtype") == "compact_boundary"
 
@@ -89,7 +97,8 @@ def uuid_index(entries: Sequence[Entry]) -> dict[str, int]:
 
 
 def find_leaf(entries: Sequence[Entry]) -> int | None:
-    """The last user/assistant line of the main thread (of the sidechain, in a subagent file)."""
+    """The last user/assistant line of the main thread, else of the side chain (a subagent's file):
+    the last line of all when it is a side chain's that names its agent (names_its_agent)."""
     fallback = None
     for position in range(len(entries) - 1, -1, -1):
         obj = entries[position].obj
@@ -97,6 +106,8 @@ def find_leaf(entries: Sequence[Entry]) -> int | None:
             if not obj.get("isSidechain"):
                 return position
             if fallback is None:
+                if names_its_agent(obj):
+                    return position
                 fallback = position
     return fallback
 
@@ -521,6 +532,7 @@ class _WalkBack:
         self.collected: list[Entry] = []  # from the last line back
         self.wanted: str | None = None  # the uuid of the next line of the chain
         self.leaf_seen = False
+        self.side_seen = False  # a side-chain conversation line was met before the leaf
         self.seen_responses: set[str] = set()
         self.held: tuple[int, Entry] | None = None  # the line the last read stopped at, parsed but not taken
         self.ended = False  # the walk reached the start of the active context (or of the file)
@@ -563,8 +575,13 @@ class _WalkBack:
             if kind == "system" and is_summary_marker(obj) and not seen_responses:
                 responses = None  # the responses above it are stale: the count needs the whole context (this read ends the walk)
             if not self.leaf_seen:
-                if kind not in MESSAGE_TYPES or obj.get("isSidechain"):
+                if kind not in MESSAGE_TYPES:
                     continue
+                if obj.get("isSidechain"):
+                    # find_leaf's rule: the first side-chain line met is the leaf when it names its agent.
+                    if self.side_seen or not names_its_agent(obj):
+                        self.side_seen = True
+                        continue
                 self.leaf_seen = True
                 response = _response_id(obj)
             elif not on_chain:

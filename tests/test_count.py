@@ -14,6 +14,7 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import orjson
 import pytest
 from builders import SONNET, Session, simple, usage
 from ctxpipe.core.count import DEFAULT_FITS, Estimates, calibrate, calibration_pairs, count_context, median
@@ -213,6 +214,44 @@ def test_sidechain_responses_never_anchor() -> None:
         assert row.exact_tokens == 12000
         assert row.anchor_uuid == main[-1]
         assert row.messages == 3
+
+
+def _as_side_chain(data: bytes, **fields: object) -> bytes:
+    """Every line of `data` made a side chain's, with `fields` added."""
+    return b"".join(orjson.dumps(orjson.loads(line) | {"isSidechain": True, **fields}) + b"\n" for line in data.splitlines())
+
+
+def test_a_subagents_own_file_is_read_from_its_end() -> None:
+    # Claude Code 2.0.55+ writes a subagent's lines, each naming its agent, to a file of its own: its
+    # thread is that side chain, known from the last line, so count reads only the end (it used to
+    # read the whole file, looking for a main thread there is none of).
+    main = long_session(40).to_bytes()
+    agent = _as_side_chain(main, agentId="a1b2c3d")
+    fast, full = count_bytes(agent), count_bytes(agent, top=1)
+    assert_fast_equals_full(fast, full, messages_may_be_unknown=True)
+    assert fast.messages is None and full.messages == 1 + 40 * 2 + 1
+    same = count_bytes(main)
+    assert (fast.tokens, fast.exact_tokens, fast.estimated_tokens) == (same.tokens, same.exact_tokens, same.estimated_tokens)
+    # Without agentId (a 2.0 agent file before 2.0.55) the whole file is read, to the same figures.
+    unnamed = count_bytes(_as_side_chain(main))
+    assert unnamed.messages == full.messages and unnamed.tokens == fast.tokens
+
+
+@pytest.mark.parametrize("named", [False, True], ids=["1.0-inline", "names-its-agent"])
+def test_a_file_that_ends_in_a_side_chain(named: bool) -> None:
+    # 1.0.x wrote a Task's side chain into the main file, without agentId: a session cut off during
+    # the Task ends in it, and its context is still the main thread's. A side chain that names its
+    # agent is the file's thread (core of find_leaf's rule); either way both reads agree.
+    s = long_session(40)
+    fields = {"agentId": "a1b2c3d"} if named else {}
+    side = s.user("List every TODO comment.", parent=None, sidechain=True, **fields)
+    s.response([{"type": "text", "text": "Two TODOs."}], usage(95000, output=20), sidechain=True, parent=side)
+    s.lines[-1].update(fields)
+    data = s.to_bytes()
+    fast, full = count_bytes(data), count_bytes(data, top=1)
+    assert_fast_equals_full(fast, full, messages_may_be_unknown=True)
+    assert (fast.exact_tokens == 95000 + 0) == named  # usage(95000) is the side chain's response
+    assert (fast.anchor_uuid == s.lines[-1]["uuid"]) == named
 
 
 def test_a_synthetic_response_never_anchors() -> None:
