@@ -384,20 +384,74 @@ def zero_tail(buffer: Any) -> int:
     return int(getattr(buffer, "zero_tail", len(buffer)))
 
 
+# A reader that needs no image's data (a count: an image costs a flat estimate, whatever it holds) may
+# have a long line parsed without it (iter_entries_reversed's `skim`). A pasted screenshot is a line
+# of megabytes of base64, most of the bytes a count of a session's end would parse otherwise.
+SKIM_FROM = 32 << 10  # bytes: a line this long may hold data worth leaving out
+SKIM_LOOK = 8 << 10  # bytes looked through for a source: from the line's start, and after each one left out
+SKIM_DATA_FROM = 1 << 10  # bytes: shorter data is parsed
+LEFT_OUT = "\x00"  # what data left out reads as (a line that holds it anywhere is parsed whole)
+_LEFT_OUT_JSON = b"\\u0000"
+# A base64 source as Claude Code and the Messages API write it, up to where its data starts. Matched
+# in the bytes, its quotes are structure (inside a string a quote is escaped), so what follows is that
+# source's data, a string that ends at the next quote when it holds no backslash.
+_BASE64_SOURCE = re.compile(rb'\{"type":"base64","media_type":"[\w.+/-]{1,100}","data":"')
+
+
+def _skimmed(buffer: Any, begin: int, end: int, left_out_in: Callable[[dict[str, Any]], int]) -> dict[str, Any] | None:
+    """The object of the line buffer[begin:end] with the data of its base64 sources left out
+    (LEFT_OUT in its place), when `left_out_in` finds each one where no reader needs it; else None
+    (none left out, or one may be needed: the line is parsed whole). The data is not checked: like
+    the lines above a session's active context, what a count does not read it does not validate."""
+    pieces: list[bytes] = []
+    kept_from = look = begin
+    left_out = 0
+    while found := _BASE64_SOURCE.search(buffer[look : min(end, look + SKIM_LOOK)]):
+        data = look + found.end()
+        close = buffer.find(b'"', data, end)
+        if close < 0:
+            break
+        look = data
+        if close - data >= SKIM_DATA_FROM and buffer[close + 1 : close + 2] == b"}" and buffer.find(b"\\", data, close) < 0:
+            kept = buffer[kept_from:data]
+            if _LEFT_OUT_JSON in kept:
+                return None
+            pieces += (kept, _LEFT_OUT_JSON)
+            kept_from = look = close
+            left_out += 1
+    if not left_out:
+        return None
+    rest = buffer[kept_from:end]
+    if _LEFT_OUT_JSON in rest:
+        return None
+    try:
+        obj = orjson.loads(b"".join((*pieces, rest)))
+    except orjson.JSONDecodeError:
+        return None
+    return obj if type(obj) is dict and left_out_in(obj) == left_out else None
+
+
 # Lines of a buffer parsed once, for another read of it: where the line starts -> its object (each
 # reader finds the same line end from there). Shared only between reads that change no object in place.
 ParsedLines = dict[int, dict[str, Any]]
 
 
 def iter_entries_reversed(
-    buffer: Any, source: str, on_error: OnError = "fail", stats: ReadStats | None = None, keep_raw: bool = False, stop: int | None = None
+    buffer: Any,
+    source: str,
+    on_error: OnError = "fail",
+    stats: ReadStats | None = None,
+    keep_raw: bool = False,
+    stop: int | None = None,
+    skim: Callable[[dict[str, Any]], int] | None = None,
 ) -> Iterator[tuple[int, Entry]]:
     """(byte offset, entry) from the last line of a buffer (an mmap) back to the first; with
     `stop` (where a line starts), from the line before it.
 
     For readers that need only the end of a file: nothing before the point where they stop is
     parsed or copied. Entries carry line 0 and, unless keep_raw, no raw bytes; a bad line is
-    located on demand.
+    located on demand. `skim` (without keep_raw): a long line's base64 sources are read without
+    their data (_skimmed) when this counts as many of them, in an object, where no reader needs it.
     """
     loads = orjson.loads
     with _sliced(buffer) as view:
@@ -405,7 +459,11 @@ def iter_entries_reversed(
             if content_end - start > LINE_PIECE and (too_long := _long_line_problem(buffer, start, content_end)):
                 _bad_line(source, line_number(buffer, start), too_long, on_error, stats)
                 continue
-            raw = view[start + 3 if start == 0 and view[:3] == BOM else start : content_end]
+            begin = start + 3 if start == 0 and view[:3] == BOM else start
+            if skim is not None and not keep_raw and content_end - begin >= SKIM_FROM and (skimmed := _skimmed(buffer, begin, content_end, skim)) is not None:
+                yield start, Entry(skimmed, None, 0, eol)
+                continue
+            raw = view[begin:content_end]
             try:
                 obj = loads(raw)
             except orjson.JSONDecodeError as exc:

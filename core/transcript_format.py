@@ -129,10 +129,14 @@ class TranscriptFormat(Protocol):
         `responses` API responses of the active context and all after them (all of it when None),
         and whether they reach the start of the active context."""
 
-    def context_reader(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats, parsed: ParsedLines | None = None) -> ContextReader:
+    def context_reader(
+        self, buffer: Any, source: str, on_error: OnError, stats: ReadStats, parsed: ParsedLines | None = None, flat_images: bool = False
+    ) -> ContextReader:
         """read_context(buffer, source, on_error, stats, responses) for one `responses` after another
         (more each time), each read going on from where the one before stopped. `parsed`: where the
-        reads may keep the objects of the lines they parse, by where each line starts."""
+        reads may keep the objects of the lines they parse, by where each line starts. `flat_images`:
+        the reader needs no image's data (a count: an image costs a flat estimate), which may then
+        read as jsonl.LEFT_OUT."""
 
     def read_region(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats) -> tuple[int, list[Entry]]:
         """Where the active context starts (byte offset) and every entry from there on, bytes kept."""

@@ -49,7 +49,9 @@ class WholeFileContext:
     def read_context(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats, responses: int | None = None) -> tuple[list[Entry], bool]:
         return list(iter_buffer_entries(buffer, source, on_error, stats)), True
 
-    def context_reader(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats, parsed: ParsedLines | None = None) -> ContextReader:
+    def context_reader(
+        self, buffer: Any, source: str, on_error: OnError, stats: ReadStats, parsed: ParsedLines | None = None, flat_images: bool = False
+    ) -> ContextReader:
         return lambda responses: self.read_context(buffer, source, on_error, stats, responses)  # complete at the first read
 
     def checked_part(self, obj: dict[str, Any]) -> dict[str, Any]:

@@ -13,18 +13,18 @@ from __future__ import annotations
 
 import bisect
 import uuid as uuidlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta, timezone
 from itertools import chain
 from typing import Any
 
 import orjson
 
-from ..core.blocks import call_id, is_text, is_thinking, is_tool_result, is_tool_use, text_of, thinking_text, tool_event
+from ..core.blocks import FLAT_KINDS, call_id, is_text, is_thinking, is_tool_result, is_tool_use, kind_of, text_of, thinking_text, tool_event
 from ..core.count import SYNTHETIC_MODEL, Compaction, Marker, is_real_response, measures_context
 from ..core.fields import MAX_COUNT, count, iso, moment, read_blocks, text
 from ..core.folds import Fold
-from ..core.jsonl import LATEST_TIME, Entry, OnError, ParsedLines, ReadStats, as_text, folded, iter_entries_reversed, memoized
+from ..core.jsonl import LATEST_TIME, LEFT_OUT, Entry, OnError, ParsedLines, ReadStats, as_text, folded, iter_entries_reversed, memoized
 from ..core.model import Finding, Message
 from ..core.permission_mode import PERMISSION_MODE
 from ..core.placeholders import SUMMARY_PREAMBLE
@@ -523,12 +523,40 @@ def _marker_step(state: _Markers, entry: Entry) -> _Markers:
 MARKERS: Fold[_Markers] = Fold("markers", _Markers, _marker_step, _Markers.copy)
 
 
+def _images_left_out(obj: dict[str, Any]) -> int:
+    """How many image and document blocks of a line's message, or of the tool results in it, read
+    jsonl.LEFT_OUT as their source's data: each costs a flat estimate (core.tokens.block_texts),
+    whatever its data holds (a count's skim of the walk back)."""
+    message = obj.get("message")
+    pending = [message.get("content")] if isinstance(message, dict) else []
+    found = 0
+    while pending:
+        content = pending.pop()
+        for block in content if isinstance(content, list) else ():
+            kind = kind_of(block)
+            if kind in FLAT_KINDS:
+                source = block.get("source")
+                found += isinstance(source, dict) and source.get("data") == LEFT_OUT
+            elif kind == "tool_result":
+                pending.append(block.get("content"))
+    return found
+
+
 class _WalkBack:
     """ClaudeCodeFormat.read_context's walk from the file's end, kept between reads: a read for more
     responses goes on from the line the one before stopped at, so no line is parsed twice."""
 
-    def __init__(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats, keep_raw: bool, parsed: ParsedLines | None = None) -> None:
-        self.buffer, self.source, self.on_error, self.stats, self.keep_raw, self.parsed = buffer, source, on_error, stats, keep_raw, parsed
+    def __init__(
+        self,
+        buffer: Any,
+        source: str,
+        on_error: OnError,
+        stats: ReadStats,
+        keep_raw: bool,
+        parsed: ParsedLines | None = None,
+        skim: Callable[[dict[str, Any]], int] | None = None,
+    ) -> None:
+        self.buffer, self.source, self.on_error, self.stats, self.keep_raw, self.parsed, self.skim = buffer, source, on_error, stats, keep_raw, parsed, skim
         self.collected: list[Entry] = []  # from the last line back
         self.wanted: str | None = None  # the uuid of the next line of the chain
         self.leaf_seen = False
@@ -548,7 +576,7 @@ class _WalkBack:
 
     def _walk(self, responses: int | None) -> bool:
         keep_raw, collected, seen_responses, parsed = self.keep_raw, self.collected, self.seen_responses, self.parsed
-        lines = iter_entries_reversed(self.buffer, self.source, self.on_error, self.stats, keep_raw, self.held[0] if self.held else None)
+        lines = iter_entries_reversed(self.buffer, self.source, self.on_error, self.stats, keep_raw, self.held[0] if self.held else None, self.skim)
         if self.held is not None:
             lines = chain((self.held,), lines)
             self.held = None
@@ -813,10 +841,12 @@ class ClaudeCodeFormat:
         """
         return self.context_reader(buffer, source, on_error, stats)(responses)
 
-    def context_reader(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats, parsed: ParsedLines | None = None) -> ContextReader:
+    def context_reader(
+        self, buffer: Any, source: str, on_error: OnError, stats: ReadStats, parsed: ParsedLines | None = None, flat_images: bool = False
+    ) -> ContextReader:
         """read_context that goes on: each call reads on back from where the one before stopped.
         `parsed`: where to keep the object of each line taken, by where it starts."""
-        return _WalkBack(buffer, source, on_error, stats, keep_raw=False, parsed=parsed).read
+        return _WalkBack(buffer, source, on_error, stats, keep_raw=False, parsed=parsed, skim=_images_left_out if flat_images else None).read
 
     def read_region(self, buffer: Any, source: str, on_error: OnError, stats: ReadStats) -> tuple[int, list[Entry]]:
         """Where the active context starts (a byte offset) and every line from there on, with its bytes.

@@ -221,7 +221,8 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: Kind | N
     # The end of the file, read back further at each call without parsing a line twice; the lines it
     # parsed are not parsed again for the baseline, which reads the file's first lines.
     parsed: ParsedLines = {} if keeps is None else keeps
-    read_end = transcript_format.context_reader(buffer, source, options.on_error, stats, parsed)
+    # An image costs a flat estimate: its data need not be parsed, unless the caller keeps the lines.
+    read_end = transcript_format.context_reader(buffer, source, options.on_error, stats, parsed, flat_images=keeps is None)
 
     def read(responses: int | None) -> tuple[Sequence[Entry], bool]:
         if complete_file(options, buffer) or responses is None:

@@ -7,9 +7,11 @@ rules behind those numbers on transcripts built so that every token is known.
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 import math
+import random
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -252,6 +254,44 @@ def test_a_file_that_ends_in_a_side_chain(named: bool) -> None:
     assert_fast_equals_full(fast, full, messages_may_be_unknown=True)
     assert (fast.exact_tokens == 95000 + 0) == named  # usage(95000) is the side chain's response
     assert (fast.anchor_uuid == s.lines[-1]["uuid"]) == named
+
+
+def _screenshot(size: int) -> dict:
+    data = base64.b64encode(random.Random(size).randbytes(size * 3 // 4)).decode()
+    return {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}
+
+
+def _with_screenshots(size: int, in_input: bool = False) -> bytes:
+    """long_session's with pasted screenshots of `size` bytes: one in the calibration window, one
+    in a tool result after the last response (or, `in_input`, the same source in a tool's input)."""
+    s = long_session(30)
+    s.lines.insert(-20, s.lines.pop(-20) | {"message": {"role": "user", "content": [{"type": "text", "text": "Like this:"}, _screenshot(size)]}})
+    tool = s.tool_id()
+    if in_input:
+        s.response([{"type": "tool_use", "id": tool, "name": "mcp__paint__fill", "input": {"image": _screenshot(size)["source"]}}], None)
+        s.tool_result(tool, "done")
+    else:
+        s.tool_result(tool, [{"type": "text", "text": "The page:"}, _screenshot(size)])
+    return s.to_bytes()
+
+
+def test_a_screenshots_data_is_not_parsed_and_costs_its_flat_estimate() -> None:
+    # A count skims a long line's image data (core.jsonl._skimmed): the figures are the full parse's,
+    # and the same whatever the data holds.
+    small, large = _with_screenshots(40_000), _with_screenshots(400_000)
+    fast, full = count_bytes(large), count_bytes(large, top=1)
+    assert_fast_equals_full(fast, full, messages_may_be_unknown=True)
+    assert fast.calibration.source == "transcript" and fast.estimated_messages >= 2
+    assert count_bytes(small).tokens == fast.tokens
+
+
+def test_a_base64_source_in_a_tools_input_is_counted() -> None:
+    # The same source in a tool call's input is text the model reads (its JSON is estimated): the
+    # skim finds it where an image block's is not, and the line is parsed whole.
+    small, large = _with_screenshots(40_000, in_input=True), _with_screenshots(400_000, in_input=True)
+    fast, full = count_bytes(large), count_bytes(large, top=1)
+    assert_fast_equals_full(fast, full, messages_may_be_unknown=True)
+    assert fast.estimated_tokens > 5 * count_bytes(small).estimated_tokens
 
 
 def test_a_synthetic_response_never_anchors() -> None:

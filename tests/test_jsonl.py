@@ -7,7 +7,7 @@ import io
 import orjson
 import pytest
 from ctxpipe.core.errors import InputError
-from ctxpipe.core.jsonl import Entry, ReadStats, iter_entries, write_entries
+from ctxpipe.core.jsonl import LEFT_OUT, SKIM_FROM, Entry, ReadStats, iter_entries, iter_entries_reversed, write_entries
 
 
 def read(data: bytes, on_error: str = "fail", stats: ReadStats | None = None) -> list[Entry]:
@@ -87,3 +87,73 @@ def test_a_replaced_entry_is_reencoded_compactly() -> None:
     changed = entry.replace({**entry.obj, "b": 3})
     assert changed.changed and not entry.changed
     assert changed.encode() == b'{"a":1,"b":3}'
+
+
+# --- a count's skim: base64 data left out of a long line -------------------------------------------
+
+IMAGE_DATA = "iVBORw0KGgo" + "A" * (SKIM_FROM + 1000)
+
+
+def image_block(data: str = IMAGE_DATA) -> dict:
+    return {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}
+
+
+def image_line(*blocks: dict, **fields: object) -> bytes:
+    return orjson.dumps({"type": "user", "message": {"role": "user", "content": list(blocks or [image_block()])}, **fields})
+
+
+def skimmed(line: bytes, found: int | None = None, keep_raw: bool = False) -> dict:
+    """The line read back with a skim that finds `found` sources (None: as many as it was given)."""
+    seen: list[int] = []
+
+    def count(obj: dict) -> int:
+        sources = [b["source"] for b in obj["message"]["content"] if isinstance(b, dict) and isinstance(b.get("source"), dict)]
+        seen.append(sum(source["data"] == LEFT_OUT for source in sources))
+        return seen[-1] if found is None else found
+
+    [(_, entry)] = list(iter_entries_reversed(line + b"\n", "t.jsonl", keep_raw=keep_raw, skim=count))
+    return entry.obj
+
+
+def without_data(obj: dict) -> dict:
+    copy = orjson.loads(orjson.dumps(obj))
+    for block in copy["message"]["content"]:
+        if isinstance(block, dict) and isinstance(block.get("source"), dict):
+            block["source"]["data"] = LEFT_OUT
+    return copy
+
+
+def test_a_skim_leaves_out_the_data_of_every_base64_source_and_nothing_else() -> None:
+    line = image_line({"type": "text", "text": "two screenshots"}, image_block(), image_block("R0lGOD" + "b" * 5000))
+    obj = skimmed(line)
+    assert obj == without_data(orjson.loads(line))
+    assert [b.get("source", {}).get("data") for b in obj["message"]["content"]] == [None, LEFT_OUT, LEFT_OUT]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        image_line(image_block("A" * 1000)),  # a short line: parsed
+        image_line(image_block(), {"type": "text", "text": "a \u0000 in the text"}),  # LEFT_OUT's own text after the data
+        image_line({"type": "text", "text": "a \u0000 in the text"}, image_block()),  # and before it
+        image_line(image_block(IMAGE_DATA + "/\\/")).replace(b"/\\\\/", b"\\/"),  # data with an escape in it
+        image_line(image_block()).replace(b'"data":"', b'"data": "'),  # written with spaces
+        image_line(image_block()).replace(b'"}}', b'","url":"x"}}', 1),  # a source with more after its data
+        # A transcript quoted in a text: its source is inside a string, its quotes escaped.
+        image_line({"type": "text", "text": image_line().decode()}),
+    ],
+    ids=["short", "holds-left-out-after", "holds-left-out-before", "escaped-data", "spaces", "more-keys", "quoted"],
+)
+def test_a_skim_parses_whole_what_it_cannot_prove_it_may_leave_out(line: bytes) -> None:
+    assert skimmed(line) == orjson.loads(line)
+
+
+def test_a_skim_parses_whole_a_line_whose_sources_are_not_all_where_the_reader_says() -> None:
+    line = image_line(image_block(), image_block())
+    assert skimmed(line, found=1) == orjson.loads(line)  # one of the two is somewhere the reader needs it
+    assert skimmed(line, found=2) == without_data(orjson.loads(line))
+
+
+def test_a_skim_never_applies_where_the_raw_bytes_are_kept() -> None:
+    line = image_line()
+    assert skimmed(line, keep_raw=True) == orjson.loads(line)
