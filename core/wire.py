@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import functools
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, get_args, get_origin
 
@@ -91,31 +90,25 @@ _WRITERS: dict[type, Callable[[Any], dict[str, Any]]] = {}
 
 
 def _writer(cls: type) -> Callable[[Any], dict[str, Any]]:
-    """to_wire of a report of class `cls`. One whose keys are all always present (a row) gets a
-    function written for it, as dataclasses writes __init__: no loop over its fields, at half the
-    cost of the loop, for a report may hold 100,000 rows. Either way a scalar is kept without a call."""
+    """to_wire of a report of class `cls`: a function written for it, as dataclasses writes
+    __init__, with no loop over its fields (a report may hold 100,000 rows, and a batch's rows are
+    most of what its parent does after the workers). The keys always present up to the first one
+    that may be left out are one dict display; each later key is a statement. A scalar is kept
+    without a call."""
     plan = _plan(cls)
-    if any(absent_when is not _NO_OMISSION or spread_ for _, absent_when, spread_ in plan):
-        return functools.partial(_planned, plan)
-    reads = "".join(f"    v{number} = value.{name}\n" for number, (name, _, _) in enumerate(plan))
-    keys = ", ".join(f"{name!r}: v{number} if type(v{number}) in scalars else to_wire(v{number})" for number, (name, _, _) in enumerate(plan))
     namespace: dict[str, Any] = {"scalars": _SCALARS, "to_wire": to_wire}
-    exec(f"def write(value):\n{reads}    return {{{keys}}}\n", namespace)  # field names: identifiers, from the class
+    body = [f"    v{number} = value.{name}" for number, (name, _, _) in enumerate(plan)]  # field names: identifiers, from the class
+    leading = next((number for number, (_, absent_when, spread_) in enumerate(plan) if absent_when is not _NO_OMISSION or spread_), len(plan))
+    shown = [f"{name!r}: v{number} if type(v{number}) in scalars else to_wire(v{number})" for number, (name, _, _) in enumerate(plan)]
+    body.append(f"    out = {{{', '.join(shown[:leading])}}}")
+    for number, (name, absent_when, spread_) in enumerate(plan[leading:], leading):
+        kept = f"v{number} is not absent{number}" if absent_when is not _NO_OMISSION else "True"
+        namespace[f"absent{number}"] = absent_when
+        put = f"out.update(to_wire(v{number}))" if spread_ else f"out[{name!r}] = v{number} if type(v{number}) in scalars else to_wire(v{number})"
+        body.append(f"    if {kept}:\n        {put}")
+    exec("def write(value):\n" + "\n".join(body) + "\n    return out\n", namespace)
     written: Callable[[Any], dict[str, Any]] = namespace["write"]
     return written
-
-
-def _planned(plan: tuple[tuple[str, object, bool], ...], value: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name, absent_when, spread_ in plan:
-        item = getattr(value, name)
-        if item is absent_when:  # never true for _NO_OMISSION, which no field holds
-            continue
-        if spread_:
-            out.update(to_wire(item))
-        else:  # a scalar as it is, without a call
-            out[name] = item if type(item) in _SCALARS else to_wire(item)
-    return out
 
 
 def wire_keys(cls: type) -> tuple[frozenset[str], frozenset[str]]:
