@@ -140,6 +140,20 @@ _WORDS = _byte_codes(_word_code)
 _BLANKS = _byte_codes(lambda char: (3 if char != " " else 1) if char.isspace() else 0)
 _SOLID = _byte_codes(lambda char: 0 if char.isspace() else 1)
 _DIGITS_APART = bytes(byte if 48 <= byte <= 57 else 32 for byte in range(256))
+# The three codes in one byte (one translate and one int for a text): the word code in bits 0-1, the
+# blank code in bits 2-3, solid in bit 4; each is taken out with a mask of its bits in every byte.
+_CODES = bytes(words | blanks << 2 | solid << 4 for words, blanks, solid in zip(_WORDS, _BLANKS, _SOLID))
+_MASKS: dict[int, tuple[int, int]] = {}  # bits -> (bytes long, those bits in every byte): grown as longer texts come
+
+
+def _every_byte(bits: int, size: int) -> int:
+    """`bits` in each of at least `size` bytes, as an int (an AND is as long as its shorter side)."""
+    length, mask = _MASKS.get(bits, (0, 0))
+    if length < size:
+        length = max(size, 2 * length, 4096)
+        mask = int.from_bytes(bytes([bits]) * length, "big")
+        _MASKS[bits] = (length, mask)
+    return mask
 
 
 def count_pieces(text: str) -> int:
@@ -158,10 +172,10 @@ def count_pieces(text: str) -> int:
     if not text.isascii() and _WIDE_BLANK.search(data):
         return PIECE.subn("", text)[1]
 
-    def codes(table: bytes) -> int:
-        return int.from_bytes(data.translate(table), "big")  # a byte per character; the next one is 8 bits lower
-
-    words, blanks, solid_ahead = codes(_WORDS), codes(_BLANKS), codes(_SOLID) << 8  # bit 0: the next character is solid
+    codes = int.from_bytes(data.translate(_CODES), "big")  # a byte per character; the next one is 8 bits lower
+    size = len(data)
+    words, blanks = codes & _every_byte(3, size), (codes >> 2) & _every_byte(3, size)
+    solid_ahead = ((codes >> 4) & _every_byte(1, size)) << 8  # bit 0: the next character is solid
     pieces = (words & ~(words >> 8)).bit_count()  # where a run of letters or of others starts
     pieces += (blanks & solid_ahead & (blanks >> 8)).bit_count()  # blanks (two or more) before a solid character
     pieces += (blanks & (solid_ahead << 1)).bit_count()  # a blank not a space just before one
