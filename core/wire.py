@@ -102,10 +102,12 @@ def _writer(cls: type) -> Callable[[Any], dict[str, Any]]:
     shown = [f"{name!r}: v{number} if type(v{number}) in scalars else to_wire(v{number})" for number, (name, _, _) in enumerate(plan)]
     body.append(f"    out = {{{', '.join(shown[:leading])}}}")
     for number, (name, absent_when, spread_) in enumerate(plan[leading:], leading):
-        kept = f"v{number} is not absent{number}" if absent_when is not _NO_OMISSION else "True"
-        namespace[f"absent{number}"] = absent_when
         put = f"out.update(to_wire(v{number}))" if spread_ else f"out[{name!r}] = v{number} if type(v{number}) in scalars else to_wire(v{number})"
-        body.append(f"    if {kept}:\n        {put}")
+        if absent_when is _NO_OMISSION:  # always present, after one that may be left out
+            body.append(f"    {put}")
+        else:
+            namespace[f"absent{number}"] = absent_when
+            body.append(f"    if v{number} is not absent{number}:\n        {put}")
     exec("def write(value):\n" + "\n".join(body) + "\n    return out\n", namespace)
     written: Callable[[Any], dict[str, Any]] = namespace["write"]
     return written
