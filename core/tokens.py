@@ -173,9 +173,9 @@ def count_pieces(text: str) -> int:
         return PIECE.subn("", text)[1]
 
     codes = int.from_bytes(data.translate(_CODES), "big")  # a byte per character; the next one is 8 bits lower
-    size = len(data)
-    words, blanks = codes & _every_byte(3, size), (codes >> 2) & _every_byte(3, size)
-    solid_ahead = ((codes >> 4) & _every_byte(1, size)) << 8  # bit 0: the next character is solid
+    two_bits = _every_byte(3, len(data))
+    words, blanks = codes & two_bits, (codes >> 2) & two_bits
+    solid_ahead = ((codes >> 4) & _every_byte(1, len(data))) << 8  # bit 0: the next character is solid
     pieces = (words & ~(words >> 8)).bit_count()  # where a run of letters or of others starts
     pieces += (blanks & solid_ahead & (blanks >> 8)).bit_count()  # blanks (two or more) before a solid character
     pieces += (blanks & (solid_ahead << 1)).bit_count()  # a blank not a space just before one
