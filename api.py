@@ -862,6 +862,9 @@ def validate_one(item: tuple[str, str], format_name: str | None, errors: OnError
                 # its bytes) is freed now, and its memory holds the next lines.
                 entry.raw, entry.obj = None, checked_part(entry.obj)
                 entries.append(entry)
+            # The structural check needs every line, so only this process makes it: before asking for
+            # the other's answer, while that process may still be checking its share of the lines.
+            structure = read.format.check(entries)
             if split and before is not None:
                 last_line = entries[-1].line if entries else 0
                 answer = theirs()
@@ -869,7 +872,7 @@ def validate_one(item: tuple[str, str], format_name: str | None, errors: OnError
                     answer = schema_problems_from(split, name)
                 schema = joined_problems(schema, answer[0], before, {line for line, _ in read.stats.problems}, last_line)
         bad_lines = [Finding("error", "bad-line", what, line) for line, what in read.stats.problems] if errors == "fail" else []
-        rows = finding_rows(bad_lines, schema, read.format.check(entries))  # listed with the collector still off
+        rows = finding_rows(bad_lines, schema, structure)  # listed with the collector still off
         count = sum(1 for row in rows if row.severity == "error")
         report = ValidateReport(
             file=source,
