@@ -145,8 +145,32 @@ def written(dest: Path) -> Iterator[BinaryIO]:
     os.replace(tmp, dest)
 
 
-def _write_concat(dest: Path, files: tuple[Path, ...], copies: int) -> None:
-    unit = b"".join(p.read_bytes() for p in files)  # ~8 MB: fine to hold in memory
+def _concat_order(files: tuple[Path, ...]) -> tuple[Path, ...]:
+    """The corpus's files in the order big.jsonl holds them: the subagents' files first, then the
+    main sessions (each group in path order). A concatenation is no session: read from its end it is
+    the thread of its last main session, as it was before a side chain that names its agent (what
+    only an agent's own file holds) was read as a file's thread, not a compaction side-call's."""
+    return tuple(sorted(files, key=lambda p: SUBAGENT_RE.search(p.name) is None))
+
+
+def _unit(corpus: Corpus) -> bytes:
+    """One copy of the corpus as big.jsonl repeats it (~8 MB: fine to hold in memory)."""
+    return b"".join(p.read_bytes() for p in _concat_order(corpus.claude_files))
+
+
+TAIL_CHECKED = 1 << 16  # bytes: a built file's end, compared with what it should be (the order of its parts)
+
+
+def _holds(dest: Path, size: int, tail: bytes) -> bool:
+    """Whether `dest` is `size` bytes long and ends with `tail`."""
+    if not (dest.is_file() and dest.stat().st_size == size):
+        return False
+    with dest.open("rb") as f:
+        f.seek(size - len(tail))
+        return f.read() == tail
+
+
+def _write_concat(dest: Path, unit: bytes, copies: int) -> None:
     with written(dest) as out:
         for _ in range(copies):
             out.write(unit)
@@ -155,15 +179,15 @@ def _write_concat(dest: Path, files: tuple[Path, ...], copies: int) -> None:
 def ensure_big(corpus: Corpus | None = None) -> tuple[Path, Path]:
     """Return (big.jsonl, half.jsonl), building them if missing or the wrong size."""
     corpus = corpus or load_corpus()
-    unit = sum(p.stat().st_size for p in corpus.claude_files)
+    unit = _unit(corpus)
     copies = _copies(corpus)
     out = data_dir()
     out.mkdir(parents=True, exist_ok=True)
     big, half = out / "big.jsonl", out / "half.jsonl"
     for dest, n in ((big, copies), (half, copies // 2)):
-        if not (dest.is_file() and dest.stat().st_size == unit * n):
-            print(f"bench: writing {dest} ({n} copies, {unit * n / MiB:.0f} MiB)", file=sys.stderr)
-            _write_concat(dest, corpus.claude_files, n)
+        if not _holds(dest, len(unit) * n, unit[-TAIL_CHECKED:]):
+            print(f"bench: writing {dest} ({n} copies, {len(unit) * n / MiB:.0f} MiB)", file=sys.stderr)
+            _write_concat(dest, unit, n)
     return big, half
 
 
@@ -175,7 +199,10 @@ def ensure_huge(corpus: Corpus | None = None) -> Path:
     big, _ = ensure_big(corpus)
     dest = big.with_name("huge.jsonl")
     size = big.stat().st_size * HUGE_COPIES
-    if not (dest.is_file() and dest.stat().st_size == size):
+    with big.open("rb") as f:
+        f.seek(-TAIL_CHECKED, os.SEEK_END)
+        tail = f.read()
+    if not _holds(dest, size, tail):
         print(f"bench: writing {dest} ({HUGE_COPIES} copies of {big.name}, {size / MiB:.0f} MiB)", file=sys.stderr)
         with written(dest) as out:
             for _ in range(HUGE_COPIES):
