@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 from ..core.budget import BudgetSettings
-from ..core.fields import MAX_COUNT
+from ..core.limits import MAX_COUNT
 from . import declare
 from .budget_environment import ENVIRONMENT, budget_settings  # noqa: F401  # re-exported: declared beside the settings statusline reads without typer
 from .options import Reading, claude_code_rules, percentage

@@ -104,7 +104,7 @@ class Options(NamedTuple):  # a NamedTuple, not a dataclass: a dataclass costs ~
 
 
 def _positive_int(flag: str, given: str) -> int:
-    from ..core.fields import MAX_COUNT
+    from ..core.limits import MAX_COUNT
 
     try:
         value = int(given)

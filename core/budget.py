@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from .catalog import asks_for_1m, catalog
-from .fields import MAX_COUNT
+from .limits import MAX_COUNT
 from .rules import CURRENT, Rules, rules_for
 
 DEFAULT_WINDOW = 200_000

@@ -16,8 +16,8 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
 
-# No count a transcript records comes near this; anything above it is garbage, not a figure.
-MAX_COUNT = 10**15
+from .limits import MAX_COUNT
+
 # Known block fields the core reads as text, and those it reads as an object.
 BLOCK_TEXT_FIELDS = ("type", "id", "tool_use_id", "name", "text", "thinking", "signature", "data")
 BLOCK_OBJECT_FIELDS = ("input",)

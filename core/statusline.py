@@ -20,7 +20,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .fields import MAX_COUNT
+from .limits import MAX_COUNT
 
 if TYPE_CHECKING:  # types only: core.budget loads the model catalog
     from .budget import Level

@@ -22,9 +22,10 @@ import orjson
 
 from ..core.blocks import FLAT_KINDS, call_id, is_text, is_thinking, is_tool_result, is_tool_use, kind_of, text_of, thinking_text, tool_event
 from ..core.count import SYNTHETIC_MODEL, Compaction, Marker, is_real_response, measures_context
-from ..core.fields import MAX_COUNT, count, iso, moment, read_blocks, text
+from ..core.fields import count, iso, moment, read_blocks, text
 from ..core.folds import Fold
 from ..core.jsonl import LATEST_TIME, LEFT_OUT, Entry, OnError, ParsedLines, ReadStats, as_text, folded, iter_entries_reversed, memoized
+from ..core.limits import MAX_COUNT
 from ..core.model import Finding, Message
 from ..core.permission_mode import PERMISSION_MODE
 from ..core.placeholders import SUMMARY_PREAMBLE

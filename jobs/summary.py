@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..core.blocks import is_text, is_tool_use
 from ..core.count import Compaction
 from ..core.errors import CtxpipeError, InputError
-from ..core.fields import MAX_COUNT, iso, moment, rounded_percent
+from ..core.fields import iso, moment, rounded_percent
 from ..core.jsonl import Entry
+from ..core.limits import MAX_COUNT
 from ..core.model import Message
 from ..core.placeholders import RESTORED_PREFIX, SUMMARY_PREAMBLE
 from ..core.rules import CURRENT, Rules, session_rules

@@ -732,8 +732,19 @@ def test_the_light_path_imports_nothing_heavy(tmp_path: Path) -> None:
 
 
 # What a run the memo answers must not load: the library, the formats, orjson (it loads dataclasses,
-# uuid and platform), the model catalog.
-NOT_FOR_A_MEMO = ("ctxpipe.api", "ctxpipe.jobs", "ctxpipe.files", "ctxpipe.formats", "ctxpipe.core.budget", "ctxpipe.core.catalog", "orjson", "dataclasses")
+# uuid and platform), the model catalog, the typed reads of a line's fields and the datetime they need.
+NOT_FOR_A_MEMO = (
+    "ctxpipe.api",
+    "ctxpipe.jobs",
+    "ctxpipe.files",
+    "ctxpipe.formats",
+    "ctxpipe.core.budget",
+    "ctxpipe.core.catalog",
+    "ctxpipe.core.fields",
+    "orjson",
+    "dataclasses",
+    "datetime",
+)
 # What every start loads with the package (ctxpipe/__init__): a finder for dataclasses' generated code,
 # which reads nothing until dataclasses is imported.
 PACKAGE_START = {"ctxpipe.files", "ctxpipe.files.dataclass_code"}
