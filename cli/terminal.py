@@ -15,6 +15,7 @@ only text. `shown_text` gives a rich Text that is both, for table cells and styl
 from __future__ import annotations
 
 import re
+from functools import cache
 from typing import Any
 
 # What JSON writes raw but a terminal acts on: DEL, C1 controls, the bidi marks, embeddings,
@@ -23,9 +24,22 @@ from typing import Any
 _RAW_IN_JSON = "\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff"
 # Shown text escapes the C0 controls too (tab and newline included: a message stays one line and
 # says what the file holds); JSON escapes those itself.
-UNSAFE = re.compile(f"[\x00-\x1f{_RAW_IN_JSON}]")
-UNSAFE_IN_JSON = re.compile(f"[{_RAW_IN_JSON}]")
+UNSAFE_CLASS = f"[\x00-\x1f{_RAW_IN_JSON}]"
+UNSAFE_IN_JSON_CLASS = f"[{_RAW_IN_JSON}]"
 SHORT = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+# Every character these classes hold is one str.isprintable refuses (tests/test_terminal_safety.py
+# holds the two together), so printable text has nothing to escape: the patterns are compiled only
+# when a text may (two classes of wide characters cost the status line's light start about 1 ms).
+@cache
+def unsafe() -> re.Pattern[str]:
+    return re.compile(UNSAFE_CLASS)
+
+
+@cache
+def unsafe_in_json() -> re.Pattern[str]:
+    return re.compile(UNSAFE_IN_JSON_CLASS)
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -36,18 +50,19 @@ def _escape(match: re.Match[str]) -> str:
 
 def shown(text: object) -> str:
     """`text` as one visible line: each unsafe character written as its escape (ESC as `\\x1b`)."""
-    return UNSAFE.sub(_escape, text if isinstance(text, str) else str(text))
+    value = text if isinstance(text, str) else str(text)
+    return value if value.isprintable() else unsafe().sub(_escape, value)
 
 
 def json_shown(text: str) -> str:
-    """JSON text with the characters of UNSAFE_IN_JSON written as \\u escapes: the same values, inert
-    on a terminal (and valid UTF-8 when a string holds a lone surrogate)."""
-    return UNSAFE_IN_JSON.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+    """JSON text with the characters of UNSAFE_IN_JSON_CLASS written as \\u escapes: the same values,
+    inert on a terminal (and valid UTF-8 when a string holds a lone surrogate)."""
+    return text if text.isprintable() else unsafe_in_json().sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 
 
 def json_shown_bytes(written: bytes) -> bytes:
     """json_shown of JSON written as UTF-8, as UTF-8: the same bytes when there is nothing to
-    escape (every character UNSAFE_IN_JSON matches is DEL or above, so ASCII without DEL holds
+    escape (every character of UNSAFE_IN_JSON_CLASS is DEL or above, so ASCII without DEL holds
     none, and a report of 100,000 findings is not decoded, searched and encoded again)."""
     if written.isascii() and b"\x7f" not in written:
         return written

@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 from builders import Session, usage
-from ctxpipe.cli.terminal import json_shown, json_shown_bytes, shown
+from ctxpipe.cli.terminal import UNSAFE_CLASS, UNSAFE_IN_JSON_CLASS, json_shown, json_shown_bytes, shown
 from helpers import ROOT, registered_commands, run_cli
 from hypothesis import given
 from hypothesis import strategies as st
@@ -465,6 +465,27 @@ def test_json_shown_keeps_the_values_and_is_inert(value: Any) -> None:
     text = json_shown(json.dumps(value, ensure_ascii=False))
     assert json.loads(text) == value
     assert RAW.search(text) is None
+
+
+def test_every_character_escaped_is_one_isprintable_refuses() -> None:
+    # shown and json_shown give printable text back as it is, without the patterns: that holds only
+    # while no character of the classes is printable. Every code point, through the patterns themselves.
+    unsafe, in_json = re.compile(UNSAFE_CLASS), re.compile(UNSAFE_IN_JSON_CLASS)
+    every = "".join(map(chr, range(0x110000)))
+    matched = set(unsafe.findall(every))
+    assert set(in_json.findall(every)) <= matched and len(matched) > 2000
+    assert [char for char in matched if char.isprintable()] == []
+
+
+@given(ANY_TEXT)
+def test_shown_is_the_pattern_applied_whatever_the_text(text: str) -> None:
+    # The printable shortcut gives what the pattern's substitution gives.
+    escape = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+    by_pattern = re.sub(
+        UNSAFE_CLASS, lambda m: escape.get(m.group()) or (f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}"), text
+    )
+    assert shown(text) == by_pattern
+    assert json_shown(text) == re.sub(UNSAFE_IN_JSON_CLASS, lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 # What orjson writes (no lone surrogate: it refuses one) as a report's JSON.
