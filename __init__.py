@@ -13,9 +13,11 @@ lower-level names the command line uses.
 
 from __future__ import annotations
 
-from typing import Any
-
 from .files import dataclass_code
+from .files.dataclass_code import TYPE_CHECKING
+
+if TYPE_CHECKING:  # typing is not loaded on the status line's light path (core/records.py)
+    from typing import Any
 
 # Before any module of ours defines a dataclass: their generated methods load instead of compiling.
 dataclass_code.install()

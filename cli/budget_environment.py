@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+
+from ..core.records import TYPE_CHECKING
 
 if TYPE_CHECKING:  # loaded by budget_settings: the status line's memo reads ENVIRONMENT without the model catalog
     from ..core.budget import BudgetSettings

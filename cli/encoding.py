@@ -13,7 +13,13 @@ from __future__ import annotations
 import codecs
 import io
 import sys
-from typing import Any
+
+# typing.TYPE_CHECKING without loading typing (core/records.py says why); not from core.records:
+# `--help` loads this module and nothing of core.
+TYPE_CHECKING = False
+
+if TYPE_CHECKING:
+    from typing import Any
 
 STAND_IN = "ctxpipe-stand-in"
 ASCII_STAND_INS = {

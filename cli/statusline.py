@@ -21,11 +21,16 @@ import os
 import signal
 import sys
 from collections.abc import Mapping, Sequence
-from typing import IO, Any, NamedTuple, NoReturn
 
 from ..core.errors import CHANGED
+from ..core.records import TYPE_CHECKING
 from ..core.statusline import MAX_MEMO, MEMO_SUFFIX, StatusFigures, StatusInputs, cache_folder, cache_name, memo_bytes, memo_figures, memo_key, text
 from .status import ExitStatus
+
+if TYPE_CHECKING:  # typing is not loaded on this light path (core/records.py)
+    from typing import IO, Any, NamedTuple, NoReturn
+else:
+    from ..core.records import NamedTuple
 
 PROG = "ctxpipe statusline"
 MAX_STDIN = 1 << 20  # Claude Code's JSON is a few hundred bytes; more is not it

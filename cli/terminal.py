@@ -16,7 +16,13 @@ from __future__ import annotations
 
 import re
 from functools import cache
-from typing import Any
+
+# typing.TYPE_CHECKING without loading typing (core/records.py says why); not from core.records:
+# `--help` loads this module and nothing of core.
+TYPE_CHECKING = False
+
+if TYPE_CHECKING:
+    from typing import Any
 
 # What JSON writes raw but a terminal acts on: DEL, C1 controls, the bidi marks, embeddings,
 # overrides and isolates, the line and paragraph separators; and lone surrogates (legal in JSON

@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import sys
-from typing import NoReturn
+
+# typing.TYPE_CHECKING without loading typing (core/records.py says why); not from core.records:
+# `--help` loads this module and nothing of core.
+TYPE_CHECKING = False
+
+if TYPE_CHECKING:
+    from typing import NoReturn
 
 VERSION_FLAGS = ("-V", "--version")
 

@@ -18,12 +18,16 @@ import json
 import posixpath
 import zlib
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .limits import MAX_COUNT
+from .records import TYPE_CHECKING
 
-if TYPE_CHECKING:  # types only: core.budget loads the model catalog
+if TYPE_CHECKING:  # types only: core.budget loads the model catalog, and typing is not loaded on the light path (core/records.py)
+    from typing import Any, NamedTuple
+
     from .budget import Level
+else:
+    from .records import NamedTuple
 
 EPOCH_MS_FROM = 1e11  # an expires_at above this is in milliseconds (1e11 seconds is the year 5138)
 MAX_CACHE_LEFT = 86_400.0  # seconds: prompt caches live 5 minutes or an hour; a day off is a wrong clock or a wrong field

@@ -20,13 +20,10 @@ import signal
 import stat
 import sys
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn, cast
+from typing import Any, BinaryIO, NoReturn, cast
 
 from ..core.errors import ChangedMeanwhile, CtxpipeError, InputError
 from . import storage
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 BUFFER = 1 << 20
 # Paths naming a descriptor this process already has: written through a copy of it, so a shell's
@@ -127,11 +124,9 @@ def atomic_file(path: str | os.PathLike[str], if_version: tuple[object, ...] | N
             raise
         _close_quietly(out)
         return
-    from pathlib import Path  # here: every command loads this module (unwind_on_termination), few write a file
-
-    target = Path(os.path.realpath(path))  # a link's own file is the one replaced
-    folder = target.parent
-    handle, temp_name, out = _temporary(folder, target.name, shown, "cannot write here")
+    target = os.path.realpath(path)  # a link's own file is the one replaced
+    folder = os.path.dirname(target)
+    handle, temp_name, out = _temporary(folder, os.path.basename(target), shown, "cannot write here")
     try:
         yield out
         out.flush()
@@ -233,11 +228,11 @@ def sync_folder(folder: str | os.PathLike[str]) -> None:
             os.close(descriptor)
 
 
-def _copy_owner_and_mode(target: Path, temp_name: str) -> None:
+def _copy_owner_and_mode(target: str, temp_name: str) -> None:
     """The replacement keeps the old file's permissions (and owner, when we may set it); a new file
     gets the usual 0666 less the umask."""
     try:
-        old = target.stat()
+        old = os.stat(target)
     except OSError:
         os.chmod(temp_name, 0o666 & ~_umask())
         return

@@ -15,7 +15,13 @@ import marshal
 import os
 import sys
 from types import CodeType, ModuleType
-from typing import Any
+
+# typing.TYPE_CHECKING without loading typing (core/records.py says why); here, not from core.records,
+# because every start loads this module, `--help` too, and help loads nothing of core.
+TYPE_CHECKING = False
+
+if TYPE_CHECKING:
+    from typing import Any
 
 PACKAGE = __name__.partition(".")[0]
 FILE_NAME = f"dataclass_code.{sys.implementation.cache_tag}.bin"

@@ -732,7 +732,8 @@ def test_the_light_path_imports_nothing_heavy(tmp_path: Path) -> None:
 
 
 # What a run the memo answers must not load: the library, the formats, orjson (it loads dataclasses,
-# uuid and platform), the model catalog, the typed reads of a line's fields and the datetime they need.
+# uuid and platform), the model catalog, the typed reads of a line's fields and the datetime they need,
+# typing (core/records.py).
 NOT_FOR_A_MEMO = (
     "ctxpipe.api",
     "ctxpipe.jobs",
@@ -744,6 +745,7 @@ NOT_FOR_A_MEMO = (
     "orjson",
     "dataclasses",
     "datetime",
+    "typing",
 )
 # What every start loads with the package (ctxpipe/__init__): a finder for dataclasses' generated code,
 # which reads nothing until dataclasses is imported.
