@@ -35,9 +35,11 @@ class _RecordMeta(type):
         if not bases:  # NamedTuple itself
             return super().__new__(cls, name, bases, namespace)
         annotations = dict(namespace.get("__annotations__", {}))  # type: ignore[call-overload]
-        with_defaults = [field for field in annotations if field in namespace]
+        with_defaults: list[str] = []
         for field in annotations:
-            if field not in namespace and with_defaults and list(annotations).index(field) > list(annotations).index(with_defaults[0]):
+            if field in namespace:
+                with_defaults.append(field)
+            elif with_defaults:
                 raise TypeError(f"Non-default namedtuple field {field} cannot follow default field {with_defaults[0]}")
         make = namedtuple  # called as a function: its class is made from the annotations here
         record: type = make(name, list(annotations), defaults=[namespace[field] for field in with_defaults], module=str(namespace["__module__"]))
