@@ -17,9 +17,7 @@ from __future__ import annotations
 import re
 from functools import cache
 
-# typing.TYPE_CHECKING without loading typing (core/records.py says why); not from core.records:
-# `--help` loads this module and nothing of core.
-TYPE_CHECKING = False
+from . import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from typing import Any

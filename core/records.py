@@ -12,8 +12,8 @@ run. The modules on that path take these two names from here:
         from ..core.records import NamedTuple
 
 A type checker reads any name TYPE_CHECKING as true, so it sees typing's NamedTuple and checks the
-fields' types (the modules `--help` loads, which load nothing of core, each set their own
-`TYPE_CHECKING = False`); at run time the class is the one `collections.namedtuple` makes, as typing's
+fields' types (the modules `--help` loads, which load nothing of core, take TYPE_CHECKING from
+their own package: cli/__init__.py, files/dataclass_code.py); at run time the class is the one `collections.namedtuple` makes, as typing's
 NamedTuple makes it (tests/test_records.py holds the two to the same behaviour). Its
 `__annotations__` are kept as written (strings, under `from __future__ import annotations`), not
 made ForwardRefs: nothing here reads them at run time.
