@@ -99,10 +99,10 @@ def _writer(cls: type) -> Callable[[Any], dict[str, Any]]:
     namespace: dict[str, Any] = {"scalars": _SCALARS, "to_wire": to_wire}
     body = [f"    v{number} = value.{name}" for number, (name, _, _) in enumerate(plan)]  # field names: identifiers, from the class
     leading = next((number for number, (_, absent_when, spread_) in enumerate(plan) if absent_when is not _NO_OMISSION or spread_), len(plan))
-    shown = [f"{name!r}: v{number} if type(v{number}) in scalars else to_wire(v{number})" for number, (name, _, _) in enumerate(plan)]
-    body.append(f"    out = {{{', '.join(shown[:leading])}}}")
+    first_keys = ", ".join(f"{name!r}: {_wire_value(number)}" for number, (name, _, _) in enumerate(plan[:leading]))
+    body.append(f"    out = {{{first_keys}}}")
     for number, (name, absent_when, spread_) in enumerate(plan[leading:], leading):
-        put = f"out.update(to_wire(v{number}))" if spread_ else f"out[{name!r}] = v{number} if type(v{number}) in scalars else to_wire(v{number})"
+        put = f"out.update(to_wire(v{number}))" if spread_ else f"out[{name!r}] = {_wire_value(number)}"
         if absent_when is _NO_OMISSION:  # always present, after one that may be left out
             body.append(f"    {put}")
         else:
@@ -111,6 +111,11 @@ def _writer(cls: type) -> Callable[[Any], dict[str, Any]]:
     exec("def write(value):\n" + "\n".join(body) + "\n    return out\n", namespace)
     written: Callable[[Any], dict[str, Any]] = namespace["write"]
     return written
+
+
+def _wire_value(number: int) -> str:
+    """The written writer's expression for field `number`'s wire value: a scalar as it is, without a call."""
+    return f"v{number} if type(v{number}) in scalars else to_wire(v{number})"
 
 
 def wire_keys(cls: type) -> tuple[frozenset[str], frozenset[str]]:
