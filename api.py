@@ -21,7 +21,7 @@ import contextlib
 import functools
 import io
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, BinaryIO, Literal, cast
 
@@ -720,6 +720,8 @@ def count_many(
             known, stamps, looked = lookup(kept, found)
         todo = [index for index, counted in enumerate(known) if counted is None]
         items = [(for_workers(str(found[index].path), runner), found[index].kind, found[index].shown) for index in todo]
+        if len(todo) > 1 and not options.reads_whole_file and runner.executor == "local":
+            _map_ends_of(found[index].size for index in todo)
         done = run_all(job, items, runner, (found[index].size for index in todo), progress)
         results: list[tuple[bool, Any]] = [(True, counted) for counted in known]
         for index, result in zip(todo, done):
@@ -732,6 +734,16 @@ def count_many(
         if kept is not None:
             kept.close()
     return cast(CountBatch, batch_of(CountBatch, [f.shown for f in found], results))
+
+
+def _map_ends_of(sizes: Iterable[int]) -> None:
+    """Before counting the ends of several files: the guard against a file truncated under its map,
+    armed once here (and so in every worker forked after), when one of them is big enough that
+    mapping it beats reading it whole (files.inputs.ENDS_READ_NOT_MAPPED)."""
+    from .files.inputs import ENDS_READ_NOT_MAPPED, arm_truncation_guard
+
+    if any(size > ENDS_READ_NOT_MAPPED for size in sizes):
+        arm_truncation_guard()
 
 
 def _count_cache(options: CountOptions, cache: bool | str | os.PathLike[str] | None) -> CountCache | None:

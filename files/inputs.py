@@ -69,6 +69,10 @@ IN_MEMORY_LIMIT = 64 << 20  # a stream read whole beyond this goes to a temporar
 # A regular file up to this size is read, not mapped: the same bytes, without the map's guard against
 # truncation (ctypes, about 2 ms of a small command's start) that a copy does not need.
 READ_NOT_MAPPED = 1 << 20
+# A reader of a file's ends (count) touches about half of a file of some hundred KiB: above this size
+# it maps such a file (only what it reads is paged in) instead of copying all of it, once the guard
+# costs nothing more (armed already, as a batch of counts does first, or none asked for).
+ENDS_READ_NOT_MAPPED = 64 << 10
 
 
 def read_side_file(path: str, what: str) -> bytes:
@@ -339,7 +343,7 @@ def _mapped(path: Source, ranged: bool, on_error: OnError) -> Iterator[Any]:
         return
     with open_file(name) as handle:
         info = os.fstat(handle.fileno())
-        if stat.S_ISREG(info.st_mode) and 0 < info.st_size <= READ_NOT_MAPPED:
+        if stat.S_ISREG(info.st_mode) and 0 < info.st_size <= (ENDS_READ_NOT_MAPPED if ranged and _guard_costs_nothing() else READ_NOT_MAPPED):
             try:
                 whole = handle.read(info.st_size)
             except OSError as exc:
@@ -352,7 +356,7 @@ def _mapped(path: Source, ranged: bool, on_error: OnError) -> Iterator[Any]:
                 yield whole
             return
         _MAPPED.append(_truncation_message(name))
-        _arm_truncation_guard()
+        arm_truncation_guard()
         try:
             yield buffer
         except BaseException as exc:
@@ -530,8 +534,15 @@ def _truncation_message(name: str) -> bytes:
     return (describe(name) + "\n").encode("utf-8", "backslashreplace") if describe else b""
 
 
-def _arm_truncation_guard() -> None:
-    if "message" not in _GUARD or "handler" in _GUARD:
+def _guard_costs_nothing() -> bool:
+    """Whether mapping a file costs no guard to arm: armed (or tried) already, or none asked for."""
+    return "handler" in _GUARD or "message" not in _GUARD
+
+
+def arm_truncation_guard() -> None:
+    """Armed on the first map; armed sooner by a caller about to read the ends of many files (then
+    those above ENDS_READ_NOT_MAPPED are mapped, not copied whole; processes forked after have it too)."""
+    if _guard_costs_nothing():
         return
     _GUARD["handler"] = None  # one attempt only
     try:
