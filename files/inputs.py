@@ -71,8 +71,9 @@ IN_MEMORY_LIMIT = 64 << 20  # a stream read whole beyond this goes to a temporar
 READ_NOT_MAPPED = 1 << 20
 # A reader of a file's ends (count) touches about half of a file of some hundred KiB: above this size
 # it maps such a file (only what it reads is paged in) instead of copying all of it, once the guard
-# costs nothing more (armed already, as a batch of counts does first, or none asked for).
-ENDS_READ_NOT_MAPPED = 64 << 10
+# costs nothing more (armed already, as a batch of counts does first, or none asked for). Below it a
+# copy costs less than the map's page faults (measured on the bench's trees: 64-512 KiB tried).
+ENDS_READ_NOT_MAPPED = 256 << 10
 
 
 def read_side_file(path: str, what: str) -> bytes:
