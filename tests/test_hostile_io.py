@@ -734,6 +734,39 @@ def test_a_file_cut_short_under_a_line_being_read_is_changed_not_binary(tmp_path
     assert done.stdout.decode().splitlines() == [f"{victim}: changed while being read"]
 
 
+CUT_UNDER_A_WORKER = """
+import os, sys
+from ctxpipe.files.inputs import arm_truncation_guard, guard_truncation, mapped
+
+path = sys.argv[1]
+guard_truncation(lambda name: f"{name}: changed while being read", 3)
+arm_truncation_guard()  # as count_many does before its workers fork
+worker = os.fork()
+if worker == 0:
+    with mapped(path, ranged=True) as buffer:  # a file of a few hundred KiB: mapped, the guard being armed
+        os.truncate(path, 1000)
+        bytes(buffer[-10:])  # a page past the new end: SIGBUS
+    os._exit(0)
+print(os.waitstatus_to_exitcode(os.waitpid(worker, 0)[1]))
+"""
+
+
+def test_a_file_cut_short_under_a_forked_workers_map_is_one_message(tmp_path: Path) -> None:
+    """A batch of counts arms the guard once, before its workers fork, and maps the files above
+    ENDS_READ_NOT_MAPPED: the handler the worker inherits names the file and ends it with the
+    guard's status, not a bare SIGBUS (exit -7)."""
+    from ctxpipe.files.inputs import ENDS_READ_NOT_MAPPED, READ_NOT_MAPPED
+
+    victim = tmp_path / "victim.jsonl"
+    line = b'{"type":"user","message":{"role":"user","content":"' + b"x" * 1000 + b'"}}\n'
+    victim.write_bytes(line * (2 * ENDS_READ_NOT_MAPPED // len(line)))
+    assert ENDS_READ_NOT_MAPPED < victim.stat().st_size < READ_NOT_MAPPED
+    done = subprocess.run([sys.executable, "-c", CUT_UNDER_A_WORKER, victim], capture_output=True, env=env(), timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode().split() == ["3"]  # the worker's exit status: the guard's
+    assert done.stderr.decode().splitlines() == [f"{victim}: changed while being read"]
+
+
 # --- SIGTERM and SIGHUP (issue 22, case 14) ----------------------------------------------------------
 
 
