@@ -71,8 +71,8 @@ IN_MEMORY_LIMIT = 64 << 20  # a stream read whole beyond this goes to a temporar
 READ_NOT_MAPPED = 1 << 20
 # A reader of a file's ends (count) touches about half of a file of some hundred KiB: above this size
 # it maps such a file (only what it reads is paged in) instead of copying all of it, once the guard
-# costs nothing more (armed already, as a batch of counts does first, or none asked for). Below it a
-# copy costs less than the map's page faults (measured on the bench's trees: 64-512 KiB tried).
+# is armed (as a batch of counts does first): a map cut short without it would end the process with a
+# bare SIGBUS. Below it a copy costs less than the map's page faults (the bench's trees: 64-512 KiB tried).
 ENDS_READ_NOT_MAPPED = 256 << 10
 
 
@@ -344,7 +344,7 @@ def _mapped(path: Source, ranged: bool, on_error: OnError) -> Iterator[Any]:
         return
     with open_file(name) as handle:
         info = os.fstat(handle.fileno())
-        if stat.S_ISREG(info.st_mode) and 0 < info.st_size <= (ENDS_READ_NOT_MAPPED if ranged and _guard_costs_nothing() else READ_NOT_MAPPED):
+        if stat.S_ISREG(info.st_mode) and 0 < info.st_size <= (ENDS_READ_NOT_MAPPED if ranged and _GUARD.get("handler") else READ_NOT_MAPPED):
             try:
                 whole = handle.read(info.st_size)
             except OSError as exc:
@@ -535,15 +535,11 @@ def _truncation_message(name: str) -> bytes:
     return (describe(name) + "\n").encode("utf-8", "backslashreplace") if describe else b""
 
 
-def _guard_costs_nothing() -> bool:
-    """Whether mapping a file costs no guard to arm: armed (or tried) already, or none asked for."""
-    return "handler" in _GUARD or "message" not in _GUARD
-
-
 def arm_truncation_guard() -> None:
     """Armed on the first map; armed sooner by a caller about to read the ends of many files (then
-    those above ENDS_READ_NOT_MAPPED are mapped, not copied whole; processes forked after have it too)."""
-    if _guard_costs_nothing():
+    those above ENDS_READ_NOT_MAPPED are mapped, not copied whole; processes forked after have it too).
+    Nothing without guard_truncation first."""
+    if "message" not in _GUARD or "handler" in _GUARD:
         return
     _GUARD["handler"] = None  # one attempt only
     try:
