@@ -81,7 +81,7 @@ print(shown)
 
 
 @pytest.mark.parametrize("armed_by", ["count", "call"])
-def test_a_mid_sized_file_is_mapped_for_a_reader_of_its_ends_once_the_guard_costs_nothing(tmp_path: Path, armed_by: str) -> None:
+def test_a_mid_sized_file_is_mapped_for_a_reader_of_its_ends_once_the_guard_is_armed(tmp_path: Path, armed_by: str) -> None:
     """A reader of a file's ends (count) maps a file above ENDS_READ_NOT_MAPPED instead of copying it
     whole once the guard against a file cut short under its map is armed: not for one small command
     (arming it costs ctypes), nor where none was asked for (a library's process); a batch of counts arms
