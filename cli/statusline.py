@@ -24,7 +24,23 @@ from collections.abc import Mapping, Sequence
 
 from ..core.errors import CHANGED
 from ..core.records import TYPE_CHECKING
-from ..core.statusline import MAX_MEMO, MEMO_SUFFIX, StatusFigures, StatusInputs, cache_folder, cache_name, memo_bytes, memo_figures, memo_key, text
+from ..core.statusline import (
+    MAX_MEMO,
+    MEMO_SUFFIX,
+    SERVER_FORMAT,
+    SERVER_LOCK_STALE,
+    SERVER_LOCK_SUFFIX,
+    StatusFigures,
+    StatusInputs,
+    answer_figures,
+    cache_folder,
+    cache_name,
+    memo_bytes,
+    memo_figures,
+    memo_key,
+    server_name,
+    text,
+)
 from .status import ExitStatus
 
 if TYPE_CHECKING:  # typing is not loaded on this light path (core/records.py)
@@ -68,6 +84,13 @@ HELP = """Usage: ctxpipe statusline [OPTIONS]
   JSON fields, flags and environment, reads them back instead of counting
   again. Nothing is written beside the transcript.
 
+  After a message the transcript has changed: the figures are worked out by the
+  status line's server, a process that keeps the counting code loaded (started
+  detached by the first run that finds none; it listens on a socket in that
+  folder, answers only its user, and ends after 10 minutes without a run, when
+  its socket goes, or when ctxpipe is upgraded). --no-server, or
+  CTXPIPE_STATUSLINE_SERVER=0, works them out in the run's own process instead.
+
   Colour (ANSI) is on by default, even on a pipe, as Claude Code renders it;
   NO_COLOR (set to any value) or --no-color turns it off, --color forces it.
   The environment variables warn reads apply (CLAUDE_AUTOCOMPACT_PCT_OVERRIDE…);
@@ -85,6 +108,7 @@ Options:
   --rules VERSION             Apply the rules of this Claude Code release (2.1.88, 2.1.332 or latest) instead of those of the version that wrote the session.
   --color / --no-color        Colour the line with ANSI codes (default: on, unless NO_COLOR is set).
   --no-savings                Leave out the saving (no background run).
+  --no-server                 Work the figures out in this process, not in the status line's server.
   -h, --help                  Show this message and exit.
 """
 
@@ -101,6 +125,7 @@ class Options(NamedTuple):  # a NamedTuple, not a dataclass: a dataclass costs ~
     color: bool | None = None  # None: on unless NO_COLOR is set
     savings: bool = True
     rules: str | None = None  # --rules: a Claude Code release (or latest) over the running one's version
+    server: bool = True  # --no-server: work the figures out in this process, never in the status line's server
 
 
 # --- flags -----------------------------------------------------------------------------------------
@@ -142,7 +167,13 @@ def _release(flag: str, given: str) -> str:
 
 
 VALUED = {"--window": _positive_int, "--max-output-tokens": _positive_int, "--autocompact-pct": _percentage, "--rules": _release}
-SWITCHES = {"--no-auto-compact": ("no_auto_compact", True), "--color": ("color", True), "--no-color": ("color", False), "--no-savings": ("savings", False)}
+SWITCHES = {
+    "--no-auto-compact": ("no_auto_compact", True),
+    "--color": ("color", True),
+    "--no-color": ("color", False),
+    "--no-savings": ("savings", False),
+    "--no-server": ("server", False),
+}
 
 
 def parse_flags(argv: Sequence[str]) -> Options | None:
@@ -234,7 +265,7 @@ def memo_for(given: StatusInputs, options: Options, environ: Mapping[str, str]) 
     if path is None:
         return None
     absolute = os.path.abspath(path)
-    flags = list(options._replace(color=None))  # the colour is the line's, not its figures'
+    flags = list(options._replace(color=None, server=True))  # the colour is the line's, and where they are worked out is not the figures'
     key = memo_key(__version__, absolute, given, flags, [environ.get(name, "") for name in ENVIRONMENT.values()])
     folder = cache_folder(environ.get("XDG_CACHE_HOME"), os.path.expanduser("~"))
     return Memo(path, os.path.join(folder, cache_name(absolute) + MEMO_SUFFIX), key)
@@ -297,16 +328,147 @@ def memoised_figures(status: Mapping[str, Any], options: Options, environ: Mappi
     memo = memo_for(given, options, environ)
     now = time.time()  # before the stamp: the transcript was as it says at least this late
     if memo is None:
-        return figures(status, options, environ, now)
+        return worked_out(status, options, environ, now, None)
     keyed, before = stamp(memo.transcript)
     if keyed:
         found = recall(memo, before, given.prompt_cache, now)
         if found is not None:
             return found
+    return worked_out(status, options, environ, now, Keep(memo, before) if keyed else None)
+
+
+class Keep(NamedTuple):
+    """Where figures worked out are kept, and the transcript's state before they were."""
+
+    memo: Memo
+    before: list[int] | None
+
+
+def keep(kept: Keep, found: StatusFigures, now: float) -> None:
+    """Keep `found` in the memo, when the transcript did not change while they were worked out."""
+    if stamp(kept.memo.transcript) == (True, kept.before):
+        remember(kept.memo, kept.before, found, now)
+
+
+# --- the server ------------------------------------------------------------------------------------
+# After a message the memo misses, and working the figures out here costs the count's imports (about
+# 50 ms, most of it orjson's own: it loads dataclasses, uuid and datetime). The status line's server
+# (cli/statusline_server.py) has them loaded: a miss asks it over a Unix socket in the cache folder,
+# and a run that finds none works the figures out itself and starts one, detached, for the next runs.
+
+SERVER_VARIABLE = "CTXPIPE_STATUSLINE_SERVER"  # "0": as --no-server
+SERVER_DEADLINE = 2.0  # seconds for the server's answer; then the run works the figures out itself
+SERVER_ENVIRONMENT = ("XDG_CACHE_HOME",)  # what the figures read of the environment, with the budget's
+
+
+def worked_out(status: Mapping[str, Any], options: Options, environ: Mapping[str, str], now: float, kept: Keep | None) -> StatusFigures:
+    """`figures`, kept as `kept` says: by the status line's server when one answers, else by this
+    process, which starts a server when none listens (unless --no-server or CTXPIPE_STATUSLINE_SERVER=0
+    says not to use one)."""
+    path = server_path(environ) if options.server and environ.get(SERVER_VARIABLE) != "0" else None
+    if path is not None:
+        found, listening = ask_server(path, status, options, environ, now, kept)
+        if found is not None:
+            return found
+        if not listening:
+            start_server(path)  # first: it loads while this process works the figures out
     found = figures(status, options, environ, now)
-    if keyed and stamp(memo.transcript) == (True, before):
-        remember(memo, before, found, now)
+    if kept is not None:
+        keep(kept, found, now)
     return found
+
+
+def server_path(environ: Mapping[str, str]) -> str | None:
+    """The server's socket for this install, interpreter and home folder (core.statusline.server_name);
+    None where the server cannot tell who asks (SO_PEERCRED is Linux's), or the path is too long for
+    a Unix socket."""
+    if not sys.platform.startswith("linux"):
+        return None
+    from .. import __version__
+
+    home = os.path.expanduser("~")
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = os.path.join(cache_folder(environ.get("XDG_CACHE_HOME"), home), server_name(__version__, package, sys.executable, home))
+    return path if len(os.fsencode(path)) < 108 else None  # sun_path's size on Linux
+
+
+def ask_server(
+    path: str, status: Mapping[str, Any], options: Options, environ: Mapping[str, str], now: float, kept: Keep | None
+) -> tuple[StatusFigures | None, bool]:
+    """The server's figures for this run (it keeps them as `kept` says), or None: no server (or not
+    this user's), no answer within SERVER_DEADLINE, or one that is not figures; and whether a server
+    listens there (a run starts one only where none does: one that fails a request is not replaced)."""
+    import json
+    import stat
+
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None, False
+    if not stat.S_ISSOCK(info.st_mode) or info.st_uid != os.getuid():
+        return None, True  # not ours to ask, nor to replace
+    from .budget_environment import ENVIRONMENT
+
+    names = (*ENVIRONMENT.values(), *SERVER_ENVIRONMENT)
+    request = {
+        "format": SERVER_FORMAT,
+        "status": status,
+        "options": list(options),
+        "environ": {name: environ[name] for name in names if name in environ},
+        "now": now,
+        "cwd": os.getcwd(),
+        "keep": None if kept is None else [list(kept.memo), kept.before],
+    }
+    import socket
+
+    chunks: list[bytes] = []
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(SERVER_DEADLINE)
+        try:
+            conn.connect(path)
+        except OSError:
+            return None, False  # left by a server that ended
+        try:
+            conn.sendall(json.dumps(request).encode())
+            conn.shutdown(socket.SHUT_WR)
+            while chunk := conn.recv(1 << 16):
+                chunks.append(chunk)
+                if sum(map(len, chunks)) > MAX_MEMO:
+                    return None, True
+        except (OSError, ValueError, RecursionError):  # no answer in time, or a status JSON json cannot write back
+            return None, True
+    return answer_figures(b"".join(chunks), StatusInputs.of(status).prompt_cache, now), True
+
+
+def start_server(path: str) -> None:
+    """A detached server at `path`, unless a run started one less than SERVER_LOCK_STALE ago (its lock
+    file: the server removes it once it listens)."""
+    lock = path + SERVER_LOCK_SUFFIX
+    try:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        try:
+            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            import time
+
+            if time.time() - os.stat(lock).st_mtime < SERVER_LOCK_STALE:
+                return  # one is starting, or could not: not again before the lock is stale
+            os.unlink(lock)
+            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.close(fd)
+        import subprocess
+
+        subprocess.Popen(
+            [sys.executable, "-m", "ctxpipe.cli.statusline_server", path],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # not Claude Code's to wait for, nor the terminal's Ctrl-C's
+            close_fds=True,
+            cwd="/",
+        )
+    except OSError:
+        pass  # no cache folder, or no process: the next miss tries again once the lock is stale
 
 
 # --- the line --------------------------------------------------------------------------------------

@@ -210,14 +210,18 @@ def memo_key(version: str, absolute_path: str, given: StatusInputs, flags: Seque
     return json.dumps([MEMO_FORMAT, version, absolute_path, list(given._replace(prompt_cache=None)), list(flags), list(environment)], sort_keys=True)
 
 
+def _figures_list(found: StatusFigures) -> list[Any]:
+    """The figures a memo keeps, as plain JSON values (the prompt cache's state is the clock's: not kept)."""
+    return [*found[:6], list(found.saving) if found.saving else None, found.note]
+
+
 def memo_bytes(key: str, stamp: Sequence[int] | None, found: StatusFigures, now: float) -> bytes | None:
     """The memo of `found` for `key` and the transcript's `stamp` (size, mtime, inode, ctime in ns;
     None: no such file) taken at `now` (epoch seconds); None when it is not to be memoised: a saving
     out of date (the refresh will change it), a transcript changed less than RACY ago, a key too long."""
     if found.saving_stale or (stamp is not None and now - stamp[1] / 1e9 < RACY):
         return None
-    figures = [*found[:6], list(found.saving) if found.saving else None, found.note]
-    data = json.dumps({"key": key, "stamp": None if stamp is None else list(stamp), "figures": figures}).encode()
+    data = json.dumps({"key": key, "stamp": None if stamp is None else list(stamp), "figures": _figures_list(found)}).encode()
     return data if len(data) <= MAX_MEMO else None
 
 
@@ -234,7 +238,12 @@ def memo_figures(data: bytes, key: str, stamp: Sequence[int] | None, prompt_cach
         return None
     if not isinstance(memo, dict) or memo.get("key") != key or memo.get("stamp") != (None if stamp is None else list(stamp)):
         return None
-    figures = memo.get("figures")
+    return _checked_figures(memo.get("figures"), prompt_cache, now)
+
+
+def _checked_figures(figures: Any, prompt_cache: Any, now: float, saving_stale: bool = False) -> StatusFigures | None:
+    """_figures_list's values back as figures, with the prompt cache's state at `now`; None unless
+    they have its shape."""
     if not isinstance(figures, list) or len(figures) != 8:
         return None
     model, count, window, level, left, off, saving, note = figures
@@ -247,4 +256,40 @@ def memo_figures(data: bytes, key: str, stamp: Sequence[int] | None, prompt_cach
         and (note is None or isinstance(note, str))
     ):
         return None
-    return StatusFigures(model, count, window, level, left, off, Saving(*saving) if saving else None, cache_state(prompt_cache, now), note)
+    return StatusFigures(
+        model, count, window, level, left, off, Saving(*saving) if saving else None, cache_state(prompt_cache, now), note, saving_stale=saving_stale
+    )
+
+
+# --- the status line's server -------------------------------------------------------------------------
+# A memo misses after every message (the transcript grew), and working the figures out in a new process
+# costs the imports of the count (orjson alone loads dataclasses, uuid and datetime: about 20 ms, twice
+# Python's own start). So a miss asks a resident process that has them loaded (cli/statusline_server.py)
+# over a Unix socket in the cache folder; it answers with the figures a run of its own would work out.
+
+SERVER_FORMAT = 1  # bumped when a request's or an answer's shape changes
+SERVER_LOCK_SUFFIX = ".lock"  # beside the socket: a run is starting a server there
+SERVER_LOCK_STALE = 30.0  # seconds: a lock older than this was left by a server that could not start
+
+
+def server_name(version: str, package: str, python: str, home: str) -> str:
+    """The server's socket file name: one server per ctxpipe install, interpreter and home folder (a
+    server answers only runs that would work the figures out as it does)."""
+    return "server-" + cache_name("\0".join((str(SERVER_FORMAT), version, package, python, home))) + ".sock"
+
+
+def server_answer(found: StatusFigures) -> bytes:
+    """What the server sends back for the figures it worked out."""
+    return json.dumps({"format": SERVER_FORMAT, "figures": _figures_list(found), "saving_stale": found.saving_stale}).encode()
+
+
+def answer_figures(data: bytes, prompt_cache: Any, now: float) -> StatusFigures | None:
+    """The figures in the server's answer, with the prompt cache's state at `now`; None for anything
+    else (the run then works them out itself)."""
+    try:
+        answer = json.loads(data)
+    except (ValueError, RecursionError, UnicodeDecodeError):
+        return None
+    if not isinstance(answer, dict) or answer.get("format") != SERVER_FORMAT or not isinstance(answer.get("saving_stale"), bool):
+        return None
+    return _checked_figures(answer.get("figures"), prompt_cache, now, answer["saving_stale"])

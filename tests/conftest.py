@@ -32,6 +32,16 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 def pytest_configure(config: pytest.Config) -> None:
     _own_cache_folder()
     _bytecode_beside_pytest(config)
+    _no_status_line_server()
+
+
+def _no_status_line_server() -> None:
+    """A `ctxpipe statusline` that works its figures out starts the status line's server, which stays
+    10 minutes: hundreds of them, one per test's cache folder, each loading the count's code, would cost
+    the suite tens of CPU seconds and outlive it. The runs work their figures out in their own process
+    (inherited by every child); tests/test_statusline_server.py turns the server on where it tests it,
+    and holds its lines to the ones worked out here."""
+    os.environ.setdefault("CTXPIPE_STATUSLINE_SERVER", "0")
 
 
 def _own_cache_folder() -> None:

@@ -1,0 +1,208 @@
+"""The status line's server: `python -m ctxpipe.cli.statusline_server SOCKET`, started detached by
+`ctxpipe statusline` (cli/statusline.py) when a run had to work its figures out and found no server.
+
+Claude Code runs the status line after every message, and after a message the memo misses (the
+transcript grew): a new process would pay the count's imports again (orjson alone loads dataclasses,
+uuid and datetime, about twice Python's own start). This process has them loaded. It listens on a
+Unix socket in the status line's cache folder (core.statusline.server_name: one per install,
+interpreter and home folder) and answers each run with the figures `cli.statusline.figures` works out
+for the run's status JSON, flags, environment, clock and working folder, as the run itself would.
+
+It answers only its own user (SO_PEERCRED), one run at a time, and ends on its own: after IDLE seconds
+without a run, as soon as its socket file is removed or replaced, and when ctxpipe's code changed
+under it (an upgrade: it answers nothing more). Any failure is an answer the run does not take: the
+run then works the figures out itself. Nothing is printed: its standard streams are /dev/null.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import stat
+import struct
+import sys
+import time
+from collections.abc import Mapping
+from typing import Any
+
+IDLE = 600.0  # seconds without a run: then the server ends (the next miss starts another)
+TICK = 1.0  # seconds between looks at the socket file and the clock while no run comes
+MAX_REQUEST = 4 << 20  # bytes: a status JSON (at most 1 MiB: cli.statusline.MAX_STDIN) and an environment
+READ_TIMEOUT = 5.0  # seconds a run may take to send its request
+
+
+def changed_since(moment: float) -> bool:
+    """Whether a module of ctxpipe's this process loaded was modified after `moment` (epoch seconds):
+    a server whose code changed under it (an upgrade, an edit in a development checkout) must not
+    answer with the old code's figures."""
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None) if name == "ctxpipe" or name.startswith("ctxpipe.") else None
+        if path:
+            try:
+                if os.stat(path).st_mtime > moment:
+                    return True
+            except OSError:
+                return True  # gone: uninstalled, or replaced
+    return False
+
+
+def _listen(path: str) -> socket.socket | None:
+    """A listening socket at `path`, or None when another server listens there (or none can)."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        old = os.umask(0o177)  # the socket file: its owner only
+        try:
+            listener.bind(path)
+        except OSError:
+            if _answers(path):
+                listener.close()
+                return None  # another server is there
+            os.unlink(path)  # left by a server that died
+            listener.bind(path)
+        finally:
+            os.umask(old)
+        listener.listen(16)
+    except OSError:
+        listener.close()
+        return None
+    return listener
+
+
+def _answers(path: str) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(path)
+        except OSError:
+            return False
+    return True
+
+
+def _inode(path: str) -> int | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_ino if stat.S_ISSOCK(info.st_mode) else None
+
+
+def _same_user(conn: socket.socket) -> bool:
+    if not hasattr(socket, "SO_PEERCRED"):
+        return False  # no way to tell who asks: answer nobody
+    uid: int = struct.unpack("iII", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("iII")))[1]
+    return uid == os.getuid()
+
+
+def _request(conn: socket.socket) -> dict[str, Any] | None:
+    """The run's request, whole (it shuts its side when sent), or None."""
+    conn.settimeout(READ_TIMEOUT)
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        chunk = conn.recv(1 << 16)
+        if not chunk:
+            break
+        size += len(chunk)
+        if size > MAX_REQUEST:
+            return None
+        chunks.append(chunk)
+    try:
+        request = json.loads(b"".join(chunks))
+    except (ValueError, RecursionError):
+        return None
+    return request if isinstance(request, dict) else None
+
+
+def answer(request: Mapping[str, Any]) -> bytes | None:
+    """The answer to one run's request: the figures its own run would work out, or None."""
+    from ..core.statusline import SERVER_FORMAT, server_answer
+    from .statusline import Keep, Memo, Options, figures, keep
+
+    status, options, environ, now, cwd, kept = (request.get(name) for name in ("status", "options", "environ", "now", "cwd", "keep"))
+    if not (
+        request.get("format") == SERVER_FORMAT
+        and isinstance(status, dict)
+        and isinstance(options, list)
+        and len(options) == len(Options._fields)
+        and isinstance(environ, dict)
+        and all(isinstance(name, str) and isinstance(value, str) for name, value in environ.items())
+        and isinstance(now, float)
+        and isinstance(cwd, str)
+        and (kept is None or _keep_shaped(kept))
+    ):
+        return None
+    os.chdir(cwd)  # a relative transcript_path is the run's
+    try:
+        found = figures(status, Options(*options), environ, now)
+        if kept is not None:  # as the run would: kept when the transcript did not change meanwhile
+            keep(Keep(Memo(*kept[0]), kept[1]), found, now)
+    finally:
+        os.chdir("/")  # holds no run's folder between runs
+    return server_answer(found)
+
+
+def _keep_shaped(kept: Any) -> bool:
+    """Whether a request's "keep" is [[transcript, memo file, key], transcript state or null]."""
+    return (
+        isinstance(kept, list)
+        and len(kept) == 2
+        and isinstance(kept[0], list)
+        and len(kept[0]) == 3
+        and all(isinstance(part, str) for part in kept[0])
+        and (kept[1] is None or (isinstance(kept[1], list) and all(isinstance(value, int) for value in kept[1])))
+    )
+
+
+def serve(path: str, idle: float = IDLE) -> int:
+    """Answer runs on the socket at `path` until IDLE seconds pass without one, the socket file goes,
+    or the code changes; 0 also when another server is there already."""
+    started = time.time()  # before the imports: a change while they load is seen at the first run
+    from .. import api  # what a miss loads, before the first run comes (the count's own modules load at the first)
+    from ..core import budget, catalog  # noqa: F401
+    from ..core.errors import CHANGED
+    from ..core.statusline import SERVER_LOCK_SUFFIX
+    from .status import ExitStatus
+
+    # A file cut short under its map ends this process (the run then works its figures out itself).
+    api.guard_truncation(lambda name: f"ctxpipe: error: {name}: {CHANGED}", ExitStatus.ERROR)
+    listener = _listen(path)
+    with contextlib.suppress(OSError):
+        os.unlink(path + SERVER_LOCK_SUFFIX)  # the lock of the run that started this one: a server is there now
+    if listener is None:
+        return 0
+    bound = _inode(path)
+    listener.settimeout(TICK)
+    last = time.monotonic()
+    try:
+        while _inode(path) == bound and time.monotonic() - last < idle:
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            last = time.monotonic()
+            with conn:
+                if changed_since(started):
+                    return 0  # upgraded under it: no answer (the run works the figures out and starts the new code's server)
+                try:
+                    request = _request(conn) if _same_user(conn) else None
+                    reply = answer(request) if request is not None else None
+                    if reply is not None:
+                        conn.sendall(reply)
+                except Exception:  # any failure is no answer: the run works the figures out itself
+                    pass
+    finally:
+        listener.close()
+        if _inode(path) == bound:
+            os.unlink(path)
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        return 2
+    return serve(argv[0])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
