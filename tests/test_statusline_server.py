@@ -344,7 +344,7 @@ def raw_request(path: Path, request: bytes, user: int | None = None) -> bytes:
                     conn.sendall(request)
                     conn.shutdown(socket.SHUT_WR)
                     answer = b"".join(iter(lambda: conn.recv(1 << 16), b""))
-                except ConnectionResetError:  # closed unread: no answer
+                except (ConnectionResetError, BrokenPipeError):  # closed unread, before or while it was sent: no answer
                     answer = b""
             os.write(write, b"ok:" + answer)
         except BaseException as exc:
