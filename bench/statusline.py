@@ -43,6 +43,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import orjson
+from ctxpipe.core.statusline import SERVER_PREFIX
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from synthetic import turns
@@ -68,7 +69,7 @@ def transcript(path: Path, megabytes: int) -> Path:
 
 def refreshing(entries: Path) -> bool:
     """Whether a background refresh is at work (its lock; not the lock of a server starting)."""
-    return any(not lock.name.startswith("server-") for lock in entries.glob("*.lock"))
+    return any(not lock.name.startswith(SERVER_PREFIX) for lock in entries.glob("*.lock"))
 
 
 def _cpu() -> float:

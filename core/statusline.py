@@ -268,6 +268,7 @@ def _checked_figures(figures: Any, prompt_cache: Any, now: float, saving_stale: 
 # over a Unix socket in the cache folder; it answers with the figures a run of its own would work out.
 
 SERVER_FORMAT = 1  # bumped when a request's or an answer's shape changes
+SERVER_PREFIX = "server-"  # the socket's name (and its lock's) starts so: a transcript's cache files are named by cache_name alone
 SERVER_LOCK_SUFFIX = ".lock"  # beside the socket: a run is starting a server there
 SERVER_LOCK_STALE = 30.0  # seconds: a lock older than this was left by a server that could not start
 
@@ -275,7 +276,7 @@ SERVER_LOCK_STALE = 30.0  # seconds: a lock older than this was left by a server
 def server_name(version: str, package: str, python: str, home: str) -> str:
     """The server's socket file name: one server per ctxpipe install, interpreter and home folder (a
     server answers only runs that would work the figures out as it does)."""
-    return "server-" + cache_name("\0".join((str(SERVER_FORMAT), version, package, python, home))) + ".sock"
+    return SERVER_PREFIX + cache_name("\0".join((str(SERVER_FORMAT), version, package, python, home))) + ".sock"
 
 
 def server_answer(found: StatusFigures) -> bytes:

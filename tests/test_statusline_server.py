@@ -27,7 +27,7 @@ import pytest
 from builders import simple
 from ctxpipe.cli.statusline import SERVER_DEADLINE, Options, ask_server, server_path
 from ctxpipe.cli.statusline_server import changed_since
-from ctxpipe.core.statusline import Saving, StatusFigures, answer_figures, server_answer
+from ctxpipe.core.statusline import SERVER_PREFIX, Saving, StatusFigures, answer_figures, server_answer
 from helpers import CLEAN_ENV, child_env
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the status line's server runs on Linux only (SO_PEERCRED)")
@@ -201,7 +201,7 @@ def test_the_saving_is_the_same_when_the_server_works_the_line_out(served: Path,
     payload = {"transcript_path": str(transcript)}
     run_line(served, payload)  # starts the refresh of the saving
     entries = served / "ctxpipe" / "statusline"
-    wait_for(lambda: list(entries.glob("*.json")) and not [lock for lock in entries.glob("*.lock") if not lock.name.startswith("server-")], 60)
+    wait_for(lambda: list(entries.glob("*.json")) and not [lock for lock in entries.glob("*.lock") if not lock.name.startswith(SERVER_PREFIX)], 60)
     answered = run_line(served, payload)
     own = run_line(served, payload, "--no-server")
     assert answered.stdout == own.stdout and not loaded_the_library(answered)
