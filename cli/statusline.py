@@ -327,7 +327,7 @@ def memoised_figures(status: Mapping[str, Any], options: Options, environ: Mappi
     given = StatusInputs.of(status)
     memo = memo_for(given, options, environ)
     now = time.time()  # before the stamp: the transcript was as it says at least this late
-    if memo is None:
+    if memo is None or not private_folder(os.path.dirname(memo.file)):
         return worked_out(status, options, environ, now, None)
     keyed, before = stamp(memo.transcript)
     if keyed:
@@ -366,7 +366,7 @@ def worked_out(status: Mapping[str, Any], options: Options, environ: Mapping[str
     process, which starts a server when none listens (unless --no-server or CTXPIPE_STATUSLINE_SERVER=0
     says not to use one)."""
     path = server_path(environ) if options.server and environ.get(SERVER_VARIABLE) != "0" else None
-    if path is not None:
+    if path is not None and private_folder(os.path.dirname(path)):
         found, listening = ask_server(path, status, options, environ, now, kept)
         if found is not None:
             return found
@@ -378,6 +378,32 @@ def worked_out(status: Mapping[str, Any], options: Options, environ: Mapping[str
     return found
 
 
+def private_folder(folder: str) -> bool:
+    """Whether `folder` is this user's and closed to everyone else (made so when it is missing, or this
+    user's but open to others): the memos and the server's socket are read from there, and in a folder
+    another user may write to (a shared XDG_CACHE_HOME) they could be anyone's. One lstat a run."""
+    import stat
+
+    try:
+        try:
+            info = os.lstat(folder)
+        except FileNotFoundError:
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+            info = os.lstat(folder)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+            return False  # a link, or another user's: not used
+        if info.st_mode & 0o077:
+            os.chmod(folder, 0o700)
+    except OSError:
+        return False
+    return True
+
+
+def package_folder() -> str:
+    """The folder of the ctxpipe this process runs: a server answers only runs of the same code."""
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
 def server_path(environ: Mapping[str, str]) -> str | None:
     """The server's socket for this install, interpreter and home folder (core.statusline.server_name);
     None where the server cannot tell who asks (SO_PEERCRED is Linux's), or the path is too long for
@@ -387,26 +413,45 @@ def server_path(environ: Mapping[str, str]) -> str | None:
     from .. import __version__
 
     home = os.path.expanduser("~")
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    path = os.path.join(cache_folder(environ.get("XDG_CACHE_HOME"), home), server_name(__version__, package, sys.executable, home))
+    path = os.path.join(cache_folder(environ.get("XDG_CACHE_HOME"), home), server_name(__version__, package_folder(), sys.executable, home))
     return path if len(os.fsencode(path)) < 108 else None  # sun_path's size on Linux
+
+
+def peer_is_this_user(conn: Any) -> bool:
+    """Whether the process at the other end of the Unix socket `conn` runs as this user (SO_PEERCRED):
+    the server asks it of every run, and a run of the server it reached."""
+    import socket
+    import struct
+
+    if not hasattr(socket, "SO_PEERCRED"):
+        return False  # no way to tell who is there: trust nobody
+    uid: int = struct.unpack("iII", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("iII")))[1]
+    return uid == os.getuid()
 
 
 def ask_server(
     path: str, status: Mapping[str, Any], options: Options, environ: Mapping[str, str], now: float, kept: Keep | None
 ) -> tuple[StatusFigures | None, bool]:
     """The server's figures for this run (it keeps them as `kept` says), or None: no server (or not
-    this user's), no answer within SERVER_DEADLINE, or one that is not figures; and whether a server
-    listens there (a run starts one only where none does: one that fails a request is not replaced)."""
+    this user's), no whole answer within SERVER_DEADLINE of asking, or one that is not figures; and
+    whether a server listens there (a run starts one only where none does: one that fails a request,
+    or is busy, is not replaced)."""
     import json
+    import socket
     import stat
+    import time
 
+    deadline = time.monotonic() + SERVER_DEADLINE  # for the whole exchange, however the server drips its answer
     try:
         info = os.stat(path)
     except OSError:
         return None, False
     if not stat.S_ISSOCK(info.st_mode) or info.st_uid != os.getuid():
         return None, True  # not ours to ask, nor to replace
+    try:
+        cwd = os.getcwd()  # a relative transcript_path is this run's
+    except OSError:
+        return None, True  # its working folder was removed: this run works the figures out as it can
     from .budget_environment import ENVIRONMENT
 
     names = (*ENVIRONMENT.values(), *SERVER_ENVIRONMENT)
@@ -416,26 +461,41 @@ def ask_server(
         "options": list(options),
         "environ": {name: environ[name] for name in names if name in environ},
         "now": now,
-        "cwd": os.getcwd(),
-        "keep": None if kept is None else [list(kept.memo), kept.before],
+        "cwd": cwd,
+        "keep": None if kept is None else [kept.before],  # the server works out where the memo is, as this run did
     }
-    import socket
-
+    try:
+        data = json.dumps(request).encode()
+    except (ValueError, RecursionError):  # a status JSON json cannot write back (a lone surrogate, …)
+        return None, True
     chunks: list[bytes] = []
+    received = 0
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-        conn.settimeout(SERVER_DEADLINE)
         try:
+            conn.settimeout(SERVER_DEADLINE)
             conn.connect(path)
+        except (FileNotFoundError, ConnectionRefusedError):
+            return None, False  # none listens: left by a server that ended
         except OSError:
-            return None, False  # left by a server that ended
+            return None, True  # one is there but cannot take the run now (its queue full, too slow)
         try:
-            conn.sendall(json.dumps(request).encode())
+            if not peer_is_this_user(conn):
+                return None, True  # a socket swapped for another user's: not asked, not replaced
+            conn.sendall(data)  # the timeout bounds the whole call
             conn.shutdown(socket.SHUT_WR)
-            while chunk := conn.recv(1 << 16):
-                chunks.append(chunk)
-                if sum(map(len, chunks)) > MAX_MEMO:
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
                     return None, True
-        except (OSError, ValueError, RecursionError):  # no answer in time, or a status JSON json cannot write back
+                conn.settimeout(left)
+                chunk = conn.recv(1 << 16)
+                if not chunk:
+                    break
+                received += len(chunk)
+                if received > MAX_MEMO:
+                    return None, True
+                chunks.append(chunk)
+        except OSError:  # no answer in time
             return None, True
     return answer_figures(b"".join(chunks), StatusInputs.of(status).prompt_cache, now), True
 
@@ -445,21 +505,22 @@ def start_server(path: str) -> None:
     file: the server removes it once it listens)."""
     lock = path + SERVER_LOCK_SUFFIX
     try:
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
         try:
             fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError:
             import time
 
-            if time.time() - os.stat(lock).st_mtime < SERVER_LOCK_STALE:
-                return  # one is starting, or could not: not again before the lock is stale
+            if 0 <= time.time() - os.stat(lock).st_mtime < SERVER_LOCK_STALE:
+                return  # one is starting, or could not: not again before the lock is stale (a lock dated ahead is stale)
             os.unlink(lock)
             fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         os.close(fd)
         import subprocess
 
         subprocess.Popen(
-            [sys.executable, "-m", "ctxpipe.cli.statusline_server", path],
+            # The server checks that it runs this package (one found through this run's working folder
+            # would not be the one `-m` finds from /), and ends at once if not.
+            [sys.executable, "-m", "ctxpipe.cli.statusline_server", path, package_folder()],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -500,9 +561,9 @@ def line(found: StatusFigures, color: bool) -> str:
             left = found.to_autocompact
             parts.append(f"{human(left)} to autocompact" if left > 0 else f"{human(-left)} past autocompact")
         if found.saving is not None:
-            parts.append(f"{found.saving.stage} −{human(found.saving.tokens)}")
+            parts.append(f"{shown(found.saving.stage)} −{human(found.saving.tokens)}")
     else:
-        parts.append("⛁ " + (found.note or "no transcript"))
+        parts.append("⛁ " + shown(found.note or "no transcript"))  # our words, but read back from a memo or a server: escaped too
     if found.cache is not None:
         parts.append(found.cache)  # our own words and figures only
     if found.model:

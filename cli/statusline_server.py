@@ -1,4 +1,4 @@
-"""The status line's server: `python -m ctxpipe.cli.statusline_server SOCKET`, started detached by
+"""The status line's server: `python -m ctxpipe.cli.statusline_server SOCKET PACKAGE`, started detached by
 `ctxpipe statusline` (cli/statusline.py) when a run had to work its figures out and found no server.
 
 Claude Code runs the status line after every message, and after a message the memo misses (the
@@ -8,10 +8,14 @@ Unix socket in the status line's cache folder (core.statusline.server_name: one 
 interpreter and home folder) and answers each run with the figures `cli.statusline.figures` works out
 for the run's status JSON, flags, environment, clock and working folder, as the run itself would.
 
-It answers only its own user (SO_PEERCRED), one run at a time, and ends on its own: after IDLE seconds
-without a run, as soon as its socket file is removed or replaced, and when ctxpipe's code changed
-under it (an upgrade: it answers nothing more). Any failure is an answer the run does not take: the
-run then works the figures out itself. Nothing is printed: its standard streams are /dev/null.
+It answers only its own user (SO_PEERCRED; a run checks the server's the same way), one run at a
+time, each given READ_DEADLINE to send its request; it keeps a run's memo where the run would (worked
+out here, never a path a request names). It runs only as the ctxpipe at PACKAGE (the starting run's),
+holds an flock beside its socket for its life (two never take over one socket), and ends on its own:
+after IDLE seconds without a run, as soon as its socket file is removed or replaced, and when
+ctxpipe's code changed under it (an upgrade: it answers nothing more). Any failure is an answer the
+run does not take: the run then works the figures out itself. Nothing is printed: its standard
+streams are /dev/null.
 """
 
 from __future__ import annotations
@@ -21,16 +25,19 @@ import json
 import os
 import socket
 import stat
-import struct
 import sys
 import time
 from collections.abc import Mapping
 from typing import Any
 
+from .statusline import package_folder, peer_is_this_user
+
 IDLE = 600.0  # seconds without a run: then the server ends (the next miss starts another)
 TICK = 1.0  # seconds between looks at the socket file and the clock while no run comes
 MAX_REQUEST = 4 << 20  # bytes: a status JSON (at most 1 MiB: cli.statusline.MAX_STDIN) and an environment
-READ_TIMEOUT = 5.0  # seconds a run may take to send its request
+# Seconds a run has to send its whole request (it sends it at once): one that drips holds the others no longer.
+READ_DEADLINE = 2.0
+PROBE_TIMEOUT = 1.0  # seconds to learn whether a server listens at a socket file
 
 
 def changed_since(moment: float) -> bool:
@@ -71,12 +78,43 @@ def _listen(path: str) -> socket.socket | None:
 
 
 def _answers(path: str) -> bool:
+    """Whether a server listens at `path`: one that is busy (its queue full) or slow listens too."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(PROBE_TIMEOUT)
         try:
             probe.connect(path)
-        except OSError:
+        except (FileNotFoundError, ConnectionRefusedError):
             return False
+        except OSError:
+            return True
     return True
+
+
+def _held(path: str) -> int | None:
+    """The server's hold on `path` (an flock on a file beside it, kept while the server runs, let go when
+    it ends, however it ends), or None when another server holds it: two servers taking over a socket
+    left by a dead one at once would each remove the other's."""
+    import fcntl
+
+    from ..core.statusline import SERVER_HELD_SUFFIX
+
+    try:
+        holder = os.open(path + SERVER_HELD_SUFFIX, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(holder)
+        return None
+    return holder
+
+
+def _reap() -> None:
+    """Collect the background refreshes this server started (jobs.statusline) that have ended."""
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
 
 
 def _inode(path: str) -> int | None:
@@ -87,19 +125,16 @@ def _inode(path: str) -> int | None:
     return info.st_ino if stat.S_ISSOCK(info.st_mode) else None
 
 
-def _same_user(conn: socket.socket) -> bool:
-    if not hasattr(socket, "SO_PEERCRED"):
-        return False  # no way to tell who asks: answer nobody
-    uid: int = struct.unpack("iII", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("iII")))[1]
-    return uid == os.getuid()
-
-
 def _request(conn: socket.socket) -> dict[str, Any] | None:
-    """The run's request, whole (it shuts its side when sent), or None."""
-    conn.settimeout(READ_TIMEOUT)
+    """The run's request, whole (it shuts its side when sent) within READ_DEADLINE, or None."""
+    deadline = time.monotonic() + READ_DEADLINE
     chunks: list[bytes] = []
     size = 0
     while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        conn.settimeout(left)
         chunk = conn.recv(1 << 16)
         if not chunk:
             break
@@ -116,8 +151,8 @@ def _request(conn: socket.socket) -> dict[str, Any] | None:
 
 def answer(request: Mapping[str, Any]) -> bytes | None:
     """The answer to one run's request: the figures its own run would work out, or None."""
-    from ..core.statusline import SERVER_FORMAT, server_answer
-    from .statusline import Keep, Memo, Options, figures, keep
+    from ..core.statusline import SERVER_FORMAT, StatusInputs, server_answer
+    from .statusline import Keep, Options, figures, keep, memo_for
 
     status, options, environ, now, cwd, kept = (request.get(name) for name in ("status", "options", "environ", "now", "cwd", "keep"))
     if not (
@@ -134,30 +169,30 @@ def answer(request: Mapping[str, Any]) -> bytes | None:
         return None
     os.chdir(cwd)  # a relative transcript_path is the run's
     try:
-        found = figures(status, Options(*options), environ, now)
-        if kept is not None:  # as the run would: kept when the transcript did not change meanwhile
-            keep(Keep(Memo(*kept[0]), kept[1]), found, now)
+        given = Options(*options)
+        found = figures(status, given, environ, now)
+        # As the run would: kept where the run keeps it (worked out here, never a path the request
+        # names), when the transcript did not change meanwhile.
+        memo = memo_for(StatusInputs.of(status), given, environ) if kept is not None else None
+        if memo is not None and kept is not None:
+            keep(Keep(memo, kept[0]), found, now)
     finally:
         os.chdir("/")  # holds no run's folder between runs
     return server_answer(found)
 
 
 def _keep_shaped(kept: Any) -> bool:
-    """Whether a request's "keep" is [[transcript, memo file, key], transcript state or null]."""
-    return (
-        isinstance(kept, list)
-        and len(kept) == 2
-        and isinstance(kept[0], list)
-        and len(kept[0]) == 3
-        and all(isinstance(part, str) for part in kept[0])
-        and (kept[1] is None or (isinstance(kept[1], list) and all(isinstance(value, int) for value in kept[1])))
-    )
+    """Whether a request's "keep" is [the transcript's state before (its stamp) or null]."""
+    return isinstance(kept, list) and len(kept) == 1 and (kept[0] is None or (isinstance(kept[0], list) and all(type(value) is int for value in kept[0])))
 
 
-def serve(path: str, idle: float = IDLE) -> int:
+def serve(path: str, idle: float = IDLE, package: str | None = None) -> int:
     """Answer runs on the socket at `path` until IDLE seconds pass without one, the socket file goes,
-    or the code changes; 0 also when another server is there already."""
+    or the code changes; 0 also when another server is there already, or (`package` given: the folder
+    of the ctxpipe the starting run ran) when this is another ctxpipe, which would answer with its figures."""
     started = time.time()  # before the imports: a change while they load is seen at the first run
+    if package is not None and os.path.realpath(package) != os.path.realpath(package_folder()):
+        return 0  # its lock stays: the runs work the figures out themselves, and try again when it is stale
     from .. import api  # what a miss loads, before the first run comes (the count's own modules load at the first)
     from ..core import budget, catalog  # noqa: F401
     from ..core.errors import CHANGED
@@ -166,16 +201,20 @@ def serve(path: str, idle: float = IDLE) -> int:
 
     # A file cut short under its map ends this process (the run then works its figures out itself).
     api.guard_truncation(lambda name: f"ctxpipe: error: {name}: {CHANGED}", ExitStatus.ERROR)
-    listener = _listen(path)
+    holder = _held(path)
+    listener = _listen(path) if holder is not None else None
     with contextlib.suppress(OSError):
         os.unlink(path + SERVER_LOCK_SUFFIX)  # the lock of the run that started this one: a server is there now
-    if listener is None:
+    if holder is None or listener is None:
+        if holder is not None:
+            os.close(holder)
         return 0
     bound = _inode(path)
     listener.settimeout(TICK)
     last = time.monotonic()
     try:
         while _inode(path) == bound and time.monotonic() - last < idle:
+            _reap()
             try:
                 conn, _ = listener.accept()
             except TimeoutError:
@@ -185,7 +224,7 @@ def serve(path: str, idle: float = IDLE) -> int:
                 if changed_since(started):
                     return 0  # upgraded under it: no answer (the run works the figures out and starts the new code's server)
                 try:
-                    request = _request(conn) if _same_user(conn) else None
+                    request = _request(conn) if peer_is_this_user(conn) else None
                     reply = answer(request) if request is not None else None
                     if reply is not None:
                         conn.sendall(reply)
@@ -195,13 +234,15 @@ def serve(path: str, idle: float = IDLE) -> int:
         listener.close()
         if _inode(path) == bound:
             os.unlink(path)
+        os.close(holder)  # last: a server started now finds no socket of this one's to take over
     return 0
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
+    """`SOCKET PACKAGE`, as cli.statusline.start_server starts it."""
+    if len(argv) != 2:
         return 2
-    return serve(argv[0])
+    return serve(argv[0], package=argv[1])
 
 
 if __name__ == "__main__":

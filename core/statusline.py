@@ -38,13 +38,14 @@ MAX_MEMO = 1 << 16  # bytes: a memo is a few hundred; a status JSON whose key is
 # system's clock (a Linux tick is at most 10 ms) would leave its size, times and inode as they were.
 RACY = 0.1
 LEVELS = ("normal", "warning", "autocompact", "blocking")  # core.budget's, without loading the catalog
+SAVING_STAGES = ("microcompact", "collapse")  # the stages whose dry run the line offers as the saving
 
 
 # NamedTuples, not dataclasses: a dataclass costs ~1 ms of start-up to make, and the line starts often.
 
 
 class Saving(NamedTuple):
-    stage: str  # one of jobs.statusline.STAGES
+    stage: str  # one of SAVING_STAGES
     tokens: int  # what its dry run frees, at least jobs.statusline.MIN_SAVING
 
 
@@ -225,8 +226,11 @@ def memo_bytes(key: str, stamp: Sequence[int] | None, found: StatusFigures, now:
     return data if len(data) <= MAX_MEMO else None
 
 
-def _whole(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+def _figure(value: Any) -> bool:
+    """A token figure as ctxpipe works one out: a whole number within MAX_COUNT either way (tokens
+    to autocompact may be negative). A memo or an answer is read back, not trusted: a number of 400
+    digits would stop the line (no float holds it), a string would print whatever it holds."""
+    return isinstance(value, int) and not isinstance(value, bool) and -MAX_COUNT <= value <= MAX_COUNT
 
 
 def memo_figures(data: bytes, key: str, stamp: Sequence[int] | None, prompt_cache: Any, now: float) -> StatusFigures | None:
@@ -249,10 +253,10 @@ def _checked_figures(figures: Any, prompt_cache: Any, now: float, saving_stale: 
     model, count, window, level, left, off, saving, note = figures
     if not (
         (model is None or isinstance(model, str))
-        and all(value is None or _whole(value) for value in (count, window, left))
+        and all(value is None or _figure(value) for value in (count, window, left))
         and (level is None or level in LEVELS)
         and isinstance(off, bool)
-        and (saving is None or (isinstance(saving, list) and len(saving) == 2 and isinstance(saving[0], str) and _whole(saving[1])))
+        and (saving is None or (isinstance(saving, list) and len(saving) == 2 and saving[0] in SAVING_STAGES and _figure(saving[1])))
         and (note is None or isinstance(note, str))
     ):
         return None
@@ -267,9 +271,10 @@ def _checked_figures(figures: Any, prompt_cache: Any, now: float, saving_stale: 
 # Python's own start). So a miss asks a resident process that has them loaded (cli/statusline_server.py)
 # over a Unix socket in the cache folder; it answers with the figures a run of its own would work out.
 
-SERVER_FORMAT = 1  # bumped when a request's or an answer's shape changes
+SERVER_FORMAT = 2  # bumped when a request's or an answer's shape changes
 SERVER_PREFIX = "server-"  # the socket's name (and its lock's) starts so: a transcript's cache files are named by cache_name alone
 SERVER_LOCK_SUFFIX = ".lock"  # beside the socket: a run is starting a server there
+SERVER_HELD_SUFFIX = ".held"  # beside the socket: flocked by the server that runs there, for its life
 SERVER_LOCK_STALE = 30.0  # seconds: a lock older than this was left by a server that could not start
 
 

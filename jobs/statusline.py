@@ -26,14 +26,13 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..core.statusline import Saving, StatusFigures, StatusInputs, cache_folder, cache_name, cache_state, number, text, tokens
+from ..core.statusline import SAVING_STAGES, Saving, StatusFigures, StatusInputs, cache_folder, cache_name, cache_state, number, text, tokens
 
 if TYPE_CHECKING:  # types only: core.budget loads the model catalog, which `import ctxpipe.api` need not
     from ..core.budget import BudgetSettings
     from .count import FileCount
 
 
-STAGES = ("microcompact", "collapse")  # the stages whose dry run the line offers as the saving
 MIN_SAVING = 1_000  # smaller savings are not worth a glance
 LOCK_STALE = 600.0  # seconds: a refresh lock older than this was left by a run that died
 # The background refresh runs two stages on the whole file (a stage holds its active context parsed,
@@ -227,7 +226,7 @@ def _best(entry: Mapping[str, Any]) -> Saving | None:
     savings = entry.get("savings")
     if not isinstance(savings, dict):
         return None
-    found = [Saving(name, freed) for name in STAGES if (freed := tokens(savings.get(name))) is not None]
+    found = [Saving(name, freed) for name in SAVING_STAGES if (freed := tokens(savings.get(name))) is not None]
     if not found:
         return None
     best = max(found, key=lambda saving: saving.tokens)
@@ -303,7 +302,7 @@ def refresh(path: str, directory: str) -> None:
 
 
 def stage_savings(path: str) -> dict[str, int]:
-    """Tokens each of STAGES would free now, as the stage prints it (its default settings, a dry run)."""
+    """Tokens each of SAVING_STAGES would free now, as the stage prints it (its default settings, a dry run)."""
     from datetime import datetime, timezone
 
     from ..files.inputs import mapped
@@ -312,7 +311,7 @@ def stage_savings(path: str) -> dict[str, int]:
     now = datetime.now(timezone.utc)
     freed: dict[str, int] = {}
     with mapped(path) as buffer:
-        for name in STAGES:
+        for name in SAVING_STAGES:
             stage = stage_named(name)
             run = run_stage(stage, buffer, path, stage.settings(), stage_context(now, path), on_error="skip")
             freed[name] = run.report.tokens_freed

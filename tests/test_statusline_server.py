@@ -27,7 +27,7 @@ import pytest
 from builders import simple
 from ctxpipe.cli.statusline import SERVER_DEADLINE, Options, ask_server, server_path
 from ctxpipe.cli.statusline_server import changed_since
-from ctxpipe.core.statusline import SERVER_PREFIX, Saving, StatusFigures, answer_figures, server_answer
+from ctxpipe.core.statusline import SERVER_FORMAT, SERVER_PREFIX, Saving, StatusFigures, answer_figures, server_answer
 from helpers import CLEAN_ENV, child_env
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the status line's server runs on Linux only (SO_PEERCRED)")
@@ -363,7 +363,6 @@ def raw_request(path: Path, request: bytes, user: int | None = None) -> bytes:
 def test_the_server_answers_only_its_user(served: Path, folder: Path) -> None:
     """A request another user sends (the socket opened to anyone here) gets no answer; the same
     request from the server's user gets the figures."""
-    from ctxpipe.core.statusline import SERVER_FORMAT
 
     path = socket_of(served)
     transcript = session_file(folder, 125_000)
@@ -410,14 +409,44 @@ def test_an_answer_gives_back_the_figures(found: StatusFigures) -> None:
     assert back == found._replace(cache="cache cold")  # the prompt cache is the run's clock's, never the server's
 
 
+def answer_of(figures: list[Any], format: int = SERVER_FORMAT, **extra: Any) -> bytes:
+    return json.dumps({"format": format, "figures": figures, "saving_stale": False, **extra}).encode()
+
+
+GOOD = [None, 1, 2, "normal", 1, False, None, None]
+
+
 @pytest.mark.parametrize(
     "data",
-    [b"", b"[]", b"null", b'{"format": 2, "figures": [null, 1, 2, "normal", 1, false, null, null], "saving_stale": false}',
-     b'{"format": 1, "figures": [null, 1, 2, "normal", 1, false, null, null]}', b'{"format": 1, "figures": [null, 1.5, 2, "normal", 1, false, null, null], "saving_stale": false}',
-     b'{"format": 1, "figures": [null, 1, 2, "loud", 1, false, null, null], "saving_stale": false}', b"\xff\xfe"],
-)  # fmt: skip
+    [
+        b"",
+        b"[]",
+        b"null",
+        b"\xff\xfe",
+        answer_of(GOOD, format=SERVER_FORMAT + 1),  # another version's
+        json.dumps({"format": SERVER_FORMAT, "figures": GOOD}).encode(),  # no saving_stale
+        answer_of([None, 1.5, 2, "normal", 1, False, None, None]),
+        answer_of([None, 1, 2, "loud", 1, False, None, None]),
+        # A figure no float holds (the line would stop on it), and one past what a count can be.
+        answer_of([None, 10**400, 200_000, "normal", 1, False, None, None]),
+        answer_of([None, 1, 200_000, "normal", -(10**16), False, None, None]),
+        # A saving of a stage the line does not offer: its name would be printed as it is.
+        answer_of([None, 1, 200_000, "normal", 1, False, ["\x1b]52;c;cHduZWQ=\x07", 5_000], None]),
+        answer_of([None, 1, 200_000, "normal", 1, False, ["collapse", 10**20], None]),
+    ],
+    ids=["empty", "list", "null", "not-utf8", "other-format", "no-saving-stale", "float", "level", "huge", "past-max", "stage", "huge-saving"],
+)
 def test_an_answer_of_another_shape_is_none(data: bytes) -> None:
     assert answer_figures(data, None, time.time()) is None
+
+
+def test_the_line_escapes_a_note_and_a_stage_read_back() -> None:
+    """A memo or an answer is read back from a file or a socket: the note it carries reaches the
+    terminal escaped, as the model's name does (a stage is one of SAVING_STAGES by then)."""
+    from ctxpipe.cli.statusline import line
+
+    printed = line(StatusFigures(None, note="\x1b]52;c;cHduZWQ=\x07\x1b[2J"), color=False)
+    assert "\x1b" not in printed and "\x07" not in printed and "52;c;cHduZWQ=" in printed
 
 
 def test_a_module_changed_since_the_server_started_is_seen(tmp_path: Path) -> None:
@@ -443,3 +472,193 @@ def test_a_run_asks_no_socket_that_is_not_its_users(tmp_path: Path) -> None:
     path.write_bytes(b"")
     assert ask_server(str(path), {}, Options(), {}, time.time(), None) == (None, True)
     assert ask_server(str(tmp_path / "none.sock"), {}, Options(), {}, time.time(), None) == (None, False)
+
+
+# --- what the review of the server found (session 54) ---------------------------------------------
+
+
+def test_a_run_whose_working_folder_was_removed_prints_its_line(served: Path, folder: Path) -> None:
+    """The run cannot say its working folder to the server: it works the line out itself, exit 0."""
+    transcript = session_file(folder, 135_000)
+    payload = json.dumps({"transcript_path": str(transcript)}).encode()
+    env = child_env({**CLEAN_ENV, "XDG_CACHE_HOME": str(served), **SERVED})
+    gone = folder / "gone"
+    script = f'mkdir {gone} && cd {gone} && rmdir {gone} && exec "$0" -m ctxpipe statusline --no-savings --no-color'
+    done = subprocess.run(["sh", "-c", script, sys.executable], input=payload, capture_output=True, env=env, timeout=60)
+    own = run_line(served, {"transcript_path": str(transcript)}, "--no-savings", "--no-color", "--no-server")
+    assert (done.returncode, done.stderr, done.stdout) == (0, b"", own.stdout), done
+
+
+@contextlib.contextmanager
+def dripping(path: Path, reply: bytes, every: float) -> Iterator[None]:
+    """A listener at the server's socket that reads each request, then sends `reply` a byte at a time,
+    one every `every` seconds."""
+    import threading
+
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(4)
+    stop = threading.Event()
+
+    def loop() -> None:
+        listener.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            with conn, contextlib.suppress(OSError):
+                while conn.recv(1 << 16):
+                    pass
+                for byte in reply:
+                    if stop.wait(every):
+                        break
+                    conn.sendall(bytes([byte]))
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        listener.close()
+
+
+def test_a_server_that_drips_its_answer_is_given_up_on_at_the_deadline(tmp_path: Path) -> None:
+    """SERVER_DEADLINE bounds the whole exchange, not each read: a byte every 0.3 s does not hold the run."""
+    with cache_folder() as cache:
+        transcript = session_file(tmp_path)
+        payload = {"transcript_path": str(transcript)}
+        own = run_line(cache, payload, "--no-savings", "--no-server")
+        with dripping(socket_of(cache), server_answer(StatusFigures("Dripped")), every=0.3):
+            started = time.monotonic()
+            done = run_line(cache, payload, "--no-savings")
+            took = time.monotonic() - started
+        assert done.stdout == own.stdout and loaded_the_library(done)
+        assert SERVER_DEADLINE <= took < SERVER_DEADLINE + 2.5, took
+
+
+def test_a_run_that_drips_its_request_holds_the_server_no_longer_than_its_deadline(served: Path, folder: Path) -> None:
+    """One connection sending a byte every 0.3 s is closed by READ_DEADLINE; the next run is answered."""
+    from ctxpipe.cli.statusline_server import READ_DEADLINE
+
+    path = socket_of(served)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as slow:
+        slow.connect(str(path))
+        started = time.monotonic()
+        closed = None
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            while time.monotonic() - started < READ_DEADLINE + 5:
+                slow.sendall(b" ")
+                time.sleep(0.3)
+        closed = time.monotonic() - started
+    assert closed is not None and closed < READ_DEADLINE + 2, closed
+    transcript = session_file(folder, 131_000)
+    answered = run_line(served, {"transcript_path": str(transcript)}, "--no-savings")
+    assert b"131K" in answered.stdout and not loaded_the_library(answered)
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="listens as another user (nobody): needs root")
+def test_a_run_asks_no_server_of_another_user(tmp_path: Path) -> None:
+    """A socket file of the run's user, but the process listening on it runs as another (a socket
+    swapped in): the run sends it nothing and works the line out itself, and starts no server."""
+    with cache_folder() as cache:
+        transcript = session_file(tmp_path)
+        payload = {"transcript_path": str(transcript)}
+        own = run_line(cache, payload, "--no-savings", "--no-server")
+        path = socket_of(cache)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        heard, said = os.pipe()
+        bound = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        bound.bind(str(path))  # the file is root's: only the peer's credentials tell
+        pid = os.fork()
+        if pid == 0:  # the other user: listens (its credentials are taken then), says what it was sent
+            try:
+                os.close(heard)
+                os.setgroups([])
+                os.setgid(65534)
+                os.setuid(65534)
+                bound.listen(4)
+                bound.settimeout(20)
+                os.write(said, b"l")
+                conn, _ = bound.accept()
+                conn.settimeout(5)
+                got = b"".join(iter(lambda: conn.recv(1 << 16), b""))
+                os.write(said, b"r" if got else b"n")
+            finally:
+                os._exit(0)
+        os.close(said)
+        bound.close()
+        try:
+            assert os.read(heard, 1) == b"l"
+            done = run_line(cache, payload, "--no-savings")
+            assert done.stdout == own.stdout and loaded_the_library(done) and errors_of(done) == []
+            assert not Path(str(path) + ".lock").exists()  # one listens there: not replaced
+        finally:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        assert os.read(heard, 1) == b"n"  # the run connected, and hung up without a word of its request
+        os.close(heard)
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="gives the cache folder to another user (nobody): needs root")
+def test_a_cache_folder_of_another_user_is_not_used(tmp_path: Path) -> None:
+    """A shared XDG_CACHE_HOME whose statusline folder another user made: no memo is read or written
+    there and no server is asked or started; the line is the run's own."""
+    with cache_folder() as cache:
+        transcript = session_file(tmp_path)
+        payload = {"transcript_path": str(transcript)}
+        own = run_line(cache, payload, "--no-savings", "--no-server")
+        entries = cache / "ctxpipe" / "statusline"
+        for memo in entries.glob("*"):
+            memo.unlink()
+        os.chown(entries, 65534, 65534)
+        os.chmod(entries, 0o777)
+        done = run_line(cache, payload, "--no-savings")
+        again = run_line(cache, payload, "--no-savings")
+        assert done.stdout == again.stdout == own.stdout and loaded_the_library(again)
+        assert list(entries.iterdir()) == [] and not servers_at(socket_of(cache))
+
+
+def test_a_cache_folder_open_to_others_is_closed(tmp_path: Path) -> None:
+    with cache_folder() as cache:
+        entries = cache / "ctxpipe" / "statusline"
+        entries.mkdir(parents=True, mode=0o755)
+        os.chmod(entries, 0o755)
+        run_line(cache, {"transcript_path": str(session_file(tmp_path))}, "--no-savings", "--no-server")
+        assert stat.S_IMODE(entries.stat().st_mode) == 0o700 and list(entries.glob("*.line"))
+
+
+def test_a_server_of_another_ctxpipe_ends_at_once(tmp_path: Path) -> None:
+    """Started for a run of ctxpipe in another folder (found through that run's working folder, not
+    the one `-m` finds from /), the server answers nothing: it ends without listening."""
+    path = tmp_path / "other.sock"
+    done = subprocess.run([sys.executable, "-m", "ctxpipe.cli.statusline_server", str(path), str(tmp_path)], capture_output=True, env=child_env(), timeout=60)
+    assert (done.returncode, done.stderr) == (0, b"") and not path.exists()
+
+
+def test_a_server_that_finds_another_holding_the_socket_leaves_it(tmp_path: Path) -> None:
+    """The hold (an flock beside the socket) is the server's for its life: another started meanwhile,
+    even on a socket file no process listens on, neither takes it over nor removes it."""
+    import fcntl
+
+    from ctxpipe.core.statusline import SERVER_HELD_SUFFIX
+
+    path = tmp_path / "held.sock"
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    dead.bind(str(path))
+    dead.close()
+    inode = path.stat().st_ino
+    with open(str(path) + SERVER_HELD_SUFFIX, "wb") as holder:
+        fcntl.flock(holder, fcntl.LOCK_EX)
+        second = serve_in_child(path, 600.0)
+        assert second.wait(timeout=30) == 0
+        assert path.stat().st_ino == inode and not listening(path)
+    third = serve_in_child(path, 600.0)  # let go: the next one takes the dead socket over
+    try:
+        wait_for(lambda: listening(path))
+    finally:
+        third.kill()
+        third.wait()
