@@ -255,7 +255,7 @@ def _start_refresh(directory: str, path: str) -> None:
         except FileExistsError:
             import time
 
-            if time.time() - os.stat(lock).st_mtime < LOCK_STALE:
+            if 0 <= time.time() - os.stat(lock).st_mtime < LOCK_STALE:  # a lock dated ahead (the clock set back) is stale
                 return  # one is at work
             os.unlink(lock)  # left by a run that died: take it over
             fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

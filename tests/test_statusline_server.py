@@ -662,3 +662,30 @@ def test_a_server_that_finds_another_holding_the_socket_leaves_it(tmp_path: Path
     finally:
         third.kill()
         third.wait()
+
+
+def test_a_server_too_busy_to_take_the_run_is_not_replaced(tmp_path: Path) -> None:
+    """A server whose queue of connections is full listens all the same: the run gives up on it
+    within its deadline (it works the line out itself) and does not start another beside it."""
+    path = tmp_path / "busy.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(0)  # never accepted: one connection fills the queue
+    queued: list[socket.socket] = []
+    try:
+        for _ in range(4):
+            waiting = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            waiting.setblocking(False)
+            try:
+                waiting.connect(str(path))
+            except BlockingIOError:
+                waiting.close()
+                break
+            queued.append(waiting)
+        started = time.monotonic()
+        assert ask_server(str(path), {}, Options(), {}, time.time(), None) == (None, True)
+        assert time.monotonic() - started < SERVER_DEADLINE + 1
+    finally:
+        for waiting in queued:
+            waiting.close()
+        listener.close()
