@@ -12,15 +12,19 @@ seconds before it was looked at is not kept.
 
 The counts of the files of one project folder are one file under $XDG_CACHE_HOME/ctxpipe/count,
 written whole and renamed into place (a folder's counts are loaded together: a count of several
-files, or of every line of one, is what keeping them saves). The folder is trusted only when this user owns it and nobody else may enter it (a pickle
-is code to whoever wrote it): it is opened once and the files read relative to it, never through a
-link. A file that is not ours (unreadable, cut short, of another key) is ignored and replaced.
-Deleting the folder loses nothing but time.
+files, or of every line of one, is what keeping them saves). The folder is trusted only when this
+user owns it and nobody else may enter it: it is opened once, and the files read, written (this
+user's only) and renamed relative to it, never through a link or a path looked up again. A kept file
+is unpickled into ctxpipe's own records only (a pickle may name any callable). A count is kept only
+when the file is as it was before it was counted. A file that is not ours (unreadable, cut short, of
+another key, holding anything else) is ignored and replaced. Deleting the folder loses nothing but time.
 """
 
 from __future__ import annotations
 
 import contextlib
+import enum
+import io
 import json
 import os
 import pickle
@@ -28,9 +32,9 @@ import stat
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import is_dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -48,6 +52,7 @@ MAX_PER_FOLDER = 20_000  # counts a folder's file keeps, the latest first
 MAX_FILES = 2_000  # kept files in the folder; the oldest go first
 # Where the code that counts lives: the package's own modules, the rooms a count runs through.
 _PACKAGE = Path(__file__).resolve().parent.parent
+_PACKAGE_NAME = __name__.partition(".")[0]
 _COUNTING_ROOMS = ("core", "formats", "files", "jobs")
 # Opened without following a link, and without waiting on a FIFO put where a kept file was.
 _NO_LINK = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
@@ -81,13 +86,15 @@ def project_folder(path: str) -> str:
 
 
 def code_stamp(package: Path = _PACKAGE) -> str | None:
-    """The sizes and times of the sources of every module a count may run (the package's root and
-    its counting rooms: about 90 files, a third of a millisecond); None without sources to stamp."""
+    """The sizes, times and inodes of the sources of every module a count may run (the package's root
+    and its counting rooms: about 90 files, a third of a millisecond); None without sources to stamp."""
     found: list[str] = []
     folders = [package / room for room in _COUNTING_ROOMS]
     for folder, recurse in [(package, False)] + [(folder, True) for folder in folders]:
         for path, info in _modules(folder, recurse):
-            found.append(f"{path}:{info.st_size}:{info.st_mtime_ns}")
+            # The change time too: an edit that keeps the size and puts the old modification time back
+            # (cp -p, rsync -t, a build that clamps times) still moves it, and the inode when replaced.
+            found.append(f"{path}:{info.st_size}:{info.st_mtime_ns}:{info.st_ino}:{info.st_ctime_ns}")
     if not found:
         return None
     found.sort()
@@ -167,11 +174,15 @@ class CountCache:
         asked for again gets a copy: two rows of one file are two counts, as counted."""
         if stamp is None:
             return None
+        from .count import FileCount
+
         absolute = os.path.abspath(path)
         entry = self._entries(self._name(absolute)).get(absolute)
-        if entry is None or entry[0] != stamp or entry[1] != kind or entry[2] != shown:
+        if not (isinstance(entry, tuple) and len(entry) == 5 and entry[0] == stamp and entry[1] == kind and entry[2] == shown):
             return None
         counted = entry[3]
+        if not isinstance(counted, FileCount):
+            return None
         if id(counted) in self._given:
             import copy
 
@@ -184,6 +195,8 @@ class CountCache:
         unless the file had changed (either time) less than RACY before."""
         if stamp is None or looked - max(stamp[1], stamp[3]) / 1e9 < RACY:
             return
+        if stamp_of(path) != stamp:
+            return  # changed while it was counted: the count is of bytes the stamp does not describe
         absolute = os.path.abspath(path)
         name = self._name(absolute)
         self._entries(name)[absolute] = (stamp, kind, shown, counted, looked)
@@ -194,9 +207,6 @@ class CountCache:
         private first); a cache that cannot be written is no error: the next run counts again."""
         if not self._changed:
             return
-        from ..core.errors import CtxpipeError
-        from ..files.atomic import atomic_file
-
         try:
             os.makedirs(self.folder, mode=0o700, exist_ok=True)
             if self._private_folder() is None:
@@ -207,15 +217,12 @@ class CountCache:
                 entries = self._loaded[name]
                 if len(entries) > MAX_PER_FOLDER:  # the latest kept first
                     entries = dict(sorted(entries.items(), key=lambda item: item[1][4], reverse=True)[:MAX_PER_FOLDER])
-                target = os.path.join(self.folder, name)
-                _only_files_at(target)
-                with atomic_file(target, durable=False) as out:
-                    out.write(pickle.dumps({"key": self.key, "entries": entries}, pickle.HIGHEST_PROTOCOL))
-        except (OSError, CtxpipeError):
+                _write(self._folder_fd, name, pickle.dumps({"key": self.key, "entries": entries}, pickle.HIGHEST_PROTOCOL))
+            _prune(self._folder_fd)
+        except OSError:
             return
         finally:
             self._changed.clear()
-        _prune(self.folder)
 
 
 def _open_private(folder: str) -> int | None:
@@ -249,7 +256,7 @@ def _read(folder: int, name: str, key: str) -> dict[str, Entry]:
         # A folder's counts are tens of thousands of new objects, none of them garbage: the collector
         # would walk them all again and again (a third of the load).
         with no_cycle_collection():
-            found = pickle.loads(data)
+            found = _KeptCounts(io.BytesIO(data)).load()
     except Exception:  # unreadable, cut short, of another version: counted again
         return {}
     if not isinstance(found, dict) or found.get("key") != key or not isinstance(found.get("entries"), dict):
@@ -258,24 +265,54 @@ def _read(folder: int, name: str, key: str) -> dict[str, Entry]:
     return entries
 
 
-def _only_files_at(target: str) -> None:
-    """What is not a regular file where a kept file goes (a FIFO, a link) is removed: atomic_file
-    would write into it, not replace it."""
+class _KeptCounts(pickle.Unpickler):
+    """Unpickles a kept file making nothing but ctxpipe's own records (dataclasses, enums, named
+    tuples: what a FileCount holds): a pickle may name any callable, and the folder being this user's
+    says who wrote it only as far as the folders above it are this user's too."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module.startswith(_PACKAGE_NAME + ".") and "." not in name:
+            found = super().find_class(module, name)
+            if isinstance(found, type) and (is_dataclass(found) or issubclass(found, (enum.Enum, tuple))) and found.__module__ == module:
+                return found
+        raise pickle.UnpicklingError(f"{module}.{name} is not kept by count")
+
+
+def _write(folder: int, name: str, data: bytes) -> None:
+    """`data` as the file `name` in the open `folder`: written to a new file there (this user's only),
+    then renamed over the old one, both relative to the folder (never a path looked up again: a
+    folder swapped for a link meanwhile is not written through). Not synced: a count lost in a crash
+    is counted again."""
+    temporary = f".{name}.{os.getpid()}.tmp"
     with contextlib.suppress(FileNotFoundError):
-        if not stat.S_ISREG(os.lstat(target).st_mode):
-            os.unlink(target)
+        os.unlink(temporary, dir_fd=folder)  # left by a run of this process id that was killed
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NO_LINK, 0o600, dir_fd=folder)
+    try:
+        with os.fdopen(descriptor, "wb") as out:
+            out.write(data)
+        os.replace(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)  # over a FIFO or a link too: never into it
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary, dir_fd=folder)
+        raise
 
 
-def _prune(folder: str) -> None:
-    """Past MAX_FILES kept files (options and folders no longer counted), the oldest go."""
+def _prune(folder: int) -> None:
+    """Past MAX_FILES kept files (options and folders no longer counted), the oldest go; so do the
+    temporary files of runs killed while they wrote, once an hour old."""
     with contextlib.suppress(OSError):
         with os.scandir(folder) as listing:
-            kept = [entry for entry in listing if entry.name.endswith(SUFFIX)]
+            entries = list(listing)
+        now = time.time()
+        for entry in entries:
+            if entry.name.endswith(".tmp") and now - entry.stat(follow_symlinks=False).st_mtime > 3600:
+                os.unlink(entry.name, dir_fd=folder)
+        kept = [entry for entry in entries if entry.name.endswith(SUFFIX)]
         if len(kept) <= MAX_FILES:
             return
-        kept.sort(key=lambda entry: entry.stat().st_mtime_ns)
+        kept.sort(key=lambda entry: entry.stat(follow_symlinks=False).st_mtime_ns)
         for entry in kept[: len(kept) - MAX_FILES]:
-            os.unlink(entry.path)
+            os.unlink(entry.name, dir_fd=folder)
 
 
 def lookup(cache: CountCache, found: list[SessionFile]) -> tuple[list[FileCount | None], list[Stamp | None], float]:

@@ -43,7 +43,7 @@ OPENS = textwrap.dedent(
 # Each test's own copy of the sessions (a test changes its files), made before any test runs and
 # then left alone for count_cache.RACY seconds: a file is kept only once both its times are that old,
 # and a file's change time cannot be set back.
-PROJECTS = ("reads", "changed", "options", "skipped", "not-kept", "not-ours", "library", "racy")
+PROJECTS = ("reads", "changed", "options", "skipped", "not-kept", "not-ours", "library", "racy", "swapped", "crafted", "restamped")
 
 
 @pytest.fixture(scope="module")
@@ -255,4 +255,84 @@ def test_the_code_stamp_follows_the_modules(tmp_path: Path) -> None:
     assert count_cache.code_stamp(package) == first
     (package / "core" / "module.py").write_text("x = 2\n")
     os.utime(package / "core" / "module.py", ns=(0, 0))
-    assert count_cache.code_stamp(package) != first
+    second = count_cache.code_stamp(package)
+    assert second != first
+    # The same size and modification time put back (cp -p, rsync -t): the change time still tells.
+    time.sleep(0.01)
+    (package / "core" / "module.py").write_text("x = 3\n")
+    os.utime(package / "core" / "module.py", ns=(0, 0))
+    assert count_cache.code_stamp(package) != second
+
+
+def kept_name(folder: Path, session: Path) -> tuple[count_cache.CountCache, str]:
+    """The library's kept counts in `folder` for the default options, and the name of `session`'s file there."""
+    cache = count_cache.CountCache.for_options(CountOptions(), str(folder))
+    assert cache is not None
+    return cache, cache._name(str(session))
+
+
+def test_the_kept_file_is_written_in_the_folder_that_was_checked(aged_projects: dict[str, Path], tmp_path: Path) -> None:
+    """The folder is opened when the counts are looked up; swapped for a link to another folder before
+    they are written, the counts still go to the folder that was checked (never through the link),
+    written for this user only."""
+    project = aged_projects["swapped"]
+    folder, moved, elsewhere = tmp_path / "kept", tmp_path / "moved", tmp_path / "elsewhere"
+    folder.mkdir(mode=0o700)
+    elsewhere.mkdir()
+    cache, name = kept_name(folder, project / SESSIONS[0])
+    found = api.session_files([project])
+    known, stamps, looked = count_cache.lookup(cache, found)
+    assert known == [None] * len(found)
+    folder.rename(moved)
+    folder.symlink_to(elsewhere)
+    try:
+        from ctxpipe.jobs.count import count_file
+
+        for item, stamp in zip(found, stamps):
+            cache.put(str(item.path), item.kind, item.shown, stamp, count_file(str(item.path), CountOptions(), item.kind, item.shown), looked)
+        cache.save()
+    finally:
+        cache.close()
+    assert list(elsewhere.iterdir()) == []
+    [kept] = moved.iterdir()
+    assert kept.name == name and kept.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_kept_file_makes_nothing_but_counts(aged_projects: dict[str, Path], tmp_path: Path) -> None:
+    """A kept file of the right key whose pickle names another callable (here os.system), or holds
+    something else than a count: nothing of it is run, the files are counted again, and it is replaced."""
+    import pickle
+
+    project = aged_projects["crafted"]
+    folder = tmp_path / "kept"
+    expected = [ok_row(r) for r in api.count_many([project], jobs=1).files]
+    folder.mkdir(mode=0o700)
+    cache, name = kept_name(folder, project / SESSIONS[0])
+    marker = tmp_path / "ran"
+
+    class Planted:
+        def __reduce__(self) -> tuple[object, tuple[str]]:
+            return os.system, (f"touch {marker}",)
+
+    sessions = [str(path) for path in sorted(project.iterdir())]
+    stamps = {path: count_cache.stamp_of(path) for path in sessions}
+    for planted in (Planted(), "not a count"):
+        entries = {path: (stamps[path], "main", path, planted, time.time()) for path in sessions}
+        (folder / name).write_bytes(pickle.dumps({"key": cache.key, "entries": entries}))
+        batch = api.count_many([project], jobs=1, cache=folder)
+        assert [ok_row(r) for r in batch.files] == expected and not marker.exists()
+    assert pickle.loads((folder / name).read_bytes())["key"] == cache.key  # replaced by the counts
+    cache.close()
+
+
+def test_a_file_changed_while_it_was_counted_is_not_kept(aged_projects: dict[str, Path], tmp_path: Path) -> None:
+    project = aged_projects["restamped"]
+    cache, _ = kept_name(tmp_path / "kept", project / SESSIONS[0])
+    session = project / SESSIONS[0]
+    before = count_cache.stamp_of(str(session))
+    counted = api.count_transcript(session)
+    with session.open("ab") as grown:
+        grown.write((FIXTURES / SESSIONS[0]).read_bytes().splitlines(keepends=True)[-1])
+    cache.put(str(session), "main", str(session), before, counted, time.time() + 60)
+    assert not cache._changed  # nothing to write: the count was of other bytes than the stamp says
+    cache.close()
