@@ -5,8 +5,10 @@ with `exec` at every import: on Python 3.11 that is about half of what a command
 classes and 387 functions for `report`, 40-50 ms). Python keeps a module's bytecode in `__pycache__`;
 this keeps the generated functions' code beside it, keyed by their exact source text, so a start
 loads them instead of compiling them again. A class whose source changed misses and is compiled as
-before; a cache that cannot be read is ignored; nothing is written where Python would not write
-bytecode (`-B`, PYTHONDONTWRITEBYTECODE), and `sys.pycache_prefix` is followed.
+before; a cache that cannot be read (a checksum over it) is ignored; nothing is written where Python
+would not write bytecode (`-B`, PYTHONDONTWRITEBYTECODE), and `sys.pycache_prefix` is followed. Code
+from the file runs at every start, so it is trusted as bytecode is: written new with the bytecode's
+mode whatever the umask, and not loaded when others may write to it more than to the module itself.
 """
 
 from __future__ import annotations
@@ -45,19 +47,36 @@ def cache_path() -> str:
 def _header() -> bytes:
     from importlib.util import MAGIC_NUMBER  # the bytecode's version: marshal's format follows it
 
-    return MAGIC_NUMBER + b"ctxpipe dataclass code 1\n"
+    return MAGIC_NUMBER + b"ctxpipe dataclass code 2\n"
+
+
+def _bytecode_mode() -> int:
+    """The mode Python gives this module's bytecode file (importlib's _calc_mode): the source's, and
+    writable by its owner; the umask applies to both alike."""
+    try:
+        return (os.stat(__file__).st_mode | 0o200) & 0o666
+    except OSError:
+        return 0o644
 
 
 def _load() -> dict[str, CodeType]:
+    """The kept code, or nothing when there is none, it is damaged (a checksum over it), or it is open
+    to more writers than this module's own file (code from it would run in every start)."""
+    import zlib
+
     try:
         with open(cache_path(), "rb") as file:
+            if os.fstat(file.fileno()).st_mode & 0o022 & ~_bytecode_mode():
+                return {}
             data = file.read()
         header = _header()
-        if data.startswith(header):
-            codes = marshal.loads(data[len(header) :])
-            if isinstance(codes, dict) and all(isinstance(k, str) and isinstance(v, CodeType) for k, v in codes.items()):
-                return codes
-    except (OSError, ValueError, EOFError, TypeError):
+        if data.startswith(header) and len(data) >= len(header) + 4:
+            payload = data[len(header) + 4 :]
+            if zlib.crc32(payload) == int.from_bytes(data[len(header) : len(header) + 4], "little"):
+                codes = marshal.loads(payload)
+                if isinstance(codes, dict) and all(isinstance(k, str) and isinstance(v, CodeType) for k, v in codes.items()):
+                    return codes
+    except Exception:  # marshal raises SystemError too on some damaged data: a cache that cannot be read is none
         pass
     return {}
 
@@ -68,14 +87,16 @@ def _compiled(source: str) -> CodeType:
     return compile(source, "<string>", "exec", dont_inherit=True)
 
 
-def _exec(source: Any, globals: Any = None, locals: Any = None, /) -> None:
-    """`exec` as `dataclasses` calls it: the source of a ctxpipe class's functions is compiled once."""
+def _exec(source: Any, /, *args: Any, **kwargs: Any) -> None:
+    """`exec` as `dataclasses` calls it: the source of a ctxpipe class's functions is compiled once.
+    Whatever else it is given (a later Python's `closure=`, keywords) goes to `exec` as it came."""
     global _codes, _missed
+    globals = args[0] if args else kwargs.get("globals")
     if not isinstance(source, str):
-        exec(source, globals, locals)
+        exec(source, *args, **kwargs)
         return
     if not (isinstance(globals, dict) and str(globals.get("__name__", "")).startswith(PACKAGE + ".")):
-        exec(_compiled(source), globals, locals)
+        exec(_compiled(source), *args, **kwargs)  # another library's class: compiled as dataclasses would
         return
     if _codes is None:
         _codes = _load()
@@ -88,20 +109,28 @@ def _exec(source: Any, globals: Any = None, locals: Any = None, /) -> None:
 
             atexit.register(save)
     _used.add(source)
-    exec(code, globals, locals)
+    exec(code, *args, **kwargs)
 
 
 def save() -> None:
     """Write what this process compiled (at exit, when anything was missing): whole, then renamed."""
     if sys.dont_write_bytecode or _codes is None:
         return
+    import zlib
+
     codes = _codes if len(_codes) <= MOST_KEPT else {source: _codes[source] for source in _used}
+    payload = marshal.dumps(codes)
     path = cache_path()
     temporary = f"{path}.{os.getpid()}.tmp"
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(temporary, "wb") as file:
-            file.write(_header() + marshal.dumps(codes))
+        # A new file (never one there already, nor through a link), with the bytecode's mode.
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, _bytecode_mode())
+    except OSError:
+        return
+    try:
+        with open(descriptor, "wb") as file:
+            file.write(_header() + zlib.crc32(payload).to_bytes(4, "little") + payload)
         os.replace(temporary, path)
     except OSError:
         try:
@@ -131,17 +160,29 @@ class _PatchOnImport:
                 break
         else:
             return None
-        loader = spec.loader
-        run = getattr(loader, "exec_module", None)
-        if run is None:
+        if getattr(spec.loader, "exec_module", None) is None:
             return spec
-
-        def exec_module(module: ModuleType) -> None:
-            run(module)
-            _patch(module)
-
-        loader.exec_module = exec_module
+        # dataclasses' own loader, wrapped: the loader may be shared (a zip, a frozen importer) and
+        # must load the other modules as it did.
+        spec.loader = _PatchingLoader(spec.loader)
         return spec
+
+
+class _PatchingLoader:
+    """A loader that loads as `loader` does, then patches the module (dataclasses)."""
+
+    def __init__(self, loader: Any) -> None:
+        self.loader = loader
+
+    def create_module(self, spec: Any) -> Any:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self.loader.exec_module(module)
+        _patch(module)
+
+    def __getattr__(self, name: str) -> Any:  # get_source, is_package, …: the loader's own
+        return getattr(self.loader, name)
 
 
 def install() -> None:

@@ -56,10 +56,23 @@ def cache_file(prefix: Path) -> Path:
     return prefix / str(here).lstrip(os.sep) / dataclass_code.FILE_NAME
 
 
+# Generated sources `import ctxpipe.api` compiles at least: Python 3.11 compiles one per function
+# (about 400), 3.13 one per class (about 20).
+MANY = 10
+
+
+def kept_bytes(codes: object) -> bytes:
+    """A kept file holding `codes`, as save writes one: the header, the checksum, the marshalled codes."""
+    import zlib
+
+    payload = marshal.dumps(codes)
+    return dataclass_code._header() + zlib.crc32(payload).to_bytes(4, "little") + payload
+
+
 def kept_sources(path: Path) -> dict[str, object]:
     data = path.read_bytes()
     assert data.startswith(dataclass_code._header())
-    kept: dict[str, object] = marshal.loads(data[len(dataclass_code._header()) :])
+    kept: dict[str, object] = marshal.loads(data[len(dataclass_code._header()) + 4 :])  # after the checksum
     return kept
 
 
@@ -78,7 +91,7 @@ def prefix(shared_prefix: Path) -> Path:
 
 def test_a_second_start_compiles_none_of_the_generated_code(prefix: Path) -> None:
     first = child(prefix, IMPORT_THE_LIBRARY)
-    assert isinstance(first["compiled"], int) and first["compiled"] > 50
+    assert isinstance(first["compiled"], int) and first["compiled"] > MANY
     kept = kept_sources(cache_file(prefix))
     assert len(kept) == first["compiled"]
     assert child(prefix, IMPORT_THE_LIBRARY)["compiled"] == 0
@@ -166,17 +179,19 @@ def test_the_classes_made_from_kept_code_are_the_classes_dataclasses_makes(prefi
 def test_a_cache_that_cannot_be_read_is_compiled_again_and_replaced(prefix: Path) -> None:
     path = cache_file(prefix)
     path.parent.mkdir(parents=True, exist_ok=True)
-    for broken in (b"", b"not a cache", dataclass_code._header() + b"\xff\x00 cut", dataclass_code._header() + marshal.dumps([1, 2])):
+    good = kept_bytes({"def __create_fn__(): pass": compile("pass", "<string>", "exec")})
+    # Empty, not ours, cut short, a checksum that does not match, codes of another shape.
+    for broken in (b"", b"not a cache", good[:-3], good[:-1] + bytes([good[-1] ^ 1]), kept_bytes([1, 2])):
         path.write_bytes(broken)
         first = child(prefix, IMPORT_THE_LIBRARY)
-        assert isinstance(first["compiled"], int) and first["compiled"] > 50
+        assert isinstance(first["compiled"], int) and first["compiled"] > MANY
         assert len(kept_sources(path)) == first["compiled"]
         assert child(prefix, IMPORT_THE_LIBRARY)["compiled"] == 0
 
 
 def test_nothing_is_written_where_bytecode_would_not_be(prefix: Path) -> None:
     for _ in range(2):
-        assert isinstance(compiled := child(prefix, IMPORT_THE_LIBRARY, "-B")["compiled"], int) and compiled > 50
+        assert isinstance(compiled := child(prefix, IMPORT_THE_LIBRARY, "-B")["compiled"], int) and compiled > MANY
     assert not cache_file(prefix).exists()
 
 
@@ -184,7 +199,7 @@ def test_a_cache_past_its_bound_keeps_only_what_a_run_used(prefix: Path) -> None
     path = cache_file(prefix)
     path.parent.mkdir(parents=True, exist_ok=True)
     code = compile("pass", "<string>", "exec")
-    path.write_bytes(dataclass_code._header() + marshal.dumps({f"stale {n}": code for n in range(dataclass_code.MOST_KEPT)}))
+    path.write_bytes(kept_bytes({f"stale {n}": code for n in range(dataclass_code.MOST_KEPT)}))
     first = child(prefix, IMPORT_THE_LIBRARY)
     kept = kept_sources(path)
     assert len(kept) == first["compiled"] and not any(source.startswith("stale") for source in kept)
@@ -197,3 +212,46 @@ def test_dataclasses_is_not_imported_for_it_and_is_routed_once_imported(prefix: 
         "import ctxpipe\nout['imported'] = 'dataclasses' in sys.modules\nimport dataclasses\nout['exec'] = dataclasses.exec.__module__\n",
     )
     assert out["imported"] is False and out["exec"] == "ctxpipe.files.dataclass_code"
+
+
+def test_the_kept_file_has_the_bytecodes_mode_whatever_the_umask(prefix: Path) -> None:
+    """Under umask 0 a plain open() would make the file writable by anyone, and code from it runs at
+    every start: it gets the mode Python gives the module's bytecode (the source's, owner-writable)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
+    subprocess.run(
+        [sys.executable, "-X", f"pycache_prefix={prefix}", "-c", IMPORT_THE_LIBRARY],
+        env=env, check=True, timeout=120, preexec_fn=lambda: os.umask(0),
+    )  # fmt: skip
+    source_mode = os.stat(dataclass_code.__file__).st_mode
+    assert cache_file(prefix).stat().st_mode & 0o777 == (source_mode | 0o200) & 0o666 & 0o777
+
+
+def test_a_kept_file_others_may_write_is_not_loaded(prefix: Path) -> None:
+    child(prefix, IMPORT_THE_LIBRARY)
+    path = cache_file(prefix)
+    path.chmod(0o666)
+    compiled = child(prefix, IMPORT_THE_LIBRARY)["compiled"]
+    assert isinstance(compiled, int) and compiled > MANY
+
+
+def test_the_loader_of_dataclasses_is_wrapped_not_changed(prefix: Path) -> None:
+    """The loader may be shared with other modules (a zip, a frozen importer): nothing is set on it."""
+    out = child(
+        prefix,
+        "import ctxpipe, dataclasses\n"
+        "wrapper = dataclasses.__spec__.loader\n"
+        "out['own'] = 'exec_module' in vars(wrapper.loader)\n"
+        "out['source'] = wrapper.get_source('dataclasses')[:30] == open(dataclasses.__file__).read()[:30]\n",
+    )
+    assert out["own"] is False and out["source"] is True
+
+
+def test_exec_takes_what_the_builtin_takes() -> None:
+    """A later `dataclasses` may call exec with closure= (3.11), or globals= and locals= (3.13): passed on as given."""
+    namespace: dict[str, object] = {"__name__": "ctxpipe.probe"}
+    keywords = {"globals": namespace} if sys.version_info >= (3, 13) else {"closure": None}
+    dataclass_code._exec("def __create_fn__():\n    return 7\n", *([] if "globals" in keywords else [namespace]), **keywords)
+    assert callable(namespace["__create_fn__"]) and namespace["__create_fn__"]() == 7  # type: ignore[operator]
+    other: dict[str, object] = {"__name__": "elsewhere"}
+    dataclass_code._exec("x = 1", other, None)
+    assert other["x"] == 1
