@@ -47,9 +47,31 @@ def _parse(argv: Sequence[str]) -> tuple[str, int | None]:
 
 
 def _visible(text: str) -> str:
+    """A hook's answer as Claude Code may show it: plain text escaped line by line; a JSON answer with
+    each string in it escaped the same way (JSON's own escapes only hide a control character until
+    Claude Code decodes the string and shows it)."""
     from .terminal import shown
 
+    if text.lstrip().startswith("{"):
+        try:
+            answer = json.loads(text)
+        except ValueError:
+            pass
+        else:
+            return json.dumps(_strings_shown(answer), ensure_ascii=False) + "\n"
     return "".join(shown(line) + "\n" for line in text.splitlines())
+
+
+def _strings_shown(value: Any) -> Any:
+    from .terminal import shown
+
+    if isinstance(value, str):
+        return "\n".join(shown(line) for line in value.split("\n"))  # the lines stay lines
+    if isinstance(value, dict):
+        return {key: _strings_shown(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_strings_shown(item) for item in value]
+    return value
 
 
 def main(argv: Sequence[str]) -> None:
@@ -66,7 +88,7 @@ def main(argv: Sequence[str]) -> None:
 
         answer = api.run_hook(name, payload, api.HookOptions(block_under_tokens=block))
         # Claude Code shows a hook's answer on the user's terminal: transcript text in it is escaped
-        # line by line (a JSON answer is escaped already), and written as UTF-8 whatever the locale.
+        # line by line (in a JSON answer, in each string), and written as UTF-8 whatever the locale.
         if answer.stdout:
             sys.stdout.buffer.write(_visible(answer.stdout).encode())
         if answer.stderr:

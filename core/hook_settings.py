@@ -63,11 +63,23 @@ def with_ctxpipe(settings: Mapping[str, Any], program: str) -> dict[str, Any]:
             for index, entry in enumerate(entries):
                 if ours(entry) == name:
                     if not placed:
-                        entries[index] = {**entry, **wanted}
+                        entries[index] = _renewed(entry, wanted)
                     placed = True
         if not placed:
             groups.append({"hooks": [wanted]})
     return result
+
+
+def _renewed(entry: Mapping[str, Any], wanted: Mapping[str, Any]) -> dict[str, Any]:
+    """ctxpipe's entry `entry` run by the program `wanted` names, keeping what the user gave it: the
+    options after `hook NAME` (--block-when) and its own timeout."""
+    command = str(entry.get("command", ""))
+    found = _OURS.search(command)
+    options = command[found.end() :] if found else ""
+    renewed = {**entry, **wanted, "command": str(wanted["command"]) + options}
+    if "timeout" in entry:
+        renewed["timeout"] = entry["timeout"]
+    return renewed
 
 
 def without_ctxpipe(settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -103,7 +115,8 @@ def installed(settings: Mapping[str, Any]) -> dict[str, str]:
     found = {}
     for event in HOOKS:
         for group in _groups(settings, event):
-            for entry in group.get("hooks", []) if isinstance(group, Mapping) else []:
+            entries = group.get("hooks") if isinstance(group, Mapping) else None
+            for entry in entries if isinstance(entries, list) else []:
                 if ours(entry):
                     found[event] = str(entry["command"])
     return found

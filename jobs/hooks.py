@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import stat
 import sys
 import time
 from collections.abc import Mapping
@@ -130,7 +131,7 @@ def save_state(options: HookOptions, session: str, state: SessionState) -> None:
     from ..files.atomic import atomic_file
 
     path = _state_path(options, session)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the user's messages are in it: theirs only
     with atomic_file(path) as out:
         out.write(state.to_json())
 
@@ -146,20 +147,40 @@ class Context:
     tokens: int | None  # the active context, by count's accounting (when asked for)
 
 
+# Past this size the resume note says what the resume costs without the offline compact's dry run
+# (about 5 MB a second): SessionStart waits on it, and Claude Code gives a hook 60 s.
+RESUME_DRY_RUN_LIMIT = 32 << 20
+
+
+def local_transcript(path: str) -> int:
+    """The size of the transcript a hook's input names, a regular file on this machine: the hooks run
+    offline, so a URL is not fetched, and a FIFO or a device is not waited on."""
+    from ..files import storage
+
+    if storage.is_remote(path):
+        raise InputError(path, None, "not a local file (the hooks run offline)")
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError) as exc:
+        raise InputError(path, None, f"cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise InputError(path, None, "not a regular file")
+    return info.st_size
+
+
 def read_context(payload: Mapping[str, Any], measure: bool = False) -> Context:
     """The facts of the transcript's active context (what a compaction is about to replace)."""
     from ..core.facts import gather
     from ..core.hooks import keep_list
     from ..core.jsonl import ReadStats, iter_buffer_entries
     from ..core.summarize import key_facts
-    from ..files.inputs import detect_format, is_regular, mapped
+    from ..files.inputs import detect_format, mapped
     from .count import CountOptions, count_buffer
 
     path = payload.get("transcript_path")
     if not isinstance(path, str) or not path:
         raise InputError("hook input", None, "no transcript_path")
-    if not is_regular(path):
-        raise InputError(path, None, "not a regular file")
+    local_transcript(path)
     with mapped(path, on_error="skip") as buffer:
         transcript_format = detect_format(buffer, path)
         entries = list(iter_buffer_entries(buffer, path, "skip", ReadStats()))
@@ -180,7 +201,9 @@ def pre_compact(payload: Mapping[str, Any], options: HookOptions = HookOptions()
 
     session = _session_id(payload)
     context = read_context(payload, measure=options.block_under_tokens is not None)
-    if options.block_under_tokens is not None and context.tokens is not None and context.tokens < options.block_under_tokens:
+    # Refused only on a measured context: a transcript that could not be counted (empty, not one) says
+    # nothing of what the compaction is worth, and blocking it could leave a full session stuck.
+    if options.block_under_tokens is not None and context.tokens and context.tokens < options.block_under_tokens:
         return HookAnswer(
             stderr=f"ctxpipe: not worth compacting: the context holds {context.tokens:,} tokens, under {options.block_under_tokens:,} (--block-when)",
             code=2,
@@ -217,8 +240,8 @@ def post_compact(payload: Mapping[str, Any], options: HookOptions = HookOptions(
         "lost": [{"kind": fact.kind, "text": fact.text[:300]} for fact in checked.missing],
     }
     audit_path = _state_path(options, session, ".audit.jsonl")
-    audit_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(audit_path, "ab") as out:  # one write per line: lines of concurrent sessions never mix
+    audit_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with open(os.open(audit_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab") as out:  # one write per line: lines of concurrent sessions never mix
         out.write(json.dumps(record).encode() + b"\n")
     pending = list(dict.fromkeys([*state.pending, *((fact.kind, fact.text) for fact in checked.missing)]))
     save_state(options, session, SessionState([], pending, reinjection_text(as_facts(pending)), state.trigger))
@@ -273,6 +296,8 @@ def compacted_tokens(path: str) -> int:
     from .breaker import breaker
     from .pipeline import CompactOptions, compact_buffer
 
+    if local_transcript(path) > RESUME_DRY_RUN_LIMIT:
+        raise InputError(path, None, "too large for a dry run while the session starts")
     options = CompactOptions({"summarize": SummarizeSettings(engine="offline")}, now=datetime.now(timezone.utc))
     with mapped(path, on_error="skip") as buffer:
         _, report = compact_buffer(buffer, path, options, breaker())
@@ -303,8 +328,14 @@ def settings_path(project: bool, cwd: Path | None = None) -> Path:
 
 
 def this_program() -> str:
-    """How the hooks start this ctxpipe: its interpreter running the package (no PATH needed)."""
-    return f"{shlex.quote(sys.executable)} -m ctxpipe"
+    """How the hooks start this ctxpipe: its interpreter running the package (no PATH needed). Claude
+    Code runs a hook in the project's folder, which `-m` would put first on the import path: a
+    project's own `platform.py` or `ctxpipe/` would run instead. `-P` (Python 3.11) keeps it off; on
+    3.10 the console script beside the interpreter, whose folder is put there instead."""
+    if sys.version_info >= (3, 11):
+        return f"{shlex.quote(sys.executable)} -P -m ctxpipe"
+    script = Path(sys.executable).with_name("ctxpipe")
+    return shlex.quote(str(script)) if script.is_file() else f"{shlex.quote(sys.executable)} -m ctxpipe"
 
 
 def _read_settings(path: Path) -> tuple[bytes | None, dict[str, Any]]:
@@ -323,18 +354,24 @@ def _read_settings(path: Path) -> tuple[bytes | None, dict[str, Any]]:
     return data, settings
 
 
-def _dumped(settings: dict[str, Any]) -> bytes:
-    return json.dumps(settings, indent=2, ensure_ascii=False).encode() + b"\n"
+def _dumped(settings: dict[str, Any], path: Path) -> bytes:
+    try:
+        # allow_nan=False: a number JSON cannot write (1e999 read as infinity) would be written as
+        # Infinity, which Claude Code's parser refuses, and with it the whole file.
+        return json.dumps(settings, indent=2, ensure_ascii=False, allow_nan=False).encode() + b"\n"
+    except (ValueError, UnicodeEncodeError) as exc:
+        raise InputError(str(path), None, f"cannot be written back as it is read ({exc}); left as it is") from None
 
 
 def install(path: Path, program: str | None = None, dry_run: bool = False) -> SettingsChange:
     """Merge ctxpipe's hooks into the settings file at `path` (atomic, the old file kept as a backup)."""
-    from ..core.hook_settings import with_ctxpipe
+    from ..core.hook_settings import installed, with_ctxpipe
 
     before, settings = _read_settings(path)
     wanted = with_ctxpipe(settings, program or this_program())
-    after = before if wanted == settings and before is not None else _dumped(wanted)
-    return _write(SettingsChange(path, before, after), dry_run)
+    after = before if wanted == settings and before is not None else _dumped(wanted, path)
+    # Installed already: the backup kept is the file before the first install (uninstall gives its bytes back).
+    return _write(SettingsChange(path, before, after), dry_run, replace_backup=not installed(settings))
 
 
 def uninstall(path: Path, dry_run: bool = False) -> SettingsChange:
@@ -346,7 +383,7 @@ def uninstall(path: Path, dry_run: bool = False) -> SettingsChange:
     if before is None or not installed(settings):
         return SettingsChange(path, before, before)
     left = without_ctxpipe(settings)
-    after: bytes | None = _dumped(left)
+    after: bytes | None = _dumped(left, path)
     try:
         kept = Path(str(path) + SETTINGS_BACKUP).read_bytes()
         if json.loads(kept) == left:
@@ -359,7 +396,7 @@ def uninstall(path: Path, dry_run: bool = False) -> SettingsChange:
     return _write(SettingsChange(path, before, after), dry_run)
 
 
-def _write(change: SettingsChange, dry_run: bool) -> SettingsChange:
+def _write(change: SettingsChange, dry_run: bool, replace_backup: bool = True) -> SettingsChange:
     from ..files.atomic import atomic_file, keep_backup
 
     if dry_run or not change.changed:
@@ -369,8 +406,8 @@ def _write(change: SettingsChange, dry_run: bool) -> SettingsChange:
         return change
     backup = None
     change.path.parent.mkdir(parents=True, exist_ok=True)
-    if change.before is not None:
-        backup_path = str(change.path) + SETTINGS_BACKUP
+    backup_path = str(change.path) + SETTINGS_BACKUP
+    if change.before is not None and (replace_backup or not os.path.exists(backup_path)):
         if os.path.exists(backup_path):
             os.unlink(backup_path)  # one backup: the settings as they were before the last change
         backup = keep_backup(str(change.path), SETTINGS_BACKUP, change.before)

@@ -233,3 +233,98 @@ def test_the_state_folder_follows_claude_config_dir(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-m", "ctxpipe", "hook", "pre-compact"], input=payload, env=env, capture_output=True, check=True, timeout=120)
     assert (config / "ctxpipe" / "hooks" / "s9.json").exists() and not (tmp_path / ".claude" / "ctxpipe").exists()
     assert os.environ.get("CLAUDE_CONFIG_DIR") != str(config)
+
+
+# --- what the review of the hooks found (session 54) ------------------------------------------------
+
+
+def test_the_installed_command_runs_ctxpipe_not_the_project_s_own_modules(tmp_path: Path) -> None:
+    """Claude Code runs a hook in the project's folder: a project's `platform.py` or `ctxpipe/`
+    package is not imported instead of the standard library's or ctxpipe's."""
+    from ctxpipe.core.hook_settings import hook_command
+    from ctxpipe.jobs.hooks import this_program
+
+    project = tmp_path / "project"
+    (project / "ctxpipe").mkdir(parents=True)
+    (project / "ctxpipe" / "__init__.py").write_text("raise SystemExit(2)\n")
+    (project / "ctxpipe" / "__main__.py").write_text("raise SystemExit(2)\n")
+    for shadow in ("platform", "random", "tempfile", "inspect", "datetime"):
+        (project / f"{shadow}.py").write_text("raise RuntimeError('the project ran')\n")
+    payload = json.dumps({"session_id": "p1", "transcript_path": str(session(tmp_path))}).encode()
+    env = child_env({"HOME": str(tmp_path), "CLAUDE_CONFIG_DIR": ""})
+    done = subprocess.run(["sh", "-c", hook_command(this_program(), "pre-compact")], input=payload, capture_output=True, env=env, cwd=project, timeout=120)
+    assert (done.returncode, done.stderr) == (0, b"") and REQUEST.encode() in done.stdout
+
+
+def test_block_when_refuses_only_a_context_it_measured(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    not_a_transcript = tmp_path / "notes.jsonl"
+    not_a_transcript.write_bytes(b"root:x:0:0:root:/root:/bin/bash\n")
+    for path in (empty, not_a_transcript):
+        done = hook("pre-compact", {"session_id": "b1", "transcript_path": str(path), "trigger": "auto"}, tmp_path, "--block-when", "tokens<40k")
+        assert done.returncode == 0, done.stderr
+
+
+def test_a_second_install_keeps_what_the_user_changed_and_the_first_backup(tmp_path: Path) -> None:
+    settings = tmp_path / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    original = json.dumps(USER_SETTINGS, indent=4).encode()
+    settings.write_bytes(original)
+    assert ctxpipe("hooks", "install", home=tmp_path).returncode == 0
+    edited = json.loads(settings.read_bytes())
+    for group in edited["hooks"]["PreCompact"]:
+        for entry in group["hooks"]:
+            if ours(entry) == "pre-compact":
+                entry["command"] = entry["command"].replace("/python", "/python-old") + " --block-when tokens<40k"
+                entry["timeout"] = 120
+    settings.write_text(json.dumps(edited, indent=2))
+    assert ctxpipe("hooks", "install", home=tmp_path).returncode == 0
+    [entry] = [e for g in json.loads(settings.read_bytes())["hooks"]["PreCompact"] for e in g["hooks"] if ours(e) == "pre-compact"]
+    assert entry["command"].endswith(" hook pre-compact --block-when tokens<40k") and "/python-old" not in entry["command"]
+    assert entry["timeout"] == 120
+    assert (tmp_path / ".claude" / "settings.json.ctxpipe-backup").read_bytes() == original
+    assert ctxpipe("hooks", "uninstall", home=tmp_path).returncode == 0
+    assert settings.read_bytes() == original
+
+
+@pytest.mark.parametrize("settings_bytes", [b'{"cleanupPeriodDays": 1e999}', b'{"hooks": {"PreCompact": [{"hooks": 5}, 7]}}'])
+def test_odd_settings_are_refused_or_kept_never_damaged(tmp_path: Path, settings_bytes: bytes) -> None:
+    """A number JSON cannot write back is refused (written as Infinity, Claude Code would refuse the whole
+    file); groups of other shapes are kept as they are, by install and uninstall alike."""
+    settings = tmp_path / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_bytes(settings_bytes)
+    for command in ("install", "uninstall"):
+        done = ctxpipe("hooks", command, home=tmp_path)
+        assert b"Traceback" not in done.stderr and b"internal error" not in done.stderr, done.stderr
+        if b"1e999" in settings_bytes:
+            assert settings.read_bytes() == settings_bytes and (done.returncode != 0 or command == "uninstall")
+        else:
+            assert done.returncode == 0 and json.loads(settings.read_bytes())["hooks"]["PreCompact"][:2] == [{"hooks": 5}, 7]
+
+
+def test_a_json_answer_reaches_claude_code_with_its_strings_escaped() -> None:
+    from ctxpipe.cli.hook import _visible
+
+    shown = json.loads(_visible(json.dumps({"hookSpecificOutput": {"additionalContext": "keep \x1b]0;pwned\x07 this\nand that"}, "n": [1, "\x9b"]})))
+    text = shown["hookSpecificOutput"]["additionalContext"]
+    assert "\x1b" not in text and "\x07" not in text and text.endswith("\nand that") and "\x9b" not in shown["n"][1]
+
+
+@pytest.mark.parametrize("where", ["http://127.0.0.1:9/session.jsonl", "fifo"])
+def test_a_hook_reads_only_a_local_regular_file(tmp_path: Path, where: str) -> None:
+    path = where
+    if where == "fifo":
+        os.mkfifo(tmp_path / "fifo.jsonl")
+        path = str(tmp_path / "fifo.jsonl")
+    done = hook("pre-compact", {"session_id": "f1", "transcript_path": path}, tmp_path)
+    assert done.returncode == 0 and done.stdout == b"" and done.stderr.count(b"\n") == 1
+    assert b"not a local file" in done.stderr if where != "fifo" else b"not a regular file" in done.stderr
+
+
+def test_the_hooks_state_is_the_user_s_only(tmp_path: Path) -> None:
+    path = session(tmp_path)
+    assert hook("pre-compact", {"session_id": "m1", "transcript_path": str(path)}, tmp_path).returncode == 0
+    folder = tmp_path / ".claude" / "ctxpipe" / "hooks"
+    assert folder.stat().st_mode & 0o777 == 0o700
