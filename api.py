@@ -925,6 +925,24 @@ def validate_many(
     return cast("BatchResult[ValidatedFile]", _path_batch(BatchResult, job, paths, files, subagents, jobs, executor, scheduler, progress, alone))
 
 
+def _refuse_links_below(out_dir: str, target: str) -> None:
+    """A result below --out-dir is written there, not through a symbolic link already in the output
+    tree (a link to a file or a folder elsewhere would have it written outside the folder chosen)."""
+    from .files import storage
+
+    if storage.is_remote(out_dir) or storage.is_remote(target):
+        return
+    top = storage.local_path(out_dir)
+    relative = os.path.relpath(storage.local_path(target), top)
+    current = top
+    for part in relative.split(os.sep):
+        current = os.path.join(current, part)
+        if os.path.islink(current):
+            raise SettingsError(
+                "--out-dir", f"{current} is a symbolic link in the output folder: ctxpipe does not write through it (remove it, or choose another --out-dir)"
+            )
+
+
 def _compact_plan(files: list[SessionFile], given: Sequence[str], out_dir: str | None, in_place: bool) -> list[tuple[str, str, str]]:
     """(path, shown, target) for each file, checked before anything is written: no two results for
     one target, no result over an input (only in place replaces inputs), no in-place rewrite of
@@ -939,6 +957,8 @@ def _compact_plan(files: list[SessionFile], given: Sequence[str], out_dir: str |
         if in_place and not is_regular(file.path):
             raise SettingsError("PATHS", f"{file.shown}: not a regular file; --in-place replaces regular files only")
         target = str(file.path) if in_place else target_path(file.path, given, out_dir or "")
+        if not in_place and out_dir:
+            _refuse_links_below(out_dir, target)
         key = identity(target)
         if not in_place and key in inputs:
             raise SettingsError("--out-dir", f"the result for {file.shown} would replace the input {inputs[key]}; choose another --out-dir, or use --in-place")
@@ -1085,10 +1105,14 @@ def report_many(
     # Checked before anything is written: no page over an input, no two pages (or a page and the index) at one path.
     inputs = {identity(str(file.path)): file.shown for file in found}
     targets: dict[str, str] = {identity(join(out_dir, INDEX)): INDEX} if out_dir else {}
+    if out_dir:
+        _refuse_links_below(out_dir, join(out_dir, INDEX))
     items = []
     for file in found:
         page = with_suffix(target_path(file.path, given, out_dir), ".html") if out_dir else None
         if page is not None:
+            assert out_dir is not None
+            _refuse_links_below(out_dir, page)
             key = identity(page)
             if key in inputs:
                 raise SettingsError("--out-dir", f"the page for {file.shown} would replace the input {inputs[key]}; choose another --out-dir")

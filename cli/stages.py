@@ -73,6 +73,7 @@ def run_command(stage: Stage, given: StageIO, settings: Any, context: StageConte
     from ..api import mapped, ready, run_stage_on_buffer
 
     checked(stage, settings)
+    streams.refuse_output_over_input(given.output, given.path)
     ready((stage,))
     context = context or stage_context(given.path, given.now)
     source = streams.source_name(given.path)

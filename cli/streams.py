@@ -69,6 +69,29 @@ def open_output(path: str | None) -> Iterator[BinaryIO]:
         yield out
 
 
+def is_the_input(output: str | None, path: str | None) -> bool:
+    """Whether `-o output` names the very file `path` that is read (a local file, or a store's object)."""
+    if output in (None, STDIN) or path in (None, STDIN):
+        return False
+    from ..api import identity, is_remote
+
+    assert output is not None and path is not None
+    try:
+        if is_remote(output) or is_remote(path):
+            return bool(identity(output) == identity(path))
+        return os.path.exists(output) and os.path.samefile(output, path)
+    except (OSError, ValueError, CtxpipeError):
+        return False
+
+
+def refuse_output_over_input(output: str | None, path: str | None) -> None:
+    """`-o` over the transcript read is refused before anything is read: a program may append to
+    the session meanwhile, and only --in-place checks that it did not (writing over it would lose
+    those lines)."""
+    if is_the_input(output, path):
+        raise InputError(str(output), None, "is the transcript read: give --in-place to rewrite it (it checks that nothing wrote to it meanwhile)")
+
+
 def warn_hard_links(path: str) -> None:
     # The file is replaced, not rewritten, so a crash never leaves it half-written: its other names
     # (hard links) keep the old content, as with `sed -i`. A symbolic link is followed instead.

@@ -120,6 +120,7 @@ def _to_stdout(path: str | None, options: CompactOptions, report_json: str | Non
     from ..stages import ledger_kept
 
     keep = None if ledger is None else lambda record: ledger_kept(ledger, record)
+    streams.refuse_output_over_input(output, path)
     try:
         report = compact_to(streams.source_name(path), lambda: streams.open_output(output), options, keep)
     except NotASession as exc:  # given alone: there is no session to compact, and nothing is written

@@ -24,6 +24,7 @@ def expand(
     """
     from ...api import expand as undo
 
+    streams.refuse_output_over_input(output, path)
     with streams.one_transcript(path, "expand"):
         original, undone = undo(path, ledger)
     with streams.open_output(output) as out:

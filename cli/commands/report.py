@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any
 
 from ...core.prices import CacheModel
@@ -74,7 +73,7 @@ def _one(path: str | None, options: ReportOptions, moment: Any, output: str | No
     source = streams.source_name(path)
     if output is None and not json_output and streams.stdout_is_terminal():
         raise declare.BadParameter("the page is HTML: give -o FILE (or redirect stdout, or --json for the facts)", param_hint="--output")
-    if output is not None and path not in (None, streams.STDIN) and _same(output, path):
+    if streams.is_the_input(output, path):
         raise declare.BadParameter(f"{output} is the transcript read: the page would replace it", param_hint="--output")
     data = session_report(source, options, moment)
     streams.skipped_lines(data.file, data.count.skipped_lines)
@@ -121,12 +120,3 @@ def _many(batch: Batch, options: ReportOptions, moment: Any, out_dir: str | None
         streams.note(f"report: {len(done.files) - len(done.failures)} page(s) and {done.index}")
     if done.failures:
         raise declare.Exit(ExitStatus.ERROR)
-
-
-def _same(output: str, path: str) -> bool:
-    """Whether the page would be written over the transcript read."""
-    from ...api import identity, is_remote
-
-    if is_remote(output) or is_remote(path):
-        return identity(output) == identity(path)
-    return os.path.exists(output) and os.path.samefile(output, path)
