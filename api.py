@@ -596,7 +596,7 @@ def compact_file(
         try:
             # Written while the input is still mapped: its untouched head goes out without a copy
             # (a file replaced in place keeps its mapped bytes until the map closes).
-            with atomic_file(output, read) as out:
+            with atomic_file(output, read, like=path) as out:
                 run.write(buffer, out)
         except ChangedMeanwhile:  # e.g. a session still being written: its new lines would be lost
             raise InputError(shown, None, "changed while being compacted (is a program still writing it?); left as it was") from None

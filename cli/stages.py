@@ -82,7 +82,7 @@ def run_command(stage: Stage, given: StageIO, settings: Any, context: StageConte
             run = run_stage_on_buffer(
                 stage, buffer, source, settings, replace(context, progress=progress), given.format, given.errors, ledger=given.ledger is not None
             )
-        with ledger_kept(given.ledger, run.ledger), streams.open_output(given.output) as out:
+        with ledger_kept(given.ledger, run.ledger), streams.open_output(given.output, like=given.path) as out:
             run.write(buffer, out, given.unbuffered)
     streams.report_skipped(run.stats, source)
     streams.note(stage_note(stage.name, source, run.outcome.note, run.report.tokens_before, run.report.tokens_after, run.outcome.changed))
@@ -153,7 +153,7 @@ def append_ledger(path: str, record: dict[str, Any]) -> tuple[int, int]:
 
 def _open_ledger(path: str) -> int:
     try:
-        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)  # it holds what the stages removed: the owner's only
     except OSError as exc:
         raise write_error(path, exc, "cannot write the ledger") from None
 

@@ -43,9 +43,10 @@ def one_transcript(path: str | None, command: str, compact_runs_it: bool = False
 
 
 @contextlib.contextmanager
-def open_output(path: str | None) -> Iterator[BinaryIO]:
+def open_output(path: str | None, like: str | None = None) -> Iterator[BinaryIO]:
     """stdout, or `path` written atomically (files/atomic.py: a regular file is replaced only when the
-    block finishes without error; a device or a FIFO is written to). A failed write is one error."""
+    block finishes without error; a device or a FIFO is written to). A failed write is one error.
+    `like`: the transcript read, whose permissions a new file gets (no wider)."""
     if path in (None, STDIN):
         if sys.stdout is None:  # started with `>&-`
             raise CtxpipeError("stdout is closed: nowhere to write the output (give -o FILE, or redirect it)")
@@ -65,7 +66,7 @@ def open_output(path: str | None) -> Iterator[BinaryIO]:
             out.close()  # after a failure, a no-op: nothing more is written
         return
     warn_hard_links(path)
-    with atomic_file(path) as out:
+    with atomic_file(path, like=None if like in (None, STDIN) else like) as out:
         yield out
 
 

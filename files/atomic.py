@@ -100,13 +100,17 @@ def _direct_descriptor(path: str | os.PathLike[str]) -> int | None:
 
 
 @contextlib.contextmanager
-def atomic_file(path: str | os.PathLike[str], if_version: tuple[object, ...] | None = None, durable: bool = True) -> Iterator[BinaryIO]:
+def atomic_file(
+    path: str | os.PathLike[str], if_version: tuple[object, ...] | None = None, durable: bool = True, like: str | None = None
+) -> Iterator[BinaryIO]:
     """An output for `path`, there only when the block ends without error (see the module doc). An
     object in a store is stored whole at the end (storage.replaced). With `if_version` (what
     storage.version said when the file was read), the file is replaced only if it is still that
     version, else ChangedMeanwhile and the file is left as it is. `durable=False` skips the fsync, for
     a cache whose reader checks what it reads (and the folder's, for the new name): while the system
-    runs the file is still old or new, never partial; after a crash it may be empty or the old one."""
+    runs the file is still old or new, never partial; after a crash it may be empty or the old one.
+    `like`: the file the output is made from; a new output gets its read and write permissions (as
+    `cp` gives them), so a transcript only its owner may read does not come out readable by all."""
     shown = str(path)
     if storage.is_remote(shown):
         with storage.replaced(shown, if_version) as remote:
@@ -132,7 +136,7 @@ def atomic_file(path: str | os.PathLike[str], if_version: tuple[object, ...] | N
         out.flush()
         if durable:
             _sync(handle, shown)
-        _copy_owner_and_mode(target, temp_name)
+        _copy_owner_and_mode(target, temp_name, like)
         out.close()
         if if_version is not None and storage.version(shown) != if_version:  # e.g. a session still being written
             raise ChangedMeanwhile(shown)
@@ -228,13 +232,17 @@ def sync_folder(folder: str | os.PathLike[str]) -> None:
             os.close(descriptor)
 
 
-def _copy_owner_and_mode(target: str, temp_name: str) -> None:
+def _copy_owner_and_mode(target: str, temp_name: str, like: str | None = None) -> None:
     """The replacement keeps the old file's permissions (and owner, when we may set it); a new file
-    gets the usual 0666 less the umask."""
+    gets the usual 0666 less the umask, and no more than `like`'s read and write permissions."""
     try:
         old = os.stat(target)
     except OSError:
-        os.chmod(temp_name, 0o666 & ~_umask())
+        mode = 0o666 & ~_umask()
+        if like is not None and not storage.is_remote(like):
+            with contextlib.suppress(OSError, ValueError):
+                mode &= os.stat(storage.local_path(like)).st_mode
+        os.chmod(temp_name, mode)
         return
     with contextlib.suppress(OSError):
         if (old.st_uid, old.st_gid) != (os.getuid(), os.getgid()):

@@ -68,3 +68,26 @@ def test_output_over_the_transcript_read_is_refused(tmp_path: Path, argv: list[s
     assert session.read_bytes() == SESSION and done.stderr.count(b"\n") == 1
     other = tmp_path / "other.jsonl"
     assert run_cli(*args, "-o", str(other), str(session), env={"ANTHROPIC_API_KEY": ""}).returncode == 0 and other.exists()
+
+
+def test_results_of_a_private_transcript_stay_private(tmp_path: Path) -> None:
+    """A transcript only its owner may read gives results only its owner may read (as `cp` does):
+    the `-o` file, an --out-dir tree's files, and the ledger (it holds what the stages removed)."""
+    session = tmp_path / "s.jsonl"
+    session.write_bytes(SESSION)
+    session.chmod(0o600)
+    out, ledger, tree_out = tmp_path / "o.jsonl", tmp_path / "ledger.jsonl", tmp_path / "tree"
+    assert run_cli("microcompact", "--force", "--ledger", str(ledger), "-o", str(out), str(session)).returncode == 0
+    assert run_cli(*COMPACT, "--out-dir", str(tree_out), str(session), env={"ANTHROPIC_API_KEY": ""}).returncode == 0
+    for written in (out, ledger, tree_out / "s.jsonl"):
+        assert written.stat().st_mode & 0o777 == 0o600, written
+    session.chmod(0o644)
+    public = tmp_path / "public.jsonl"
+    assert run_cli("microcompact", "--force", "-o", str(public), str(session)).returncode == 0
+    assert public.stat().st_mode & 0o777 == 0o644 & ~current_umask()
+
+
+def current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

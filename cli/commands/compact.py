@@ -122,7 +122,7 @@ def _to_stdout(path: str | None, options: CompactOptions, report_json: str | Non
     keep = None if ledger is None else lambda record: ledger_kept(ledger, record)
     streams.refuse_output_over_input(output, path)
     try:
-        report = compact_to(streams.source_name(path), lambda: streams.open_output(output), options, keep)
+        report = compact_to(streams.source_name(path), lambda: streams.open_output(output, like=path), options, keep)
     except NotASession as exc:  # given alone: there is no session to compact, and nothing is written
         streams.error(str(exc))
         raise declare.Exit(ExitStatus.NOT_A_SESSION) from None
