@@ -420,13 +420,12 @@ def server_path(environ: Mapping[str, str]) -> str | None:
 def peer_is_this_user(conn: Any) -> bool:
     """Whether the process at the other end of the Unix socket `conn` runs as this user (SO_PEERCRED):
     the server asks it of every run, and a run of the server it reached."""
-    import socket
-    import struct
+    import _socket
 
-    if not hasattr(socket, "SO_PEERCRED"):
+    if not hasattr(_socket, "SO_PEERCRED"):
         return False  # no way to tell who is there: trust nobody
-    uid: int = struct.unpack("iII", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("iII")))[1]
-    return uid == os.getuid()
+    credentials = conn.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)  # struct ucred: pid, uid, gid
+    return int.from_bytes(credentials[4:8], sys.byteorder) == os.getuid()
 
 
 def ask_server(
@@ -436,8 +435,9 @@ def ask_server(
     this user's), no whole answer within SERVER_DEADLINE of asking, or one that is not figures; and
     whether a server listens there (a run starts one only where none does: one that fails a request,
     or is busy, is not replaced)."""
+    # _socket, not socket: socket.py's wrapper loads enum, selectors and array (3 ms of this run).
+    import _socket
     import json
-    import socket
     import stat
     import time
 
@@ -470,7 +470,8 @@ def ask_server(
         return None, True
     chunks: list[bytes] = []
     received = 0
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+    conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
         try:
             conn.settimeout(SERVER_DEADLINE)
             conn.connect(path)
@@ -482,7 +483,7 @@ def ask_server(
             if not peer_is_this_user(conn):
                 return None, True  # a socket swapped for another user's: not asked, not replaced
             conn.sendall(data)  # the timeout bounds the whole call
-            conn.shutdown(socket.SHUT_WR)
+            conn.shutdown(_socket.SHUT_WR)
             while True:
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -497,6 +498,8 @@ def ask_server(
                 chunks.append(chunk)
         except OSError:  # no answer in time
             return None, True
+    finally:
+        conn.close()
     return answer_figures(b"".join(chunks), StatusInputs.of(status).prompt_cache, now), True
 
 

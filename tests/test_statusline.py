@@ -746,6 +746,7 @@ NOT_FOR_A_MEMO = (
     "dataclasses",
     "datetime",
     "typing",
+    "socket",  # socket.py's wrapper (3 ms): the server is asked through _socket, and not on a memo's run
 )
 # What every start loads with the package (ctxpipe/__init__): a finder for dataclasses' generated code,
 # which reads nothing until dataclasses is imported.
