@@ -468,8 +468,6 @@ def ask_server(
         data = json.dumps(request).encode()
     except (ValueError, RecursionError):  # a status JSON json cannot write back (a lone surrogate, …)
         return None, True
-    chunks: list[bytes] = []
-    received = 0
     conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         try:
@@ -484,23 +482,36 @@ def ask_server(
                 return None, True  # a socket swapped for another user's: not asked, not replaced
             conn.sendall(data)  # the timeout bounds the whole call
             conn.shutdown(_socket.SHUT_WR)
-            while True:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return None, True
-                conn.settimeout(left)
-                chunk = conn.recv(1 << 16)
-                if not chunk:
-                    break
-                received += len(chunk)
-                if received > MAX_MEMO:
-                    return None, True
-                chunks.append(chunk)
+            answer = received_whole(conn, deadline, MAX_MEMO)
         except OSError:  # no answer in time
             return None, True
     finally:
         conn.close()
-    return answer_figures(b"".join(chunks), StatusInputs.of(status).prompt_cache, now), True
+    if answer is None:
+        return None, True
+    return answer_figures(answer, StatusInputs.of(status).prompt_cache, now), True
+
+
+def received_whole(conn: Any, deadline: float, limit: int) -> bytes | None:
+    """What the other end of `conn` sends until it closes its side, when it has by `deadline` (of
+    time.monotonic) and in at most `limit` bytes, else None: one bound for the whole exchange,
+    however the other end drips it (the run's wait for its answer, the server's for a request)."""
+    import time
+
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        conn.settimeout(left)
+        chunk = conn.recv(1 << 16)
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
 
 
 def start_server(path: str) -> None:

@@ -30,7 +30,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from .statusline import package_folder, peer_is_this_user
+from .statusline import package_folder, peer_is_this_user, received_whole
 
 IDLE = 600.0  # seconds without a run: then the server ends (the next miss starts another)
 TICK = 1.0  # seconds between looks at the socket file and the clock while no run comes
@@ -127,23 +127,11 @@ def _inode(path: str) -> int | None:
 
 def _request(conn: socket.socket) -> dict[str, Any] | None:
     """The run's request, whole (it shuts its side when sent) within READ_DEADLINE, or None."""
-    deadline = time.monotonic() + READ_DEADLINE
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return None
-        conn.settimeout(left)
-        chunk = conn.recv(1 << 16)
-        if not chunk:
-            break
-        size += len(chunk)
-        if size > MAX_REQUEST:
-            return None
-        chunks.append(chunk)
+    data = received_whole(conn, time.monotonic() + READ_DEADLINE, MAX_REQUEST)
+    if data is None:
+        return None
     try:
-        request = json.loads(b"".join(chunks))
+        request = json.loads(data)
     except (ValueError, RecursionError):
         return None
     return request if isinstance(request, dict) else None

@@ -254,9 +254,10 @@ def test_a_second_server_leaves_the_first_one_be(tmp_path: Path) -> None:
 
 
 @contextlib.contextmanager
-def stand_in(path: Path, reply: bytes | None) -> Iterator[None]:
-    """A listener at the server's socket that reads each request, then sends `reply` and closes, or
-    (None) keeps the connection open without a word."""
+def stand_in(path: Path, reply: bytes | None, every: float = 0.0) -> Iterator[None]:
+    """A listener at the server's socket that reads each request, then sends `reply` and closes (with
+    `every`, a byte at a time, one every `every` seconds), or (None) keeps the connection open without
+    a word."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(path))
@@ -281,7 +282,10 @@ def stand_in(path: Path, reply: bytes | None) -> Iterator[None]:
                 with contextlib.suppress(OSError):
                     while conn.recv(1 << 16):
                         pass
-                    conn.sendall(reply)
+                    for piece in [reply[n : n + 1] for n in range(len(reply))] if every else [reply]:
+                        if every and stop.wait(every):
+                            break
+                        conn.sendall(piece)
 
     thread = threading.Thread(target=loop, daemon=True)
     thread.start()
@@ -489,50 +493,13 @@ def test_a_run_whose_working_folder_was_removed_prints_its_line(served: Path, fo
     assert (done.returncode, done.stderr, done.stdout) == (0, b"", own.stdout), done
 
 
-@contextlib.contextmanager
-def dripping(path: Path, reply: bytes, every: float) -> Iterator[None]:
-    """A listener at the server's socket that reads each request, then sends `reply` a byte at a time,
-    one every `every` seconds."""
-    import threading
-
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(str(path))
-    listener.listen(4)
-    stop = threading.Event()
-
-    def loop() -> None:
-        listener.settimeout(0.1)
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                continue
-            with conn, contextlib.suppress(OSError):
-                while conn.recv(1 << 16):
-                    pass
-                for byte in reply:
-                    if stop.wait(every):
-                        break
-                    conn.sendall(bytes([byte]))
-
-    thread = threading.Thread(target=loop, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
-        listener.close()
-
-
 def test_a_server_that_drips_its_answer_is_given_up_on_at_the_deadline(tmp_path: Path) -> None:
     """SERVER_DEADLINE bounds the whole exchange, not each read: a byte every 0.3 s does not hold the run."""
     with cache_folder() as cache:
         transcript = session_file(tmp_path)
         payload = {"transcript_path": str(transcript)}
         own = run_line(cache, payload, "--no-savings", "--no-server")
-        with dripping(socket_of(cache), server_answer(StatusFigures("Dripped")), every=0.3):
+        with stand_in(socket_of(cache), server_answer(StatusFigures("Dripped")), every=0.3):
             started = time.monotonic()
             done = run_line(cache, payload, "--no-savings")
             took = time.monotonic() - started
