@@ -43,7 +43,7 @@ from .files.inputs import (
     stream_entries,
     when_stdin_is_a_terminal,
 )
-from .files.storage import below, identity, is_remote
+from .files.storage import below, identity, is_remote, version
 from .formats import NAMES, REGISTRY, WRITABLE, WriteOptions, editor_of, get
 
 if TYPE_CHECKING:
@@ -239,6 +239,7 @@ __all__ = [
     "source_name",
     "stream_entries",
     "unwind_on_termination",
+    "version",
     "write_error",
     "writer",
     # re-exported: the format registry (formats/)

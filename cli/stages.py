@@ -73,7 +73,7 @@ def run_command(stage: Stage, given: StageIO, settings: Any, context: StageConte
     from ..api import mapped, ready, run_stage_on_buffer
 
     checked(stage, settings)
-    streams.refuse_output_over_input(given.output, given.path)
+    guard = streams.rewrite_guard(given.output, given.path)
     ready((stage,))
     context = context or stage_context(given.path, given.now)
     source = streams.source_name(given.path)
@@ -82,7 +82,7 @@ def run_command(stage: Stage, given: StageIO, settings: Any, context: StageConte
             run = run_stage_on_buffer(
                 stage, buffer, source, settings, replace(context, progress=progress), given.format, given.errors, ledger=given.ledger is not None
             )
-        with ledger_kept(given.ledger, run.ledger), streams.open_output(given.output, like=given.path) as out:
+        with ledger_kept(given.ledger, run.ledger), streams.open_output(given.output, like=given.path, if_version=guard) as out:
             run.write(buffer, out, given.unbuffered)
     streams.report_skipped(run.stats, source)
     streams.note(stage_note(stage.name, source, run.outcome.note, run.report.tokens_before, run.report.tokens_after, run.outcome.changed))

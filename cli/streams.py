@@ -43,10 +43,11 @@ def one_transcript(path: str | None, command: str, compact_runs_it: bool = False
 
 
 @contextlib.contextmanager
-def open_output(path: str | None, like: str | None = None) -> Iterator[BinaryIO]:
+def open_output(path: str | None, like: str | None = None, if_version: tuple[object, ...] | None = None) -> Iterator[BinaryIO]:
     """stdout, or `path` written atomically (files/atomic.py: a regular file is replaced only when the
     block finishes without error; a device or a FIFO is written to). A failed write is one error.
-    `like`: the transcript read, whose permissions a new file gets (no wider)."""
+    `like`: the transcript read, whose permissions a new file gets (no wider); `if_version`: what
+    rewrite_guard said of it, when `path` is that transcript: replaced only if it is still so."""
     if path in (None, STDIN):
         if sys.stdout is None:  # started with `>&-`
             raise CtxpipeError("stdout is closed: nowhere to write the output (give -o FILE, or redirect it)")
@@ -66,7 +67,7 @@ def open_output(path: str | None, like: str | None = None) -> Iterator[BinaryIO]
             out.close()  # after a failure, a no-op: nothing more is written
         return
     warn_hard_links(path)
-    with atomic_file(path, like=None if like in (None, STDIN) else like) as out:
+    with atomic_file(path, if_version, like=None if like in (None, STDIN) else like) as out:
         yield out
 
 
@@ -85,12 +86,13 @@ def is_the_input(output: str | None, path: str | None) -> bool:
         return False
 
 
-def refuse_output_over_input(output: str | None, path: str | None) -> None:
-    """`-o` over the transcript read is refused before anything is read: a program may append to
-    the session meanwhile, and only --in-place checks that it did not (writing over it would lose
-    those lines)."""
-    if is_the_input(output, path):
-        raise InputError(str(output), None, "is the transcript read: give --in-place to rewrite it (it checks that nothing wrote to it meanwhile)")
+def rewrite_guard(output: str | None, path: str | None) -> tuple[object, ...] | None:
+    """When `-o` names the transcript read (`-o FILE FILE`, what the report advises, or another name
+    of the same file): its version before it is read, for open_output to check that no program
+    wrote to it meanwhile (a session still being written would lose the lines appended); else None."""
+    from ..api import version
+
+    return version(path) if path is not None and is_the_input(output, path) else None
 
 
 def warn_hard_links(path: str) -> None:

@@ -1,6 +1,6 @@
 """Where results are written (a review of the writes, session 54): --out-dir never writes through a
-symbolic link already in the output tree, and `-o` never names the transcript read (only --in-place
-rewrites it, checking that nothing wrote to it meanwhile)."""
+symbolic link already in the output tree, `-o` naming the transcript read rewrites it only if nothing
+wrote to it meanwhile (as --in-place), and a private transcript's results stay private."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from helpers import FIXTURES, run_cli
 
 SESSION = (FIXTURES / "claude-code" / "repeats.jsonl").read_bytes()
 COMPACT = ["compact", "--force", "--keep-last", "2", "--engine", "offline"]
+NOW = ["--now", "2026-12-01T10:00:00.000Z"]  # the lines a stage appends are stamped alike in both runs
 
 
 def tree(tmp_path: Path) -> tuple[Path, Path, Path]:
@@ -50,11 +51,12 @@ def test_report_out_dir_does_not_write_through_a_link_in_it(tmp_path: Path) -> N
 
 @pytest.mark.parametrize(
     "argv",
-    [["microcompact", "--force"], ["collapse"], COMPACT, ["expand", "--ledger", "{ledger}"]],
+    [["microcompact", "--force", *NOW], ["collapse", *NOW], [*COMPACT, *NOW], ["expand", "--ledger", "{ledger}"]],
     ids=["microcompact", "collapse", "compact", "expand"],
 )
 @pytest.mark.parametrize("name", ["same", "hard-link"])
-def test_output_over_the_transcript_read_is_refused(tmp_path: Path, argv: list[str], name: str) -> None:
+def test_output_over_the_transcript_read_is_written_back(tmp_path: Path, argv: list[str], name: str) -> None:
+    """`-o FILE FILE` (what the report advises for a stage) rewrites the file, by its name or another."""
     session = tmp_path / "s.jsonl"
     session.write_bytes(SESSION)
     ledger = tmp_path / "ledger.jsonl"
@@ -63,11 +65,30 @@ def test_output_over_the_transcript_read_is_refused(tmp_path: Path, argv: list[s
     if name == "hard-link":
         os.link(session, output)
     args = [str(ledger) if arg == "{ledger}" else arg for arg in argv]
+    expected = run_cli(*args, str(session), env={"ANTHROPIC_API_KEY": ""})
     done = run_cli(*args, "-o", str(output), str(session), env={"ANTHROPIC_API_KEY": ""})
-    assert done.returncode == 1 and b"is the transcript read: give --in-place" in done.stderr, done.stderr
-    assert session.read_bytes() == SESSION and done.stderr.count(b"\n") == 1
-    other = tmp_path / "other.jsonl"
-    assert run_cli(*args, "-o", str(other), str(session), env={"ANTHROPIC_API_KEY": ""}).returncode == 0 and other.exists()
+    assert done.returncode == 0 and output.read_bytes() == expected.stdout, done.stderr
+
+
+def test_a_transcript_written_to_meanwhile_is_not_written_over(tmp_path: Path) -> None:
+    """The guard `-o FILE FILE` takes before the file is read: a line a program appended meanwhile (a
+    session still being written) makes the rewrite refused, and the file keeps it."""
+    from ctxpipe.cli import streams
+    from ctxpipe.core.errors import ChangedMeanwhile
+
+    session, linked, other = tmp_path / "s.jsonl", tmp_path / "linked.jsonl", tmp_path / "o.jsonl"
+    session.write_bytes(SESSION)
+    os.link(session, linked)
+    assert streams.rewrite_guard(str(other), str(session)) is None  # another file: no guard
+    assert streams.rewrite_guard(None, str(session)) is None  # stdout
+    guard = streams.rewrite_guard(str(linked), str(session))
+    assert guard is not None
+    appended = SESSION.splitlines(keepends=True)[-1]
+    with session.open("ab") as grown:
+        grown.write(appended)
+    with pytest.raises(ChangedMeanwhile), streams.open_output(str(linked), like=str(session), if_version=guard) as out:
+        out.write(b"the compacted session\n")
+    assert session.read_bytes() == SESSION + appended and sorted(p.name for p in tmp_path.iterdir()) == ["linked.jsonl", "s.jsonl"]
 
 
 def test_results_of_a_private_transcript_stay_private(tmp_path: Path) -> None:
@@ -91,3 +112,14 @@ def current_umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def test_a_stage_rewriting_its_input_checks_it_first(tmp_path: Path) -> None:
+    """The command's own wiring of the guard: here the one writer meanwhile is the stage's own ledger,
+    given as the transcript itself (its record is appended before the output is written): the rewrite
+    is refused, the record taken back, the file as it was."""
+    session = tmp_path / "s.jsonl"
+    session.write_bytes(SESSION)
+    done = run_cli("microcompact", "--force", *NOW, "--ledger", str(session), "-o", str(session), str(session))
+    assert done.returncode == 1 and b"changed while being rewritten" in done.stderr, done.stderr
+    assert session.read_bytes() == SESSION

@@ -120,9 +120,9 @@ def _to_stdout(path: str | None, options: CompactOptions, report_json: str | Non
     from ..stages import ledger_kept
 
     keep = None if ledger is None else lambda record: ledger_kept(ledger, record)
-    streams.refuse_output_over_input(output, path)
+    guard = streams.rewrite_guard(output, path)
     try:
-        report = compact_to(streams.source_name(path), lambda: streams.open_output(output, like=path), options, keep)
+        report = compact_to(streams.source_name(path), lambda: streams.open_output(output, like=path, if_version=guard), options, keep)
     except NotASession as exc:  # given alone: there is no session to compact, and nothing is written
         streams.error(str(exc))
         raise declare.Exit(ExitStatus.NOT_A_SESSION) from None

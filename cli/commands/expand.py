@@ -24,9 +24,9 @@ def expand(
     """
     from ...api import expand as undo
 
-    streams.refuse_output_over_input(output, path)
+    guard = streams.rewrite_guard(output, path)
     with streams.one_transcript(path, "expand"):
         original, undone = undo(path, ledger)
-    with streams.open_output(output) as out:
+    with streams.open_output(output, if_version=guard) as out:
         out.write(original)
     streams.note(f"expand: undid {undone} stage run{'s' if undone != 1 else ''}")
