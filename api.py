@@ -591,17 +591,38 @@ def compact_file(
             return replace(compacted, output=output)
         kept = keep_backup(path, backup, buffer) if backup and compacted.changed else None  # the very bytes compacted
         report = replace(compacted, output=output, backup=kept)
-        make_folder(os.path.dirname(output))
-        if before_write:
-            before_write(output)
         try:
+            make_folder(os.path.dirname(output))
+            if before_write:
+                before_write(output)
             # Written while the input is still mapped: its untouched head goes out without a copy
             # (a file replaced in place keeps its mapped bytes until the map closes).
             with atomic_file(output, read, like=path) as out:
                 run.write(buffer, out)
         except ChangedMeanwhile:  # e.g. a session still being written: its new lines would be lost
+            _drop_backup(kept)  # refused before the replacement: the file is its own, grown
             raise InputError(shown, None, "changed while being compacted (is a program still writing it?); left as it was") from None
+        except BaseException:  # a full disk, Ctrl-C: the original stays, so its backup goes (none is left beside it)
+            if read is not None and version(path) == read:  # (unless it was replaced after all)
+                _drop_backup(kept)
+            raise
     return report
+
+
+def _drop_backup(kept: str | None) -> None:
+    """The backup made for a replacement in place that did not happen: removed, so that failed runs
+    do not leave copies (`.bak`, `.bak.1`, …) beside a file that was not replaced."""
+    from .files import storage
+
+    if kept is None:
+        return
+
+    with contextlib.suppress(Exception):  # best effort: a backup left over is a copy, never a loss
+        if storage.is_remote(kept):
+            fs, key = storage.filesystem(kept)
+            fs.rm(key)
+        else:
+            os.unlink(storage.local_path(kept))
 
 
 def expand(source: str | os.PathLike[str] | None, ledger: str) -> tuple[bytes, int]:

@@ -123,3 +123,32 @@ def test_a_stage_rewriting_its_input_checks_it_first(tmp_path: Path) -> None:
     done = run_cli("microcompact", "--force", *NOW, "--ledger", str(session), "-o", str(session), str(session))
     assert done.returncode == 1 and b"changed while being rewritten" in done.stderr, done.stderr
     assert session.read_bytes() == SESSION
+
+
+@pytest.mark.parametrize("failure", ["written-to-meanwhile", "interrupted"])
+def test_a_replacement_in_place_that_does_not_happen_leaves_no_backup(tmp_path: Path, failure: str) -> None:
+    """compact --in-place --backup: when the file is not replaced after all (a program wrote to it
+    meanwhile, or the run was stopped), the backup made for it goes too; the file is as it is."""
+    from ctxpipe import api
+    from ctxpipe.core.errors import InputError
+
+    session = tmp_path / "s.jsonl"
+    session.write_bytes(SESSION)
+    appended = SESSION.splitlines(keepends=True)[-1]
+
+    def before_write(target: str) -> None:
+        assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".bak")] == ["s.jsonl.bak"]  # made before the write
+        if failure == "interrupted":
+            raise KeyboardInterrupt
+        with open(target, "ab") as grown:
+            grown.write(appended)
+
+    from ctxpipe.core.microcompact import MicrocompactSettings
+    from ctxpipe.core.summarize import SummarizeSettings
+
+    settings = {"microcompact": MicrocompactSettings(force=True), "summarize": SummarizeSettings("offline", keep_last=2)}
+    options = api.CompactOptions(settings, force_summary=True)
+    with pytest.raises(KeyboardInterrupt if failure == "interrupted" else InputError):
+        api.compact_file(session, None, options, backup=".bak", before_write=before_write)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl"]
+    assert session.read_bytes() == (SESSION if failure == "interrupted" else SESSION + appended)
