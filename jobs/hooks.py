@@ -123,8 +123,12 @@ def load_state(options: HookOptions, session: str) -> SessionState:
         return SessionState.from_json(path.read_bytes())
     except FileNotFoundError:
         return SessionState()
-    except (OSError, ValueError, TypeError) as exc:
-        raise InputError(str(path), None, f"unreadable hook state: {exc}") from None
+    except OSError as exc:
+        raise InputError(str(path), None, f"unreadable hook state: {exc.strerror or exc}") from None
+    except (ValueError, TypeError):
+        # Damaged (a crash, a disk error): what it held cannot be delivered anyway; the session starts
+        # its state again, and the next save replaces the file, instead of every hook failing on it.
+        return SessionState()
 
 
 def save_state(options: HookOptions, session: str, state: SessionState) -> None:
@@ -366,19 +370,23 @@ def _dumped(settings: dict[str, Any], path: Path) -> bytes:
 def install(path: Path, program: str | None = None, dry_run: bool = False) -> SettingsChange:
     """Merge ctxpipe's hooks into the settings file at `path` (atomic, the old file kept as a backup)."""
     from ..core.hook_settings import installed, with_ctxpipe
+    from ..files.storage import version
 
+    read = version(str(path))  # Claude Code may write the file meanwhile: replaced only if it did not
     before, settings = _read_settings(path)
     wanted = with_ctxpipe(settings, program or this_program())
     after = before if wanted == settings and before is not None else _dumped(wanted, path)
     # Installed already: the backup kept is the file before the first install (uninstall gives its bytes back).
-    return _write(SettingsChange(path, before, after), dry_run, replace_backup=not installed(settings))
+    return _write(SettingsChange(path, before, after), dry_run, replace_backup=not installed(settings), if_version=read)
 
 
 def uninstall(path: Path, dry_run: bool = False) -> SettingsChange:
     """Take ctxpipe's hooks out of the settings at `path`; when what is left is what install found,
     its bytes come back as they were (the backup install kept)."""
     from ..core.hook_settings import installed, without_ctxpipe
+    from ..files.storage import version
 
+    read = version(str(path))
     before, settings = _read_settings(path)
     if before is None or not installed(settings):
         return SettingsChange(path, before, before)
@@ -393,14 +401,20 @@ def uninstall(path: Path, dry_run: bool = False) -> SettingsChange:
             after = None  # install made the file: it goes
     except (OSError, ValueError):
         pass
-    return _write(SettingsChange(path, before, after), dry_run)
+    return _write(SettingsChange(path, before, after), dry_run, if_version=read)
 
 
-def _write(change: SettingsChange, dry_run: bool, replace_backup: bool = True) -> SettingsChange:
+def _write(change: SettingsChange, dry_run: bool, replace_backup: bool = True, if_version: tuple[object, ...] | None = None) -> SettingsChange:
+    """`change` made (atomically; the old file kept as the backup), unless the file is no longer the
+    version it was read as (`if_version`): then ChangedMeanwhile, and it is left as it is now."""
+    from ..core.errors import ChangedMeanwhile
     from ..files.atomic import atomic_file, keep_backup
+    from ..files.storage import version
 
     if dry_run or not change.changed:
         return change
+    if version(str(change.path)) != if_version:
+        raise ChangedMeanwhile(str(change.path), None, "changed while ctxpipe read it (is Claude Code writing it?); left as it is: try again")
     if change.after is None:
         change.path.unlink()
         return change
@@ -411,6 +425,6 @@ def _write(change: SettingsChange, dry_run: bool, replace_backup: bool = True) -
         if os.path.exists(backup_path):
             os.unlink(backup_path)  # one backup: the settings as they were before the last change
         backup = keep_backup(str(change.path), SETTINGS_BACKUP, change.before)
-    with atomic_file(change.path) as out:
+    with atomic_file(change.path, if_version) as out:
         out.write(change.after)
     return SettingsChange(change.path, change.before, change.after, backup)

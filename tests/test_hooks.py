@@ -328,3 +328,29 @@ def test_the_hooks_state_is_the_user_s_only(tmp_path: Path) -> None:
     assert hook("pre-compact", {"session_id": "m1", "transcript_path": str(path)}, tmp_path).returncode == 0
     folder = tmp_path / ".claude" / "ctxpipe" / "hooks"
     assert folder.stat().st_mode & 0o777 == 0o700
+
+
+def test_a_damaged_state_file_is_started_again_not_failed_on(tmp_path: Path) -> None:
+    path = session(tmp_path)
+    state = tmp_path / ".claude" / "ctxpipe" / "hooks" / "d1.json"
+    state.parent.mkdir(parents=True)
+    state.write_bytes(b'{"facts": [["request", "cut sh')
+    done = hook("pre-compact", {"session_id": "d1", "transcript_path": str(path)}, tmp_path)
+    assert done.returncode == 0 and REQUEST.encode() in done.stdout and done.stderr == b""
+    assert json.loads(state.read_bytes())  # replaced by a whole one
+
+
+def test_settings_written_meanwhile_are_left_as_they_are(tmp_path: Path) -> None:
+    """Claude Code may write its settings while install works: the file is replaced only if it is still
+    the version read, else left with what was written meanwhile."""
+    from ctxpipe.core.errors import ChangedMeanwhile
+    from ctxpipe.files.storage import version
+    from ctxpipe.jobs.hooks import SettingsChange, _write
+
+    settings = tmp_path / "settings.json"
+    settings.write_bytes(b'{"model": "opus"}\n')
+    read = version(str(settings))
+    settings.write_bytes(b'{"model": "sonnet"}\n')  # Claude Code, meanwhile
+    with pytest.raises(ChangedMeanwhile):
+        _write(SettingsChange(settings, b'{"model": "opus"}\n', b'{"model": "opus", "hooks": {}}\n'), False, if_version=read)
+    assert settings.read_bytes() == b'{"model": "sonnet"}\n' and sorted(p.name for p in tmp_path.iterdir()) == ["settings.json"]
