@@ -354,3 +354,12 @@ def test_settings_written_meanwhile_are_left_as_they_are(tmp_path: Path) -> None
     with pytest.raises(ChangedMeanwhile):
         _write(SettingsChange(settings, b'{"model": "opus"}\n', b'{"model": "opus", "hooks": {}}\n'), False, if_version=read)
     assert settings.read_bytes() == b'{"model": "sonnet"}\n' and sorted(p.name for p in tmp_path.iterdir()) == ["settings.json"]
+
+
+def test_a_dry_run_shows_the_settings_escaped(tmp_path: Path) -> None:
+    settings = tmp_path / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_text(json.dumps({"statusLine": {"command": "echo \u009b31m \u202e"}}, ensure_ascii=False))
+    done = ctxpipe("hooks", "install", "--dry-run", home=tmp_path)
+    assert done.returncode == 0 and "\u009b".encode() not in done.stdout and "\u202e".encode() not in done.stdout
+    assert json.loads(done.stdout)["statusLine"]["command"] == "echo \u009b31m \u202e"  # the same value, escaped

@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 from .. import declare, streams
 from ..flags import with_options
+from ..terminal import json_shown_bytes
 
 
 class Action(str, Enum):
@@ -50,7 +51,8 @@ def hooks(
         if change.changed:
             streams.note(f"{where} would become:")
             with streams.open_output(None) as out:
-                out.write(change.after or b"(removed: install created it)\n")
+                # JSON, its strings as a terminal may show them: a settings file's text is escaped too.
+                out.write(json_shown_bytes(change.after) if change.after else b"(removed: install created it)\n")
         else:
             streams.note(f"{where}: nothing to change")
         return
