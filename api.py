@@ -965,6 +965,20 @@ def _refuse_links_below(out_dir: str, target: str) -> None:
             )
 
 
+def _refuse_a_link_out_of(given: Sequence[str], path: str, shown: str) -> None:
+    """--in-place replaces what a link names: a file found below a folder given that is a symbolic
+    link to a file outside every folder given would be rewritten outside them (a file given by its
+    own name, link or not, is the user's choice)."""
+    from .files import storage
+
+    if storage.is_remote(path) or path in given or not os.path.islink(path):
+        return
+    target = os.path.realpath(path)
+    roots = [os.path.realpath(storage.local_path(root)) for root in given if not storage.is_remote(root)]
+    if not any(target == root or target.startswith(root.rstrip(os.sep) + os.sep) for root in roots):
+        raise SettingsError("PATHS", f"{shown}: a symbolic link to {target}, outside the folders given; --in-place does not rewrite it (give that file itself)")
+
+
 def _compact_plan(files: list[SessionFile], given: Sequence[str], out_dir: str | None, in_place: bool) -> list[tuple[str, str, str]]:
     """(path, shown, target) for each file, checked before anything is written: no two results for
     one target, no result over an input (only in place replaces inputs), no in-place rewrite of
@@ -978,6 +992,8 @@ def _compact_plan(files: list[SessionFile], given: Sequence[str], out_dir: str |
     for file in files:
         if in_place and not is_regular(file.path):
             raise SettingsError("PATHS", f"{file.shown}: not a regular file; --in-place replaces regular files only")
+        if in_place:
+            _refuse_a_link_out_of(given, str(file.path), file.shown)
         target = str(file.path) if in_place else target_path(file.path, given, out_dir or "")
         if not in_place and out_dir:
             _refuse_links_below(out_dir, target)

@@ -152,3 +152,15 @@ def test_a_replacement_in_place_that_does_not_happen_leaves_no_backup(tmp_path: 
         api.compact_file(session, None, options, backup=".bak", before_write=before_write)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl"]
     assert session.read_bytes() == (SESSION if failure == "interrupted" else SESSION + appended)
+
+
+def test_in_place_over_a_folder_does_not_rewrite_a_link_to_a_file_outside_it(tmp_path: Path) -> None:
+    given, _, outside = tree(tmp_path)
+    (outside / "x.jsonl").write_bytes(SESSION)
+    (given / "b.jsonl").symlink_to(outside / "x.jsonl")
+    done = run_cli(*COMPACT, "--in-place", str(given), env={"ANTHROPIC_API_KEY": ""})
+    assert done.returncode == 2 and b"outside the folders given" in done.stderr
+    assert (outside / "x.jsonl").read_bytes() == SESSION and (given / "a.jsonl").read_bytes() == SESSION  # refused before anything
+    # Given by its own name, the link is the user's choice: its file is rewritten.
+    assert run_cli(*COMPACT, "--in-place", str(given / "b.jsonl"), env={"ANTHROPIC_API_KEY": ""}).returncode == 0
+    assert (outside / "x.jsonl").read_bytes() != SESSION and (given / "b.jsonl").is_symlink()
