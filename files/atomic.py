@@ -196,6 +196,10 @@ def _temporary(folder: str | os.PathLike[str], name: str, shown: str, failure: s
     # file no one removes (it is delivered right after, and then removes it).
     import tempfile  # here: every command loads this module (unwind_on_termination), few write a file
 
+    # The temporary name is the target's with 14 bytes more (".", ".", 8 random, ".tmp"): a long
+    # target's part in it is cut so that it stays within a file name's 255 bytes.
+    while len(os.fsencode(name)) > 255 - 14:
+        name = name[:-1]
     held = _hold_termination()
     try:
         handle, temp_name = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)

@@ -164,3 +164,15 @@ def test_in_place_over_a_folder_does_not_rewrite_a_link_to_a_file_outside_it(tmp
     # Given by its own name, the link is the user's choice: its file is rewritten.
     assert run_cli(*COMPACT, "--in-place", str(given / "b.jsonl"), env={"ANTHROPIC_API_KEY": ""}).returncode == 0
     assert (outside / "x.jsonl").read_bytes() != SESSION and (given / "b.jsonl").is_symlink()
+
+
+def test_a_result_may_have_a_name_as_long_as_a_file_name_can_be(tmp_path: Path) -> None:
+    """The temporary file beside it has a longer name: cut, so that a 255-byte name is still written."""
+    session = tmp_path / "s.jsonl"
+    session.write_bytes(SESSION)
+    for length in (241, 255):
+        output = tmp_path / ("é" * ((length - 6) // 2) + "x" * ((length - 6) % 2) + ".jsonl")
+        assert len(os.fsencode(output.name)) == length
+        done = run_cli("microcompact", "--force", *NOW, "-o", str(output), str(session))
+        assert done.returncode == 0 and output.is_file(), done.stderr
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
