@@ -359,6 +359,9 @@ def keep(kept: Keep, found: StatusFigures, now: float) -> None:
 SERVER_VARIABLE = "CTXPIPE_STATUSLINE_SERVER"  # "0": as --no-server
 SERVER_DEADLINE = 2.0  # seconds for the server's answer; then the run works the figures out itself
 SERVER_ENVIRONMENT = ("XDG_CACHE_HOME",)  # what the figures read of the environment, with the budget's
+# What connecting to a server's socket raises when none listens there (no file, or one left by a server
+# that ended); any other failure (a full queue, a timeout) is a server that is there but busy.
+NOT_LISTENING = (FileNotFoundError, ConnectionRefusedError)
 
 
 def worked_out(status: Mapping[str, Any], options: Options, environ: Mapping[str, str], now: float, kept: Keep | None) -> StatusFigures:
@@ -473,8 +476,8 @@ def ask_server(
         try:
             conn.settimeout(SERVER_DEADLINE)
             conn.connect(path)
-        except (FileNotFoundError, ConnectionRefusedError):
-            return None, False  # none listens: left by a server that ended
+        except NOT_LISTENING:
+            return None, False
         except OSError:
             return None, True  # one is there but cannot take the run now (its queue full, too slow)
         try:

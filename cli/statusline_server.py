@@ -30,7 +30,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from .statusline import package_folder, peer_is_this_user, received_whole
+from .statusline import NOT_LISTENING, package_folder, peer_is_this_user, received_whole
 
 IDLE = 600.0  # seconds without a run: then the server ends (the next miss starts another)
 TICK = 1.0  # seconds between looks at the socket file and the clock while no run comes
@@ -83,7 +83,7 @@ def _answers(path: str) -> bool:
         probe.settimeout(PROBE_TIMEOUT)
         try:
             probe.connect(path)
-        except (FileNotFoundError, ConnectionRefusedError):
+        except NOT_LISTENING:
             return False
         except OSError:
             return True
