@@ -25,7 +25,7 @@ from typing import Annotated, Any, Optional, TypeVar
 
 from ..core.setting import Flag, flag_of
 from . import declare
-from .options import choice_enum, iso_time, percentage, price_table, readable_file
+from .options import choice_enum, existing_folder, iso_time, percentage, price_table, readable_file
 
 Command = TypeVar("Command", bound=Callable[..., Any])
 
@@ -75,11 +75,12 @@ PARSERS: dict[str, Callable[..., Any]] = {
     "span": _span,
     "prices": price_table,
     "file": readable_file,
+    "folder": existing_folder,
     "percentage": percentage,
     "turns": _turns,
 }
 # What the user types for a flag whose value is converted (the field holds the result).
-TYPED_AS: dict[str, type] = {"time": str, "names": str, "span": str, "prices": str, "file": str, "percentage": float, "turns": str}
+TYPED_AS: dict[str, type] = {"time": str, "names": str, "span": str, "prices": str, "file": str, "folder": str, "percentage": float, "turns": str}
 
 
 # --- settings fields and bundle fields as parameters ------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -76,6 +77,14 @@ def readable_file(value: Optional[str]) -> Optional[str]:
         from ..api import open_file
 
         open_file(value).close()
+    return value
+
+
+def existing_folder(value: Optional[str]) -> Optional[str]:
+    """Checks a folder option (restore's --root): a folder that is there, so a misspelt one is not
+    taken quietly for a root nothing lies under."""
+    if value is not None and not os.path.isdir(value):
+        raise declare.BadParameter(f"{value!r} is not a folder" if os.path.lexists(value) else f"no folder {value!r}")
     return value
 
 

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from .blocks import call_id, content_of, input_of, is_tool_result, is_tool_use, name_of
+from .blocks import call_id, input_of, is_tool_result, is_tool_use, name_of
 from .catalog import Prices
 from .cost import billed_rate, dollars, inference_scale, token_parts
 from .count import is_real_response, usage_prompt
@@ -120,12 +120,8 @@ def _rereads(before: Sequence[Message], after: Sequence[Message], counter: TextC
         for block in message.content:
             if is_tool_use(block) and (path := _read_path(block)) in known:
                 again[str(call_id(block))] = str(path)
-    tokens = sum(
-        estimate_blocks([{"type": "text", "text": str(content_of(b))}], counter)
-        for m in after
-        for b in m.content
-        if is_tool_result(b) and str(call_id(b)) in again
-    )
+    # Each result priced as the count prices it (an image its flat cost, not its base64).
+    tokens = estimate_blocks([b for m in after for b in m.content if is_tool_result(b) and str(call_id(b)) in again], counter)
     return len(set(again.values())), tokens
 
 

@@ -24,14 +24,13 @@ from .fields import iso
 from .fields import text as field_text
 from .jsonl import Entry, as_text, dumps
 from .microcompact import ToolCall, counted_by_anchor, tool_calls
-from .placeholders import PLACEHOLDER, STUB_PREFIX
+from .placeholders import PLACEHOLDER, STUB_PREFIX, UNCHANGED_STUB
 from .reports import CollapseExtras, Fold, ToolFigures
 from .setting import no_marker
 from .stage import Outcome, Stage, StageContext
 from .tokens import PiecesCounter, block_texts
 from .transcript_format import WritableFormat
 
-FILE_UNCHANGED_STUB = "File unchanged since last read."
 INPUT_KEYS = ("file_path", "notebook_path", "path", "command", "pattern", "url", "query")
 # Shell commands that only print (part of) a file: the same one run twice is the same read, whichever
 # tool ran it and with whatever options of the call (a timeout, a justification).
@@ -106,7 +105,7 @@ def stub(name: str, tool_input: Any, later: str) -> str:
 def _content_key(block: dict[str, Any]) -> str | None:
     content = content_of(block)
     text = content if isinstance(content, str) else dumps(content).decode()
-    if text.startswith((FILE_UNCHANGED_STUB, STUB_PREFIX)) or text == PLACEHOLDER:
+    if text.startswith((UNCHANGED_STUB, STUB_PREFIX)) or text == PLACEHOLDER:
         return None
     return hashlib.sha256(text.encode()).hexdigest()
 

@@ -4,6 +4,9 @@ and the count knows a gap holding one no longer shows what the API was sent."""
 PLACEHOLDER = "[Old tool result content cleared]"  # Claude Code's own microcompact text, byte for byte
 STUB_PREFIX = "[ctxpipe collapse:"  # the start of collapse's pointer to the later copy
 REPLACED_PREFIXES = (PLACEHOLDER, STUB_PREFIX)
+UNCHANGED_STUB = "File unchanged since last read."  # Claude Code's answer to a Read of a file it holds unchanged (2.1.x)
+# A Read result that shows no file content: the stub, or a result a stage has cleared or folded.
+CONTENTLESS_READ_PREFIXES = (UNCHANGED_STUB, *REPLACED_PREFIXES)
 RESTORED_PREFIX = "[restored "  # the start of each text restore brings back (core.restore)
 # How Claude Code opens a summary (the claude-code and anthropic editors' summary_preamble).
 SUMMARY_PREAMBLE = (

@@ -31,7 +31,7 @@ from .fields import text
 from .jsonl import LATEST_TIME, Entry, Joined, as_text
 from .model import Message
 from .permission_mode import PERMISSION_MODE, permission_mode
-from .placeholders import RESTORED_PREFIX
+from .placeholders import CONTENTLESS_READ_PREFIXES, RESTORED_PREFIX
 from .reports import CandidateKind, PlanRow, ReinjectedItem, ReinjectedKind, RestoreExtras
 from .setting import setting
 from .stage import Outcome, Stage, StageContext
@@ -132,18 +132,31 @@ def _strip_line_numbers(text: str) -> str:
     return text
 
 
-def file_states(messages: Sequence[Message], entries: Sequence[Entry], cwd: str | None) -> dict[str, FileState]:
-    """The files the history touched, as its last action left them (a Read, Edit or Write)."""
+Part = tuple[Sequence[Message], Sequence[Entry]]  # messages and the entries they index
+
+
+def file_states(parts: Sequence[Part], cwd: str | None) -> dict[str, FileState]:
+    """The files the transcript touched, as its last action left them (a Read, Edit or Write):
+    `parts` in order, the history and then the active context (a session that went on after its
+    compaction touched files since). A tool call seen in an earlier part (the kept tail's copies of
+    the history's lines) is not replayed again."""
     states: dict[str, FileState] = {}
     calls: dict[str, tuple[str, dict[str, Any], str]] = {}
-    for message in messages:
-        stamp = (text(entries[message.entries[-1]].obj, "timestamp") or "") if message.entries else ""
-        for index, block in enumerate(message.content):
-            kind = kind_of(block)
-            if kind == "tool_use" and isinstance(block.get("input"), dict):
-                calls[str(block.get("id"))] = (str(block.get("name")), block["input"], stamp)
-            elif kind == "tool_result" and str(block.get("tool_use_id")) in calls and not block.get("is_error"):
-                name, tool_input, _ = calls[str(block.get("tool_use_id"))]
+    replayed: set[str] = set()
+    for messages, entries in parts:
+        fresh: set[str] = set()
+        for message in messages:
+            stamp = (text(entries[message.entries[-1]].obj, "timestamp") or "") if message.entries else ""
+            for index, block in enumerate(message.content):
+                kind = kind_of(block)
+                if kind == "tool_use" and isinstance(block.get("input"), dict):
+                    calls[str(block.get("id"))] = (str(block.get("name")), block["input"], stamp)
+                    continue
+                call = str(block.get("tool_use_id"))
+                if kind != "tool_result" or call not in calls or block.get("is_error") or call in replayed:
+                    continue
+                fresh.add(call)
+                name, tool_input, _ = calls[call]
                 raw_path = tool_input.get("file_path") or tool_input.get("notebook_path")
                 if not isinstance(raw_path, str):
                     continue
@@ -152,8 +165,8 @@ def file_states(messages: Sequence[Message], entries: Sequence[Entry], cwd: str 
                 structured = entries[position].obj.get("toolUseResult") if position is not None else None
                 if name == "Read":
                     content = _read_content(block, structured)
-                    if content is not None and content.startswith("File unchanged since last read"):
-                        continue  # a stub is no content seen: the earlier read stays the state
+                    if content is not None and content.startswith(CONTENTLESS_READ_PREFIXES):
+                        continue  # a stub, or a result cleared or folded since, is no content seen: the earlier state stays
                     offset, limit = tool_input.get("offset"), tool_input.get("limit")
                     states[path] = FileState(path, content, stamp, offset, limit, partial=offset is not None or limit is not None)
                 elif name == "Write" and isinstance(tool_input.get("content"), str):
@@ -161,7 +174,11 @@ def file_states(messages: Sequence[Message], entries: Sequence[Entry], cwd: str 
                 elif name in ("Edit", "MultiEdit"):
                     state = states.get(path)
                     content = _replay(state.content if state else None, name, tool_input)
-                    states[path] = FileState(path, content, stamp, partial=state.partial if state else True, action="edited")
+                    if state is not None and state.partial:  # still the lines the read showed, where they start
+                        states[path] = FileState(path, content, stamp, state.offset, state.limit, partial=True, action="edited")
+                    else:
+                        states[path] = FileState(path, content, stamp, partial=state is None, action="edited")
+        replayed |= fresh
     return states
 
 
@@ -194,44 +211,53 @@ class PlanState:
     via: str  # what last set it: "ExitPlanMode", "Write", "Edit", "Read"
 
 
-def latest_plan(messages: Sequence[Message], entries: Sequence[Entry], cwd: str | None) -> PlanState | None:
+def latest_plan(parts: Sequence[Part], cwd: str | None) -> PlanState | None:
     """The session's latest plan: the last ExitPlanMode plan or plan-file Write/Edit/Read, edits
-    replayed on what came before. ExitPlanMode counts at its call, approved or not (the plan file
-    holds it either way); its 2.1.x result names the file (`toolUseResult.filePath`)."""
+    replayed on what came before, over `parts` in order (file_states). ExitPlanMode counts at its
+    call, approved or not (the plan file holds it either way); its 2.1.x result names the file
+    (`toolUseResult.filePath`)."""
     plan: PlanState | None = None
     calls: dict[str, tuple[str, dict[str, Any]]] = {}
-    for message in messages:
-        for index, block in enumerate(message.content):
-            kind = kind_of(block)
-            if kind == "tool_use" and isinstance(block.get("input"), dict):
-                name, tool_input = str(block.get("name")), block["input"]
-                calls[str(block.get("id"))] = (name, tool_input)
-                if name == "ExitPlanMode" and isinstance(tool_input.get("plan"), str):
-                    plan = PlanState(plan.path if plan else None, tool_input["plan"], "ExitPlanMode")
-                continue
-            if kind != "tool_result" or str(block.get("tool_use_id")) not in calls:
-                continue
-            name, tool_input = calls[str(block.get("tool_use_id"))]
-            position = message.refs[index][0] if index < len(message.refs) else None
-            structured = entries[position].obj.get("toolUseResult") if position is not None else None
-            if name == "ExitPlanMode":
-                named = structured.get("filePath") if isinstance(structured, dict) else None
-                if plan is not None and isinstance(named, str) and is_plan_file(named):
-                    plan = PlanState(normalise(named, cwd), plan.text, plan.via)
-                continue
-            raw_path = tool_input.get("file_path")
-            if block.get("is_error") or not isinstance(raw_path, str) or not is_plan_file(raw_path):
-                continue
-            path = normalise(raw_path, cwd)
-            before = plan.text if plan is not None and plan.path in (path, None) else None
-            if name == "Write" and isinstance(tool_input.get("content"), str):
-                plan = PlanState(path, tool_input["content"], "Write")
-            elif name in ("Edit", "MultiEdit"):
-                plan = PlanState(path, _replay(before, name, tool_input), "Edit")
-            elif name == "Read":
-                content = _read_content(block, structured)
-                if content is not None and not content.startswith("File unchanged since last read"):
-                    plan = PlanState(path, content, "Read")
+    replayed: set[str] = set()
+    for messages, entries in parts:
+        fresh: set[str] = set()
+        for message in messages:
+            for index, block in enumerate(message.content):
+                kind = kind_of(block)
+                if kind == "tool_use" and isinstance(block.get("input"), dict):
+                    call, name, tool_input = str(block.get("id")), str(block.get("name")), block["input"]
+                    if call in replayed:
+                        continue
+                    fresh.add(call)
+                    calls[call] = (name, tool_input)
+                    if name == "ExitPlanMode" and isinstance(tool_input.get("plan"), str):
+                        plan = PlanState(plan.path if plan else None, tool_input["plan"], "ExitPlanMode")
+                    continue
+                call = str(block.get("tool_use_id"))
+                if kind != "tool_result" or call not in calls or call in replayed:
+                    continue
+                name, tool_input = calls[call]
+                position = message.refs[index][0] if index < len(message.refs) else None
+                structured = entries[position].obj.get("toolUseResult") if position is not None else None
+                if name == "ExitPlanMode":
+                    named = structured.get("filePath") if isinstance(structured, dict) else None
+                    if plan is not None and isinstance(named, str) and is_plan_file(named):
+                        plan = PlanState(normalise(named, cwd), plan.text, plan.via)
+                    continue
+                raw_path = tool_input.get("file_path")
+                if block.get("is_error") or not isinstance(raw_path, str) or not is_plan_file(raw_path):
+                    continue
+                path = normalise(raw_path, cwd)
+                before = plan.text if plan is not None and plan.path in (path, None) else None
+                if name == "Write" and isinstance(tool_input.get("content"), str):
+                    plan = PlanState(path, tool_input["content"], "Write")
+                elif name in ("Edit", "MultiEdit"):
+                    plan = PlanState(path, _replay(before, name, tool_input), "Edit")
+                elif name == "Read":
+                    content = _read_content(block, structured)
+                    if content is not None and not content.startswith(CONTENTLESS_READ_PREFIXES):
+                        plan = PlanState(path, content, "Read")
+        replayed |= fresh
     return plan
 
 
@@ -298,15 +324,19 @@ def plan_restore(
     cwd: str | None,
     plan_mode: bool = False,
     workspace: Workspace | None = None,
+    tail_entries: Sequence[Entry] = (),
 ) -> list[Candidate]:
-    """Every candidate, chosen or not and why, in the order they would be written. `plan_mode`: the
-    session ended in plan mode, so a reminder follows the plan. `workspace`: the disk (see disk_root)."""
-    states = file_states(history, history_entries, cwd)
+    """Every candidate, chosen or not and why, in the order they would be written. The files, the plan
+    and the todo list are as the history and then the active context (`tail`, indexing `tail_entries`)
+    last left them. `plan_mode`: the session ended in plan mode, so a reminder follows the plan.
+    `workspace`: the disk (see disk_root)."""
+    parts: list[Part] = [(history, history_entries), (tail, tail_entries)]
+    states = file_states(parts, cwd)
     stubbed = {
         str(block.get("tool_use_id"))
         for message in tail
         for block in message.content
-        if is_tool_result(block) and as_text(block.get("content", "")).startswith("File unchanged since last read")
+        if is_tool_result(block) and as_text(block.get("content", "")).startswith(CONTENTLESS_READ_PREFIXES)
     }
     visible = set()
     for message in tail:
@@ -314,7 +344,7 @@ def plan_restore(
             if is_tool_use(block) and block.get("name") == "Read" and isinstance(block.get("input"), dict):
                 tool_input = block["input"]
                 if str(block.get("id")) in stubbed:
-                    continue  # a read answered by the "unchanged" stub shows nothing: restore the file
+                    continue  # a read answered by the "unchanged" stub, or cleared since, shows nothing: restore the file
                 if isinstance(tool_input.get("file_path"), str) and tool_input.get("offset") is None and tool_input.get("limit") is None:
                     visible.add(normalise(tool_input["file_path"], cwd))
     root, no_disk = disk_root(settings, cwd, workspace) if settings.source != "transcript" else (None, "")
@@ -375,12 +405,12 @@ def plan_restore(
             candidate.chosen, candidate.reason = True, origin
         used += candidate.tokens
         chosen_files += 1
-    plan = latest_plan(history, history_entries, cwd)
+    plan = latest_plan(parts, cwd)
     if plan is not None:
         candidates.append(_plan_candidate(plan, settings, root, cwd, workspace))
     if plan_mode:
         candidates.append(_plan_mode_candidate(plan))
-    candidates += _todos(history)
+    candidates += _todos([*history, *tail])
     candidates += _skills(history, history_entries)
     return candidates
 
@@ -446,9 +476,10 @@ def _plan_mode_candidate(plan: PlanState | None) -> Candidate:
     )
 
 
-def _todos(history: Sequence[Message]) -> list[Candidate]:
+def _todos(messages: Sequence[Message]) -> list[Candidate]:
+    """The latest TodoWrite list of `messages` (the history, then the active context)."""
     todos = None
-    for message in history:
+    for message in messages:
         for block in message.content:
             if (
                 is_tool_use(block)
@@ -477,7 +508,7 @@ def _skills(history: Sequence[Message], entries: Sequence[Entry]) -> list[Candid
         first = text.split("\n", 1)[0]
         name = first.split(":", 1)[1].strip() if first.startswith("Base directory for this skill:") else first[:60]
         found.append((name, text))
-    out, used = [], 0
+    out, used, full = [], 0, False
     seen: set[str] = set()
     for name, text in reversed(found):
         if name in seen:
@@ -486,7 +517,9 @@ def _skills(history: Sequence[Message], entries: Sequence[Entry]) -> list[Candid
         text = truncated(text, MAX_TOKENS_PER_SKILL, SKILL_TRUNCATED)
         tokens = tokens_of(text)
         candidate = Candidate("skill", name, text, tokens, header=f"[restored skill] {name} ({tokens:,} tokens)")
-        if used + tokens > SKILLS_BUDGET:
+        # Claude Code stops at the first skill that would pass the budget: no older one comes back after it.
+        full = full or used + tokens > SKILLS_BUDGET
+        if full:
             candidate.reason = "over the skills budget"
         else:
             candidate.chosen, candidate.reason = True, "invoked in the history"
@@ -590,7 +623,7 @@ def restore(
     cwd = next((e.obj["cwd"] for e in reversed(history_entries) if isinstance(e.obj.get("cwd"), str)), None)
     # The mode the session ended in: the input's last record, else the original's (--from).
     mode = permission_mode(everything) or (permission_mode(history_entries) if original is not None else None)
-    candidates = plan_restore(history, history_entries, tail, settings, cwd, mode == "plan", workspace)
+    candidates = plan_restore(history, history_entries, tail, settings, cwd, mode == "plan", workspace, everything)
     chosen = [c for c in candidates if c.chosen and c.text is not None]
     active_entries = [everything[p] for m in tail for p in m.entries]
     if already_restored(active_entries):
@@ -632,6 +665,7 @@ class RestoreSettings:
         "--root",
         "Restore reads files from disk only under this folder, links resolved (default: the current directory, and only for a transcript whose cwd "
         "is in it; else the transcript's own copies).",
+        parse="folder",
     )
     source: str = setting(
         "auto",

@@ -23,7 +23,7 @@ class Flag:
     choices: tuple[str, ...] = ()  # the only values accepted
     # What the text given becomes, when it is not the field's plain type (the CLI checks and converts
     # it while parsing): "time" (ISO 8601 → datetime), "file" (a readable file), "names" (a comma
-    # list → frozenset), "span" ("A..B" → a pair), "prices" (a price table file → the table),
+    # list → frozenset), "span" ("A..B" → a pair), "prices" (a price table file → the table), "folder" (a folder that is there),
     # "percentage" (above 0, at most 100), "turns" ("all" or a whole number ≥ 1 → "all" or the number).
     parse: str | None = None
     metavar: str | None = None  # what the help shows for the value ("NAME"); None: its type's

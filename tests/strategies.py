@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from ctxpipe.core.collapse import FILE_UNCHANGED_STUB
 from ctxpipe.core.microcompact import PLACEHOLDER
+from ctxpipe.core.placeholders import UNCHANGED_STUB
 from hypothesis import strategies as st
 
 TOOLS = ("Read", "Bash", "Grep", "Edit", "Task", "mcp__github__search")
@@ -181,7 +181,7 @@ POOL = [
             },
         },
     ],
-    FILE_UNCHANGED_STUB + " The content from the earlier Read tool_result in this conversation is still current \u2014 refer to that instead of re-reading.",
+    UNCHANGED_STUB + " The content from the earlier Read tool_result in this conversation is still current \u2014 refer to that instead of re-reading.",
     PLACEHOLDER,
     "short",
     "",

@@ -17,6 +17,7 @@ import pytest
 from builders import usage
 from ctxpipe import api
 from ctxpipe.core.prices import price_of
+from ctxpipe.core.tokens import IMAGE_TOKENS
 from ctxpipe.jobs import schemas
 from helpers import CLEAN_ENV, CORPUS, ok, run_cli
 from test_summarize import MODEL, Convo
@@ -63,6 +64,20 @@ def audit_rows(data: bytes) -> list[dict[str, Any]]:
 
 
 # --- the figures ----------------------------------------------------------------------------------
+
+
+def test_an_image_read_again_costs_what_the_count_charges_for_an_image() -> None:
+    # A screenshot read before and after a compaction: its base64 is not text the model reads.
+    picture = [{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo" + "A" * 200_000}}]
+    s = Convo()
+    s.user("Look at the screenshot.")
+    s.call("Read", {"file_path": "/home/dev/shop/shot.png"}, picture, 9_000)
+    s.compact(SUMMARY)
+    s.text("Picking up where we left off.", AFTER)
+    s.call("Read", {"file_path": "/home/dev/shop/shot.png"}, picture, 31_000)
+    first, _ = audit_rows(s.to_bytes())
+    assert first["rereads"] == 1
+    assert IMAGE_TOKENS <= first["reread_tokens"] < IMAGE_TOKENS + 50  # the flat cost, and the result's few words around it
 
 
 def test_each_compaction_is_audited_against_what_the_session_recorded() -> None:

@@ -19,8 +19,10 @@ from typing import Any
 
 import ctxpipe
 import orjson
+import pytest
 from ctxpipe.core import restore as core
 from ctxpipe.core.jsonl import iter_entries
+from ctxpipe.core.placeholders import PLACEHOLDER, STUB_PREFIX
 from ctxpipe.core.restore import RestoreSettings, file_states
 from ctxpipe.core.stage import line_bytes
 from ctxpipe.formats import get
@@ -45,7 +47,7 @@ def entries_of(data: bytes) -> list[Any]:
 
 def states_of(p: Project) -> dict[str, core.FileState]:
     entries = entries_of(p.to_bytes())
-    return file_states(CC.messages(entries), entries, p.cwd)
+    return file_states([(CC.messages(entries), entries)], p.cwd)
 
 
 def run(data: bytes, settings: RestoreSettings = RestoreSettings(source="transcript")) -> tuple[bytes, Any, list[core.Candidate]]:
@@ -183,6 +185,103 @@ def test_the_unchanged_stub_never_counts_as_content() -> None:
     assert states["/w/proj/i.py"].content == "the real content"
     assert states["/w/proj/i.py"].timestamp == read_time
     assert "File unchanged" not in (states.get("/w/proj/only_stub.py") and states["/w/proj/only_stub.py"].content or "")
+
+
+def cleared(p: Project, text: str) -> None:
+    """The last tool result's content replaced by `text`, as microcompact or collapse leave it."""
+    p.lines[-1]["message"]["content"][0]["content"] = text
+
+
+@pytest.mark.parametrize("placeholder", [PLACEHOLDER, STUB_PREFIX + " the same output appears again later]"])
+def test_a_read_cleared_since_is_no_content_seen(placeholder: str) -> None:
+    # Without a structured result (a subagent's file, an anthropic-format file) the tool result's
+    # text is the only copy of the file: once a stage replaced it, it shows no content.
+    p = Project("/w/proj")
+    p.ask("go")
+    p.read("kept.py", "the real content", structured=False)
+    p.read("kept.py", "the real content", structured=False)
+    cleared(p, placeholder)
+    p.read("only.py", "gone", structured=False)
+    cleared(p, placeholder)
+    p.say("ok")
+    states = states_of(p)
+    assert states["/w/proj/kept.py"].content == "the real content"
+    assert "/w/proj/only.py" not in states
+    data = with_boundary(p)
+    out, _, candidates = run(data)
+    assert files_chosen(candidates) == ["kept.py"]
+    assert not any(placeholder[:10] in t for t in texts(added_objects(data, out)))
+
+
+def test_a_read_cleared_in_the_kept_tail_does_not_count_as_visible() -> None:
+    p = Project("/w/proj")
+    p.ask("go")
+    p.read("app.py", "print('app')")
+
+    def tail(p: Project) -> None:
+        p.read("app.py", "print('app')")
+        cleared(p, PLACEHOLDER)
+
+    _, _, candidates = run(with_boundary(p, tail))
+    assert files_chosen(candidates) == ["app.py"]
+
+
+def test_a_session_that_went_on_after_its_compaction_gets_what_it_did_since() -> None:
+    # Claude Code keeps the history in the file and goes on below the boundary: what comes back is
+    # the newest state of each file, plan and todo list, never one the work since has replaced.
+    p = Project("/w/proj")
+    p.ask("go")
+    p.todos([("write parser", "in_progress"), ("write tests", "pending")])
+    p.write("notes.md", "old notes")
+    p.read("app.py", "v1")
+    p.plan("## Plan\nold plan")
+
+    def went_on(p: Project) -> None:
+        p.todos([("write parser", "completed"), ("write tests", "completed"), ("ship it", "in_progress")])
+        p.write("notes.md", "NEW notes after the compaction")
+        p.edit("app.py", "v1", "v2")
+        p.plan("## Plan\nnew plan")
+
+    data = with_boundary(p, went_on)
+    out, _, candidates = run(data)
+    added = "\n".join(texts(added_objects(data, out)))
+    assert "NEW notes after the compaction" in added and "old notes" not in added
+    assert "     1\tv2" in added and "\tv1" not in added
+    assert "[completed] write parser" in added and "[in_progress] ship it" in added and "[in_progress] write parser" not in added
+    assert "new plan" in added and "old plan" not in added
+
+
+def test_the_kept_tail_s_copies_of_the_history_are_not_replayed_twice() -> None:
+    # summarize keeps the last messages as copies (the same tool calls) below its boundary: an edit
+    # replayed again would find its old text gone and lose the file.
+    p = Project("/w/proj")
+    p.ask("go")
+    p.read("app.py", "alpha\nbeta")
+    p.edit("app.py", "alpha", "gamma")
+    p.say("Edited.")
+    p.ask("Thanks.")
+    p.say("Done.")
+    data = p.to_bytes()
+    summarized = run_cli("summarize", "--engine", "offline", "--keep-last", "4", "--now", NOW_ISO, "-", stdin=data)
+    assert summarized.returncode == 0, summarized.stderr.decode()
+    out, _, candidates = run(summarized.stdout)
+    restored = next(t for t in texts(added_objects(summarized.stdout, out)) if t.startswith("[restored file] app.py"))
+    assert restored.split("\n")[1:] == ["     1\tgamma", "     2\tbeta"]
+
+
+def test_an_edit_of_a_partial_read_keeps_the_lines_where_they_are() -> None:
+    p = Project("/w/proj")
+    p.ask("go")
+    p.read("big.py", "\n".join(f"line {n}" for n in range(1, 301)), offset=200, limit=5)
+    p.edit("big.py", "line 202", "line 202 EDITED")
+    state = states_of(p)["/w/proj/big.py"]
+    assert (state.offset, state.limit, state.partial, state.action) == (200, 5, True, "edited")
+    data = with_boundary(p)
+    out, _, _ = run(data)
+    restored = next(t for t in texts(added_objects(data, out)) if t.startswith("[restored file] big.py"))
+    header = HEADER.match(restored.split("\n", 1)[0])
+    assert header and (header["first"], header["last"], header["partial"]) == ("200", "204", " partial view,")
+    assert "   202\tline 202 EDITED" in restored
 
 
 def test_a_failed_read_is_not_a_state() -> None:
@@ -357,6 +456,33 @@ def test_skills_come_back_truncated_at_5000_tokens_and_25000_in_all_newest_first
     body = added[0].split("\n", 1)[1]
     assert body.startswith("Base directory for this skill: /home/dev/.claude/skills/big5\n\n# big5\n")
     assert body.endswith(core.SKILL_TRUNCATED) and core.tokens_of(body) <= 5_000
+
+
+@pytest.mark.parametrize("command", ["restore", "compact"])
+def test_a_root_that_is_not_a_folder_is_refused(tmp_path: Path, command: str) -> None:
+    # A misspelt --root would otherwise be a root nothing lies under: every file from the transcript, silently.
+    session = tmp_path / "s.jsonl"
+    session.write_bytes((ROOT / "fixtures" / "restore" / "plan.in.jsonl").read_bytes())
+    (tmp_path / "a-file").write_text("x")
+    for root, said in ((tmp_path / "nowhere", "no folder"), (tmp_path / "a-file", "is not a folder")):
+        result = run_cli(command, "--root", root, session, cwd=tmp_path)
+        assert result.returncode == 2 and result.stdout == b"", result.stderr.decode()
+        assert said in result.stderr.decode() and "--root" in result.stderr.decode()
+    assert run_cli(command, "--root", tmp_path, session, cwd=tmp_path).returncode == 0
+
+
+def test_skills_stop_at_the_first_that_would_pass_the_budget() -> None:
+    # Claude Code stops adding skills there: an older, smaller one does not come back after it.
+    p = Project("/w/proj")
+    p.ask("go")
+    p.skill("tiny", "Use the tiny tool.")
+    for n in range(6, 0, -1):
+        p.skill(f"m{n}", text_of_tokens(4500, f"m{n}"))
+    _, _, candidates = run(with_boundary(p))
+    skills = {c.name.rsplit("/", 1)[1]: c for c in candidates if c.kind == "skill"}
+    assert [name for name, c in skills.items() if c.chosen] == ["m1", "m2", "m3", "m4", "m5"]
+    assert sum(c.tokens for c in skills.values() if c.chosen) + skills["tiny"].tokens <= 25_000, "tiny would fit"
+    assert not skills["m6"].chosen and not skills["tiny"].chosen and skills["tiny"].reason == "over the skills budget"
 
 
 def test_a_small_skill_comes_back_whole() -> None:

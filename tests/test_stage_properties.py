@@ -11,9 +11,9 @@ import io
 from datetime import timedelta
 
 import orjson
-from ctxpipe.core.collapse import FILE_UNCHANGED_STUB, STUB_PREFIX
 from ctxpipe.core.jsonl import ReadStats, iter_entries
 from ctxpipe.core.microcompact import COMPACTABLE_TOOLS, PLACEHOLDER, MicrocompactSettings, timestamp_of
+from ctxpipe.core.placeholders import STUB_PREFIX, UNCHANGED_STUB
 from ctxpipe.core.stage import expand
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -173,7 +173,7 @@ def test_collapse_folds_only_into_a_later_identical_result_that_stays_whole(data
         assert results_in[survivor]["content"] == original
         assert results_out[survivor]["content"] == original, "the survivor stays whole"
         text = original if isinstance(original, str) else orjson.dumps(original).decode()
-        assert not text.startswith((FILE_UNCHANGED_STUB, STUB_PREFIX)) and text != PLACEHOLDER
+        assert not text.startswith((UNCHANGED_STUB, STUB_PREFIX)) and text != PLACEHOLDER
         stub = results_out[folded]["content"]
         assert stub.startswith(STUB_PREFIX) and survivor in stub and fold.tool in stub
     # Nothing repeated and worth folding is left behind.
@@ -184,7 +184,7 @@ def test_collapse_folds_only_into_a_later_identical_result_that_stays_whole(data
             continue
         content = results_out[tool_id]["content"]
         text = content if isinstance(content, str) else orjson.dumps(content).decode()
-        if text.startswith((FILE_UNCHANGED_STUB, STUB_PREFIX)) or text == PLACEHOLDER or len(text) < 200:
+        if text.startswith((UNCHANGED_STUB, STUB_PREFIX)) or text == PLACEHOLDER or len(text) < 200:
             continue
         key = (calls[tool_id]["name"], orjson.dumps(calls[tool_id]["input"], option=orjson.OPT_SORT_KEYS), text)
         seen.setdefault(key, []).append(tool_id)

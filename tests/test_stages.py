@@ -26,10 +26,10 @@ import pytest
 from builders import SONNET, Session, usage
 from ctxpipe.core.cache import CachePolicy, costs, decide
 from ctxpipe.core.catalog import Prices
-from ctxpipe.core.collapse import FILE_UNCHANGED_STUB, STUB_PREFIX
 from ctxpipe.core.convert import RECORDED
 from ctxpipe.core.jsonl import iter_entries
 from ctxpipe.core.microcompact import COMPACTABLE_TOOLS, PLACEHOLDER
+from ctxpipe.core.placeholders import STUB_PREFIX, UNCHANGED_STUB
 from ctxpipe.core.prices import prices_from
 from ctxpipe.core.reports import CountReport
 from ctxpipe.core.stage import expand, read_ledger, split_lines
@@ -863,7 +863,7 @@ def test_collapse_on_repeats_folds_exactly_the_earlier_identical_results() -> No
     original = results_by_id(data)
     for tool_id in ("toolu_01R002", "toolu_01R005", "toolu_01R006", "toolu_01R007", "toolu_01R008", "toolu_01R009"):
         assert results[tool_id] == original[tool_id]
-    assert original["toolu_01R008"]["content"].startswith(FILE_UNCHANGED_STUB)
+    assert original["toolu_01R008"]["content"].startswith(UNCHANGED_STUB)
     marker = orjson.loads(after[-1])
     assert marker["type"] == "system" and marker["subtype"] == "ctxpipe_collapse"
     assert marker["parentUuid"] == uid(20)
@@ -898,7 +898,7 @@ def test_collapse_keeps_the_latest_of_three_copies() -> None:
 
 def test_collapse_never_folds_into_a_stub_or_a_cleared_result() -> None:
     listing = body(30)
-    stub = FILE_UNCHANGED_STUB + " The content from the earlier Read tool_result in this conversation is still current."
+    stub = UNCHANGED_STUB + " The content from the earlier Read tool_result in this conversation is still current."
     session, ids = tool_session([("Read", listing), ("Read", stub), ("Read", stub), ("Read", PLACEHOLDER), ("Read", PLACEHOLDER)])
     for line in session.lines:
         for block in (line.get("message") or {}).get("content") or []:
