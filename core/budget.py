@@ -30,20 +30,28 @@ BLOCKING_BUFFER = 3_000
 Level = Literal["normal", "warning", "autocompact", "blocking"]
 LEVELS: tuple[Level, ...] = ("normal", "warning", "autocompact", "blocking")
 
-# Other agents' models, which the catalog (Claude Code's) does not list: (name or prefix ending in "-",
-# window), first match wins. Gemini CLI's tokenLimit() (packages/core/src/core/tokenLimits.ts, 2026-08):
-# Gemma 4 256,000; every Gemini model (2.5, 3, 3.1, 3.5 …) 1,048,576, its DEFAULT_TOKEN_LIMIT.
-OTHER_WINDOWS: tuple[tuple[str, int], ...] = (
-    ("gemma-4-31b-it", 256_000),
-    ("gemma-4-26b-a4b-it", 256_000),
-    ("gemini-", 1_048_576),
+# Other agents' models, which the catalog (Claude Code's) does not list: (name, or a prefix ending in
+# "-" or ".", window), first match wins. Gemini CLI's tokenLimit() (packages/core/src/core/tokenLimits.ts,
+# 2026-08): Gemma 4 256,000; every Gemini model (2.5, 3, 3.1, 3.5 …) 1,048,576, its DEFAULT_TOKEN_LIMIT.
+# Codex's GPT-5 family: 272,000, the model_context_window every rollout records for gpt-5, gpt-5-codex,
+# gpt-5.1-codex-max and gpt-5.2-codex (as is, or as its 95 %); a rollout's own figure comes first
+# (formats.codex recorded_window): this is for one with no reply yet.
+GEMINI_LIMITS = "Gemini CLI's token limits"
+CODEX_LIMITS = "the model_context_window Codex records for it"
+OTHER_WINDOWS: tuple[tuple[str, int, str], ...] = (
+    ("gemma-4-31b-it", 256_000, GEMINI_LIMITS),
+    ("gemma-4-26b-a4b-it", 256_000, GEMINI_LIMITS),
+    ("gemini-", 1_048_576, GEMINI_LIMITS),
+    ("gpt-5", 272_000, CODEX_LIMITS),
+    ("gpt-5-", 272_000, CODEX_LIMITS),
+    ("gpt-5.", 272_000, CODEX_LIMITS),
 )
 
 
-def other_window(model: str) -> int | None:
-    """The window OTHER_WINDOWS gives `model`, or None."""
+def other_window(model: str) -> tuple[int, str] | None:
+    """The window OTHER_WINDOWS gives `model` and where the figure comes from, or None."""
     name = model.lower()
-    return next((window for key, window in OTHER_WINDOWS if name == key or (key.endswith("-") and name.startswith(key))), None)
+    return next(((window, source) for key, window, source in OTHER_WINDOWS if name == key or (key.endswith(("-", ".")) and name.startswith(key))), None)
 
 
 # Claude Code's fallbacks for old models the catalog no longer lists (both releases); first match wins.
@@ -163,7 +171,7 @@ def model_window(model: str | None, settings: BudgetSettings = BudgetSettings(),
         return known.window, f"the model catalog's window for {known.id}{more}"
     other = other_window(model)
     if other is not None:
-        return other, f"{model}'s window (Gemini CLI's token limits)"
+        return other[0], f"{model}'s window ({other[1]})"
     unknown = f"{model} is not in the model catalog (Claude Code {catalog().release})"
     if limit is not None:
         return limit, f"{unknown}: {_source(settings.max_context_tokens)}"

@@ -606,20 +606,28 @@ def restore(
     original: tuple[list[Message], Sequence[Entry]] | None = None,
     workspace: Workspace | None = None,
     above: Sequence[Entry] = (),
+    first_written: Sequence[Entry] | None = None,
 ) -> tuple[Outcome, list[Candidate]]:
     """The restore stage: (Outcome, candidates). `original` supplies the history from --from;
     `workspace` the disk (None: nothing is read from it); `above` the lines before `entries`, read
-    as part of the transcript but not written (the outcome holds `entries` and what was added). Any
-    format is planned for (restore --plan reads it); only writing what was chosen needs its editor."""
+    as part of the transcript but not written (the outcome holds `entries` and what was added);
+    `first_written` the lines of `entries` before earlier stages of the same run cleared or folded
+    tool results in place (compact's microcompact and collapse), at the same positions: the history
+    is read as the session saw it, as Claude Code's file cache holds it whatever was cleared since.
+    Any format is planned for (restore --plan reads it); only writing what was chosen needs its editor."""
     everything: Sequence[Entry] = Joined(above, entries) if above else entries
     tail = transcript_format.messages(everything)
     if original is not None:
         history, history_entries = original
     else:
-        split = split_at_boundary(everything, transcript_format)
+        readable = entries
+        if first_written is not None and first_written is not entries and len(first_written) <= len(entries):
+            readable = [*first_written, *entries[len(first_written) :]]
+        as_seen: Sequence[Entry] = Joined(above, readable) if above else readable
+        split = split_at_boundary(as_seen, transcript_format)
         if split is None:
             return Outcome(entries, False, "nothing to restore: no compact boundary (summarize first, or give --from ORIGINAL)"), []
-        history, history_entries = split[0], everything
+        history, history_entries = split[0], as_seen
     cwd = next((e.obj["cwd"] for e in reversed(history_entries) if isinstance(e.obj.get("cwd"), str)), None)
     # The mode the session ended in: the input's last record, else the original's (--from).
     mode = permission_mode(everything) or (permission_mode(history_entries) if original is not None else None)
@@ -686,7 +694,7 @@ def run(entries: list[Entry], transcript_format: WritableFormat, settings: Resto
     """The history above the active context (context.history) is read, and left out of the result."""
     from .fields import iso
 
-    outcome, _ = restore(entries, transcript_format, settings, iso(context.now), context.earlier, context.workspace, context.history)
+    outcome, _ = restore(entries, transcript_format, settings, iso(context.now), context.earlier, context.workspace, context.history, context.original)
     return outcome
 
 

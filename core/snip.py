@@ -141,10 +141,12 @@ def snip(entries: list[Entry], transcript_format: WritableFormat, settings: Snip
     if not removed_messages:
         return Outcome(entries, False, "nothing to snip: what lies before the tail shares its line with a message that stays")
     doomed = {position for message in removed_messages for position in message.entries}
-    # Lines of the chain between the removed messages (progress, attachments, hooks) go with them.
+    # Lines of the chain between the removed messages (progress, attachments, hooks) go with them;
+    # a line of the session's state (a Codex turn_context) stays for what follows it.
     low, high = min(doomed), max(doomed)
     for position in transcript_format.context_positions(entries):
-        if low < position < high and position not in kept and entries[position].obj.get("type") not in ("user", "assistant"):
+        kind = entries[position].obj.get("type")
+        if low < position < high and position not in kept and kind not in ("user", "assistant") and kind not in transcript_format.state_lines:
             doomed.add(position)
     estimates = Estimates(messages, PiecesCounter())
     calibration = calibrate(estimates)

@@ -98,6 +98,10 @@ class TranscriptFormat(Protocol):
     """The fraction of the model's window at which the agent that writes this format compacts on its
     own (Gemini CLI: 0.5, Codex: 0.9), the compaction point warn judges against; None: Claude Code's
     thresholds (core.budget.thresholds)."""
+    state_lines: tuple[str, ...]
+    """The `type`s of the lines that record the session's state rather than its conversation (a Codex
+    turn_context names the model and the folder of what follows): a cut of the messages around one
+    (snip) leaves it. Other lines between removed messages go with them."""
     line_folds: tuple[Fold[Any], ...]
     """The facts of every line its readers ask a whole file for (markers, …) as core.jsonl.folded
     folds them: a file read in place (a LineIndex) folds them while its lines are checked, so that
@@ -162,6 +166,10 @@ class TranscriptFormat(Protocol):
     def recorded_cwd(self, entries: Sequence[Entry]) -> str | None:
         """The session's working folder as the file records it (None: it does not), which a
         conversion keeps."""
+
+    def recorded_model(self, entries: Sequence[Entry]) -> str | None:
+        """The model the file says the session runs on outside its responses (a Codex rollout's
+        turn_context), or None: the count's model when no response names one yet."""
 
     def is_lone_response(self, entry: Entry) -> bool:
         """Whether the line on its own is a whole real API response (its messages read alone end in

@@ -30,6 +30,7 @@ class AnthropicFormat(WholeFileContext):
     has_usage = True  # a stored API response keeps its `usage`
     has_tree = False
     keeps_history = False  # the file is the context: a summary replaces the messages it covers
+    state_lines: tuple[str, ...] = ()  # every line is a message
     lines_are_messages = True
     summary_preamble = SUMMARY_PREAMBLE  # Claude Code's: an API log resumes as Claude Code would
     compacts_at: float | None = None  # Claude Code's thresholds (core.budget)
@@ -126,6 +127,9 @@ class AnthropicFormat(WholeFileContext):
 
     def recorded_cwd(self, entries: Sequence[Entry]) -> str | None:
         return None  # API messages name no folder
+
+    def recorded_model(self, entries: Sequence[Entry]) -> str | None:
+        return None  # only a response names its model
 
     def check(self, entries: Sequence[Entry]) -> list[Finding]:
         from ..core.convert import EARLY, to_api_messages  # core.convert's rule: loaded when a file is checked (its report types are convert's)

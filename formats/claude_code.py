@@ -633,6 +633,7 @@ class ClaudeCodeFormat:
     has_usage = True
     has_tree = True  # uuid/parentUuid
     keeps_history = True  # a compact_boundary starts a new root below the history
+    state_lines: tuple[str, ...] = ()  # the chain's other lines (progress, attachments, hooks) belong to its messages
     summary_preamble = SUMMARY_PREAMBLE
     lines_are_messages = False  # envelope fields (uuid, cwd, sessionId, …) a rebuild would drop
     compacts_at: float | None = None  # Claude Code's thresholds (core.budget)
@@ -976,6 +977,9 @@ class ClaudeCodeFormat:
     def recorded_cwd(self, entries: Sequence[Entry]) -> str | None:
         """The newest line's `cwd` (each line carries the folder it ran in)."""
         return next((str(entry.obj["cwd"]) for entry in reversed(entries) if isinstance(entry.obj.get("cwd"), str)), None)
+
+    def recorded_model(self, entries: Sequence[Entry]) -> str | None:
+        return None  # only a response names its model
 
     def is_lone_response(self, entry: Entry) -> bool:
         """A line is a whole response on its own here (one content block a line, the usage on each):

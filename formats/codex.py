@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from ..core.blocks import call_id, content_of, input_of, is_text, is_tool_result, is_tool_use, name_of, text_of
+from ..core.blocks import call_id, content_of, input_of, is_text, is_tool_result, is_tool_use, kind_of, name_of, text_of
 from ..core.count import Compaction, Marker, is_real_response
 from ..core.fields import count, iso, moment
 from ..core.fields import text as field_text
@@ -69,9 +69,26 @@ def _text_blocks(content: Any) -> list[dict[str, Any]]:
     for part in content if isinstance(content, list) else []:
         if isinstance(part, dict) and part.get("type") in TEXT_PARTS and isinstance(part.get("text"), str):
             blocks.append({"type": "text", "text": part["text"]})
-        elif isinstance(part, dict) and part.get("type") == "input_image":
+        elif _is_image_part(part):
             blocks.append({"type": "image", "source": {"type": "url", "url": field_text(part, "image_url") or ""}})
     return blocks
+
+
+def _is_image_part(part: Any) -> bool:
+    return isinstance(part, dict) and part.get("type") == "input_image"
+
+
+def _image_part(block: dict[str, Any]) -> dict[str, Any] | None:
+    """An image block as the content part a rollout holds (a data URL for base64 data), or None for
+    a source a rollout cannot say."""
+    source = block.get("source")
+    if not isinstance(source, dict):
+        return None
+    if source.get("type") == "base64" and isinstance(source.get("data"), str):
+        return {"type": "input_image", "image_url": f"data:{field_text(source, 'media_type') or 'image/png'};base64,{source['data']}"}
+    if source.get("type") == "url" and isinstance(source.get("url"), str):
+        return {"type": "input_image", "image_url": source["url"]}
+    return None
 
 
 def _arguments(raw: Any) -> dict[str, Any]:
@@ -156,8 +173,12 @@ def _item_message(item: dict[str, Any], position: int, index: int = 0) -> Messag
         block = {"type": "tool_use", "id": str(tool_id), "name": str(name), "input": tool_input}
         return Message("assistant", [block], [position], refs=[(position, index)])
     if kind in OUTPUTS:
-        block = {"type": "tool_result", "tool_use_id": str(field_text(item, "call_id")), "content": _output_text(item.get("output"))}
-        return Message("user", [block], [position], refs=[(position, index)])
+        output = item.get("output")
+        # Content items holding an image (view_image, an MCP result) are blocks, so the image is
+        # priced as one; any other output is the text the model read.
+        content: str | list[dict[str, Any]] = _text_blocks(output) if isinstance(output, list) and any(map(_is_image_part, output)) else _output_text(output)
+        result: dict[str, Any] = {"type": "tool_result", "tool_use_id": str(field_text(item, "call_id")), "content": content}
+        return Message("user", [result], [position], refs=[(position, index)])
     return None  # reasoning (encrypted), web_search_call, ghost_snapshot, …
 
 
@@ -272,6 +293,7 @@ class CodexFormat(WholeFileContext):
     has_usage = True  # `token_count` events
     has_tree = False
     keeps_history = True  # a `compacted` line is appended; the history above it stays
+    state_lines: tuple[str, ...] = ("session_meta", "turn_context")  # the model, the folder, the policies of the turns that follow
     lines_are_messages = False
     summary_preamble = SUMMARY_PREFIX  # Codex's own: the summary it resumes opens so
     compacts_at: float | None = AUTO_COMPACT_SHARE  # of the model's window (recorded_window)
@@ -409,6 +431,14 @@ class CodexFormat(WholeFileContext):
             window = count(info, "model_context_window") if isinstance(info, dict) else 0
             if window > 0:
                 return model_window_of(window)
+        return None
+
+    def recorded_model(self, entries: Sequence[Entry]) -> str | None:
+        """The newest turn_context's model: every turn names it before its first response."""
+        for entry in reversed(entries):
+            payload = entry.obj.get("payload")
+            if entry.obj.get("type") == "turn_context" and isinstance(payload, dict) and isinstance(payload.get("model"), str):
+                return str(payload["model"])
         return None
 
     def recorded_cwd(self, entries: Sequence[Entry]) -> str | None:
@@ -597,13 +627,17 @@ class CodexFormat(WholeFileContext):
 
 
 def _items(assistant: bool, blocks: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The response items of one message's blocks: a run of text is one message item, a tool_use
-    a function_call, a tool_result a function_call_output (thinking and the rest are not written)."""
+    """The response items of one message's blocks: a run of text (and, from the user, images) is
+    one message item, a tool_use a function_call, a tool_result a function_call_output, its images
+    kept as content items (thinking and the rest are not written)."""
     items: list[dict[str, Any]] = []
     texts: list[dict[str, Any]] = []
     for block in [*blocks, None]:
         if block is not None and is_text(block):
             texts.append({"type": "output_text" if assistant else "input_text", "text": text_of(block) or ""})
+            continue
+        if block is not None and not assistant and kind_of(block) == "image" and (part := _image_part(block)) is not None:
+            texts.append(part)
             continue
         if texts:
             items.append({"type": "message", "role": "assistant" if assistant else "user", "content": texts})
@@ -613,10 +647,19 @@ def _items(assistant: bool, blocks: Sequence[dict[str, Any]]) -> list[dict[str, 
             items.append({"type": "function_call", "name": name_of(block) or "tool", "arguments": arguments, "call_id": str(call_id(block))})
         elif block is not None and is_tool_result(block):
             result = content_of(block)
-            pieces = result if isinstance(result, list) else []
-            output = result if isinstance(result, str) else "".join(text_of(piece) or "" for piece in pieces if isinstance(piece, dict))
+            pieces = [piece for piece in result if isinstance(piece, dict)] if isinstance(result, list) else []
+            output: Any = result if isinstance(result, str) else "".join(text_of(piece) or "" for piece in pieces)
+            images = [part for piece in pieces if kind_of(piece) == "image" and (part := _image_part(piece)) is not None]
+            if images:  # the text and images as content items, in order
+                output = [part for piece in pieces if (part := _output_part(piece)) is not None]
             items.append({"type": "function_call_output", "call_id": str(call_id(block)), "output": output})
     return items
+
+
+def _output_part(piece: dict[str, Any]) -> dict[str, Any] | None:
+    if is_text(piece):
+        return {"type": "input_text", "text": text_of(piece) or ""}
+    return _image_part(piece) if kind_of(piece) == "image" else None
 
 
 def _line(when: str, kind: str, payload: dict[str, Any]) -> Entry:

@@ -303,13 +303,17 @@ def _answered(records: Sequence[tuple[int, dict[str, Any]]]) -> set[str]:
     }
 
 
-def _messages(records: Sequence[tuple[int, dict[str, Any]]]) -> list[Message]:
+def _messages(records: Sequence[tuple[int, dict[str, Any]]], compressions: frozenset[int] = frozenset()) -> list[Message]:
+    """The records as messages; a reply a compression kept (placed by the `$set` at one of the
+    `compressions`) has its usage marked stale: it measured the context the compression replaced."""
     answered = _answered(records)
     messages: list[Message] = []
     for position, record in records:
         kind = record.get("type")
         if kind == "gemini":
-            messages.extend(_reply(record, position))
+            for message in _reply(record, position):
+                message.usage_stale = position in compressions and message.usage is not None
+                messages.append(message)
         elif kind == "user":
             blocks = _blocks(record.get("content"), answered)
             if blocks:
@@ -347,6 +351,7 @@ class GeminiFormat(WholeFileContext):
     has_usage = True  # `tokens` on its replies
     has_tree = False
     keeps_history = False  # a compression replaces the messages (`$set`); the .json form keeps them all, unmarked
+    state_lines: tuple[str, ...] = ()  # read only: never cut
     lines_are_messages = False
     compacts_at: float | None = COMPRESSION_THRESHOLD
 
@@ -358,7 +363,11 @@ class GeminiFormat(WholeFileContext):
         return None
 
     def messages(self, entries: Sequence[Entry], history: bool = False) -> list[Message]:
-        return _messages(_conversation(entries, history))
+        if history:  # every reply as billed
+            return _messages(_conversation(entries, history))
+        records = _conversation(entries, history)
+        placed = {position for position, _ in records}
+        return _messages(records, frozenset(p for p in placed if _snapshot_set(entries[p].obj) is not None))
 
     def context_positions(self, entries: Sequence[Entry], history: bool = False) -> list[int]:
         return sorted({position for position, _ in _conversation(entries, history)})
@@ -419,6 +428,9 @@ class GeminiFormat(WholeFileContext):
 
     def recorded_cwd(self, entries: Sequence[Entry]) -> str | None:
         return None  # a chat records its project folder only as a hash (projectHash)
+
+    def recorded_model(self, entries: Sequence[Entry]) -> str | None:
+        return None  # only a reply names its model
 
     def is_lone_response(self, entry: Entry) -> bool:
         return lone_response(self, entry)

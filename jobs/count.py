@@ -282,7 +282,7 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: Kind | N
         counted = count_context(estimates, calibration, transcript_format.markers(entries), options.as_claude_code, baseline, reinjection)
         # A context just compacted has no response of its own: the model is the newest one before it.
         counted.model = counted.model or next((m.model for m in reversed(history) if is_real_response(m) and m.model), None)
-    model = options.model or counted.model
+    model = options.model or counted.model or transcript_format.recorded_model(entries)
     counted.model = model
     largest = max((usage_prompt(m.usage) for m in messages if m.usage), default=0)
     version = session_version(entries)  # of the lines read

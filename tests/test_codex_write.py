@@ -300,3 +300,87 @@ def test_an_odd_rollout_gets_an_answer_not_a_traceback(stage: str) -> None:
         assert lines(result.stdout)[0] in kept
     else:
         assert result.stderr.decode().count("ctxpipe: error: ") == 1
+
+
+def test_snip_keeps_the_turn_context_lines_in_the_cut(tmp_path: Path) -> None:
+    # A turn_context names the model and folder of what follows: a cut inside a long turn must not
+    # take it, or the count, the cost and Codex itself lose the model.
+    source = FIXTURES / "codex" / "reads.jsonl"
+    contexts = [line for line in lines(source.read_bytes()) if json.loads(line).get("type") == "turn_context"]
+    result = run_cli("snip", "--keep-last", "3", source)
+    assert result.returncode == 0, result.stderr.decode()
+    assert [line for line in lines(result.stdout) if json.loads(line).get("type") == "turn_context"] == contexts
+    model = json.loads(contexts[-1])["payload"]["model"]
+    assert json.loads(run_cli("count", "--json", "-", stdin=result.stdout).stdout)["model"] == model
+
+
+def test_a_rollout_with_no_reply_yet_is_counted_against_its_model_s_window(tmp_path: Path) -> None:
+    # The first turn's turn_context names the model before any response (or token_count) records it.
+    source = FIXTURES / "codex" / "rollout.jsonl"
+    kept = []
+    for line in lines(source.read_bytes()):
+        obj = json.loads(line)
+        if obj.get("type") == "response_item" and obj["payload"].get("role") not in ("user", "developer"):
+            break  # the model's first output (reasoning, a call or a message)
+        kept.append(line)
+    model = next(json.loads(line)["payload"]["model"] for line in kept if json.loads(line).get("type") == "turn_context")
+    report = json.loads(run_cli("count", "--json", "-", stdin=b"\n".join(kept) + b"\n").stdout)
+    assert report["format"] == "codex" and report["model"] == model and report["context_window"] == 272_000, report
+
+
+PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+
+
+def test_convert_to_codex_keeps_images_in_messages_and_tool_results(tmp_path: Path) -> None:
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PIXEL}}
+    conversation = [
+        {"role": "user", "content": [{"type": "text", "text": "What is in this screenshot?"}, image]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {"file_path": "/w/shot.png"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "the file:"}, image]}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "A single pixel."}], "usage": {"input_tokens": 5000, "output_tokens": 5}},
+    ]
+    source = tmp_path / "api.jsonl"
+    source.write_bytes(b"".join(orjson.dumps(message) + b"\n" for message in conversation))
+    written = run_cli("convert", "--to", "codex", source)
+    assert written.returncode == 0, written.stderr.decode()
+    items = [json.loads(line)["payload"] for line in lines(written.stdout) if json.loads(line).get("type") == "response_item"]
+    data_url = f"data:image/png;base64,{PIXEL}"
+    typed = next(item for item in items if item.get("role") == "user" and "screenshot" in json.dumps(item))
+    assert typed["content"] == [{"type": "input_text", "text": "What is in this screenshot?"}, {"type": "input_image", "image_url": data_url}]
+    output = next(item for item in items if item["type"] == "function_call_output")["output"]
+    assert output == [{"type": "input_text", "text": "the file:"}, {"type": "input_image", "image_url": data_url}]
+    assert json.loads(run_cli("validate", "--json", "-", stdin=written.stdout).stdout)["valid"]
+    # Read back, both images are images again (the estimate prices each at its flat cost).
+    back = [json.loads(line) for line in lines(run_cli("convert", "--to", "anthropic", "-", stdin=written.stdout).stdout)]
+    images = [block for message in back for block in json.dumps(message["content"]) and _blocks_of(message["content"]) if block.get("type") == "image"]
+    assert len(images) == 2 and all(image["source"]["url"] == data_url for image in images)
+
+
+def _blocks_of(content: Any) -> list[dict[str, Any]]:
+    """Every block of a message's content, the blocks inside tool results too."""
+    found = []
+    for block in content if isinstance(content, list) else []:
+        found.append(block)
+        if block.get("type") == "tool_result" and isinstance(block.get("content"), list):
+            found += block["content"]
+    return found
+
+
+def test_an_image_a_tool_returned_counts_as_an_image(tmp_path: Path) -> None:
+    # view_image's output is content items: the image is priced as one (and microcompact may clear it).
+    rollout = (FIXTURES / "codex" / "rollout.jsonl").read_bytes().splitlines()
+    first_output = next(n for n, line in enumerate(rollout) if json.loads(line).get("payload", {}).get("type") == "function_call_output")
+    obj = json.loads(rollout[first_output])
+    without, with_image = dict(obj), dict(obj)
+    without["payload"] = {**obj["payload"], "output": [{"type": "input_text", "text": "the image:"}]}
+    with_image["payload"] = {
+        **obj["payload"],
+        "output": [{"type": "input_text", "text": "the image:"}, {"type": "input_image", "image_url": f"data:image/png;base64,{PIXEL}"}],
+    }
+
+    def counted(line: dict[str, Any]) -> int:
+        data = b"\n".join([*rollout[:first_output], orjson.dumps(line), *rollout[first_output + 1 :]]) + b"\n"
+        report = json.loads(run_cli("count", "--json", "--by", "block", "-", stdin=data).stdout)
+        return sum(row["tokens"] for row in report["breakdown"] if row["key"] == "tool_result")
+
+    assert counted(with_image) - counted(without) >= 1000  # an image's flat cost, not nothing

@@ -213,6 +213,27 @@ def test_a_read_cleared_since_is_no_content_seen(placeholder: str) -> None:
     assert not any(placeholder[:10] in t for t in texts(added_objects(data, out)))
 
 
+def test_compact_restores_the_files_its_own_microcompact_cleared() -> None:
+    # In compact, microcompact clears the old reads before the summary; restore still brings the files
+    # back as the session read them (Claude Code's file cache is not cleared with the results).
+    p = Project("/w/proj")
+    p.ask("go")
+    for n in range(5):
+        p.read(f"m{n}.py", f"# module {n}\n" + "x = 1\n" * 200, structured=False)
+    for n in range(6):  # the five most recent results microcompact keeps: every read is cleared
+        p.call("Bash", {"command": f"pytest -k case{n}"}, f"case{n}: ok\n" * 100)
+    p.say("Read them all.")
+    p.ask("Now summarise.")
+    p.say("Done.")
+    result = run_cli("compact", "--force", "--engine", "offline", "--keep-last", "2", "--source", "transcript", "--now", NOW_ISO, "-", stdin=p.to_bytes())
+    assert result.returncode == 0, result.stderr.decode()
+    assert b"microcompact: cleared 6 tool results" in result.stderr, "the reads were cleared first"
+    written = [orjson.loads(line) for line in result.stdout.splitlines()]
+    restored = [o["message"]["content"] for o in written if o.get("isMeta") and str(o.get("message", {}).get("content")).startswith("[restored file]")]
+    assert len(restored) == 5 and all("# module" in t for t in restored)
+    assert PLACEHOLDER.encode() not in b"".join(line for line in result.stdout.splitlines() if b"[restored file]" in line)
+
+
 def test_a_read_cleared_in_the_kept_tail_does_not_count_as_visible() -> None:
     p = Project("/w/proj")
     p.ask("go")
