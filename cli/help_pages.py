@@ -449,7 +449,7 @@ PAGES = {'': (('write_usage', 'ctxpipe', '[OPTIONS] COMMAND [ARGS]...', None),
                      'A JSON price table {model fragment: {input, cache_write_5m, cache_write_1h, cache_read, output[, long_context]}} in $/MTok, before the '
                      "model catalog's."),
                     ('--horizon N',
-                     "The turns within which a prompt-cache break must pay for itself (for --cache-aware, and report's dry runs).  [default: 5; x>=1]"),
+                     "The turns within which a prompt-cache break must pay for itself (for --cache-aware, and report's dry runs).  [default: 5; 1<=x<=1000]"),
                     ('--keep-recent N', 'Old tool results: keep those of the last N compactable calls (0 keeps 1, as Claude Code).  [default: 5; x>=0]'),
                     ('--tools NAME,…',
                      'Comma-separated tool names whose old results are cleared (default: '
@@ -670,7 +670,7 @@ PAGES = {'': (('write_usage', 'ctxpipe', '[OPTIONS] COMMAND [ARGS]...', None),
                 'A JSON price table {model fragment: {input, cache_write_5m, cache_write_1h, cache_read, output[, long_context]}} in $/MTok, before the model '
                 "catalog's."),
                ('--horizon N',
-                "The turns within which a prompt-cache break must pay for itself (for --cache-aware, and report's dry runs).  [default: 5; x>=1]"),
+                "The turns within which a prompt-cache break must pay for itself (for --cache-aware, and report's dry runs).  [default: 5; 1<=x<=1000]"),
                ('--keep-recent N', 'Old tool results: keep those of the last N compactable calls (0 keeps 1, as Claude Code).  [default: 5; x>=0]'),
                ('--tools NAME,…',
                 'Comma-separated tool names whose old results are cleared (default: '
@@ -780,13 +780,13 @@ PAGES = {'': (('write_usage', 'ctxpipe', '[OPTIONS] COMMAND [ARGS]...', None),
                'A JSON price table {model fragment: {input, cache_write_5m, cache_write_1h, cache_read, output[, long_context]}} in $/MTok, before the model '
                "catalog's."),
               ('--horizon N',
-               "The turns within which a prompt-cache break must pay for itself (for --cache-aware, and report's dry runs).  [default: 5; x>=1]"),
+               "The turns within which a prompt-cache break must pay for itself (for --cache-aware, and report's dry runs).  [default: 5; 1<=x<=1000]"),
               ('-o, --output FILE', 'Write to this file (atomically) instead of stdout.'),
               ('--out-dir DIR',
                'Write each result here: a file given by name as DIR/NAME, the files of a folder given at the same place below DIR. Two results for one path, '
                'or one over an input, is a usage error before anything is written.'),
               ('--now ISO-TIME', 'The current time (ISO 8601) for time-based decisions and markers.'),
-              ('--json', 'JSON Lines output (also the default when stdout is not a terminal).'),
+              ('--json', "The pages' facts as JSON Lines on stdout instead of HTML (a page is written to a pipe too)."),
               ('-h, --help', 'Show this message and exit.')),
              30,
              2),

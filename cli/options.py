@@ -159,6 +159,8 @@ Output = Annotated[
 ]
 Unbuffered = Annotated[bool, declare.Option("--unbuffered", "-u", help="Flush every output line at once (for tail -f pipes).")]
 Json = Annotated[bool, declare.Option("--json", help="JSON Lines output (also the default when stdout is not a terminal).")]
+# report writes its page to a pipe too: JSON only when asked.
+FactsJson = Annotated[bool, declare.Option("--json", help="The pages' facts as JSON Lines on stdout instead of HTML (a page is written to a pipe too).")]
 
 
 def format_name(choice: Optional[Enum]) -> Optional[str]:

@@ -18,6 +18,9 @@ FALLBACK_PRICES = Prices(3.0, 3.75, 6.0, 0.30, 15.0)
 PriceTable = tuple[tuple[str, Prices], ...]  # a user's --prices: (model fragment, prices), first match wins
 
 
+MAX_HORIZON = 1_000  # turns: far past any session's cache lifetime (a break pays within a few turns or never)
+
+
 @dataclass(frozen=True)
 class Pricing:
     """--prices, declared once: count --cost, report, microcompact --cache-aware (see core.setting.Flag)."""
@@ -34,7 +37,10 @@ class Pricing:
 class CacheModel(Pricing):
     """Whether a prompt-cache break pays for itself: microcompact --cache-aware, report's dry runs."""
 
-    horizon: int = setting(5, "--horizon", "The turns within which a prompt-cache break must pay for itself (for --cache-aware, and report's dry runs).", min=1)
+    # At most MAX_HORIZON: each dry run lists a figure a turn (a horizon of a hundred million took minutes and gigabytes).
+    horizon: int = setting(
+        5, "--horizon", "The turns within which a prompt-cache break must pay for itself (for --cache-aware, and report's dry runs).", min=1, max=MAX_HORIZON
+    )
 
 
 def price_of(model: str | None, table: Sequence[tuple[str, Prices]] = ()) -> Prices | None:

@@ -226,9 +226,14 @@ def with_suffix(path: str, suffix: str) -> str:
 
 
 def relative_link(path: str, folder: str) -> str:
-    """How a page in `folder` links to `path` (below it): a relative, /-separated path."""
-    found = below(path, folder)
-    return found if found is not None else os.path.basename(path)
+    """How a page in `folder` links to `path` (below it): a relative, /-separated path. Worked out
+    from the two names as written, never from the disk: a folder given as "~/x" (which a shell
+    leaves as it is in --out-dir=~/x) is written as named, and its pages link within it."""
+    if is_remote(folder) or is_remote(path):
+        found = below(path, folder)
+        return found if found is not None else os.path.basename(path)
+    relative = os.path.relpath(local_path(path), local_path(folder))
+    return os.path.basename(path) if relative.split(os.sep)[0] == os.pardir else relative.replace(os.sep, "/")
 
 
 def identity(path: str) -> str:

@@ -23,7 +23,7 @@ from ..core.blocks import input_of, is_tool_use
 from ..core.cache import CachePolicy, decide
 from ..core.catalog import Prices
 from ..core.count import UNCALIBRATED, Calibration, Estimates, calibrate, fitted_or_corpus
-from ..core.fields import rounded_percent, text
+from ..core.fields import moment, rounded_percent, text
 from ..core.jsonl import Entry, OnError, ParsedLines, ReadStats, iter_buffer_entries
 from ..core.model import Message
 from ..core.reports import Advice, CacheDecisionReport, CallRow, ExcerptLine, SessionReport, StageDryRun, TimelineEvent, WindowPart, WindowPartName
@@ -141,7 +141,8 @@ def session_report(buffer: Any, source: str, options: ReportOptions, now: dateti
         _dry_run(name, buffer, source, path, options, now, transcript_format, messages, entries, estimates, calibration, counted, measured)
         for name in DRY_RUN_STAGES
     ]
-    times = [stamp for entry in entries if (stamp := text(entry.obj, "timestamp"))]
+    # Compared as times, shown as written: a line whose stamp is not a time ("yesterday") is no activity.
+    times = sorted((when, stamp) for entry in entries if (when := moment(stamp := text(entry.obj, "timestamp"))) is not None)
     count = counted.count_report()
     # A file read past its bad lines is one the stage must read so too.
     reading = ("--on-error", "skip") if options.on_error == "skip" else ()
@@ -153,8 +154,8 @@ def session_report(buffer: Any, source: str, options: ReportOptions, now: dateti
         model=counted.count.model,
         title=session_title(entry.obj for entry in entries if isinstance(entry.obj, dict)),
         session_id=next((value for entry in entries if (value := text(entry.obj, "sessionId"))), None),
-        first_activity=min(times) if times else None,
-        last_activity=max(times) if times else None,
+        first_activity=times[0][1] if times else None,
+        last_activity=times[-1][1] if times else None,
         count=count,
         warn=counted.warn_report(),
         calls=calls,
@@ -285,11 +286,17 @@ def _dry_run(
         kept = _kept_prefix(run, source, transcript_format, messages, estimates, calibration, counted)
         decision = decide(messages, entries, freed, kept, CachePolicy(clear_at_least=0, horizon=options.horizon, prices=options.prices or ()), now)
         cache = decision.report()
+    before, after = report.tokens_before, report.tokens_after
+    if options.count.baseline is not None:
+        # The stage measures as its own command does (it has no --baseline); the page's figures are
+        # the count's, --baseline's fixed part included: the same tokens freed, from the page's total.
+        before = counted.count.tokens
+        after = max(0, before - freed)
     return StageDryRun(
         stage=name,
         engine=engine,
-        tokens_before=report.tokens_before,
-        tokens_after=report.tokens_after,
+        tokens_before=before,
+        tokens_after=after,
         tokens_freed=freed,
         changed=changed,
         cache=cache,
@@ -329,6 +336,8 @@ def stage_command(stage: str, path: str | None, reading: Sequence[str] = ()) -> 
     `reading`: the flags the file was read with (--on-error skip)."""
     words = ["ctxpipe", stage, *STAGE_FLAGS.get(stage, ()), *reading]
     if path is not None:
+        if path.startswith("-"):  # a local name that would read as an option
+            path = f"./{path}"
         words += ["--ledger", f"{path}.ledger", "-o", path, path]
     return shlex.join(words)
 

@@ -18,7 +18,7 @@ import base64
 import hashlib
 import html
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from urllib.parse import quote
 
 from ..core.fields import rounded_percent
@@ -204,7 +204,7 @@ td.when span { white-space: nowrap; }
 @media (max-width: 900px) { body { padding: 0.8em 0.8em 2em; } th, td { padding: 0.2em 0.35em; } }
 .level-normal { background: #2e7d32; } .level-warning { background: #b58900; }
 .level-autocompact { background: #a03cae; } .level-blocking { background: #c62828; } .level-unknown { background: #777; }
-.meta { color: #555; } .meta span.k { color: #888; }
+.meta { color: #555; overflow-wrap: anywhere; } .meta span.k { color: #888; }
 .note { color: #666; font-size: 0.9em; }
 .excerpt { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 0.85em; white-space: pre-wrap; word-break: break-all; max-width: 40em; }
 svg { display: block; max-width: 100%; height: auto; font-size: 11px; }
@@ -370,7 +370,7 @@ def _axis_titles(left: float, top: float, plot_w: float, plot_h: float, height: 
 def _capped_table(table_id: str, header: str, rows: Sequence[str], more: str) -> str:
     """A table of at most TABLE_ROWS rows, and a note saying how many more there are (`more` names them)."""
     extra = f'<p class="note">and {len(rows) - TABLE_ROWS:,} {more}</p>' if len(rows) > TABLE_ROWS else ""
-    return f'<table id="{table_id}"><thead><tr>{header}</tr></thead><tbody>{"".join(rows[:TABLE_ROWS])}</tbody></table>{extra}'
+    return f'<div class="table-wrap"><table id="{table_id}"><thead><tr>{header}</tr></thead><tbody>{"".join(rows[:TABLE_ROWS])}</tbody></table></div>{extra}'
 
 
 def _events_table(events: Sequence[TimelineEvent]) -> str:
@@ -433,7 +433,7 @@ def _window(report: SessionReport) -> str:
     where = f'<p class="note">System prompt and tools: the session baseline, {_text(baseline.note)}.</p>' if baseline else ""
     return (
         f'<div class="window-bar" id="window" role="img" aria-label="the context window by part">{bar}</div>'
-        f'<table id="window-parts"><thead><tr><th>part</th><th class="num">tokens</th><th class="num">of the window</th></tr></thead><tbody>{rows}</tbody></table>'
+        f'<div class="table-wrap"><table id="window-parts"><thead><tr><th>part</th><th class="num">tokens</th><th class="num">of the window</th></tr></thead><tbody>{rows}</tbody></table></div>'
         + where
     )
 
@@ -515,10 +515,10 @@ def _cost(report: SessionReport) -> str:
     head = "".join(f'<th class="num">{PART_LABELS[p]}</th>' for p in PART_NAMES)
     return (
         totals
-        + '<table id="cost-parts"><thead><tr><th>part</th><th class="num">tokens</th><th class="num">USD</th></tr></thead>'
-        + f"<tbody>{parts}</tbody></table>"
-        + f'<h3>List prices, $ per million tokens</h3><table id="prices"><thead><tr><th>model</th>{head}</tr></thead><tbody>{prices}</tbody></table>'
-        + _cost_chart(report.calls)
+        + '<div class="table-wrap"><table id="cost-parts"><thead><tr><th>part</th><th class="num">tokens</th><th class="num">USD</th></tr></thead>'
+        + f"<tbody>{parts}</tbody></table></div>"
+        + f'<h3>List prices, $ per million tokens</h3><div class="table-wrap"><table id="prices"><thead><tr><th>model</th>{head}</tr></thead><tbody>{prices}</tbody></table></div>'
+        + _cost_chart(report.calls, cost.prices_per_mtok)
         + _rate_chart(report.calls)
         + _rebuilt_table(report.calls)
     )
@@ -532,13 +532,13 @@ def _groups(calls: Sequence[CallRow]) -> list[list[CallRow]]:
     return [list(calls[i : i + size]) for i in range(0, len(calls), size)]
 
 
-def _cost_chart(calls: Sequence[CallRow]) -> str:
+def _cost_chart(calls: Sequence[CallRow], prices: Mapping[str, PricesReport]) -> str:
     if not calls:
         return '<p class="note">No billed API call.</p>'
     groups = _groups(calls)
     width, height, left, top, bottom = 1000, 240, 76, 14, 46
     plot_w, plot_h = width - left - 16, height - top - bottom
-    sums = [dict(zip(PART_NAMES, (sum(column) for column in zip(*map(_split, g))))) for g in groups]
+    sums = [dict(zip(PART_NAMES, (sum(column) for column in zip(*(_split(call, prices) for call in g))))) for g in groups]
     ceiling = max(sum(s.values()) for s in sums) * 1.05 or 1.0
     bar_w = plot_w / len(groups)
     out = [
@@ -598,13 +598,20 @@ def _turn_axis(groups: Sequence[Sequence[CallRow]], left: float, base: float, pl
     return "".join(out)
 
 
-def _split(call: CallRow) -> list[float]:
-    """A call's dollars by part (PART_NAMES' order), in proportion to each part's priced tokens: no
-    price table is needed, and the parts add up to the report's own figure for the call."""
-    t = call.tokens
-    # The relative list prices of the parts (Anthropic's: cache writes 1.25x and 2x input, reads
-    # 0.1x, output 5x): only to split a call's dollars in the chart; every total is the report's.
-    weights = [t.input * 1.0, t.cache_write_5m * 1.25, t.cache_write_1h * 2.0, t.cache_read * 0.1, t.output * 5.0]
+# The relative prices of the parts when the call's model has none in the report (Anthropic's: cache
+# writes 1.25x and 2x input, reads 0.1x, output 5x).
+USUAL_RATIOS = {"input": 1.0, "cache_write_5m": 1.25, "cache_write_1h": 2.0, "cache_read": 0.1, "output": 5.0}
+
+
+def _split(call: CallRow, prices: Mapping[str, PricesReport]) -> list[float]:
+    """A call's dollars by part (PART_NAMES' order), in proportion to each part's tokens at the
+    prices the report applied to its model (`prices`: the cost's prices_per_mtok, --prices FILE's
+    when given), so the parts add up to the report's own figure for the call (its long-context rate
+    included)."""
+    tokens = _parts(call.tokens)
+    price = prices.get(call.model) if call.model is not None else None
+    rates = _parts(price) if price is not None else USUAL_RATIOS
+    weights = [tokens[part] * rates[part] for part in PART_NAMES]
     total = sum(weights)
     usd = call.usd or 0.0  # a call with no known price draws no bar; its tooltip says so
     return [usd * w / total for w in weights] if total else [0.0] * len(weights)
@@ -687,9 +694,9 @@ def _dry_runs(report: SessionReport) -> str:
     return (
         f'<p class="note">Nothing was written: each stage ran on a copy. Costs are over the next {_figure("horizon", report.horizon, _int(report.horizon))}'
         " turns: keeping the context as it is, against clearing it (one cache rebuild, then smaller prompts).</p>"
-        '<table id="dry-runs"><thead><tr><th>stage</th><th class="num">tokens now</th><th class="num">after</th><th class="num">freed</th>'
+        '<div class="table-wrap"><table id="dry-runs"><thead><tr><th>stage</th><th class="num">tokens now</th><th class="num">after</th><th class="num">freed</th>'
         '<th class="num">cost if kept</th><th class="num">cost if cleared</th><th class="num">saving</th><th>does the break pay?</th><th>note</th></tr></thead>'
-        f"<tbody>{''.join(rows)}</tbody></table>"
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
     )
 
 

@@ -186,6 +186,36 @@ def test_a_folder_gets_a_page_each_mirrored_and_an_index(tmp_path: Path) -> None
     assert page.startswith("<!DOCTYPE html>") and "http://" not in page.replace("http://www.w3.org/2000/svg", "")
 
 
+@pytest.mark.parametrize("out", ["~/pages", "pages", "./pages/"])
+def test_every_index_link_leads_to_its_page_however_the_folder_is_spelt(tmp_path: Path, out: str) -> None:
+    # A shell leaves "~" as it is in --out-dir=~/pages: the pages go under a folder named so, and
+    # the index still links to each of them.
+    tree = tmp_path / "projects"
+    busy_session().write(tree / "-home-dev-app" / "one.jsonl")
+    busy_session(reads=3).write(tree / "-home-dev-api" / "two.jsonl")
+    (tmp_path / "home").mkdir()
+    ok(run_cli("report", "--now", NOW, f"--out-dir={out}", "projects", cwd=tmp_path, env={"HOME": str(tmp_path / "home")}))
+    [index] = list(tmp_path.rglob("index.html"))
+    links = re.findall(r'href="(\./[^"#]+\.html)"', index.read_text())
+    assert len(links) == 2 and all((index.parent / link).is_file() for link in links), links
+
+
+def test_report_json_over_several_files_has_a_row_for_each_file_that_failed(tmp_path: Path) -> None:
+    # As count writes it: a file that cannot be read is a row {file, error}, in its place.
+    folder = tmp_path / "sessions"
+    (folder / "a.jsonl").parent.mkdir()
+    (folder / "a.jsonl").write_bytes(b'{"type":"user","message":{oops\n')
+    busy_session().write(folder / "b.jsonl")
+    result = run_cli("report", "--json", "--now", NOW, folder, tmp_path / "missing.jsonl")
+    assert result.returncode == 1
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [row["file"] for row in rows] == [str(folder / "a.jsonl"), str(folder / "b.jsonl"), str(tmp_path / "missing.jsonl")]
+    assert rows[0]["error"].startswith("line 1: ") and rows[2] == {"file": str(tmp_path / "missing.jsonl"), "error": "no such file"}
+    assert "count" in rows[1] and "error" not in rows[1]
+    for row in rows:
+        assert errors("report.report.schema.json", row) == [], row
+
+
 def test_usage_errors_say_what_to_give(tmp_path: Path, busy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     folder = busy.parent
     for argv, words in [
@@ -193,6 +223,8 @@ def test_usage_errors_say_what_to_give(tmp_path: Path, busy: Path, monkeypatch: 
         (["report", "-o", tmp_path / "a.html", "--out-dir", tmp_path / "b", busy], b"not both"),
         (["report", "-o", tmp_path / "a.html", "--json", folder], b"-o FILE is for one transcript"),
         (["report", "--horizon", "0", busy], b"--horizon"),
+        (["report", "--horizon", "100000000", busy], b"--horizon"),
+        (["report", "--json", "--out-dir", tmp_path / "c", folder], b"--json prints the facts instead"),
     ]:
         result = run_cli(*argv)
         assert result.returncode == 2 and words in result.stderr and result.stdout == b"", (argv, result.stderr)
@@ -254,6 +286,64 @@ def test_every_corpus_session_reports_the_figures_of_count(path: Path) -> None:
 
 
 # --- the advice, the window, the largest results, the index ----------------------------------------
+
+
+def test_with_a_baseline_given_the_dry_runs_start_from_the_page_s_total() -> None:
+    # --baseline adds a fixed part to a file that records no usage: the header and each dry run's
+    # "tokens now" are the same figure, and each frees what it frees.
+    path = FIXTURES / "count" / "anthropic-no-usage.in.jsonl"
+    [report] = report_json("--baseline", "50000", path)
+    assert report["count"]["tokens"] == json_of("count", "--json", "--baseline", "50000", path)["tokens"] > 50_000
+    for run in report["dry_runs"]:
+        assert run["tokens_before"] == report["count"]["tokens"] and run["tokens_after"] == run["tokens_before"] - run["tokens_freed"], run
+
+
+def test_the_cost_chart_splits_each_call_at_the_prices_applied(tmp_path: Path, busy: Path) -> None:
+    # With --prices whose ratios are not Anthropic's, each bar's parts are its tokens at those prices.
+    import html
+
+    from ctxpipe.report.page import PART_LABELS, PART_NAMES, _usd
+
+    rates = {"input": 5, "cache_write_5m": 5, "cache_write_1h": 5, "cache_read": 2.5, "output": 50}
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({OPUS: rates}))
+    [report] = report_json("--prices", prices, busy)
+    page = ok(run_cli("report", "--now", NOW, "--prices", prices, busy)).stdout.decode()
+    tips = [html.unescape(tip) for tip in re.findall(r'<g class="cost-bar" data-turn="\d+" data-usd="[^"]*" data-tip="([^"]*)"', page)]
+    calls = report["calls"]
+    assert len(tips) == len(calls)
+    for call, tip in zip(calls, tips):
+        assert call["usd"] == pytest.approx(sum(call["tokens"][part] * rates[part] for part in PART_NAMES) / 1e6, abs=1e-6)
+        shown = dict(line.rsplit(" ", 1) for line in tip.split("\n")[1:] if line.rsplit(" ", 1)[0] in PART_LABELS.values())
+        for part in PART_NAMES:
+            if call["tokens"][part]:
+                exact = call["tokens"][part] * rates[part] / 1e6
+                assert shown[PART_LABELS[part]] in {_usd(exact), _usd(exact + 5e-7), _usd(exact - 5e-7)}, (part, tip)
+
+
+def test_first_and_last_activity_are_the_times_not_the_strings(tmp_path: Path) -> None:
+    # Compared as text, "yesterday" would be the last activity and a stamp in another zone out of order.
+    lines = busy_session().to_bytes().splitlines()
+    objs = [json.loads(line) for line in lines]
+    objs[1]["timestamp"] = "yesterday"
+    objs[2]["timestamp"] = "2026-05-04T23:30:00.000-02:00"  # 01:30 the next day in UTC: the latest
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"".join(json.dumps(obj).encode() + b"\n" for obj in objs))
+    [report] = report_json(path)
+    stamps = [obj["timestamp"] for obj in objs if isinstance(obj.get("timestamp"), str) and obj["timestamp"] != "yesterday"]
+    assert report["last_activity"] == "2026-05-04T23:30:00.000-02:00"
+    assert report["first_activity"] == min(stamp for stamp in stamps if stamp.endswith("Z"))
+
+
+def test_the_advised_command_runs_on_a_file_named_like_an_option(tmp_path: Path) -> None:
+    import shlex
+
+    busy_session().write(tmp_path / "-s.jsonl")
+    [report] = report_json("--", "-s.jsonl", cwd=tmp_path)
+    words = shlex.split(report["advice"]["command"])
+    assert words[-1] == "./-s.jsonl"
+    ok(run_cli(*words[1:], cwd=tmp_path))
+    assert json_of("count", "--json", tmp_path / "-s.jsonl")["tokens"] == next(run["tokens_after"] for run in report["dry_runs"] if run["stage"] == words[1])
 
 
 def test_the_advised_command_does_what_the_dry_run_measured(tmp_path: Path) -> None:

@@ -728,6 +728,26 @@ def test_index_fits_a_narrow_window(browser: Any) -> None:
 
 
 @needs_browser
+def test_a_session_page_fits_a_phone(browser: Any) -> None:
+    """At 375 px the page itself never scrolls sideways: a wide table scrolls in its own box and a
+    long path breaks."""
+    report = session()
+    report.file = "/home/dev/projects/" + "a-very-long-project-folder-name-" * 4 + "/test__fixtures__transcripts__fa812bfe-b295-4cca-9c2f-fdf01028cb46.jsonl"
+    made = browser.new_context(viewport={"width": 375, "height": 800})
+    try:
+        opened = open_html(made, session_page(report))
+        page = opened.page
+        assert page.evaluate("() => document.documentElement.scrollWidth") <= 375
+        wide = page.evaluate(
+            "() => [...document.querySelectorAll('table')].filter(t => t.getBoundingClientRect().right > 375 && !t.closest('.table-wrap')).map(t => t.id)"
+        )
+        assert wide == []
+        assert opened.problems == []
+    finally:
+        made.close()
+
+
+@needs_browser
 def test_downsampled_page_in_chromium(context: Any) -> None:
     report = session(3)
     report.calls = _main(30_000)

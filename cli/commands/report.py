@@ -10,7 +10,7 @@ from .. import declare, streams
 from ..budget_options import Budget
 from ..flags import with_options
 from ..metavars import PATHS
-from ..options import Batch, Json, Now, OutDir, Output, Reading, parse_now
+from ..options import Batch, FactsJson, Now, OutDir, Output, Reading, parse_now
 from ..status import ExitStatus
 
 if TYPE_CHECKING:  # types only
@@ -26,7 +26,7 @@ def report(
     output: Output = None,
     out_dir: OutDir = None,
     now: Now = None,
-    json_output: Json = False,
+    json_output: FactsJson = False,
 ) -> None:
     """Write a self-contained HTML page about each session: the prompt size at every API call with
     the warning, autocompact and blocking lines and every compaction, what fills the window now,
@@ -55,6 +55,8 @@ def report(
     paths = batch.paths or []  # [] or ["-"]: stdin (batch.from_stdin)
     if out_dir and output:
         raise declare.BadParameter("give -o FILE for one page or --out-dir DIR for a folder's pages, not both", param_hint="--out-dir")
+    if out_dir and json_output:
+        raise declare.BadParameter("--json prints the facts instead of writing pages: give one or the other", param_hint="--out-dir")
     if batch.one_transcript and not out_dir:
         _one(paths[0] if paths else None, options, moment, output, json_output)
         return
@@ -89,6 +91,7 @@ def _one(path: str | None, options: ReportOptions, moment: Any, output: str | No
 def _many(batch: Batch, options: ReportOptions, moment: Any, out_dir: str | None, json_output: bool) -> None:
     from ...api import report_many
     from ...core.errors import SettingsError
+    from ...core.reports import FailedFile
     from ..batch import find_inputs
 
     paths = batch.paths or []
@@ -108,9 +111,12 @@ def _many(batch: Batch, options: ReportOptions, moment: Any, out_dir: str | None
     except SettingsError as exc:  # checked before anything is written: no page over an input, no two pages at one path
         raise declare.BadParameter(exc.what, param_hint=exc.flag) from None
     for file in done.files:
-        if file.result is None:
+        if file.error is not None:
             streams.error(str(file.error))
+            if json_output:  # its row in its place, as count writes it
+                streams.write_json_lines([FailedFile.of(file.file, file.error).to_wire()])
             continue
+        assert file.result is not None  # a file either failed or was reported
         streams.skipped_lines(file.file, file.result.skipped_lines)
         if json_output:
             streams.write_json_lines([to_wire(file.result.report or file.result.row)])
