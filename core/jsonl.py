@@ -149,7 +149,7 @@ def loads_with_lone_surrogates(raw: bytes) -> Any:
     return json.loads(raw.decode("utf-8"), parse_constant=_not_json, parse_float=_finite)
 
 
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def dumps(value: Any, sort_keys: bool = False) -> bytes:
@@ -164,7 +164,7 @@ def dumps(value: Any, sort_keys: bool = False) -> bytes:
     except orjson.JSONEncodeError:
         with depth_headroom():
             text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=sort_keys)
-        return _LONE_SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text).encode()
+        return LONE_SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text).encode()
 
 
 def as_text(value: Any) -> str:

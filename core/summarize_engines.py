@@ -26,7 +26,7 @@ import orjson
 from .blocks import is_text, is_tool_use, kind_of
 from .errors import CtxpipeError
 from .fields import moment
-from .jsonl import Entry
+from .jsonl import LONE_SURROGATE, Entry, as_text
 from .model import Message
 from .summarize import SECTIONS, format_llm_summary
 
@@ -196,7 +196,7 @@ def _render_block(block: dict[str, Any], role: str, names: dict[str, str], descr
         return [{"type": "text", "text": f"[{role}]: {block.get('text', '')}"}]
     if kind == "tool_use":
         names[str(block.get("id"))] = str(block.get("name"))
-        return [{"type": "text", "text": f"[assistant called {block.get('name')}]: {orjson.dumps(block.get('input')).decode()}"}]
+        return [{"type": "text", "text": f"[assistant called {block.get('name')}]: {as_text(block.get('input'))}"}]
     if kind == "tool_result":
         content = block.get("content")
         label = f"[result of {names.get(str(block.get('tool_use_id')), 'a tool')}{' (error)' if block.get('is_error') else ''}]: "
@@ -233,7 +233,13 @@ def request_content(messages: Sequence[Message], settings: SummarizeSettings, tr
             merged[-1] = {"type": "text", "text": merged[-1]["text"] + "\n" + part["text"]}
         else:
             merged.append(part)
-    return merged
+    return [{**part, "text": sendable(part["text"])} if part["type"] == "text" else part for part in merged]
+
+
+def sendable(text: str) -> str:
+    """`text` as a request can carry it: a lone surrogate (Claude Code writes one where it cut a string
+    inside an emoji, and the readers keep it) is no UTF-8, so it goes as U+FFFD."""
+    return LONE_SURROGATE.sub("\ufffd", text)
 
 
 def _too_long(error: Exception) -> tuple[int, int] | None | bool:
@@ -346,6 +352,9 @@ async def summary_of(model: SummaryModel, messages: Sequence[Message], settings:
             raise failed(model.secret, "the model's answer holds no text")
         if text.lstrip().startswith(("API Error", "Prompt is too long")):
             raise failed(model.secret, f"the model answered with an error: {text[:200]}")
+        if "<analysis>" in text and "</analysis>" not in text and "</summary>" not in text:
+            # Cut off inside its analysis (max_tokens): the half-written analysis is no summary.
+            raise failed(model.secret, "the model's answer stops inside its <analysis> block, before any summary")
         summary = format_llm_summary(text)
         if not summary:
             raise failed(model.secret, "the model's answer holds no summary (only an <analysis> block)")
@@ -361,10 +370,13 @@ async def repaired(model: SummaryModel, summary: str, missing: Sequence[str]) ->
         "them (user instructions verbatim). Text only, no tool calls. Put the result inside <summary></summary>."
     )
     try:
-        text, _, _ = await model.ask(prompt)
+        text, called_tool, _ = await model.ask(sendable(prompt))
     except ModelCallFailed as exc:
         raise failed(model.secret, f"the repair request failed: {exc}") from None
-    result = format_llm_summary(text)
-    if not result:
-        raise failed(model.secret, "the repair request returned no summary")
-    return result
+    # Only a rewritten summary replaces the one there is: a refusal, a tool call or an error text
+    # would throw the model's summary away.
+    if called_tool:
+        raise failed(model.secret, "the repair request was answered with a tool call, not a summary")
+    if not re.search(r"<summary>\s*\S.*?</summary>", text, flags=re.S):
+        raise failed(model.secret, "the repair request's answer holds no <summary> block")
+    return format_llm_summary(text)

@@ -357,7 +357,8 @@ def compact_run(buffer: Any, source: str, options: CompactOptions, breaker: Any,
             StageRecord(
                 stage=stage,
                 changed=outcome.changed,
-                note=outcome.note,
+                # What the stage's own command prints after its line (a summary that grew the context) goes with it.
+                note="; ".join([outcome.note, *outcome.notes]),
                 why=why,
                 engine=summary.engine if asked else ABSENT,
                 verification=summary.verification if asked else ABSENT,
@@ -390,7 +391,11 @@ def compact_run(buffer: Any, source: str, options: CompactOptions, breaker: Any,
             auto = not options.force_summary and limits.autocompact is not None and current >= limits.autocompact
             dropped_prefix = bool(getattr(settings, "drop_history", False))
             if dropped_prefix:  # the lines above the context are not written: measured without them
-                measure = RegionMeasure(b"", 0, source, counting)
+                # ... but with the baseline the whole file measured, which the summary then records on
+                # its boundary (the output keeps it without the history it was measured on).
+                measured = initial.count.baseline
+                with_baseline = replace(counting, baseline=measured.tokens) if measured is not None and measured.source != "default" else counting
+                measure = RegionMeasure(b"", 0, source, with_baseline)
             context = replace(context, measure=measure, threshold=threshold, trigger="auto" if auto else "manual")
             why = "; ".join(reasons)
         if stage.runs == "after a summary":

@@ -336,9 +336,12 @@ def summarize_entries(
 
             try:
                 access = ModelAccess(model, context.api_key, endpoint)
-                summary = carry_earlier(repair_summary(summary, [f.text for f in checked.missing], settings, access, deadline=deadline))
-                checked = verify(facts, summary + "\n" + context_text(tail))
-                repaired = True
+                rewritten = carry_earlier(repair_summary(summary, [f.text for f in checked.missing], settings, access, deadline=deadline))
+                rechecked = verify(facts, rewritten + "\n" + context_text(tail))
+                if len(rechecked.missing) >= len(checked.missing):
+                    # No better than what it rewrote: the model's first summary stays.
+                    raise SummaryFailed(f"the rewritten summary carried no more of the facts ({len(rechecked.missing)} still missing): the first one is kept")
+                summary, checked, repaired = rewritten, rechecked, True
             except SummaryFailed as exc:
                 repair_error = str(exc)
         if checked.missing:

@@ -748,3 +748,44 @@ def test_the_llm_engine_without_a_key_is_an_error_and_calls_nothing(tmp_path: Pa
         assert server.requests == []
     assert result.returncode == 1 and result.stdout == b""
     assert b"ctxpipe: error: --engine llm needs ANTHROPIC_API_KEY" in result.stderr and b"Traceback" not in result.stderr
+
+
+def test_compact_drop_history_keeps_the_baseline_the_whole_file_measured(tmp_path: Path) -> None:
+    # A session Claude Code compacted before: its baseline is measured on the history above the
+    # boundary, which --drop-history does not write. The new summary's boundary carries the figure,
+    # as summarize --drop-history writes it, so the output still counts it.
+    p = Project("/w/app")
+    p.ask("Tidy the modules.")
+    for n in range(6):
+        p.read(f"src/m{n}.py", source_file(f"m{n}", 60))
+        p.say(f"Read m{n}.")
+    p.compact_here()
+    for n in range(6, 12):
+        p.read(f"src/m{n}.py", source_file(f"m{n}", 60))
+        p.say(f"Read m{n}.")
+    p.ask("Thanks, finish up.")
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(p.to_bytes())
+    measured = json.loads(run_cli("count", "--json", path).stdout)["baseline"]
+    assert measured["source"] == "measured"
+    result = compact("--force", "--engine", "offline", "--drop-history", "--keep-last", "4", path)
+    assert result.returncode == 0, result.stderr.decode()
+    boundary = [orjson.loads(line) for line in result.stdout.splitlines() if b'"compact_boundary"' in line][-1]
+    assert boundary["compactMetadata"]["ctxpipe"]["baseline"] == measured["tokens"]
+    counted = json.loads(run_cli("count", "--json", "-", stdin=result.stdout).stdout)
+    assert counted["baseline"]["tokens"] == measured["tokens"]
+    alone = run_cli("summarize", "--engine", "offline", "--drop-history", "--keep-last", "4", "--now", NOW_ISO, path)
+    assert json.loads(run_cli("count", "--json", "-", stdin=alone.stdout).stdout)["baseline"] == counted["baseline"]
+
+
+def test_compact_says_when_its_summary_grew_the_context(tmp_path: Path) -> None:
+    # compacted.jsonl's history is its earlier summary and two short messages: a summary --force asks
+    # for leaves more than it replaces. summarize's own warning goes with compact's line, and into the report.
+    path = FIXTURES / "claude-code" / "compacted.jsonl"
+    result = compact("--force", "--engine", "offline", "--keep-last", "1", "--now", "2026-05-05T00:00:00Z", "--report-json", tmp_path / "r.json", path)
+    assert result.returncode == 0, result.stderr.decode()
+    summarize = stage(json.loads((tmp_path / "r.json").read_text()), "summarize")
+    assert summarize["changed"] and summarize["tokens_after"] >= summarize["tokens_before"], summarize  # the case this is about
+    assert "warning: the offline summary would leave" in summarize["note"] and "written as asked" in summarize["note"]
+    line = next(line for line in result.stderr.decode().splitlines() if line.startswith("ctxpipe: summarize:"))
+    assert "warning: the offline summary would leave" in line

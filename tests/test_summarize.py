@@ -1153,7 +1153,9 @@ def test_a_summary_still_missing_an_instruction_gets_facts_to_keep(tmp_path: Pat
     assert len(facts) == 2 and facts[1].startswith(f"- User instruction: {ASK_ROTATION}")
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["verification_before_repair"]["recall"] < 1.0 and report["verification"]["recall"] == 1.0
-    assert "(missing instruction 3/4; repaired by the model, 1 added as Facts to keep); recall now 100%" in result.stderr.decode()
+    # The rewrite carried no more than the first summary: not taken, and not called a repair.
+    assert "(missing instruction 3/4; 1 added as Facts to keep); recall now 100%" in result.stderr.decode()
+    assert "repaired" not in report and "carried no more of the facts" in report["repair_error"]
     assert report["verification_before_repair"]["kinds"]["instruction"] == {"facts": 4, "carried": 3, "recall": 0.75}
 
 
@@ -1380,3 +1382,77 @@ def test_a_file_cut_out_of_a_longer_session_is_not_measured_on_history_it_does_n
     assert report["post_tokens"] < report["pre_tokens"], report
     assert "warning" not in result.stderr.decode()
     assert json.loads(ok(run_cli("count", out)).stdout)["tokens"] == report["post_tokens"]
+
+
+def with_lone_surrogates(data: bytes) -> bytes:
+    """The session with a string cut inside an emoji (a lone high surrogate, as Claude Code writes one)
+    in a user's text and in a tool call's input."""
+    out = []
+    for line in data.splitlines():
+        obj = orjson.loads(line)
+        message = obj.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, str) and obj.get("type") == "user":
+            line = line.replace(orjson.dumps(content), orjson.dumps(content)[:-1] + b' \\ud83d"', 1)
+        elif isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "tool_use" for b in content):
+            line = line.replace(b'"input":{', b'"input":{"note":"cut \\ud83d",', 1)
+        out.append(line)
+    return b"\n".join(out) + b"\n"
+
+
+def test_a_lone_surrogate_in_the_history_reaches_the_model_as_a_replacement_character(server: MessagesServer) -> None:
+    data = with_lone_surrogates(work_session().to_bytes())
+    assert b"\\ud83d" in data
+    server.enqueue(summary_reply(nine_sections()))
+    result = ok(cli(data, "--engine", "llm", "--keep-last", "1", "--base-url", server.url, env={"ANTHROPIC_API_KEY": SECRET}))
+    request = server.message_requests()[0]
+    sent = request.body["messages"][0]["content"]
+    text = "".join(part["text"] for part in sent if part["type"] == "text")
+    # The user's text carries U+FFFD for the lone half; a tool's input goes as its JSON, the half escaped.
+    assert '"note":"cut \\ud83d"' in text and f"{ASK_HEALTH} \ufffd" in text and "\ud83d" not in text
+    assert "with the llm engine" in result.stderr.decode() and "internal error" not in result.stderr.decode()
+    # compact, its engine chosen by the key: the same.
+    server.enqueue(summary_reply(nine_sections()))
+    compacted = run_cli(
+        "compact", "--force", "--keep-last", "1", "--base-url", server.url, "--now", NOW_ISO, "-", stdin=data, env={"ANTHROPIC_API_KEY": SECRET}
+    )
+    assert compacted.returncode == 0 and b"llm engine" in compacted.stderr, compacted.stderr.decode()
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        Reply.text("I am sorry, but I cannot help with rewriting this."),
+        Reply.tool_use("Read", {"file_path": "/home/dev/shop/server.py"}, text="Let me read the file first."),
+        Reply.text("<summary>\n1. Primary Request and Intent: things.\n</summary>"),  # a summary, but one that carries less
+    ],
+    ids=["a refusal", "a tool call", "a worse summary"],
+)
+def test_a_repair_that_is_no_better_summary_leaves_the_model_s_summary(server: MessagesServer, answer: Reply) -> None:
+    partial = nine_sections("IMPORTANT_DETAIL_XYZ").replace(ASK_ROTATION + " | ", "")
+    server.enqueue(summary_reply(partial), answer)
+    llm = dict(model=MODEL, key="test-key", base_url=server.url, max_retries=0)
+    out, outcome = in_process(work_session().to_bytes(), engine="llm", **llm, keep_last=1)
+    assert len(server.message_requests()) == 2
+    summary = summary_of(out)
+    assert "IMPORTANT_DETAIL_XYZ" in summary and "Facts to keep" in summary and ASK_ROTATION in summary
+    assert "cannot help" not in summary and "Let me read" not in summary
+    assert outcome.report.repaired is None and outcome.report.repair_error
+
+
+def test_an_answer_cut_off_inside_its_analysis_is_no_summary(server: MessagesServer) -> None:
+    body = {
+        "id": "msg_cut",
+        "type": "message",
+        "role": "assistant",
+        "model": MODEL,
+        "content": [{"type": "text", "text": "<analysis>\nThe user asked for margins on details elements and"}],
+        "stop_reason": "max_tokens",
+        "usage": {"input_tokens": 100, "output_tokens": 20_000},
+    }
+    server.enqueue(Reply.raw(json.dumps(body)))
+    llm = dict(model=MODEL, key="test-key", base_url=server.url, max_retries=0)
+    out, outcome = in_process(work_session().to_bytes(), engine="llm", **llm, keep_last=1, verify=False)
+    summary = summary_of(out)
+    assert "<analysis>" not in summary and "margins on details" not in summary
+    assert outcome.report.engine == "offline" and "stops inside its <analysis> block" in outcome.report.fallback_reason
