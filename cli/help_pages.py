@@ -452,9 +452,10 @@ PAGES = {'': (('write_usage', 'ctxpipe', '[OPTIONS] COMMAND [ARGS]...', None),
                      "The turns within which a prompt-cache break must pay for itself (for --cache-aware, and report's dry runs).  [default: 5; 1<=x<=1000]"),
                     ('--keep-recent N', 'Old tool results: keep those of the last N compactable calls (0 keeps 1, as Claude Code).  [default: 5; x>=0]'),
                     ('--tools NAME,…',
-                     'Comma-separated tool names whose old results are cleared (default: '
-                     "Read,Bash,PowerShell,Grep,Glob,WebSearch,WebFetch,Edit,Write,MultiEdit,NotebookEdit, and Codex's "
-                     'shell,shell_command,exec_command,local_shell,read_file,list_dir,grep_files,apply_patch). Task, Agent and mcp__ tools are never cleared.'),
+                     "Comma-separated tool names whose old results are cleared (default: Claude Code's "
+                     "Read,Bash,PowerShell,Grep,Glob,WebSearch,WebFetch,Edit,Write, and Codex's "
+                     'shell,shell_command,exec_command,local_shell,read_file,list_dir,grep_files,apply_patch). Task, Agent and mcp__ tools are never cleared '
+                     "(under 2.1.332's rules, mcp__container__ forms of the tools named are)."),
                     ('--gap-minutes MINUTES',
                      'Clear old tool results only when the last response is at least this many minutes old (the prompt cache has expired).  [default: 60.0; '
                      'x>=0.0]'),
@@ -673,9 +674,10 @@ PAGES = {'': (('write_usage', 'ctxpipe', '[OPTIONS] COMMAND [ARGS]...', None),
                 "The turns within which a prompt-cache break must pay for itself (for --cache-aware, and report's dry runs).  [default: 5; 1<=x<=1000]"),
                ('--keep-recent N', 'Old tool results: keep those of the last N compactable calls (0 keeps 1, as Claude Code).  [default: 5; x>=0]'),
                ('--tools NAME,…',
-                'Comma-separated tool names whose old results are cleared (default: '
-                "Read,Bash,PowerShell,Grep,Glob,WebSearch,WebFetch,Edit,Write,MultiEdit,NotebookEdit, and Codex's "
-                'shell,shell_command,exec_command,local_shell,read_file,list_dir,grep_files,apply_patch). Task, Agent and mcp__ tools are never cleared.'),
+                "Comma-separated tool names whose old results are cleared (default: Claude Code's "
+                "Read,Bash,PowerShell,Grep,Glob,WebSearch,WebFetch,Edit,Write, and Codex's "
+                'shell,shell_command,exec_command,local_shell,read_file,list_dir,grep_files,apply_patch). Task, Agent and mcp__ tools are never cleared (under '
+                "2.1.332's rules, mcp__container__ forms of the tools named are)."),
                ('--gap-minutes MINUTES',
                 'Clear old tool results only when the last response is at least this many minutes old (the prompt cache has expired).  [default: 60.0; '
                 'x>=0.0]'),

@@ -95,6 +95,37 @@ def rewrite_guard(output: str | None, path: str | None) -> tuple[object, ...] | 
     return version(path) if path is not None and is_the_input(output, path) else None
 
 
+def same_place(one: str, other: str) -> bool:
+    """Whether two names given for outputs are one file (or object), made or not yet."""
+    from ..api import identity, is_remote
+
+    try:
+        if is_remote(one) or is_remote(other):
+            return bool(identity(one) == identity(other))
+        if os.path.exists(one) and os.path.exists(other):
+            return os.path.samefile(one, other)
+        return os.path.realpath(os.path.expanduser(one)) == os.path.realpath(os.path.expanduser(other))
+    except (OSError, ValueError, CtxpipeError):
+        return False
+
+
+def clashing_output(path: str | None, output: str | None, side: Mapping[str, str | None]) -> tuple[str, str] | None:
+    """(flag, why) when a file a flag names beside the transcript (--report-json, --ledger) is the
+    transcript read, the -o file or another such flag's: writing it would destroy what the run reads
+    or writes. None when each has a file of its own."""
+    named = [(flag, name) for flag, name in side.items() if name not in (None, STDIN)]
+    for number, (flag, name) in enumerate(named):
+        assert name is not None
+        if is_the_input(name, path):
+            return flag, f"{name} is the transcript read: {flag} names a file of its own"
+        if output not in (None, STDIN) and same_place(name, str(output)):
+            return flag, f"{name} is also the -o file: {flag} names a file of its own"
+        for other_flag, other in named[number + 1 :]:
+            if other is not None and same_place(name, other):
+                return other_flag, f"{other} is also {flag}'s file: each names a file of its own"
+    return None
+
+
 def warn_hard_links(path: str) -> None:
     # The file is replaced, not rewritten, so a crash never leaves it half-written: its other names
     # (hard links) keep the old content, as with `sed -i`. A symbolic link is followed instead.

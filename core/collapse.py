@@ -102,6 +102,15 @@ def stub(name: str, tool_input: Any, later: str) -> str:
     return f"{STUB_PREFIX} {name} {describe_input(tool_input)} returned exactly what the later call {later} returned; see that result]"
 
 
+_SURVIVOR = re.compile(r" returned exactly what the later call (\S+) returned; see that result\]\Z")
+
+
+def survivor_named(text: str) -> str | None:
+    """The call whose result a stub (stub()) points to, or None when `text` is not one."""
+    found = _SURVIVOR.search(text) if text.startswith(STUB_PREFIX) else None
+    return found.group(1) if found else None
+
+
 def _content_key(block: dict[str, Any]) -> str | None:
     content = content_of(block)
     text = content if isinstance(content, str) else dumps(content).decode()
@@ -115,15 +124,23 @@ def collapse(entries: list[Entry], transcript_format: WritableFormat, settings: 
     messages = transcript_format.messages(entries)
     inputs: dict[str, Any] = {str(call_id(block)): input_of(block) for message in messages for block in message.content if is_tool_use(block)}
     groups: dict[tuple[str, bytes, str], list[ToolCall]] = {}
-    for call in tool_calls(messages):
+    order: dict[str, int] = {}
+    # Where Claude Code answered a read with its "file unchanged" stub, by the read's signature: the
+    # full copy before such a stub is the one it points back to, and is never folded.
+    unchanged: dict[bytes, list[int]] = {}
+    for number, call in enumerate(tool_calls(messages)):
+        order[call.id] = number
         if call.result is None:
             continue
         message, index = call.result
+        read = read_key(inputs.get(call.id))
+        signature = dumps(["read", *read]) if read is not None else dumps(inputs.get(call.id), sort_keys=True)
+        content = content_of(message.content[index])
+        if isinstance(content, str) and content.startswith(UNCHANGED_STUB):
+            unchanged.setdefault(signature, []).append(number)
         key = _content_key(message.content[index])
         if key is None:
             continue
-        read = read_key(inputs.get(call.id))
-        signature = dumps(["read", *read]) if read is not None else dumps(inputs.get(call.id), sort_keys=True)
         groups.setdefault(("" if read is not None else call.name, signature, key), []).append(call)
     estimates = Estimates(messages, PiecesCounter())
     calibration = calibrate(estimates)
@@ -133,11 +150,14 @@ def collapse(entries: list[Entry], transcript_format: WritableFormat, settings: 
     removed: list[dict[str, Any]] = []
     saved = 0
     holders = []
-    for calls in groups.values():
+    for (_, signature, _), calls in groups.items():
         if len(calls) < 2:
             continue
         survivor = calls[-1]
-        for call in calls[:-1]:
+        stubs = unchanged.get(signature, [])
+        for call, following in zip(calls, calls[1:]):
+            if any(order[call.id] < stub_at < order[following.id] for stub_at in stubs):
+                continue  # a "file unchanged" stub after it refers to this very copy
             name = call.name
             if call.result is None:  # never: only answered calls are grouped
                 continue

@@ -32,7 +32,11 @@ from .stage import Outcome, Stage, StageContext
 from .tokens import PiecesCounter, block_texts
 from .transcript_format import WritableFormat
 
-CLAUDE_CODE_TOOLS = frozenset({"Read", "Bash", "PowerShell", "Grep", "Glob", "WebSearch", "WebFetch", "Edit", "Write", "MultiEdit", "NotebookEdit"})
+# Claude Code's COMPACTABLE_TOOLS, the same in 2.1.88 and 2.1.332 (notebook, agent and MCP tools are
+# not among them; --tools may name others).
+CLAUDE_CODE_TOOLS = frozenset({"Read", "Bash", "PowerShell", "Grep", "Glob", "WebSearch", "WebFetch", "Edit", "Write"})
+CONTAINER_PREFIX = "mcp__container__"  # 2.1.332 clears these forms of its compactable tools too
+PERSISTED = "<persisted-output>"  # 2.1.332 leaves a result it has saved to disk as it is
 # Codex CLI's tools of the same kinds (shell and file reads, searches, patches): their outputs can be
 # had again by running the tool again, as Claude Code's can.
 CODEX_TOOLS = frozenset({"shell", "shell_command", "exec_command", "local_shell", "read_file", "list_dir", "grep_files", "apply_patch"})
@@ -46,6 +50,14 @@ KEEP_RECENT_MINIMUM = 20_000
 
 def never_cleared(name: str) -> bool:
     return name in NEVER_CLEARED or name.startswith("mcp__")
+
+
+def cleared_as(name: str, rules: Rules | None) -> str:
+    """The tool name the compactable set is asked about: under 2.1.332's rules, an mcp__container__
+    form is its tool's."""
+    if rules is not None and rules.container_tools_and_persisted_output and name.startswith(CONTAINER_PREFIX):
+        return name[len(CONTAINER_PREFIX) :]
+    return name
 
 
 @dataclass
@@ -92,10 +104,12 @@ class Plan:
         return sum(self.tokens)
 
 
-def plan(messages: Sequence[Message], settings: MicrocompactSettings, calibration: Calibration) -> Plan:
-    """The results to clear: compactable, not among the most recent, and longer than the placeholder."""
+def plan(messages: Sequence[Message], settings: MicrocompactSettings, calibration: Calibration, rules: Rules | None = None) -> Plan:
+    """The results to clear: compactable, not among the most recent, and longer than the placeholder
+    (`rules`: the Claude Code release whose set and skips apply; None: the seed's)."""
     tools = {name for name in settings.compactable if not never_cleared(name)}
-    compactable = [call for call in tool_calls(messages) if call.name in tools]
+    compactable = [call for call in tool_calls(messages) if cleared_as(call.name, rules) in tools]
+    keeps_persisted = rules is not None and rules.container_tools_and_persisted_output
     keep = max(1, settings.keep_recent)
     chosen = Plan()
     counter = PiecesCounter()
@@ -108,6 +122,8 @@ def plan(messages: Sequence[Message], settings: MicrocompactSettings, calibratio
         texts, flat = block_texts(block)
         if content_of(block) == PLACEHOLDER or (not flat and result_text_size(block) <= len(PLACEHOLDER)):
             continue  # an image always outweighs the placeholder
+        if keeps_persisted and texts and texts[0].lstrip().startswith(PERSISTED):
+            continue
         raw = sum(counter.count_many(texts)) if texts else 0
         chosen.calls.append(call)
         chosen.tokens.append(max(0, round(calibration.slope * (raw - placeholder_tokens)) + flat))
@@ -120,7 +136,8 @@ def microcompact(entries: list[Entry], transcript_format: WritableFormat, settin
     messages = transcript_format.messages(entries)
     estimates = Estimates(messages, PiecesCounter())
     calibration = calibrate(estimates)
-    chosen = plan(messages, settings, calibration)
+    rules = rules or session_rules(entries)[0]
+    chosen = plan(messages, settings, calibration, rules)
     if not chosen.calls:
         return Outcome(
             entries, False, f"nothing to clear: no compactable tool result older than the last {max(1, settings.keep_recent)} is longer than the placeholder"
@@ -134,7 +151,6 @@ def microcompact(entries: list[Entry], transcript_format: WritableFormat, settin
             return Outcome(entries, False, f"not clearing: {decision.reason}", MicrocompactExtras(cache=decision.report()))
         trigger = "cache-aware"
     elif not settings.force:
-        rules = rules or session_rules(entries)[0]
         if not rules.time_based_microcompact and chosen.tokens_freed < KEEP_RECENT_MINIMUM:
             return Outcome(
                 entries,
@@ -223,9 +239,9 @@ class MicrocompactSettings(CacheModel):
     tools: frozenset[str] | None = setting(
         None,
         "--tools",
-        "Comma-separated tool names whose old results are cleared (default: Read,Bash,PowerShell,Grep,Glob,WebSearch,WebFetch,Edit,Write,MultiEdit,"
-        "NotebookEdit, and Codex's shell,shell_command,exec_command,local_shell,read_file,list_dir,grep_files,apply_patch). "
-        "Task, Agent and mcp__ tools are never cleared.",
+        "Comma-separated tool names whose old results are cleared (default: Claude Code's Read,Bash,PowerShell,Grep,Glob,WebSearch,WebFetch,Edit,Write, "
+        "and Codex's shell,shell_command,exec_command,local_shell,read_file,list_dir,grep_files,apply_patch). "
+        "Task, Agent and mcp__ tools are never cleared (under 2.1.332's rules, mcp__container__ forms of the tools named are).",
         parse="names",
     )
     gap_minutes: float = setting(

@@ -44,6 +44,9 @@ class Rules:
     session_memory_compaction: bool
     summary_lists_tools: bool  # <tools-used-before-summary> in the summary message
     compact_metadata_totals: bool  # cumulativeDroppedTokens in compactMetadata
+    # microcompact: the compactable tools' mcp__container__ forms are compactable too, and a result
+    # already persisted to disk (it starts with <persisted-output>) is left as it is.
+    container_tools_and_persisted_output: bool
 
     @property
     def version(self) -> tuple[int, ...]:
@@ -63,6 +66,7 @@ RULES: tuple[Rules, ...] = (
         session_memory_compaction=True,
         summary_lists_tools=False,
         compact_metadata_totals=False,
+        container_tools_and_persisted_output=False,
     ),
     Rules(
         release="2.1.332",
@@ -76,6 +80,7 @@ RULES: tuple[Rules, ...] = (
         session_memory_compaction=False,
         summary_lists_tools=True,
         compact_metadata_totals=True,
+        container_tools_and_persisted_output=True,
     ),
 )
 RELEASES = tuple(rules.release for rules in RULES)

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .blocks import call_id, is_tool_result, is_tool_use
+from .blocks import call_id, content_of, is_tool_result, is_tool_use
+from .collapse import survivor_named
 from .count import Estimates, anchor_index, calibrate, priced_blocks
 from .errors import CtxpipeError, SettingsError
 from .fields import iso
@@ -92,6 +93,34 @@ def _crossing(messages: Sequence[Message]) -> list[tuple[int, int]]:
     return pairs
 
 
+def _after_the_opening(messages: Sequence[Message], last: int) -> int:
+    """The first message the cut may take after the opening one that stays: past the results of any
+    tool call the opening message makes (a context that opens with a response, such as the tail
+    of a session, would otherwise keep a tool_use whose result is gone)."""
+    first = 1
+    pairs = _crossing(messages)
+    moved = True
+    while moved and first <= last:
+        moved = False
+        for use, result in pairs:
+            if use < first <= result:
+                first, moved = result + 1, True
+    return first
+
+
+def _pointed_to(removed: Sequence[Message], staying: Sequence[Message]) -> str | None:
+    """A call whose result the cut removes while a collapse stub that stays points to it (the stub
+    would then point to nothing, and no copy of that result would be left), or None."""
+    results = {str(call_id(block)) for message in removed for block in message.content if is_tool_result(block)}
+    for message in staying:
+        for block in message.content:
+            content = content_of(block) if is_tool_result(block) else None
+            named = survivor_named(content) if isinstance(content, str) else None
+            if named is not None and named in results:
+                return named
+    return None
+
+
 def _tail_start(messages: Sequence[Message], wanted: int) -> int | None:
     """The latest index at or before `wanted` where the kept tail can begin: no tool pair crosses
     it. The opening message (the task, or the compact summary) always stays, so the context still
@@ -122,7 +151,9 @@ def snip(entries: list[Entry], transcript_format: WritableFormat, settings: Snip
         cut = _tail_start(messages, wanted)
         if cut is None:
             return Outcome(entries, False, "nothing to snip: only the opening message lies before the tail")
-        first, last = 1, cut - 1
+        first, last = _after_the_opening(messages, cut - 1), cut - 1
+        if first > last:
+            return Outcome(entries, False, "nothing to snip: what lies before the tail answers the opening message's tool calls")
     elif settings.range is not None:
         start_key, end_key = settings.range
         start, end = _index_of(messages, entries, start_key), _index_of(messages, entries, end_key)
@@ -140,6 +171,13 @@ def snip(entries: list[Entry], transcript_format: WritableFormat, settings: Snip
     removed_messages = [message for message in messages[first : last + 1] if not kept.intersection(message.entries)]
     if not removed_messages:
         return Outcome(entries, False, "nothing to snip: what lies before the tail shares its line with a message that stays")
+    going = {position for message in removed_messages for position in message.entries}
+    orphaned = _pointed_to(removed_messages, [message for message in messages if going.isdisjoint(message.entries)])
+    if orphaned:
+        raise CtxpipeError(
+            f"the cut would remove the result of {orphaned}, the one copy a collapse pointer that stays refers to "
+            "(collapse folded the earlier copies into it): cut a range that keeps it, or snip before collapse"
+        )
     doomed = {position for message in removed_messages for position in message.entries}
     # Lines of the chain between the removed messages (progress, attachments, hooks) go with them;
     # a line of the session's state (a Codex turn_context) stays for what follows it.

@@ -115,14 +115,39 @@ def current_umask() -> int:
 
 
 def test_a_stage_rewriting_its_input_checks_it_first(tmp_path: Path) -> None:
-    """The command's own wiring of the guard: here the one writer meanwhile is the stage's own ledger,
-    given as the transcript itself (its record is appended before the output is written): the rewrite
-    is refused, the record taken back, the file as it was."""
+    """The command's own wiring of the guard: a line is appended to the session while the stage runs
+    (here while summarize waits for the model, as Claude Code would go on writing it): the rewrite
+    is refused and the file keeps what was appended."""
+    from messages_server import MessagesServer, Reply
+
     session = tmp_path / "s.jsonl"
     session.write_bytes(SESSION)
-    done = run_cli("microcompact", "--force", *NOW, "--ledger", str(session), "-o", str(session), str(session))
+    appended = SESSION.splitlines(keepends=True)[-1]
+
+    def answer(body: object) -> Reply:
+        with open(session, "ab") as out:
+            out.write(appended)
+        return Reply.text("<summary>1. Primary Request and Intent: the workers setting.</summary>")
+
+    with MessagesServer() as server:
+        server.default_reply = answer
+        done = run_cli(
+            "summarize",
+            "--engine",
+            "llm",
+            "--no-verify",
+            "--keep-last",
+            "2",
+            "--base-url",
+            server.url,
+            *NOW,
+            "-o",
+            str(session),
+            str(session),
+            env={"ANTHROPIC_API_KEY": "test-key"},
+        )
     assert done.returncode == 1 and b"changed while being rewritten" in done.stderr, done.stderr
-    assert session.read_bytes() == SESSION
+    assert session.read_bytes() == SESSION + appended
 
 
 @pytest.mark.parametrize("failure", ["written-to-meanwhile", "interrupted"])
@@ -176,3 +201,26 @@ def test_a_result_may_have_a_name_as_long_as_a_file_name_can_be(tmp_path: Path) 
         done = run_cli("microcompact", "--force", *NOW, "-o", str(output), str(session))
         assert done.returncode == 0 and output.is_file(), done.stderr
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+@pytest.mark.parametrize("command", [["microcompact", "--force"], ["collapse"], ["snip", "--keep-last", "2"], COMPACT])
+@pytest.mark.parametrize(
+    "clash",
+    ["--report-json names the input", "--ledger names the input", "--report-json names the -o file", "--ledger names the -o file", "the two name one file"],
+)
+def test_a_side_file_never_replaces_the_transcript_or_the_output(tmp_path: Path, command: list[str], clash: str) -> None:
+    # --report-json FILE reads like the --report switch: the transcript's path after it would have
+    # been replaced by the report, and a ledger written into the session or under the output.
+    transcript, out, side = tmp_path / "s.jsonl", tmp_path / "out.jsonl", tmp_path / "side.json"
+    transcript.write_bytes(SESSION)
+    flag = clash.split()[0] if clash.startswith("--") else "--ledger"
+    argv = {
+        "--report-json names the input": ["--report-json", str(transcript)],
+        "--ledger names the input": ["--ledger", str(transcript)],
+        "--report-json names the -o file": ["--report-json", str(out), "-o", str(out)],
+        "--ledger names the -o file": ["--ledger", str(out), "-o", str(out)],
+        "the two name one file": ["--report-json", str(side), "--ledger", str(tmp_path / "." / "side.json"), "-o", str(out)],
+    }[clash]
+    done = run_cli(*command, *NOW, *argv, str(transcript), env={"ANTHROPIC_API_KEY": ""})
+    assert done.returncode == 2 and f"Invalid value for {flag}".encode() in done.stderr, done.stderr.decode()
+    assert transcript.read_bytes() == SESSION and not out.exists() and not side.exists() and done.stdout == b""

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from builders import Session, usage
 from helpers import ok, run_cli
 from test_summarize import NOTES, SESSION_ID, cli, summary_of, work_session
@@ -46,6 +47,43 @@ def test_2_1_332_clears_old_results_only_when_that_frees_20000_tokens(tmp_path: 
 def test_2_1_88_clears_on_the_time_trigger_alone(tmp_path: Path) -> None:
     small = reads_session("2.1.88", 500)
     assert microcompact(small, tmp_path).stdout.count(b"[Old tool result content cleared]") == 3
+
+
+def tools_session(version: str, calls: list[tuple[str, str]]) -> Session:
+    """A Read of big.py, then `calls` (tool name, result text), each answered; the last response an hour old."""
+    session = Session(version=version)
+    session.user("Work on big.py.")
+    total = 20_000
+    for name, result in [("Read", " ".join(f"word{n}" for n in range(3000))), *calls]:
+        tool = session.tool_id()
+        total += 4000
+        session.response([{"type": "tool_use", "id": tool, "name": name, "input": {"file_path": "/w/big.py"}}], usage(total))
+        session.tool_result(tool, result)
+    session.text("Done.", usage(total + 4000))
+    return session
+
+
+@pytest.mark.parametrize("version", ["2.1.88", "2.1.332"])
+def test_notebook_and_multi_edits_are_not_compactable_and_take_no_slot(tmp_path: Path, version: str) -> None:
+    # Claude Code's set has neither: five of them after a Read leave the Read among the last five
+    # compactable results, so nothing is cleared (as Claude Code clears nothing there).
+    session = tools_session(version, [("NotebookEdit", "edited cell " * 200)] * 3 + [("MultiEdit", "applied " * 200)] * 2)
+    result = microcompact(session, tmp_path, "--force")
+    assert b"[Old tool result content cleared]" not in result.stdout and b"nothing to clear" in result.stderr
+
+
+def test_2_1_332_clears_container_tools_and_leaves_a_persisted_result(tmp_path: Path) -> None:
+    persisted = (
+        "<persisted-output>Tool result saved to: /tmp/r.txt (truncated to the first 2000 characters)\n" + "x " * 1500 + "\nUse Read to view</persisted-output>"
+    )
+    container = " ".join(f"cword{n}" for n in range(3000))
+    calls = [("mcp__container__Read", container), ("Bash", persisted), *[("Bash", f"ok {n}") for n in range(5)]]
+    for version in ("2.1.88", "2.1.332"):
+        out = microcompact(tools_session(version, calls), tmp_path, "--force").stdout.decode()
+        current = version == "2.1.332"
+        assert ("cword2999" in out) == (not current), version  # 2.1.332 clears the container form of Read
+        assert ("Use Read to view</persisted-output>" in out) == current, version  # and leaves what it saved to disk
+        assert "word2999" not in out.replace("cword2999", ""), version  # the first Read is cleared either way
 
 
 def test_compact_rules_flag_reaches_the_stages(tmp_path: Path) -> None:

@@ -52,6 +52,7 @@ from stage_checks import (
     objects,
     result_blocks,
     sn,
+    tool_problems,
 )
 
 CLAUDE = FIXTURES / "claude-code"
@@ -956,6 +957,70 @@ def test_snip_keep_last_widens_so_no_pair_is_split() -> None:
     assert not run.outcome.changed and "nothing to snip" in run.outcome.note
     run = apply(sn(keep_last=1), parallel)
     assert message_uuids(run.after) == [(uid(1),), (uid(9),)]
+    check_step(run)
+
+
+def test_snip_keep_last_never_parts_the_opening_response_from_its_results() -> None:
+    # The tail of a session (or a file whose first line was skipped) opens with a response: the
+    # opening message stays, so the results of its calls stay with it.
+    session = Session()
+    session.user("Look at the parser.")
+    for number in range(6):
+        tool = session.tool_id()
+        session.response([{"type": "tool_use", "id": tool, "name": "Read", "input": {"file_path": f"/p/m{number}.py"}}], usage(10_000 + 1000 * number))
+        session.tool_result(tool, f"module {number}")
+    session.text("Read them.", usage(20_000))
+    tail = b"".join(session.to_bytes().splitlines(keepends=True)[1:])  # without the opening prompt
+    for args in (sn(keep_last=2), sn(keep_last=3)):
+        run = apply(args, tail)
+        assert run.outcome.changed, run.outcome.note
+        assert tool_problems(run.after) == (set(), set())
+        check_step(run)
+
+
+def test_snip_never_removes_the_one_copy_a_collapse_pointer_stays_on(tmp_path: Path) -> None:
+    # collapse keeps the latest copy and points the earlier ones at it: a cut that takes the latest
+    # and leaves a pointer would leave no copy at all.
+    session = Session()
+    session.user("Look at a.py.")
+    body = "\n".join(f"line of text {n}" for n in range(200))
+    for number in range(3):
+        tool = session.tool_id()
+        session.response([{"type": "tool_use", "id": tool, "name": "Read", "input": {"file_path": "/p/a.py"}}], usage(10_000 + 1000 * number))
+        session.tool_result(tool, body)
+        session.user(f"And again {number}.")
+    session.text("Done.", usage(20_000))
+    folded = run_cli("collapse", "-", stdin=session.to_bytes())
+    assert folded.returncode == 0 and folded.stdout.count(b"[ctxpipe collapse:") == 2
+    path = tmp_path / "folded.jsonl"
+    path.write_bytes(folded.stdout)
+    refused = run_cli("snip", "--range", "7..9", path)
+    assert refused.returncode == 1 and b"the one copy a collapse pointer that stays refers to" in refused.stderr and refused.stdout == b""
+    kept = run_cli("snip", "--range", "2..6", path)  # the pointers go, the copy stays
+    assert kept.returncode == 0 and b"line of text 199" in kept.stdout and b"[ctxpipe collapse:" not in kept.stdout
+
+
+def test_collapse_never_folds_the_copy_a_file_unchanged_stub_points_back_to() -> None:
+    # Claude Code answered the second read with its stub ("refer to the earlier Read"): that earlier
+    # full copy stays whole even though the same file was read again, unchanged, later.
+    from project_sessions import Project
+
+    p = Project("/w/proj")
+    p.ask("Look at a.py.")
+    body = "\n".join(f"line of text {n}" for n in range(200))
+    p.read("a.py", body)
+    p.unchanged("a.py")
+    p.ask("Once more, after the tests.")
+    p.read("a.py", body)
+    p.read("b.py", body + "\nb")
+    p.read("b.py", body + "\nb")  # the same read twice with no stub between: folded as ever
+    p.say("Same.")
+    run = apply(co(), p.to_bytes())
+    folded = {fold.tool_use_id for fold in run.outcome.report.folds}
+    reads = [
+        block["id"] for obj in objects(p.to_bytes()) if obj["type"] == "assistant" for block in obj["message"]["content"] if block.get("type") == "tool_use"
+    ]
+    assert folded == {reads[3]}, (folded, reads)  # b.py's first copy only; a.py's first copy stays
     check_step(run)
 
 
