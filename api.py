@@ -26,11 +26,13 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, BinaryIO, Literal, cast
 
 from .core.errors import CtxpipeError, SettingsError, UnsupportedError
+from .core.fields import aware
 from .core.jsonl import OnError, ReadStats, write_entries
 from .core.model import Finding, Transcript
 from .files.inputs import (
     STDIN,
     EntryStream,
+    as_lines,
     detect_format,
     guard_truncation,
     held_entries,
@@ -52,6 +54,7 @@ if TYPE_CHECKING:
     from .core.reports import CompactReport, CompactRow, CompactSkipRow, CountReport, SessionReport, StageReport, WarnReport
     from .core.rollup import FileCalls
     from .core.statusline import Saving, StatusFigures
+    from .core.transcript_format import TranscriptFormat
     from .core.wire import Wire
     from .files.atomic import atomic_file, make_folder, unwind_on_termination, write_error, writer
     from .files.sessions import COMPACTION_NOTE, Kind, SessionFile, is_compaction, kind_of
@@ -303,16 +306,34 @@ def convert(transcript: Transcript, to: str, repair: bool = False, history: bool
 def convert_with_report(
     transcript: Transcript, to: str, repair: bool = False, history: bool = False, options: WriteOptions | None = None
 ) -> tuple[Transcript, ConvertReport]:
+    from dataclasses import replace
+
     from .core.convert import ConvertReport, to_api_messages
 
     source_format, target = get(transcript.format), get(to)
+    refused = rebuild_refused(source_format, target, repair, history)
+    if refused is not None:
+        raise SettingsError("to", refused)
     if source_format is target and not repair and not history:
         return transcript, ConvertReport()
     messages = source_format.messages(transcript.entries, history=history)
     api_messages, report = to_api_messages(messages, transcript.entries, repair=repair, recorded=True)
-    options = options or WriteOptions(cwd=source_format.recorded_cwd(transcript.entries) or ".")
+    recorded_cwd = source_format.recorded_cwd(transcript.entries)
+    if options is None:
+        options = WriteOptions(cwd=recorded_cwd or ".")
+    elif options.cwd == WriteOptions().cwd and recorded_cwd:  # a cwd left as it was: the one the file records, as the command does
+        options = replace(options, cwd=recorded_cwd)
     entries = editor_of(target, "write").from_messages(api_messages, options)  # a format ctxpipe only reads is refused here
     return Transcript(entries, target.name, transcript.source), report
+
+
+def rebuild_refused(source: TranscriptFormat, target: TranscriptFormat, repair: bool, history: bool) -> str | None:
+    """Why a conversion to the same format cannot rebuild its lines from messages (--repair, --history),
+    or None: lines that carry more than a message (uuids, sessionId, fields of its own) would lose it."""
+    if source is target and not target.lines_are_messages and (repair or history):
+        rebuildable = [name for name in WRITABLE if REGISTRY[name].lines_are_messages]
+        return f"--repair and --history rebuild messages; use them with --to {' or '.join(rebuildable)}"
+    return None
 
 
 def api_messages(transcript: Transcript, history: bool = False, repair: bool = False) -> list[dict[str, Any]]:
@@ -347,7 +368,7 @@ def _bytes_of(source: str | os.PathLike[str] | bytes, ranged: bool = False, on_e
     """(buffer, name) for a path ("-": stdin; an mmap for a regular file; a store URL) or raw bytes
     (`on_error`: what a line no reader can hold does to a stream read whole)."""
     if isinstance(source, bytes):
-        yield source, "<bytes>"
+        yield as_lines(source, "<bytes>"), "<bytes>"  # a document a format reads, as mapped gives a file's
         return
     with mapped(os.fspath(source), ranged, on_error) as buffer:
         yield buffer, source_name(os.fspath(source))
@@ -421,7 +442,7 @@ def warn_count(
     options = options or CountOptions()
     held: contextlib.AbstractContextManager[Any]
     if isinstance(source, bytes):
-        name, kind, held = "<bytes>", None, contextlib.nullcontext(source)
+        name, kind, held = "<bytes>", None, contextlib.nullcontext(as_lines(source, "<bytes>"))
     else:
         name = source_name(source)
         kind = None if name == STDIN else kind_of(name)  # as its name says, like count
@@ -496,7 +517,7 @@ def run_stage(
         raise TypeError(f"{name} takes {stage.settings.__name__}, not {type(chosen).__name__}")
     stage.check(chosen)
     path = None if isinstance(source, bytes) else os.fspath(source)
-    context = stage_context(now or datetime.now(timezone.utc), path)
+    context = stage_context(aware(now) if now else datetime.now(timezone.utc), path)
     with _bytes_of(source) as (buffer, shown):
         result = run(stage, buffer, shown, chosen, context, format, on_error)
         return result.output(buffer), result.report
@@ -1164,7 +1185,7 @@ def report_many(
     job = functools.partial(
         report_one,
         options=options or ReportOptions(),
-        now=now or datetime.now(timezone.utc),
+        now=aware(now) if now else datetime.now(timezone.utc),
         out_dir=out_dir and for_workers(out_dir, runner),
         before_write=before_write,
     )
@@ -1185,7 +1206,7 @@ def session_report(source: str | os.PathLike[str] | bytes, options: ReportOption
 
     path = None if isinstance(source, bytes) or os.fspath(source) == "-" else os.fspath(source)
     with _bytes_of(source) as (buffer, name):
-        return report_of(buffer, name, options or ReportOptions(), now or datetime.now(timezone.utc), kind_of(path) if path else None, path)
+        return report_of(buffer, name, options or ReportOptions(), aware(now) if now else datetime.now(timezone.utc), kind_of(path) if path else None, path)
 
 
 def report_html(report: SessionReport) -> str:

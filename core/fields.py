@@ -13,7 +13,7 @@ import math
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from .limits import MAX_COUNT
@@ -52,6 +52,17 @@ def moment(value: Any) -> datetime | None:
         return parsed.astimezone(timezone.utc) if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
     except (ValueError, OverflowError):
         return None
+
+
+def one_ms_after(when: datetime) -> datetime:
+    """A millisecond later; the last moment a datetime holds stays itself (a hostile time may be it)."""
+    return when + timedelta(milliseconds=1) if when < datetime.max.replace(tzinfo=timezone.utc) - timedelta(milliseconds=1) else when
+
+
+def aware(when: datetime) -> datetime:
+    """`when` in UTC; a datetime without a zone (datetime.now(), as a library caller may pass) is the
+    local time, as Python takes one."""
+    return when.astimezone(timezone.utc)
 
 
 def iso(when: datetime) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..core.errors import InputError, UnsupportedError
+from ..core.errors import InputError, SettingsError, UnsupportedError
 from ..core.jsonl import Entry
 from . import anthropic, claude_code, codex, gemini, other_agents
 from .base import TranscriptFormat, WritableFormat, WriteOptions, editor_of
@@ -76,7 +76,11 @@ def refuse_other_agent(source: str, found: other_agents.OtherAgent | None) -> No
 
 
 def get(name: str) -> TranscriptFormat:
-    return REGISTRY[name]
+    """The format called `name`; SettingsError naming the known ones for any other name."""
+    found = REGISTRY.get(name)
+    if found is None:
+        raise SettingsError("format", f"no format named {name!r} (one of {', '.join(REGISTRY)})")
+    return found
 
 
 def claim(obj: dict[str, Any]) -> TranscriptFormat | None:

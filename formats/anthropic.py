@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..core.count import Compaction, Marker
+from ..core.fields import moment
 from ..core.jsonl import Entry
 from ..core.model import Finding, Message
 from ..core.placeholders import SUMMARY_PREAMBLE
@@ -64,8 +65,13 @@ class AnthropicFormat(WholeFileContext):
                 )
             )
         if messages and messages[0].compact_summary:
+            # A kept tail: its usage, if any, was measured before the summary. A response stamped
+            # after a stamped summary came after it (a compacted session converted from Claude
+            # Code, which kept no tail): its usage measures the context as it is.
+            summarized = moment(entries[messages[0].entries[0]].obj.get("timestamp"))
             for message in messages:
-                message.usage_stale = True  # a kept tail: its usage, if any, was measured before the summary
+                answered = moment(entries[message.entries[0]].obj.get("timestamp")) if message.entries else None
+                message.usage_stale = summarized is None or answered is None or answered <= summarized
         return messages
 
     def context_positions(self, entries: Sequence[Entry], history: bool = False) -> list[int]:

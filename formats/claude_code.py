@@ -14,7 +14,7 @@ from __future__ import annotations
 import bisect
 import uuid as uuidlib
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from itertools import chain
 from typing import Any
 
@@ -22,7 +22,7 @@ import orjson
 
 from ..core.blocks import FLAT_KINDS, call_id, is_text, is_thinking, is_tool_result, is_tool_use, kind_of, text_of, thinking_text, tool_event
 from ..core.count import SYNTHETIC_MODEL, Compaction, Marker, is_real_response, measures_context
-from ..core.fields import count, iso, moment, read_blocks, text
+from ..core.fields import count, iso, moment, one_ms_after, read_blocks, text
 from ..core.folds import Fold
 from ..core.jsonl import LATEST_TIME, LEFT_OUT, Entry, OnError, ParsedLines, ReadStats, as_text, folded, iter_entries_reversed, memoized
 from ..core.limits import MAX_COUNT
@@ -428,16 +428,11 @@ def _anchor(entries: Sequence[Entry]) -> tuple[dict[str, Any] | None, dict[str, 
     return last, fields
 
 
-def _one_ms_after(moment_: datetime) -> datetime:
-    """A millisecond later; the last moment a datetime holds stays itself (a hostile time may be it)."""
-    return moment_ + timedelta(milliseconds=1) if moment_ < datetime.max.replace(tzinfo=timezone.utc) - timedelta(milliseconds=1) else moment_
-
-
 def _timestamps(start: datetime | None) -> Any:
     current = start or datetime.now(timezone.utc)
     while True:
         yield iso(current)
-        current = _one_ms_after(current)
+        current = one_ms_after(current)
 
 
 def _appended_clock(entries: Sequence[Entry], when: str) -> Any:
@@ -451,7 +446,7 @@ def _appended_clock(entries: Sequence[Entry], when: str) -> Any:
     """
     latest = folded(entries, LATEST_TIME)
     start = moment(when) or datetime.now(timezone.utc)
-    return _timestamps(_one_ms_after(latest) if latest is not None and start <= latest else start)
+    return _timestamps(one_ms_after(latest) if latest is not None and start <= latest else start)
 
 
 # Claude Code 2.1.332 estimates a PDF page it read at this many tokens.

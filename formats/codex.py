@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import uuid as uuidlib
 from collections.abc import Iterator, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any
 
 import orjson
 
 from ..core.blocks import call_id, content_of, input_of, is_text, is_tool_result, is_tool_use, kind_of, name_of, text_of
 from ..core.count import Compaction, Marker, is_real_response
-from ..core.fields import count, iso, moment
+from ..core.fields import count, iso, moment, one_ms_after
 from ..core.fields import text as field_text
 from ..core.jsonl import Entry, dumps
 from ..core.model import Finding, Message
@@ -276,7 +276,7 @@ def _clock(start: datetime | None) -> Iterator[str]:
     moment_ = start or datetime.now(timezone.utc)
     while True:
         yield iso(moment_)
-        moment_ += timedelta(milliseconds=1)
+        moment_ = one_ms_after(moment_)
 
 
 def model_window_of(recorded: int) -> int:

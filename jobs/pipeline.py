@@ -20,7 +20,8 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ..core.budget import BudgetSettings
-from ..core.errors import InputError
+from ..core.errors import InputError, SettingsError
+from ..core.fields import aware
 from ..core.jsonl import LineIndex, OnError, ReadStats, iter_entries
 from ..core.stage import Outcome, Stage, StageContext, ledger_record, line_bytes
 from ..core.wire import ABSENT, Wire
@@ -93,9 +94,11 @@ _MADE: dict[str, Stage] = {}
 
 
 def stage_named(name: str) -> Stage:
-    """The stage called `name` (KeyError: no such stage), its module loaded on first use."""
+    """The stage called `name`, its module loaded on first use; SettingsError naming the stages for any other name."""
     stage = _MADE.get(name)
     if stage is None:
+        if name not in _DECLARED_IN and name != "summarize":
+            raise SettingsError("stage", f"no stage named {name!r} (one of {', '.join(STAGE_NAMES)})")
         if name == "summarize":
             stage = _summarize_stage()
         else:
@@ -332,7 +335,7 @@ def compact_run(buffer: Any, source: str, options: CompactOptions, breaker: Any,
     stages: list[StageRecord] = []
     current = before
     context = StageContext(
-        options.now or datetime.now(timezone.utc),
+        aware(options.now) if options.now else datetime.now(timezone.utc),
         measure,
         transcript_path,
         original,

@@ -222,3 +222,43 @@ def test_importing_the_api_loads_no_job() -> None:
     code = "import sys, ctxpipe.api; print(sorted(m for m in sys.modules if m.startswith(('ctxpipe.jobs', 'ctxpipe.report', 'ctxpipe.cli'))))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True)
     assert result.stdout.strip() == b"[]", result.stdout
+
+
+def test_a_now_without_a_zone_is_the_local_time_and_unknown_names_are_settings_errors(tmp_path: Path) -> None:
+    # datetime.now() is what a caller passes first: taken as Python takes it (local time), not a TypeError.
+    session = FIXTURES / "claude-code" / "repeats.jsonl"
+    naive = datetime(2030, 1, 1, 12, 0, 0)
+    out, report = api.run_stage("microcompact", session, MicrocompactSettings(), now=naive)
+    same, _ = api.run_stage("microcompact", session, MicrocompactSettings(), now=naive.astimezone())
+    assert out == same and report.extras is not None
+    assert api.session_report(session, now=naive).to_wire() == api.session_report(session, now=naive.astimezone()).to_wire()
+    # A format or stage name that is not one: SettingsError naming the known ones, never a KeyError.
+    with pytest.raises(SettingsError, match=r"no format named 'claude' \(one of"):
+        ctxpipe.read_transcript(session, format="claude")
+    with pytest.raises(SettingsError, match=r"no stage named 'micro' \(one of snip, microcompact"):
+        api.run_stage("micro", session)
+
+
+def test_a_gemini_document_given_as_bytes_reads_as_its_file_does() -> None:
+    path = FIXTURES / "gemini" / "chat.json"
+    data = path.read_bytes()
+    assert ctxpipe.count_transcript(data).tokens == ctxpipe.count_transcript(path).tokens
+    assert api.warn_count(data).warn_report().level == api.warn_count(path).warn_report().level
+    assert api.session_report(data).count.tokens == ctxpipe.count_transcript(path).tokens
+
+
+def test_library_convert_refuses_the_rebuild_the_command_refuses_and_keeps_the_recorded_cwd() -> None:
+    from ctxpipe.formats import WriteOptions
+
+    transcript = ctxpipe.read_transcript(FIXTURES / "claude-code" / "repeats.jsonl")
+    for asked in ({"repair": True}, {"history": True}):
+        with pytest.raises(SettingsError, match="rebuild messages"):
+            ctxpipe.convert(transcript, "claude-code", **asked)
+    recorded = get_cwd(transcript.entries)
+    codex = ctxpipe.convert(transcript, "codex", options=WriteOptions(session_id="11111111-2222-4333-8444-555555555555"))
+    meta = next(entry.obj for entry in codex.entries if entry.obj.get("type") == "session_meta")
+    assert meta["payload"]["cwd"] == recorded != "." and meta["payload"]["id"] == "11111111-2222-4333-8444-555555555555"
+
+
+def get_cwd(entries: Any) -> str:
+    return next(entry.obj["cwd"] for entry in reversed(entries) if isinstance(entry.obj.get("cwd"), str))

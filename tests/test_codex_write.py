@@ -384,3 +384,16 @@ def test_an_image_a_tool_returned_counts_as_an_image(tmp_path: Path) -> None:
         return sum(row["tokens"] for row in report["breakdown"] if row["key"] == "tool_result")
 
     assert counted(with_image) - counted(without) >= 1000  # an image's flat cost, not nothing
+
+
+def test_convert_to_codex_answers_every_hostile_file_without_an_internal_error() -> None:
+    # The hostile contract runs convert to the two other formats; here codex's writer (its clock
+    # once overflowed on the last moment a datetime holds).
+    cases = sorted((FIXTURES / "adversarial").glob("*.jsonl"))
+    assert len(cases) > 40
+    for case in cases:
+        result = run_cli("convert", "--to", "codex", case)
+        err = result.stderr.decode(errors="replace")
+        assert result.returncode in (0, 1) and "internal error" not in err and "Traceback" not in err, (case.name, err)
+        if result.returncode == 1:
+            assert len([line for line in err.splitlines() if line.startswith("ctxpipe: error: ")]) == 1, (case.name, err)

@@ -226,3 +226,27 @@ def test_claude_code_sniff_claims_its_types_and_links_and_leaves_other_types_und
     assert sniff({"type": "message", "id": "a1"}) is None  # pi's entry type: maybe a newer Claude Code's, maybe not
     assert sniff({"type": "response_item", "payload": {}}) is False
     assert sniff({"role": "user", "content": "x"}) is False
+
+
+def test_a_compacted_session_converted_to_anthropic_keeps_the_usage_after_its_summary() -> None:
+    # Claude Code keeps no tail: a response after its summary measured the context as it is. Here the
+    # summary is followed at once by the reply (compacted.jsonl without its line 7, relinked).
+    from ctxpipe.core.stage import line_bytes
+
+    lines = [orjson.loads(line) for line in (FIXTURES / "claude-code" / "compacted.jsonl").read_bytes().splitlines()]
+    follow_up = lines.pop(6)
+    next(line for line in lines if line.get("parentUuid") == follow_up["uuid"])["parentUuid"] = follow_up["parentUuid"]
+    data = b"".join(orjson.dumps(line) + b"\n" for line in lines)
+    before = ctxpipe.count_transcript(data)
+    assert before.exact_tokens > 0
+    anthropic = b"".join(line_bytes(ctxpipe.convert(ctxpipe.read_transcript(data), "anthropic").entries))
+    assert ctxpipe.count_transcript(anthropic).exact_tokens == before.exact_tokens
+    back = b"".join(line_bytes(ctxpipe.convert(ctxpipe.read_transcript(anthropic), "claude-code").entries))
+    assert ctxpipe.count_transcript(back).exact_tokens == before.exact_tokens
+    # ctxpipe's own summary of a Messages-API file keeps a tail: its usage stays stale there.
+    from ctxpipe.core.summarize import SummarizeSettings
+
+    session = b"".join(line_bytes(ctxpipe.convert(ctxpipe.read_transcript(FIXTURES / "claude-code" / "repeats.jsonl"), "anthropic").entries))
+    summarized, report = ctxpipe.api.run_stage("summarize", session, SummarizeSettings(engine="offline", keep_last=2))
+    assert summarized != session and b'"usage"' in summarized.split(b"\n", 1)[1]  # the kept tail still carries it
+    assert ctxpipe.count_transcript(summarized).exact_tokens == 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Annotated, Any, Optional
 
-from ...api import REGISTRY, WRITABLE
+from ...api import WRITABLE
 from .. import declare, streams
 from ..budget_options import RecordedModel
 from ..flags import with_options
@@ -16,8 +16,6 @@ MAX_LISTED = 5
 # The formats ctxpipe writes; a read-only one is refused when the command line is parsed. (Its members
 # come from the registry at run time; mypy reads only literal members, hence the ignore.)
 Target = Enum("Target", {name.replace("-", "_"): name for name in WRITABLE}, type=str)  # type: ignore[misc]
-# Where --repair/--history may keep the format: rebuilt from messages, its lines lose nothing.
-REBUILDABLE = tuple(name for name in WRITABLE if REGISTRY[name].lines_are_messages)
 
 
 @with_options(reading=Reading)
@@ -59,16 +57,16 @@ def convert(
 
     Example:  ctxpipe convert --to anthropic session.jsonl > messages.jsonl
     """
-    from ...api import WriteOptions, editor_of, get, held_entries
+    from ...api import WriteOptions, editor_of, get, held_entries, rebuild_refused
     from ...core.convert import to_api_messages
 
     source = streams.source_name(path)
     with streams.one_transcript(path, "convert"), streams.open_input(path) as stream:
         opened = streams.stream_entries(stream, source, reading.format, reading.errors)
         target = get(to.value)
-        if opened.format is target and not target.lines_are_messages and (repair or history):
-            # Rebuilding such lines from API messages would drop every field beyond the message.
-            raise declare.BadParameter(f"--repair and --history rebuild messages; use them with --to {' or '.join(REBUILDABLE)}", param_hint="--to")
+        refused = rebuild_refused(opened.format, target, repair, history)
+        if refused is not None:
+            raise declare.BadParameter(refused, param_hint="--to")
         if opened.format is target and not repair and not history:
             with streams.open_output(output) as out:
                 streams.write_transcript(opened.entries, out, unbuffered)
