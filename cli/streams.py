@@ -96,14 +96,15 @@ def rewrite_guard(output: str | None, path: str | None) -> tuple[object, ...] | 
 
 
 def same_place(one: str, other: str) -> bool:
-    """Whether two names given for outputs are one file (or object), made or not yet."""
+    """Whether two names given for outputs are one file (or object), made or not yet. A device or a
+    pipe is written through, not replaced: two outputs to /dev/null are no clash."""
     from ..api import identity, is_remote
 
     try:
         if is_remote(one) or is_remote(other):
             return bool(identity(one) == identity(other))
         if os.path.exists(one) and os.path.exists(other):
-            return os.path.samefile(one, other)
+            return os.path.samefile(one, other) and is_regular(one)
         return os.path.realpath(os.path.expanduser(one)) == os.path.realpath(os.path.expanduser(other))
     except (OSError, ValueError, CtxpipeError):
         return False

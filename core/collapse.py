@@ -24,7 +24,7 @@ from .fields import iso
 from .fields import text as field_text
 from .jsonl import Entry, as_text, dumps
 from .microcompact import ToolCall, counted_by_anchor, tool_calls
-from .placeholders import PLACEHOLDER, STUB_PREFIX, UNCHANGED_STUB
+from .placeholders import PLACEHOLDER, STUB_PREFIX, STUB_TAIL, UNCHANGED_STUB
 from .reports import CollapseExtras, Fold, ToolFigures
 from .setting import no_marker
 from .stage import Outcome, Stage, StageContext
@@ -99,16 +99,7 @@ def describe_input(tool_input: Any) -> str:
 
 
 def stub(name: str, tool_input: Any, later: str) -> str:
-    return f"{STUB_PREFIX} {name} {describe_input(tool_input)} returned exactly what the later call {later} returned; see that result]"
-
-
-_SURVIVOR = re.compile(r" returned exactly what the later call (\S+) returned; see that result\]\Z")
-
-
-def survivor_named(text: str) -> str | None:
-    """The call whose result a stub (stub()) points to, or None when `text` is not one."""
-    found = _SURVIVOR.search(text) if text.startswith(STUB_PREFIX) else None
-    return found.group(1) if found else None
+    return f"{STUB_PREFIX} {name} {describe_input(tool_input)}" + STUB_TAIL.format(later=later)
 
 
 def _content_key(block: dict[str, Any]) -> str | None:

@@ -3,6 +3,7 @@ and the count knows a gap holding one no longer shows what the API was sent."""
 
 PLACEHOLDER = "[Old tool result content cleared]"  # Claude Code's own microcompact text, byte for byte
 STUB_PREFIX = "[ctxpipe collapse:"  # the start of collapse's pointer to the later copy
+STUB_TAIL = " returned exactly what the later call {later} returned; see that result]"  # its end, naming that copy's call
 REPLACED_PREFIXES = (PLACEHOLDER, STUB_PREFIX)
 UNCHANGED_STUB = "File unchanged since last read."  # Claude Code's answer to a Read of a file it holds unchanged (2.1.x)
 # A Read result that shows no file content: the stub, or a result a stage has cleared or folded.
@@ -12,3 +13,13 @@ RESTORED_PREFIX = "[restored "  # the start of each text restore brings back (co
 SUMMARY_PREAMBLE = (
     "This session is being continued from a previous conversation that ran out of context. The summary below covers the earlier portion of the conversation."
 )
+
+
+def survivor_named(text: str) -> str | None:
+    """The call whose result a collapse pointer (STUB_PREFIX … STUB_TAIL) points to, or None when
+    `text` is not one."""
+    if not text.startswith(STUB_PREFIX) or not text.endswith(STUB_TAIL[-len("; see that result]") :]):
+        return None
+    before, marker, rest = text.rpartition(" returned exactly what the later call ")
+    later = rest[: -len(" returned; see that result]")] if marker else ""
+    return later if later and " " not in later else None

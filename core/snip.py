@@ -13,13 +13,13 @@ from datetime import datetime
 from typing import Any
 
 from .blocks import call_id, content_of, is_tool_result, is_tool_use
-from .collapse import survivor_named
 from .count import Estimates, anchor_index, calibrate, priced_blocks
 from .errors import CtxpipeError, SettingsError
 from .fields import iso
 from .fields import text as field_text
 from .jsonl import Entry
 from .model import Message
+from .placeholders import survivor_named
 from .reports import SnipExtras
 from .setting import no_marker, setting
 from .stage import Outcome, Stage, StageContext

@@ -278,13 +278,15 @@ def summary_reply(text: str) -> Reply:
 
 
 def test_summarize_report_with_the_model_its_repair_and_facts_to_keep(tmp_path: Path, server: MessagesServer) -> None:
-    """The model's summary misses the key facts, so does its repair: every model key is in the report."""
+    """The model's summary misses the key facts, so does its repair (not taken: no better): every
+    model key is in the report."""
     server.enqueue(summary_reply("1. Primary Request and Intent: something."), summary_reply("1. Primary Request and Intent: still vague."))
     data, _ = fixture("summarize", "basic-keep-window")
     env = {"ANTHROPIC_API_KEY": "test-key"}
     report = stage_report(tmp_path, "summarize", data, ["--engine", "llm", "--keep-last", "2", "--base-url", server.url, "--now", "2026-05-01T00:00:00Z"], env)
     assert report["engine"] == "llm" and report["llm_attempts"] == 1 and report["llm_usage"]
-    assert report["repaired"] is True and report["facts_to_keep"] >= 1 and report["verification_before_repair"]["missing"]
+    assert "repaired" not in report and "carried no more of the facts" in report["repair_error"]
+    assert report["facts_to_keep"] >= 1 and report["verification_before_repair"]["missing"]
     assert len(server.message_requests()) == 2
 
 

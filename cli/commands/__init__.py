@@ -45,7 +45,9 @@ def command_function(name: str) -> tuple[Callable[..., None], dict[str, Any]]:
         module_name, function = OWN_COMMANDS[name]
         module = importlib.import_module(f"{__package__}.{module_name}")
         return getattr(module, function), getattr(module, "SETTINGS", {})
-    from ...api import stage_named  # only this stage's module loads
+    from ...api import STAGE_NAMES, stage_named  # only this stage's module loads
     from ..stages import stage_command
 
+    if name not in STAGE_NAMES:
+        raise KeyError(name)
     return stage_command(stage_named(name)), {}
