@@ -29,6 +29,7 @@ from .core.errors import CtxpipeError, SettingsError, UnsupportedError
 from .core.fields import aware
 from .core.jsonl import OnError, ReadStats, write_entries
 from .core.model import Finding, Transcript
+from .core.setting import out_of_range
 from .files.inputs import (
     STDIN,
     EntryStream,
@@ -291,6 +292,8 @@ __all__ = [
 def read_transcript(source: str | os.PathLike[str] | bytes, format: str | None = None, on_error: OnError = "fail") -> Transcript:
     """A transcript from a path ("-" is stdin; a pipe or a FIFO is read as a stream) or from raw
     JSONL bytes; raises InputError on bad input."""
+    if on_error not in ("fail", "skip"):
+        raise SettingsError("on_error", f"{on_error!r} is not one of fail, skip")
     name = "<bytes>" if isinstance(source, bytes) else source_name(source)
     with contextlib.nullcontext(io.BytesIO(source)) if isinstance(source, bytes) else opened(source) as stream:
         read = stream_entries(stream, name, format, on_error)  # the commands' detection: another agent's file is refused
@@ -515,6 +518,9 @@ def run_stage(
     chosen = settings if settings is not None else stage.settings()
     if not isinstance(chosen, stage.settings):
         raise TypeError(f"{name} takes {stage.settings.__name__}, not {type(chosen).__name__}")
+    refused = out_of_range(chosen)
+    if refused is not None:
+        raise SettingsError(*refused)
     stage.check(chosen)
     path = None if isinstance(source, bytes) else os.fspath(source)
     context = stage_context(aware(now) if now else datetime.now(timezone.utc), path)

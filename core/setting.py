@@ -50,3 +50,26 @@ def no_marker() -> Any:
     return setting(
         False, "--no-marker", "Do not append the record saying what was cleared, folded or snipped (microcompact_boundary, ctxpipe_collapse, snip_boundary)."
     )
+
+
+def out_of_range(settings: Any) -> tuple[str, str] | None:
+    """(flag, why) for the first field of a settings dataclass whose value its flag would refuse on
+    the command line (below its min, above its max, not one of its choices), else None: a library
+    caller's settings are held to the flags' own ranges."""
+    from dataclasses import fields, is_dataclass
+
+    if not is_dataclass(settings):
+        return None
+    for item in fields(settings):
+        flag = flag_of(item)
+        value = getattr(settings, item.name)
+        if flag is None or value is None or flag.parse is not None:
+            continue
+        if flag.choices and value not in flag.choices:
+            return flag.name, f"{value!r} is not one of {', '.join(flag.choices)}"
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if number and flag.min is not None and value < flag.min:
+            return flag.name, f"{value!r} is below {flag.min:g}"
+        if number and flag.max is not None and value > flag.max:
+            return flag.name, f"{value!r} is above {flag.max:g}"
+    return None

@@ -33,6 +33,7 @@ from ..core.count import (
     usage_prompt,
     usage_tokens,
 )
+from ..core.errors import SettingsError
 from ..core.fields import count, text
 from ..core.jsonl import Entry, LineIndex, OnError, ParsedLines, ReadStats, iter_buffer_entries
 from ..core.model import Message, Role
@@ -84,6 +85,15 @@ class CountOptions:
     baseline: int | None = None  # --baseline: the fixed part of every request, instead of measuring it
     cost: bool = False  # --cost: what every API call in the file cost
     prices: tuple[tuple[str, Prices], ...] | None = None  # --prices FILE's table before the list prices (None: the list prices)
+
+    def __post_init__(self) -> None:
+        # What the command line refuses, refused for a library caller too (a window of -1 made a
+        # share of the window of minus a million per cent).
+        for name, value in (("window", self.window), ("baseline", self.baseline)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < (1 if name == "window" else 0)):
+                raise SettingsError(name, f"{value!r} is not a whole number of tokens{' above 0' if name == 'window' else ''}")
+        if self.on_error not in ("fail", "skip"):
+            raise SettingsError("on_error", f"{self.on_error!r} is not one of fail, skip")
 
     @property
     def reads_whole_file(self) -> bool:

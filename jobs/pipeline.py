@@ -23,6 +23,7 @@ from ..core.budget import BudgetSettings
 from ..core.errors import InputError, SettingsError
 from ..core.fields import aware
 from ..core.jsonl import LineIndex, OnError, ReadStats, iter_entries
+from ..core.setting import out_of_range
 from ..core.stage import Outcome, Stage, StageContext, ledger_record, line_bytes
 from ..core.wire import ABSENT, Wire
 from ..files.inputs import detect_format, view
@@ -272,6 +273,21 @@ class CompactOptions:
     now: datetime | None = None
     api_key: str | None = None  # the summary model's (never printed)
     base_url: str | None = None
+
+    def __post_init__(self) -> None:
+        # A library caller's options are held to what the command line accepts: a misspelt stage,
+        # settings of another stage, a value its flag refuses.
+        for name, settings in self.settings.items():
+            if name not in STAGE_NAMES:
+                raise SettingsError("settings", f"no stage named {name!r} (one of {', '.join(STAGE_NAMES)})")
+            wanted = stage_named(name).settings
+            if not isinstance(settings, wanted):
+                raise SettingsError("settings", f"{name} takes {wanted.__name__}, not {type(settings).__name__}")
+            refused = out_of_range(settings)
+            if refused is not None:
+                raise SettingsError(*refused)
+        if self.on_error not in ("fail", "skip"):
+            raise SettingsError("on_error", f"{self.on_error!r} is not one of fail, skip")
 
     def of(self, stage: Stage) -> Any:
         """The stage's settings, with what compact's own options mean for it (GIVEN_BY_COMPACT)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
+from ..core.errors import SettingsError
 from ..core.tokens import PiecesCounter, RoughCounter, TextCounter
 
 TIKTOKEN_NAMES = ("cl100k_base", "o200k_base")
@@ -71,6 +72,6 @@ def counter_named(name: str, threads: int = 1) -> TextCounter:
         return RoughCounter()
     if name == "pieces":
         return PiecesCounter()
-    if name.startswith("tiktoken:"):
+    if name.startswith("tiktoken:") and name.split(":", 1)[1] in TIKTOKEN_NAMES:
         return TiktokenCounter(name.split(":", 1)[1], threads)
-    raise ValueError(f"unknown tokenizer {name!r}")
+    raise SettingsError("tokenizer", f"no tokenizer named {name!r} (one of calibrated, pieces, rough, {', '.join('tiktoken:' + n for n in TIKTOKEN_NAMES)})")

@@ -262,3 +262,25 @@ def test_library_convert_refuses_the_rebuild_the_command_refuses_and_keeps_the_r
 
 def get_cwd(entries: Any) -> str:
     return next(entry.obj["cwd"] for entry in reversed(entries) if isinstance(entry.obj.get("cwd"), str))
+
+
+def test_library_settings_are_held_to_what_their_flags_accept() -> None:
+    from ctxpipe.jobs.count import CountOptions
+    from ctxpipe.jobs.pipeline import CompactOptions
+
+    session = FIXTURES / "claude-code" / "repeats.jsonl"
+    refused = {
+        "a misspelt stage": lambda: CompactOptions({"sumarize": SummarizeSettings()}),
+        "another stage's settings": lambda: CompactOptions({"summarize": MicrocompactSettings()}),
+        "a value under the flag's minimum": lambda: api.run_stage("microcompact", session, MicrocompactSettings(keep_recent=-5)),
+        "a choice the flag has not": lambda: CompactOptions({"summarize": SummarizeSettings(engine="fastest")}),
+        "a window of no tokens": lambda: CountOptions(window=-1),
+        "an unknown tokenizer": lambda: ctxpipe.count_transcript(session, CountOptions(tokenizer="nope")),
+        "an unknown on_error": lambda: ctxpipe.read_transcript(session, on_error="bogus"),  # type: ignore[arg-type]
+    }
+    for case, call in refused.items():
+        with pytest.raises(SettingsError):
+            call()
+            pytest.fail(f"{case}: accepted")
+    # What the flags accept still runs.
+    assert api.run_stage("microcompact", session, MicrocompactSettings(keep_recent=0, force=True))[1].extras is not None

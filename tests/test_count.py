@@ -20,6 +20,7 @@ import orjson
 import pytest
 from builders import SONNET, Session, simple, usage
 from ctxpipe.core.count import DEFAULT_FITS, Estimates, calibrate, calibration_pairs, count_context, median
+from ctxpipe.core.errors import SettingsError
 from ctxpipe.core.model import Message
 from ctxpipe.core.reports import CountReport
 from ctxpipe.core.tokens import RoughCounter
@@ -579,8 +580,10 @@ def test_a_wrong_sha256_raises(monkeypatch: pytest.MonkeyPatch) -> None:
         tokens.tiktoken_encoding.cache_clear()
     with pytest.raises(ValueError):
         tokens.tiktoken_encoding("p50k_base")
-    with pytest.raises(ValueError):
+    with pytest.raises(SettingsError, match="no tokenizer named 'bogus'"):
         counter_named("bogus")
+    with pytest.raises(SettingsError, match="no tokenizer named 'tiktoken:p50k_base'"):
+        counter_named("tiktoken:p50k_base")
 
 
 @pytest.mark.parametrize("encoding", ["cl100k_base", "o200k_base"])
