@@ -294,6 +294,8 @@ def read_transcript(source: str | os.PathLike[str] | bytes, format: str | None =
     JSONL bytes; raises InputError on bad input."""
     if on_error not in ("fail", "skip"):
         raise SettingsError("on_error", f"{on_error!r} is not one of fail, skip")
+    if isinstance(source, (bytearray, memoryview)):
+        source = bytes(source)
     name = "<bytes>" if isinstance(source, bytes) else source_name(source)
     with contextlib.nullcontext(io.BytesIO(source)) if isinstance(source, bytes) else opened(source) as stream:
         read = stream_entries(stream, name, format, on_error)  # the commands' detection: another agent's file is refused
@@ -370,8 +372,8 @@ def write_transcript(transcript: Transcript, path: str | os.PathLike[str]) -> No
 def _bytes_of(source: str | os.PathLike[str] | bytes, ranged: bool = False, on_error: OnError = "fail") -> Iterator[tuple[Any, str]]:
     """(buffer, name) for a path ("-": stdin; an mmap for a regular file; a store URL) or raw bytes
     (`on_error`: what a line no reader can hold does to a stream read whole)."""
-    if isinstance(source, bytes):
-        yield as_lines(source, "<bytes>"), "<bytes>"  # a document a format reads, as mapped gives a file's
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        yield as_lines(bytes(source), "<bytes>"), "<bytes>"  # a document a format reads, as mapped gives a file's
         return
     with mapped(os.fspath(source), ranged, on_error) as buffer:
         yield buffer, source_name(os.fspath(source))
@@ -701,6 +703,8 @@ def session_files(
     `keep_missing` stays in its place, so that the batch fails on it there (a failed row)."""
     from .files.sessions import find_sessions
 
+    if isinstance(paths, (str, bytes, os.PathLike)):  # one path given where a list is asked: not its characters, one by one
+        raise TypeError(f"paths is a list of paths, not one path: give [{os.fsdecode(paths)!r}]")
     return find_sessions([os.fspath(path) for path in paths], subagents, on_skip, on_missing, keep_missing)
 
 
