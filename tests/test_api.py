@@ -286,10 +286,9 @@ def test_library_settings_are_held_to_what_their_flags_accept() -> None:
     assert api.run_stage("microcompact", session, MicrocompactSettings(keep_recent=0, force=True))[1].extras is not None
 
 
-def test_one_path_where_a_list_is_asked_is_a_type_error_and_a_bytearray_is_bytes() -> None:
+def test_one_path_where_a_list_is_asked_is_a_type_error_and_a_bytearray_reads_as_bytes() -> None:
     session = FIXTURES / "claude-code" / "repeats.jsonl"
     with pytest.raises(TypeError, match="a list of paths, not one path"):
         ctxpipe.count_many(str(session))  # type: ignore[arg-type]
     data = session.read_bytes()
     assert [entry.raw for entry in ctxpipe.read_transcript(bytearray(data)).entries] == [entry.raw for entry in ctxpipe.read_transcript(data).entries]
-    assert ctxpipe.count_transcript(memoryview(data)).tokens == ctxpipe.count_transcript(data).tokens  # type: ignore[arg-type]
