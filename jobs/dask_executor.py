@@ -96,6 +96,9 @@ def _client(scheduler: str | None, workers: int) -> Iterator[tuple[Any, str]]:
                 _wait_for_workers(client, named)
                 yield client, named
             return
+        # Its nannies set variables for the workers they start (PYTHONHASHSEED, OMP_NUM_THREADS, …) in
+        # this process's environment: a library caller's environment is given back as it was.
+        environment = dict(os.environ)
         with _interrupts_ignored():  # the workers inherit it: a Ctrl-C is the parent's to handle (it closes the cluster)
             # dashboard_address: the scheduler's HTTP server (health, metrics) on a free loopback port; the
             # default, :8787, listens on every interface and, when taken, prints a UserWarning on stderr.
@@ -108,8 +111,12 @@ def _client(scheduler: str | None, workers: int) -> Iterator[tuple[Any, str]]:
                 scheduler_kwargs={"dashboard": False},
                 silence_logs=logging.CRITICAL,
             )
-        with contextlib.closing(cluster), contextlib.closing(distributed.Client(cluster)) as client:
-            yield client, "the local Dask cluster"
+        try:
+            with contextlib.closing(cluster), contextlib.closing(distributed.Client(cluster)) as client:
+                yield client, "the local Dask cluster"
+        finally:
+            os.environ.clear()
+            os.environ.update(environment)
 
 
 def _one_line(exc: BaseException) -> str:

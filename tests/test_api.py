@@ -292,3 +292,16 @@ def test_one_path_where_a_list_is_asked_is_a_type_error_and_a_bytearray_reads_as
         ctxpipe.count_many(str(session))  # type: ignore[arg-type]
     data = session.read_bytes()
     assert [entry.raw for entry in ctxpipe.read_transcript(bytearray(data)).entries] == [entry.raw for entry in ctxpipe.read_transcript(data).entries]
+
+
+def test_a_local_dask_cluster_leaves_the_callers_environment_as_it_was() -> None:
+    # Its nannies set PYTHONHASHSEED, OMP_NUM_THREADS, … in this process for the workers they start.
+    import os
+
+    from cloud import require_dask
+
+    require_dask()
+    before = dict(os.environ)
+    counted = ctxpipe.count_many([FIXTURES / "claude-code" / "repeats.jsonl"], jobs=1, executor="dask")
+    assert counted.failures == [] and len(counted.files) == 1
+    assert dict(os.environ) == before
