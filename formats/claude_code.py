@@ -500,7 +500,7 @@ def _marker_step(state: _Markers, entry: Entry) -> _Markers:
     obj, position = entry.obj, state.position
     state.position += 1
     kind = obj.get("type")
-    if kind == "assistant":
+    if kind == "assistant" and obj.get("isSidechain") is not True:
         state.thinking += _thinking_tokens(obj)
     elif kind == "attachment" and isinstance(obj.get("attachment"), dict):
         marker = _attachment_marker(obj["attachment"], position, entry.line or None, state.thinking)
@@ -508,6 +508,8 @@ def _marker_step(state: _Markers, entry: Entry) -> _Markers:
             state.found.append(marker)
             state.thinking -= marker.tokens_saved
     elif kind == "system":
+        if obj.get("subtype") == "compact_boundary":
+            state.thinking = 0  # the thinking above a compaction is not in the context a strip after it acts on
         metadata = obj.get("microcompactMetadata") or obj.get("snipMetadata") or obj.get("ctxpipeMetadata")
         if isinstance(metadata, dict) and count(metadata, "tokensSaved") > 0:
             state.found.append(Marker(position, entry.line or None, text(obj, "subtype") or "marker", count(metadata, "tokensSaved")))

@@ -247,6 +247,9 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: Kind | N
     # First only the last response: when nothing follows it there is nothing to estimate, and the
     # calibration (the costly part) is not needed at all.
     entries, complete = read(1)
+    if not complete and any(marker.kind == "thinking_stripped" for marker in transcript_format.markers(entries)):
+        # What a strip drops is the thinking of the whole active context: read it whole, as --full does.
+        entries, complete = read(None)
     messages = transcript_format.messages(entries)
     counter = options.counter()
     estimates = Estimates(messages, counter)
@@ -294,7 +297,9 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: Kind | N
         counted.model = counted.model or next((m.model for m in reversed(history) if is_real_response(m) and m.model), None)
     model = options.model or counted.model or transcript_format.recorded_model(entries)
     counted.model = model
-    largest = max((usage_prompt(m.usage) for m in messages if m.usage), default=0)
+    # The prompts the context was sent (a usage with iterations bills every pass of a server
+    # compaction; its context is the last one's), not those measured before a summary kept them.
+    largest = max((usage_prompt(context_usage(m.usage)) for m in messages if m.usage and not m.usage_stale), default=0)
     version = session_version(entries)  # of the lines read
     window, reason = _window(options, model, largest, options.budget, version, transcript_format.recorded_window(entries))
     if transcript_format.compacts_at is not None:  # the agent's own compaction point, not Claude Code's
@@ -612,7 +617,7 @@ def timeline(messages: Sequence[Message], entries: Sequence[Entry]) -> list[Time
                 TimelinePoint(
                     line=last.line or None,
                     timestamp=text(last.obj, "timestamp"),
-                    tokens=usage_prompt(message.usage),
+                    tokens=usage_prompt(context_usage(message.usage)),
                     output_tokens=usage_tokens(message.usage, "output_tokens"),
                 )
             )

@@ -15,6 +15,7 @@ import random
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -1021,3 +1022,52 @@ def test_a_caller_keeping_every_line_gets_each_parsed_once_whatever_the_size() -
     entries = list(iter_buffer_entries(data, "s.jsonl", "fail", ReadStats(), kept))
     assert [entry.obj for entry in entries] == [json.loads(line) for line in data.splitlines()]
     assert all(entry.obj is kept[start] for entry, start in zip(entries, starts)), "the caller's read parses nothing again"
+
+
+def counted(data: bytes, *flags: str) -> dict[str, Any]:
+    result = run_cli("count", "--json", "--no-cache", *flags, "-", stdin=data)
+    assert result.returncode == 0, result.stderr.decode()
+    found: dict[str, Any] = json.loads(result.stdout)
+    return found
+
+
+def test_a_server_compaction_s_iterations_do_not_make_the_window_1m() -> None:
+    # The usage bills every pass (a compaction over 190K, then the message on 40K): the context's
+    # prompt is the last pass's, which fits 200K.
+    session = Session(model="claude-sonnet-4-6", version="2.1.332")
+    session.user("hello")
+    passes = [
+        {"type": "compaction", "input_tokens": 5, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 185_000, "output_tokens": 3000},
+        {"type": "message", "input_tokens": 5, "cache_creation_input_tokens": 5000, "cache_read_input_tokens": 35_000, "output_tokens": 200},
+    ]
+    billed = {"input_tokens": 10, "cache_creation_input_tokens": 5000, "cache_read_input_tokens": 220_000, "output_tokens": 3200, "iterations": passes}
+    session.response([{"type": "text", "text": "hi"}], billed)
+    session.user("next")
+    for flags in ((), ("--full",), ("--timeline",)):
+        report = counted(session.to_bytes(), *flags)
+        assert report["context_window"] == 200_000, (flags, report["window_source"])
+    assert [point["tokens"] for point in counted(session.to_bytes(), "--timeline")["timeline"]] == [40_005]  # the prompt it was sent
+
+
+@pytest.mark.parametrize("compacted", [False, True])
+def test_a_thinking_strip_drops_the_active_context_s_thinking_whatever_the_read(compacted: bool) -> None:
+    # thinking_stripped (scope all) after the last response: what it drops is the thinking of the
+    # context that response was sent, never what a compaction above it took away; the default read
+    # and --full give one figure.
+    session = Session(model="claude-opus-4-7", version="2.1.332")
+    session.user("hello")
+    for number in range(14):
+        session.response(
+            [{"type": "thinking", "thinking": "think " * 4000, "signature": "sig"}, {"type": "text", "text": "ok"}], usage(20_000 + 8000 * number, output=5000)
+        )
+        session.user(f"q{number}")
+    if compacted:
+        session.compact()
+        session.user("continue")
+        session.text("sure", usage(30_060))
+    session.line("attachment", attachment={"type": "thinking_stripped", "scope": "all"})
+    session.user("go on")
+    default, full = counted(session.to_bytes()), counted(session.to_bytes(), "--full")
+    assert default["tokens"] == full["tokens"]
+    stripped = sum(adjustment["tokens"] for adjustment in default["adjustments"] if adjustment["kind"] == "thinking_stripped")
+    assert stripped == (0 if compacted else -14 * 6000)  # "think " * 4000: 6,000 rough tokens a response
