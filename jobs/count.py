@@ -297,9 +297,12 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: Kind | N
         counted.model = counted.model or next((m.model for m in reversed(history) if is_real_response(m) and m.model), None)
     model = options.model or counted.model or transcript_format.recorded_model(entries)
     counted.model = model
-    # The prompts the context was sent (a usage with iterations bills every pass of a server
-    # compaction; its context is the last one's), not those measured before a summary kept them.
-    largest = max((usage_prompt(context_usage(m.usage)) for m in messages if m.usage and not m.usage_stale), default=0)
+    # The evidence of a window larger than the model's: the prompt the last response was sent (a usage
+    # with iterations bills every pass of a server compaction; its context is the last one's). Only
+    # that one: every read has it, so count, warn, the status line, --full and report agree.
+    anchored = anchor_index(messages)
+    last = messages[anchored].usage if anchored is not None else None
+    largest = usage_prompt(context_usage(last)) if last else 0
     version = session_version(entries)  # of the lines read
     window, reason = _window(options, model, largest, options.budget, version, transcript_format.recorded_window(entries))
     if transcript_format.compacts_at is not None:  # the agent's own compaction point, not Claude Code's

@@ -1071,3 +1071,19 @@ def test_a_thinking_strip_drops_the_active_context_s_thinking_whatever_the_read(
     assert default["tokens"] == full["tokens"]
     stripped = sum(adjustment["tokens"] for adjustment in default["adjustments"] if adjustment["kind"] == "thinking_stripped")
     assert stripped == (0 if compacted else -14 * 6000)  # "think " * 4000: 6,000 rough tokens a response
+
+
+def test_the_window_is_one_whatever_the_read() -> None:
+    # The prompts grew past 200K, then API context editing cleared tool uses: the window comes from
+    # the last response, which every read has (count, --full, report, warn, the status line).
+    session = Session(model="claude-sonnet-4-5-20250929", version="2.1.332")
+    session.user("hello")
+    for total in (150_000, 231_010, 151_060):
+        session.text("ok", usage(total))
+        session.user("more")
+    data = session.to_bytes()
+    windows = {counted(data)["context_window"], counted(data, "--full")["context_window"]}
+    report = json.loads(run_cli("report", "--json", "-", stdin=data).stdout)
+    warned = json.loads(run_cli("warn", "--json", "-", stdin=data).stdout)
+    windows |= {report["count"]["context_window"], warned["context_window"]}
+    assert windows == {200_000}
