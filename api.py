@@ -649,7 +649,7 @@ def _drop_backup(kept: str | None) -> None:
     with contextlib.suppress(Exception):  # best effort: a backup left over is a copy, never a loss
         if storage.is_remote(kept):
             fs, key = storage.filesystem(kept)
-            fs.rm(key)
+            fs.rm_file(key)  # that one object: rm() would take "*", "?" and "[…]" in a key for a pattern
         else:
             os.unlink(storage.local_path(kept))
 
@@ -994,6 +994,9 @@ def _refuse_links_below(out_dir: str, target: str) -> None:
             raise SettingsError(
                 "--out-dir", f"{current} is a symbolic link in the output folder: ctxpipe does not write through it (remove it, or choose another --out-dir)"
             )
+    if os.path.exists(target) and not os.path.isfile(target):
+        # A FIFO or a device left where a result goes: writing into it would block or go nowhere.
+        raise SettingsError("--out-dir", f"{target} is not a regular file: ctxpipe replaces a result there, it does not write into it (remove it)")
 
 
 def _refuse_a_link_out_of(given: Sequence[str], path: str, shown: str) -> None:

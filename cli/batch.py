@@ -14,10 +14,12 @@ def find_inputs(paths: Sequence[str], subagents: bool) -> list[SessionFile]:
     """The session files below `paths`, with one warning per file left out; none at all is a usage
     error. A path that names nothing stays in its place: the batch fails on it there, as on any file
     it cannot read (its error line, a failed row, the other files still done, exit 1)."""
-    from ..api import session_files
+    from ..api import STDIN, session_files
     from . import declare, streams
     from .metavars import PATHS
 
+    if STDIN in paths:  # stdin alone is one transcript; among files it would be a file named "-"
+        raise declare.BadParameter("- (stdin) is one transcript on its own: give it alone, or name files and folders", param_hint=PATHS)
     files = session_files(paths, subagents, on_skip=lambda shown, why: streams.warn(f"{shown}: skipped: {why}"), keep_missing=True)
     if not files:
         # The error printer escapes what a terminal would act on (cli/app.py): the paths go in as given.

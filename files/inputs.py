@@ -28,7 +28,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from ..core.errors import CHANGED, IS_A_FOLDER, InputError
-from ..core.jsonl import BOM, EndlessLine, Entry, LineIndex, OnError, ReadStats, bounded_lines, iter_entries
+from ..core.jsonl import BINARY, BOM, EndlessLine, Entry, LineIndex, OnError, ReadStats, bounded_lines, iter_entries
 from ..formats import DOCUMENT_HEAD, SNIFF_LINES, TranscriptFormat, claim, detect, document_lines, get, is_document, other_agents, refuse_other_agent
 from . import storage
 
@@ -98,6 +98,7 @@ def read_whole(stream: BinaryIO, name: str, on_error: OnError = "fail") -> Itera
     costs disk, not memory."""
     held: list[bytes] = []
     size, number, spool = 0, 0, None
+    binary_at: int | None = None  # the first short line holding a NUL byte
     try:
         try:
             for line in bounded_lines(stream):
@@ -106,7 +107,13 @@ def read_whole(stream: BinaryIO, name: str, on_error: OnError = "fail") -> Itera
                     if on_error == "fail":
                         raise InputError(name, number, line)
                     line = b"\x00\n"  # the line keeps its number, and the reader that skips it says why
+                elif binary_at is None and on_error == "fail" and b"\x00" in line:
+                    binary_at = number
                 if spool is None and size + len(line) > IN_MEMORY_LIMIT:
+                    if binary_at is not None:
+                        # Short lines of binary data (/dev/urandom has a newline every 256 bytes or so): a
+                        # stream too long to hold is refused here, not spooled until the disk is full.
+                        raise InputError(name, binary_at, BINARY)
                     import tempfile  # here: only a stream over IN_MEMORY_LIMIT needs it
 
                     spool = tempfile.TemporaryFile()  # already unlinked: nothing is left behind

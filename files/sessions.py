@@ -144,7 +144,14 @@ def find_sessions(
     for given in paths:
         try:
             in_store = _find_one(given, subagents, take, skip, {file.path for file in found})
-            found.extend(in_store)
+            for file in in_store:  # one object however its URL is spelt (s3://, s3a://, S3://)
+                same = storage.identity(str(file.path))
+                if same in seen:
+                    if seen[same] != file.shown:
+                        skip(file.shown, f"the same object as {seen[same]}")
+                    continue
+                seen[same] = file.shown
+                found.append(file)
         except InputError as exc:
             if keep_missing:
                 found.append(SessionFile(given if storage.is_remote(given) else _local(given), kind_of(given), given))

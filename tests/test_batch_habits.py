@@ -190,3 +190,14 @@ def test_a_folder_without_somewhere_to_write_names_the_argument_as_the_help_does
     err = result.stderr.decode()
     assert err.startswith("ctxpipe: error: Invalid value for PATH…: several files or a folder need --out-dir DIR") and err.count("\n") == 1, err
     assert f"Usage: ctxpipe {command} [OPTIONS] [PATH…]" in run_cli(command, "--help").stdout.decode()
+
+
+@pytest.mark.parametrize("command", [["count"], ["validate"], ["compact", "--force", "--out-dir", "OUT"], ["report", "--out-dir", "OUT"]])
+def test_stdin_among_files_is_a_usage_error(tmp_path: Path, command: list[str]) -> None:
+    # "-" is stdin, one transcript on its own: among files it once became a file named "-" (DIR/-, -.html).
+    session = tmp_path / "s.jsonl"
+    session.write_bytes((FIXTURES / "claude-code" / "repeats.jsonl").read_bytes())
+    argv = [str(tmp_path / "out") if word == "OUT" else word for word in command]
+    result = run_cli(*argv, "-", str(session), stdin=session.read_bytes())
+    assert result.returncode == 2 and b"- (stdin) is one transcript on its own" in result.stderr
+    assert not (tmp_path / "out").exists() or list((tmp_path / "out").iterdir()) == []

@@ -821,3 +821,17 @@ def test_sigterm_during_compact_in_place_leaves_no_temporary_file(tmp_path: Path
         for backup in tmp_path.glob("s.jsonl.bak*"):
             assert backup.read_bytes() == original
     assert caught > 0  # at least one run was signalled while it wrote
+
+
+@pytest.mark.parametrize("given", ["path", "stdin"])
+def test_an_endless_stream_of_short_binary_lines_is_refused_at_once(given: str) -> None:
+    # /dev/urandom has a newline every 256 bytes or so: no line is long, but nearly every one holds
+    # a NUL. It is refused at the first, not read on until the disk is full.
+    if not os.path.exists("/dev/urandom"):
+        pytest.skip("no /dev/urandom here")
+    if given == "path":
+        result = run("count", "/dev/urandom", timeout=30)
+    else:
+        with open("/dev/urandom", "rb") as endless:
+            result = run("count", stdin=endless, timeout=30)
+    assert result.returncode == 1 and b"binary data, not a JSONL transcript" in result.stderr, result.stderr

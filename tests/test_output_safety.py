@@ -224,3 +224,42 @@ def test_a_side_file_never_replaces_the_transcript_or_the_output(tmp_path: Path,
     done = run_cli(*command, *NOW, *argv, str(transcript), env={"ANTHROPIC_API_KEY": ""})
     assert done.returncode == 2 and f"Invalid value for {flag}".encode() in done.stderr, done.stderr.decode()
     assert transcript.read_bytes() == SESSION and not out.exists() and not side.exists() and done.stdout == b""
+
+
+def test_a_store_backup_not_needed_is_removed_alone_whatever_its_key_holds() -> None:
+    """An object's key may hold "[", "*" or "?": removing the backup of a replacement that did not
+    happen removes that one object, never the others such a pattern would match."""
+    import uuid
+
+    import fsspec
+    from ctxpipe import api
+    from ctxpipe.core.errors import InputError
+    from ctxpipe.core.microcompact import MicrocompactSettings
+
+    folder = f"memory://ctxpipe-tests/{uuid.uuid4().hex}"
+    fs = fsspec.filesystem("memory")
+    session = f"{folder}/s[12].jsonl"
+    others = {f"{folder}/s1.jsonl.bak": b"one\n", f"{folder}/s2.jsonl.bak": b"two\n"}
+    fs.pipe_file(session, SESSION)
+    for url, data in others.items():
+        fs.pipe_file(url, data)
+
+    def before_write(target: str) -> None:  # a program wrote to it meanwhile: not replaced
+        fs.pipe_file(target, SESSION + SESSION.splitlines(keepends=True)[-1])
+
+    options = api.CompactOptions({"microcompact": MicrocompactSettings(force=True)})
+    with pytest.raises(InputError):
+        api.compact_file(session, None, options, backup=".bak", before_write=before_write)
+    left = sorted(path.rsplit("/", 1)[1] for path in fs.ls(folder, detail=False))
+    assert left == ["s1.jsonl.bak", "s2.jsonl.bak", "s[12].jsonl"]
+    assert all(fs.cat_file(url) == data for url, data in others.items())
+
+
+@pytest.mark.parametrize("command", [COMPACT, ["report", *NOW]])
+def test_a_fifo_left_where_a_result_goes_is_refused_not_written_into(tmp_path: Path, command: list[str]) -> None:
+    given, out, _ = tree(tmp_path)
+    name = "a.jsonl" if command is COMPACT else "a.html"
+    os.mkfifo(out / name)
+    done = run_cli(*command, "--out-dir", str(out), str(given), env={"ANTHROPIC_API_KEY": ""})
+    assert done.returncode == 2 and b"is not a regular file" in done.stderr and b"Traceback" not in done.stderr
+    assert sorted(p.name for p in out.iterdir()) == [name]  # refused before anything was written

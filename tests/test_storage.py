@@ -171,3 +171,16 @@ def test_a_key_that_would_climb_out_of_the_out_dir_is_refused(key, tmp_path):
     assert raised.value.source == url
     assert target_path("s3://bucket/projects/p/a.jsonl", ["s3://bucket/projects/"], str(tmp_path / "out")) == str(tmp_path / "out" / "p" / "a.jsonl")
     assert target_path("s3://bucket/projects/p/a.jsonl", ["s3://bucket/projects/p/a.jsonl"], "s3://b2/out/") == "s3://b2/out/a.jsonl"
+
+
+def test_one_object_given_under_two_spellings_is_found_once() -> None:
+    # As a file reached twice on disk: once, and the second name is said to be the same object.
+    from ctxpipe.files.sessions import find_sessions
+
+    url = memory_object(b'{"type":"user","message":{"role":"user","content":"hi"}}\n')
+    folder = url.rsplit("/", 1)[0]
+    other = url.replace("memory://", "memory:///")
+    skipped: list[tuple[str, str]] = []
+    found = find_sessions([folder + "/", other], on_skip=lambda shown, why: skipped.append((shown, why)))
+    assert [file.shown for file in found if file.shown.endswith(url.rsplit("/", 1)[1])] == [url]
+    assert (other, f"the same object as {url}") in skipped
