@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..core.blocks import is_text, is_tool_use
 from ..core.count import Compaction
-from ..core.errors import CtxpipeError, InputError
+from ..core.errors import CtxpipeError, InputError, SettingsError
 from ..core.fields import iso, moment, rounded_percent
 from ..core.jsonl import Entry
 from ..core.limits import MAX_COUNT
@@ -266,6 +266,12 @@ def summarize_entries(
     progress: Callable[[str], None] | None = None,
     fallback: Fallback | None = None,
 ) -> Outcome:
+    if settings.drop_history and transcript_format.state_lines:
+        # Codex resumes a rollout only with its session_meta (and the turn_context) above the compaction.
+        raise SettingsError(
+            "--drop-history",
+            f"not for a {transcript_format.name} file: the lines of its session's state ({', '.join(transcript_format.state_lines)}) must stay above the summary",
+        )
     messages: list[Message] = transcript_format.messages(entries)
     if nothing_new(messages, transcript_format.opening(entries)):
         return Outcome(entries, False, "nothing to summarize: nothing new since the last summary (only the tail it kept and what restore brought back)")

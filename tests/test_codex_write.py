@@ -397,3 +397,11 @@ def test_convert_to_codex_answers_every_hostile_file_without_an_internal_error()
         assert result.returncode in (0, 1) and "internal error" not in err and "Traceback" not in err, (case.name, err)
         if result.returncode == 1:
             assert len([line for line in err.splitlines() if line.startswith("ctxpipe: error: ")]) == 1, (case.name, err)
+
+
+@pytest.mark.parametrize("command", [["summarize", "--engine", "offline"], ["compact", "--force", "--engine", "offline"]])
+def test_drop_history_is_refused_for_a_rollout(command: list[str]) -> None:
+    # Codex resumes a rollout only with its session_meta above the compaction: --drop-history would write one it cannot.
+    result = run_cli(*command, "--drop-history", FIXTURES / "codex" / "reads.jsonl", env={"ANTHROPIC_API_KEY": ""})
+    assert result.returncode == 1 and result.stdout == b""
+    assert b"--drop-history: not for a codex file" in result.stderr and b"session_meta" in result.stderr

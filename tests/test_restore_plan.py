@@ -330,3 +330,13 @@ def test_count_prices_the_plan_mode_reminder_claude_code_re_sends() -> None:
     items = core.reinjection(split[0], entries, "files, plan and skills", core.tokens_of).items
     assert [item.kind for item in items] == ["plan", "plan-mode"]
     assert [item.kind for item in core.reinjection(split[0], entries, "plan", core.tokens_of).items] == ["plan"]
+
+
+def test_a_plan_with_nothing_to_plan_says_why() -> None:
+    # A session with no summary yet: no candidate, and the reason restore itself gives, not silence.
+    from helpers import FIXTURES, run_cli
+
+    path = FIXTURES / "claude-code" / "repeats.jsonl"
+    result = run_cli("restore", "--plan", path)
+    assert result.returncode == 0 and result.stdout == b""
+    assert result.stderr.decode().strip() == f"ctxpipe: restore: {path}: nothing to restore: no compact boundary (summarize first, or give --from ORIGINAL)"

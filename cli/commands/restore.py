@@ -59,7 +59,11 @@ def _plan(given: StageIO, settings: RestoreSettings, context: Any, json_output: 
     with mapped(given.path, on_error=given.errors) as buffer:
         transcript_format = detect_format(buffer, source_name, given.format)
         entries = list(iter_entries(io.BytesIO(buffer), source_name, given.errors, ReadStats()))
-    _, candidates = plan_restore(entries, transcript_format, settings, iso(context.now), context.earlier, context.workspace)
+    outcome, candidates = plan_restore(entries, transcript_format, settings, iso(context.now), context.earlier, context.workspace)
+    if not candidates:  # nothing to plan: why, as restore itself says it
+        from ..stages import stage_note
+
+        streams.note(stage_note("restore", source_name, outcome.note, 0, 0, False))
     rows = [c.row() for c in candidates]
     if json_output or not streams.stdout_is_terminal():
         streams.write_json_lines(row.to_wire() for row in rows)
