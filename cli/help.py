@@ -68,6 +68,7 @@ def answer(argv: Sequence[str]) -> None:
     text = page(name, width())
     if text is None:
         return
+    from .emit import detach
     from .encoding import tolerant_standard_streams
     from .terminal import shown
 
@@ -86,7 +87,7 @@ def answer(argv: Sequence[str]) -> None:
             where = f"{exc.filename}: " if exc.filename else ""
             print(f"ctxpipe: error: {shown(where + (exc.strerror or str(exc)))}", file=sys.stderr)
             status = 1
-        _detach(to)
+        detach(to)
     raise SystemExit(status)
 
 
@@ -97,11 +98,3 @@ def _ascii(stream: Any) -> bool:
         return codecs.lookup(getattr(stream, "encoding", None) or "ascii").name == "ascii"
     except LookupError:
         return False
-
-
-def _detach(stream: Any) -> None:
-    """Point the stream's descriptor at /dev/null, so the interpreter's final flush cannot fail again."""
-    import os
-
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, stream.fileno())

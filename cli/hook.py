@@ -76,8 +76,9 @@ def _strings_shown(value: Any) -> Any:
 
 def main(argv: Sequence[str]) -> None:
     if argv[:1] in (["-h"], ["--help"]):
-        sys.stdout.write(__doc__ or "")
-        raise SystemExit(0)
+        from .emit import say_and_exit
+
+        say_and_exit(__doc__ or "", sys.stdout)
     code = 0
     try:
         name, block = _parse(argv)

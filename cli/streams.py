@@ -110,10 +110,22 @@ def same_place(one: str, other: str) -> bool:
         return False
 
 
+def stdin_twice(path: str | None, other: str | None, flag: str) -> None:
+    """A usage error when `flag` reads stdin (`-`) and so does the transcript (no path, or `-`):
+    whichever came first would take it all, and the other would read nothing."""
+    from . import declare
+
+    if other == STDIN and path in (None, STDIN):
+        raise declare.BadParameter(f"reads stdin, and so does the transcript: give the transcript's path, or {flag} a file", param_hint=flag)
+
+
 def clashing_output(path: str | None, output: str | None, side: Mapping[str, str | None]) -> tuple[str, str] | None:
     """(flag, why) when a file a flag names beside the transcript (--report-json, --ledger) is the
     transcript read, the -o file or another such flag's: writing it would destroy what the run reads
     or writes. None when each has a file of its own."""
+    to_stdout = [flag for flag, name in side.items() if name == STDIN]
+    if to_stdout and output in (None, STDIN):
+        return to_stdout[0], f"- is stdout, where the transcript goes: {to_stdout[0]} names a file of its own (or give -o FILE)"
     named = [(flag, name) for flag, name in side.items() if name not in (None, STDIN)]
     for number, (flag, name) in enumerate(named):
         assert name is not None

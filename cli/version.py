@@ -14,6 +14,6 @@ VERSION_FLAGS = ("-V", "--version")
 
 def print_version() -> NoReturn:
     from .. import __version__
+    from .emit import say_and_exit
 
-    sys.stdout.write(f"ctxpipe {__version__}\n")
-    raise SystemExit(0)
+    say_and_exit(f"ctxpipe {__version__}\n", sys.stdout)

@@ -294,6 +294,7 @@ STREAM_OWNERS = {
         "ctxpipe.cli.encoding",
         "ctxpipe.cli.hook",
         "ctxpipe.cli.help",
+        "ctxpipe.cli.emit",  # help's and --version's one error line, before anything loads
     },
 }
 

@@ -263,3 +263,16 @@ def test_a_fifo_left_where_a_result_goes_is_refused_not_written_into(tmp_path: P
     done = run_cli(*command, "--out-dir", str(out), str(given), env={"ANTHROPIC_API_KEY": ""})
     assert done.returncode == 2 and b"is not a regular file" in done.stderr and b"Traceback" not in done.stderr
     assert sorted(p.name for p in out.iterdir()) == [name]  # refused before anything was written
+
+
+def test_stdin_is_read_once_and_stdout_holds_one_stream(tmp_path: Path) -> None:
+    # --from - and --ledger - read stdin, as the transcript does without a path: one of them would
+    # read nothing. --report-json - beside a transcript on stdout would break the JSONL stream.
+    for argv in (["restore", "--from", "-"], ["restore", "--from", "-", "-"], ["expand", "--ledger", "-"]):
+        done = run_cli(*argv, stdin=SESSION)
+        assert done.returncode == 2 and b"reads stdin, and so does the transcript" in done.stderr and done.stdout == b"", argv
+    done = run_cli("microcompact", "--force", *NOW, "--report-json", "-", stdin=SESSION)
+    assert done.returncode == 2 and b"- is stdout, where the transcript goes" in done.stderr and done.stdout == b""
+    out = tmp_path / "out.jsonl"
+    done = run_cli("microcompact", "--force", *NOW, "--report-json", "-", "-o", str(out), stdin=SESSION)
+    assert done.returncode == 0 and done.stdout.lstrip().startswith(b"{") and out.read_bytes().startswith(b'{"')

@@ -308,3 +308,18 @@ def test_running_a_command_imports_no_heavy_library(args):
     if args[:3] == ["convert", "--to", "claude-code"]:
         assert result.stdout == (CLAUDE / "basic.jsonl").read_bytes()
     assert report["heavy"] == []
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["-V"], ["hook", "--help"], ["--help"]])
+def test_what_answers_before_anything_loads_never_ends_in_a_traceback(argv: list[str]) -> None:
+    # A full disk behind stdout: one line and exit 1; a closed stdout: exit 1, quietly.
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    command = [sys.executable, "-m", "ctxpipe", *argv]
+    with open("/dev/full", "wb") as full:
+        result = subprocess.run(command, stdout=full, stderr=subprocess.PIPE, cwd=ROOT, timeout=60)
+    assert result.returncode == 1 and result.stderr.decode().splitlines() == ["ctxpipe: error: No space left on device"]
+    closed = subprocess.run([*command], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT, timeout=60, close_fds=True)
+    assert closed.returncode == 0 and closed.stderr == b""
+    shut = subprocess.run(["sh", "-c", '"$@" >&-', "sh", *command], stderr=subprocess.PIPE, cwd=ROOT, timeout=60)
+    assert shut.returncode in (0, 1) and b"Traceback" not in shut.stderr, shut.stderr.decode()

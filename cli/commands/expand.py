@@ -24,6 +24,7 @@ def expand(
     """
     from ...api import expand as undo
 
+    streams.stdin_twice(path, ledger, "--ledger")
     guard = streams.rewrite_guard(output, path)
     with streams.one_transcript(path, "expand"):
         original, undone = undo(path, ledger)

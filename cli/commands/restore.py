@@ -30,8 +30,10 @@ def restore(
 
 def _restore(given: StageIO, settings: RestoreSettings, from_: str | None, plan: bool, json_output: bool) -> None:
     from ... import api
+    from .. import streams
 
     checked(STAGE, settings)
+    streams.stdin_twice(given.path, from_, "--from")
     context = stage_context(given.path, given.now)
     if from_ is not None:
         before = api.read_transcript(from_)
