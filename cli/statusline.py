@@ -665,6 +665,13 @@ def _process(argv: Sequence[str]) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return ExitStatus.OK
+    except OSError as exc:  # stdout cannot take the line (a full disk behind it): said as every command says it, not a bug
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        from ..api import write_error  # the error path only: the line's run loads no api
+
+        print(f"ctxpipe: error: {shown(str(write_error('stdout', exc)))}", file=stderr)
+        return ExitStatus.ERROR
     except Exception as exc:  # a bug: one line naming it (CTXPIPE_DEBUG=1 shows the traceback)
         if os.environ.get("CTXPIPE_DEBUG"):
             raise

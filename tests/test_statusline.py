@@ -17,7 +17,7 @@ import pytest
 from builders import SONNET, Session, simple, usage
 from ctxpipe.cli.statusline import HELP, NO_STATUS, human
 from ctxpipe.core.statusline import Saving, StatusFigures, StatusInputs, memo_bytes, memo_figures, memo_key
-from helpers import CLEAN_ENV, child_env, run_cli, run_process
+from helpers import CLEAN_ENV, FIXTURES, child_env, run_cli, run_process
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -865,3 +865,19 @@ def test_the_command_line_reaches_the_status_line_through_the_library_only() -> 
         if target not in ("ctxpipe.api", "ctxpipe") and not target.startswith(("ctxpipe.core.", "ctxpipe.cli."))  # ctxpipe: its __version__ keys the memo
     )
     assert outside == []
+
+
+def test_a_full_disk_behind_stdout_is_said_as_every_command_says_it(tmp_path: Path) -> None:
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    status = json.dumps({"transcript_path": str(FIXTURES / "claude-code" / "repeats.jsonl")}).encode()
+    with open("/dev/full", "wb") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "ctxpipe", "statusline", "--no-savings"],
+            input=status,
+            stdout=full,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "CTXPIPE_STATUSLINE_SERVER": "0", "XDG_CACHE_HOME": str(tmp_path)},
+            timeout=60,
+        )
+    assert done.returncode == 1 and done.stderr.decode().splitlines() == ["ctxpipe: error: stdout: cannot write (No space left on device)"]
