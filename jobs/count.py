@@ -247,9 +247,12 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: Kind | N
     # First only the last response: when nothing follows it there is nothing to estimate, and the
     # calibration (the costly part) is not needed at all.
     entries, complete = read(1)
-    if not complete and any(marker.kind == "thinking_stripped" for marker in transcript_format.markers(entries)):
+    markers = transcript_format.markers(entries)
+    if not complete and any(marker.kind == "thinking_stripped" for marker in markers):
         # What a strip drops is the thinking of the whole active context: read it whole, as --full does.
         entries, complete = read(None)
+        markers = transcript_format.markers(entries)
+    read_first = entries
     messages = transcript_format.messages(entries)
     counter = options.counter()
     estimates = Estimates(messages, counter)
@@ -269,7 +272,9 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: Kind | N
         baseline = session_baseline(
             buffer, source, transcript_format, counter, calibration, options, _smallest_prompt(messages), _whole(buffer, entries), parsed
         )
-        counted = count_context(estimates, calibration, transcript_format.markers(entries), options.as_claude_code, baseline)
+        if entries is not read_first:  # read further back for the calibration: its markers
+            markers = transcript_format.markers(entries)
+        counted = count_context(estimates, calibration, markers, options.as_claude_code, baseline)
     else:
         # No usage describes this context: it is estimated whole, on top of the session baseline.
         opening = transcript_format.opening(entries)
@@ -292,7 +297,9 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: Kind | N
             buffer, source, transcript_format, counter, calibration, options, _smallest_prompt(history), _whole(buffer, entries), parsed
         )
         # Markers remove nothing here (the estimate sees the content as it now is); they may add (PDF reads).
-        counted = count_context(estimates, calibration, transcript_format.markers(entries), options.as_claude_code, baseline, reinjection)
+        if entries is not read_first:
+            markers = transcript_format.markers(entries)
+        counted = count_context(estimates, calibration, markers, options.as_claude_code, baseline, reinjection)
         # A context just compacted has no response of its own: the model is the newest one before it.
         counted.model = counted.model or next((m.model for m in reversed(history) if is_real_response(m) and m.model), None)
     model = options.model or counted.model or transcript_format.recorded_model(entries)
