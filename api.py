@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Literal, cast
 
 from .core.errors import CtxpipeError, SettingsError, UnsupportedError
 from .core.fields import aware
-from .core.jsonl import OnError, ReadStats, write_entries
+from .core.jsonl import OnError, ReadStats, check_on_error, write_entries
 from .core.model import Finding, Transcript
 from .core.setting import out_of_range
 from .files.inputs import (
@@ -292,8 +292,7 @@ __all__ = [
 def read_transcript(source: str | os.PathLike[str] | bytes, format: str | None = None, on_error: OnError = "fail") -> Transcript:
     """A transcript from a path ("-" is stdin; a pipe or a FIFO is read as a stream) or from raw
     JSONL bytes; raises InputError on bad input."""
-    if on_error not in ("fail", "skip"):
-        raise SettingsError("on_error", f"{on_error!r} is not one of fail, skip")
+    check_on_error(on_error)
     if isinstance(source, (bytearray, memoryview)):
         source = bytes(source)
     name = "<bytes>" if isinstance(source, bytes) else source_name(source)
@@ -511,7 +510,6 @@ def run_stage(
     `--report-json` writes; `.extras` the stage's own part, e.g. a `MicrocompactExtras`). `settings` is the stage's settings
     (e.g. `MicrocompactSettings(force=True)`; default: the command's defaults). The summarize stage
     asks a model only with the `llm` engine and ANTHROPIC_API_KEY set."""
-    from datetime import timezone
 
     from .jobs.pipeline import run_stage as run
     from .jobs.pipeline import stage_context, stage_named
@@ -525,7 +523,7 @@ def run_stage(
         raise SettingsError(*refused)
     stage.check(chosen)
     path = None if isinstance(source, bytes) else os.fspath(source)
-    context = stage_context(aware(now) if now else datetime.now(timezone.utc), path)
+    context = stage_context(aware(now), path)
     with _bytes_of(source) as (buffer, shown):
         result = run(stage, buffer, shown, chosen, context, format, on_error)
         return result.output(buffer), result.report
@@ -1161,7 +1159,6 @@ def report_many(
     `pages` False (`report --json`), or without `out_dir`, each session's report comes back
     instead and no page is written. On workers as count_many runs them; `before_write(page)` is
     called just before each page is written; `progress` is compact_many's."""
-    from datetime import timezone
 
     from .files.atomic import make_folder
     from .files.storage import join, with_suffix
@@ -1198,7 +1195,7 @@ def report_many(
     job = functools.partial(
         report_one,
         options=options or ReportOptions(),
-        now=aware(now) if now else datetime.now(timezone.utc),
+        now=aware(now),
         out_dir=out_dir and for_workers(out_dir, runner),
         before_write=before_write,
     )
@@ -1211,7 +1208,6 @@ def session_report(source: str | os.PathLike[str] | bytes, options: ReportOption
     """Everything one transcript's page shows, as a SessionReport (`ctxpipe.core.reports`); its
     `to_wire()` is what `report --json` prints (`ctxpipe.report.data.ReportOptions` holds the count
     options, the prices and the horizon)."""
-    from datetime import timezone
 
     from .files.sessions import kind_of
     from .report.data import ReportOptions
@@ -1219,7 +1215,7 @@ def session_report(source: str | os.PathLike[str] | bytes, options: ReportOption
 
     path = None if isinstance(source, bytes) or os.fspath(source) == "-" else os.fspath(source)
     with _bytes_of(source) as (buffer, name):
-        return report_of(buffer, name, options or ReportOptions(), aware(now) if now else datetime.now(timezone.utc), kind_of(path) if path else None, path)
+        return report_of(buffer, name, options or ReportOptions(), aware(now), kind_of(path) if path else None, path)
 
 
 def report_html(report: SessionReport) -> str:

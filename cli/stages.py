@@ -73,9 +73,7 @@ def run_command(stage: Stage, given: StageIO, settings: Any, context: StageConte
     from ..api import mapped, ready, run_stage_on_buffer
 
     checked(stage, settings)
-    clash = streams.clashing_output(given.path, given.output, {"--report-json": given.report_json, "--ledger": given.ledger})
-    if clash is not None:
-        raise declare.BadParameter(clash[1], param_hint=clash[0])
+    streams.refuse_clashing_outputs(given.path, given.output, {"--report-json": given.report_json, "--ledger": given.ledger})
     guard = streams.rewrite_guard(given.output, given.path)
     ready((stage,))
     context = context or stage_context(given.path, given.now)

@@ -119,24 +119,25 @@ def stdin_twice(path: str | None, other: str | None, flag: str) -> None:
         raise declare.BadParameter(f"reads stdin, and so does the transcript: give the transcript's path, or {flag} a file", param_hint=flag)
 
 
-def clashing_output(path: str | None, output: str | None, side: Mapping[str, str | None]) -> tuple[str, str] | None:
-    """(flag, why) when a file a flag names beside the transcript (--report-json, --ledger) is the
+def refuse_clashing_outputs(path: str | None, output: str | None, side: Mapping[str, str | None]) -> None:
+    """A usage error when a file a flag names beside the transcript (--report-json, --ledger) is the
     transcript read, the -o file or another such flag's: writing it would destroy what the run reads
-    or writes. None when each has a file of its own."""
+    or writes."""
+    from . import declare
+
     to_stdout = [flag for flag, name in side.items() if name == STDIN]
     if to_stdout and output in (None, STDIN):
-        return to_stdout[0], f"- is stdout, where the transcript goes: {to_stdout[0]} names a file of its own (or give -o FILE)"
+        raise declare.BadParameter(f"- is stdout, where the transcript goes: {to_stdout[0]} names a file of its own (or give -o FILE)", param_hint=to_stdout[0])
     named = [(flag, name) for flag, name in side.items() if name not in (None, STDIN)]
     for number, (flag, name) in enumerate(named):
         assert name is not None
         if is_the_input(name, path):
-            return flag, f"{name} is the transcript read: {flag} names a file of its own"
+            raise declare.BadParameter(f"{name} is the transcript read: {flag} names a file of its own", param_hint=flag)
         if output not in (None, STDIN) and same_place(name, str(output)):
-            return flag, f"{name} is also the -o file: {flag} names a file of its own"
+            raise declare.BadParameter(f"{name} is also the -o file: {flag} names a file of its own", param_hint=flag)
         for other_flag, other in named[number + 1 :]:
             if other is not None and same_place(name, other):
-                return other_flag, f"{other} is also {flag}'s file: each names a file of its own"
-    return None
+                raise declare.BadParameter(f"{other} is also {flag}'s file: each names a file of its own", param_hint=other_flag)
 
 
 def warn_hard_links(path: str) -> None:

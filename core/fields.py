@@ -59,10 +59,10 @@ def one_ms_after(when: datetime) -> datetime:
     return when + timedelta(milliseconds=1) if when < datetime.max.replace(tzinfo=timezone.utc) - timedelta(milliseconds=1) else when
 
 
-def aware(when: datetime) -> datetime:
-    """`when` in UTC; a datetime without a zone (datetime.now(), as a library caller may pass) is the
-    local time, as Python takes one."""
-    return when.astimezone(timezone.utc)
+def aware(when: datetime | None) -> datetime:
+    """`when` in UTC, or now when None; a datetime without a zone (datetime.now(), as a library
+    caller may pass) is the local time, as Python takes one."""
+    return datetime.now(timezone.utc) if when is None else when.astimezone(timezone.utc)
 
 
 def iso(when: datetime) -> str:

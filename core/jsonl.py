@@ -23,11 +23,20 @@ from typing import Any, BinaryIO, Literal, TypeVar, overload
 
 import orjson
 
-from .errors import CHANGED, InputError
+from .errors import CHANGED, InputError, SettingsError
 from .fields import MAX_DEPTH, depth_headroom, moment, read_blocks
 from .folds import Fold
 
 OnError = Literal["fail", "skip"]
+ON_ERRORS: tuple[OnError, ...] = ("fail", "skip")
+
+
+def check_on_error(value: object) -> None:
+    """SettingsError for an on_error that is neither: a library caller's typo is not taken for "skip"."""
+    if value not in ON_ERRORS:
+        raise SettingsError("on_error", f"{value!r} is not one of {', '.join(ON_ERRORS)}")
+
+
 BOM = b"\xef\xbb\xbf"
 
 

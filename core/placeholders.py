@@ -18,8 +18,8 @@ SUMMARY_PREAMBLE = (
 def survivor_named(text: str) -> str | None:
     """The call whose result a collapse pointer (STUB_PREFIX … STUB_TAIL) points to, or None when
     `text` is not one."""
-    if not text.startswith(STUB_PREFIX) or not text.endswith(STUB_TAIL[-len("; see that result]") :]):
+    before_id, after_id = STUB_TAIL.split("{later}")
+    if not text.startswith(STUB_PREFIX) or not text.endswith(after_id):
         return None
-    before, marker, rest = text.rpartition(" returned exactly what the later call ")
-    later = rest[: -len(" returned; see that result]")] if marker else ""
-    return later if later and " " not in later else None
+    _, found, later = text[: -len(after_id)].rpartition(before_id)
+    return later if found and later and " " not in later else None

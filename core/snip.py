@@ -171,14 +171,13 @@ def snip(entries: list[Entry], transcript_format: WritableFormat, settings: Snip
     removed_messages = [message for message in messages[first : last + 1] if not kept.intersection(message.entries)]
     if not removed_messages:
         return Outcome(entries, False, "nothing to snip: what lies before the tail shares its line with a message that stays")
-    going = {position for message in removed_messages for position in message.entries}
-    orphaned = _pointed_to(removed_messages, [message for message in messages if going.isdisjoint(message.entries)])
+    doomed = {position for message in removed_messages for position in message.entries}
+    orphaned = _pointed_to(removed_messages, [message for message in messages if doomed.isdisjoint(message.entries)])
     if orphaned:
         raise CtxpipeError(
             f"the cut would remove the result of {orphaned}, the one copy a collapse pointer that stays refers to "
             "(collapse folded the earlier copies into it): cut a range that keeps it, or snip before collapse"
         )
-    doomed = {position for message in removed_messages for position in message.entries}
     # Lines of the chain between the removed messages (progress, attachments, hooks) go with them;
     # a line of the session's state (a Codex turn_context) stays for what follows it.
     low, high = min(doomed), max(doomed)

@@ -649,8 +649,7 @@ def _items(assistant: bool, blocks: Sequence[dict[str, Any]]) -> list[dict[str, 
             result = content_of(block)
             pieces = [piece for piece in result if isinstance(piece, dict)] if isinstance(result, list) else []
             output: Any = result if isinstance(result, str) else "".join(text_of(piece) or "" for piece in pieces)
-            images = [part for piece in pieces if kind_of(piece) == "image" and (part := _image_part(piece)) is not None]
-            if images:  # the text and images as content items, in order
+            if any(kind_of(piece) == "image" and _image_part(piece) is not None for piece in pieces):  # the text and images as content items, in order
                 output = [part for piece in pieces if (part := _output_part(piece)) is not None]
             items.append({"type": "function_call_output", "call_id": str(call_id(block)), "output": output})
     return items

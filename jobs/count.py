@@ -21,6 +21,7 @@ from ..core.count import (
     Calibration,
     ContextCount,
     Estimates,
+    Marker,
     Reinjection,
     anchor_index,
     calibrate,
@@ -35,7 +36,7 @@ from ..core.count import (
 )
 from ..core.errors import SettingsError
 from ..core.fields import count, text
-from ..core.jsonl import Entry, LineIndex, OnError, ParsedLines, ReadStats, iter_buffer_entries
+from ..core.jsonl import Entry, LineIndex, OnError, ParsedLines, ReadStats, check_on_error, iter_buffer_entries
 from ..core.model import Message, Role
 from ..core.rules import VERSION, session_version
 from ..core.tokens import TextCounter
@@ -92,8 +93,7 @@ class CountOptions:
         for name, value in (("window", self.window), ("baseline", self.baseline)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < (1 if name == "window" else 0)):
                 raise SettingsError(name, f"{value!r} is not a whole number of tokens{' above 0' if name == 'window' else ''}")
-        if self.on_error not in ("fail", "skip"):
-            raise SettingsError("on_error", f"{self.on_error!r} is not one of fail, skip")
+        check_on_error(self.on_error)
 
     @property
     def reads_whole_file(self) -> bool:
@@ -247,12 +247,18 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: Kind | N
     # First only the last response: when nothing follows it there is nothing to estimate, and the
     # calibration (the costly part) is not needed at all.
     entries, complete = read(1)
-    markers = transcript_format.markers(entries)
-    if not complete and any(marker.kind == "thinking_stripped" for marker in markers):
+    folded: tuple[Sequence[Entry], list[Marker]] = (entries, transcript_format.markers(entries))
+
+    def markers_of(read_entries: Sequence[Entry]) -> list[Marker]:
+        """The markers of the lines read, folded once for each read."""
+        nonlocal folded
+        if read_entries is not folded[0]:
+            folded = (read_entries, transcript_format.markers(read_entries))
+        return folded[1]
+
+    if not complete and any(marker.kind == "thinking_stripped" for marker in markers_of(entries)):
         # What a strip drops is the thinking of the whole active context: read it whole, as --full does.
         entries, complete = read(None)
-        markers = transcript_format.markers(entries)
-    read_first = entries
     messages = transcript_format.messages(entries)
     counter = options.counter()
     estimates = Estimates(messages, counter)
@@ -272,9 +278,7 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: Kind | N
         baseline = session_baseline(
             buffer, source, transcript_format, counter, calibration, options, _smallest_prompt(messages), _whole(buffer, entries), parsed
         )
-        if entries is not read_first:  # read further back for the calibration: its markers
-            markers = transcript_format.markers(entries)
-        counted = count_context(estimates, calibration, markers, options.as_claude_code, baseline)
+        counted = count_context(estimates, calibration, markers_of(entries), options.as_claude_code, baseline)
     else:
         # No usage describes this context: it is estimated whole, on top of the session baseline.
         opening = transcript_format.opening(entries)
@@ -297,9 +301,7 @@ def count_buffer(buffer: Any, source: str, options: CountOptions, kind: Kind | N
             buffer, source, transcript_format, counter, calibration, options, _smallest_prompt(history), _whole(buffer, entries), parsed
         )
         # Markers remove nothing here (the estimate sees the content as it now is); they may add (PDF reads).
-        if entries is not read_first:
-            markers = transcript_format.markers(entries)
-        counted = count_context(estimates, calibration, markers, options.as_claude_code, baseline, reinjection)
+        counted = count_context(estimates, calibration, markers_of(entries), options.as_claude_code, baseline, reinjection)
         # A context just compacted has no response of its own: the model is the newest one before it.
         counted.model = counted.model or next((m.model for m in reversed(history) if is_real_response(m) and m.model), None)
     model = options.model or counted.model or transcript_format.recorded_model(entries)

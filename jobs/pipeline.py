@@ -16,13 +16,13 @@ import io
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ..core.budget import BudgetSettings
 from ..core.errors import InputError, SettingsError
 from ..core.fields import aware
-from ..core.jsonl import LineIndex, OnError, ReadStats, iter_entries
+from ..core.jsonl import LineIndex, OnError, ReadStats, check_on_error, iter_entries
 from ..core.setting import out_of_range
 from ..core.stage import Outcome, Stage, StageContext, ledger_record, line_bytes
 from ..core.wire import ABSENT, Wire
@@ -98,7 +98,7 @@ def stage_named(name: str) -> Stage:
     """The stage called `name`, its module loaded on first use; SettingsError naming the stages for any other name."""
     stage = _MADE.get(name)
     if stage is None:
-        if name not in _DECLARED_IN and name != "summarize":
+        if name not in STAGE_NAMES:
             raise SettingsError("stage", f"no stage named {name!r} (one of {', '.join(STAGE_NAMES)})")
         if name == "summarize":
             stage = _summarize_stage()
@@ -278,16 +278,13 @@ class CompactOptions:
         # A library caller's options are held to what the command line accepts: a misspelt stage,
         # settings of another stage, a value its flag refuses.
         for name, settings in self.settings.items():
-            if name not in STAGE_NAMES:
-                raise SettingsError("settings", f"no stage named {name!r} (one of {', '.join(STAGE_NAMES)})")
-            wanted = stage_named(name).settings
+            wanted = stage_named(name).settings  # SettingsError for a name that is no stage
             if not isinstance(settings, wanted):
                 raise SettingsError("settings", f"{name} takes {wanted.__name__}, not {type(settings).__name__}")
             refused = out_of_range(settings)
             if refused is not None:
                 raise SettingsError(*refused)
-        if self.on_error not in ("fail", "skip"):
-            raise SettingsError("on_error", f"{self.on_error!r} is not one of fail, skip")
+        check_on_error(self.on_error)
 
     def of(self, stage: Stage) -> Any:
         """The stage's settings, with what compact's own options mean for it (GIVEN_BY_COMPACT)."""
@@ -351,7 +348,7 @@ def compact_run(buffer: Any, source: str, options: CompactOptions, breaker: Any,
     stages: list[StageRecord] = []
     current = before
     context = StageContext(
-        aware(options.now) if options.now else datetime.now(timezone.utc),
+        aware(options.now),
         measure,
         transcript_path,
         original,

@@ -120,9 +120,7 @@ def _to_stdout(path: str | None, options: CompactOptions, report_json: str | Non
     from ..stages import ledger_kept
 
     keep = None if ledger is None else lambda record: ledger_kept(ledger, record)
-    clash = streams.clashing_output(path, output, {"--report-json": report_json, "--ledger": ledger})
-    if clash is not None:
-        raise declare.BadParameter(clash[1], param_hint=clash[0])
+    streams.refuse_clashing_outputs(path, output, {"--report-json": report_json, "--ledger": ledger})
     guard = streams.rewrite_guard(output, path)
     try:
         report = compact_to(streams.source_name(path), lambda: streams.open_output(output, like=path, if_version=guard), options, keep)
