@@ -626,7 +626,9 @@ def check_run(variant: str, case: Case, run: Run, *, via: str, roots: list[str],
 
 VIA = ("path", "stdin")
 # stdin is read as a stream, a file by path through a map: the two differ in framing (BOM, line
-# ends, blank, cut and bad lines, size), not in what the lines hold. Those cases run both ways.
+# ends, blank, cut and bad lines, size), not in what the lines hold. Those cases run both ways; of
+# the generated ones, the 16 MB line (its size, past the stream reader's bounds on the way): a hundred
+# thousand blocks or a value 100,000 levels deep are what a line holds, read alike either way.
 FRAMING = {
     "baseline",
     "bom-crlf",
@@ -639,12 +641,17 @@ FRAMING = {
     "only-empty-object",
     "lone-surrogate-escaped",
     "raw-c1-bidi-in-string",
-    *GENERATED,
+    "generated-huge-line-16mb",
 }
 
 
 def vias(case: Case) -> tuple[str, ...]:
     return VIA if case.name in FRAMING or case.bad else ("path",)
+
+
+def vias_generated(name: str) -> tuple[str, ...]:
+    """vias() of a generated case (none has a bad line), without writing it to find out."""
+    return VIA if name in FRAMING else ("path",)
 
 
 @dataclass
@@ -736,7 +743,7 @@ def case_runs(name: str, runner: Runner, generated: Path, request: pytest.Fixtur
 
 def _matrix() -> list[tuple[str, str, str]]:
     fixtures = {case.name: case for case in fixture_cases()}
-    return [(name, variant, via) for name in CASE_NAMES for variant in VARIANTS for via in (vias(fixtures[name]) if name in fixtures else VIA)]
+    return [(name, variant, via) for name in CASE_NAMES for variant in VARIANTS for via in (vias(fixtures[name]) if name in fixtures else vias_generated(name))]
 
 
 @pytest.mark.parametrize("name, variant, via", _matrix(), ids=["-".join(job) for job in _matrix()])
@@ -1036,7 +1043,12 @@ def test_expand_rebuilds_the_original_from_the_ledger_of_a_chain(name: str, runn
     # wrote none: the stages after it fail too, and are not looked at).
     outs = [tmp_path / f"step-{n}.jsonl" for n in range(len(LEDGER_CHAIN))]
     chain = [([*stage, "--ledger", ledger, "-o", out, given], {"cwd": cwd, "env": env}) for stage, out, given in zip(LEDGER_CHAIN, outs, [path, *outs])]
-    for stage, out, run in zip(LEDGER_CHAIN, outs, runner.run_batch(chain, in_turn=True)):
+    back = tmp_path / "back.jsonl"
+    expand = ["expand", "--ledger", ledger, "-o", back]
+    # The expand of the whole chain's output in the same batch: looked at only when every stage ran
+    # (else it found no input and wrote nothing, and expand runs on what the chain got to).
+    runs = runner.run_batch([*chain, ([*expand, outs[-1]], {"cwd": cwd, "env": env})], in_turn=True)
+    for stage, out, run in zip(LEDGER_CHAIN, outs, runs):
         if run.timed_out or EXCEPTION.search(run.err) or run.returncode not in (0, 1):
             problems.append(f"{stage[0]}: exit {run.returncode}, {run.err[-800:]!r}")
             break
@@ -1050,8 +1062,7 @@ def test_expand_rebuilds_the_original_from_the_ledger_of_a_chain(name: str, runn
             break
         current = out
     if stages_run and ledger.exists():
-        back = tmp_path / "back.jsonl"
-        run = runner.run(["expand", "--ledger", ledger, "-o", back, current], cwd=cwd, env=env)
+        run = runs[-1] if stages_run == len(LEDGER_CHAIN) else runner.run([*expand, current], cwd=cwd, env=env)
         if run.returncode != 0 or EXCEPTION.search(run.err):
             problems.append(f"expand: exit {run.returncode}: {run.err[-800:]!r}")
         elif back.read_bytes() != case.data:

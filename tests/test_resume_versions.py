@@ -16,6 +16,7 @@ once, with no retry: a failure fails.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,17 @@ def agent_of(path: Path) -> str | None:
 
 
 def compacted(path: Path, now: str | None) -> bytes:
+    """compact's output; with a fixed `now` the same bytes every time, made once for the rule's test
+    and both versions' resumes (the real clock's is made anew at each call)."""
+    return _compacted_at(path, now) if now else _compact(path, now)
+
+
+@functools.cache
+def _compacted_at(path: Path, now: str) -> bytes:
+    return _compact(path, now)
+
+
+def _compact(path: Path, now: str | None) -> bytes:
     # --keep-last 2: the small sessions are summarized too (the default tail holds their whole context).
     args = ["compact", "--force", "--engine", "offline", "--keep-last", "2", *(["--now", now] if now else []), str(path)]
     result = run_cli(*args, env={"ANTHROPIC_API_KEY": ""})
