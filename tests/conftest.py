@@ -33,9 +33,9 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """`-n auto` (pyproject's addopts): one worker more than the cores. A worker waits about a sixth of
     its time (servers' deadlines, a killed cluster, a Claude Code answer), and the suite is CPU the rest
-    of it: a third worker on two cores takes up those waits (4 min 33 s and 5 min 3 s against 4 min 46 s
-    and 5 min 27 s, alternated runs; docs/development.md). PYTEST_XDIST_AUTO_NUM_WORKERS, as xdist
-    reads it, still decides."""
+    of it: a third worker on two cores takes up those waits (it won each of three alternated pairs of
+    runs, docs/development.md#the-suites-time). PYTEST_XDIST_AUTO_NUM_WORKERS, as xdist reads it,
+    still decides."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
     return len(os.sched_getaffinity(0)) + 1 if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1) + 1

@@ -645,13 +645,10 @@ FRAMING = {
 }
 
 
-def vias(case: Case) -> tuple[str, ...]:
-    return VIA if case.name in FRAMING or case.bad else ("path",)
-
-
-def vias_generated(name: str) -> tuple[str, ...]:
-    """vias() of a generated case (none has a bad line), without writing it to find out."""
-    return VIA if name in FRAMING else ("path",)
+def vias(name: str, case: Case | None) -> tuple[str, ...]:
+    """How a case is given to each command: `case` is None for a generated one (none has a bad line:
+    it is not written to find out)."""
+    return VIA if name in FRAMING or (case is not None and case.bad) else ("path",)
 
 
 @dataclass
@@ -743,7 +740,7 @@ def case_runs(name: str, runner: Runner, generated: Path, request: pytest.Fixtur
 
 def _matrix() -> list[tuple[str, str, str]]:
     fixtures = {case.name: case for case in fixture_cases()}
-    return [(name, variant, via) for name in CASE_NAMES for variant in VARIANTS for via in (vias(fixtures[name]) if name in fixtures else vias_generated(name))]
+    return [(name, variant, via) for name in CASE_NAMES for variant in VARIANTS for via in vias(name, fixtures.get(name))]
 
 
 @pytest.mark.parametrize("name, variant, via", _matrix(), ids=["-".join(job) for job in _matrix()])
