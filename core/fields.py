@@ -59,6 +59,15 @@ def one_ms_after(when: datetime) -> datetime:
     return when + timedelta(milliseconds=1) if when < datetime.max.replace(tzinfo=timezone.utc) - timedelta(milliseconds=1) else when
 
 
+def times_from(start: datetime | None) -> Iterator[str]:
+    """Times as iso() writes them, one millisecond apart from `start` (now, when None): the stamps of
+    lines a writer appends or builds."""
+    current = start or datetime.now(timezone.utc)
+    while True:
+        yield iso(current)
+        current = one_ms_after(current)
+
+
 def aware(when: datetime | None) -> datetime:
     """`when` in UTC, or now when None; a datetime without a zone (datetime.now(), as a library
     caller may pass) is the local time, as Python takes one."""

@@ -22,7 +22,7 @@ import orjson
 
 from ..core.blocks import FLAT_KINDS, call_id, is_text, is_thinking, is_tool_result, is_tool_use, kind_of, text_of, thinking_text, tool_event
 from ..core.count import SYNTHETIC_MODEL, Compaction, Marker, is_real_response, measures_context
-from ..core.fields import count, iso, moment, one_ms_after, read_blocks, text
+from ..core.fields import count, moment, one_ms_after, read_blocks, text, times_from
 from ..core.folds import Fold
 from ..core.jsonl import LATEST_TIME, LEFT_OUT, Entry, OnError, ParsedLines, ReadStats, as_text, folded, iter_entries_reversed, memoized
 from ..core.limits import MAX_COUNT
@@ -428,13 +428,6 @@ def _anchor(entries: Sequence[Entry]) -> tuple[dict[str, Any] | None, dict[str, 
     return last, fields
 
 
-def _timestamps(start: datetime | None) -> Any:
-    current = start or datetime.now(timezone.utc)
-    while True:
-        yield iso(current)
-        current = one_ms_after(current)
-
-
 def _appended_clock(entries: Sequence[Entry], when: str) -> Any:
     """Times for lines appended below `entries`, one millisecond apart: from `when` when it is later
     than every line's time, else from a millisecond after the latest.
@@ -446,7 +439,7 @@ def _appended_clock(entries: Sequence[Entry], when: str) -> Any:
     """
     latest = folded(entries, LATEST_TIME)
     start = moment(when) or datetime.now(timezone.utc)
-    return _timestamps(one_ms_after(latest) if latest is not None and start <= latest else start)
+    return times_from(one_ms_after(latest) if latest is not None and start <= latest else start)
 
 
 # Claude Code 2.1.332 estimates a PDF page it read at this many tokens.
@@ -778,7 +771,7 @@ class ClaudeCodeFormat:
         start = moment(options.start_time)
         if options.start_time and start is None:
             raise ValueError(f"start_time {options.start_time!r} is not an ISO 8601 time")
-        clock = _timestamps(start)
+        clock = times_from(start)
         out: list[Entry] = []
         parent: str | None = None
 

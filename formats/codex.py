@@ -19,15 +19,14 @@ and ctxpipe reads by its added `ctxpipe` field (never as a billed call).
 from __future__ import annotations
 
 import uuid as uuidlib
-from collections.abc import Iterator, Sequence
-from datetime import datetime, timezone
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
 
 from ..core.blocks import call_id, content_of, input_of, is_text, is_tool_result, is_tool_use, kind_of, name_of, text_of
 from ..core.count import Compaction, Marker, is_real_response
-from ..core.fields import count, iso, moment, one_ms_after
+from ..core.fields import count, moment, times_from
 from ..core.fields import text as field_text
 from ..core.jsonl import Entry, dumps
 from ..core.model import Finding, Message
@@ -270,13 +269,6 @@ def _context_size(info: dict[str, Any] | None, tokens: int) -> dict[str, Any]:
         "last_token_usage": size,
         "model_context_window": info.get("model_context_window") if isinstance(info.get("model_context_window"), int) else None,
     }
-
-
-def _clock(start: datetime | None) -> Iterator[str]:
-    moment_ = start or datetime.now(timezone.utc)
-    while True:
-        yield iso(moment_)
-        moment_ = one_ms_after(moment_)
 
 
 def model_window_of(recorded: int) -> int:
@@ -587,7 +579,7 @@ class CodexFormat(WholeFileContext):
         if options.start_time and start is None:
             raise ValueError(f"start_time {options.start_time!r} is not an ISO 8601 time")
         recorded = next((m["timestamp"] for m in messages if moment(m.get("timestamp")) is not None), None)
-        clock = _clock(start or moment(recorded))
+        clock = times_from(start or moment(recorded))
         first = next(clock)
         session = options.session_id or str(uuidlib.uuid5(CTXPIPE_NAMESPACE, dumps(list(messages)).decode()))
         model = options.model or next((m["model"] for m in messages if isinstance(m.get("model"), str)), None)
