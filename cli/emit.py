@@ -8,6 +8,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import NoReturn
 
 
@@ -15,9 +16,18 @@ def say_and_exit(text: str, to: Any, status: int = 0) -> NoReturn:
     """`text` on `to` (sys.stdout or sys.stderr), then exit with `status`."""
     if to is None:  # a stream closed before the run: nothing can be said there
         raise SystemExit(1 if status == 0 else status)
-    try:
+
+    def write() -> None:
         to.write(text)
         to.flush()
+
+    write_and_exit(write, to, status)
+
+
+def write_and_exit(write: Callable[[], None], to: Any, status: int = 0) -> NoReturn:
+    """`write()` to the stream `to`, then exit with `status`; a failure to write ends as say_and_exit says."""
+    try:
+        write()
     except OSError as exc:
         if not isinstance(exc, BrokenPipeError):
             from .terminal import shown

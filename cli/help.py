@@ -68,27 +68,21 @@ def answer(argv: Sequence[str]) -> None:
     text = page(name, width())
     if text is None:
         return
-    from .emit import detach
+    from .emit import say_and_exit, write_and_exit
     from .encoding import tolerant_standard_streams
     from .terminal import shown
 
     tolerant_standard_streams()
     text = "\n".join(shown(line) for line in text.split("\n")) + "\n"
-    try:
-        if to is sys.stdout and _ascii(to) and hasattr(to, "buffer"):
-            to.flush()  # click's echo takes an ASCII stdout for a misconfigured one and writes UTF-8
-            to.buffer.write(text.encode())
-            to.buffer.flush()
-        else:
-            to.write(text)
-            to.flush()
-    except OSError as exc:  # as cli/app: a closed pipe is quiet, any other failure one line
-        if not isinstance(exc, BrokenPipeError):
-            where = f"{exc.filename}: " if exc.filename else ""
-            print(f"ctxpipe: error: {shown(where + (exc.strerror or str(exc)))}", file=sys.stderr)
-            status = 1
-        detach(to)
-    raise SystemExit(status)
+    if not (to is sys.stdout and _ascii(to) and hasattr(to, "buffer")):
+        say_and_exit(text, to, status)
+
+    def as_utf8() -> None:
+        to.flush()  # click's echo takes an ASCII stdout for a misconfigured one and writes UTF-8
+        to.buffer.write(text.encode())
+        to.buffer.flush()
+
+    write_and_exit(as_utf8, to, status)
 
 
 def _ascii(stream: Any) -> bool:
