@@ -370,7 +370,13 @@ def _axis_titles(left: float, top: float, plot_w: float, plot_h: float, height: 
 def _capped_table(table_id: str, header: str, rows: Sequence[str], more: str) -> str:
     """A table of at most TABLE_ROWS rows, and a note saying how many more there are (`more` names them)."""
     extra = f'<p class="note">and {len(rows) - TABLE_ROWS:,} {more}</p>' if len(rows) > TABLE_ROWS else ""
-    return f'<div class="table-wrap"><table id="{table_id}"><thead><tr>{header}</tr></thead><tbody>{"".join(rows[:TABLE_ROWS])}</tbody></table></div>{extra}'
+    return _table(table_id, header, "".join(rows[:TABLE_ROWS])) + extra
+
+
+def _table(table_id: str, header: str, body: str) -> str:
+    """A table (its header row's cells, its rows) in a box that scrolls sideways on its own when the
+    window is narrow (.table-wrap), rather than the page."""
+    return f'<div class="table-wrap"><table id="{table_id}"><thead><tr>{header}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
 def _events_table(events: Sequence[TimelineEvent]) -> str:
@@ -433,7 +439,7 @@ def _window(report: SessionReport) -> str:
     where = f'<p class="note">System prompt and tools: the session baseline, {_text(baseline.note)}.</p>' if baseline else ""
     return (
         f'<div class="window-bar" id="window" role="img" aria-label="the context window by part">{bar}</div>'
-        f'<div class="table-wrap"><table id="window-parts"><thead><tr><th>part</th><th class="num">tokens</th><th class="num">of the window</th></tr></thead><tbody>{rows}</tbody></table></div>'
+        + _table("window-parts", '<th>part</th><th class="num">tokens</th><th class="num">of the window</th>', rows)
         + where
     )
 
@@ -474,10 +480,7 @@ def _largest(report: SessionReport) -> str:
         f'<td class="num">{r.tokens:,}</td><td class="excerpt">{_text(_cut(r.excerpt))}</td></tr>'
         for r in rows
     )
-    return (
-        '<div class="table-wrap"><table id="largest"><thead><tr><th class="num">line</th><th>role</th><th>block</th><th>tool</th><th>on</th>'
-        f'<th class="num">tokens</th><th>excerpt</th></tr></thead><tbody>{body}</tbody></table></div>'
-    )
+    return _table("largest", '<th class="num">line</th><th>role</th><th>block</th><th>tool</th><th>on</th><th class="num">tokens</th><th>excerpt</th>', body)
 
 
 def _cut(text: str) -> str:
@@ -515,9 +518,9 @@ def _cost(report: SessionReport) -> str:
     head = "".join(f'<th class="num">{PART_LABELS[p]}</th>' for p in PART_NAMES)
     return (
         totals
-        + '<div class="table-wrap"><table id="cost-parts"><thead><tr><th>part</th><th class="num">tokens</th><th class="num">USD</th></tr></thead>'
-        + f"<tbody>{parts}</tbody></table></div>"
-        + f'<h3>List prices, $ per million tokens</h3><div class="table-wrap"><table id="prices"><thead><tr><th>model</th>{head}</tr></thead><tbody>{prices}</tbody></table></div>'
+        + _table("cost-parts", '<th>part</th><th class="num">tokens</th><th class="num">USD</th>', parts)
+        + "<h3>List prices, $ per million tokens</h3>"
+        + _table("prices", f"<th>model</th>{head}", prices)
         + _cost_chart(report.calls, cost.prices_per_mtok)
         + _rate_chart(report.calls)
         + _rebuilt_table(report.calls)
@@ -694,9 +697,12 @@ def _dry_runs(report: SessionReport) -> str:
     return (
         f'<p class="note">Nothing was written: each stage ran on a copy. Costs are over the next {_figure("horizon", report.horizon, _int(report.horizon))}'
         " turns: keeping the context as it is, against clearing it (one cache rebuild, then smaller prompts).</p>"
-        '<div class="table-wrap"><table id="dry-runs"><thead><tr><th>stage</th><th class="num">tokens now</th><th class="num">after</th><th class="num">freed</th>'
-        '<th class="num">cost if kept</th><th class="num">cost if cleared</th><th class="num">saving</th><th>does the break pay?</th><th>note</th></tr></thead>'
-        f"<tbody>{''.join(rows)}</tbody></table></div>"
+        + _table(
+            "dry-runs",
+            '<th>stage</th><th class="num">tokens now</th><th class="num">after</th><th class="num">freed</th>'
+            '<th class="num">cost if kept</th><th class="num">cost if cleared</th><th class="num">saving</th><th>does the break pay?</th><th>note</th>',
+            "".join(rows),
+        )
     )
 
 
