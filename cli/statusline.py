@@ -662,13 +662,15 @@ def _process(argv: Sequence[str]) -> int:
         status = with_standard_streams(argv, stderr)
         sys.stdout.flush()
     except BrokenPipeError:  # the reader went away: quietly, as every command
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        from .emit import detach
+
+        detach(sys.stdout)
         return ExitStatus.OK
     except OSError as exc:  # stdout cannot take the line (a full disk behind it): said as every command says it, not a bug
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
         from ..api import write_error  # the error path only: the line's run loads no api
+        from .emit import detach
+
+        detach(sys.stdout)
 
         print(f"ctxpipe: error: {shown(str(write_error('stdout', exc)))}", file=stderr)
         return ExitStatus.ERROR
