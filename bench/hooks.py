@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bytecode import keep_bytecode
+from corpus import data_dir
 from statusline import transcript
 
 
@@ -42,6 +44,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--mb", type=int, default=10)
     args = parser.parse_args()
+    keep_bytecode(data_dir() / "pycache")
     with tempfile.TemporaryDirectory() as folder:
         home = Path(folder)
         session = transcript(home / "session.jsonl", args.mb)

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import corpus  # bench/corpus.py; importable because bench/ is sys.path[0] when run as a script
+from bytecode import keep_bytecode
 import schema_lines  # bench/schema_lines.py
 
 MiB = 1024 * 1024
@@ -658,6 +659,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     wanted = set(args.only or names) | {BASELINE}  # every ratio needs the baseline
     wanted |= {b.baseline for b in BENCHES if b.name in wanted}
     benches = [b for b in BENCHES if b.name in wanted]
+    keep_bytecode(corpus.data_dir() / "pycache")
     inputs = Inputs()
     results = run(benches, args.repeat, inputs)
     rows = report(benches, results)

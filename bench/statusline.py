@@ -23,8 +23,8 @@ median's ratio to `python -c pass`'s, and the same for the CPU time (user + syst
 
 `--variant NAME=PYTHONPATH` (repeatable) runs every case under each PYTHONPATH, interleaved round by
 round (an empty one is the installed ctxpipe), e.g. the code before and after a change:
-`--variant old= --variant new=/tmp/pp`. Run it with bytecode caches writable (not
-PYTHONDONTWRITEBYTECODE, or with PYTHONPYCACHEPREFIX): else each start-up compiles its modules again.
+`--variant old= --variant new=/tmp/pp`. With PYTHONDONTWRITEBYTECODE set, the runs keep their
+bytecode under the bench's data folder (bench/bytecode.py), as an installed ctxpipe has its own.
 """
 
 from __future__ import annotations
@@ -46,6 +46,8 @@ import orjson
 from ctxpipe.core.statusline import SERVER_PREFIX
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bytecode import keep_bytecode
+from corpus import data_dir
 from synthetic import turns
 
 PAD = "    return self.window.tokens  # keep the budget in view\n"
@@ -119,8 +121,7 @@ def main() -> int:
     parser.add_argument("--variant", action="append", default=[], metavar="NAME=PYTHONPATH", help="run every case with this PYTHONPATH too (repeatable)")
     args = parser.parse_args()
     variants = dict(item.partition("=")[::2] for item in args.variant) or {"ctxpipe": os.environ.get("PYTHONPATH", "")}
-    if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("PYTHONPYCACHEPREFIX"):
-        print("warning: PYTHONDONTWRITEBYTECODE is set: every start-up compiles its modules (set PYTHONPYCACHEPREFIX, or unset it)")
+    keep_bytecode(data_dir() / "pycache")
     work = Path(tempfile.mkdtemp(prefix="ctxpipe-statusline-"))
     try:
         path = transcript(work / "session.jsonl", args.mb)
