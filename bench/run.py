@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import corpus  # bench/corpus.py; importable because bench/ is sys.path[0] when run as a script
-from bytecode import keep_bytecode
 import schema_lines  # bench/schema_lines.py
+from bytecode import keep_bytecode
 
 MiB = 1024 * 1024
 BASELINE = "orjson-loop"
