@@ -2,16 +2,19 @@
 command's whole run, so a valid argv is parsed here from the command's own declarations (its
 DeclaredCommand's signature, cli/declare.py's parameters, read as typer reads them) and the command
 runs at once. Anything this parser does not model (help, an unknown or malformed option, a value
-only typer's converter can judge, an option with a check, a missing argument, shell completion…)
-returns None, and typer answers it as it always has, so its messages and exit codes stay typer's.
+only typer's converter can judge, a value an option's check refuses, a missing argument, shell
+completion…) returns None, and typer answers it as it always has, so its messages and exit codes stay typer's.
 tests/test_direct.py checks that both give a command the same values, and the same bytes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import inspect
+import io
 import os
+import sys
 import types
 import typing
 from collections.abc import Sequence
@@ -124,8 +127,6 @@ def parse(found: Sequence[Slot], argv: Sequence[str]) -> dict[str, Any] | None:
                     return None
                 text = argv[at]
                 at += 1
-            if slot.check is not None:  # its check may refuse the value: typer says how
-                return None
             value = plain_value(slot.kind, slot.low, slot.high, text)
             if value is NOT_PLAIN:
                 return None
@@ -134,6 +135,11 @@ def parse(found: Sequence[Slot], argv: Sequence[str]) -> dict[str, Any] | None:
         else:
             given[slot.name] = value  # given twice: the last one, as click takes it
     values: dict[str, Any] = {}
+    # The checks of the values given, in the order click runs them: the options by where each was
+    # first given (a dict keeps its first place), then the argument.
+    by_name = {slot.name: slot for slot in found}
+    checked = [by_name[name] for name in given if by_name[name].check is not None]
+    checked += [slot for slot in found if not slot.option and positional and slot.check is not None]
     for slot in found:
         if slot.option:
             if slot.name in given:
@@ -148,7 +154,26 @@ def parse(found: Sequence[Slot], argv: Sequence[str]) -> dict[str, Any] | None:
             return None
         values[slot.name] = (converted or slot.default) if slot.many else (converted[0] if converted else slot.default)
         positional = []
-    return None if positional else values
+    if positional:
+        return None
+    return values if _checks_pass(checked, values) else None
+
+
+def _checks_pass(checked: Sequence[Slot], values: dict[str, Any]) -> bool:
+    """Each given value through its option's check, as typer runs it (the value the check returns is
+    the one the command gets). A check that refuses its value leaves the command line to typer,
+    which runs the checks again and says how: so what a check writes on stderr (--tools' warning)
+    is held until every check has passed, and then written, once."""
+    held = io.StringIO()
+    with contextlib.redirect_stderr(held):
+        try:
+            for slot in checked:
+                values[slot.name] = slot.check(values[slot.name])
+        except Exception:
+            return False
+    if held.getvalue() and sys.stderr is not None:
+        sys.stderr.write(held.getvalue())
+    return True
 
 
 def command(name: str) -> Any:

@@ -8,9 +8,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import io
+import json
 import subprocess
 import sys
+from collections.abc import Callable
 from enum import Enum
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -119,21 +122,47 @@ def test_a_command_line_taken_directly_gives_the_command_typers_values(name: str
 
 
 @pytest.mark.parametrize("name", sorted(set(registered_commands()) - TYPERS_OWN))
-def test_every_option_in_a_plain_spelling_is_taken_directly(name: str) -> None:
-    # Each option once, by each of its names, with a value typer takes: the direct path must not leave it to typer.
+def test_every_option_in_a_plain_spelling_is_taken_directly(name: str, tmp_path: Path) -> None:
+    # Each option once, by each of its names, with a value typer takes (one its check accepts, for an
+    # option with a check): the direct path must not leave it to typer, and gives the check's value.
     function, found = direct_slots(name)
     for slot in found:
-        if not slot.option or slot.check is not None:  # an option with a check is typer's to run (cli/direct.py)
+        if not slot.option:
             continue
         for spelled in slot.names + slot.negations:
-            value = [] if slot.flag else [_plain_text(slot)]
+            value = [] if slot.flag else [_plain_text(slot, tmp_path)]
             argv = [spelled, *value, *_required(found, slot)]
             mine = direct.parse(found, argv)
             assert mine is not None, (name, argv)
             assert mine == typer_values(function, argv), (name, argv)
 
 
-def _plain_text(slot: direct.Slot) -> str:
+# A text each option's check takes, by the check's name (a check not listed here fails the test above).
+CHECKED_TEXTS: dict[str, Callable[[Path], str]] = {
+    "iso_time": lambda tmp: "2026-05-04T10:00:00Z",
+    "rollup_bound": lambda tmp: "2026-05-04",
+    "time_zone": lambda tmp: "UTC",
+    "percentage": lambda tmp: "80",
+    "claude_code_rules": lambda tmp: "latest",
+    "_turns": lambda tmp: "2",
+    "_names": lambda tmp: "Read,Bash",
+    "_span": lambda tmp: "a..b",
+    "readable_file": lambda tmp: str(BASIC),
+    "existing_folder": lambda tmp: str(tmp),
+    "price_table": lambda tmp: _price_table(tmp),
+}
+
+
+def _price_table(folder: Path) -> str:
+    table = folder / "prices.json"
+    table.write_text(json.dumps({"acme-coder": {"input": 2, "cache_write_5m": 2.5, "cache_write_1h": 4, "cache_read": 0.2, "output": 8}}))
+    return str(table)
+
+
+def _plain_text(slot: direct.Slot, tmp_path: Path) -> str:
+    if slot.check is not None:
+        assert slot.check.__name__ in CHECKED_TEXTS, f"no text known to pass {slot.check.__name__}: add one to CHECKED_TEXTS"
+        return CHECKED_TEXTS[slot.check.__name__](tmp_path)
     if isinstance(slot.kind, type) and issubclass(slot.kind, Enum):
         return str(list(slot.kind)[-1].value)
     if slot.kind is int or slot.kind is float:
@@ -147,7 +176,7 @@ def _required(found: list[direct.Slot], besides: direct.Slot) -> list[str]:
     for slot in found:
         if slot is besides or not slot.required:
             continue
-        needed += [slot.names[0], _plain_text(slot)] if slot.option else [_plain_text(slot)]
+        needed += [slot.names[0], _plain_text(slot, Path())] if slot.option else [_plain_text(slot, Path())]
     return needed
 
 
@@ -189,6 +218,13 @@ RUNS: list[tuple[list[str], bytes]] = [
     (["audit", "--json", str(BASIC)], b""),
     (["expand", "--ledger", "no-such-ledger.jsonl", str(BASIC)], b""),
     (["restore", "--plan", "--json", str(BASIC)], b""),
+    # Options with a check, given values it takes: the check runs here, as typer runs it.
+    (["count", "--json", "--by", "day", "--since", "2026-01-01", "--until", "2030-01-01", "--timezone", "UTC", str(FIXTURES / "claude-code")], b""),
+    (["microcompact", "--force", "--tools", "Task,mcp__x__y,Read", "--now", "2030-01-01T00:00:00Z", str(BASIC)], b""),  # its warnings, once
+    (["restore", "--root", str(FIXTURES), "--now", "2030-01-01T00:00:00Z", str(BASIC)], b""),
+    (["warn", "--autocompact-pct", "80", "--rules", "latest", str(BASIC)], b""),
+    (["api-edits", "--thinking-keep", "2", str(BASIC)], b""),
+    (["snip", "--range", "a..b", str(BASIC)], b""),  # the check takes it; the command refuses what it names
 ]
 
 
@@ -205,7 +241,19 @@ def test_a_direct_run_is_typers_run_without_typer(argv: list[str], stdin: bytes)
 
 @pytest.mark.parametrize(
     "argv",
-    [["count", "--help"], ["count", "--top", "x"], ["count", "--top=-1"], ["warn", "-h", "x"], ["no-such-command"], ["count", "-t"], ["convert"], ["hooks"]],
+    [
+        ["count", "--help"],
+        ["count", "--top", "x"],
+        ["count", "--top=-1"],
+        ["warn", "-h", "x"],
+        ["no-such-command"],
+        ["count", "-t"],
+        ["convert"],
+        ["hooks"],
+        # A check refusing its value, after one that warned: typer's answer, the warning once.
+        ["microcompact", "--tools", "Task", "--now", "yesterday", str(BASIC)],
+        ["count", "--since", "soon", "--by", "day", str(BASIC)],
+    ],  # fmt: skip
     ids=" ".join,
 )
 def test_what_the_direct_path_leaves_is_typers_answer(argv: list[str]) -> None:
