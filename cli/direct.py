@@ -9,12 +9,9 @@ tests/test_direct.py checks that both give a command the same values, and the sa
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import inspect
-import io
 import os
-import sys
 import types
 import typing
 from collections.abc import Sequence
@@ -22,7 +19,7 @@ from typing import Annotated, Any
 
 from . import declare
 from .plain import NOT_PLAIN, plain_value
-from .run import flush_stdout, loading, run_command_line, say_usage_error
+from .run import flush_stdout, loading, run_command_line, say_usage_error, stderr_if_done
 from .status import ExitStatus
 
 # What a declaration may say and still be parsed here: the rest (envvar=, parser=, count=, …) is typer's.
@@ -164,16 +161,12 @@ def _checks_pass(checked: Sequence[Slot], values: dict[str, Any]) -> bool:
     the one the command gets). A check that refuses its value leaves the command line to typer,
     which runs the checks again and says how: so what a check writes on stderr (--tools' warning)
     is held until every check has passed, and then written, once."""
-    held = io.StringIO()
-    with contextlib.redirect_stderr(held):
-        try:
-            for slot in checked:
-                values[slot.name] = slot.check(values[slot.name])
-        except Exception:
-            return False
-    if held.getvalue() and sys.stderr is not None:
-        sys.stderr.write(held.getvalue())
-    return True
+
+    def check_each() -> None:
+        for slot in checked:
+            values[slot.name] = slot.check(values[slot.name])
+
+    return stderr_if_done(check_each)
 
 
 def command(name: str) -> Any:
