@@ -14,7 +14,7 @@ import inspect
 import os
 import types
 import typing
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any
 
 from . import declare
@@ -135,8 +135,8 @@ def parse(found: Sequence[Slot], argv: Sequence[str]) -> dict[str, Any] | None:
     # The checks of the values given, in the order click runs them: the options by where each was
     # first given (a dict keeps its first place), then the argument.
     by_name = {slot.name: slot for slot in found}
-    checked = [by_name[name] for name in given if by_name[name].check is not None]
-    checked += [slot for slot in found if not slot.option and positional and slot.check is not None]
+    checked = [(name, check) for name in given if (check := by_name[name].check) is not None]
+    checked += [(slot.name, slot.check) for slot in found if not slot.option and positional and slot.check is not None]
     for slot in found:
         if slot.option:
             if slot.name in given:
@@ -156,15 +156,15 @@ def parse(found: Sequence[Slot], argv: Sequence[str]) -> dict[str, Any] | None:
     return values if _checks_pass(checked, values) else None
 
 
-def _checks_pass(checked: Sequence[Slot], values: dict[str, Any]) -> bool:
+def _checks_pass(checked: Sequence[tuple[str, Callable[[Any], Any]]], values: dict[str, Any]) -> bool:
     """Each given value through its option's check, as typer runs it (the value the check returns is
     the one the command gets). A check that refuses its value leaves the command line to typer,
     which runs the checks again and says how: so what a check writes on stderr (--tools' warning)
     is held until every check has passed, and then written, once."""
 
     def check_each() -> None:
-        for slot in checked:
-            values[slot.name] = slot.check(values[slot.name])
+        for name, check in checked:
+            values[name] = check(values[name])
 
     return stderr_if_done(check_each)
 
