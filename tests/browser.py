@@ -8,6 +8,7 @@ page makes is recorded and refused, so a test can assert that the page asked the
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 from collections.abc import Iterator
@@ -31,9 +32,7 @@ def find_chromium() -> str | None:
 
 def skip_reason() -> str | None:
     """Why the browser tests cannot run here, or None when they can."""
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("playwright") is None:  # not imported: every worker collecting the page's tests asks
         return f"Playwright is not installed: {INSTALL}"
     if find_chromium() is None:
         given = os.environ.get("CTXPIPE_CHROMIUM")

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
+from helpers import skip_unless_installed
 
 HOST = "127.0.0.1"
 KEY_ID = SECRET = "testing"  # moto accepts any credentials unless told to reject them
@@ -58,13 +58,14 @@ _STOP_GRACE = 3.0  # seconds between SIGTERM and SIGKILL: a dask worker whose sc
 
 def require_s3() -> None:
     """Skip the calling test (or module, at import) when the S3 extras are not installed."""
-    for module in ("s3fs", "moto", "boto3"):
-        pytest.importorskip(module, reason=f"{module} is not installed: the S3 tests need s3fs and moto[server] (pip install 'ctxpipe[s3]' 'moto[server]')")
+    skip_unless_installed(
+        "s3fs", "moto", "boto3", reason="{module} is not installed: the S3 tests need s3fs and moto[server] (pip install 'ctxpipe[s3]' 'moto[server]')"
+    )
 
 
 def require_dask() -> None:
     """Skip the calling test (or module, at import) when Dask's distributed scheduler is not installed."""
-    pytest.importorskip("distributed", reason="distributed is not installed: the Dask tests need dask[distributed]")
+    skip_unless_installed("distributed", reason="distributed is not installed: the Dask tests need dask[distributed]")
 
 
 def free_port() -> int:

@@ -7,6 +7,7 @@ import contextlib
 import contextvars
 import functools
 import importlib
+import importlib.util
 import io
 import os
 import subprocess
@@ -48,6 +49,16 @@ needs_corpus = pytest.mark.skipif(
 # fuzzing) do not apply: `hooks` edits Claude Code's settings file (tests/test_hooks.py holds it to
 # its own: a settings file that is not JSON is refused and left alone).
 READS_NO_TRANSCRIPT = {"hooks"}
+
+
+def skip_unless_installed(*modules: str, reason: str) -> None:
+    """Skip the calling test, or the module at its import, when one of `modules` is not installed
+    (`reason` may name it as {module}). Found without importing them, as pytest.importorskip would:
+    the suite's every worker imports every test module to collect it, and the SDKs and peers these
+    guard take up to a second each to import (anthropic's types alone 0.9 s)."""
+    missing = [module for module in modules if importlib.util.find_spec(module) is None]
+    if missing:
+        pytest.skip(reason.format(module=missing[0]), allow_module_level=True)
 
 
 def registered_commands(readers_only: bool = False) -> list[str]:

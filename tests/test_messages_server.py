@@ -7,12 +7,13 @@ import socket
 import time
 import urllib.error
 import urllib.request
+from typing import Any
 
 import pytest
+from helpers import skip_unless_installed
 from messages_server import MessagesServer, Reply
 
-# Not a dependency of ctxpipe's test extra (yet): without it these tests skip instead of failing collection.
-anthropic = pytest.importorskip("anthropic", reason="the fake Messages API is tested with the real anthropic client")
+skip_unless_installed("anthropic", reason="the fake Messages API is tested with the real anthropic client")
 
 MODEL = "claude-sonnet-4-6"
 HELLO = [{"role": "user", "content": "Hello"}]
@@ -25,8 +26,15 @@ def server():
     assert s.threads() == [], "the fake left threads running after stop()"
 
 
-def client(server: MessagesServer, **kw) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=server.url, api_key="test-key", **{"max_retries": 0, **kw})
+def sdk() -> Any:
+    """The anthropic package, imported by the first test that uses it (not by collecting this module)."""
+    import anthropic
+
+    return anthropic
+
+
+def client(server: MessagesServer, **kw) -> Any:
+    return sdk().Anthropic(base_url=server.url, api_key="test-key", **{"max_retries": 0, **kw})
 
 
 def test_create_returns_the_queued_text_and_records_what_was_sent(server):
@@ -129,20 +137,20 @@ def test_rate_limit_sends_retry_after_and_the_client_honours_it(server):
 
 def test_faults_beyond_max_retries_surface_as_the_matching_errors(server):
     server.enqueue(Reply.overloaded(), Reply.overloaded(), Reply.overloaded())
-    with pytest.raises(anthropic.OverloadedError) as info:
+    with pytest.raises(sdk().OverloadedError) as info:
         client(server, max_retries=2).messages.create(model=MODEL, max_tokens=10, messages=HELLO)
     assert info.value.status_code == 529 and info.value.body["error"]["type"] == "overloaded_error"
     assert len(server.message_requests()) == 3
 
     server.enqueue(Reply.rate_limit(0.01))
-    with pytest.raises(anthropic.RateLimitError) as info:
+    with pytest.raises(sdk().RateLimitError) as info:
         client(server).messages.create(model=MODEL, max_tokens=10, messages=HELLO)
     assert info.value.response.headers["retry-after"] == "0.01"
 
 
 def test_prompt_too_long_is_a_bad_request_and_not_retried(server):
     server.enqueue(Reply.prompt_too_long())
-    with pytest.raises(anthropic.BadRequestError) as info:
+    with pytest.raises(sdk().BadRequestError) as info:
         client(server, max_retries=2).messages.create(model=MODEL, max_tokens=10, messages=HELLO)
     assert info.value.status_code == 400
     assert info.value.body["error"] == {"type": "invalid_request_error", "message": "prompt is too long: 250000 tokens > 200000 maximum"}
@@ -154,7 +162,7 @@ def test_timeout_surfaces_as_api_timeout_error_and_does_not_hold_up_shutdown():
     with MessagesServer(timeout_seconds=5) as server:
         server.enqueue(Reply.timeout())
         started = time.monotonic()
-        with pytest.raises(anthropic.APITimeoutError):
+        with pytest.raises(sdk().APITimeoutError):
             client(server, timeout=0.3).messages.create(model=MODEL, max_tokens=10, messages=HELLO)
         assert time.monotonic() - started < 3
         (req,) = server.requests
