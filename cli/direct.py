@@ -193,7 +193,8 @@ def main(argv: Sequence[str]) -> None:
     # several off) walks only what was made since, not every module's functions and classes.
     gc.freeze()
     gc.enable()
-    values = None if found is None else parse(found, argv[1:])
+    with loading():  # the options' checks may read a file (--prices): Ctrl-C there ends as while loading, quietly
+        values = None if found is None else parse(found, argv[1:])
     if values is None:
         return
 

@@ -9,8 +9,11 @@ import contextlib
 import functools
 import io
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
@@ -259,3 +262,28 @@ def test_a_direct_run_is_typers_run_without_typer(argv: list[str], stdin: bytes)
 def test_what_the_direct_path_leaves_is_typers_answer(argv: list[str]) -> None:
     child, typer = run_process(*argv), run_cli(*argv)
     assert (child.returncode, child.stdout, child.stderr) == (typer.returncode, typer.stdout, typer.stderr)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs a FIFO")
+def test_ctrl_c_while_a_check_reads_its_file_ends_quietly(tmp_path: Path) -> None:
+    # --prices names a FIFO: its check (run here, not by typer) waits to read the table. Ctrl-C there
+    # ends the run with 130 and nothing on stderr, as Ctrl-C while the command loads; never a traceback.
+    fifo = tmp_path / "prices.json"
+    os.mkfifo(fifo)
+    argv = [sys.executable, "-m", "ctxpipe", "count", "--cost", "--prices", str(fifo), str(BASIC)]
+    with subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env()) as run:
+        deadline = time.monotonic() + 60
+        while True:  # a writer's open succeeds once the run has the FIFO open to read
+            try:
+                writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+                break
+            except OSError:
+                assert run.poll() is None and time.monotonic() < deadline, "the run never opened --prices"
+                time.sleep(0.01)
+        try:
+            time.sleep(0.2)  # into its read, which waits on the writer
+            run.send_signal(signal.SIGINT)
+            stdout, stderr = run.communicate(timeout=60)
+        finally:
+            os.close(writer)
+    assert (run.returncode, stdout, stderr) == (130, b"", b"")
