@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 # Folders beside the package's modules in a checkout that are not ctxpipe's code.
-NOT_THE_PACKAGE = re.compile(r"[/\\](\.ci|\.venv|venv|bench|tests|build|dist|node_modules)[/\\]")
+NOT_THE_PACKAGE = r"[/\\](\.ci|\.venv|venv|bench|tests|build|dist|node_modules)[/\\]"
 
 
 def keep_bytecode(folder: Path) -> None:
@@ -31,5 +31,5 @@ def keep_bytecode(folder: Path) -> None:
     sys.pycache_prefix = str(folder)  # compileall names each file's bytecode as the children will look for it
     spec = importlib.util.find_spec("ctxpipe")
     locations = list(spec.submodule_search_locations or []) if spec else []
-    for location in locations:
-        compileall.compile_dir(location, quiet=1, rx=NOT_THE_PACKAGE)
+    for location in locations:  # the folders below the package's own (its path may hold any name)
+        compileall.compile_dir(location, quiet=1, rx=re.compile(re.escape(location) + NOT_THE_PACKAGE))
