@@ -2,8 +2,10 @@
 command's whole run, so a valid argv is parsed here from the command's own declarations (its
 DeclaredCommand's signature, cli/declare.py's parameters, read as typer reads them) and the command
 runs at once. Anything this parser does not model (help, an unknown or malformed option, a value
-only typer's converter can judge, a value an option's check refuses, a missing argument, shell
-completion…) returns None, and typer answers it as it always has, so its messages and exit codes stay typer's.
+only typer's converter can judge, a missing argument, shell completion…) returns None, and typer
+answers it as it always has, so its messages and exit codes stay typer's. The options' checks run
+with the command, as typer runs them (in click's order, with the standard streams and signals set
+up): a value a check refuses is said here as click says it, never handed to typer to be checked again.
 tests/test_direct.py checks that both give a command the same values, and the same bytes.
 """
 
@@ -19,7 +21,7 @@ from typing import Annotated, Any
 
 from . import declare
 from .plain import NOT_PLAIN, plain_value
-from .run import flush_stdout, loading, run_command_line, say_usage_error, stderr_if_done
+from .run import flush_stdout, loading, run_command_line, say_usage_error
 from .status import ExitStatus
 
 # What a declaration may say and still be parsed here: the rest (envvar=, parser=, count=, …) is typer's.
@@ -47,6 +49,12 @@ class Slot:
         self.high = parameter.settings.get("max")
         self.check = parameter.settings.get("callback")  # typer runs it on the value, given or not
 
+    def hint(self, given: str | None) -> str:
+        """How click names this option in a usage error its check raised with `given` as the hint."""
+        if given == declare.THIS_OPTION:
+            return self.names[0]  # cli/typed.py hands typer the first name for it
+        return given if given is not None else " / ".join(f"'{name}'" for name in self.names)  # click's Option.get_error_hint
+
 
 def _without_none(annotation: Any) -> Any:
     if typing.get_origin(annotation) in (typing.Union, types.UnionType):
@@ -68,15 +76,10 @@ def slots(declared: inspect.Signature) -> list[Slot] | None:
         slot = Slot(parameter.name, declarations[0], _without_none(base), parameter.default)
         if not _modelled(slot, declarations[0]):
             return None
-        if slot.default is not None:  # typer converts a default as it converts a value, and checks it
+        if slot.default is not None:  # typer converts a default as it converts a value (and checks it, with the command)
             slot.default = plain_value(slot.kind, None, None, slot.default)
             if slot.default is NOT_PLAIN:
                 return None
-            if slot.check is not None:
-                try:
-                    slot.default = slot.check(slot.default)
-                except Exception:  # a check that refuses its own default: typer says how
-                    return None
         found.append(slot)
     if sum(1 for slot in found if not slot.option) > 1:
         return None
@@ -89,11 +92,17 @@ def _modelled(slot: Slot, parameter: declare.Parameter) -> bool:
     if slot.option:
         spelled_ok = bool(slot.names) and all(name.startswith("--") or (len(name) == 2 and name[0] == "-") for name in slot.names + slot.negations)
         return spelled_ok and (not slot.negations or slot.flag) and not (slot.flag and slot.many)
-    return not parameter.names
+    # An argument's check would run where its first token was given, and click names it by its
+    # metavar: none has one, and typer parses a command whose argument would.
+    return not parameter.names and slot.check is None
 
 
-def parse(found: Sequence[Slot], argv: Sequence[str]) -> dict[str, Any] | None:
-    """The values typer would hand the command for `argv`, or None where typer must answer."""
+Checks = list[tuple[Slot, Callable[[Any], Any]]]  # the options to check, each with its check, in click's order
+
+
+def parse(found: Sequence[Slot], argv: Sequence[str]) -> tuple[dict[str, Any], Checks] | None:
+    """The values typer would hand the command for `argv` before the options' checks, and the options
+    to check (in click's order); None where typer must answer."""
     spelled: dict[str, tuple[Slot, bool]] = {}
     for slot in found:
         spelled.update({name: (slot, True) for name in slot.names})
@@ -132,11 +141,6 @@ def parse(found: Sequence[Slot], argv: Sequence[str]) -> dict[str, Any] | None:
         else:
             given[slot.name] = value  # given twice: the last one, as click takes it
     values: dict[str, Any] = {}
-    # The checks of the values given, in the order click runs them: the options by where each was
-    # first given (a dict keeps its first place), then the argument.
-    by_name = {slot.name: slot for slot in found}
-    checked = [(name, check) for name in given if (check := by_name[name].check) is not None]
-    checked += [(slot.name, slot.check) for slot in found if not slot.option and positional and slot.check is not None]
     for slot in found:
         if slot.option:
             if slot.name in given:
@@ -153,20 +157,23 @@ def parse(found: Sequence[Slot], argv: Sequence[str]) -> dict[str, Any] | None:
         positional = []
     if positional:
         return None
-    return values if _checks_pass(checked, values) else None
+    # The checks in the order click runs them: the options given, by where each was first given (a
+    # dict keeps its first place), then the others on their defaults, as declared.
+    by_name = {slot.name: slot for slot in found}
+    order = [by_name[name] for name in given] + [slot for slot in found if slot.name not in given]
+    return values, [(slot, slot.check) for slot in order if slot.check is not None]
 
 
-def _checks_pass(checked: Sequence[tuple[str, Callable[[Any], Any]]], values: dict[str, Any]) -> bool:
-    """Each given value through its option's check, as typer runs it (the value the check returns is
-    the one the command gets). A check that refuses its value leaves the command line to typer,
-    which runs the checks again and says how: so what a check writes on stderr (--tools' warning)
-    is held until every check has passed, and then written, once."""
-
-    def check_each() -> None:
-        for name, check in checked:
-            values[name] = check(values[name])
-
-    return stderr_if_done(check_each)
+def checked(values: dict[str, Any], checks: Checks) -> dict[str, Any]:
+    """The values the command gets: each through its option's check, in `checks`' order (the value a
+    check returns is the one the command gets). A check's refusal is raised as it comes, naming the
+    option as click names it; anything else a check raises (a price table that is not one) is the run's."""
+    for slot, check in checks:
+        try:
+            values[slot.name] = check(values[slot.name])
+        except declare.BadParameter as exc:
+            raise declare.BadParameter(exc.message, slot.hint(exc.param_hint)) from None
+    return values
 
 
 def command(name: str) -> Any:
@@ -193,14 +200,20 @@ def main(argv: Sequence[str]) -> None:
     # several off) walks only what was made since, not every module's functions and classes.
     gc.freeze()
     gc.enable()
-    with loading():  # the options' checks may read a file (--prices): Ctrl-C there ends as while loading, quietly
-        values = None if found is None else parse(found, argv[1:])
-    if values is None:
+    try:
+        with loading():  # Ctrl-C in here ends as while loading, quietly
+            parsed = None if found is None else parse(found, argv[1:])
+    except Exception:  # a line this parser trips on is typer's to answer, as any it does not model
         return
+    if parsed is None:
+        return
+    values, checks = parsed
 
     def invoke() -> int:
         try:
-            function.run(values)
+            # The checks run here, as typer runs them: after the standard streams and the signals are
+            # set up (a warning a check writes, a FIFO its file names), each once.
+            function.run(checked(values, checks))
         except declare.BadParameter as exc:
             what = f"Invalid value for {exc.param_hint}: {exc.message}" if exc.param_hint is not None else f"Invalid value: {exc.message}"
             say_usage_error(what, f"ctxpipe {name}")

@@ -21,7 +21,12 @@ def _number(kind: type, value: Any) -> Any:
     if kind is int:
         if isinstance(value, int):
             return value
-        return int(value) if isinstance(value, str) and _WHOLE.fullmatch(value) else NOT_PLAIN
+        if not (isinstance(value, str) and _WHOLE.fullmatch(value)):
+            return NOT_PLAIN
+        try:
+            return int(value)
+        except ValueError:  # more digits than int() reads (sys.get_int_max_str_digits): typer's converter says so
+            return NOT_PLAIN
     if isinstance(value, (int, float)):
         return float(value)
     return float(value) if isinstance(value, str) and _DECIMAL.fullmatch(value) else NOT_PLAIN

@@ -50,22 +50,6 @@ def say_usage_error(message: str, command_path: str) -> None:
     print(usage_error(message, command_path), file=sys.stderr)
 
 
-def stderr_if_done(work: Callable[[], object]) -> bool:
-    """`work()` with what it writes on stderr held: written once it returns (True), dropped when it
-    raises (False), for whoever runs it again to say how."""
-    import io
-
-    held = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(held):
-            work()
-    except Exception:
-        return False
-    if held.getvalue() and sys.stderr is not None:
-        sys.stderr.write(held.getvalue())
-    return True
-
-
 def flush_stdout() -> None:
     """A command's output out before its status is decided (a closed pipe is reported as such)."""
     if sys.stdout is not None:

@@ -119,8 +119,14 @@ def command_lines(draw: st.DrawFn, found: list[direct.Slot]) -> list[str]:
 def test_a_command_line_taken_directly_gives_the_command_typers_values(name: str, data: st.DataObject) -> None:
     function, found = direct_slots(name)
     argv = data.draw(command_lines(found), label="argv")
-    mine = direct.parse(found, argv)
-    if mine is not None:  # taken here: typer must take it too, with the same values
+    parsed = direct.parse(found, argv)
+    if parsed is None:  # typer's to answer
+        return
+    try:
+        mine = direct.checked(*parsed)
+    except Exception:  # a check refused its value here: typer refuses the line too
+        assert typer_values(function, argv) is None, argv
+    else:  # taken here: typer must take it too, with the same values
         assert mine == typer_values(function, argv), argv
 
 
@@ -135,9 +141,9 @@ def test_every_option_in_a_plain_spelling_is_taken_directly(name: str, tmp_path:
         for spelled in slot.names + slot.negations:
             value = [] if slot.flag else [_plain_text(slot, tmp_path)]
             argv = [spelled, *value, *_required(found, slot)]
-            mine = direct.parse(found, argv)
-            assert mine is not None, (name, argv)
-            assert mine == typer_values(function, argv), (name, argv)
+            parsed = direct.parse(found, argv)
+            assert parsed is not None, (name, argv)
+            assert direct.checked(*parsed) == typer_values(function, argv), (name, argv)
 
 
 # A text each option's check takes, by the check's name (a check not listed here fails the test above).
@@ -228,6 +234,16 @@ RUNS: list[tuple[list[str], bytes]] = [
     (["warn", "--autocompact-pct", "80", "--rules", "latest", str(BASIC)], b""),
     (["api-edits", "--thinking-keep", "2", str(BASIC)], b""),
     (["snip", "--range", "a..b", str(BASIC)], b""),  # the check takes it; the command refuses what it names
+    # A check refusing its value, said here as click says it: after a check that warned (the warning
+    # once, before the refusal), and after one that read its file.
+    (["microcompact", "--tools", "Task", "--now", "yesterday", str(BASIC)], b""),
+    (["count", "--since", "soon", "--by", "day", str(BASIC)], b""),
+    (["snip", "--range", "a", str(BASIC)], b""),  # the check names the option itself (declare.THIS_OPTION)
+    (
+        ["count", "--cost", "--prices", "/dev/stdin", "--since", "soon", "--by", "day", str(BASIC)],
+        b'{"acme-coder": {"input": 2, "cache_write_5m": 2.5, "cache_write_1h": 4, "cache_read": 0.2, "output": 8}}',
+    ),
+    (["count", "--cost", "--prices", "/dev/stdin", str(BASIC)], b"not json"),  # the check's own error, read once
 ]
 
 
@@ -253,9 +269,7 @@ def test_a_direct_run_is_typers_run_without_typer(argv: list[str], stdin: bytes)
         ["count", "-t"],
         ["convert"],
         ["hooks"],
-        # A check refusing its value, after one that warned: typer's answer, the warning once.
-        ["microcompact", "--tools", "Task", "--now", "yesterday", str(BASIC)],
-        ["count", "--since", "soon", "--by", "day", str(BASIC)],
+        ["count", "--json", "--top", "1" * 5000, str(BASIC)],  # more digits than int() reads: typer's converter says so
     ],  # fmt: skip
     ids=" ".join,
 )
@@ -264,26 +278,82 @@ def test_what_the_direct_path_leaves_is_typers_answer(argv: list[str]) -> None:
     assert (child.returncode, child.stdout, child.stderr) == (typer.returncode, typer.stdout, typer.stderr)
 
 
+def test_a_whole_number_of_more_digits_than_int_reads_is_a_usage_error() -> None:
+    # Python's int() refuses more than 4,300 digits: the plain converter leaves such a value to typer's
+    # (a traceback on the direct path, an internal error on typer's, before).
+    result = run_cli("count", "--json", "--top", "1" * 5000, BASIC)
+    assert result.returncode == 2 and b"Invalid value for '--top'" in result.stderr and b"internal error" not in result.stderr
+
+
+# typer's own run of a command line, in a child (the console entry would take it directly).
+TYPERS_RUN = """\
+import sys
+from ctxpipe.cli.app import main
+main(sys.argv[1:])
+"""
+
+
+def test_a_checks_warning_is_written_as_typer_writes_it(tmp_path: Path) -> None:
+    # The check runs once the standard streams are set up: on an ASCII stderr, a character it cannot
+    # hold is the same stand-in as typer's run writes, not Python's backslash escape.
+    argv = ["microcompact", "--force", "--tools", "mcp__\u00e9__x", "--now", "2030-01-01T00:00:00Z", str(BASIC)]
+    env = child_env({"PYTHONIOENCODING": "ascii"})
+    mine = subprocess.run([sys.executable, "-c", STARTED, *argv], capture_output=True, env=env, timeout=120, cwd=tmp_path)
+    typers = subprocess.run([sys.executable, "-c", TYPERS_RUN, *argv], capture_output=True, env=env, timeout=120, cwd=tmp_path)
+    errors, loaded = mine.stderr.rsplit(b"\nloaded: ", 1)
+    assert loaded == b"[]" and b"mcp__?__x" in errors
+    assert (mine.returncode, mine.stdout, errors) == (typers.returncode, typers.stdout, typers.stderr)
+
+
+def _open_for_writing(fifo: Path, run: subprocess.Popen[bytes]) -> int:
+    """A writer's end of `fifo`, once the run has it open to read (the open succeeds only then)."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:
+            assert run.poll() is None and time.monotonic() < deadline, f"the run never opened {fifo}"
+            time.sleep(0.01)
+
+
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs a FIFO")
-def test_ctrl_c_while_a_check_reads_its_file_ends_quietly(tmp_path: Path) -> None:
-    # --prices names a FIFO: its check (run here, not by typer) waits to read the table. Ctrl-C there
-    # ends the run with 130 and nothing on stderr, as Ctrl-C while the command loads; never a traceback.
+@pytest.mark.parametrize("sent,status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "sigterm"])
+def test_a_signal_while_a_check_reads_its_file_ends_quietly(tmp_path: Path, sent: int, status: int) -> None:
+    # --prices names a FIFO: its check waits to read the table. Ctrl-C there ends the run with 130,
+    # SIGTERM with 143 (128 + the signal, as every command ends on it), nothing on stderr; never a traceback.
     fifo = tmp_path / "prices.json"
     os.mkfifo(fifo)
     argv = [sys.executable, "-m", "ctxpipe", "count", "--cost", "--prices", str(fifo), str(BASIC)]
     with subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env()) as run:
-        deadline = time.monotonic() + 60
-        while True:  # a writer's open succeeds once the run has the FIFO open to read
-            try:
-                writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
-                break
-            except OSError:
-                assert run.poll() is None and time.monotonic() < deadline, "the run never opened --prices"
-                time.sleep(0.01)
+        writer = _open_for_writing(fifo, run)
         try:
             time.sleep(0.2)  # into its read, which waits on the writer
-            run.send_signal(signal.SIGINT)
+            run.send_signal(sent)
             stdout, stderr = run.communicate(timeout=60)
         finally:
             os.close(writer)
-    assert (run.returncode, stdout, stderr) == (130, b"", b"")
+    assert (run.returncode, stdout, stderr) == (status, b"", b"")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs a FIFO")
+def test_a_file_a_check_read_is_read_once_when_a_later_check_refuses(tmp_path: Path) -> None:
+    # --session-memory's check reads a FIFO, then --now's refuses its value: the refusal is said, and
+    # the FIFO is not opened a second time (it would wait for a writer that has gone).
+    fifo, notes = tmp_path / "notes.md", tmp_path / "plain-notes.md"
+    os.mkfifo(fifo)
+    notes.write_text("notes\n")
+    argv = [sys.executable, "-m", "ctxpipe", "compact", "--session-memory", str(fifo), "--now", "bad", str(BASIC)]
+    with subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env()) as run:
+        writer = _open_for_writing(fifo, run)
+        try:
+            os.write(writer, b"notes\n")
+        finally:
+            os.close(writer)
+        try:
+            stdout, stderr = run.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            run.kill()
+            pytest.fail("the run still waits: it opened the FIFO again")
+    typers = run_cli("compact", "--session-memory", notes, "--now", "bad", BASIC)
+    assert b"Invalid value for '--now'" in typers.stderr and typers.returncode == 2
+    assert (run.returncode, stdout, stderr) == (typers.returncode, typers.stdout, typers.stderr)
