@@ -21,7 +21,7 @@ from typing import Annotated, Any
 
 from . import declare
 from .plain import NOT_PLAIN, plain_value
-from .run import flush_stdout, loading, run_command_line, say_usage_error
+from .run import flush_stdout, loading, pipe_broke, run_command_line
 from .status import ExitStatus
 
 # What a declaration may say and still be parsed here: the rest (envvar=, parser=, count=, …) is typer's.
@@ -32,13 +32,14 @@ COMPLETION = "_CTXPIPE_COMPLETE"  # click's shell completion for prog "ctxpipe":
 class Slot:
     """One parameter of a command as this parser reads it."""
 
-    __slots__ = ("name", "option", "names", "negations", "kind", "many", "flag", "default", "required", "low", "high", "check")
+    __slots__ = ("name", "option", "names", "first", "negations", "kind", "many", "flag", "default", "required", "low", "high", "check")
 
     def __init__(self, name: str, parameter: declare.Parameter, base: Any, default: Any) -> None:
         self.name = name
         self.option = parameter.kind == "option"
         names = [part for spelled in parameter.names for part in spelled.split("/")[:1]]
         self.names = tuple(names)
+        self.first = parameter.names[0] if parameter.names else ""  # as declared ("--x/--no-x" whole)
         self.negations = tuple(spelled.split("/", 1)[1] for spelled in parameter.names if "/" in spelled)
         self.many = typing.get_origin(base) is list
         self.kind = typing.get_args(base)[0] if self.many else base
@@ -52,7 +53,7 @@ class Slot:
     def hint(self, given: str | None) -> str:
         """How click names this option in a usage error its check raised with `given` as the hint."""
         if given == declare.THIS_OPTION:
-            return self.names[0]  # cli/typed.py hands typer the first name for it
+            return self.first  # cli/typed.py hands typer the first declaration for it
         return given if given is not None else " / ".join(f"'{name}'" for name in self.names)  # click's Option.get_error_hint
 
 
@@ -210,14 +211,15 @@ def main(argv: Sequence[str]) -> None:
     values, checks = parsed
 
     def invoke() -> int:
+        # The checks run here, as typer runs them: after the standard streams and the signals are set
+        # up (a warning a check writes, a FIFO its file names), each once; a refusal (BadParameter) is
+        # said by run_command_line, as the command's own usage errors are.
         try:
-            # The checks run here, as typer runs them: after the standard streams and the signals are
-            # set up (a warning a check writes, a FIFO its file names), each once.
-            function.run(checked(values, checks))
-        except declare.BadParameter as exc:
-            what = f"Invalid value for {exc.param_hint}: {exc.message}" if exc.param_hint is not None else f"Invalid value: {exc.message}"
-            say_usage_error(what, f"ctxpipe {name}")
-            return ExitStatus.USAGE
+            ready = checked(values, checks)
+        except BrokenPipeError:  # a check's warning, and stderr's reader gone: as typer ends a parse whose pipe broke
+            return pipe_broke()
+        try:
+            function.run(ready)
         except declare.Exit as exc:
             return exc.exit_code
         flush_stdout()

@@ -101,10 +101,8 @@ def _typer_exceptions() -> tuple[tuple[type[BaseException], ...], tuple[type[Bas
 
 
 def _outcome(invoke: Callable[[], int | None], name: str | None) -> int:
-    import io
-
     from ..api import guard_truncation, when_stdin_is_a_terminal
-    from ..core.errors import CHANGED, CtxpipeError, InputError, InternalError
+    from ..core.errors import CHANGED, InputError
     from .encoding import tolerant_standard_streams
     from .terminal import shown
 
@@ -115,41 +113,72 @@ def _outcome(invoke: Callable[[], int | None], name: str | None) -> int:
     try:
         status = invoke()
     except Exception as exc:
-        usage, abort = _typer_exceptions()
-        if isinstance(exc, usage):  # usage errors (typer vendors click; these derive from it)
-            show = getattr(exc, "show", None)
-            context = getattr(exc, "ctx", None)
-            if context is not None and type(exc).__name__ != "NoArgsIsHelpError":
-                say_usage_error(exc.format_message(), context.command_path)  # type: ignore[attr-defined]
-            elif show is not None:
-                # The usage text quotes arguments (a path found by a shell glob can hold escapes).
-                shown_lines = io.StringIO()
-                show(shown_lines)
-                sys.stderr.write("\n".join(shown(line) for line in shown_lines.getvalue().split("\n")))
-            else:
-                print(f"ctxpipe: error: {shown(exc.format_message())}", file=sys.stderr)  # type: ignore[attr-defined]
-            return int(exc.exit_code)  # type: ignore[attr-defined]
-        if isinstance(exc, abort):
-            print("Aborted.", file=sys.stderr)
-            return ExitStatus.INTERRUPTED
-        if isinstance(exc, CtxpipeError):
-            if os.environ.get("CTXPIPE_DEBUG"):
-                raise
-            print(f"ctxpipe: error: {shown(exc)}", file=sys.stderr)  # names files, quotes transcript values
-            return ExitStatus.ERROR
-        if isinstance(exc, (BrokenPipeError, PipeClosed)):
-            return _quiet_broken_pipe()
-        if isinstance(exc, OSError):  # a failure no command put into words, e.g. a table printed to a full stdout
-            where = f"{exc.filename}: " if exc.filename else ""
-            print(f"ctxpipe: error: {shown(where + (exc.strerror or str(exc)))}", file=sys.stderr)
-            _detach_stdout()
-            return ExitStatus.ERROR
-        # A bug: one line naming it, as a batch row does (CTXPIPE_DEBUG=1 shows the traceback).
+        try:
+            return _failure(exc, name)
+        except BrokenPipeError:
+            # stderr's reader went away while the failure was said: it still fails (1, as click ends a
+            # run whose pipe broke), and the interpreter's final flush must not fail again.
+            return pipe_broke()
+    return status if isinstance(status, int) else ExitStatus.OK
+
+
+def pipe_broke() -> int:
+    """A run whose stderr (or, outside the command, any stream) lost its reader: exit 1, as click's
+    parsing ends it, with stdout and stderr pointed at /dev/null for the interpreter's final flush."""
+    from .emit import detach
+
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            detach(stream)
+    return ExitStatus.ERROR
+
+
+def _failure(exc: Exception, name: str | None) -> int:
+    """Say what `exc` means, once, and the exit status it becomes."""
+    import io
+
+    from ..core.errors import CtxpipeError, InternalError
+    from . import declare
+    from .terminal import shown
+
+    if isinstance(exc, declare.BadParameter):  # the direct path's usage errors (cli/direct.py), as click says them
+        what = f"Invalid value for {exc.param_hint}: {exc.message}" if exc.param_hint is not None else f"Invalid value: {exc.message}"
+        say_usage_error(what, f"ctxpipe {name}")
+        return ExitStatus.USAGE
+    usage, abort = _typer_exceptions()
+    if isinstance(exc, usage):  # usage errors (typer vendors click; these derive from it)
+        show = getattr(exc, "show", None)
+        context = getattr(exc, "ctx", None)
+        if context is not None and type(exc).__name__ != "NoArgsIsHelpError":
+            say_usage_error(exc.format_message(), context.command_path)  # type: ignore[attr-defined]
+        elif show is not None:
+            # The usage text quotes arguments (a path found by a shell glob can hold escapes).
+            shown_lines = io.StringIO()
+            show(shown_lines)
+            sys.stderr.write("\n".join(shown(line) for line in shown_lines.getvalue().split("\n")))
+        else:
+            print(f"ctxpipe: error: {shown(exc.format_message())}", file=sys.stderr)  # type: ignore[attr-defined]
+        return int(exc.exit_code)  # type: ignore[attr-defined]
+    if isinstance(exc, abort):
+        print("Aborted.", file=sys.stderr)
+        return ExitStatus.INTERRUPTED
+    if isinstance(exc, CtxpipeError):
         if os.environ.get("CTXPIPE_DEBUG"):
             raise
-        print(f"ctxpipe: error: {shown(InternalError.of(None, exc))}", file=sys.stderr)
+        print(f"ctxpipe: error: {shown(exc)}", file=sys.stderr)  # names files, quotes transcript values
         return ExitStatus.ERROR
-    return status if isinstance(status, int) else ExitStatus.OK
+    if isinstance(exc, (BrokenPipeError, PipeClosed)):
+        return _quiet_broken_pipe()
+    if isinstance(exc, OSError):  # a failure no command put into words, e.g. a table printed to a full stdout
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"ctxpipe: error: {shown(where + (exc.strerror or str(exc)))}", file=sys.stderr)
+        _detach_stdout()
+        return ExitStatus.ERROR
+    # A bug: one line naming it, as a batch row does (CTXPIPE_DEBUG=1 shows the traceback).
+    if os.environ.get("CTXPIPE_DEBUG"):
+        raise
+    print(f"ctxpipe: error: {shown(InternalError.of(None, exc))}", file=sys.stderr)
+    return ExitStatus.ERROR
 
 
 def _interrupted() -> NoReturn:
@@ -181,6 +210,7 @@ def _quiet_broken_pipe() -> int:
 
 
 def _detach_stdout() -> None:
+    from .emit import detach
+
     if sys.stdout is not None:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        detach(sys.stdout)

@@ -189,6 +189,19 @@ def _required(found: list[direct.Slot], besides: direct.Slot) -> list[str]:
     return needed
 
 
+@pytest.mark.parametrize("names", [("--x",), ("--x", "-x"), ("-x", "--x"), ("--x/--no-x", "-x")], ids=" ".join)
+def test_a_refusal_names_the_option_as_click_names_it(names: tuple[str, ...]) -> None:
+    # A check's BadParameter without a hint: click names the option by its names, quoted; with
+    # declare.THIS_OPTION: the first declaration, as cli/typed.py hands it to typer.
+    import click
+    from ctxpipe.cli import declare
+
+    slot = direct.Slot("x", declare.Option(*names), bool if "/" in names[0] else str, None)
+    assert slot.hint(None) == click.Option(list(names)).get_error_hint(None)  # type: ignore[arg-type]
+    assert slot.hint(declare.THIS_OPTION) == names[0]
+    assert slot.hint("--other") == "--other"
+
+
 # --- the whole run: the same bytes and exit code as typer, without loading it -------------------------
 
 # The console entry, then what it loaded (its exit code kept).
@@ -303,6 +316,47 @@ def test_a_checks_warning_is_written_as_typer_writes_it(tmp_path: Path) -> None:
     errors, loaded = mine.stderr.rsplit(b"\nloaded: ", 1)
     assert loaded == b"[]" and b"mcp__?__x" in errors
     assert (mine.returncode, mine.stdout, errors) == (typers.returncode, typers.stdout, typers.stderr)
+
+
+# The console entry (the direct path where it takes the line), nothing written after it.
+ENTRY = """\
+import sys
+from ctxpipe.cli.entry import main
+sys.argv = ["ctxpipe", *sys.argv[1:]]
+main()
+"""
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["count", "--since", "x", str(BASIC)],  # a check's refusal
+        ["microcompact", "--force", "--tools", "Agent", "--now", "2030-01-01T00:00:00Z", str(BASIC)],  # a check's warning
+        ["validate", "--scheduler", "tcp://h:1", str(BASIC)],  # the command's own usage error
+    ],
+    ids=lambda argv: argv[0],
+)
+def test_a_stderr_whose_reader_went_away_ends_the_run_as_typer_does(argv: list[str], tmp_path: Path) -> None:
+    # What is said on stderr cannot be: the run fails (exit 1, as click ends a run whose pipe broke),
+    # on the direct path as on typer's; never the quiet success of a stdout whose reader went away.
+    def run(script: str) -> subprocess.CompletedProcess[bytes]:
+        read, write = os.pipe()
+        os.close(read)
+        try:
+            return subprocess.run(
+                [sys.executable, "-c", script, *argv],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=write,
+                env=child_env(),
+                timeout=120,
+                cwd=tmp_path,
+            )
+        finally:
+            os.close(write)
+
+    mine, typers = run(ENTRY), run(TYPERS_RUN)
+    assert (mine.returncode, mine.stdout) == (typers.returncode, typers.stdout) == (1, b"")
 
 
 def _open_for_writing(fifo: Path, run: subprocess.Popen[bytes]) -> int:
