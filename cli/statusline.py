@@ -266,7 +266,10 @@ def memo_for(given: StatusInputs, options: Options, environ: Mapping[str, str]) 
         return None
     absolute = os.path.abspath(path)
     flags = list(options._replace(color=None, server=True))  # the colour is the line's, and where they are worked out is not the figures'
-    key = memo_key(__version__, absolute, given, flags, [environ.get(name, "") for name in ENVIRONMENT.values()])
+    try:
+        key = memo_key(__version__, absolute, given, flags, [environ.get(name, "") for name in ENVIRONMENT.values()])
+    except (RecursionError, ValueError):  # a field nested as deep as json.loads took it, one level too deep to write
+        return None
     folder = cache_folder(environ.get("XDG_CACHE_HOME"), os.path.expanduser("~"))
     return Memo(path, os.path.join(folder, cache_name(absolute) + MEMO_SUFFIX), key)
 

@@ -34,9 +34,10 @@ MAX_CACHE_LEFT = 86_400.0  # seconds: prompt caches live 5 minutes or an hour; a
 MEMO_FORMAT = 1  # bumped when the memo's shape or meaning changes
 MEMO_SUFFIX = ".line"
 MAX_MEMO = 1 << 16  # bytes: a memo is a few hundred; a status JSON whose key is longer is not memoised
-# A transcript modified this recently (seconds) is not memoised: a write in the same tick of the file
-# system's clock (a Linux tick is at most 10 ms) would leave its size, times and inode as they were.
-RACY = 0.1
+# Seconds: a file changed this recently is not taken as unchanged since (the status line's memo and
+# saving, count's kept counts): a write in the same tick of its file system's clock would leave its
+# size, times and inode as they were (a tick is 10 ms on ext4, a second on ext3 or HFS+, 2 s on FAT).
+RACY = 2.0
 LEVELS = ("normal", "warning", "autocompact", "blocking")  # core.budget's, without loading the catalog
 SAVING_STAGES = ("microcompact", "collapse")  # the stages whose dry run the line offers as the saving
 

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ..core.jsonl import no_cycle_collection
-from ..core.statusline import cache_folder, cache_name
+from ..core.statusline import RACY, cache_folder, cache_name  # RACY: the tick a stamp cannot see within
 
 if TYPE_CHECKING:
     from ..files.sessions import Kind, SessionFile
@@ -57,11 +57,6 @@ _COUNTING_ROOMS = ("core", "formats", "files", "jobs")
 # Opened without following a link, and without waiting on a FIFO put where a kept file was.
 _NO_LINK = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
 
-# A file changed less than this long (seconds) before it was looked at is not kept: a write in the
-# same tick of its file system's clock would leave its times as they were (FAT's tick is 2 s; only a
-# session being written is that fresh, and it is counted again each time). Both times count: a tool
-# that writes a file and puts its old modification time back (rsync -t, cp -p) still moves the change time.
-RACY = 2.0
 
 Stamp = tuple[int, int, int, int, int]  # size, modification time (ns), inode, change time (ns), device
 Entry = tuple[Stamp, str, str, "FileCount", float]  # stamp, kind, shown, the count, when it was kept
@@ -160,7 +155,7 @@ class CountCache:
         """The folder, opened, when this user owns it and nobody else may enter it; else None."""
         if not self._opened:
             self._opened = True
-            self._folder_fd = _open_private(self.folder)
+            self._folder_fd = open_private(self.folder)
         return self._folder_fd
 
     def _entries(self, name: str) -> dict[str, Entry]:
@@ -210,7 +205,7 @@ class CountCache:
         try:
             os.makedirs(self.folder, mode=0o700, exist_ok=True)
             if self._private_folder() is None:
-                self._folder_fd = _open_private(self.folder)  # missing when the counts were looked up, made now
+                self._folder_fd = open_private(self.folder)  # missing when the counts were looked up, made now
             if self._folder_fd is None:
                 return  # never read (see _open_private): not written either
             for name in sorted(self._changed):
@@ -225,7 +220,7 @@ class CountCache:
             self._changed.clear()
 
 
-def _open_private(folder: str) -> int | None:
+def open_private(folder: str) -> int | None:
     """`folder` opened (never through a link), when this user owns it and its mode gives nobody else
     any access; else None."""
     try:

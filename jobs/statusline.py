@@ -20,6 +20,7 @@ unchanged transcript reads instead of calling this module.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Mapping
@@ -202,23 +203,41 @@ def _key(path: str) -> str:
     return cache_name(os.path.abspath(path))
 
 
-def _stamp(path: str) -> tuple[int, int] | None:
+def _stamp(path: str) -> list[int] | None:
+    """What a saving is valid for: the transcript's size, modification time, inode and change time
+    (the memo's stamp: a rewrite of the same size, its old time put back, still moves the change time)."""
     try:
         info = os.stat(path)
     except OSError:
         return None
-    return info.st_size, info.st_mtime_ns
+    return [info.st_size, info.st_mtime_ns, info.st_ino, info.st_ctime_ns]
 
 
-def read_cache(directory: str, path: str) -> dict[str, Any] | None:
-    """The cached entry for `path`, or None (none yet, or not one of ours)."""
+def _fresh(entry: Mapping[str, Any], stamp: list[int] | None) -> bool:
+    """Whether `entry` is the saving of the transcript as `stamp` says it is now."""
+    return stamp is not None and entry.get("stamp") == stamp
+
+
+def read_cache(folder: int, path: str) -> dict[str, Any] | None:
+    """The cached entry for `path` in the open `folder` (count_cache.open_private's), or None (none
+    yet, or not one of ours): a regular file of the folder's own, never through a link, never waited
+    on (a FIFO put there)."""
+    import stat
+
     import orjson
 
     try:
-        with open(os.path.join(directory, _key(path) + ".json"), "rb") as handle:
-            entry = orjson.loads(handle.read(1 << 16))
+        fd = os.open(_key(path) + ".json", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        entry = orjson.loads(os.read(fd, 1 << 16))
     except (OSError, ValueError):
         return None
+    finally:
+        os.close(fd)
     return entry if isinstance(entry, dict) and entry.get("path") == os.path.abspath(path) else None
 
 
@@ -236,10 +255,20 @@ def _best(entry: Mapping[str, Any]) -> Saving | None:
 def _saving(path: str, environ: Mapping[str, str]) -> tuple[Saving | None, bool]:
     """The last known saving for `path`, and whether it is out of date (a background refresh then
     starts, unless one is at work)."""
+    from .count_cache import open_private
+
     directory = cache_dir(environ)
-    entry = read_cache(directory, path)
+    with contextlib.suppress(OSError):
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+    folder = open_private(directory)
+    if folder is None:  # another user's, open to others, or a link: its entries could say anything, and go anywhere
+        return None, False
+    try:
+        entry = read_cache(folder, path)
+    finally:
+        os.close(folder)
     stamp = _stamp(path)
-    fresh = entry is not None and stamp is not None and [entry.get("size"), entry.get("mtime_ns")] == list(stamp)
+    fresh = entry is not None and _fresh(entry, stamp)
     if not fresh and stamp is not None:
         _start_refresh(directory, path)
     return (_best(entry) if entry is not None else None), not fresh
@@ -285,7 +314,7 @@ def refresh(path: str, directory: str) -> None:
         stamp = _stamp(path)
         if stamp is None:
             return
-        entry: dict[str, Any] = {"path": path, "size": stamp[0], "mtime_ns": stamp[1]}
+        entry: dict[str, Any] = {"path": path, "stamp": stamp}
         if stamp[0] > REFRESH_LIMIT:
             entry["error"] = f"the transcript is over {REFRESH_LIMIT >> 20} MiB: no saving computed in the background"
         else:

@@ -470,20 +470,21 @@ def test_the_saving_is_cached_and_refreshed_when_the_file_changes(tmp_path: Path
     assert second.split(" · ")[2] == f"{best} −{human(stage_figures[best])}", second
     [entry_file] = entries.glob("*.json")
     entry = json.loads(entry_file.read_text())
-    assert entry["savings"] == stage_figures and entry["size"] == path.stat().st_size
+    assert entry["savings"] == stage_figures and entry["stamp"][0] == path.stat().st_size
 
     # The file grows: the old saving is shown while a new refresh runs, then the new one.
     _repeating_session(6).write(path)
     stale, _ = status(env, transcript_path=str(path))
     assert f"{best} −{human(stage_figures[best])}" in stale
-    _wait_for(lambda: json.loads(entry_file.read_text())["size"] == path.stat().st_size and not list(entries.glob("*.lock")))
+    _wait_for(lambda: json.loads(entry_file.read_text())["stamp"][0] == path.stat().st_size and not list(entries.glob("*.lock")))
     grown = json.loads(entry_file.read_text())["savings"]
     assert grown == {stage: _freed(stage, path, tmp_path) for stage in ("microcompact", "collapse")} and grown != stage_figures
 
     # Nothing was written anywhere but the cache: the transcript's folder holds the transcript only.
     assert sorted(p.name for p in folder.iterdir()) == ["session.jsonl"]
     assert {p.name for p in tmp_path.iterdir()} == {"project", "cache", "microcompact.report.json", "collapse.report.json"}
-    assert sorted(p.suffix for p in entries.iterdir()) == [".json", ".line"]  # the saving, and the line's memo
+    # The saving, and no lock left (the line's memo too, once the transcript is RACY seconds old).
+    assert {p.suffix for p in entries.iterdir()} - {".line"} == {".json"}
 
 
 def test_no_savings_starts_no_refresh(tmp_path: Path) -> None:
@@ -812,12 +813,41 @@ def test_the_background_refresh_leaves_a_file_over_its_limit_alone(tmp_path: Pat
 
     path = simple(100_000).write(tmp_path / "session.jsonl")
     cache = tmp_path / "cache"
-    cache.mkdir()
+    cache.mkdir(mode=0o700)
     monkeypatch.setattr(statusline, "REFRESH_LIMIT", path.stat().st_size - 1)
     statusline.refresh(str(path), str(cache))
-    entry = statusline.read_cache(str(cache), str(path))
+    folder = os.open(cache, os.O_RDONLY)
+    try:
+        entry = statusline.read_cache(folder, str(path))
+    finally:
+        os.close(folder)
     assert entry is not None and "savings" not in entry and "no saving computed" in entry["error"]
     assert [item.name for item in cache.iterdir()] == [next(cache.iterdir()).name]  # the entry only: the lock is gone
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="makes a folder of another user's: needs root")
+def test_a_saving_folder_of_another_users_is_neither_read_nor_written(tmp_path: Path) -> None:
+    # A shared XDG_CACHE_HOME where another user made ctxpipe/statusline, open to all, with an entry
+    # that is a link to one of ours, a FIFO beside it: no saving read from there (none shown, no wait),
+    # and nothing written through the link.
+    from ctxpipe.core.statusline import cache_name
+
+    path = _aged(_repeating_session(3).write(tmp_path / "project" / "session.jsonl"))
+    shared = tmp_path / "shared"
+    entries = shared / "ctxpipe" / "statusline"
+    entries.mkdir(parents=True)
+    victim = tmp_path / "important.txt"
+    victim.write_text("mine\n")
+    name = cache_name(str(path.resolve()))
+    (entries / f"{name}.json").symlink_to(victim)
+    for folder in (shared / "ctxpipe", entries):
+        os.chown(folder, 65534, 65534)
+        folder.chmod(0o777)
+    line, _ = status({"XDG_CACHE_HOME": str(shared), "CTXPIPE_STATUSLINE_SERVER": "0"}, transcript_path=str(path))
+    time.sleep(1.0)  # a refresh started in the background would have written by now
+    assert LINE.match(line) and "−" not in line, line
+    assert victim.read_text() == "mine\n"
+    assert sorted(item.name for item in entries.iterdir()) == [f"{name}.json"]  # no lock, no memo: the folder is not ours
 
 
 # --- the library's status line ---------------------------------------------------------------------
