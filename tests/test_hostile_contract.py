@@ -1192,7 +1192,7 @@ def test_statusline_savings_on_every_hostile_file(name: str, runner: Runner, gen
     assert (refresh.returncode, refresh.stdout, refresh.stderr) == (0, b"", b""), refresh.stderr[-1500:]
     [entry_file] = cache.glob("*.json")  # the lock is gone, the entry is there
     entry = json.loads(entry_file.read_text())
-    assert entry["path"] == str(path) and entry["size"] == len(case.data)
+    assert entry["path"] == str(path) and entry["stamp"][0] == len(case.data)
     # A stage skips bad lines (as statusline counts): the only failure it may record is the input's
     # (a file no format fits), named as the stage would name it; anything else is a bug.
     if "error" in entry:
