@@ -391,18 +391,15 @@ def test_a_signal_while_a_check_reads_its_file_ends_quietly(tmp_path: Path, sent
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs a FIFO")
 def test_a_file_a_check_read_is_read_once_when_a_later_check_refuses(tmp_path: Path) -> None:
-    # --session-memory's check reads a FIFO, then --now's refuses its value: the refusal is said, and
+    # --session-memory's check opens a FIFO, then --now's refuses its value: the refusal is said, and
     # the FIFO is not opened a second time (it would wait for a writer that has gone).
     fifo, notes = tmp_path / "notes.md", tmp_path / "plain-notes.md"
     os.mkfifo(fifo)
     notes.write_text("notes\n")
     argv = [sys.executable, "-m", "ctxpipe", "compact", "--session-memory", str(fifo), "--now", "bad", str(BASIC)]
     with subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env()) as run:
-        writer = _open_for_writing(fifo, run)
-        try:
-            os.write(writer, b"notes\n")
-        finally:
-            os.close(writer)
+        # The check opens the file and closes it (it reads nothing): a writer lets its open through.
+        os.close(_open_for_writing(fifo, run))
         try:
             stdout, stderr = run.communicate(timeout=60)
         except subprocess.TimeoutExpired:
