@@ -271,6 +271,8 @@ def memo_for(given: StatusInputs, options: Options, environ: Mapping[str, str]) 
     except (RecursionError, ValueError):  # a field nested as deep as json.loads took it, one level too deep to write
         return None
     folder = cache_folder(environ.get("XDG_CACHE_HOME"), os.path.expanduser("~"))
+    if folder is None:  # no home folder: no memo
+        return None
     return Memo(path, os.path.join(folder, cache_name(absolute) + MEMO_SUFFIX), key)
 
 
@@ -419,7 +421,10 @@ def server_path(environ: Mapping[str, str]) -> str | None:
     from .. import __version__
 
     home = os.path.expanduser("~")
-    path = os.path.join(cache_folder(environ.get("XDG_CACHE_HOME"), home), server_name(__version__, package_folder(), sys.executable, home))
+    folder = cache_folder(environ.get("XDG_CACHE_HOME"), home)
+    if folder is None:  # no home folder: no server
+        return None
+    path = os.path.join(folder, server_name(__version__, package_folder(), sys.executable, home))
     return path if len(os.fsencode(path)) < 108 else None  # sun_path's size on Linux
 
 

@@ -184,12 +184,16 @@ def cache_state(prompt_cache: Any, now: float) -> str | None:
 # --- where the status line keeps what it knows ------------------------------------------------------
 
 
-def cache_folder(xdg_cache_home: str | None, home: str, part: str = "statusline") -> str:
+def cache_folder(xdg_cache_home: str | None, home: str, part: str = "statusline") -> str | None:
     """$XDG_CACHE_HOME/ctxpipe/<part> (an absolute XDG_CACHE_HOME only, as the spec says), else
     <home>/.cache/ctxpipe/<part>: the status line's, or `count`'s kept counts (jobs.count_cache).
-    The caller reads the environment and the home folder."""
+    None where neither is absolute (no HOME and no passwd entry: expanduser leaves "~"): no cache
+    then, rather than one in whatever folder the run is started from. The caller reads the
+    environment and the home folder."""
     base = xdg_cache_home or ""
     if not posixpath.isabs(base):
+        if not posixpath.isabs(home):
+            return None
         base = posixpath.join(home, ".cache")
     return posixpath.join(base, "ctxpipe", part)
 

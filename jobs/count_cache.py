@@ -118,7 +118,7 @@ def options_key(options: CountOptions) -> str | None:
     return json.dumps([FORMAT, orjson.__version__, list(sys.version_info[:3]), code, repr(replace(options, threads=1))])
 
 
-def default_folder() -> str:
+def default_folder() -> str | None:
     return cache_folder(os.environ.get("XDG_CACHE_HOME"), os.path.expanduser("~"), "count")
 
 
@@ -137,7 +137,8 @@ class CountCache:
     @classmethod
     def for_options(cls, options: CountOptions, folder: str | None = None) -> CountCache | None:
         key = options_key(options)
-        return None if key is None else cls(key, folder or default_folder())
+        folder = folder or default_folder()
+        return None if key is None or folder is None else cls(key, folder)  # no home folder: nothing kept
 
     def close(self) -> None:
         if self._folder_fd is not None:

@@ -193,7 +193,7 @@ def _count(path: str, window: int | None, settings: BudgetSettings, model_id: st
 # --- the savings cache -----------------------------------------------------------------------------
 
 
-def cache_dir(environ: Mapping[str, str]) -> str:
+def cache_dir(environ: Mapping[str, str]) -> str | None:
     """$XDG_CACHE_HOME/ctxpipe/statusline (an absolute XDG_CACHE_HOME only, as the spec says), else ~/.cache/…"""
     return cache_folder(environ.get("XDG_CACHE_HOME"), os.path.expanduser("~"))
 
@@ -258,6 +258,8 @@ def _saving(path: str, environ: Mapping[str, str]) -> tuple[Saving | None, bool]
     from .count_cache import open_private
 
     directory = cache_dir(environ)
+    if directory is None:  # no home folder: no cache
+        return None, False
     with contextlib.suppress(OSError):
         os.makedirs(directory, mode=0o700, exist_ok=True)
     folder = open_private(directory)

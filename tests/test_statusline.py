@@ -850,6 +850,24 @@ def test_a_saving_folder_of_another_users_is_neither_read_nor_written(tmp_path: 
     assert sorted(item.name for item in entries.iterdir()) == [f"{name}.json"]  # no lock, no memo: the folder is not ours
 
 
+def test_without_a_home_folder_nothing_is_kept_in_the_working_folder(tmp_path: Path) -> None:
+    # No absolute XDG_CACHE_HOME and a home folder that is not absolute (HOME unset and no passwd
+    # entry leaves expanduser's "~"; a relative HOME does the same): no memo, no saving, no server,
+    # no kept counts, rather than a ./~/.cache beside whatever the run started in.
+    from ctxpipe.core.statusline import cache_folder
+
+    assert cache_folder(None, "~") is None and cache_folder("relative", "~") is None
+    assert cache_folder("/x", "~") == "/x/ctxpipe/statusline" and cache_folder(None, "/h", "count") == "/h/.cache/ctxpipe/count"
+    path = _aged(_repeating_session(3).write(tmp_path / "project" / "session.jsonl"))
+    env = {"HOME": "~", "XDG_CACHE_HOME": "", "CTXPIPE_STATUSLINE_SERVER": "1"}
+    ran = run_cli("statusline", stdin=json.dumps({"transcript_path": str(path)}).encode(), env={**CLEAN_ENV, **env}, cwd=tmp_path / "project")
+    assert ran.returncode == 0 and LINE.match(ran.stdout.decode().rstrip("\n")), ran
+    counted = run_cli("count", "--json", path, env=env, cwd=tmp_path / "project")
+    assert counted.returncode == 0, counted.stderr
+    time.sleep(0.5)  # a refresh started in the background would have made its folder by now
+    assert sorted(item.name for item in (tmp_path / "project").iterdir()) == ["session.jsonl"]
+
+
 # --- the library's status line ---------------------------------------------------------------------
 
 
