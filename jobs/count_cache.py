@@ -55,7 +55,7 @@ _PACKAGE = Path(__file__).resolve().parent.parent
 _PACKAGE_NAME = __name__.partition(".")[0]
 _COUNTING_ROOMS = ("core", "formats", "files", "jobs")
 # Opened without following a link, and without waiting on a FIFO put where a kept file was.
-_NO_LINK = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+NO_LINK = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
 
 
 Stamp = tuple[int, int, int, int, int]  # size, modification time (ns), inode, change time (ns), device
@@ -225,7 +225,7 @@ def open_private(folder: str) -> int | None:
     """`folder` opened (never through a link), when this user owns it and its mode gives nobody else
     any access; else None."""
     try:
-        descriptor = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NO_LINK)
+        descriptor = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | NO_LINK)
     except OSError:
         return None
     info = os.fstat(descriptor)
@@ -240,7 +240,7 @@ def _read(folder: int, name: str, key: str) -> dict[str, Entry]:
     """The entries of the kept file `name` in the open `folder`, made for `key`; none for a missing
     file or one that is not ours."""
     try:
-        descriptor = os.open(name, os.O_RDONLY | _NO_LINK, dir_fd=folder)
+        descriptor = os.open(name, os.O_RDONLY | NO_LINK, dir_fd=folder)
     except OSError:
         return {}
     try:
@@ -282,7 +282,7 @@ def _write(folder: int, name: str, data: bytes) -> None:
     temporary = f".{name}.{os.getpid()}.tmp"
     with contextlib.suppress(FileNotFoundError):
         os.unlink(temporary, dir_fd=folder)  # left by a run of this process id that was killed
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NO_LINK, 0o600, dir_fd=folder)
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NO_LINK, 0o600, dir_fd=folder)
     try:
         with os.fdopen(descriptor, "wb") as out:
             out.write(data)

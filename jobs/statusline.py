@@ -213,11 +213,6 @@ def _stamp(path: str) -> list[int] | None:
     return [info.st_size, info.st_mtime_ns, info.st_ino, info.st_ctime_ns]
 
 
-def _fresh(entry: Mapping[str, Any], stamp: list[int] | None) -> bool:
-    """Whether `entry` is the saving of the transcript as `stamp` says it is now."""
-    return stamp is not None and entry.get("stamp") == stamp
-
-
 def read_cache(folder: int, path: str) -> dict[str, Any] | None:
     """The cached entry for `path` in the open `folder` (count_cache.open_private's), or None (none
     yet, or not one of ours): a regular file of the folder's own, never through a link, never waited
@@ -226,8 +221,10 @@ def read_cache(folder: int, path: str) -> dict[str, Any] | None:
 
     import orjson
 
+    from .count_cache import NO_LINK
+
     try:
-        fd = os.open(_key(path) + ".json", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder)
+        fd = os.open(_key(path) + ".json", os.O_RDONLY | NO_LINK, dir_fd=folder)
     except OSError:
         return None
     try:
@@ -270,7 +267,7 @@ def _saving(path: str, environ: Mapping[str, str]) -> tuple[Saving | None, bool]
     finally:
         os.close(folder)
     stamp = _stamp(path)
-    fresh = entry is not None and _fresh(entry, stamp)
+    fresh = entry is not None and stamp is not None and entry.get("stamp") == stamp
     if not fresh and stamp is not None:
         _start_refresh(directory, path)
     return (_best(entry) if entry is not None else None), not fresh
