@@ -1249,7 +1249,8 @@ def status_line(
 def refresh_status_savings(path: str | os.PathLike[str], cache_dir: str | os.PathLike[str]) -> None:
     """The status line's background work, in the foreground: microcompact's and collapse's dry runs
     on `path`, cached in `cache_dir` (made if missing) for `status_line`: what `status_line` starts
-    detached. The status line's cache is `<$XDG_CACHE_HOME or ~/.cache>/ctxpipe/statusline`."""
+    detached. The status line's cache is `<$XDG_CACHE_HOME or ~/.cache>/ctxpipe/statusline`. A
+    transcript changed less than 2 s before is waited for first (its stamp would not be settled)."""
     from .jobs.statusline import refresh
 
     os.makedirs(cache_dir, mode=0o700, exist_ok=True)

@@ -40,19 +40,36 @@ READ_DEADLINE = 2.0
 PROBE_TIMEOUT = 1.0  # seconds to learn whether a server listens at a socket file
 
 
-def changed_since(moment: float) -> bool:
-    """Whether a module of ctxpipe's this process loaded was modified after `moment` (epoch seconds):
-    a server whose code changed under it (an upgrade, an edit in a development checkout) must not
-    answer with the old code's figures."""
-    for name, module in list(sys.modules.items()):
-        path = getattr(module, "__file__", None) if name == "ctxpipe" or name.startswith("ctxpipe.") else None
-        if path:
+class CodeWatch:
+    """Whether a module of ctxpipe's this process loaded changed after the server started: a server
+    whose code changed under it (an upgrade, an edit in a development checkout) must not answer with
+    the old code's figures. Each module's file is stamped when first seen and compared with `!=` from
+    then on, so a module dated ahead (a clock set back) is not taken for a change at every look; one
+    first seen already modified after the start (loaded at a run, after an upgrade) is a change."""
+
+    def __init__(self, started: float) -> None:
+        self.started = started  # epoch seconds, taken before the imports
+        self.seen: dict[str, tuple[int, int, int, int]] = {}
+
+    def changed(self) -> bool:
+        now = time.time()
+        for name, module in list(sys.modules.items()):
+            path = getattr(module, "__file__", None) if name == "ctxpipe" or name.startswith("ctxpipe.") else None
+            if not isinstance(path, str):
+                continue
             try:
-                if os.stat(path).st_mtime > moment:
-                    return True
+                info = os.stat(path)
             except OSError:
                 return True  # gone: uninstalled, or replaced
-    return False
+            stamp = (info.st_mtime_ns, info.st_size, info.st_ino, info.st_dev)
+            before = self.seen.get(path)
+            if before is None:
+                self.seen[path] = stamp
+                if self.started < info.st_mtime <= now:
+                    return True
+            elif before != stamp:
+                return True
+        return False
 
 
 def _listen(path: str) -> socket.socket | None:
@@ -178,7 +195,7 @@ def serve(path: str, idle: float = IDLE, package: str | None = None) -> int:
     """Answer runs on the socket at `path` until IDLE seconds pass without one, the socket file goes,
     or the code changes; 0 also when another server is there already, or (`package` given: the folder
     of the ctxpipe the starting run ran) when this is another ctxpipe, which would answer with its figures."""
-    started = time.time()  # before the imports: a change while they load is seen at the first run
+    watch = CodeWatch(time.time())  # before the imports: a change while they load is seen at the first run
     if package is not None and os.path.realpath(package) != os.path.realpath(package_folder()):
         return 0  # its lock stays: the runs work the figures out themselves, and try again when it is stale
     from .. import api  # what a miss loads, before the first run comes (the count's own modules load at the first)
@@ -209,7 +226,7 @@ def serve(path: str, idle: float = IDLE, package: str | None = None) -> int:
                 continue
             last = time.monotonic()
             with conn:
-                if changed_since(started):
+                if watch.changed():
                     return 0  # upgraded under it: no answer (the run works the figures out and starts the new code's server)
                 try:
                     request = _request(conn) if peer_is_this_user(conn) else None

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..core.statusline import SAVING_STAGES, Saving, StatusFigures, StatusInputs, cache_folder, cache_name, cache_state, number, text, tokens
+from ..core.statusline import RACY, SAVING_STAGES, Saving, StatusFigures, StatusInputs, cache_folder, cache_name, cache_state, number, text, tokens
 
 if TYPE_CHECKING:  # types only: core.budget loads the model catalog, which `import ctxpipe.api` need not
     from ..core.budget import BudgetSettings
@@ -40,6 +40,7 @@ LOCK_STALE = 600.0  # seconds: a refresh lock older than this was left by a run 
 # which in a session never compacted is the whole file): past this size it records why instead, and
 # the line goes without a saving.
 REFRESH_LIMIT = 512 << 20
+SETTLE_TRIES = 3  # stamps a refresh takes while the transcript keeps changing, before it records one not settled
 USAGE_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
 
 
@@ -267,10 +268,34 @@ def _saving(path: str, environ: Mapping[str, str]) -> tuple[Saving | None, bool]
     finally:
         os.close(folder)
     stamp = _stamp(path)
-    fresh = entry is not None and stamp is not None and entry.get("stamp") == stamp
+    fresh = entry is not None and stamp is not None and entry.get("stamp") == stamp and _settled(entry, stamp)
     if not fresh and stamp is not None:
         _start_refresh(directory, path)
     return (_best(entry) if entry is not None else None), not fresh
+
+
+def _settled(entry: Mapping[str, Any], stamp: list[int]) -> bool:
+    """Whether the entry's stamp was taken at least RACY after the transcript last changed: a rewrite
+    of the same size within the file system's tick of the stamp would leave it matching."""
+    taken = entry.get("taken")
+    return type(taken) is int and (taken - max(stamp[1], stamp[3])) / 1e9 >= RACY
+
+
+def _settled_stamp(path: str) -> tuple[int, list[int]] | None:
+    """When the stamp was taken (epoch ns, just before it) and the stamp, once the transcript has not
+    changed for RACY (or after SETTLE_TRIES waits for a file that keeps changing); None: no file."""
+    import time
+
+    for attempt in range(1, SETTLE_TRIES + 1):
+        taken = time.time_ns()  # before the stamp: a change after it is past the stamp's reach
+        stamp = _stamp(path)
+        if stamp is None:
+            return None
+        wait = RACY - (taken - max(stamp[1], stamp[3])) / 1e9
+        if wait <= 0 or attempt == SETTLE_TRIES:
+            return taken, stamp
+        time.sleep(min(wait, RACY))  # dated ahead (the clock set back): one tick a try, then a stamp not settled
+    return None  # no tries
 
 
 def _start_refresh(directory: str, path: str) -> None:
@@ -307,13 +332,15 @@ def _start_refresh(directory: str, path: str) -> None:
 
 def refresh(path: str, directory: str) -> None:
     """Run microcompact and collapse (default settings, nothing written) on `path` and cache what each
-    would free, keyed to the file's size and mtime before the run. Then drop the lock."""
+    would free, keyed to the file's stamp before the run, taken once the file has not changed for RACY
+    (else the next line starts another). Then drop the lock."""
     lock = os.path.join(directory, _key(path) + ".lock")
     try:
-        stamp = _stamp(path)
-        if stamp is None:
+        stamped = _settled_stamp(path)
+        if stamped is None:
             return
-        entry: dict[str, Any] = {"path": path, "stamp": stamp}
+        taken, stamp = stamped
+        entry: dict[str, Any] = {"path": path, "stamp": stamp, "taken": taken}
         if stamp[0] > REFRESH_LIMIT:
             entry["error"] = f"the transcript is over {REFRESH_LIMIT >> 20} MiB: no saving computed in the background"
         else:

@@ -929,3 +929,37 @@ def test_a_full_disk_behind_stdout_is_said_as_every_command_says_it(tmp_path: Pa
             timeout=60,
         )
     assert done.returncode == 1 and done.stderr.decode().splitlines() == ["ctxpipe: error: stdout: cannot write (No space left on device)"]
+
+
+def test_a_saving_stamped_within_the_file_systems_tick_of_a_change_is_refreshed(tmp_path: Path) -> None:
+    # On a file system that keeps times to the second, a same-size rewrite in the second the refresh
+    # took its stamp leaves the stamp matching: a stamp taken less than RACY after the transcript's
+    # last change is not trusted (the saving is shown, out of date, and a refresh starts), and the
+    # refresh itself waits for the tick to pass before it takes its stamp.
+    from ctxpipe.core.statusline import RACY
+    from ctxpipe.jobs import statusline
+
+    path = _repeating_session(3).write(tmp_path / "session.jsonl")
+    cache = tmp_path / "cache"
+    environ = {"XDG_CACHE_HOME": str(cache)}
+    directory = statusline.cache_dir(environ)
+    assert directory is not None
+    os.makedirs(directory, mode=0o700)
+    statusline.refresh(str(path), directory)
+    folder = os.open(directory, os.O_RDONLY)
+    try:
+        entry = statusline.read_cache(folder, str(path))
+    finally:
+        os.close(folder)
+    assert entry is not None and entry["savings"] and entry["stamp"] == statusline._stamp(str(path))
+    info = path.stat()
+    assert entry["taken"] >= max(info.st_mtime_ns, info.st_ctime_ns) + RACY * 1e9  # it waited for the tick
+    assert statusline._saving(str(path), environ)[1] is False  # settled: fresh, no refresh
+
+    entry_file = Path(directory) / (statusline._key(str(path)) + ".json")
+    racy = {**entry, "taken": max(info.st_mtime_ns, info.st_ctime_ns) + 10**9}  # stamped a second after the change
+    entry_file.write_bytes(json.dumps(racy).encode())
+    saving, stale = statusline._saving(str(path), environ)
+    assert saving is not None and stale is True  # shown, but out of date: a refresh started
+    _wait_for(lambda: json.loads(entry_file.read_text())["taken"] != racy["taken"] and not list(Path(directory).glob("*.lock")))
+    assert statusline._saving(str(path), environ)[1] is False

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 from builders import simple
 from ctxpipe.cli.statusline import SERVER_DEADLINE, Options, ask_server, server_path
-from ctxpipe.cli.statusline_server import changed_since
+from ctxpipe.cli.statusline_server import CodeWatch
 from ctxpipe.core.statusline import SERVER_FORMAT, SERVER_PREFIX, Saving, StatusFigures, answer_figures, server_answer
 from helpers import CLEAN_ENV, child_env
 
@@ -456,18 +456,28 @@ def test_the_line_escapes_a_note_and_a_stage_read_back() -> None:
 def test_a_module_changed_since_the_server_started_is_seen(tmp_path: Path) -> None:
     module = tmp_path / "probe.py"
     module.write_text("")
-    sys.modules["ctxpipe._statusline_server_probe"] = types.ModuleType("ctxpipe._statusline_server_probe")
-    sys.modules["ctxpipe._statusline_server_probe"].__file__ = str(module)
+    name = "ctxpipe._statusline_server_probe"
+    sys.modules[name] = types.ModuleType(name)
+    sys.modules[name].__file__ = str(module)
     try:
-        started = time.time() + 5  # as if the server started after the probe was written
-        os.utime(module, (started - 10, started - 10))
-        assert not changed_since(started)
-        os.utime(module, (started + 10, started + 10))
-        assert changed_since(started)
+        now = time.time()
+        os.utime(module, (now - 10, now - 10))
+        watch = CodeWatch(now - 5)  # started after the probe was written
+        assert not watch.changed() and not watch.changed()
+        os.utime(module, (now - 1, now - 1))  # modified since
+        assert watch.changed()
+        # First seen already modified after the start (a module the first run loaded, after an upgrade).
+        assert CodeWatch(now - 5).changed()
+        # Dated ahead (a clock set back): not a change while it stays as it is, a change when it moves.
+        os.utime(module, (now + 3600, now + 3600))
+        ahead = CodeWatch(now)
+        assert not ahead.changed() and not ahead.changed()
+        module.write_text("x = 1\n")
+        assert ahead.changed()
         module.unlink()
-        assert changed_since(started)  # gone (uninstalled): as changed
+        assert ahead.changed()  # gone (uninstalled): as changed
     finally:
-        del sys.modules["ctxpipe._statusline_server_probe"]
+        del sys.modules[name]
 
 
 def test_a_run_asks_no_socket_that_is_not_its_users(tmp_path: Path) -> None:
