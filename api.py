@@ -1250,7 +1250,7 @@ def refresh_status_savings(path: str | os.PathLike[str], cache_dir: str | os.Pat
     """The status line's background work, in the foreground: microcompact's and collapse's dry runs
     on `path`, cached in `cache_dir` (made if missing) for `status_line`: what `status_line` starts
     detached. The status line's cache is `<$XDG_CACHE_HOME or ~/.cache>/ctxpipe/statusline`. A
-    transcript changed less than 2 s before is waited for first (its stamp would not be settled)."""
+    transcript changed less than a tick of its file system's clock before is waited for first (its stamp would not be settled)."""
     from .jobs.statusline import refresh
 
     os.makedirs(cache_dir, mode=0o700, exist_ok=True)

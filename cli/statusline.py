@@ -35,6 +35,7 @@ from ..core.statusline import (
     answer_figures,
     cache_folder,
     cache_name,
+    file_stamp,
     memo_bytes,
     memo_figures,
     memo_key,
@@ -290,7 +291,7 @@ def stamp(path: str) -> tuple[bool, list[int] | None]:
         return False, None
     if not stat.S_ISREG(info.st_mode):
         return False, None
-    return True, [info.st_size, info.st_mtime_ns, info.st_ino, info.st_ctime_ns]
+    return True, file_stamp(info)
 
 
 def recall(memo: Memo, state: list[int] | None, prompt_cache: Any, now: float) -> StatusFigures | None:

@@ -23,6 +23,7 @@ from .limits import MAX_COUNT
 from .records import TYPE_CHECKING
 
 if TYPE_CHECKING:  # types only: core.budget loads the model catalog, and typing is not loaded on the light path (core/records.py)
+    from os import stat_result
     from typing import Any, NamedTuple
 
     from .budget import Level
@@ -36,8 +37,10 @@ MEMO_SUFFIX = ".line"
 MAX_MEMO = 1 << 16  # bytes: a memo is a few hundred; a status JSON whose key is longer is not memoised
 # Seconds: a file changed this recently is not taken as unchanged since (the status line's memo and
 # saving, count's kept counts): a write in the same tick of its file system's clock would leave its
-# size, times and inode as they were (a tick is 10 ms on ext4, a second on ext3 or HFS+, 2 s on FAT).
+# size, times and inode as they were. RACY where the times are kept to the second (ext3, HFS+; 2 s on
+# FAT), FINE_RACY where they are finer (ext4, XFS, btrfs, APFS: set from the kernel's tick of 1-10 ms).
 RACY = 2.0
+FINE_RACY = 0.05
 LEVELS = ("normal", "warning", "autocompact", "blocking")  # core.budget's, without loading the catalog
 SAVING_STAGES = ("microcompact", "collapse")  # the stages whose dry run the line offers as the saving
 
@@ -184,6 +187,25 @@ def cache_state(prompt_cache: Any, now: float) -> str | None:
 # --- where the status line keeps what it knows ------------------------------------------------------
 
 
+def file_stamp(info: stat_result) -> list[int]:
+    """What a transcript's state is keyed on (the memo's, the saving's): its size, modification time,
+    inode and change time (a rewrite of the same size with its old time put back still moves the change time)."""
+    return [info.st_size, info.st_mtime_ns, info.st_ino, info.st_ctime_ns]
+
+
+def racy_window(stamp: Sequence[int]) -> float:
+    """The tick of the file's clock as its stamp shows it: a change time that is a whole second (one
+    in a billion on a file system that keeps nanoseconds) says times are kept to the second. The
+    change time, not the modification time: nothing but the kernel sets it."""
+    return RACY if stamp[3] % 1_000_000_000 == 0 else FINE_RACY
+
+
+def settled(stamp: Sequence[int], moment: float) -> bool:
+    """Whether a stamp taken at `moment` (epoch seconds) came a tick or more (racy_window) after the
+    file last changed (either time): only then does an equal stamp later mean unchanged bytes."""
+    return moment - max(stamp[1], stamp[3]) / 1e9 >= racy_window(stamp)
+
+
 def cache_folder(xdg_cache_home: str | None, home: str, part: str = "statusline") -> str | None:
     """$XDG_CACHE_HOME/ctxpipe/<part> (an absolute XDG_CACHE_HOME only, as the spec says), else
     <home>/.cache/ctxpipe/<part>: the status line's, or `count`'s kept counts (jobs.count_cache).
@@ -224,8 +246,8 @@ def _figures_list(found: StatusFigures) -> list[Any]:
 def memo_bytes(key: str, stamp: Sequence[int] | None, found: StatusFigures, now: float) -> bytes | None:
     """The memo of `found` for `key` and the transcript's `stamp` (size, mtime, inode, ctime in ns;
     None: no such file) taken at `now` (epoch seconds); None when it is not to be memoised: a saving
-    out of date (the refresh will change it), a transcript changed less than RACY ago, a key too long."""
-    if found.saving_stale or (stamp is not None and now - stamp[1] / 1e9 < RACY):
+    out of date (the refresh will change it), a transcript modified less than a tick ago (racy_window), a key too long."""
+    if found.saving_stale or (stamp is not None and now - stamp[1] / 1e9 < racy_window(stamp)):
         return None
     data = json.dumps({"key": key, "stamp": None if stamp is None else list(stamp), "figures": _figures_list(found)}).encode()
     return data if len(data) <= MAX_MEMO else None

@@ -7,8 +7,9 @@ options (budget settings, prices and the environment's overrides are in them), t
 modules that count (their sizes and times: an edit or an upgrade misses; an install without sources
 keeps nothing), orjson's version (it parses the lines) and Python's (the
 kept objects are pickled). A count with tiktoken is not kept (another package's code gives it), nor
-one made on a Dask cluster (its workers run their own install). A file changed less than RACY
-seconds before it was looked at is not kept.
+one made on a Dask cluster (its workers run their own install). A file changed less than a tick of
+its file system's clock before it was looked at (core.statusline.racy_window: 2 s where times are
+kept to the second, 50 ms where they are finer) is not kept.
 
 The counts of the files of one project folder are one file under $XDG_CACHE_HOME/ctxpipe/count,
 written whole and renamed into place (a folder's counts are loaded together: a count of several
@@ -39,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ..core.jsonl import no_cycle_collection
-from ..core.statusline import RACY, cache_folder, cache_name  # RACY: the tick a stamp cannot see within
+from ..core.statusline import cache_folder, cache_name, settled
 
 if TYPE_CHECKING:
     from ..files.sessions import Kind, SessionFile
@@ -188,8 +189,8 @@ class CountCache:
 
     def put(self, path: str, kind: Kind, shown: str, stamp: Stamp | None, counted: FileCount, looked: float) -> None:
         """Keep `counted`, the count of `path` in the state `stamp` taken at `looked` (epoch seconds),
-        unless the file had changed (either time) less than RACY before."""
-        if stamp is None or looked - max(stamp[1], stamp[3]) / 1e9 < RACY:
+        unless the file had changed (either time) less than a tick before (core.statusline.settled)."""
+        if stamp is None or not settled(stamp, looked):
             return
         if stamp_of(path) != stamp:
             return  # changed while it was counted: the count is of bytes the stamp does not describe

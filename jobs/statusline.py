@@ -27,7 +27,22 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..core.statusline import RACY, SAVING_STAGES, Saving, StatusFigures, StatusInputs, cache_folder, cache_name, cache_state, number, text, tokens
+from ..core.statusline import (
+    RACY,
+    SAVING_STAGES,
+    Saving,
+    StatusFigures,
+    StatusInputs,
+    cache_folder,
+    cache_name,
+    cache_state,
+    file_stamp,
+    number,
+    racy_window,
+    settled,
+    text,
+    tokens,
+)
 
 if TYPE_CHECKING:  # types only: core.budget loads the model catalog, which `import ctxpipe.api` need not
     from ..core.budget import BudgetSettings
@@ -211,7 +226,7 @@ def _stamp(path: str) -> list[int] | None:
         info = os.stat(path)
     except OSError:
         return None
-    return [info.st_size, info.st_mtime_ns, info.st_ino, info.st_ctime_ns]
+    return file_stamp(info)
 
 
 def read_cache(folder: int, path: str) -> dict[str, Any] | None:
@@ -275,15 +290,15 @@ def _saving(path: str, environ: Mapping[str, str]) -> tuple[Saving | None, bool]
 
 
 def _settled(entry: Mapping[str, Any], stamp: list[int]) -> bool:
-    """Whether the entry's stamp was taken at least RACY after the transcript last changed: a rewrite
+    """Whether the entry's stamp was taken a tick (racy_window) or more after the transcript last changed: a rewrite
     of the same size within the file system's tick of the stamp would leave it matching."""
     taken = entry.get("taken")
-    return type(taken) is int and (taken - max(stamp[1], stamp[3])) / 1e9 >= RACY
+    return type(taken) is int and settled(stamp, taken / 1e9)
 
 
 def _settled_stamp(path: str) -> tuple[int, list[int]] | None:
     """When the stamp was taken (epoch ns, just before it) and the stamp, once the transcript has not
-    changed for RACY (or after SETTLE_TRIES waits for a file that keeps changing); None: no file."""
+    changed for a tick (racy_window; or after SETTLE_TRIES waits for a file that keeps changing); None: no file."""
     import time
 
     for attempt in range(1, SETTLE_TRIES + 1):
@@ -291,10 +306,11 @@ def _settled_stamp(path: str) -> tuple[int, list[int]] | None:
         stamp = _stamp(path)
         if stamp is None:
             return None
-        wait = RACY - (taken - max(stamp[1], stamp[3])) / 1e9
-        if wait <= 0 or attempt == SETTLE_TRIES:
+        if settled(stamp, taken / 1e9) or attempt == SETTLE_TRIES:
             return taken, stamp
-        time.sleep(min(wait, RACY))  # dated ahead (the clock set back): one tick a try, then a stamp not settled
+        time.sleep(
+            min(max(stamp[1], stamp[3]) / 1e9 + racy_window(stamp) - taken / 1e9, RACY)
+        )  # dated ahead (the clock set back): one tick a try, then a stamp not settled
     return None  # no tries
 
 
@@ -332,7 +348,7 @@ def _start_refresh(directory: str, path: str) -> None:
 
 def refresh(path: str, directory: str) -> None:
     """Run microcompact and collapse (default settings, nothing written) on `path` and cache what each
-    would free, keyed to the file's stamp before the run, taken once the file has not changed for RACY
+    would free, keyed to the file's stamp before the run, taken once the file has not changed for a tick
     (else the next line starts another). Then drop the lock."""
     lock = os.path.join(directory, _key(path) + ".lock")
     try:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from ctxpipe import api
+from ctxpipe.core.statusline import FINE_RACY, RACY, racy_window, settled
 from ctxpipe.jobs import count_cache
 from ctxpipe.jobs.count import CountOptions
 from helpers import child_env, run_cli
@@ -41,8 +42,8 @@ OPENS = textwrap.dedent(
 
 
 # Each test's own copy of the sessions (a test changes its files), made before any test runs and
-# then left alone for count_cache.RACY seconds: a file is kept only once both its times are that old,
-# and a file's change time cannot be set back.
+# then left alone for a tick of the file system's clock (core.statusline.racy_window): a file is kept
+# only once both its times are that old, and a file's change time cannot be set back.
 PROJECTS = ("reads", "changed", "options", "skipped", "not-kept", "not-ours", "library", "racy", "swapped", "crafted", "restamped")
 
 
@@ -57,7 +58,7 @@ def aged_projects(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             shutil.copyfile(FIXTURES / session, project / session)
         if name in ("skipped", "not-kept"):
             (project / "bad.jsonl").write_bytes((FIXTURES / "basic.jsonl").read_bytes() + b"{not json\n")  # line 17
-    time.sleep(count_cache.RACY + 0.1)
+    time.sleep(max(racy_window(count_cache.stamp_of(str(path)) or (0, 0, 0, 0)) for path in root.glob("*/project/*.jsonl")) + 0.1)
     return projects
 
 
@@ -142,14 +143,36 @@ def test_other_options_are_other_counts(aged_projects: dict[str, Path], tmp_path
 
 def test_a_file_changed_just_now_is_not_kept(aged_projects: dict[str, Path], tmp_path: Path) -> None:
     project = aged_projects["racy"]
-    # Its modification time a minute ahead of the clock (so however slowly the run starts)...
+    # Its modification time a minute ahead of the clock (so however slowly the run starts).
     aged(project / "basic.jsonl", -60.0)
-    # ...or put a minute back just after a write (rsync -t, cp -p): the change time is now.
-    (project / "parallel.jsonl").write_bytes((project / "parallel.jsonl").read_bytes())
-    aged(project / "parallel.jsonl", 60.0)
     cache = tmp_path / "cache"
     count_opening(cache, str(project))
-    assert sorted(count_opening(cache, str(project))[1]) == ["basic.jsonl", "parallel.jsonl"]
+    assert sorted(count_opening(cache, str(project))[1]) == ["basic.jsonl"]
+    # Put a minute back just after a write (rsync -t, cp -p): the change time is now. Looked at
+    # within its file system's tick, it is not kept; a tick later it is.
+    session = project / "parallel.jsonl"
+    session.write_bytes(session.read_bytes())
+    aged(session, 60.0)
+    stamp = count_cache.stamp_of(str(session))
+    assert stamp is not None
+    changed = max(stamp[1], stamp[3]) / 1e9
+    kept, _ = kept_name(tmp_path / "kept", session)
+    counted = api.count_transcript(session)
+    kept.put(str(session), "main", str(session), stamp, counted, changed + racy_window(stamp) / 2)
+    assert not kept._changed
+    kept.put(str(session), "main", str(session), stamp, counted, changed + racy_window(stamp) + 0.001)
+    assert kept._changed
+    kept.close()
+
+
+def test_the_tick_follows_the_times_the_file_system_keeps() -> None:
+    # Times kept to the second (ext3, HFS+, FAT: every change time a whole second) wait RACY; finer
+    # ones wait FINE_RACY. The change time decides: only the kernel sets it.
+    second, fine = (10, 1_700_000_000 * 10**9, 1, 1_700_000_000 * 10**9), (10, 1_700_000_000 * 10**9, 1, 1_700_000_000 * 10**9 + 123_456)
+    assert (racy_window(second), racy_window(fine)) == (RACY, FINE_RACY)
+    assert not settled(second, 1_700_000_001.5) and settled(second, 1_700_000_000 + RACY)
+    assert settled(fine, 1_700_000_000.1) and not settled(fine, 1_700_000_000.01)
+    assert not settled(fine, 1_699_999_999.0)  # dated ahead of the moment: never settled
 
 
 def test_a_count_that_skipped_lines_is_kept_with_its_warning(aged_projects: dict[str, Path], tmp_path: Path) -> None:

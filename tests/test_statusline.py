@@ -483,7 +483,7 @@ def test_the_saving_is_cached_and_refreshed_when_the_file_changes(tmp_path: Path
     # Nothing was written anywhere but the cache: the transcript's folder holds the transcript only.
     assert sorted(p.name for p in folder.iterdir()) == ["session.jsonl"]
     assert {p.name for p in tmp_path.iterdir()} == {"project", "cache", "microcompact.report.json", "collapse.report.json"}
-    # The saving, and no lock left (the line's memo too, once the transcript is RACY seconds old).
+    # The saving, and no lock left (the line's memo too, once the transcript is a tick old: racy_window).
     assert {p.suffix for p in entries.iterdir()} - {".line"} == {".json"}
 
 
@@ -498,7 +498,7 @@ def test_no_savings_starts_no_refresh(tmp_path: Path) -> None:
 
 
 def _aged(path: Path, seconds: int = 60) -> Path:
-    """The file as if last written `seconds` ago (a file written just now is not memoised: RACY)."""
+    """The file as if last written `seconds` ago (a file written just now is not memoised: racy_window)."""
     info = path.stat()
     os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns - seconds * 10**9))
     return path
@@ -562,7 +562,7 @@ _words = st.none() | st.text(max_size=20)  # lone surrogates too: a model name m
     st.none() | st.lists(st.integers(0, 10**18), min_size=4, max_size=4),  # times up to 2001 in ns
 )
 def test_a_memo_gives_back_the_figures_it_keeps(found: StatusFigures, state: list[int] | None) -> None:
-    data = memo_bytes("key", state, found, now=2e9)  # 2033: every time above is older than RACY
+    data = memo_bytes("key", state, found, now=2e9)  # 2033: every time above is older than a tick
     assert data is not None
     assert memo_figures(data, "key", state, None, 0) == found
     assert memo_figures(data, "another key", state, None, 0) is None
@@ -932,11 +932,11 @@ def test_a_full_disk_behind_stdout_is_said_as_every_command_says_it(tmp_path: Pa
 
 
 def test_a_saving_stamped_within_the_file_systems_tick_of_a_change_is_refreshed(tmp_path: Path) -> None:
-    # On a file system that keeps times to the second, a same-size rewrite in the second the refresh
-    # took its stamp leaves the stamp matching: a stamp taken less than RACY after the transcript's
-    # last change is not trusted (the saving is shown, out of date, and a refresh starts), and the
+    # A same-size rewrite in the tick of the file system's clock in which the refresh took its stamp
+    # leaves the stamp matching: a stamp taken less than a tick after the transcript's last change
+    # is not trusted (the saving is shown, out of date, and a refresh starts), and the
     # refresh itself waits for the tick to pass before it takes its stamp.
-    from ctxpipe.core.statusline import RACY
+    from ctxpipe.core.statusline import racy_window
     from ctxpipe.jobs import statusline
 
     path = _repeating_session(3).write(tmp_path / "session.jsonl")
@@ -953,11 +953,11 @@ def test_a_saving_stamped_within_the_file_systems_tick_of_a_change_is_refreshed(
         os.close(folder)
     assert entry is not None and entry["savings"] and entry["stamp"] == statusline._stamp(str(path))
     info = path.stat()
-    assert entry["taken"] >= max(info.st_mtime_ns, info.st_ctime_ns) + RACY * 1e9  # it waited for the tick
+    assert entry["taken"] >= max(info.st_mtime_ns, info.st_ctime_ns) + racy_window(entry["stamp"]) * 1e9  # it waited for the tick
     assert statusline._saving(str(path), environ)[1] is False  # settled: fresh, no refresh
 
     entry_file = Path(directory) / (statusline._key(str(path)) + ".json")
-    racy = {**entry, "taken": max(info.st_mtime_ns, info.st_ctime_ns) + 10**9}  # stamped a second after the change
+    racy = {**entry, "taken": max(info.st_mtime_ns, info.st_ctime_ns) + int(racy_window(entry["stamp"]) * 1e9) // 2}  # stamped within the tick
     entry_file.write_bytes(json.dumps(racy).encode())
     saving, stale = statusline._saving(str(path), environ)
     assert saving is not None and stale is True  # shown, but out of date: a refresh started
