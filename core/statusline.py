@@ -23,7 +23,6 @@ from .limits import MAX_COUNT
 from .records import TYPE_CHECKING
 
 if TYPE_CHECKING:  # types only: core.budget loads the model catalog, and typing is not loaded on the light path (core/records.py)
-    from os import stat_result
     from typing import Any, NamedTuple
 
     from .budget import Level
@@ -187,8 +186,9 @@ def cache_state(prompt_cache: Any, now: float) -> str | None:
 # --- where the status line keeps what it knows ------------------------------------------------------
 
 
-def file_stamp(info: stat_result) -> list[int]:
-    """What a transcript's state is keyed on (the memo's, the saving's): its size, modification time,
+def file_stamp(info: Any) -> list[int]:
+    """What a transcript's state is keyed on (the memo's, the saving's), from its os.stat_result (the
+    core does no I/O, nor imports os for a type): its size, modification time,
     inode and change time (a rewrite of the same size with its old time put back still moves the change time)."""
     return [info.st_size, info.st_mtime_ns, info.st_ino, info.st_ctime_ns]
 
