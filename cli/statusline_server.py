@@ -204,6 +204,10 @@ def serve(path: str, idle: float = IDLE, package: str | None = None) -> int:
     from ..core.statusline import SERVER_LOCK_SUFFIX
     from .status import ExitStatus
 
+    if watch.changed():  # stamped now, before any run: code replaced after the start with its old times kept (cp -p) is seen
+        with contextlib.suppress(OSError):
+            os.unlink(path + SERVER_LOCK_SUFFIX)  # the next run starts the new code's server
+        return 0
     # A file cut short under its map ends this process (the run then works its figures out itself).
     api.guard_truncation(lambda name: f"ctxpipe: error: {name}: {CHANGED}", ExitStatus.ERROR)
     holder = _held(path)

@@ -200,6 +200,13 @@ def racy_window(stamp: Sequence[int]) -> float:
     return RACY if stamp[3] % 1_000_000_000 == 0 else FINE_RACY
 
 
+def ahead_of_clock(stamp: Sequence[int], moment: float) -> bool:
+    """Whether the file's times are more than a tick ahead of `moment` (epoch seconds: a clock set
+    back, a copy from a machine whose clock ran ahead). Until the clock comes within a tick of them,
+    any change to the file gives it the clock's times, so an equal stamp means unchanged bytes."""
+    return moment < max(stamp[1], stamp[3]) / 1e9 - racy_window(stamp)
+
+
 def settled(stamp: Sequence[int], moment: float) -> bool:
     """Whether a stamp taken at `moment` (epoch seconds) came a tick or more (racy_window) after the
     file last changed (either time): only then does an equal stamp later mean unchanged bytes."""
@@ -246,8 +253,9 @@ def _figures_list(found: StatusFigures) -> list[Any]:
 def memo_bytes(key: str, stamp: Sequence[int] | None, found: StatusFigures, now: float) -> bytes | None:
     """The memo of `found` for `key` and the transcript's `stamp` (size, mtime, inode, ctime in ns;
     None: no such file) taken at `now` (epoch seconds); None when it is not to be memoised: a saving
-    out of date (the refresh will change it), a transcript modified less than a tick ago (racy_window), a key too long."""
-    if found.saving_stale or (stamp is not None and now - stamp[1] / 1e9 < racy_window(stamp)):
+    out of date (the refresh will change it), a transcript changed less than a tick ago (either time:
+    settled), a key too long."""
+    if found.saving_stale or (stamp is not None and not settled(stamp, now)):
         return None
     data = json.dumps({"key": key, "stamp": None if stamp is None else list(stamp), "figures": _figures_list(found)}).encode()
     return data if len(data) <= MAX_MEMO else None

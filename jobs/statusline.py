@@ -28,11 +28,11 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..core.statusline import (
-    RACY,
     SAVING_STAGES,
     Saving,
     StatusFigures,
     StatusInputs,
+    ahead_of_clock,
     cache_folder,
     cache_name,
     cache_state,
@@ -283,17 +283,21 @@ def _saving(path: str, environ: Mapping[str, str]) -> tuple[Saving | None, bool]
     finally:
         os.close(folder)
     stamp = _stamp(path)
-    fresh = entry is not None and stamp is not None and entry.get("stamp") == stamp and _settled(entry, stamp)
+    fresh = entry is not None and stamp is not None and entry.get("stamp") == stamp and _trusted(entry, stamp)
     if not fresh and stamp is not None:
         _start_refresh(directory, path)
     return (_best(entry) if entry is not None else None), not fresh
 
 
-def _settled(entry: Mapping[str, Any], stamp: list[int]) -> bool:
-    """Whether the entry's stamp was taken a tick (racy_window) or more after the transcript last changed: a rewrite
-    of the same size within the file system's tick of the stamp would leave it matching."""
+def _trusted(entry: Mapping[str, Any], stamp: list[int]) -> bool:
+    """Whether an entry whose stamp equals the transcript's is of these bytes: its stamp was taken a
+    tick or more after the transcript last changed (a rewrite of the same size within the tick would
+    leave it matching), or the transcript is dated ahead of the clock (no write can give it those
+    times again before the clock catches up: then one more refresh)."""
+    import time
+
     taken = entry.get("taken")
-    return type(taken) is int and settled(stamp, taken / 1e9)
+    return (type(taken) is int and settled(stamp, taken / 1e9)) or ahead_of_clock(stamp, time.time())
 
 
 def _settled_stamp(path: str) -> tuple[int, list[int]] | None:
@@ -306,11 +310,9 @@ def _settled_stamp(path: str) -> tuple[int, list[int]] | None:
         stamp = _stamp(path)
         if stamp is None:
             return None
-        if settled(stamp, taken / 1e9) or attempt == SETTLE_TRIES:
-            return taken, stamp
-        time.sleep(
-            min(max(stamp[1], stamp[3]) / 1e9 + racy_window(stamp) - taken / 1e9, RACY)
-        )  # dated ahead (the clock set back): one tick a try, then a stamp not settled
+        if settled(stamp, taken / 1e9) or ahead_of_clock(stamp, taken / 1e9) or attempt == SETTLE_TRIES:
+            return taken, stamp  # dated ahead: no wait helps, and the line trusts it until the clock catches up
+        time.sleep(max(stamp[1], stamp[3]) / 1e9 + racy_window(stamp) - taken / 1e9)  # at most two ticks
     return None  # no tries
 
 

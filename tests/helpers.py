@@ -71,6 +71,21 @@ def registered_commands(readers_only: bool = False) -> list[str]:
     return [name for name in names if not (readers_only and name in READS_NO_TRANSCRIPT)]
 
 
+def aged(path: Path, seconds: int = 60) -> Path:
+    """The file as if last written `seconds` ago, once a tick of its file system's clock has passed its
+    change time, which that sets to now: a file changed less than a tick ago is not taken as
+    unchanged (the status line's memo and saving, count's kept counts: core.statusline.settled)."""
+    import time
+
+    from ctxpipe.core.statusline import file_stamp, settled
+
+    info = path.stat()
+    os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns - seconds * 10**9))
+    while seconds > 0 and not settled(file_stamp(path.stat()), time.time()):
+        time.sleep(0.01)
+    return path
+
+
 def child_env(env: dict[str, str] | None = None) -> dict[str, str]:
     """The environment a run gets: ours, no colour, 120 columns, no debug tracebacks, then `env`."""
     full_env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "120", **(env or {})}

@@ -1259,5 +1259,7 @@ def test_the_zygote_runs_are_python_dash_m(name: str, runner: Runner, tmp_path: 
             result = (real.returncode, real.stdout, real.stderr)
         assert result == (0, b"", b""), (how, result)
         # Each entry as written, but for the moment its stamp was taken (each run's own).
-        entries.append(sorted((p.name, {**json.loads(p.read_bytes()), "taken": int}) for p in cache.iterdir() if type(json.loads(p.read_bytes())["taken"]) is int))
+        entries.append(
+            sorted((p.name, {**json.loads(p.read_bytes()), "taken": int}) for p in cache.iterdir() if type(json.loads(p.read_bytes())["taken"]) is int)
+        )
     assert entries[0] == entries[1] != [], "the forked refresh left another cache entry than python -m"

@@ -17,7 +17,7 @@ import pytest
 from builders import SONNET, Session, simple, usage
 from ctxpipe.cli.statusline import HELP, NO_STATUS, human
 from ctxpipe.core.statusline import Saving, StatusFigures, StatusInputs, memo_bytes, memo_figures, memo_key
-from helpers import CLEAN_ENV, FIXTURES, child_env, run_cli, run_process
+from helpers import CLEAN_ENV, FIXTURES, aged, child_env, run_cli, run_process
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -488,20 +488,13 @@ def test_the_saving_is_cached_and_refreshed_when_the_file_changes(tmp_path: Path
 
 
 def test_no_savings_starts_no_refresh(tmp_path: Path) -> None:
-    path = _aged(_repeating_session(3).write(tmp_path / "session.jsonl"))
+    path = aged(_repeating_session(3).write(tmp_path / "session.jsonl"))
     status({"XDG_CACHE_HOME": str(tmp_path / "cache")}, "--no-savings", transcript_path=str(path))
     time.sleep(0.5)
     assert [p.suffix for p in (tmp_path / "cache" / "ctxpipe" / "statusline").iterdir()] == [".line"]  # the memo only: no refresh, no lock
 
 
 # --- the memo: a run on an unchanged transcript -----------------------------------------------------
-
-
-def _aged(path: Path, seconds: int = 60) -> Path:
-    """The file as if last written `seconds` ago (a file written just now is not memoised: racy_window)."""
-    info = path.stat()
-    os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns - seconds * 10**9))
-    return path
 
 
 def _memos() -> list[Path]:
@@ -512,7 +505,7 @@ def test_an_unchanged_transcript_is_answered_by_the_memo(tmp_path: Path) -> None
     """The memo holds the figures for the transcript's state; a run that finds it unchanged prints
     them without counting (shown by a memo whose figure was changed behind its back). Any change of
     the state, its times alone, is a new count."""
-    path = _aged(simple(100_000).write(tmp_path / "session.jsonl"))
+    path = aged(simple(100_000).write(tmp_path / "session.jsonl"))
     text, _ = status(None, "--no-savings", transcript_path=str(path))
     [memo] = _memos()
     entry = json.loads(memo.read_bytes())
@@ -521,14 +514,14 @@ def test_an_unchanged_transcript_is_answered_by_the_memo(tmp_path: Path) -> None
     entry["figures"][1] = 123_456
     memo.write_text(json.dumps(entry))
     assert LINE.match(status(None, "--no-savings", transcript_path=str(path))[0])["tokens"] == "123.5K"  # type: ignore[index]
-    _aged(path, 30)  # the same bytes, other times
+    aged(path, 30)  # the same bytes, other times
     assert status(None, "--no-savings", transcript_path=str(path))[0] == text
     assert json.loads(memo.read_bytes())["figures"][1] == 100_000  # counted again, and kept
 
 
 def test_a_rewrite_of_the_same_size_is_counted_again(tmp_path: Path) -> None:
     """In place, same size, same inode, even its modification time put back: the change time differs."""
-    path = _aged(simple(110_000).write(tmp_path / "session.jsonl"))
+    path = aged(simple(110_000).write(tmp_path / "session.jsonl"))
     other = simple(150_000).write(tmp_path / "other.jsonl").read_bytes()
     assert len(other) == path.stat().st_size
     assert LINE.match(status(None, "--no-savings", transcript_path=str(path))[0])["tokens"] == "110K"  # type: ignore[index]
@@ -570,6 +563,17 @@ def test_a_memo_gives_back_the_figures_it_keeps(found: StatusFigures, state: lis
     assert memo_bytes("key", state, found._replace(saving_stale=True), now=2e9) is None
 
 
+def test_a_transcript_whose_old_time_was_put_back_is_memoised_a_tick_after() -> None:
+    # cp -p, rsync -t: the modification time a minute back, the change time now. Within the tick of
+    # the change time, a same-size rewrite that puts the time back again would leave the stamp as it
+    # is: no memo until a tick has passed (as count's kept counts).
+    now = 1_800_000_000.0
+    changed = int(now * 1e9) - 10_000_123  # 10 ms ago, with digits below the second: a fine tick
+    stamp = [1000, changed - 60 * 10**9, 7, changed]
+    assert memo_bytes("key", stamp, StatusFigures(100_000), now) is None
+    assert memo_bytes("key", stamp, StatusFigures(100_000), now + 0.1) is not None
+
+
 def test_the_memo_key_tells_json_types_apart() -> None:
     def key(window: Any) -> str:
         return memo_key("0", "/s.jsonl", StatusInputs.of({"context_window": {"context_window_size": window}}), [], [])
@@ -581,10 +585,10 @@ def test_the_memo_key_tells_json_types_apart() -> None:
 def test_a_transcript_written_just_now_is_not_memoised(tmp_path: Path) -> None:
     """Its times could stay the same through another write in the same tick of the file system's
     clock. (Dated an hour ahead here, so that no run is quick enough or slow enough to matter.)"""
-    path = _aged(simple(100_000).write(tmp_path / "session.jsonl"), -3600)
+    path = aged(simple(100_000).write(tmp_path / "session.jsonl"), -3600)
     status(None, "--no-savings", transcript_path=str(path))
     assert _memos() == []
-    _aged(path, 3600 + 60)
+    aged(path, 3600 + 60)
     status(None, "--no-savings", transcript_path=str(path))
     assert len(_memos()) == 1
 
@@ -607,7 +611,7 @@ def test_a_transcript_written_just_now_is_not_memoised(tmp_path: Path) -> None:
 def test_the_memo_is_for_its_inputs_only(tmp_path: Path, flags: list[str], env: dict[str, str], changed: dict[str, Any]) -> None:
     """A run with other status fields, flags or environment is not answered by another run's memo
     (one doctored to show it): it prints what a run with no memo at all prints."""
-    path = _aged(_versioned(120_000, UNKNOWN, "2.1.88").write(tmp_path / "session.jsonl"))
+    path = aged(_versioned(120_000, UNKNOWN, "2.1.88").write(tmp_path / "session.jsonl"))
     payload: dict[str, Any] = {"transcript_path": str(path), "model": {"display_name": "Mine"}, "context_window": {"context_window_size": 200_000}}
     status(None, "--no-savings", **payload)
     [memo] = _memos()
@@ -622,7 +626,7 @@ def test_the_memo_is_for_its_inputs_only(tmp_path: Path, flags: list[str], env: 
 
 def test_a_relative_transcript_path_is_keyed_on_the_working_folder(tmp_path: Path) -> None:
     for name, tokens in (("a", 100_000), ("b", 150_000)):
-        _aged(simple(tokens).write(tmp_path / name / "session.jsonl"))
+        aged(simple(tokens).write(tmp_path / name / "session.jsonl"))
     payload = json.dumps({"transcript_path": "session.jsonl"}).encode()
     env = {**CLEAN_ENV, "XDG_CACHE_HOME": str(CACHE[0])}
     for _ in range(2):
@@ -639,7 +643,7 @@ def test_a_transcript_path_no_file_can_have_is_unreadable(named: str) -> None:
 
 
 def test_the_prompt_cache_countdown_is_never_memoised(tmp_path: Path) -> None:
-    path = _aged(simple(100_000).write(tmp_path / "session.jsonl"))
+    path = aged(simple(100_000).write(tmp_path / "session.jsonl"))
     for left, said in ((600, "cache 9m left"), (200, "cache 3m left"), (-5, "cache cold")):
         text, _ = status(None, "--no-savings", transcript_path=str(path), prompt_cache={"warm": True, "expires_at": time.time() + left})
         assert text.split(" · ")[2] == said, text
@@ -660,7 +664,7 @@ def test_the_prompt_cache_countdown_is_never_memoised(tmp_path: Path) -> None:
     ],
 )
 def test_a_damaged_memo_is_not_used(tmp_path: Path, damage: Any) -> None:
-    path = _aged(simple(100_000).write(tmp_path / "session.jsonl"))
+    path = aged(simple(100_000).write(tmp_path / "session.jsonl"))
     text, _ = status(None, "--no-savings", "--no-color", transcript_path=str(path))
     assert text.startswith("⛁ 100K/200K 50% normal · ")
     [memo] = _memos()
@@ -670,14 +674,14 @@ def test_a_damaged_memo_is_not_used(tmp_path: Path, damage: Any) -> None:
 
 
 def test_an_unwritable_cache_leaves_the_line_as_it_is(tmp_path: Path) -> None:
-    path = _aged(simple(100_000).write(tmp_path / "session.jsonl"))
+    path = aged(simple(100_000).write(tmp_path / "session.jsonl"))
     (tmp_path / "file").write_text("not a folder")
     text, _ = status({"XDG_CACHE_HOME": str(tmp_path / "file")}, "--no-savings", "--no-color", transcript_path=str(path))
     assert text.startswith("⛁ 100K/200K 50% normal · ")
 
 
 def test_a_saving_out_of_date_is_not_memoised(tmp_path: Path) -> None:
-    path = _aged(_repeating_session(3).write(tmp_path / "session.jsonl"))
+    path = aged(_repeating_session(3).write(tmp_path / "session.jsonl"))
     entries = CACHE[0] / "ctxpipe" / "statusline"
     first, _ = status(None, transcript_path=str(path))
     assert "−" not in first and _memos() == []  # the refresh that started will change the saving
@@ -689,7 +693,7 @@ def test_a_saving_out_of_date_is_not_memoised(tmp_path: Path) -> None:
 
 def test_concurrent_runs_all_print_the_line(tmp_path: Path) -> None:
     """Runs at once on one transcript each print the whole line; the memo left is a whole one."""
-    path = _aged(simple(100_000).write(tmp_path / "session.jsonl"))
+    path = aged(simple(100_000).write(tmp_path / "session.jsonl"))
     env = child_env({**CLEAN_ENV, "XDG_CACHE_HOME": str(CACHE[0])})
     payload = json.dumps({"transcript_path": str(path)}).encode()
     expected = status(None, "--no-savings", "--no-color", transcript_path=str(path))[0] + "\n"
@@ -763,7 +767,7 @@ WITH_MODULES = (
 
 
 def test_a_run_the_memo_answers_loads_nothing_heavy(tmp_path: Path) -> None:
-    path = _aged(simple(100_000).write(tmp_path / "session.jsonl"))
+    path = aged(simple(100_000).write(tmp_path / "session.jsonl"))
     payload = json.dumps({"transcript_path": str(path), "model": {"id": SONNET}}).encode()
     env = child_env({**CLEAN_ENV, "XDG_CACHE_HOME": str(CACHE[0])})
     runs = [subprocess.run([sys.executable, "-c", WITH_MODULES], input=payload, capture_output=True, env=env, timeout=60) for _ in range(2)]
@@ -832,7 +836,7 @@ def test_a_saving_folder_of_another_users_is_neither_read_nor_written(tmp_path: 
     # and nothing written through the link.
     from ctxpipe.core.statusline import cache_name
 
-    path = _aged(_repeating_session(3).write(tmp_path / "project" / "session.jsonl"))
+    path = aged(_repeating_session(3).write(tmp_path / "project" / "session.jsonl"))
     shared = tmp_path / "shared"
     entries = shared / "ctxpipe" / "statusline"
     entries.mkdir(parents=True)
@@ -858,7 +862,7 @@ def test_without_a_home_folder_nothing_is_kept_in_the_working_folder(tmp_path: P
 
     assert cache_folder(None, "~") is None and cache_folder("relative", "~") is None
     assert cache_folder("/x", "~") == "/x/ctxpipe/statusline" and cache_folder(None, "/h", "count") == "/h/.cache/ctxpipe/count"
-    path = _aged(_repeating_session(3).write(tmp_path / "project" / "session.jsonl"))
+    path = aged(_repeating_session(3).write(tmp_path / "project" / "session.jsonl"))
     env = {"HOME": "~", "XDG_CACHE_HOME": "", "CTXPIPE_STATUSLINE_SERVER": "1"}
     ran = run_cli("statusline", stdin=json.dumps({"transcript_path": str(path)}).encode(), env={**CLEAN_ENV, **env}, cwd=tmp_path / "project")
     assert ran.returncode == 0 and LINE.match(ran.stdout.decode().rstrip("\n")), ran
@@ -874,7 +878,7 @@ def test_without_a_home_folder_nothing_is_kept_in_the_working_folder(tmp_path: P
 def test_the_library_gives_the_figures_the_command_prints(tmp_path: Path) -> None:
     from ctxpipe.api import Saving, StatusFigures, StatusOptions, refresh_status_savings, status_line
 
-    path = _aged(_repeating_session(3).write(tmp_path / "session.jsonl"))  # old enough to be memoised
+    path = aged(_repeating_session(3).write(tmp_path / "session.jsonl"))  # old enough to be memoised
     cache = tmp_path / "cache"
     env = {**CLEAN_ENV, "XDG_CACHE_HOME": str(cache)}
     refresh_status_savings(path, cache / "ctxpipe" / "statusline")  # the background run, in the foreground: the saving is known
@@ -963,3 +967,23 @@ def test_a_saving_stamped_within_the_file_systems_tick_of_a_change_is_refreshed(
     assert saving is not None and stale is True  # shown, but out of date: a refresh started
     _wait_for(lambda: json.loads(entry_file.read_text())["taken"] != racy["taken"] and not list(Path(directory).glob("*.lock")))
     assert statusline._saving(str(path), environ)[1] is False
+
+
+def test_a_saving_of_a_transcript_dated_ahead_of_the_clock_is_taken_once(tmp_path: Path) -> None:
+    # A clock set back, or a copy from a machine whose clock ran ahead: no wait settles such a file,
+    # and none is needed (until the clock catches up, a write gives it the clock's times). The refresh
+    # stamps it at once, and the line takes that saving without starting another refresh each time.
+    from ctxpipe.jobs import statusline
+
+    path = _repeating_session(3).write(tmp_path / "session.jsonl")
+    ahead = time.time() + 3600
+    os.utime(path, (ahead, ahead))
+    environ = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    directory = statusline.cache_dir(environ)
+    assert directory is not None
+    os.makedirs(directory, mode=0o700)
+    statusline.refresh(str(path), directory)
+    for _ in range(3):
+        saving, stale = statusline._saving(str(path), environ)
+        assert saving is not None and stale is False
+    assert not list(Path(directory).glob("*.lock"))  # no refresh started

@@ -28,7 +28,7 @@ from builders import simple
 from ctxpipe.cli.statusline import SERVER_DEADLINE, Options, ask_server, server_path
 from ctxpipe.cli.statusline_server import CodeWatch
 from ctxpipe.core.statusline import SERVER_FORMAT, SERVER_PREFIX, Saving, StatusFigures, answer_figures, server_answer
-from helpers import CLEAN_ENV, child_env
+from helpers import CLEAN_ENV, aged, child_env
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the status line's server runs on Linux only (SO_PEERCRED)")
 
@@ -111,10 +111,7 @@ def session_file(folder: Path, tokens: int = 120_000, follow_up: bool = False) -
     session = simple(tokens)
     if follow_up:
         session.user("Now refactor the header parser so that it handles folded lines, and add tests for the edge cases. " * 20)
-    path = session.write(folder / f"session-{tokens}-{follow_up}.jsonl")
-    info = path.stat()
-    os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns - 60 * 10**9))
-    return path
+    return aged(session.write(folder / f"session-{tokens}-{follow_up}.jsonl"))
 
 
 @pytest.fixture(scope="module")
@@ -474,6 +471,16 @@ def test_a_module_changed_since_the_server_started_is_seen(tmp_path: Path) -> No
         assert not ahead.changed() and not ahead.changed()
         module.write_text("x = 1\n")
         assert ahead.changed()
+        # Replaced after a first look by a copy with its old time kept (cp -p): another file.
+        then = now - 3600
+        os.utime(module, (then, then))
+        kept = CodeWatch(now)
+        assert not kept.changed()
+        copy = tmp_path / "copy.py"
+        copy.write_text("x = 2\n")
+        os.utime(copy, (then, then))
+        copy.replace(module)
+        assert kept.changed()
         module.unlink()
         assert ahead.changed()  # gone (uninstalled): as changed
     finally:
