@@ -118,11 +118,7 @@ def node_runtime() -> tuple[str, dict[str, str]]:
         except pytest.skip.Exception:
             pass  # npm_tool remembers the failure: the other tests fall back without trying again
         else:
-            # PATH: the pinned node's own folder only (npm is not in it). At every start 2.1.88 looks
-            # for its sandbox runtime's seccomp files with a synchronous `npm root -g` (0.2 s, a node
-            # start of npm's) when its package has none for the platform; on a machine without a global
-            # npm it goes on at once, as here. The node on PATH (below) leaves PATH as it is.
-            return str(node), {"NODE_COMPILE_CACHE": str(node.parent.parent / "compile-cache"), "PATH": str(node.parent)}
+            return str(node), {"NODE_COMPILE_CACHE": str(node.parent.parent / "compile-cache")}
     return shutil.which("node") or "node", {}
 
 
