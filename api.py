@@ -403,11 +403,14 @@ def install_hooks(project: bool = False, dry_run: bool = False, settings: str | 
     """`hooks install`: ctxpipe's hooks merged into Claude Code's settings (the user's, the project's
     with `project`, or the file `settings`), every other key and hook kept, written atomically with a
     backup; a second run changes nothing. `program` is how the hooks start ctxpipe (default: this
-    interpreter, `python -m ctxpipe`)."""
+    interpreter, `python -P -m ctxpipe`; with `project`, `ctxpipe` on PATH: a project's settings are
+    shared, and this machine's interpreter is not another's)."""
     from pathlib import Path
 
     from .jobs.hooks import install, settings_path
 
+    if program is None and project and not settings:
+        program = "ctxpipe"
     return install(Path(settings) if settings else settings_path(project), program, dry_run=dry_run)
 
 

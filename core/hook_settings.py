@@ -4,14 +4,15 @@ Claude Code reads `hooks` from its settings files as {event: [{"matcher"?: str, 
 "command", "command": str, "timeout"?: seconds}]}]}. ctxpipe adds one group per event it serves,
 each running `PROGRAM hook NAME`; a hook is ctxpipe's when its command runs `ctxpipe hook NAME` (by
 that name or as `python -m ctxpipe`), so install finds its own entries again (a second install changes
-nothing; a new PROGRAM replaces the old one's) and uninstall takes out only those, with the groups,
-events and `hooks` object it leaves empty.
+nothing; a new PROGRAM replaces the old one's, in a command that is only that: `plain`) and uninstall
+takes out only those, with the groups, events and `hooks` object it leaves empty.
 """
 
 from __future__ import annotations
 
 import copy
 import re
+import shlex
 from collections.abc import Mapping
 from typing import Any
 
@@ -38,6 +39,50 @@ def ours(hook: Any) -> str | None:
     return found.group("name") if found and found.group("name") in HOOKS.values() else None
 
 
+# A token made only of these is a shell operator: a pipeline, a list, a redirection, a subshell.
+_SHELL_OPERATORS = frozenset("|&;<>()")
+
+
+def plain(command: str, name: str) -> bool:
+    """Whether `command` is only ctxpipe's hook `name` with its options: a program that is ctxpipe
+    (`…ctxpipe` or `… -m ctxpipe`) then `hook NAME`, quoting that parses, no shell operator, variable
+    or substitution. Only such a command is ctxpipe's to rewrite; one the user made more of (`sh -c
+    '… || true'`, `bash -lc "…"`, `nice`, `VAR=1 …`, a redirection) is left as it is."""
+    if "$" in command or "`" in command:
+        return False
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        tokens = list(lexer)
+    except ValueError:  # an unclosed quote
+        return False
+    if any(token and set(token) <= _SHELL_OPERATORS for token in tokens) or "hook" not in tokens:
+        return False
+    at = tokens.index("hook")
+    program, rest = tokens[:at], tokens[at + 1 :]
+    if not rest or rest[0] != name:
+        return False
+    if len(program) == 1:
+        return program[0].replace("\\", "/").rsplit("/", 1)[-1] in ("ctxpipe", "ctxpipe.exe")
+    # An interpreter, its own flags, then `-m ctxpipe`.
+    return len(program) >= 3 and program[-2:] == ["-m", "ctxpipe"] and all(flag.startswith("-") for flag in program[1:-2])
+
+
+def malformed(settings: Mapping[str, Any]) -> str | None:
+    """What in `settings` install could only overwrite, losing what it holds (a `hooks` that is not an
+    object, an event's value that is not a list), or None. null is no hooks: nothing to lose."""
+    hooks = settings.get("hooks")
+    if hooks is None:
+        return None
+    if not isinstance(hooks, Mapping):
+        return f'"hooks" is a {type(hooks).__name__}, not an object of events'
+    for event in HOOKS:
+        groups = hooks.get(event)
+        if groups is not None and not isinstance(groups, list):
+            return f'"hooks"."{event}" is a {type(groups).__name__}, not a list of hook groups'
+    return None
+
+
 def _groups(settings: Mapping[str, Any], event: str) -> list[Any]:
     hooks = settings.get("hooks")
     groups = hooks.get(event) if isinstance(hooks, Mapping) else None
@@ -45,7 +90,8 @@ def _groups(settings: Mapping[str, Any], event: str) -> list[Any]:
 
 
 def with_ctxpipe(settings: Mapping[str, Any], program: str) -> dict[str, Any]:
-    """`settings` with ctxpipe's hook on every event it serves (its own earlier entries replaced in place)."""
+    """`settings` with ctxpipe's hook on every event it serves (its own earlier entries replaced in
+    place when plain; see `malformed` for what the caller refuses first)."""
     result = copy.deepcopy(dict(settings))
     hooks = result.get("hooks")
     if not isinstance(hooks, dict):
@@ -62,9 +108,9 @@ def with_ctxpipe(settings: Mapping[str, Any], program: str) -> dict[str, Any]:
                 continue
             for index, entry in enumerate(entries):
                 if ours(entry) == name:
-                    if not placed:
+                    if not placed and plain(str(entry["command"]), name):
                         entries[index] = _renewed(entry, wanted)
-                    placed = True
+                    placed = True  # one the user wrapped stays as written: the event has ctxpipe's hook
         if not placed:
             groups.append({"hooks": [wanted]})
     return result

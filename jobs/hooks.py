@@ -326,6 +326,9 @@ class SettingsChange:
         return self.before != self.after
 
 
+TOO_DEEP = "nested too deeply to read and write back; left as it is"
+
+
 def settings_path(project: bool, cwd: Path | None = None) -> Path:
     """The user's settings (CLAUDE_CONFIG_DIR's or ~/.claude/settings.json), or the project's."""
     return (cwd or Path.cwd()) / ".claude" / "settings.json" if project else config_dir() / "settings.json"
@@ -353,6 +356,8 @@ def _read_settings(path: Path) -> tuple[bytes | None, dict[str, Any]]:
         settings = json.loads(data) if data.strip() else {}
     except ValueError as exc:
         raise InputError(str(path), None, f"not JSON: {exc}") from None
+    except RecursionError:
+        raise InputError(str(path), None, TOO_DEEP) from None
     if not isinstance(settings, dict):
         raise InputError(str(path), None, "not a JSON object")
     return data, settings
@@ -369,15 +374,27 @@ def _dumped(settings: dict[str, Any], path: Path) -> bytes:
 
 def install(path: Path, program: str | None = None, dry_run: bool = False) -> SettingsChange:
     """Merge ctxpipe's hooks into the settings file at `path` (atomic, the old file kept as a backup)."""
-    from ..core.hook_settings import installed, with_ctxpipe
+    from ..core.errors import SettingsError
+    from ..core.hook_settings import HOOKS, hook_command, installed, malformed, ours, with_ctxpipe
     from ..files.storage import version
 
+    program = program or this_program()
+    if any(ours({"command": hook_command(program, name)}) != name for name in HOOKS.values()):
+        # Its hooks would not be found again: a second install would add them twice, uninstall leave them.
+        raise SettingsError("--program", f"{program!r} does not run ctxpipe by its name (…/ctxpipe, or … -m ctxpipe)")
     read = version(str(path))  # Claude Code may write the file meanwhile: replaced only if it did not
     before, settings = _read_settings(path)
-    wanted = with_ctxpipe(settings, program or this_program())
-    after = before if wanted == settings and before is not None else _dumped(wanted, path)
+    problem = malformed(settings)
+    if problem is not None:
+        raise InputError(str(path), None, f"{problem}; left as it is")
+    try:
+        wanted = with_ctxpipe(settings, program)
+        after = before if wanted == settings and before is not None else _dumped(wanted, path)
+        first = not installed(settings)
+    except RecursionError:
+        raise InputError(str(path), None, TOO_DEEP) from None
     # Installed already: the backup kept is the file before the first install (uninstall gives its bytes back).
-    return _write(SettingsChange(path, before, after), dry_run, replace_backup=not installed(settings), if_version=read)
+    return _write(SettingsChange(path, before, after), dry_run, replace_backup=first, if_version=read)
 
 
 def uninstall(path: Path, dry_run: bool = False) -> SettingsChange:
@@ -388,10 +405,13 @@ def uninstall(path: Path, dry_run: bool = False) -> SettingsChange:
 
     read = version(str(path))
     before, settings = _read_settings(path)
-    if before is None or not installed(settings):
-        return SettingsChange(path, before, before)
-    left = without_ctxpipe(settings)
-    after: bytes | None = _dumped(left, path)
+    try:
+        if before is None or not installed(settings):
+            return SettingsChange(path, before, before)
+        left = without_ctxpipe(settings)
+        after: bytes | None = _dumped(left, path)
+    except RecursionError:
+        raise InputError(str(path), None, TOO_DEEP) from None
     try:
         kept = Path(str(path) + SETTINGS_BACKUP).read_bytes()
         if json.loads(kept) == left:
@@ -399,7 +419,7 @@ def uninstall(path: Path, dry_run: bool = False) -> SettingsChange:
     except FileNotFoundError:
         if not left:
             after = None  # install made the file: it goes
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         pass
     return _write(SettingsChange(path, before, after), dry_run, if_version=read)
 
@@ -416,7 +436,9 @@ def _write(change: SettingsChange, dry_run: bool, replace_backup: bool = True, i
     if version(str(change.path)) != if_version:
         raise ChangedMeanwhile(str(change.path), None, "changed while ctxpipe read it (is Claude Code writing it?); left as it is: try again")
     if change.after is None:
-        change.path.unlink()
+        # The file install made; through a link (a dotfiles manager's, to a file not there yet), the
+        # file it made at the link's end: the link stays, as it was.
+        os.unlink(os.path.realpath(change.path))
         return change
     backup = None
     change.path.parent.mkdir(parents=True, exist_ok=True)

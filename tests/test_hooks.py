@@ -69,6 +69,40 @@ def test_a_hook_is_ctxpipe_s_by_what_it_runs(command: str, name: str | None) -> 
     assert ours({"type": "command", "command": command}) == name
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        "sh -c 'ctxpipe hook prompt || true'",
+        'bash -lc "ctxpipe hook prompt"',
+        "CTX_LOG=1 nice -n 19 ctxpipe hook prompt 2>>/tmp/ctx.log",
+        "cd /srv && ctxpipe hook prompt",
+        'ctxpipe hook prompt --note "$HOME"',
+    ],
+)
+def test_a_hook_the_user_wrapped_is_left_as_written(command: str) -> None:
+    # Rewriting only what follows `hook NAME` dropped the wrapper's opening quote and kept its
+    # closing one: a command the shell refuses (exit 2, which Claude Code takes as "block").
+    settings = {"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": command}]}]}}
+    merged = with_ctxpipe(settings, PROGRAM)
+    assert merged["hooks"]["UserPromptSubmit"] == settings["hooks"]["UserPromptSubmit"]  # as written, and not twice
+    assert installed(merged)["UserPromptSubmit"] == command and installed(merged)["PreCompact"] == f"{PROGRAM} hook pre-compact"
+    assert with_ctxpipe(merged, PROGRAM) == merged
+
+
+@pytest.mark.parametrize(
+    ("command", "renewed"),
+    [
+        ("ctxpipe hook pre-compact --block-when 'tokens<40k'", f"{PROGRAM} hook pre-compact --block-when 'tokens<40k'"),
+        ("'/old venv/bin/python' -P -m ctxpipe hook pre-compact", f"{PROGRAM} hook pre-compact"),
+        ("/usr/local/bin/ctxpipe hook pre-compact", f"{PROGRAM} hook pre-compact"),
+    ],
+)
+def test_a_plain_hook_gets_the_new_program_and_keeps_its_options(command: str, renewed: str) -> None:
+    settings = {"hooks": {"PreCompact": [{"hooks": [{"type": "command", "command": command, "timeout": 30}]}]}}
+    [entry] = with_ctxpipe(settings, PROGRAM)["hooks"]["PreCompact"][0]["hooks"]
+    assert entry == {"type": "command", "command": renewed, "timeout": 30}
+
+
 def ctxpipe(*args: str, home: Path, stdin: bytes = b"", cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
     env = child_env({"HOME": str(home), "CLAUDE_CONFIG_DIR": "", "ANTHROPIC_API_KEY": ""})
     return subprocess.run([sys.executable, "-m", "ctxpipe", *args], input=stdin, capture_output=True, env=env, cwd=cwd or home, timeout=120)
@@ -108,6 +142,65 @@ def test_a_settings_file_that_is_not_json_is_refused_and_left_alone(tmp_path: Pa
     done = ctxpipe("hooks", "install", home=tmp_path)
     assert done.returncode != 0 and b"not JSON" in done.stderr and b"Traceback" not in done.stderr
     assert settings.read_bytes() == b"{ not json"
+
+
+def test_a_program_whose_hooks_would_not_be_found_again_is_refused(tmp_path: Path) -> None:
+    # Installed twice, its hooks ran twice; uninstall left them (it finds ctxpipe's by the name).
+    done = ctxpipe("hooks", "install", "--program", "/opt/tools/ctx", home=tmp_path)
+    assert done.returncode == 2 and b"Invalid value for --program" in done.stderr and b"Traceback" not in done.stderr, done.stderr
+    assert not (tmp_path / ".claude" / "settings.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("hooks", "said"),
+    [([1], b'"hooks" is a list'), ({"PreCompact": {"hooks": [{"command": "mine"}]}}, b'"hooks"."PreCompact" is a dict'), ("x", b'"hooks" is a str')],
+)
+def test_hooks_of_another_shape_are_refused_not_overwritten(tmp_path: Path, hooks: Any, said: bytes) -> None:
+    settings = tmp_path / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    original = json.dumps({"model": "opus", "hooks": hooks}).encode()
+    settings.write_bytes(original)
+    done = ctxpipe("hooks", "install", home=tmp_path)
+    assert done.returncode == 1 and said in done.stderr and str(settings).encode() in done.stderr, done.stderr
+    assert settings.read_bytes() == original
+    # null is no hooks: nothing of it is lost.
+    settings.write_bytes(b'{"hooks": null}')
+    assert ctxpipe("hooks", "install", home=tmp_path).returncode == 0
+    assert set(installed(json.loads(settings.read_bytes()))) == set(HOOKS)
+
+
+def test_settings_nested_too_deeply_are_one_line(tmp_path: Path) -> None:
+    settings = tmp_path / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    for depth in (3000, 600):  # past json's own limit; under it, past what a copy of it can walk
+        original = b'{"a": ' + b"[" * depth + b"]" * depth + b"}"
+        settings.write_bytes(original)
+        for action in ("install", "uninstall"):
+            done = ctxpipe("hooks", action, home=tmp_path)
+            assert b"Traceback" not in done.stderr and b"internal error" not in done.stderr, done.stderr
+            assert done.returncode in (0, 1) and settings.read_bytes() == original
+
+
+def test_uninstall_through_a_link_removes_the_file_install_made_not_the_link(tmp_path: Path) -> None:
+    # A dotfiles manager's link to a file not there yet: install makes the file at its end, and
+    # uninstall takes that out again, leaving the link as it found it.
+    dotfiles = tmp_path / "dotfiles"
+    dotfiles.mkdir()
+    link = tmp_path / ".claude" / "settings.json"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(dotfiles / "settings.json")
+    assert ctxpipe("hooks", "install", home=tmp_path).returncode == 0
+    assert installed(json.loads((dotfiles / "settings.json").read_bytes())) and link.is_symlink()
+    assert ctxpipe("hooks", "uninstall", home=tmp_path).returncode == 0
+    assert link.is_symlink() and not (dotfiles / "settings.json").exists()
+
+
+def test_project_settings_run_ctxpipe_by_its_name(tmp_path: Path) -> None:
+    # A project's settings are shared: this machine's interpreter is not another's.
+    project = tmp_path / "proj"
+    project.mkdir()
+    assert ctxpipe("hooks", "install", "--project", home=tmp_path, cwd=project).returncode == 0
+    assert installed(json.loads((project / ".claude" / "settings.json").read_bytes()))["PreCompact"] == "ctxpipe hook pre-compact"
 
 
 # --- the hooks ------------------------------------------------------------------------------------------
@@ -276,12 +369,12 @@ def test_a_second_install_keeps_what_the_user_changed_and_the_first_backup(tmp_p
     for group in edited["hooks"]["PreCompact"]:
         for entry in group["hooks"]:
             if ours(entry) == "pre-compact":
-                entry["command"] = entry["command"].replace("/python", "/python-old") + " --block-when tokens<40k"
+                entry["command"] = entry["command"].replace("/python", "/python-old") + " --block-when 'tokens<40k'"
                 entry["timeout"] = 120
     settings.write_text(json.dumps(edited, indent=2))
     assert ctxpipe("hooks", "install", home=tmp_path).returncode == 0
     [entry] = [e for g in json.loads(settings.read_bytes())["hooks"]["PreCompact"] for e in g["hooks"] if ours(e) == "pre-compact"]
-    assert entry["command"].endswith(" hook pre-compact --block-when tokens<40k") and "/python-old" not in entry["command"]
+    assert entry["command"].endswith(" hook pre-compact --block-when 'tokens<40k'") and "/python-old" not in entry["command"]
     assert entry["timeout"] == 120
     assert (tmp_path / ".claude" / "settings.json.ctxpipe-backup").read_bytes() == original
     assert ctxpipe("hooks", "uninstall", home=tmp_path).returncode == 0

@@ -24,7 +24,9 @@ def hooks(
     program: Annotated[
         Optional[str],
         declare.Option(
-            "--program", help="How the hooks start ctxpipe (default: this interpreter, `python -m ctxpipe`; `ctxpipe` when it is on PATH).", show_default=False
+            "--program",
+            help="How the hooks start ctxpipe (default: this interpreter, `python -P -m ctxpipe`; with --project, `ctxpipe` on PATH, as a shared file needs).",
+            show_default=False,
         ),
     ] = None,
 ) -> None:
@@ -41,9 +43,13 @@ def hooks(
     Example:  ctxpipe hooks install --dry-run
     """
     from ... import api
+    from ...core.errors import SettingsError
 
     if action is Action.install:
-        change = api.install_hooks(project=project, dry_run=dry_run, settings=settings, program=program)
+        try:
+            change = api.install_hooks(project=project, dry_run=dry_run, settings=settings, program=program)
+        except SettingsError as exc:  # a --program whose hooks would not be found again: a usage error
+            raise declare.BadParameter(exc.what, param_hint=exc.flag) from None
     else:
         change = api.uninstall_hooks(project=project, dry_run=dry_run, settings=settings)
     where = str(change.path)
