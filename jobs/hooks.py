@@ -347,6 +347,8 @@ def this_program() -> str:
 
 def _read_settings(path: Path) -> tuple[bytes | None, dict[str, Any]]:
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would hang the read, a device never end
+            raise InputError(str(path), None, "not a regular file; left as it is")
         data = path.read_bytes()
     except FileNotFoundError:
         return None, {}

@@ -51,6 +51,9 @@ STAGE_FLAGS: dict[str, tuple[str, ...]] = {"microcompact": ("--force",), "collap
 # What a tool acted on, by the input field that names it (first found wins): the file, the command, the search.
 SUBJECT_FIELDS = ("file_path", "notebook_path", "command", "pattern", "path", "url", "query", "description")
 SUBJECT_CHARACTERS = 120
+# A name or a time the file records, on the page and in a label (a model id, a session id, a
+# compaction's trigger, a call's timestamp): enough for any real one, never a whole line of the file.
+LABEL_CHARACTERS = 80
 WORTH_A_BREAK = CachePolicy().clear_at_least  # tokens: below the warning level, smaller savings are not worth a cache break
 MARKER_LABELS = {"microcompact_boundary": "microcompact", "ctxpipe_collapse": "collapse", "snip_boundary": "snip"}
 
@@ -74,10 +77,10 @@ def excerpt(block: dict[str, Any]) -> str:
             texts = ["(nested too deep to show)"]
     else:
         texts = block_texts(block)[0]
-    return _folded(" ".join(texts), EXCERPT_CHARACTERS)
+    return shortened(" ".join(texts), EXCERPT_CHARACTERS)
 
 
-def _folded(text: str, limit: int) -> str:
+def shortened(text: str, limit: int) -> str:
     """`text` on one line (whitespace folded), at most `limit` characters."""
     from ..core.facts import folded
 
@@ -98,7 +101,7 @@ def tool_subjects(messages: Sequence[Message]) -> dict[str, str]:
             named = next((value for key in SUBJECT_FIELDS if isinstance(value := arguments.get(key), str) and value.strip()), None)
             call = block.get("id")
             if named is not None and isinstance(call, str):
-                subjects[call] = _folded(named, SUBJECT_CHARACTERS)
+                subjects[call] = shortened(named, SUBJECT_CHARACTERS)
     return subjects
 
 
@@ -223,6 +226,7 @@ def _events(
         if metadata is None:
             continue
         trigger = text(metadata, "trigger")
+        trigger = shortened(trigger, LABEL_CHARACTERS) if trigger else trigger
         before = metadata.get("preTokens")
         size = f" at {before:,} tokens" if isinstance(before, int) and not isinstance(before, bool) else ""
         audit = audited.get(entry.line or None)

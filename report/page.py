@@ -24,6 +24,7 @@ from urllib.parse import quote
 from ..core.fields import rounded_percent
 from ..core.reports import BreakdownRow, CallRow, DollarParts, IndexRow, PricesReport, SessionReport, TimelineEvent, TokenParts
 from ..files.sessions import COMPACTION_NOTE
+from .data import LABEL_CHARACTERS, shortened
 
 # Above this many main calls the timeline is drawn from a sample: each bucket's min and max, and
 # the calls on either side of every event (a 200 MB session has ~10^5 calls; its page stays small).
@@ -71,6 +72,11 @@ def _visible(match: re.Match[str]) -> str:
 def _text(value: object) -> str:
     """Any value as HTML text or as an attribute's value (quotes escaped too)."""
     return html.escape(_UNSAFE.sub(_visible, value if isinstance(value, str) else str(value)), quote=True)
+
+
+def _label(value: object) -> str:
+    """A name or a time the file records, as _text, on one line and at most LABEL_CHARACTERS."""
+    return _text(shortened(value if isinstance(value, str) else str(value), LABEL_CHARACTERS))
 
 
 def _int(value: int | None) -> str:
@@ -274,7 +280,7 @@ def _call_tip(call: CallRow) -> str:
     if call.line is not None:
         parts.append(f"line {call.line:,}")
     if call.timestamp:
-        parts.append(str(call.timestamp))
+        parts.append(shortened(str(call.timestamp), LABEL_CHARACTERS))
     return " · ".join(parts)
 
 
@@ -336,7 +342,7 @@ def _timeline(report: SessionReport) -> str:
             tip = _text(_call_tip(c))
             out.append(
                 f'<circle class="call" cx="{x(index[c.turn]):.1f}" cy="{y(c.prompt_tokens):.1f}" r="{radius}" data-turn="{c.turn}"'
-                f' data-line="{"" if c.line is None else c.line}" data-tokens="{c.prompt_tokens}" data-time="{_text(c.timestamp or "")}"'
+                f' data-line="{"" if c.line is None else c.line}" data-tokens="{c.prompt_tokens}" data-time="{_label(c.timestamp or "")}"'
                 f' data-tip="{tip}"><title>{tip}</title></circle>'
             )
     first, last = (main[0].timestamp, main[-1].timestamp) if main else (None, None)
@@ -509,7 +515,7 @@ def _cost(report: SessionReport) -> str:
         f" · cache rebuilt {_figure('cache-rebuilds', cost.cache_rebuilds, _int(cost.cache_rebuilds))} {'time' if cost.cache_rebuilds == 1 else 'times'}"
         + (f" · {cost.long_context_calls:,} calls priced at the long-context rate" if cost.long_context_calls else "")
         + (
-            f' · <span id="unpriced">no known price for {_text(", ".join(cost.unpriced_models))}</span> (the parts below are the priced calls)'
+            f' · <span id="unpriced">no known price for {", ".join(_label(model) for model in cost.unpriced_models)}</span> (the parts below are the priced calls)'
             if cost.unpriced_models
             else ""
         )
@@ -661,7 +667,7 @@ def _rebuilt_table(calls: Sequence[CallRow]) -> str:
         return '<p class="note">The cache was never rebuilt.</p>'
     rows = [
         f'<tr class="rebuilt-call" data-turn="{c.turn}"><td class="num">{c.turn:,}</td><td class="num">{_int(c.line)}</td>'
-        f'<td>{_text(c.timestamp or "")}</td><td class="num">{c.prompt_tokens:,}</td>'
+        f'<td>{_label(c.timestamp or "")}</td><td class="num">{c.prompt_tokens:,}</td>'
         f'<td class="num">{c.tokens.cache_write_5m + c.tokens.cache_write_1h:,}</td><td class="num">{_usd(c.usd)}</td></tr>'
         for c in rebuilt
     ]
@@ -740,9 +746,9 @@ def session_page(report: SessionReport, *, title: str | None = None) -> str:
     header = (
         f'<h1 id="title">{_text(heading)}</h1>'
         f'<p class="meta"><span class="k">file</span> <span id="file">{_text(report.file)}</span> · <span class="k">model</span> '
-        f'<span id="model">{_text(report.model or "unknown")}</span> · <span class="k">format</span> {_text(report.format)}'
+        f'<span id="model">{_label(report.model or "unknown")}</span> · <span class="k">format</span> {_text(report.format)}'
         + (f" · {'compaction side-call' if side_call else _text(report.kind)}" if report.kind else "")
-        + (f' · <span class="k">session</span> {_text(report.session_id)}' if report.session_id else "")
+        + (f' · <span class="k">session</span> {_label(report.session_id)}' if report.session_id else "")
         + "</p>"
         f'<p class="meta">{_text(report.first_activity or "?")} → {_text(report.last_activity or "?")}</p>'
         f'<p style="font-size:1.2em">{_level_badge(warn.level, "level", report.kind)} '
@@ -793,7 +799,7 @@ def _index_row(row: IndexRow, errors: bool) -> str:
     level_rank = LEVELS.index(row.level) if row.level in LEVELS and not side_call else ""
     pct = row.percent_of_window
     return (
-        f'<tr class="session{" side-call" if side_call else ""}"><td data-col="file" data-value="{name}">{link}{under}</td><td>{_text(row.model or "")}</td>'
+        f'<tr class="session{" side-call" if side_call else ""}"><td data-col="file" data-value="{name}">{link}{under}</td><td>{_label(row.model or "")}</td>'
         f'<td class="num" data-col="tokens" data-value="{"" if row.tokens is None else row.tokens}">{_int(row.tokens)}</td>'
         f'<td class="num" data-col="percent" data-value="{"" if pct is None else pct}">{"–" if pct is None else f"{pct}%"}</td>'
         f'<td data-col="level" data-value="{level_rank}">{_level_badge(row.level, kind=row.kind) if row.level else "–"}</td>'

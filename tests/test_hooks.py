@@ -181,6 +181,15 @@ def test_settings_nested_too_deeply_are_one_line(tmp_path: Path) -> None:
             assert done.returncode in (0, 1) and settings.read_bytes() == original
 
 
+def test_a_settings_path_that_is_no_file_is_refused_without_waiting(tmp_path: Path) -> None:
+    fifo = tmp_path / "settings.json"
+    os.mkfifo(fifo)
+    for action in ("install", "uninstall"):
+        done = ctxpipe("hooks", action, "--settings", str(fifo), home=tmp_path)  # a read would wait for a writer
+        assert done.returncode == 1 and b"not a regular file" in done.stderr, done.stderr
+    assert fifo.is_fifo()
+
+
 def test_uninstall_through_a_link_removes_the_file_install_made_not_the_link(tmp_path: Path) -> None:
     # A dotfiles manager's link to a file not there yet: install makes the file at its end, and
     # uninstall takes that out again, leaving the link as it found it.

@@ -850,3 +850,34 @@ def test_the_harness_sees_a_request_and_the_policy_stops_a_foreign_script(contex
     opened = open_html(context, page)
     assert opened.page.evaluate("() => window.__pwned") is None
     assert opened.page.evaluate("() => document.getElementById('breakdown-switch').hidden") is False  # ours ran
+
+
+def test_a_name_or_time_of_megabytes_makes_no_page_of_megabytes(tmp_path: Path) -> None:
+    # A compaction's trigger, a call's timestamp, the model id and the session id are written on the
+    # page in a label, a tooltip and a table: each was written whole, up to three times (a 5 MB
+    # trigger made a 15 MB page). They are cut to a label's length; the facts (--json) keep them whole.
+    import json
+
+    from helpers import FIXTURES, run_cli
+
+    huge = "x" * (1 << 20)
+    lines = []
+    for raw in (FIXTURES / "claude-code" / "compacted.jsonl").read_bytes().splitlines():
+        obj = json.loads(raw)
+        if obj.get("subtype") == "compact_boundary":
+            obj["compactMetadata"] = {**obj.get("compactMetadata", {}), "trigger": "auto " + huge}
+        if obj.get("type") == "assistant":
+            obj["timestamp"] = "at " + huge
+            obj["message"]["model"] = "claude-" + huge
+        obj["sessionId"] = "s-" + huge
+        lines.append(json.dumps(obj))
+    path = tmp_path / "huge-names.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    page = tmp_path / "page.html"
+    done = run_cli("report", "--now", "2026-12-01T00:00:00Z", path, "-o", page)
+    assert done.returncode == 0, done.stderr
+    assert page.stat().st_size < 200_000, page.stat().st_size
+    text = page.read_text()
+    assert "compacted (auto xxx" in text and "x" * 200 not in text
+    facts = run_cli("report", "--json", "--now", "2026-12-01T00:00:00Z", path)
+    assert facts.returncode == 0 and json.loads(facts.stdout)["session_id"] == "s-" + huge
