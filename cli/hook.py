@@ -82,7 +82,10 @@ def main(argv: Sequence[str]) -> None:
     code = 0
     try:
         name, block = _parse(argv)
-        payload: Any = json.loads(sys.stdin.buffer.read() or b"{}")
+        try:
+            payload: Any = json.loads(sys.stdin.buffer.read() or b"{}")
+        except ValueError as exc:  # UnicodeDecodeError too
+            raise ValueError(f"the hook input on stdin is not JSON: {exc}") from None
         if not isinstance(payload, dict):
             raise ValueError("the hook input is not a JSON object")
         from .. import api

@@ -318,6 +318,12 @@ def test_a_hook_never_fails_the_session(tmp_path: Path, args: tuple[str, ...], s
     assert done.stderr.count(b"\n") == 1 and done.stderr.startswith(b"ctxpipe hook: ") and b"Traceback" not in done.stderr
 
 
+def test_hook_input_that_is_not_json_is_named_as_such(tmp_path: Path) -> None:
+    for stdin in (b"not json", b"\xff\xfe"):
+        done = ctxpipe("hook", "prompt", home=tmp_path, stdin=stdin)
+        assert done.returncode == 0 and done.stderr.startswith(b"ctxpipe hook: the hook input on stdin is not JSON: "), done.stderr
+
+
 def test_a_transcript_line_never_reaches_the_terminal_raw(tmp_path: Path) -> None:
     s = Convo()
     s.user("rename it \x1b]0;pwned\x07 now")
