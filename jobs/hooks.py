@@ -21,6 +21,7 @@ A hook never fails the session: any error is one line on stderr, exit 0 and noth
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -435,6 +436,11 @@ def _write(change: SettingsChange, dry_run: bool, replace_backup: bool = True, i
 
     if dry_run or not change.changed:
         return change
+    with contextlib.suppress(OSError):
+        if change.before is not None and not stat.S_IMODE(os.stat(change.path).st_mode) & 0o222:
+            # Made read-only (chmod a-w): kept from changes, ctxpipe's too (a rename needs no write
+            # permission on the file, and root has every permission).
+            raise InputError(str(change.path), None, "read-only; left as it is (chmod u+w it to let ctxpipe change it)")
     if version(str(change.path)) != if_version:
         raise ChangedMeanwhile(str(change.path), None, "changed while ctxpipe read it (is Claude Code writing it?); left as it is: try again")
     if change.after is None:

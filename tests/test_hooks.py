@@ -190,6 +190,24 @@ def test_a_settings_path_that_is_no_file_is_refused_without_waiting(tmp_path: Pa
     assert fifo.is_fifo()
 
 
+def test_a_read_only_settings_file_is_left_as_it_is(tmp_path: Path) -> None:
+    # chmod a-w says "do not change this": the rename install writes with needs no write permission
+    # on the file itself (and root has every permission), so it is asked of the mode.
+    settings = tmp_path / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    original = json.dumps(USER_SETTINGS).encode()
+    settings.write_bytes(original)
+    settings.chmod(0o444)
+    done = ctxpipe("hooks", "install", home=tmp_path)
+    assert done.returncode == 1 and b"read-only" in done.stderr and settings.read_bytes() == original, done.stderr
+    assert ctxpipe("hooks", "install", "--dry-run", home=tmp_path).returncode == 0  # showing what it would be changes nothing
+    settings.chmod(0o644)
+    assert ctxpipe("hooks", "install", home=tmp_path).returncode == 0
+    settings.chmod(0o444)
+    done = ctxpipe("hooks", "uninstall", home=tmp_path)
+    assert done.returncode == 1 and b"read-only" in done.stderr and installed(json.loads(settings.read_bytes()))
+
+
 def test_uninstall_through_a_link_removes_the_file_install_made_not_the_link(tmp_path: Path) -> None:
     # A dotfiles manager's link to a file not there yet: install makes the file at its end, and
     # uninstall takes that out again, leaving the link as it found it.
