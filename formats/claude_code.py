@@ -672,6 +672,10 @@ class ClaudeCodeFormat:
             return False
         if "payload" in obj:  # a Codex rollout line
             return False
+        if kind in ("user", "assistant") and "message" not in obj and not any(isinstance(obj.get(key), str) for key in LINKS):
+            # No message and none of its links: not a line Claude Code writes (a Gemini CLI record
+            # without its chat's metadata line above it, from `tail`), so not enough to claim the file.
+            return None
         if kind in ENTRY_TYPES or any(isinstance(obj.get(key), str) for key in LINKS):
             return True
         # A type Claude Code has never written, on a line with none of its links: maybe a newer

@@ -228,6 +228,9 @@ def _usage(info: Any) -> dict[str, Any] | None:
     last = info.get("last_token_usage") if isinstance(info, dict) else None
     if not isinstance(last, dict):
         return None
+    given = last.get("input_tokens")
+    if type(given) is not int or given < 0:  # no prompt's size (missing, null, a string): it measures nothing, the context is estimated
+        return None
     total_input = count(last, "input_tokens")
     cached = min(count(last, "cached_input_tokens"), total_input)
     # OpenAI counts cached tokens inside input_tokens; Anthropic's usage keeps them apart.

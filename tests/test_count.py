@@ -1087,3 +1087,25 @@ def test_the_window_is_one_whatever_the_read() -> None:
     warned = json.loads(run_cli("warn", "--json", "-", stdin=data).stdout)
     windows |= {report["count"]["context_window"], warned["context_window"]}
     assert windows == {200_000}
+
+
+@pytest.mark.parametrize("given", [None, "12000", -5, True, "missing"])
+def test_a_codex_usage_without_a_prompts_size_measures_nothing(tmp_path: Path, given: Any) -> None:
+    # Read as 0, a token_count without a whole input_tokens anchored the count on its output tokens
+    # alone: an exact figure of 96 tokens for a context of thousands. It is estimated instead.
+    lines = []
+    for raw in (FIXTURES / "codex" / "rollout.jsonl").read_bytes().splitlines():
+        obj = json.loads(raw)
+        info = obj.get("payload", {}).get("info") if obj.get("type") == "event_msg" else None
+        if isinstance(info, dict) and isinstance(info.get("last_token_usage"), dict):
+            if given == "missing":
+                del info["last_token_usage"]["input_tokens"]
+            else:
+                info["last_token_usage"]["input_tokens"] = given
+        lines.append(json.dumps(obj))
+    path = tmp_path / "rollout.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    done = run_cli("count", "--json", path)
+    assert done.returncode == 0, done.stderr
+    counted = json.loads(done.stdout)
+    assert counted["exact_tokens"] == 0 and counted["tokens"] > 1_000, counted

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import ctxpipe
 import orjson
 import pytest
@@ -250,3 +252,16 @@ def test_a_compacted_session_converted_to_anthropic_keeps_the_usage_after_its_su
     summarized, report = ctxpipe.api.run_stage("summarize", session, SummarizeSettings(engine="offline", keep_last=2))
     assert summarized != session and b'"usage"' in summarized.split(b"\n", 1)[1]  # the kept tail still carries it
     assert ctxpipe.count_transcript(summarized).exact_tokens == 0
+
+
+def test_a_gemini_chat_without_its_metadata_line_is_read_as_gemini(tmp_path: Path) -> None:
+    # `tail -n +2`, a first line skipped as damaged: its first record is {"type": "user", …} with
+    # neither a message nor a uuid, which Claude Code claimed (a count of 0 tokens, every stage
+    # "nothing to do").
+    from helpers import run_cli
+
+    whole = (FIXTURES / "gemini" / "chat.jsonl").read_bytes()
+    cut = tmp_path / "chat.jsonl"
+    cut.write_bytes(whole.split(b"\n", 1)[1])
+    counted = [orjson.loads(run_cli("count", "--json", path).stdout) for path in (FIXTURES / "gemini" / "chat.jsonl", cut)]
+    assert [c["format"] for c in counted] == ["gemini", "gemini"] and counted[0]["tokens"] == counted[1]["tokens"] > 0
