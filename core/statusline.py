@@ -200,17 +200,23 @@ def racy_window(stamp: Sequence[int]) -> float:
     return RACY if stamp[3] % 1_000_000_000 == 0 else FINE_RACY
 
 
+def changed_at(stamp: Sequence[int]) -> float:
+    """When the file last changed, either time (epoch seconds): a tool that puts the old modification
+    time back (rsync -t, cp -p) still moves the change time."""
+    return max(stamp[1], stamp[3]) / 1e9
+
+
 def ahead_of_clock(stamp: Sequence[int], moment: float) -> bool:
     """Whether the file's times are more than a tick ahead of `moment` (epoch seconds: a clock set
     back, a copy from a machine whose clock ran ahead). Until the clock comes within a tick of them,
     any change to the file gives it the clock's times, so an equal stamp means unchanged bytes."""
-    return moment < max(stamp[1], stamp[3]) / 1e9 - racy_window(stamp)
+    return moment < changed_at(stamp) - racy_window(stamp)
 
 
 def settled(stamp: Sequence[int], moment: float) -> bool:
     """Whether a stamp taken at `moment` (epoch seconds) came a tick or more (racy_window) after the
     file last changed (either time): only then does an equal stamp later mean unchanged bytes."""
-    return moment - max(stamp[1], stamp[3]) / 1e9 >= racy_window(stamp)
+    return moment - changed_at(stamp) >= racy_window(stamp)
 
 
 def cache_folder(xdg_cache_home: str | None, home: str, part: str = "statusline") -> str | None:

@@ -240,16 +240,10 @@ def open_private(folder: str) -> int | None:
 def _read(folder: int, name: str, key: str) -> dict[str, Entry]:
     """The entries of the kept file `name` in the open `folder`, made for `key`; none for a missing
     file or one that is not ours."""
-    try:
-        descriptor = os.open(name, os.O_RDONLY | NO_LINK, dir_fd=folder)
-    except OSError:
+    data = read_kept(folder, name, MAX_FILE_BYTES)
+    if data is None:
         return {}
     try:
-        with os.fdopen(descriptor, "rb") as handle:
-            info = os.fstat(handle.fileno())
-            if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_FILE_BYTES:
-                return {}
-            data = handle.read(MAX_FILE_BYTES + 1)
         # A folder's counts are tens of thousands of new objects, none of them garbage: the collector
         # would walk them all again and again (a third of the load).
         with no_cycle_collection():
@@ -260,6 +254,23 @@ def _read(folder: int, name: str, key: str) -> dict[str, Entry]:
         return {}
     entries: dict[str, Entry] = found["entries"]
     return entries
+
+
+def read_kept(folder: int, name: str, limit: int) -> bytes | None:
+    """The bytes of `name` in the open `folder` (open_private's): a regular file of at most `limit`
+    bytes, never opened through a link nor waited on (a FIFO put there); else None."""
+    try:
+        descriptor = os.open(name, os.O_RDONLY | NO_LINK, dir_fd=folder)
+    except OSError:
+        return None
+    try:
+        with os.fdopen(descriptor, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+                return None
+            return handle.read(limit + 1)
+    except OSError:
+        return None
 
 
 class _KeptCounts(pickle.Unpickler):

@@ -36,6 +36,7 @@ from ..core.statusline import (
     cache_folder,
     cache_name,
     cache_state,
+    changed_at,
     file_stamp,
     number,
     racy_window,
@@ -55,6 +56,7 @@ LOCK_STALE = 600.0  # seconds: a refresh lock older than this was left by a run 
 # which in a session never compacted is the whole file): past this size it records why instead, and
 # the line goes without a saving.
 REFRESH_LIMIT = 512 << 20
+MAX_ENTRY = 1 << 16  # bytes: a saving's entry is a few hundred
 SETTLE_TRIES = 3  # stamps a refresh takes while the transcript keeps changing, before it records one not settled
 USAGE_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
 
@@ -233,24 +235,15 @@ def read_cache(folder: int, path: str) -> dict[str, Any] | None:
     """The cached entry for `path` in the open `folder` (count_cache.open_private's), or None (none
     yet, or not one of ours): a regular file of the folder's own, never through a link, never waited
     on (a FIFO put there)."""
-    import stat
-
     import orjson
 
-    from .count_cache import NO_LINK
+    from .count_cache import read_kept
 
+    data = read_kept(folder, _key(path) + ".json", MAX_ENTRY)
     try:
-        fd = os.open(_key(path) + ".json", os.O_RDONLY | NO_LINK, dir_fd=folder)
-    except OSError:
+        entry = orjson.loads(data) if data is not None else None
+    except ValueError:
         return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        entry = orjson.loads(os.read(fd, 1 << 16))
-    except (OSError, ValueError):
-        return None
-    finally:
-        os.close(fd)
     return entry if isinstance(entry, dict) and entry.get("path") == os.path.abspath(path) else None
 
 
@@ -312,7 +305,7 @@ def _settled_stamp(path: str) -> tuple[int, list[int]] | None:
             return None
         if settled(stamp, taken / 1e9) or ahead_of_clock(stamp, taken / 1e9) or attempt == SETTLE_TRIES:
             return taken, stamp  # dated ahead: no wait helps, and the line trusts it until the clock catches up
-        time.sleep(max(stamp[1], stamp[3]) / 1e9 + racy_window(stamp) - taken / 1e9)  # at most two ticks
+        time.sleep(changed_at(stamp) + racy_window(stamp) - taken / 1e9)  # at most two ticks
     return None  # no tries
 
 
