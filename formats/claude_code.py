@@ -672,11 +672,12 @@ class ClaudeCodeFormat:
             return False
         if "payload" in obj:  # a Codex rollout line
             return False
-        if kind in ("user", "assistant") and "message" not in obj and not any(isinstance(obj.get(key), str) for key in LINKS):
+        linked = any(isinstance(obj.get(key), str) for key in LINKS)
+        if kind in ("user", "assistant") and "message" not in obj and not linked:
             # No message and none of its links: not a line Claude Code writes (a Gemini CLI record
             # without its chat's metadata line above it, from `tail`), so not enough to claim the file.
             return None
-        if kind in ENTRY_TYPES or any(isinstance(obj.get(key), str) for key in LINKS):
+        if kind in ENTRY_TYPES or linked:
             return True
         # A type Claude Code has never written, on a line with none of its links: maybe a newer
         # version's, maybe another program's; a file of nothing else is no transcript to read as one.
